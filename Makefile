@@ -1,0 +1,134 @@
+# mdl: one Makefile for the library, tests, benchmarks and tools.
+#   make            build/libmdl.a, the tests, the benchmarks, the tools
+#   make test       build and run every test          make bench   build and run the benchmarks
+#   make deps       install the Debian packages        make install PREFIX=/usr/local
+# Switches: CUDA=auto|0|1  SANITIZE=address,undefined  DEBUG=1  MDL_CUDA_ARCH="80 90"
+
+CXX      ?= g++
+CUDA     ?= auto
+PREFIX   ?= /usr/local
+SANITIZE ?=
+DEBUG    ?=
+
+NVCC := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+ifeq ($(CUDA),auto)
+  WITH_CUDA := $(if $(NVCC),1,0)
+else
+  WITH_CUDA := $(CUDA)
+endif
+ifeq ($(WITH_CUDA),1)
+  ifeq ($(NVCC),)
+    $(error CUDA=1 but nvcc was not found)
+  endif
+endif
+
+# One build folder per configuration, so switches never mix objects.
+BUILD := build
+ifneq ($(SANITIZE),)
+  BUILD := build/san
+endif
+ifneq ($(DEBUG),)
+  BUILD := $(BUILD)/debug
+endif
+ifeq ($(WITH_CUDA),0)
+  ifeq ($(CUDA),0)
+    BUILD := $(BUILD)/nocuda
+  endif
+endif
+
+OPT      := $(if $(DEBUG),-O0 -g,-O3 -g1)
+SANFLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all,)
+CPPFLAGS := -I. -MMD -MP $(if $(filter 1,$(WITH_CUDA)),-DMDL_WITH_CUDA,)
+CXXFLAGS := -std=c++20 $(OPT) -fopenmp -Wall -Wextra -pthread $(SANFLAGS)
+LDLIBS   := -lz -pthread -fopenmp
+
+CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
+MDL_CUDA_ARCH ?= 80 90
+NVCCFLAGS := -std=c++20 -O3 -I. -Xcompiler -fopenmp,-Wall,-Wextra -DMDL_WITH_CUDA \
+  $(foreach a,$(MDL_CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
+  -gencode arch=compute_$(lastword $(MDL_CUDA_ARCH)),code=compute_$(lastword $(MDL_CUDA_ARCH))
+ifeq ($(WITH_CUDA),1)
+  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+endif
+
+LIB_DIRS := tensor tensor/cpu autograd nn nn/models optim data amp io profiler
+LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp))
+CU_SRCS  := $(if $(filter 1,$(WITH_CUDA)),$(wildcard tensor/cuda/*.cu),)
+LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
+LIB      := $(BUILD)/libmdl.a
+
+TEST_SRCS := $(wildcard tests/*.cpp)
+TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/%.o)
+TEST_BIN  := $(BUILD)/mdl_tests
+
+# Benchmarks: one binary per bench/bench_*.cpp; OpenBLAS joins as a yardstick when installed.
+BENCH_SRCS := $(wildcard bench/bench_*.cpp)
+BENCH_BINS := $(BENCH_SRCS:bench/%.cpp=$(BUILD)/bench/%)
+OPENBLAS := $(wildcard /usr/include/x86_64-linux-gnu/cblas.h /usr/include/cblas.h /usr/include/openblas/cblas.h)
+BENCH_FLAGS := $(if $(OPENBLAS),-DMDL_HAVE_OPENBLAS,)
+BENCH_LIBS  := -lbenchmark $(if $(OPENBLAS),-lopenblas,)
+
+TOOL_SRCS := $(wildcard tools/*.cpp)
+TOOL_BINS := $(TOOL_SRCS:tools/%.cpp=$(BUILD)/%)
+
+DEB_PACKAGES := g++ make pkg-config doctest-dev libstb-dev libbenchmark-dev zlib1g-dev dataset-fashion-mnist libopenblas-dev
+
+.PHONY: all lib tests benches tools test bench deps install clean gpu-check
+all: lib tests benches tools
+lib: $(LIB)
+tests: $(TEST_BIN)
+benches: $(BENCH_BINS)
+tools: $(TOOL_BINS)
+
+$(BUILD)/%.o: %.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
+
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
+$(LIB): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(TEST_BIN): $(TEST_OBJS) $(LIB)
+	$(CXX) $(CXXFLAGS) -o $@ $(TEST_OBJS) $(LIB) $(LDLIBS)
+
+$(BUILD)/bench/%: bench/%.cpp $(LIB)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(BENCH_FLAGS) $(CXXFLAGS) -o $@ $< $(LIB) $(BENCH_LIBS) $(LDLIBS)
+
+$(BUILD)/%: tools/%.cpp $(LIB)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# Installs what is missing, with sudo only when not root.
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
+	fi
+
+test: deps
+	$(MAKE) tests
+	$(TEST_BIN) $(TEST_ARGS)
+
+bench: deps
+	$(MAKE) benches
+	@for b in $(BENCH_BINS); do echo "== $$b"; $$b $(BENCH_ARGS) || exit 1; done
+
+install: lib
+	install -d $(PREFIX)/lib/pkgconfig $(PREFIX)/include/mdl
+	install -m 644 $(LIB) $(PREFIX)/lib/libmdl.a
+	install -m 644 mdl.h $(PREFIX)/include/mdl/mdl.h
+	for h in $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.h)); do \
+	  install -d $(PREFIX)/include/mdl/$$(dirname $$h) && install -m 644 $$h $(PREFIX)/include/mdl/$$h; done
+	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include/mdl\n\nName: mdl\nDescription: a minimal deep learning framework\nVersion: 0.1.0\nCflags: -std=c++20 -fopenmp -I$${includedir}%s\nLibs: -L$${libdir} -lmdl %s\n' \
+	  "$(abspath $(PREFIX))" "$(if $(filter 1,$(WITH_CUDA)), -DMDL_WITH_CUDA,)" "$(LDLIBS)" > $(PREFIX)/lib/pkgconfig/mdl.pc
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD) -name '*.d' 2>/dev/null)

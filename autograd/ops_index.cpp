@@ -1,0 +1,63 @@
+// Indexing ops and matmul with their backward: gathers scatter the gradient back, scatters
+// gather it; matmul's gradient is two matmuls, summed over broadcast batch dims.
+#include "autograd/function.h"
+#include "tensor/factory.h"
+#include "tensor/native.h"
+#include "tensor/ops.h"
+
+namespace mdl {
+
+using autograd::FnNode;
+using autograd::Grads;
+using autograd::record_fn;
+
+Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+  Tensor out = native::index_select(x, dim, index);
+  record_fn("index_select", {x}, {out}, {index}, [dim, s = x.shape()](const Grads& g, const FnNode& n) {
+    Tensor zero = zeros(s, {g[0].dtype(), g[0].device()});
+    return Grads{native::index_add(zero, dim, n.saved(0), g[0])};
+  });
+  return out;
+}
+
+Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+  Tensor out = native::gather(x, dim, index);
+  record_fn("gather", {x}, {out}, {index}, [dim, s = x.shape()](const Grads& g, const FnNode& n) {
+    Tensor zero = zeros(s, {g[0].dtype(), g[0].device()});
+    return Grads{native::scatter_add(zero, dim, n.saved(0), g[0])};
+  });
+  return out;
+}
+
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src) {
+  Tensor out = native::scatter_add(x, dim, index, src);
+  record_fn("scatter_add", {x, src}, {out}, {index}, [dim](const Grads& g, const FnNode& n) {
+    return Grads{g[0], n.needs(1) ? native::gather(g[0], dim, n.saved(0)) : Tensor()};
+  });
+  return out;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  MDL_CHECK(a.defined() && b.defined() && a.dim() >= 1 && b.dim() >= 1,
+            "matmul: both arguments need at least 1 dim, got shapes ", shape_str(a.defined() ? a.shape() : Shape{}),
+            " and ", shape_str(b.defined() ? b.shape() : Shape{}));
+  // 1-D operands become matrices through differentiable views, so the node sees >= 2-D only.
+  if (a.dim() == 1 || b.dim() == 1) {
+    Tensor x = a.dim() == 1 ? unsqueeze(a, 0) : a;
+    Tensor y = b.dim() == 1 ? unsqueeze(b, 1) : b;
+    Tensor r = matmul(x, y);
+    if (b.dim() == 1) r = squeeze(r, -1);
+    if (a.dim() == 1) r = squeeze(r, -2);
+    return r;
+  }
+  Tensor out = native::matmul(a, b);
+  record_fn("matmul", {a, b}, {out}, {a, b}, [sa = a.shape(), sb = b.shape()](const Grads& g, const FnNode& n) {
+    Tensor ga, gb;
+    if (n.needs(0)) ga = native::sum_to(native::matmul(g[0], native::transpose(n.saved(1), -1, -2)), sa);
+    if (n.needs(1)) gb = native::sum_to(native::matmul(native::transpose(n.saved(0), -1, -2), g[0]), sb);
+    return Grads{ga, gb};
+  });
+  return out;
+}
+
+}  // namespace mdl

@@ -1,0 +1,127 @@
+// CPU conv2d on the layers that dominate our models: SimpleCNN's two convs, a ResNet basic
+// block's 3x3 conv and a depthwise 3x3, forward and backward (grad input, weight and bias), in
+// GFLOP/s (2 N Cout Ho Wo Cin/groups kH kW per forward, twice that per backward). Convs with one
+// input channel per group run twice, direct kernel and im2col + GEMM, and a closing table gives
+// the ratio direct / im2col.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "mdl.h"
+#include "nn/functional.h"
+#include "tensor/kernels_conv.h"
+
+using namespace mdl;
+namespace F = mdl::nn::functional;
+
+namespace {
+
+struct Layer {
+  const char* name;
+  int64_t N, Cin, H, W, Cout, k, pad, groups;
+  double flops() const { return 2.0 * double(N * Cout * H * W) * double(Cin / groups * k * k); }  // stride 1, same size
+};
+
+const Layer kLayers[] = {
+    {"cnn_conv1_1to32_28x28_b128", 128, 1, 28, 28, 32, 3, 1, 1},
+    {"cnn_conv2_32to64_14x14_b128", 128, 32, 14, 14, 64, 3, 1, 1},
+    {"resnet_3x3_64to64_32x32_b32", 32, 64, 32, 32, 64, 3, 1, 1},
+    {"depthwise_3x3_c128_32x32_b32", 32, 128, 32, 32, 128, 3, 1, 128},
+};
+
+struct Inputs {
+  Tensor x, w, b, gy, gx, gw, gb;
+  explicit Inputs(const Layer& l) {
+    Generator g(42);
+    x = randn({l.N, l.Cin, l.H, l.W}, kF32, &g);
+    w = randn({l.Cout, l.Cin / l.groups, l.k, l.k}, kF32, &g) * 0.1;
+    b = randn({l.Cout}, kF32, &g);
+    gy = randn({l.N, l.Cout, l.H, l.W}, kF32, &g);
+    gx = empty(x.shape());
+    gw = empty(w.shape());
+    gb = empty(b.shape());
+  }
+};
+
+void set_counter(benchmark::State& state, double flops) {
+  state.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
+void forward(benchmark::State& state, const Layer& l, bool direct) {
+  cpu::set_depthwise_direct(direct);
+  Inputs in(l);
+  NoGradGuard ng;
+  for (auto _ : state) {
+    Tensor y = F::conv2d(in.x, in.w, in.b, {1, 1}, {l.pad, l.pad}, {1, 1}, l.groups);
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  set_counter(state, l.flops());
+  cpu::set_depthwise_direct(true);
+}
+
+void backward(benchmark::State& state, const Layer& l, bool direct) {
+  cpu::set_depthwise_direct(direct);
+  Inputs in(l);
+  const kernels::Conv2dParams p{1, 1, l.pad, l.pad, 1, 1, l.groups};
+  for (auto _ : state) {
+    kernels::conv2d_backward(Device::cpu(), in.gx, in.gw, in.gb, in.gy, in.x, in.w, p);
+    benchmark::DoNotOptimize(in.gx.raw_data());
+    benchmark::ClobberMemory();
+  }
+  set_counter(state, 2.0 * l.flops());
+  cpu::set_depthwise_direct(true);
+}
+
+// Console output as usual, and each run's GFLOP/s kept by name for the closing table.
+class RecordingReporter : public benchmark::ConsoleReporter {
+ public:
+  std::map<std::string, double> gflops;
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      auto it = r.counters.find("GFLOP/s");
+      if (it != r.counters.end() && r.run_type == Run::RT_Iteration) gflops[r.run_name.function_name] = it->second.value / 1e9;
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> paired;  // layers run both ways
+  for (const Layer& l : kLayers) {
+    const bool one_channel_groups = l.Cin == l.groups;
+    for (bool direct : {true, false}) {
+      if (!direct && !one_channel_groups) continue;
+      const std::string suffix = one_channel_groups ? (direct ? "/direct" : "/im2col") : "";
+      benchmark::RegisterBenchmark(("fwd/" + std::string(l.name) + suffix).c_str(),
+                                   [l, direct](benchmark::State& s) { forward(s, l, direct); })
+          ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+      benchmark::RegisterBenchmark(("bwd/" + std::string(l.name) + suffix).c_str(),
+                                   [l, direct](benchmark::State& s) { backward(s, l, direct); })
+          ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+    }
+    if (one_channel_groups) paired.push_back(l.name);
+  }
+
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  RecordingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+
+  std::printf("\nthreads: %d; convs with one input channel per group, direct kernel vs im2col + GEMM:\n",
+              get_num_threads());
+  std::printf("%-36s %6s %16s %16s %8s\n", "layer", "pass", "direct GFLOP/s", "im2col GFLOP/s", "ratio");
+  for (const std::string& name : paired)
+    for (const char* pass : {"fwd", "bwd"}) {
+      auto d = reporter.gflops.find(std::string(pass) + "/" + name + "/direct");
+      auto i = reporter.gflops.find(std::string(pass) + "/" + name + "/im2col");
+      if (d == reporter.gflops.end() || i == reporter.gflops.end()) continue;
+      std::printf("%-36s %6s %16.2f %16.2f %7.2fx\n", name.c_str(), pass, d->second, i->second, d->second / i->second);
+    }
+  return 0;
+}

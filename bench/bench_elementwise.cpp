@@ -1,0 +1,106 @@
+// Memory-bound f32 ops as users call them (each call allocates its output): elementwise at 1M
+// and 16M elements, a broadcast add, a transposed copy, the f16 cast, sums and softmax. Bytes
+// read plus written per call are reported, so the GB/s column compares with memory bandwidth.
+#include <benchmark/benchmark.h>
+
+#include "mdl.h"
+
+using namespace mdl;
+
+namespace {
+
+constexpr int64_t k1M = int64_t(1) << 20, k16M = int64_t(1) << 24, kSide = 4096;
+
+Tensor input(const Shape& shape) {
+  Generator g(42);
+  return randn(shape, {}, &g);
+}
+
+// Times f() per iteration and reports `bytes` moved per call.
+template <class F>
+void run(benchmark::State& state, int64_t bytes, const F& f) {
+  for (auto _ : state) {
+    Tensor r = f();
+    benchmark::DoNotOptimize(r.raw_data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * bytes);
+}
+
+void BM_Add(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Tensor a = input({n}), b = input({n});
+  run(state, 3 * n * 4, [&] { return a + b; });
+}
+
+void BM_Mul(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Tensor a = input({n}), b = input({n});
+  run(state, 3 * n * 4, [&] { return a * b; });
+}
+
+void BM_Relu(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Tensor a = input({n});
+  run(state, 2 * n * 4, [&] { return relu(a); });
+}
+
+void BM_Exp(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Tensor a = input({n});
+  run(state, 2 * n * 4, [&] { return exp(a); });
+}
+
+// (4096, 4096) + (4096): the row is read with stride 0 along dim 0.
+void BM_BroadcastAdd(benchmark::State& state) {
+  Tensor a = input({kSide, kSide}), row = input({kSide});
+  run(state, (2 * kSide * kSide + kSide) * 4, [&] { return a + row; });
+}
+
+// (4096, 4096).t().contiguous(): reads with a stride of 4096 elements, writes contiguously.
+void BM_TransposedCopy(benchmark::State& state) {
+  Tensor a = input({kSide, kSide});
+  run(state, 2 * kSide * kSide * 4, [&] { return a.t().contiguous(); });
+}
+
+void BM_CastF16(benchmark::State& state) {
+  Tensor a = input({k16M});
+  run(state, k16M * (4 + 2), [&] { return a.to(kF16); });
+}
+
+void BM_SumAll(benchmark::State& state) {
+  Tensor a = input({k16M});
+  run(state, k16M * 4, [&] { return sum(a); });
+}
+
+void BM_SumLastDim(benchmark::State& state) {
+  Tensor a = input({kSide, kSide});
+  run(state, (kSide * kSide + kSide) * 4, [&] { return sum(a, {-1}); });
+}
+
+void BM_SumDim0(benchmark::State& state) {
+  Tensor a = input({kSide, kSide});
+  run(state, (kSide * kSide + kSide) * 4, [&] { return sum(a, {0}); });
+}
+
+// softmax over the last dim of (4096, 1024): one read and one write of every element at best.
+void BM_Softmax(benchmark::State& state) {
+  Tensor a = input({kSide, 1024});
+  run(state, 2 * kSide * 1024 * 4, [&] { return softmax(a, -1); });
+}
+
+}  // namespace
+
+BENCHMARK(BM_Add)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Mul)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Relu)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Exp)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_BroadcastAdd)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_TransposedCopy)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_CastF16)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_SumAll)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_SumLastDim)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_SumDim0)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Softmax)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+BENCHMARK_MAIN();

@@ -1,0 +1,28 @@
+// safetensors checkpoints, the format PyTorch, JAX and Hugging Face read: u64 little-endian
+// header length, a JSON header (dtype, shape, data_offsets per tensor, optional __metadata__)
+// padded with spaces to a multiple of 8, then the tensors' bytes packed without holes.
+#pragma once
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace mdl::io {
+
+using Metadata = std::vector<std::pair<std::string, std::string>>;
+
+// Writes atomically: a temporary file beside `path`, flushed, then renamed over it.
+// Supports f32, f16, bf16, f64, i32, i64, u8, bool; tensors may live on any device and have any strides.
+void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata = {});
+
+struct SafetensorsContents {
+  NamedTensors tensors;  // in file order (sorted by data offset)
+  Metadata metadata;
+};
+// Validates everything (header length bound, JSON, dtype names, shapes, offsets inside the file,
+// contiguous without holes or overlaps, byte counts) and throws mdl::Error naming the file and the fault.
+SafetensorsContents read_safetensors(const std::string& path);
+NamedTensors load_safetensors(const std::string& path);
+
+}  // namespace mdl::io

@@ -1,0 +1,216 @@
+// nn::functional normalisations, dropout and embedding: argument checks, then the fused kernels
+// of tensor/kernels_norm.h with each backward recorded right beside its forward. batch_norm also
+// updates the running statistics in place, outside autograd.
+#include <array>
+
+#include "autograd/function.h"
+#include "autograd/grad_mode.h"
+#include "nn/functional.h"
+#include "tensor/kernels_norm.h"
+#include "tensor/native.h"
+
+namespace mdl::nn::functional {
+
+using autograd::FnNode;
+using autograd::Grads;
+using autograd::record_fn;
+
+namespace {
+
+// Means, inverse stds, parameters and their gradients: f64 for f64 inputs, f32 otherwise.
+DType stat_dtype(DType t) { return t == kF64 ? kF64 : kF32; }
+
+Tensor as(const Tensor& x, DType t) { return x.dtype() == t ? x : native::to_dtype(x, t); }
+
+void check_input(const char* op, const Tensor& x) {
+  MDL_CHECK(x.defined(), op, ": the input is undefined");
+  MDL_CHECK(x.is_floating_point(), op, ": expected a floating input (f32, f16, bf16, f64), got ", x.dtype());
+}
+
+// A per-channel tensor (weight, bias, running stat) of `shape`, as a contiguous stat-dtype tensor
+// of `numel` elements; undefined stays undefined.
+Tensor param(const char* op, const char* what, const Tensor& p, const Shape& shape, const Tensor& x) {
+  if (!p.defined()) return p;
+  MDL_CHECK(p.is_floating_point(), op, ": ", what, " must be floating, got ", p.dtype());
+  MDL_CHECK(p.device() == x.device(), op, ": ", what, " is on ", p.device(), " but the input is on ", x.device());
+  MDL_CHECK(p.shape() == shape, op, ": ", what, " of shape ", p.shape(), " does not match the expected ", shape,
+            " for the input of shape ", x.shape());
+  return native::contiguous(native::reshape(as(p, stat_dtype(x.dtype())), {shape_numel(shape)}));
+}
+
+// The gradient arriving at an output, contiguous in the input's dtype and viewed as `shape`.
+Tensor grad_as(const Tensor& g, DType t, const Shape& shape) { return native::reshape(native::contiguous(as(g, t)), shape); }
+
+Tensor maybe(bool needed, const Shape& shape, DType t, Device d) { return needed ? make_tensor(shape, t, d) : Tensor(); }
+
+// The saved tensors of a norm node: x, mean, rstd, then weight when given.
+std::vector<Tensor> saved_list(const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w) {
+  std::vector<Tensor> s{x, mean, rstd};
+  if (w.defined()) s.push_back(w);
+  return s;
+}
+
+// Shared by layer_norm and group_norm: x (N, C, S), statistics per (n, group).
+Tensor group_norm_op(const char* name, const Tensor& x, const Shape& shape3, int64_t groups, const Tensor& weight,
+                     const Tensor& bias, const Tensor& w, const Tensor& b, double eps) {
+  const Tensor xv = native::reshape(native::contiguous(x), shape3);
+  const DType st = stat_dtype(x.dtype());
+  Tensor out = make_tensor(shape3, x.dtype(), x.device());
+  Tensor mean = make_tensor({shape3[0] * groups}, st, x.device()), rstd = make_tensor({shape3[0] * groups}, st, x.device());
+  kernels::group_norm_forward(x.device(), out, mean, rstd, xv, w, b, groups, eps);
+  Tensor y = native::view(out, x.shape());
+  const bool has_w = w.defined();
+  const Shape ws = weight.defined() ? weight.shape() : Shape{}, bs = bias.defined() ? bias.shape() : Shape{};
+  record_fn(name, {x, weight, bias}, {y}, saved_list(xv, mean, rstd, w),
+            [shape3, groups, has_w, xs = x.shape(), ws, bs](const Grads& g, const FnNode& n) {
+              Tensor xv = n.saved(0), w = has_w ? n.saved(3) : Tensor();
+              const DType st = stat_dtype(xv.dtype());
+              const int64_t C = shape3[1];
+              Tensor gx = maybe(n.needs(0), shape3, xv.dtype(), xv.device());
+              Tensor gw = maybe(n.needs(1), {C}, st, xv.device()), gb = maybe(n.needs(2), {C}, st, xv.device());
+              kernels::group_norm_backward(xv.device(), gx, gw, gb, grad_as(g[0], xv.dtype(), shape3), xv, n.saved(1),
+                                           n.saved(2), w, groups);
+              return Grads{gx.defined() ? native::view(gx, xs) : gx, gw.defined() ? native::view(gw, ws) : gw,
+                           gb.defined() ? native::view(gb, bs) : gb};
+            });
+  return y;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  const char* op = "batch_norm";
+  check_input(op, x);
+  MDL_CHECK(x.dim() >= 2, "batch_norm: expected an input of shape (N, C) or (N, C, ...), got ", x.shape());
+  MDL_CHECK(running_mean.defined() == running_var.defined(),
+            "batch_norm: running_mean and running_var must both be given or both be undefined");
+  MDL_CHECK(training || running_mean.defined(), "batch_norm: running_mean and running_var are required in eval mode");
+  const int64_t N = x.size(0), C = x.size(1);
+  int64_t S = 1;
+  for (int64_t i = 2; i < x.dim(); ++i) S *= x.size(i);
+  const Shape shape3{N, C, S};
+  Tensor w = param(op, "weight", weight, {C}, x), b = param(op, "bias", bias, {C}, x);
+  Tensor rm = param(op, "running_mean", running_mean, {C}, x), rv = param(op, "running_var", running_var, {C}, x);
+  MDL_CHECK(!training || N * S > 1, "batch_norm: expected more than 1 value per channel when training, got input of shape ",
+            x.shape());
+  const DType st = stat_dtype(x.dtype());
+  const Tensor xv = native::reshape(native::contiguous(x), shape3);
+  Tensor out = make_tensor(shape3, x.dtype(), x.device());
+  Tensor mean, var, invstd;
+  if (training) {
+    mean = make_tensor({C}, st, x.device());
+    var = make_tensor({C}, st, x.device());
+    invstd = make_tensor({C}, st, x.device());
+  } else {
+    mean = rm;
+    invstd = native::unary(UnaryOp::Rsqrt, native::binary(BinaryOp::Add, rv, native::scalar_like(eps, rv)));
+  }
+  kernels::batch_norm_forward(x.device(), out, mean, var, invstd, xv, w, b, training, eps);
+  if (training && running_mean.defined()) {
+    // running = (1 - momentum) * running + momentum * batch stat; the variance unbiased.
+    NoGradGuard no_grad;
+    const double n = double(N * S);
+    auto blend = [&](const Tensor& run, const Tensor& stat, double k) {
+      Tensor keep = native::binary(BinaryOp::Mul, run, native::scalar_like(1.0 - momentum, run));
+      return native::binary(BinaryOp::Add, keep, native::binary(BinaryOp::Mul, stat, native::scalar_like(momentum * k, stat)));
+    };
+    Tensor new_mean = blend(rm, mean, 1.0), new_var = blend(rv, var, n / (n - 1.0));
+    Tensor(running_mean).copy_(new_mean);
+    Tensor(running_var).copy_(new_var);
+  }
+  Tensor y = native::view(out, x.shape());
+  const bool has_w = w.defined();
+  record_fn("batch_norm", {x, weight, bias}, {y}, saved_list(xv, mean, invstd, w),
+            [shape3, training, has_w, xs = x.shape()](const Grads& g, const FnNode& n) {
+              Tensor xv = n.saved(0), w = has_w ? n.saved(3) : Tensor();
+              const DType st = stat_dtype(xv.dtype());
+              const int64_t C = shape3[1];
+              Tensor gx = maybe(n.needs(0), shape3, xv.dtype(), xv.device());
+              Tensor gw = maybe(n.needs(1), {C}, st, xv.device()), gb = maybe(n.needs(2), {C}, st, xv.device());
+              kernels::batch_norm_backward(xv.device(), gx, gw, gb, grad_as(g[0], xv.dtype(), shape3), xv, n.saved(1),
+                                           n.saved(2), w, training);
+              return Grads{gx.defined() ? native::view(gx, xs) : gx, gw, gb};
+            });
+  return y;
+}
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  const char* op = "layer_norm";
+  check_input(op, x);
+  const int64_t k = int64_t(normalized_shape.size());
+  MDL_CHECK(k >= 1, "layer_norm: normalized_shape must have at least one dim");
+  bool match = k <= x.dim();
+  for (int64_t i = 0; match && i < k; ++i) match = x.size(x.dim() - k + i) == normalized_shape[size_t(i)];
+  MDL_CHECK(match, "layer_norm: normalized_shape ", normalized_shape, " does not match the trailing dims of the input of shape ",
+            x.shape());
+  const int64_t F = shape_numel(normalized_shape);
+  int64_t M = 1;
+  for (int64_t i = 0; i < x.dim() - k; ++i) M *= x.size(i);
+  Tensor w = param(op, "weight", weight, normalized_shape, x), b = param(op, "bias", bias, normalized_shape, x);
+  return group_norm_op("layer_norm", x, {M, F, 1}, 1, weight, bias, w, b, eps);
+}
+
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  const char* op = "group_norm";
+  check_input(op, x);
+  MDL_CHECK(x.dim() >= 2, "group_norm: expected an input of shape (N, C, ...), got ", x.shape());
+  const int64_t N = x.size(0), C = x.size(1);
+  MDL_CHECK(num_groups > 0 && C % num_groups == 0, "group_norm: ", C, " channels (input of shape ", x.shape(),
+            ") cannot be split into ", num_groups, " groups");
+  int64_t S = 1;
+  for (int64_t i = 2; i < x.dim(); ++i) S *= x.size(i);
+  Tensor w = param(op, "weight", weight, {C}, x), b = param(op, "bias", bias, {C}, x);
+  return group_norm_op("group_norm", x, {N, C, S}, num_groups, weight, bias, w, b, eps);
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
+  check_input("dropout", x);
+  MDL_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability must be in [0, 1], got ", p);
+  if (!training || p == 0.0) return x;
+  Generator& g = gen ? *gen : default_generator();
+  const uint64_t seed = g.seed(), offset = g.advance((uint64_t(x.numel()) + 3) / 4);
+  Tensor mask = make_tensor(x.shape(), kBool, x.device());
+  if (x.numel()) kernels::dropout_mask(x.device(), mask, p, seed, offset);
+  const double scale = p == 1.0 ? 0.0 : 1.0 / (1.0 - p);
+  Tensor out = make_tensor(x.shape(), x.dtype(), x.device());
+  kernels::masked_scale(x.device(), out, x, mask, scale);
+  record_fn("dropout", {x}, {out}, {mask}, [scale](const Grads& g, const FnNode& n) {
+    Tensor mask = n.saved(0);
+    Tensor gx = make_tensor(mask.shape(), g[0].dtype(), g[0].device());
+    kernels::masked_scale(gx.device(), gx, g[0], mask, scale);
+    return Grads{gx};
+  });
+  return out;
+}
+
+Tensor embedding(const Tensor& index, const Tensor& weight) {
+  MDL_CHECK(index.defined() && weight.defined(), "embedding: index and weight must be defined");
+  MDL_CHECK(weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape ",
+            weight.shape());
+  MDL_CHECK(is_integral(index.dtype()) && index.dtype() != kBool,
+            "embedding: index must be an integer tensor (I64, I32 or U8), got ", index.dtype());
+  MDL_CHECK(index.device() == weight.device(), "embedding: index is on ", index.device(), " but weight is on ",
+            weight.device());
+  const int64_t V = weight.size(0), D = weight.size(1), n = index.numel();
+  Tensor flat = native::contiguous(native::reshape(as(index, kI64), {n}));
+  {
+    Tensor host = native::to_device(flat, Device::cpu());
+    const int64_t* v = host.data_ptr<int64_t>();
+    for (int64_t i = 0; i < n; ++i)
+      MDL_CHECK(v[i] >= 0 && v[i] < V, "embedding: index ", v[i], " is out of range for a weight of shape ",
+                weight.shape(), " (", V, " embeddings)");
+  }
+  Shape out_shape = index.shape();
+  out_shape.push_back(D);
+  Tensor y = native::view(native::index_select(weight, 0, flat), out_shape);
+  record_fn("embedding", {weight}, {y}, {flat}, [V, D, n](const Grads& g, const FnNode& node) {
+    Tensor zero = make_tensor({V, D}, g[0].dtype(), g[0].device());
+    native::fill_(zero, 0.0);
+    return Grads{native::index_add(zero, 0, node.saved(0), native::reshape(g[0], {n, D}))};
+  });
+  return y;
+}
+
+}  // namespace mdl::nn::functional

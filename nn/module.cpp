@@ -1,0 +1,172 @@
+// Module: registration, dotted names, train/eval, device/dtype moves, state dicts, printing.
+#include "nn/module.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+
+#include "autograd/grad_mode.h"
+#include "io/safetensors.h"
+#include "tensor/native.h"
+
+namespace mdl::nn {
+
+namespace {
+// Replaces t's storage and geometry with those of `moved`, in place, so every handle sees it.
+void rebind(const Tensor& t, const Tensor& moved) {
+  TensorImpl* i = t.impl();
+  i->storage = moved.storage();
+  i->shape = moved.shape();
+  i->strides = moved.strides();
+  i->offset = moved.offset();
+  i->dtype = moved.dtype();
+  i->grad.reset();
+}
+}  // namespace
+
+Tensor Module::forward(const Tensor&) {
+  MDL_FAIL(type_name_, ": this module has no single-input forward(x)");
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
+  MDL_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name_, ": invalid parameter name '", name, "'");
+  for (auto& [n, p] : params_) MDL_CHECK(n != name, type_name_, ": parameter '", name, "' registered twice");
+  if (t.defined() && requires_grad) t.requires_grad_(true);
+  params_.emplace_back(name, t);
+  return t;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor t) {
+  MDL_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name_, ": invalid buffer name '", name, "'");
+  for (auto& [n, b] : buffers_) MDL_CHECK(n != name, type_name_, ": buffer '", name, "' registered twice");
+  buffers_.emplace_back(name, t);
+  return t;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
+  MDL_CHECK(m, type_name_, ": child module '", name, "' is null");
+  MDL_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name_, ": invalid module name '", name, "'");
+  for (auto& [n, c] : children_) MDL_CHECK(n != name, type_name_, ": module '", name, "' registered twice");
+  children_.emplace_back(name, std::move(m));
+}
+
+NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors out;
+  for (auto& [n, p] : params_)
+    if (p.defined()) out.emplace_back(n, p);
+  if (recurse)
+    for (auto& [cn, c] : children_)
+      for (auto& [n, p] : c->named_parameters(true)) out.emplace_back(cn + "." + n, p);
+  return out;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, p] : named_parameters(recurse)) out.push_back(p);
+  return out;
+}
+
+NamedTensors Module::named_buffers(bool recurse) const {
+  NamedTensors out;
+  for (auto& [n, b] : buffers_)
+    if (b.defined()) out.emplace_back(n, b);
+  if (recurse)
+    for (auto& [cn, c] : children_)
+      for (auto& [n, b] : c->named_buffers(true)) out.emplace_back(cn + "." + n, b);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const { return children_; }
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  out.emplace_back("", shared_from_this());
+  for (auto& [cn, c] : children_)
+    for (auto& [n, m] : c->named_modules()) out.emplace_back(n.empty() ? cn : cn + "." + n, m);
+  return out;
+}
+
+int64_t Module::num_parameters(bool trainable_only) const {
+  int64_t n = 0;
+  for (auto& [name, p] : named_parameters())
+    if (!trainable_only || p.requires_grad()) n += p.numel();
+  return n;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+void Module::to(Device d) {
+  NoGradGuard no_grad;
+  for (auto& [n, p] : named_parameters()) if (p.device() != d) rebind(p, native::to_device(p, d));
+  for (auto& [n, b] : named_buffers()) if (b.device() != d) rebind(b, native::to_device(b, d));
+}
+
+void Module::to(DType t) {
+  MDL_CHECK(is_floating(t), type_name_, ".to: expected a floating dtype, got ", t);
+  NoGradGuard no_grad;
+  for (auto& [n, p] : named_parameters())
+    if (is_floating(p.dtype()) && p.dtype() != t) rebind(p, native::to_dtype(p, t));
+  for (auto& [n, b] : named_buffers())
+    if (is_floating(b.dtype()) && b.dtype() != t) rebind(b, native::to_dtype(b, t));
+}
+
+void Module::zero_grad() {
+  for (auto& [n, p] : named_parameters()) p.zero_grad();
+}
+
+NamedTensors Module::state_dict() const {
+  NamedTensors out = named_parameters();
+  for (auto& nb : named_buffers()) out.push_back(nb);
+  return out;
+}
+
+void Module::load_state_dict(const NamedTensors& state, bool strict) {
+  NamedTensors mine = state_dict();
+  std::set<std::string> seen;
+  std::vector<std::string> unexpected, missing;
+  NoGradGuard no_grad;
+  for (auto& [name, value] : state) {
+    auto it = std::find_if(mine.begin(), mine.end(), [&](auto& e) { return e.first == name; });
+    if (it == mine.end()) {
+      unexpected.push_back(name);
+      continue;
+    }
+    seen.insert(name);
+    const Tensor& dst = it->second;
+    MDL_CHECK(value.shape() == dst.shape(), "load_state_dict: '", name, "' has shape ", shape_str(value.shape()),
+              " in the checkpoint but ", shape_str(dst.shape()), " in the model");
+    MDL_CHECK(is_floating(value.dtype()) == is_floating(dst.dtype()), "load_state_dict: '", name, "' has dtype ",
+              value.dtype(), " in the checkpoint but ", dst.dtype(), " in the model");
+    native::copy_(dst, value);
+    dst.bump_version();
+  }
+  for (auto& [name, t] : mine)
+    if (!seen.count(name)) missing.push_back(name);
+  if (strict && (!missing.empty() || !unexpected.empty())) {
+    std::ostringstream s;
+    s << "load_state_dict: " << type_name_ << ":";
+    if (!missing.empty()) { s << " missing"; for (auto& n : missing) s << " '" << n << "'"; }
+    if (!unexpected.empty()) { s << " unexpected"; for (auto& n : unexpected) s << " '" << n << "'"; }
+    throw Error(s.str());
+  }
+}
+
+void Module::save(const std::string& path) const { io::save_safetensors(path, state_dict()); }
+void Module::load(const std::string& path, bool strict) { load_state_dict(io::load_safetensors(path), strict); }
+
+std::string Module::str(int indent) const {
+  std::ostringstream s;
+  s << type_name_ << "(" << extra_repr();
+  if (!children_.empty()) {
+    s << "\n";
+    for (auto& [n, c] : children_) s << std::string(size_t(indent + 2), ' ') << "(" << n << "): " << c->str(indent + 2) << "\n";
+    s << std::string(size_t(indent), ' ');
+  }
+  s << ")";
+  return s.str();
+}
+
+}  // namespace mdl::nn

@@ -1,0 +1,75 @@
+// Module: the base of every layer and model. It owns named parameters, buffers and child
+// modules, names them with dotted paths as PyTorch does ("features.0.weight"), switches
+// train/eval, moves to a device or dtype, and saves/loads its state dict as safetensors.
+#pragma once
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tensor/tensor.h"
+
+namespace mdl::nn {
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  explicit Module(std::string type_name = "Module") : type_name_(std::move(type_name)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // The forward of single-input modules (what Sequential chains). Others define their own.
+  virtual Tensor forward(const Tensor& x);
+  Tensor operator()(const Tensor& x) { return forward(x); }
+
+  const std::string& type_name() const { return type_name_; }
+  // One line describing the layer's configuration, e.g. "in_features=784, out_features=10".
+  virtual std::string extra_repr() const { return ""; }
+
+  NamedTensors named_parameters(bool recurse = true) const;
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  // Every module below this one (itself first), with dotted names.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
+  int64_t num_parameters(bool trainable_only = false) const;
+
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  void to(Device d);
+  void to(DType t);  // floating parameters and buffers only
+  void zero_grad();
+
+  // State dict: parameters then buffers, dotted names. load_state_dict copies values in and
+  // reports missing, unexpected, wrongly shaped or wrongly typed tensors by name.
+  NamedTensors state_dict() const;
+  void load_state_dict(const NamedTensors& state, bool strict = true);
+  void save(const std::string& path) const;  // safetensors
+  void load(const std::string& path, bool strict = true);
+
+  // A printable tree of the module, like PyTorch's repr.
+  std::string str(int indent = 0) const;
+
+ protected:
+  // Returns a handle sharing the registered tensor: to() and load_state_dict() update it in place.
+  Tensor register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  Tensor register_buffer(const std::string& name, Tensor t);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    add_child(name, m);
+    return m;
+  }
+  void add_child(const std::string& name, std::shared_ptr<Module> m);
+
+ private:
+  std::string type_name_;
+  bool training_ = true;
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+};
+
+using ModulePtr = std::shared_ptr<Module>;
+
+}  // namespace mdl::nn

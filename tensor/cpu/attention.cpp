@@ -1,0 +1,323 @@
+// CPU fused scaled-dot-product attention, forward and backward side by side. The forward runs
+// one task per (batch, block of query rows): scores against the keys the block may see (a causal
+// block stops at its last row) on our GEMM, the masked stable softmax in place, then P v. The
+// backward recomputes each block's P from the saved logsumexp. f16/bf16 operands are widened to
+// f32 per task and the f32 results rounded once.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "tensor/cpu/convert.h"
+#include "tensor/cpu/gemm.h"
+#include "tensor/kernels_attention.h"
+#include "tensor/parallel.h"
+
+namespace mdl::cpu {
+
+namespace {
+
+constexpr int64_t kBlock = 64;  // query rows per task
+constexpr int kLanes = 16;
+
+// e^x for x <= ~88 (the softmax feeds it x - max <= 0): 2^n * e^r with a degree-6 polynomial for
+// e^r, |r| <= ln2/2, ~1 ulp; 0 below the smallest normal float; NaN stays NaN. The same function
+// as softmax.cpp's: plain arithmetic and selects, so loops over it vectorise.
+inline float exp_acc(float x) {
+  const float hi = 88.3762626647949f, lo = -87.3365447505531f;
+  const float xc = x > hi ? hi : x;
+  const float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const float t = xc * 1.44269504088896341f + magic;
+  const float n = t - magic;
+  float r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  const float r2 = r * r;
+  float y = 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * r2 + r + 1.0f;
+  const uint32_t e = (std::bit_cast<uint32_t>(t) - std::bit_cast<uint32_t>(magic) + 127u) << 23;
+  const float v = y * std::bit_cast<float>(e);
+  return x < lo ? 0.0f : v;
+}
+inline double exp_acc(double x) { return std::exp(x); }
+
+template <class A>
+void gemm(int64_t M, int64_t N, int64_t K, A alpha, const A* a, int64_t rsa, int64_t csa, const A* b, int64_t rsb,
+          int64_t csb, A beta, A* c, int64_t rsc, int64_t csc) {
+  if constexpr (std::is_same_v<A, float>) gemm_f32(M, N, K, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
+  else gemm_f64(M, N, K, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
+}
+
+// A matrix as the loops and GEMM read it: element (r, c) at p[r * rs + c * cs].
+template <class T>
+struct Mat {
+  const T* p;
+  int64_t rs, cs;
+  const T& operator()(int64_t r, int64_t c) const { return p[r * rs + c * cs]; }
+};
+
+// rows x cols of m in the compute type A: m itself when T is A, else a widened contiguous copy in buf.
+template <class A, class T>
+Mat<A> widen(const Mat<T>& m, int64_t rows, int64_t cols, std::vector<A>& buf) {
+  if constexpr (std::is_same_v<A, T>) {
+    return m;
+  } else {
+    buf.resize(size_t(rows * cols));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) buf[size_t(r * cols + c)] = static_cast<A>(m(r, c));
+    return {buf.data(), cols, 1};
+  }
+}
+
+// Element offset (from raw_data) of each matrix of t, t's batch dims (all but the last two) in row-major order.
+std::vector<int64_t> batch_offsets(const Tensor& t) {
+  const int64_t nb = t.dim() - 2;
+  int64_t n = 1;
+  for (int64_t d = 0; d < nb; ++d) n *= t.size(d);
+  std::vector<int64_t> off(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rem = i, o = 0;
+    for (int64_t d = nb - 1; d >= 0; --d) {
+      o += rem % t.size(d) * t.stride(d);
+      rem /= t.size(d);
+    }
+    off[size_t(i)] = o;
+  }
+  return off;
+}
+
+template <class T>
+Mat<T> matrix(const Tensor& t, int64_t offset, int64_t row0) {
+  const T* p = static_cast<const T*>(t.raw_data()) + offset;
+  return {p + row0 * t.stride(-2), t.stride(-2), t.stride(-1)};
+}
+
+// The operands and geometry both directions share.
+template <class T>
+struct Problem {
+  int64_t N, L, S, E, Ev, blocks;
+  std::vector<int64_t> qo, ko, vo, mo;
+  const bool* mask;  // null: no mask
+  int64_t msl, mss;  // mask strides along L and S
+  bool causal;
+
+  Problem(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& m, bool c)
+      : L(q.size(-2)), S(k.size(-2)), E(q.size(-1)), Ev(v.size(-1)), qo(batch_offsets(q)), ko(batch_offsets(k)),
+        vo(batch_offsets(v)), mask(m.defined() ? static_cast<const bool*>(m.raw_data()) : nullptr),
+        msl(m.defined() ? m.stride(-2) : 0), mss(m.defined() ? m.stride(-1) : 0), causal(c) {
+    N = int64_t(qo.size());
+    blocks = (L + kBlock - 1) / kBlock;
+    if (m.defined()) mo = batch_offsets(m);
+  }
+  // Keys [0, keys(i0, m)) are the only ones rows i0 .. i0+m-1 may see.
+  int64_t keys(int64_t i0, int64_t m) const { return causal ? std::min(S, i0 + m) : S; }
+
+  // Sets the scores of keys hidden from query row i of batch b to -inf; row holds sk keys.
+  template <class A>
+  void hide(A* row, int64_t b, int64_t i, int64_t sk) const {
+    const A ninf = -std::numeric_limits<A>::infinity();
+    if (causal)
+      for (int64_t j = i + 1; j < sk; ++j) row[j] = ninf;
+    if (mask) {
+      const bool* mr = mask + mo[size_t(b)] + i * msl;
+      for (int64_t j = 0; j < sk; ++j) row[j] = mr[j * mss] ? row[j] : ninf;
+    }
+  }
+};
+
+template <class A>
+inline A nan_max(A a, A x) {
+  return (x > a) | (x != x) ? x : a;
+}
+
+// In place: row (n scores, hidden ones -inf) becomes its softmax; returns the logsumexp.
+// A row with nothing visible becomes zeros and returns +inf, so exp(score - lse) is 0 there too.
+template <class A>
+A softmax_row(A* __restrict row, int64_t n) {
+  A m[kLanes];
+  for (A& x : m) x = -std::numeric_limits<A>::infinity();
+  int64_t j = 0;
+  for (; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) m[l] = nan_max(m[l], row[j + l]);
+  for (int l = 0; j < n; ++j, ++l) m[l] = nan_max(m[l], row[j]);
+  for (int l = 1; l < kLanes; ++l) m[0] = nan_max(m[0], m[l]);
+  const A mx = m[0];
+  if (mx == -std::numeric_limits<A>::infinity()) {
+    std::fill(row, row + n, A(0));
+    return std::numeric_limits<A>::infinity();
+  }
+  A s[kLanes] = {};
+  for (j = 0; j + kLanes <= n; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      row[j + l] = exp_acc(row[j + l] - mx);
+      s[l] += row[j + l];
+    }
+  for (int l = 0; j < n; ++j, ++l) {
+    row[j] = exp_acc(row[j] - mx);
+    s[l] += row[j];
+  }
+  for (int w = kLanes / 2; w >= 1; w /= 2)
+    for (int l = 0; l < w; ++l) s[l] += s[l + w];
+  const A inv = A(1) / s[0];
+  for (j = 0; j < n; ++j) row[j] *= inv;
+  return mx + std::log(s[0]);
+}
+
+// ---- forward: out = softmax(mask(q k^T * scale)) v, lse per row ------------------------------------
+
+template <class T>
+void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                  const Tensor& mask, bool causal, double scale) {
+  using A = acc_t<T>;
+  const Problem<T> P(q, k, v, mask, causal);
+  const int64_t L = P.L, E = P.E, Ev = P.Ev;
+  T* op = out.data_ptr<T>();
+  A* lp = lse.data_ptr<A>();
+  const int64_t cost = std::min(L, kBlock) * std::max<int64_t>(P.S, 1) * (E + Ev + 1);
+  parallel_for(0, P.N * P.blocks, std::max<int64_t>(1, kGrainSize / cost), [&](int64_t t0, int64_t t1) {
+    std::vector<A> s, qbuf, kbuf, vbuf, obuf;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = t / P.blocks, i0 = t % P.blocks * kBlock, m = std::min(kBlock, L - i0), sk = P.keys(i0, m);
+      const Mat<A> qm = widen<A>(matrix<T>(q, P.qo[size_t(b)], i0), m, E, qbuf);  // (m, E)
+      const Mat<A> km = widen<A>(matrix<T>(k, P.ko[size_t(b)], 0), sk, E, kbuf);  // (sk, E)
+      const Mat<A> vm = widen<A>(matrix<T>(v, P.vo[size_t(b)], 0), sk, Ev, vbuf);  // (sk, Ev)
+      s.resize(size_t(m * sk));
+      // s (m, sk) = q (m, E) @ k^T (E, sk) * scale
+      gemm<A>(m, sk, E, A(scale), qm.p, qm.rs, qm.cs, km.p, km.cs, km.rs, A(0), s.data(), sk, 1);
+      for (int64_t r = 0; r < m; ++r) {
+        P.hide(s.data() + r * sk, b, i0 + r, sk);
+        lp[b * L + i0 + r] = softmax_row(s.data() + r * sk, sk);
+      }
+      // out (m, Ev) = P (m, sk) @ v (sk, Ev)
+      T* dst = op + (b * L + i0) * Ev;
+      if constexpr (std::is_same_v<A, T>) {
+        gemm<A>(m, Ev, sk, A(1), s.data(), sk, 1, vm.p, vm.rs, vm.cs, A(0), dst, Ev, 1);
+      } else {
+        obuf.resize(size_t(m * Ev));
+        gemm<A>(m, Ev, sk, A(1), s.data(), sk, 1, vm.p, vm.rs, vm.cs, A(0), obuf.data(), Ev, 1);
+        for (int64_t j = 0; j < m * Ev; ++j) dst[j] = T(obuf[size_t(j)]);
+      }
+    }
+  });
+}
+
+// ---- backward: dv = P^T dO, dS = P * (dO v^T - rowsum(dO * O)), dq = dS k * scale, dk = dS^T q * scale
+// One task per batch (its dk, dv gather every query block), blocks in order: deterministic.
+
+template <class T>
+void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& go, const Tensor& q,
+                   const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, const Tensor& mask,
+                   bool causal, double scale) {
+  using A = acc_t<T>;
+  constexpr bool kSame = std::is_same_v<A, T>;
+  const Problem<T> P(q, k, v, mask, causal);
+  const int64_t L = P.L, S = P.S, E = P.E, Ev = P.Ev;
+  const std::vector<int64_t> go_off = batch_offsets(go), out_off = batch_offsets(out);
+  const A* lp = lse.data_ptr<A>();
+  T* dqp = dq.defined() ? dq.data_ptr<T>() : nullptr;
+  T* dkp = dk.defined() ? dk.data_ptr<T>() : nullptr;
+  T* dvp = dv.defined() ? dv.data_ptr<T>() : nullptr;
+  const bool want_ds = dqp || dkp;
+  const int64_t cost = L * std::max<int64_t>(S, 1) * (2 * E + 2 * Ev + 1);
+  parallel_for(0, P.N, std::max<int64_t>(1, kGrainSize / cost), [&](int64_t b0, int64_t b1) {
+    std::vector<A> p, ds, qbuf, kbuf, vbuf, gbuf, obuf, dqbuf, dkacc, dvacc;
+    for (int64_t b = b0; b < b1; ++b) {
+      const Mat<A> km = widen<A>(matrix<T>(k, P.ko[size_t(b)], 0), S, E, kbuf);   // (S, E)
+      const Mat<A> vm = widen<A>(matrix<T>(v, P.vo[size_t(b)], 0), S, Ev, vbuf);  // (S, Ev)
+      // dk (S, E) and dv (S, Ev) accumulate over the query blocks: in place, or in A then rounded.
+      A* dka = nullptr;
+      A* dva = nullptr;
+      if (dkp) {
+        if constexpr (kSame) dka = dkp + b * S * E;
+        else dkacc.resize(size_t(S * E)), dka = dkacc.data();
+        std::fill(dka, dka + S * E, A(0));
+      }
+      if (dvp) {
+        if constexpr (kSame) dva = dvp + b * S * Ev;
+        else dvacc.resize(size_t(S * Ev)), dva = dvacc.data();
+        std::fill(dva, dva + S * Ev, A(0));
+      }
+      for (int64_t i0 = 0; i0 < L; i0 += kBlock) {
+        const int64_t m = std::min(kBlock, L - i0), sk = P.keys(i0, m);
+        const Mat<A> qm = widen<A>(matrix<T>(q, P.qo[size_t(b)], i0), m, E, qbuf);     // (m, E)
+        const Mat<A> gm = widen<A>(matrix<T>(go, go_off[size_t(b)], i0), m, Ev, gbuf);  // (m, Ev)
+        // p (m, sk) = exp(q k^T * scale - lse), hidden keys 0
+        p.resize(size_t(m * sk));
+        gemm<A>(m, sk, E, A(scale), qm.p, qm.rs, qm.cs, km.p, km.cs, km.rs, A(0), p.data(), sk, 1);
+        for (int64_t r = 0; r < m; ++r) {
+          A* row = p.data() + r * sk;
+          P.hide(row, b, i0 + r, sk);
+          const A l = lp[b * L + i0 + r];
+          for (int64_t j = 0; j < sk; ++j) row[j] = exp_acc(row[j] - l);
+        }
+        // dv (sk, Ev) += P^T (sk, m) @ dO (m, Ev)
+        if (dva) gemm<A>(sk, Ev, m, A(1), p.data(), 1, sk, gm.p, gm.rs, gm.cs, A(1), dva, Ev, 1);
+        if (!want_ds) continue;
+        const Mat<A> om = widen<A>(matrix<T>(out, out_off[size_t(b)], i0), m, Ev, obuf);  // (m, Ev)
+        // ds (m, sk) = dO (m, Ev) @ v^T (Ev, sk), then P * (ds - rowsum(dO * O))
+        ds.resize(size_t(m * sk));
+        gemm<A>(m, sk, Ev, A(1), gm.p, gm.rs, gm.cs, vm.p, vm.cs, vm.rs, A(0), ds.data(), sk, 1);
+        for (int64_t r = 0; r < m; ++r) {
+          A d = 0;
+          for (int64_t e = 0; e < Ev; ++e) d += gm(r, e) * om(r, e);
+          A* dr = ds.data() + r * sk;
+          const A* pr = p.data() + r * sk;
+          for (int64_t j = 0; j < sk; ++j) dr[j] = pr[j] == A(0) ? A(0) : pr[j] * (dr[j] - d);
+        }
+        // dq (m, E) = ds (m, sk) @ k (sk, E) * scale
+        if (dqp) {
+          T* dst = dqp + (b * L + i0) * E;
+          if constexpr (kSame) {
+            gemm<A>(m, E, sk, A(scale), ds.data(), sk, 1, km.p, km.rs, km.cs, A(0), dst, E, 1);
+          } else {
+            dqbuf.resize(size_t(m * E));
+            gemm<A>(m, E, sk, A(scale), ds.data(), sk, 1, km.p, km.rs, km.cs, A(0), dqbuf.data(), E, 1);
+            for (int64_t j = 0; j < m * E; ++j) dst[j] = T(dqbuf[size_t(j)]);
+          }
+        }
+        // dk (sk, E) += ds^T (sk, m) @ q (m, E) * scale
+        if (dka) gemm<A>(sk, E, m, A(scale), ds.data(), 1, sk, qm.p, qm.rs, qm.cs, A(1), dka, E, 1);
+      }
+      if constexpr (!kSame) {
+        if (dkp)
+          for (int64_t j = 0; j < S * E; ++j) dkp[b * S * E + j] = T(dkacc[size_t(j)]);
+        if (dvp)
+          for (int64_t j = 0; j < S * Ev; ++j) dvp[b * S * Ev + j] = T(dvacc[size_t(j)]);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const Tensor& mask, bool causal, double scale) {
+  dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&]<class T>() {
+    forward_impl<T>(out, lse, q, k, v, mask, causal, scale);
+  });
+}
+
+void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out,
+                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
+                        const Tensor& mask, bool causal, double scale) {
+  dispatch_floating(q.dtype(), "scaled_dot_product_attention_backward", [&]<class T>() {
+    backward_impl<T>(dq, dk, dv, grad_out, q, k, v, out, lse, mask, causal, scale);
+  });
+}
+
+}  // namespace mdl::cpu
+
+namespace mdl::kernels {
+
+void register_attention_kernels() {
+  attention_forward.cpu = &cpu::attention_forward;
+  attention_backward.cpu = &cpu::attention_backward;
+}
+
+}  // namespace mdl::kernels

@@ -1,0 +1,330 @@
+// CPU convolution by im2col + GEMM. A chunk of B samples is unfolded, one group at a time, into
+// a column matrix col (Kg, B*P), Kg = Cin/G * kH * kW, P = Ho * Wo, and each product runs on our GEMM:
+//   forward       out_g (Cog, B*P)  = w_g (Cog, Kg) @ col_g
+//   grad weight   dw_g  (Cog, Kg)  += dout_g (Cog, B*P) @ col_g^T
+//   grad input    dcol_g (Kg, B*P)  = w_g^T (Kg, Cog) @ dout_g, folded back into dx by col2im
+// Chunks keep col within a few MiB; wide chunks keep GEMMs efficient on small feature maps.
+// With enough samples each thread takes a slice of the batch (own buffers, single-threaded GEMMs,
+// partial weight gradients summed in thread order); otherwise the threads share each GEMM.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/gemm.h"
+#include "tensor/kernels_conv.h"
+#include "tensor/parallel.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace mdl::cpu {
+
+namespace {
+
+std::atomic<bool> g_depthwise_direct{true};
+
+void gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa, const float* B,
+          int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
+  gemm_f32(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
+}
+void gemm(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa, const double* B,
+          int64_t rsb, int64_t csb, double beta, double* C, int64_t rsc, int64_t csc) {
+  gemm_f64(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
+}
+
+int thread_id() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
+Tensor contiguous_copy(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor c = make_tensor(t.shape(), t.dtype(), t.device());
+  copy(c, t);
+  return c;
+}
+
+struct Geom {
+  int64_t N, C, H, W, Cout, kh, kw, Ho, Wo, G, Cig, Cog, Kg, P;
+  kernels::Conv2dParams p;
+  int64_t xs[4];  // x's strides (elements)
+
+  Geom(const Tensor& x, const Tensor& w, const Tensor& out_like, const kernels::Conv2dParams& prm)
+      : N(x.size(0)), C(x.size(1)), H(x.size(2)), W(x.size(3)), Cout(w.size(0)), kh(w.size(2)), kw(w.size(3)),
+        Ho(out_like.size(2)), Wo(out_like.size(3)), G(prm.groups), Cig(C / prm.groups), Cog(w.size(0) / prm.groups),
+        Kg(Cig * kh * kw), P(Ho * Wo), p(prm) {
+    for (int d = 0; d < 4; ++d) xs[d] = x.stride(d);
+  }
+};
+
+// The outputs o in [0, n) whose input position o * stride + off falls inside [0, size).
+struct Range { int64_t lo, hi; };
+Range valid_range(int64_t off, int64_t stride, int64_t size, int64_t n) {
+  auto ceil_div_pos = [](int64_t a, int64_t b) { return a <= 0 ? int64_t(0) : (a + b - 1) / b; };
+  int64_t hi = std::min(n, ceil_div_pos(size - off, stride));
+  int64_t lo = std::min(hi, ceil_div_pos(-off, stride));
+  return {lo, hi};
+}
+
+// col (Kg, B*P) for samples [n0, n0 + B), group grp: row (c, ki, kj), column (b, oh, ow).
+template <class T>
+void im2col(const Geom& g, const T* x, int64_t n0, int64_t B, int64_t grp, T* col) {
+  const int64_t BP = B * g.P, kk = g.kh * g.kw;
+  parallel_for(0, g.Kg, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(BP, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t c = r / kk, ki = (r / g.kw) % g.kh, kj = r % g.kw;
+      const int64_t offw = kj * g.p.dil_w - g.p.pad_w, sw = g.p.stride_w;
+      const Range rw = valid_range(offw, sw, g.W, g.Wo);
+      for (int64_t b = 0; b < B; ++b) {
+        const T* xp = x + (n0 + b) * g.xs[0] + (grp * g.Cig + c) * g.xs[1];
+        T* dst = col + r * BP + b * g.P;
+        for (int64_t oh = 0; oh < g.Ho; ++oh, dst += g.Wo) {
+          const int64_t ih = oh * g.p.stride_h - g.p.pad_h + ki * g.p.dil_h;
+          if (ih < 0 || ih >= g.H) {
+            std::fill(dst, dst + g.Wo, T(0));
+            continue;
+          }
+          const T* src = xp + ih * g.xs[2];
+          std::fill(dst, dst + rw.lo, T(0));
+          if (sw == 1 && g.xs[3] == 1) {
+            std::memcpy(dst + rw.lo, src + rw.lo + offw, size_t(rw.hi - rw.lo) * sizeof(T));
+          } else {
+            const int64_t s3 = g.xs[3];
+            for (int64_t ow = rw.lo; ow < rw.hi; ++ow) dst[ow] = src[(ow * sw + offw) * s3];
+          }
+          std::fill(dst + rw.hi, dst + g.Wo, T(0));
+        }
+      }
+    }
+  });
+}
+
+// dx (N, C, H, W contiguous) += col2im(col (Kg, B*P)) for samples [n0, n0 + B), group grp.
+// Threads split the channels, so no two write the same element.
+template <class T>
+void col2im(const Geom& g, const T* col, int64_t n0, int64_t B, int64_t grp, T* dx) {
+  const int64_t BP = B * g.P, kk = g.kh * g.kw;
+  parallel_for(0, g.Cig, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(BP * kk, 1)), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c)
+      for (int64_t b = 0; b < B; ++b) {
+        T* xp = dx + ((n0 + b) * g.C + grp * g.Cig + c) * g.H * g.W;
+        for (int64_t k = 0; k < kk; ++k) {
+          const int64_t ki = k / g.kw, kj = k % g.kw;
+          const int64_t offw = kj * g.p.dil_w - g.p.pad_w, sw = g.p.stride_w;
+          const Range rw = valid_range(offw, sw, g.W, g.Wo);
+          const T* src = col + (c * kk + k) * BP + b * g.P;
+          for (int64_t oh = 0; oh < g.Ho; ++oh, src += g.Wo) {
+            const int64_t ih = oh * g.p.stride_h - g.p.pad_h + ki * g.p.dil_h;
+            if (ih < 0 || ih >= g.H) continue;
+            T* d = xp + ih * g.W + offw;
+            for (int64_t ow = rw.lo; ow < rw.hi; ++ow) d[ow * sw] += src[ow];
+          }
+        }
+      }
+  });
+}
+
+// How the batch is cut: per-thread slices when there are enough samples, and chunks of B
+// samples whose columns stay near kChunkCols wide and under kMaxColElems elements.
+constexpr int64_t kChunkCols = 2048;
+constexpr int64_t kMaxColElems = int64_t(1) << 20;
+
+struct Plan {
+  bool batch_parallel;
+  int threads;
+  int64_t chunk;
+};
+
+Plan plan(const Geom& g) {
+  const int nt = get_num_threads();
+  const bool bp = nt > 1 && !in_parallel_region() && g.N >= nt && (g.N % nt == 0 || g.N >= 4 * nt);
+  const int64_t per_thread = bp ? (g.N + nt - 1) / nt : g.N;
+  const int64_t P = std::max<int64_t>(g.P, 1);
+  int64_t chunk = std::max<int64_t>(1, kChunkCols / P);
+  chunk = std::min(chunk, std::max<int64_t>(1, kMaxColElems / (g.Kg * P)));
+  chunk = std::max<int64_t>(1, std::min(chunk, per_thread));
+  return {bp, bp ? nt : 1, chunk};
+}
+
+// Calls body(n0, B, tid) for each chunk of the batch, per the plan.
+template <class F>
+void for_each_chunk(const Geom& g, const Plan& pl, const F& body) {
+  auto run = [&](int64_t b0, int64_t b1) {
+    const int tid = pl.batch_parallel ? thread_id() : 0;
+    for (int64_t n0 = b0; n0 < b1; n0 += pl.chunk) body(n0, std::min(pl.chunk, b1 - n0), tid);
+  };
+  if (pl.batch_parallel) parallel_for(0, g.N, 1, run);
+  else run(0, g.N);
+}
+
+template <class T>
+void forward_impl(const Tensor& out, const Tensor& x, const Tensor& w_, const Tensor& b_, const Geom& g) {
+  const Tensor w = contiguous_copy(w_), b = b_.defined() ? contiguous_copy(b_) : b_;
+  const T* xp = static_cast<const T*>(x.raw_data());
+  const T* wp = w.data_ptr<T>();
+  const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
+  T* op = out.data_ptr<T>();
+  const Plan pl = plan(g);
+  const int64_t BPmax = pl.chunk * g.P;
+  std::vector<T> cols(size_t(pl.threads * g.Kg * BPmax)), tmp(size_t(pl.chunk > 1 ? pl.threads * g.Cog * BPmax : 0));
+  for_each_chunk(g, pl, [&](int64_t n0, int64_t B, int tid) {
+    const int64_t BP = B * g.P;
+    T* col = cols.data() + tid * g.Kg * BPmax;
+    for (int64_t grp = 0; grp < g.G; ++grp) {
+      im2col(g, xp, n0, B, grp, col);
+      const T* wg = wp + grp * g.Cog * g.Kg;
+      if (B == 1) {  // one sample: the product lands in out directly
+        T* o = op + (n0 * g.Cout + grp * g.Cog) * g.P;
+        gemm(g.Cog, BP, g.Kg, T(1), wg, g.Kg, 1, col, BP, 1, T(0), o, g.P, 1);
+        if (bp)
+          for (int64_t co = 0; co < g.Cog; ++co)
+            for (int64_t q = 0; q < g.P; ++q) o[co * g.P + q] += bp[grp * g.Cog + co];
+        continue;
+      }
+      T* t = tmp.data() + tid * g.Cog * BPmax;  // (Cog, B*P), scattered to (B, Cog, P) with the bias
+      gemm(g.Cog, BP, g.Kg, T(1), wg, g.Kg, 1, col, BP, 1, T(0), t, BP, 1);
+      for (int64_t bb = 0; bb < B; ++bb)
+        for (int64_t co = 0; co < g.Cog; ++co) {
+          T* o = op + ((n0 + bb) * g.Cout + grp * g.Cog + co) * g.P;
+          const T* s = t + co * BP + bb * g.P;
+          const T bias = bp ? bp[grp * g.Cog + co] : T(0);
+          for (int64_t q = 0; q < g.P; ++q) o[q] = s[q] + bias;
+        }
+    }
+  });
+}
+
+template <class T>
+void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& go_, const Tensor& x,
+                   const Tensor& w_, const Geom& g) {
+  const Tensor go = contiguous_copy(go_), w = contiguous_copy(w_);
+  const T* gop = go.data_ptr<T>();
+  const T* xp = static_cast<const T*>(x.raw_data());
+  const T* wp = w.data_ptr<T>();
+  T* gxp = gx.defined() ? gx.data_ptr<T>() : nullptr;
+  T* gwp = gw.defined() ? gw.data_ptr<T>() : nullptr;
+  const int64_t wn = g.Cout * g.Kg;
+  const Plan pl = plan(g);
+  const int64_t BPmax = pl.chunk * g.P;
+  const bool need_cols = gxp || gwp;
+  std::vector<T> cols(size_t(need_cols ? pl.threads * g.Kg * BPmax : 0));
+  std::vector<T> douts(size_t(pl.chunk > 1 ? pl.threads * g.Cout * BPmax : 0));
+  // Weight gradients: straight into gw when one thread walks the batch, else per-thread partials.
+  std::vector<T> dw_parts(size_t(gwp && pl.batch_parallel ? pl.threads * wn : 0), T(0));
+  std::vector<double> db_parts(size_t(gb.defined() ? pl.threads * g.Cout : 0), 0.0);
+  if (gwp && !pl.batch_parallel) std::fill(gwp, gwp + wn, T(0));
+
+  for_each_chunk(g, pl, [&](int64_t n0, int64_t B, int tid) {
+    const int64_t BP = B * g.P;
+    if (gxp) std::fill(gxp + n0 * g.C * g.H * g.W, gxp + (n0 + B) * g.C * g.H * g.W, T(0));
+    // dout (Cout, B*P) with row stride ld: the sample itself when B == 1, else gathered.
+    const T* d = gop + n0 * g.Cout * g.P;
+    int64_t ld = g.P;
+    if (B > 1) {
+      T* buf = douts.data() + tid * g.Cout * BPmax;
+      for (int64_t bb = 0; bb < B; ++bb)
+        for (int64_t co = 0; co < g.Cout; ++co)
+          std::memcpy(buf + co * BP + bb * g.P, gop + ((n0 + bb) * g.Cout + co) * g.P, size_t(g.P) * sizeof(T));
+      d = buf;
+      ld = BP;
+    }
+    if (!db_parts.empty()) {
+      double* db = db_parts.data() + tid * g.Cout;
+      for (int64_t co = 0; co < g.Cout; ++co) {
+        double s = 0;
+        for (int64_t q = 0; q < BP; ++q) s += double(d[co * ld + q]);
+        db[co] += s;
+      }
+    }
+    T* col = need_cols ? cols.data() + tid * g.Kg * BPmax : nullptr;
+    T* dw = gwp ? (pl.batch_parallel ? dw_parts.data() + tid * wn : gwp) : nullptr;
+    for (int64_t grp = 0; grp < g.G; ++grp) {
+      const T* dg = d + grp * g.Cog * ld;
+      if (dw) {
+        im2col(g, xp, n0, B, grp, col);
+        gemm(g.Cog, g.Kg, BP, T(1), dg, ld, 1, col, 1, BP, T(1), dw + grp * g.Cog * g.Kg, g.Kg, 1);
+      }
+      if (gxp) {
+        gemm(g.Kg, BP, g.Cog, T(1), wp + grp * g.Cog * g.Kg, 1, g.Kg, dg, ld, 1, T(0), col, BP, 1);
+        col2im(g, col, n0, B, grp, gxp);
+      }
+    }
+  });
+
+  if (gwp && pl.batch_parallel)
+    for (int64_t i = 0; i < wn; ++i) {
+      T s = dw_parts[size_t(i)];
+      for (int t = 1; t < pl.threads; ++t) s += dw_parts[size_t(t * wn + i)];
+      gwp[i] = s;
+    }
+  if (gb.defined()) {
+    T* gbp = gb.data_ptr<T>();
+    for (int64_t co = 0; co < g.Cout; ++co) {
+      double s = 0;
+      for (int t = 0; t < pl.threads; ++t) s += db_parts[size_t(t * g.Cout + co)];
+      gbp[co] = T(s);
+    }
+  }
+}
+
+bool use_depthwise(const Tensor& x, const kernels::Conv2dParams& p) {
+  return g_depthwise_direct.load(std::memory_order_relaxed) && p.groups == x.size(1);
+}
+
+}  // namespace
+
+void set_depthwise_direct(bool on) { g_depthwise_direct.store(on, std::memory_order_relaxed); }
+bool depthwise_direct() { return g_depthwise_direct.load(std::memory_order_relaxed); }
+
+// out (N, Cout, Ho, Wo) contiguous; x (N, Cin, H, W) any strides; w (Cout, Cin/G, kH, kW).
+void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b,
+                    const kernels::Conv2dParams& p) {
+  if (out.numel() == 0) return;
+  if (use_depthwise(x, p)) return depthwise_conv2d_forward(out, x, w, b, p);
+  const Geom g(x, w, out, p);
+  dispatch_floating(out.dtype(), "conv2d", [&]<class T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) forward_impl<T>(out, x, w, b, g);
+    else MDL_FAIL("conv2d: the CPU kernel takes f32 or f64, got ", out.dtype());
+  });
+}
+
+void conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& go, const Tensor& x,
+                     const Tensor& w, const kernels::Conv2dParams& p) {
+  if (go.numel() == 0) {  // nothing flows back: every gradient is zero
+    for (const Tensor* t : {&gx, &gw, &gb})
+      if (t->defined()) fill(*t, 0.0);
+    return;
+  }
+  if (use_depthwise(x, p)) return depthwise_conv2d_backward(gx, gw, gb, go, x, w, p);
+  const Geom g(x, w, go, p);
+  dispatch_floating(go.dtype(), "conv2d_backward", [&]<class T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      backward_impl<T>(gx, gw, gb, go, x, w, g);
+    } else {
+      MDL_FAIL("conv2d_backward: the CPU kernel takes f32 or f64, got ", go.dtype());
+    }
+  });
+}
+
+}  // namespace mdl::cpu
+
+namespace mdl::kernels {
+
+void register_conv_kernels() {
+  conv2d_forward.cpu = &cpu::conv2d_forward;
+  conv2d_backward.cpu = &cpu::conv2d_backward;
+  max_pool2d_forward.cpu = &cpu::max_pool2d_forward;
+  max_pool2d_backward.cpu = &cpu::max_pool2d_backward;
+  avg_pool2d_forward.cpu = &cpu::avg_pool2d_forward;
+  avg_pool2d_backward.cpu = &cpu::avg_pool2d_backward;
+  adaptive_avg_pool2d_forward.cpu = &cpu::adaptive_avg_pool2d_forward;
+  adaptive_avg_pool2d_backward.cpu = &cpu::adaptive_avg_pool2d_backward;
+}
+
+}  // namespace mdl::kernels

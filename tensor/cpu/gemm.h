@@ -1,0 +1,28 @@
+// CPU matrix multiply: the BLIS-style f32 GEMM (packed panels, AVX2/FMA micro-kernel, OpenMP),
+// a blocked f64 GEMM for reference checks, and the slower rungs of the ladder the benchmark
+// climbs (naive, cache-blocked, packed single-threaded).
+#pragma once
+#include <cstdint>
+
+namespace mdl::cpu {
+
+// C = alpha * A @ B + beta * C, BLIS-style general strides (in elements).
+// A is MxK with element (i,p) at A[i*rsa + p*csa]; B is KxN at B[p*rsb + j*csb];
+// C is MxN at C[i*rsc + j*csc]. When beta == 0, C is not read (NaN in C does not leak);
+// when alpha == 0 or K == 0, A and B are not read.
+// Threads: omp_get_max_threads(), or one thread for small problems and inside a parallel region.
+// Deterministic: each element of C sums over K in the same order whatever the thread count.
+void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa,
+              const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc);
+void gemm_f64(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa,
+              const double* B, int64_t rsb, int64_t csb, double beta, double* C, int64_t rsc, int64_t csc);
+
+// The rungs of the ladder: row-major contiguous, C = A @ B (C not read).
+void gemm_f32_naive(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);    // i,j,p loops
+void gemm_f32_blocked(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);  // cache blocks
+void gemm_f32_packed(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);   // packed, 1 thread
+
+// Which f32 micro-kernel gemm_f32 runs on this CPU: "avx2-fma 6x16" or "scalar 6x16".
+const char* gemm_f32_kernel_name();
+
+}  // namespace mdl::cpu

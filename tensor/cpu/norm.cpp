@@ -1,0 +1,314 @@
+// CPU kernels for the fused normalisations (batch norm; group norm, with layer norm as its
+// one-group case) and dropout. Inputs arrive contiguous as (N, C, S). Statistics are two-pass
+// (mean, then squared deviations) and every sum runs in double in a fixed order per channel or
+// per row, so results do not depend on the thread count.
+#include <array>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "tensor/cpu/loops.h"
+#include "tensor/factory.h"
+#include "tensor/kernels_norm.h"
+#include "tensor/parallel.h"
+
+namespace mdl::cpu {
+
+namespace {
+
+constexpr int kLanes = 4;  // independent accumulators per sum: ILP without reassociation flags
+
+template <int K>
+using Sums = std::array<double, K>;
+
+template <int K>
+Sums<K> fold(const double (&l)[kLanes][K]) {
+  Sums<K> r;
+  for (int k = 0; k < K; ++k) r[k] = (l[0][k] + l[1][k]) + (l[2][k] + l[3][k]);
+  return r;
+}
+
+// Sums of f(i, c) over one row of K channels x S elements starting at element i0, channel c0.
+template <int K, class F>
+Sums<K> row_sum(int64_t i0, int64_t c0, int64_t nch, int64_t S, const F& f) {
+  double l[kLanes][K] = {};
+  auto add = [&](int lane, const Sums<K>& v) {
+    for (int k = 0; k < K; ++k) l[lane][k] += v[k];
+  };
+  if (S == 1) {  // one element per channel: lanes run along the channels
+    int64_t j = 0;
+    for (; j + kLanes <= nch; j += kLanes)
+      for (int q = 0; q < kLanes; ++q) add(q, f(i0 + j + q, c0 + j + q));
+    for (; j < nch; ++j) add(0, f(i0 + j, c0 + j));
+    return fold(l);
+  }
+  for (int64_t c = 0; c < nch; ++c) {
+    const int64_t b = i0 + c * S;
+    int64_t s = 0;
+    for (; s + kLanes <= S; s += kLanes)
+      for (int q = 0; q < kLanes; ++q) add(q, f(b + s + q, c0 + c));
+    for (; s < S; ++s) add(0, f(b + s, c0 + c));
+  }
+  return fold(l);
+}
+
+// out[k][c] = sum over (n, s) of f(i, n, c)[k] for (N, C, S). Threads split the channels; each
+// channel adds its (n, s) elements in order, so the sums are the serial ones.
+template <int K, class F>
+void channel_sums(int64_t N, int64_t C, int64_t S, std::array<double*, K> out, const F& f) {
+  parallel_for(0, C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, N * S)), [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c)
+      for (int k = 0; k < K; ++k) out[k][c] = 0.0;
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t row = n * C;
+      for (int64_t c = cb; c < ce; ++c) {
+        Sums<K> v = row_sum<K>((row + c) * S, c, 1, S, [&](int64_t i, int64_t ch) { return f(i, n, ch); });
+        for (int k = 0; k < K; ++k) out[k][c] += v[k];
+      }
+    }
+  });
+}
+
+// Calls f(i, n, c) for every element i of (N, C, S), threads splitting the elements.
+template <class F>
+void for_each_nc(int64_t N, int64_t C, int64_t S, const F& f) {
+  parallel_for(0, N * C * S, kGrainSize, [&](int64_t b, int64_t e) {
+    int64_t row = b / S, n = row / C, c = row % C, i = b;
+    while (i < e) {
+      const int64_t end = std::min(e, (row + 1) * S);
+      for (; i < end; ++i) f(i, n, c);
+      ++row;
+      if (++c == C) {
+        c = 0;
+        ++n;
+      }
+    }
+  });
+}
+
+// A per-channel parameter as an array of A, or `fallback` everywhere when undefined.
+template <class A>
+std::vector<A> param(const Tensor& p, int64_t C, A fallback) {
+  std::vector<A> v(static_cast<size_t>(C), fallback);
+  if (p.defined()) {
+    const A* d = p.data_ptr<A>();
+    for (int64_t c = 0; c < C; ++c) v[size_t(c)] = d[c];
+  }
+  return v;
+}
+
+}  // namespace
+
+// ---- batch norm ----------------------------------------------------------------------------
+
+void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var, const Tensor& invstd,
+                        const Tensor& x, const Tensor& weight, const Tensor& bias, bool training, double eps) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2);
+  dispatch_floating(x.dtype(), "batch_norm", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* xp = x.data_ptr<T>();
+    T* yp = out.data_ptr<T>();
+    A* mp = mean.data_ptr<A>();
+    A* ip = invstd.data_ptr<A>();
+    if (training) {
+      // x (N, C, S) -> mean, var (C), over N * S values each.
+      const double M = double(N * S);
+      std::vector<double> sum(static_cast<size_t>(C)), sq(static_cast<size_t>(C));
+      channel_sums<1>(N, C, S, {sum.data()}, [&](int64_t i, int64_t, int64_t) { return Sums<1>{double(A(xp[i]))}; });
+      for (double& s : sum) s /= M;
+      channel_sums<1>(N, C, S, {sq.data()}, [&](int64_t i, int64_t, int64_t c) {
+        const double d = double(A(xp[i])) - sum[size_t(c)];
+        return Sums<1>{d * d};
+      });
+      A* vp = var.data_ptr<A>();
+      for (int64_t c = 0; c < C; ++c) {
+        const double v = sq[size_t(c)] / M;
+        mp[c] = A(sum[size_t(c)]);
+        vp[c] = A(v);
+        ip[c] = A(1.0 / std::sqrt(v + eps));
+      }
+    }
+    // y = x * a[c] + b[c]
+    std::vector<A> a = param<A>(weight, C, A(1)), b = param<A>(bias, C, A(0));
+    for (int64_t c = 0; c < C; ++c) {
+      a[size_t(c)] *= ip[c];
+      b[size_t(c)] -= mp[c] * a[size_t(c)];
+    }
+    for_each_nc(N, C, S, [&](int64_t i, int64_t, int64_t c) { yp[i] = T(A(xp[i]) * a[size_t(c)] + b[size_t(c)]); });
+  });
+}
+
+void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
+                         const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                         bool training) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2);
+  dispatch_floating(x.dtype(), "batch_norm_backward", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* xp = x.data_ptr<T>();
+    const T* gp = grad_out.data_ptr<T>();
+    const A* mp = mean.data_ptr<A>();
+    const A* ip = invstd.data_ptr<A>();
+    // sdy[c] = sum gy, sdx[c] = sum gy * (x - mean): (C)
+    std::vector<double> sdy(static_cast<size_t>(C)), sdx(static_cast<size_t>(C));
+    if (training || grad_w.defined() || grad_b.defined())
+      channel_sums<2>(N, C, S, {sdy.data(), sdx.data()}, [&](int64_t i, int64_t, int64_t c) {
+        const double g = double(A(gp[i]));
+        return Sums<2>{g, g * (double(A(xp[i])) - double(mp[c]))};
+      });
+    if (grad_w.defined()) {
+      A* gw = grad_w.data_ptr<A>();
+      for (int64_t c = 0; c < C; ++c) gw[c] = A(sdx[size_t(c)] * double(ip[c]));
+    }
+    if (grad_b.defined()) {
+      A* gb = grad_b.data_ptr<A>();
+      for (int64_t c = 0; c < C; ++c) gb[c] = A(sdy[size_t(c)]);
+    }
+    if (!grad_x.defined()) return;
+    // gx = gy * p[c] + x * q[c] + r[c]; training: a (gy - mean(gy) - xhat * mean(gy * xhat)), a = w * invstd.
+    std::vector<A> p = param<A>(weight, C, A(1)), q(size_t(C), A(0)), r(size_t(C), A(0));
+    const double M = double(N * S);
+    for (int64_t c = 0; c < C; ++c) {
+      const double a = double(p[size_t(c)]) * double(ip[c]);
+      p[size_t(c)] = A(a);
+      if (training) {
+        const double k = a * double(ip[c]) * double(ip[c]) * sdx[size_t(c)] / M;  // a * invstd * mean(gy * xhat)
+        q[size_t(c)] = A(-k);
+        r[size_t(c)] = A(k * double(mp[c]) - a * sdy[size_t(c)] / M);
+      }
+    }
+    T* gx = grad_x.data_ptr<T>();
+    for_each_nc(N, C, S, [&](int64_t i, int64_t, int64_t c) {
+      gx[i] = T(A(gp[i]) * p[size_t(c)] + A(xp[i]) * q[size_t(c)] + r[size_t(c)]);
+    });
+  });
+}
+
+// ---- group norm (and layer norm) -------------------------------------------------------------
+
+void group_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias, int64_t groups, double eps) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2), K = C / groups, L = K * S;
+  dispatch_floating(x.dtype(), "group_norm", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* xp = x.data_ptr<T>();
+    T* yp = out.data_ptr<T>();
+    A* mp = mean.data_ptr<A>();
+    A* rp = rstd.data_ptr<A>();
+    const std::vector<A> w = param<A>(weight, C, A(1)), b = param<A>(bias, C, A(0));
+    // One (n, g) row of K channels x S: its stats, then y = (x - mean) * rstd * w[c] + b[c].
+    parallel_for(0, N * groups, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, L)), [&](int64_t rb, int64_t re) {
+      for (int64_t r = rb; r < re; ++r) {
+        const int64_t i0 = r * L, c0 = (r % groups) * K;
+        const double mu = row_sum<1>(i0, c0, K, S, [&](int64_t i, int64_t) { return Sums<1>{double(A(xp[i]))}; })[0] /
+                          double(L);
+        const double v = row_sum<1>(i0, c0, K, S, [&](int64_t i, int64_t) {
+                           const double d = double(A(xp[i])) - mu;
+                           return Sums<1>{d * d};
+                         })[0] / double(L);
+        const A m = A(mu), rs = A(1.0 / std::sqrt(v + eps));
+        mp[r] = m;
+        rp[r] = rs;
+        for (int64_t k = 0; k < K; ++k) {
+          const A a = rs * w[size_t(c0 + k)], sh = b[size_t(c0 + k)] - m * a;
+          const int64_t o = i0 + k * S;
+          for (int64_t s = 0; s < S; ++s) yp[o + s] = T(A(xp[o + s]) * a + sh);
+        }
+      }
+    });
+  });
+}
+
+void group_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
+                         const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                         int64_t groups) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2), K = C / groups, L = K * S;
+  dispatch_floating(x.dtype(), "group_norm_backward", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* xp = x.data_ptr<T>();
+    const T* gp = grad_out.data_ptr<T>();
+    const A* mp = mean.data_ptr<A>();
+    const A* rp = rstd.data_ptr<A>();
+    const std::vector<A> w = param<A>(weight, C, A(1));
+    // gw[c] = sum gy * xhat, gb[c] = sum gy, over (n, s).
+    if (grad_w.defined() || grad_b.defined()) {
+      std::vector<double> sw(static_cast<size_t>(C)), sb(static_cast<size_t>(C));
+      channel_sums<2>(N, C, S, {sw.data(), sb.data()}, [&](int64_t i, int64_t n, int64_t c) {
+        const int64_t r = groups == 1 ? n : n * groups + c / K;
+        const double g = double(A(gp[i]));
+        return Sums<2>{g * (double(A(xp[i])) - double(mp[r])) * double(rp[r]), g};
+      });
+      if (grad_w.defined()) {
+        A* gw = grad_w.data_ptr<A>();
+        for (int64_t c = 0; c < C; ++c) gw[c] = A(sw[size_t(c)]);
+      }
+      if (grad_b.defined()) {
+        A* gb = grad_b.data_ptr<A>();
+        for (int64_t c = 0; c < C; ++c) gb[c] = A(sb[size_t(c)]);
+      }
+    }
+    if (!grad_x.defined()) return;
+    // Per row, h = gy * w: gx = rstd * (h - mean(h) - xhat * mean(h * xhat)).
+    T* gx = grad_x.data_ptr<T>();
+    parallel_for(0, N * groups, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, L)), [&](int64_t rb, int64_t re) {
+      for (int64_t r = rb; r < re; ++r) {
+        const int64_t i0 = r * L, c0 = (r % groups) * K;
+        const double mu = double(mp[r]), rs = double(rp[r]);
+        const Sums<2> s = row_sum<2>(i0, c0, K, S, [&](int64_t i, int64_t c) {
+          const double h = double(A(gp[i])) * double(w[size_t(c)]);
+          return Sums<2>{h, h * (double(A(xp[i])) - mu)};
+        });
+        const double mh = s[0] / double(L), k = rs * rs * s[1] / double(L);  // mean(h), mean(h * xhat) * rstd
+        for (int64_t c = 0; c < K; ++c) {
+          const A a = A(rs * double(w[size_t(c0 + c)])), q = A(-rs * k), sh = A(rs * (k * mu - mh));
+          const int64_t o = i0 + c * S;
+          for (int64_t j = 0; j < S; ++j) gx[o + j] = T(A(gp[o + j]) * a + A(xp[o + j]) * q + sh);
+        }
+      }
+    });
+  });
+}
+
+// ---- dropout -------------------------------------------------------------------------------
+
+void dropout_mask(const Tensor& mask, double p, uint64_t seed, uint64_t offset) {
+  const int64_t n = mask.numel();
+  bool* m = mask.data_ptr<bool>();
+  const double threshold = p * 4294967296.0;  // keep when word >= p * 2^32
+  parallel_for(0, (n + 3) / 4, kGrainSize / 16, [&](int64_t b, int64_t e) {
+    for (int64_t blk = b; blk < e; ++blk) {
+      const auto r = Generator::philox(seed, offset + uint64_t(blk));
+      for (int64_t j = 0, i = blk * 4; j < 4 && i < n; ++j, ++i) m[i] = double(r[size_t(j)]) >= threshold;
+    }
+  });
+}
+
+void dropout_scale(const Tensor& out, const Tensor& in, const Tensor& mask, double scale) {
+  if (out.numel() == 0) return;
+  StridedLoop<3> loop({&out, &in, &mask});
+  dispatch_floating(out.dtype(), "dropout", [&]<class T>() {
+    using A = acc_t<T>;
+    const A s = A(scale);
+    loop.run([&](char* const* p, const int64_t* st, int64_t n) {
+      for (int64_t i = 0; i < n; ++i) {
+        const bool keep = *reinterpret_cast<const bool*>(p[2] + i * st[2]);
+        *reinterpret_cast<T*>(p[0] + i * st[0]) = T(keep ? A(*reinterpret_cast<const T*>(p[1] + i * st[1])) * s : A(0));
+      }
+    });
+  });
+}
+
+}  // namespace mdl::cpu
+
+namespace mdl::kernels {
+
+void register_norm_kernels() {
+  batch_norm_forward.cpu = &cpu::batch_norm_forward;
+  batch_norm_backward.cpu = &cpu::batch_norm_backward;
+  group_norm_forward.cpu = &cpu::group_norm_forward;
+  group_norm_backward.cpu = &cpu::group_norm_backward;
+  dropout_mask.cpu = &cpu::dropout_mask;
+  masked_scale.cpu = &cpu::dropout_scale;
+  register_loss_kernels();
+}
+
+}  // namespace mdl::kernels

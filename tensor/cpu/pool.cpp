@@ -1,0 +1,235 @@
+// CPU pooling: max, average and adaptive average over 2-D windows, forward and backward. Each
+// (n, c) plane is independent, so threads split the planes and every backward scatters into its
+// own plane only: no atomics, and sums run in a fixed order. f16/bf16 compute in float.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "tensor/kernels_conv.h"
+#include "tensor/parallel.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace mdl::cpu {
+
+namespace {
+
+// Element (n, c, h, w) of a 4-D tensor of any strides.
+struct Strided4 {
+  int64_t s[4];
+  explicit Strided4(const Tensor& t) {
+    for (int d = 0; d < 4; ++d) s[d] = t.stride(d);
+  }
+  int64_t plane(int64_t q, int64_t C) const { return (q / C) * s[0] + (q % C) * s[1]; }
+};
+
+// Calls f(q) for each of the N * C planes, threaded; `work` is the cost of one plane.
+template <class F>
+void for_planes(int64_t planes, int64_t work, const F& f) {
+  parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(work, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t q = b; q < e; ++q) f(q);
+  });
+}
+
+// Where a backward accumulates one (H, W) plane: in place for f32/f64, in a per-thread float
+// plane (allocated before the threads start) for f16/bf16, rounded once at the end.
+template <class T>
+struct PlaneAcc {
+  using A = acc_t<T>;
+  static constexpr bool kInPlace = std::is_same_v<T, A>;
+  int64_t hw;
+  std::vector<A> scratch;
+  explicit PlaneAcc(int64_t hw_) : hw(hw_), scratch(kInPlace ? 0 : size_t(get_num_threads() * hw_)) {}
+  A* begin(T* d) {
+    A* a;
+    if constexpr (kInPlace) {
+      a = d;
+    } else {
+#ifdef _OPENMP
+      a = scratch.data() + omp_get_thread_num() * hw;
+#else
+      a = scratch.data();
+#endif
+    }
+    std::fill(a, a + hw, A(0));
+    return a;
+  }
+  void finish(const A* a, T* d) const {
+    if constexpr (!kInPlace)
+      for (int64_t i = 0; i < hw; ++i) d[i] = T(a[i]);
+  }
+};
+
+// The window of output position o: [o * stride - pad, + kernel) clipped to [0, size).
+struct Window { int64_t lo, hi, padded; };
+Window window(int64_t o, int64_t stride, int64_t pad, int64_t kernel, int64_t size) {
+  const int64_t s = o * stride - pad, e = std::min(s + kernel, size + pad);
+  return {std::max<int64_t>(s, 0), std::min(e, size), e - s};
+}
+
+// Adaptive window of output cell i of n over size: [floor(i size / n), ceil((i + 1) size / n)).
+Window adaptive(int64_t i, int64_t n, int64_t size) {
+  const int64_t lo = i * size / n, hi = ((i + 1) * size + n - 1) / n;
+  return {lo, hi, hi - lo};
+}
+
+}  // namespace
+
+void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const kernels::Pool2dParams& p) {
+  const int64_t C = x.size(1), H = x.size(2), W = x.size(3), Ho = out.size(2), Wo = out.size(3);
+  if (out.numel() == 0) return;
+  const Strided4 xs(x);
+  dispatch_floating(x.dtype(), "max_pool2d", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* xp = static_cast<const T*>(x.raw_data());
+    T* op = out.data_ptr<T>();
+    int64_t* ip = indices.data_ptr<int64_t>();
+    for_planes(out.size(0) * C, Ho * Wo * p.kernel_h * p.kernel_w, [&](int64_t q) {
+      const T* xq = xp + xs.plane(q, C);
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        const Window wh = window(oh, p.stride_h, p.pad_h, p.kernel_h, H);
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const Window ww = window(ow, p.stride_w, p.pad_w, p.kernel_w, W);
+          A best = -std::numeric_limits<A>::infinity();
+          int64_t arg = wh.lo * W + ww.lo;
+          for (int64_t h = wh.lo; h < wh.hi; ++h)
+            for (int64_t w = ww.lo; w < ww.hi; ++w) {
+              const A v = A(xq[h * xs.s[2] + w * xs.s[3]]);
+              if (v > best || std::isnan(v)) {
+                best = v;
+                arg = h * W + w;
+              }
+            }
+          op[(q * Ho + oh) * Wo + ow] = T(best);
+          ip[(q * Ho + oh) * Wo + ow] = arg;
+        }
+      }
+    });
+  });
+}
+
+void max_pool2d_backward(const Tensor& gx, const Tensor& go, const Tensor& indices) {
+  const int64_t C = gx.size(1), HW = gx.size(2) * gx.size(3), Ho = go.size(2), Wo = go.size(3);
+  if (gx.numel() == 0) return;
+  const Strided4 gs(go), is(indices);
+  dispatch_floating(gx.dtype(), "max_pool2d_backward", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* gp = static_cast<const T*>(go.raw_data());
+    const int64_t* ip = static_cast<const int64_t*>(indices.raw_data());
+    T* dp = gx.data_ptr<T>();
+    PlaneAcc<T> pa(HW);
+    for_planes(gx.size(0) * C, HW + Ho * Wo, [&](int64_t q) {
+      A* acc = pa.begin(dp + q * HW);
+      for (int64_t oh = 0; oh < Ho; ++oh)
+        for (int64_t ow = 0; ow < Wo; ++ow)
+          acc[ip[is.plane(q, C) + oh * is.s[2] + ow * is.s[3]]] += A(gp[gs.plane(q, C) + oh * gs.s[2] + ow * gs.s[3]]);
+      pa.finish(acc, dp + q * HW);
+    });
+  });
+}
+
+void avg_pool2d_forward(const Tensor& out, const Tensor& x, const kernels::Pool2dParams& p, bool count_include_pad) {
+  const int64_t C = x.size(1), H = x.size(2), W = x.size(3), Ho = out.size(2), Wo = out.size(3);
+  if (out.numel() == 0) return;
+  const Strided4 xs(x);
+  dispatch_floating(x.dtype(), "avg_pool2d", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* xp = static_cast<const T*>(x.raw_data());
+    T* op = out.data_ptr<T>();
+    for_planes(out.size(0) * C, Ho * Wo * p.kernel_h * p.kernel_w, [&](int64_t q) {
+      const T* xq = xp + xs.plane(q, C);
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        const Window wh = window(oh, p.stride_h, p.pad_h, p.kernel_h, H);
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const Window ww = window(ow, p.stride_w, p.pad_w, p.kernel_w, W);
+          A s = 0;
+          for (int64_t h = wh.lo; h < wh.hi; ++h)
+            for (int64_t w = ww.lo; w < ww.hi; ++w) s += A(xq[h * xs.s[2] + w * xs.s[3]]);
+          const int64_t div = count_include_pad ? wh.padded * ww.padded : (wh.hi - wh.lo) * (ww.hi - ww.lo);
+          op[(q * Ho + oh) * Wo + ow] = T(s / A(div));
+        }
+      }
+    });
+  });
+}
+
+void avg_pool2d_backward(const Tensor& gx, const Tensor& go, const kernels::Pool2dParams& p, bool count_include_pad) {
+  const int64_t C = gx.size(1), H = gx.size(2), W = gx.size(3), Ho = go.size(2), Wo = go.size(3);
+  if (gx.numel() == 0) return;
+  const Strided4 gs(go);
+  dispatch_floating(gx.dtype(), "avg_pool2d_backward", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* gp = static_cast<const T*>(go.raw_data());
+    T* dp = gx.data_ptr<T>();
+    PlaneAcc<T> pa(H * W);
+    for_planes(gx.size(0) * C, H * W + Ho * Wo * p.kernel_h * p.kernel_w, [&](int64_t q) {
+      A* acc = pa.begin(dp + q * H * W);  // (H, W)
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        const Window wh = window(oh, p.stride_h, p.pad_h, p.kernel_h, H);
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const Window ww = window(ow, p.stride_w, p.pad_w, p.kernel_w, W);
+          const int64_t div = count_include_pad ? wh.padded * ww.padded : (wh.hi - wh.lo) * (ww.hi - ww.lo);
+          const A v = A(gp[gs.plane(q, C) + oh * gs.s[2] + ow * gs.s[3]]) / A(div);
+          for (int64_t h = wh.lo; h < wh.hi; ++h)
+            for (int64_t w = ww.lo; w < ww.hi; ++w) acc[h * W + w] += v;
+        }
+      }
+      pa.finish(acc, dp + q * H * W);
+    });
+  });
+}
+
+void adaptive_avg_pool2d_forward(const Tensor& out, const Tensor& x) {
+  const int64_t C = x.size(1), H = x.size(2), W = x.size(3), Ho = out.size(2), Wo = out.size(3);
+  if (out.numel() == 0) return;
+  const Strided4 xs(x);
+  dispatch_floating(x.dtype(), "adaptive_avg_pool2d", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* xp = static_cast<const T*>(x.raw_data());
+    T* op = out.data_ptr<T>();
+    for_planes(out.size(0) * C, H * W + Ho * Wo, [&](int64_t q) {
+      const T* xq = xp + xs.plane(q, C);
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        const Window wh = adaptive(oh, Ho, H);
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const Window ww = adaptive(ow, Wo, W);
+          A s = 0;
+          for (int64_t h = wh.lo; h < wh.hi; ++h)
+            for (int64_t w = ww.lo; w < ww.hi; ++w) s += A(xq[h * xs.s[2] + w * xs.s[3]]);
+          op[(q * Ho + oh) * Wo + ow] = T(s / A(wh.padded * ww.padded));
+        }
+      }
+    });
+  });
+}
+
+void adaptive_avg_pool2d_backward(const Tensor& gx, const Tensor& go) {
+  const int64_t C = gx.size(1), H = gx.size(2), W = gx.size(3), Ho = go.size(2), Wo = go.size(3);
+  if (gx.numel() == 0) return;
+  const Strided4 gs(go);
+  dispatch_floating(gx.dtype(), "adaptive_avg_pool2d_backward", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* gp = static_cast<const T*>(go.raw_data());
+    T* dp = gx.data_ptr<T>();
+    PlaneAcc<T> pa(H * W);
+    for_planes(gx.size(0) * C, H * W + Ho * Wo, [&](int64_t q) {
+      A* acc = pa.begin(dp + q * H * W);  // (H, W)
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        const Window wh = adaptive(oh, Ho, H);
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const Window ww = adaptive(ow, Wo, W);
+          const A v = A(gp[gs.plane(q, C) + oh * gs.s[2] + ow * gs.s[3]]) / A(wh.padded * ww.padded);
+          for (int64_t h = wh.lo; h < wh.hi; ++h)
+            for (int64_t w = ww.lo; w < ww.hi; ++w) acc[h * W + w] += v;
+        }
+      }
+      pa.finish(acc, dp + q * H * W);
+    });
+  });
+}
+
+}  // namespace mdl::cpu

@@ -1,0 +1,117 @@
+// Elementwise unary math: out = op(in), computed in acc_t (float for f16/bf16) and rounded once.
+// 16-bit inputs are converted in blocks, so the math loop runs on plain floats.
+#include <cmath>
+
+#include "tensor/cpu/convert.h"
+#include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/loops.h"
+
+namespace mdl::cpu {
+
+namespace {
+
+template <class A>
+inline A sigmoid_of(A x) {
+  if (x >= A(0)) return A(1) / (A(1) + std::exp(-x));
+  A e = std::exp(x);
+  return e / (A(1) + e);
+}
+
+template <class A>
+struct UnaryMath {
+  static A apply(UnaryOp op, A x) {
+    constexpr A kSqrt1_2 = A(0.70710678118654752440);
+    constexpr A kSqrt2OverPi = A(0.79788456080286535588);
+    switch (op) {
+      case UnaryOp::Neg: return -x;
+      case UnaryOp::Abs: return std::abs(x);
+      case UnaryOp::Exp: return std::exp(x);
+      case UnaryOp::Log: return std::log(x);
+      case UnaryOp::Sqrt: return std::sqrt(x);
+      case UnaryOp::Rsqrt: return A(1) / std::sqrt(x);
+      case UnaryOp::Sin: return std::sin(x);
+      case UnaryOp::Cos: return std::cos(x);
+      case UnaryOp::Tanh: return std::tanh(x);
+      case UnaryOp::Sigmoid: return sigmoid_of(x);
+      case UnaryOp::Relu: return x > A(0) ? x : (x != x ? x : A(0));
+      case UnaryOp::Gelu: return A(0.5) * x * (A(1) + std::erf(x * kSqrt1_2));
+      case UnaryOp::GeluTanh: return A(0.5) * x * (A(1) + std::tanh(kSqrt2OverPi * (x + A(0.044715) * x * x * x)));
+      case UnaryOp::Silu: return x * sigmoid_of(x);
+      case UnaryOp::Square: return x * x;
+      case UnaryOp::Reciprocal: return A(1) / x;
+      case UnaryOp::Sign: return A((x > A(0)) - (x < A(0)));
+      case UnaryOp::Log1p: return std::log1p(x);
+      case UnaryOp::Expm1: return std::expm1(x);
+    }
+    return x;
+  }
+};
+
+// The loop for one op, so the switch is hoisted out of the element loop.
+template <class T, UnaryOp OP>
+void unary_loop(const Tensor& out, const Tensor& in) {
+  using A = acc_t<T>;
+  StridedLoop<2> loop({&out, &in});
+  loop.run([&](char* const* p, const int64_t* s, int64_t n) {
+    if constexpr (is_half_v<T>) {
+      constexpr int64_t kBlock = 256;
+      float buf[kBlock];
+      for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+        int64_t m = std::min(kBlock, n - i0);
+        for (int64_t i = 0; i < m; ++i) buf[i] = float(*reinterpret_cast<const T*>(p[1] + (i0 + i) * s[1]));
+        for (int64_t i = 0; i < m; ++i) buf[i] = UnaryMath<float>::apply(OP, buf[i]);
+        for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(p[0] + (i0 + i) * s[0]) = T(buf[i]);
+      }
+    } else if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
+      T* o = reinterpret_cast<T*>(p[0]);
+      const T* x = reinterpret_cast<const T*>(p[1]);
+      for (int64_t i = 0; i < n; ++i) o[i] = T(UnaryMath<A>::apply(OP, A(x[i])));
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        *reinterpret_cast<T*>(p[0] + i * s[0]) = T(UnaryMath<A>::apply(OP, A(*reinterpret_cast<const T*>(p[1] + i * s[1]))));
+    }
+  });
+}
+
+template <class T>
+void unary_integral(UnaryOp op, const Tensor& out, const Tensor& in) {
+  StridedLoop<2> loop({&out, &in});
+  loop.run([&](char* const* p, const int64_t* s, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+      T x = *reinterpret_cast<const T*>(p[1] + i * s[1]);
+      T r = x;
+      if constexpr (!std::is_same_v<T, bool>) {
+        using U = std::make_unsigned_t<T>;  // wrap like two's complement, never UB
+        switch (op) {
+          case UnaryOp::Neg: r = T(U(0) - U(x)); break;
+          case UnaryOp::Abs: r = x < 0 ? T(U(0) - U(x)) : x; break;
+          case UnaryOp::Square: r = T(U(x) * U(x)); break;
+          case UnaryOp::Sign: r = T((x > 0) - (x < 0)); break;
+          default: break;
+        }
+      }
+      *reinterpret_cast<T*>(p[0] + i * s[0]) = r;
+    }
+  });
+}
+
+template <class T, UnaryOp... OPS>
+void unary_switch(UnaryOp op, const Tensor& out, const Tensor& in) {
+  ((op == OPS ? unary_loop<T, OPS>(out, in) : void()), ...);
+}
+
+}  // namespace
+
+void unary(UnaryOp op, const Tensor& out, const Tensor& in) {
+  dispatch(in.dtype(), "unary", [&]<class T>() {
+    if constexpr (std::is_integral_v<T>) {
+      unary_integral<T>(op, out, in);
+    } else {
+      using enum UnaryOp;
+      unary_switch<T, Neg, Abs, Exp, Log, Sqrt, Rsqrt, Sin, Cos, Tanh, Sigmoid, Relu, Gelu, GeluTanh, Silu, Square,
+                   Reciprocal, Sign, Log1p, Expm1>(op, out, in);
+    }
+  });
+}
+
+}  // namespace mdl::cpu

@@ -1,0 +1,42 @@
+// parallel_for over an index range on the CPU's threads (OpenMP), with a grain below which
+// the work stays on the calling thread. Static chunks, so results are deterministic for a
+// given thread count. OpenMP because it costs no code of ours, is portable across g++ and
+// nvcc's host compiler, and its static schedule makes chunking predictable.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace mdl {
+
+inline constexpr int64_t kGrainSize = 32768;  // elements of simple work per thread, at least
+
+int get_num_threads();
+void set_num_threads(int n);
+bool in_parallel_region();
+
+// Calls f(begin, end) on disjoint chunks covering [begin, end).
+template <class F>
+void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
+  int64_t n = end - begin;
+  if (n <= 0) return;
+#ifdef _OPENMP
+  int threads = int(std::min<int64_t>(get_num_threads(), (n + grain - 1) / std::max<int64_t>(grain, 1)));
+  if (threads > 1 && !omp_in_parallel()) {
+#pragma omp parallel num_threads(threads)
+    {
+      int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      int64_t chunk = (n + nt - 1) / nt;
+      int64_t b = begin + t * chunk, e = std::min(end, b + chunk);
+      if (b < e) f(b, e);
+    }
+    return;
+  }
+#endif
+  f(begin, end);
+}
+
+}  // namespace mdl

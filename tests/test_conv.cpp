@@ -1,0 +1,426 @@
+// conv2d and linear against plain double-precision reference loops: strides, padding, dilation,
+// groups and depthwise, square and non-square kernels and inputs, batch sizes that take every
+// threading and chunking path, non-contiguous inputs, f16/bf16; the depthwise direct kernel
+// against the im2col path; gradcheck of each backward; every error message.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "autograd/node.h"
+#include "mdl.h"
+#include "nn/functional.h"
+#include "tensor/kernels_conv.h"
+
+using namespace mdl;
+namespace F = mdl::nn::functional;
+using F::Pair;
+using V = std::vector<double>;
+
+namespace {
+
+// The ops this file gradchecks, for the lead's registry-coverage reconciliation.
+const char* kMyGradcheckedOps[] = {"linear", "conv2d"};
+
+V values(const Tensor& t) { return t.to_vector<double>(); }
+
+double max_abs(const V& v) {
+  double m = 0;
+  for (double x : v) m = std::max(m, std::abs(x));
+  return m;
+}
+
+// max |a - b| / max(1, max |b|).
+double rel_err(const V& a, const V& b) {
+  REQUIRE(a.size() == b.size());
+  double e = 0;
+  for (size_t i = 0; i < a.size(); ++i) e = std::max(e, std::abs(a[i] - b[i]));
+  return e / std::max(1.0, max_abs(b));
+}
+
+// A 4-D (N, C, H, W) view of leaf in one of three layouts: "contiguous" (leaf itself),
+// "channels_last" (an (N, H, W, C) leaf permuted) and "strided" (every other column of (N, C, H, 2W)).
+Shape leaf_shape(const Shape& s, const std::string& layout) {
+  if (layout == "channels_last") return {s[0], s[2], s[3], s[1]};
+  if (layout == "strided") return {s[0], s[1], s[2], 2 * s[3]};
+  return s;
+}
+Tensor view_of(const Tensor& leaf, const std::string& layout) {
+  if (layout == "channels_last") return permute(leaf, {0, 3, 1, 2});
+  if (layout == "strided") return slice(leaf, 3, 0, leaf.size(3), 2);
+  return leaf;
+}
+
+struct ConvCase {
+  int64_t N, C, H, W, Cout, kh, kw;
+  Pair s{1, 1}, p{0, 0}, d{1, 1};
+  int64_t g = 1;
+  bool bias = true;
+  std::string layout = "contiguous";
+};
+
+std::string describe(const ConvCase& c) {
+  return "x [" + std::to_string(c.N) + "," + std::to_string(c.C) + "," + std::to_string(c.H) + "," +
+         std::to_string(c.W) + "] w [" + std::to_string(c.Cout) + "," + std::to_string(c.C / c.g) + "," +
+         std::to_string(c.kh) + "," + std::to_string(c.kw) + "] stride " + std::to_string(c.s[0]) + "," +
+         std::to_string(c.s[1]) + " pad " + std::to_string(c.p[0]) + "," + std::to_string(c.p[1]) + " dil " +
+         std::to_string(c.d[0]) + "," + std::to_string(c.d[1]) + " groups " + std::to_string(c.g) +
+         (c.bias ? " bias " : " no bias ") + c.layout;
+}
+
+int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
+
+// The seven loops, in double. x (N, C, H, W), w (Cout, C/g, kh, kw), b (Cout) or empty.
+V ref_conv(const ConvCase& c, const V& x, const V& w, const V& b) {
+  const int64_t Ho = out_size(c.H, c.kh, c.s[0], c.p[0], c.d[0]), Wo = out_size(c.W, c.kw, c.s[1], c.p[1], c.d[1]);
+  const int64_t Cig = c.C / c.g, Cog = c.Cout / c.g;
+  V out(size_t(c.N * c.Cout * Ho * Wo));
+  for (int64_t n = 0; n < c.N; ++n)
+    for (int64_t co = 0; co < c.Cout; ++co)
+      for (int64_t oh = 0; oh < Ho; ++oh)
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          double s = b.empty() ? 0.0 : b[size_t(co)];
+          for (int64_t ci = 0; ci < Cig; ++ci)
+            for (int64_t ki = 0; ki < c.kh; ++ki)
+              for (int64_t kj = 0; kj < c.kw; ++kj) {
+                const int64_t ih = oh * c.s[0] - c.p[0] + ki * c.d[0], iw = ow * c.s[1] - c.p[1] + kj * c.d[1];
+                if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W) continue;
+                const int64_t cin = co / Cog * Cig + ci;
+                s += w[size_t(((co * Cig + ci) * c.kh + ki) * c.kw + kj)] * x[size_t(((n * c.C + cin) * c.H + ih) * c.W + iw)];
+              }
+          out[size_t(((n * c.Cout + co) * Ho + oh) * Wo + ow)] = s;
+        }
+  return out;
+}
+
+// The same loops run backwards: gradients of sum(conv(x, w, b) * gy).
+struct RefGrads { V gx, gw, gb; };
+RefGrads ref_conv_backward(const ConvCase& c, const V& x, const V& w, const V& gy) {
+  const int64_t Ho = out_size(c.H, c.kh, c.s[0], c.p[0], c.d[0]), Wo = out_size(c.W, c.kw, c.s[1], c.p[1], c.d[1]);
+  const int64_t Cig = c.C / c.g, Cog = c.Cout / c.g;
+  RefGrads r{V(x.size()), V(w.size()), V(size_t(c.Cout))};
+  for (int64_t n = 0; n < c.N; ++n)
+    for (int64_t co = 0; co < c.Cout; ++co)
+      for (int64_t oh = 0; oh < Ho; ++oh)
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const double g = gy[size_t(((n * c.Cout + co) * Ho + oh) * Wo + ow)];
+          r.gb[size_t(co)] += g;
+          for (int64_t ci = 0; ci < Cig; ++ci)
+            for (int64_t ki = 0; ki < c.kh; ++ki)
+              for (int64_t kj = 0; kj < c.kw; ++kj) {
+                const int64_t ih = oh * c.s[0] - c.p[0] + ki * c.d[0], iw = ow * c.s[1] - c.p[1] + kj * c.d[1];
+                if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W) continue;
+                const size_t xi = size_t(((n * c.C + co / Cog * Cig + ci) * c.H + ih) * c.W + iw);
+                const size_t wi = size_t(((co * Cig + ci) * c.kh + ki) * c.kw + kj);
+                r.gx[xi] += w[wi] * g;
+                r.gw[wi] += x[xi] * g;
+              }
+        }
+  return r;
+}
+
+std::vector<ConvCase> forward_cases() {
+  std::vector<ConvCase> cs;
+  auto add = [&](ConvCase c) { cs.push_back(c); };
+  add({1, 3, 8, 8, 4, 3, 3});
+  add({3, 4, 7, 9, 6, 3, 3, {2, 2}, {1, 1}, {1, 1}, 2, false, "channels_last"});
+  add({2, 3, 10, 8, 5, 5, 5, {1, 1}, {2, 2}, {1, 1}, 1, true, "strided"});
+  add({2, 4, 9, 11, 4, 3, 3, {1, 1}, {2, 2}, {2, 2}});
+  add({1, 6, 8, 8, 6, 3, 3, {1, 1}, {1, 1}, {1, 1}, 6});                             // depthwise
+  add({3, 4, 9, 7, 8, 3, 3, {2, 2}, {1, 1}, {1, 1}, 4, false, "channels_last"});     // depthwise, multiplier 2
+  add({2, 5, 6, 6, 7, 1, 1});                                                         // 1x1
+  add({2, 4, 6, 7, 6, 1, 1, {2, 2}, {0, 0}, {1, 1}, 2, true, "strided"});
+  add({1, 3, 7, 10, 2, 2, 4, {1, 2}, {1, 0}, {2, 1}});                                // non-square everything
+  add({3, 2, 5, 5, 4, 5, 5});                                                         // kernel = input
+  add({4, 8, 12, 12, 16, 3, 3, {1, 1}, {1, 1}});                                      // batch split across threads
+  add({5, 3, 32, 32, 4, 3, 3, {1, 1}, {1, 1}});                                       // chunks of 2, 2, 1 samples
+  add({4, 3, 30, 30, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, "channels_last"});     // chunks within thread slices
+  add({4, 8, 16, 16, 8, 3, 3, {2, 2}, {1, 1}, {1, 1}, 8, true, "strided"});           // depthwise, stride 2
+  add({2, 1, 28, 28, 8, 3, 3, {1, 1}, {1, 1}});                                       // one input channel
+  add({2, 6, 8, 8, 9, 3, 1, {1, 1}, {1, 0}, {1, 1}, 3});
+  add({3, 4, 5, 6, 4, 5, 5, {1, 1}, {2, 2}, {1, 1}, 4, false});                       // depthwise 5x5
+  add({2, 4, 11, 11, 8, 3, 3, {2, 2}, {2, 2}, {2, 2}, 2, true, "channels_last"});
+  add({2, 3, 6, 5, 4, 3, 2, {3, 2}, {0, 1}, {1, 2}, 1, false, "strided"});
+  return cs;
+}
+
+struct ConvRun {
+  Tensor xleaf, x, w, b, y;
+};
+
+ConvRun run_conv(const ConvCase& c, DType t, Generator& gen, bool requires_grad = false) {
+  ConvRun r;
+  r.xleaf = randn(leaf_shape({c.N, c.C, c.H, c.W}, c.layout), t, &gen);
+  r.w = randn({c.Cout, c.C / c.g, c.kh, c.kw}, t, &gen);
+  if (c.bias) r.b = randn({c.Cout}, t, &gen);
+  if (requires_grad) {
+    r.xleaf.requires_grad_();
+    r.w.requires_grad_();
+    if (c.bias) r.b.requires_grad_();
+  }
+  r.x = view_of(r.xleaf, c.layout);
+  r.y = F::conv2d(r.x, r.w, r.b, c.s, c.p, c.d, c.g);
+  return r;
+}
+
+// Restores the depthwise switch on scope exit.
+struct DepthwiseDirect {
+  bool saved = cpu::depthwise_direct();
+  explicit DepthwiseDirect(bool on) { cpu::set_depthwise_direct(on); }
+  ~DepthwiseDirect() { cpu::set_depthwise_direct(saved); }
+};
+
+}  // namespace
+
+TEST_CASE("conv2d: forward matches the 7-loop reference (f32, f64)") {
+  Generator gen(7);
+  for (const ConvCase& c : forward_cases())
+    for (DType t : {kF32, kF64}) {
+      INFO(describe(c), " ", t);
+      ConvRun r = run_conv(c, t, gen);
+      const int64_t Ho = out_size(c.H, c.kh, c.s[0], c.p[0], c.d[0]), Wo = out_size(c.W, c.kw, c.s[1], c.p[1], c.d[1]);
+      CHECK(r.y.shape() == Shape{c.N, c.Cout, Ho, Wo});
+      CHECK(r.y.dtype() == t);
+      const V ref = ref_conv(c, values(r.x), values(r.w), c.bias ? values(r.b) : V{});
+      CHECK(rel_err(values(r.y), ref) < (t == kF32 ? 2e-5 : 1e-12));
+    }
+}
+
+TEST_CASE("conv2d: backward matches the reference loops (f32, f64)") {
+  Generator gen(8);
+  for (const ConvCase& c : forward_cases())
+    for (DType t : {kF32, kF64}) {
+      INFO(describe(c), " ", t);
+      ConvRun r = run_conv(c, t, gen, true);
+      Tensor gy = randn(r.y.shape(), t, &gen);
+      sum(r.y * gy).backward();
+      const RefGrads ref = ref_conv_backward(c, values(r.x), values(r.w), values(gy));
+      const double tol = t == kF32 ? 2e-5 : 1e-12;
+      CHECK(rel_err(values(view_of(r.xleaf.grad(), c.layout)), ref.gx) < tol);
+      CHECK(rel_err(values(r.w.grad()), ref.gw) < tol);
+      if (c.bias) CHECK(rel_err(values(r.b.grad()), ref.gb) < tol);
+    }
+}
+
+TEST_CASE("conv2d: the depthwise direct kernel agrees with the im2col path") {
+  Generator gen(9);
+  for (const ConvCase& c : forward_cases()) {
+    if (c.g != c.C) continue;
+    INFO(describe(c));
+    ConvRun direct, im2col;
+    {
+      DepthwiseDirect on(true);
+      Generator g1(gen.next_u64());
+      Generator g2 = g1;
+      direct = run_conv(c, kF64, g1, true);
+      Tensor gy = randn(direct.y.shape(), kF64, &g1);
+      sum(direct.y * gy).backward();
+      DepthwiseDirect off(false);
+      im2col = run_conv(c, kF64, g2, true);
+      Tensor gy2 = randn(im2col.y.shape(), kF64, &g2);
+      sum(im2col.y * gy2).backward();
+    }
+    CHECK(rel_err(values(direct.y), values(im2col.y)) < 1e-13);
+    CHECK(rel_err(values(direct.xleaf.grad()), values(im2col.xleaf.grad())) < 1e-13);
+    CHECK(rel_err(values(direct.w.grad()), values(im2col.w.grad())) < 1e-13);
+    if (c.bias) CHECK(rel_err(values(direct.b.grad()), values(im2col.b.grad())) < 1e-13);
+  }
+}
+
+TEST_CASE("conv2d: one thread and all threads agree") {
+  Generator gen(10);
+  const int threads = get_num_threads();
+  for (const ConvCase& c : forward_cases()) {
+    INFO(describe(c));
+    Generator g1(gen.next_u64());
+    Generator g2 = g1;
+    ConvRun many = run_conv(c, kF32, g1, true);
+    sum(many.y * many.y).backward();
+    set_num_threads(1);
+    ConvRun one = run_conv(c, kF32, g2, true);
+    sum(one.y * one.y).backward();
+    set_num_threads(threads);
+    CHECK(rel_err(values(many.y), values(one.y)) < 1e-5);
+    CHECK(rel_err(values(many.w.grad()), values(one.w.grad())) < 1e-5);
+    CHECK(rel_err(values(many.xleaf.grad()), values(one.xleaf.grad())) < 1e-5);
+  }
+}
+
+TEST_CASE("conv2d: f16 and bf16 compute in f32 and round once") {
+  Generator gen(11);
+  const ConvCase cases[] = {{2, 4, 9, 9, 6, 3, 3, {2, 2}, {1, 1}, {1, 1}, 2, true, "channels_last"},
+                            {2, 4, 8, 8, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 4}};
+  for (const ConvCase& c : cases)
+    for (DType t : {kF16, kBF16}) {
+      INFO(describe(c), " ", t);
+      ConvRun r = run_conv(c, t, gen, true);
+      CHECK(r.y.dtype() == t);
+      const V ref = ref_conv(c, values(r.x), values(r.w), values(r.b));
+      CHECK(rel_err(values(r.y), ref) < (t == kF16 ? 2e-3 : 1e-2));
+      sum(r.y.to(kF32)).backward();
+      CHECK(r.w.grad().dtype() == t);
+      CHECK(r.xleaf.grad().dtype() == t);
+      const RefGrads g = ref_conv_backward(c, values(r.x), values(r.w), V(size_t(r.y.numel()), 1.0));
+      CHECK(rel_err(values(r.w.grad()), g.gw) < (t == kF16 ? 2e-3 : 1e-2));
+      CHECK(rel_err(values(view_of(r.xleaf.grad(), c.layout)), g.gx) < (t == kF16 ? 2e-3 : 1e-2));
+    }
+}
+
+TEST_CASE("conv2d: unbatched input, empty batch, zero output channels") {
+  Generator gen(12);
+  Tensor x = randn({3, 6, 5}, kF64, &gen), w = randn({4, 3, 3, 3}, kF64, &gen), b = randn({4}, kF64, &gen);
+  Tensor y = F::conv2d(x, w, b, {1, 1}, {1, 1});
+  CHECK(y.shape() == Shape{4, 6, 5});
+  CHECK(rel_err(values(y), values(F::conv2d(unsqueeze(x, 0), w, b, {1, 1}, {1, 1}))) == 0.0);
+
+  Tensor w2 = randn({4, 3, 3, 3}, kF32, &gen), b2 = randn({4}, kF32, &gen);
+  w2.requires_grad_();
+  b2.requires_grad_();
+  Tensor e = zeros({0, 3, 5, 5});
+  Tensor ye = F::conv2d(e, w2, b2);
+  CHECK(ye.shape() == Shape{0, 4, 3, 3});
+  sum(ye).backward();
+  CHECK(values(w2.grad()) == V(size_t(w2.numel()), 0.0));
+  CHECK(values(b2.grad()) == V(4, 0.0));
+
+  CHECK(F::conv2d(zeros({2, 3, 5, 5}), zeros({0, 3, 3, 3})).shape() == Shape{2, 0, 3, 3});
+}
+
+TEST_CASE("conv2d: gradcheck w.r.t. input, weight and bias") {
+  Generator gen(13);
+  struct G { ConvCase c; bool x_grad; bool direct; };
+  const G cases[] = {
+      {{2, 2, 5, 6, 3, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true, "channels_last"}, true, true},   // strided
+      {{1, 2, 6, 6, 2, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, false}, true, true},                  // padded, dilated
+      {{2, 4, 5, 5, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, true, "strided"}, true, true},        // grouped
+      {{2, 3, 5, 5, 6, 3, 3, {2, 2}, {1, 1}, {1, 1}, 3, true}, true, true},                   // depthwise, direct
+      {{2, 3, 5, 5, 6, 3, 3, {2, 2}, {1, 1}, {1, 1}, 3, true}, true, false},                  // depthwise, im2col
+      {{1, 2, 4, 7, 3, 2, 3, {1, 2}, {1, 0}, {1, 2}, 1, true, "strided"}, true, true},        // non-square
+      {{3, 2, 4, 4, 2, 1, 1}, false, true},                                                    // 1x1, x needs no grad
+  };
+  for (const G& k : cases) {
+    const ConvCase& c = k.c;
+    INFO(describe(c), k.direct ? " direct" : " im2col");
+    DepthwiseDirect dd(k.direct);
+    Tensor x = randn(leaf_shape({c.N, c.C, c.H, c.W}, c.layout), kF64, &gen);
+    Tensor w = randn({c.Cout, c.C / c.g, c.kh, c.kw}, kF64, &gen), b = randn({c.Cout}, kF64, &gen);
+    if (k.x_grad) x.requires_grad_();
+    w.requires_grad_();
+    b.requires_grad_();
+    std::vector<Tensor> in{x, w};
+    if (c.bias) in.push_back(b);
+    auto fn = [c](const std::vector<Tensor>& v) {
+      return F::conv2d(view_of(v[0], c.layout), v[1], c.bias ? v[2] : Tensor(), c.s, c.p, c.d, c.g);
+    };
+    CHECK(std::string(fn(in).grad_fn()->name()) == "conv2d");
+    auto res = autograd::gradcheck(fn, in);
+    CHECK_MESSAGE(res.ok, res.report);
+  }
+}
+
+TEST_CASE("conv2d: errors name the op, the shapes and the options") {
+  const Tensor x = zeros({2, 3, 8, 8}), w = zeros({4, 3, 3, 3});
+  auto throws = [](auto f, const char* msg) { CHECK_THROWS_WITH_AS(f(), doctest::Contains(msg), mdl::Error); };
+  throws([&] { F::conv2d(zeros({3, 8}), w); }, "conv2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape [3,8]");
+  throws([&] { F::conv2d(x, zeros({4, 3, 3})); }, "conv2d: expected a 4-D weight (C_out, C_in/groups, kH, kW), got shape [4,3,3]");
+  throws([&] { F::conv2d(x, zeros({4, 2, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 2); },
+         "conv2d: input [2,3,8,8] has 3 channels but weight [4,2,3,3] expects 4 (groups=2)");
+  throws([&] { F::conv2d(x, zeros({4, 4, 3, 3})); }, "conv2d: input [2,3,8,8] has 3 channels but weight [4,4,3,3] expects 4 (groups=1)");
+  throws([&] { F::conv2d(x, zeros({5, 1, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 3); },
+         "conv2d: weight [5,1,3,3] has 5 output channels, which groups=3 does not divide");
+  throws([&] { F::conv2d(x, w, Tensor(), {1, 1}, {0, 0}, {1, 1}, 0); }, "conv2d: groups must be positive, got 0");
+  throws([&] { F::conv2d(x, w, Tensor(), {0, 1}); }, "conv2d: stride must be positive, got [0,1]");
+  throws([&] { F::conv2d(x, w, Tensor(), {1, -2}); }, "conv2d: stride must be positive, got [1,-2]");
+  throws([&] { F::conv2d(x, w, Tensor(), {1, 1}, {-1, 0}); }, "conv2d: padding must be non-negative, got [-1,0]");
+  throws([&] { F::conv2d(x, w, Tensor(), {1, 1}, {0, 0}, {1, 0}); }, "conv2d: dilation must be positive, got [1,0]");
+  throws([&] { F::conv2d(zeros({2, 3, 4, 4}), zeros({4, 3, 5, 5})); },
+         "conv2d: kernel 5x5 (5x5 dilated) is larger than the padded input 4x4 (input [2,3,4,4], padding [0,0])");
+  throws([&] { F::conv2d(zeros({2, 3, 4, 4}), zeros({4, 3, 3, 3}), Tensor(), {1, 1}, {0, 0}, {2, 2}); },
+         "conv2d: kernel 3x3 (5x5 dilated) is larger than the padded input 4x4 (input [2,3,4,4], padding [0,0])");
+  throws([&] { F::conv2d(x, w, zeros({3})); }, "conv2d: bias of shape [3] should be [4]");
+  throws([&] { F::conv2d(x, zeros({4, 3, 3, 3}, kF64)); }, "conv2d: weight [4,3,3,3] is f64 but the input [2,3,8,8] is f32");
+  throws([&] { F::conv2d(zeros({2, 3, 8, 8}, kI64), zeros({4, 3, 3, 3}, kI64)); },
+         "conv2d: expected a floating input (f32, f16, bf16, f64), got i64 of shape [2,3,8,8]");
+  throws([&] { F::conv2d(x, zeros({4, 3, 0, 3})); }, "conv2d: weight [4,3,0,3] has an empty input-channel or kernel dim");
+}
+
+// ---- linear ---------------------------------------------------------------------------------
+
+TEST_CASE("linear: forward matches the reference for 1-D, 2-D, 3-D and transposed inputs") {
+  Generator gen(20);
+  struct L { Shape xs; bool transposed; bool bias; DType t; };
+  const L cases[] = {{{5}, false, true, kF32},        {{4, 5}, false, true, kF32},  {{2, 3, 5}, false, true, kF64},
+                     {{5, 4}, true, false, kF64},     {{0, 5}, false, true, kF32},  {{3, 5}, false, true, kF16},
+                     {{64, 5}, false, true, kBF16}};
+  for (const L& c : cases) {
+    INFO("x ", shape_str(c.xs), c.transposed ? " transposed" : "", " ", c.t);
+    Tensor xl = randn(c.xs, c.t, &gen);
+    Tensor x = c.transposed ? transpose(xl, 0, 1) : xl;
+    Tensor w = randn({3, 5}, c.t, &gen), b = c.bias ? randn({3}, c.t, &gen) : Tensor();
+    Tensor y = F::linear(x, w, b);
+    Shape os = x.shape();
+    os.back() = 3;
+    CHECK(y.shape() == os);
+    const V xv = values(x), wv = values(w), bv = c.bias ? values(b) : V(3, 0.0);
+    V ref;
+    for (size_t m = 0; m < xv.size() / 5; ++m)
+      for (size_t o = 0; o < 3; ++o) {
+        double s = bv[o];
+        for (size_t k = 0; k < 5; ++k) s += xv[m * 5 + k] * wv[o * 5 + k];
+        ref.push_back(s);
+      }
+    const double tol = c.t == kF64 ? 1e-14 : c.t == kF32 ? 1e-6 : c.t == kF16 ? 2e-3 : 1e-2;
+    CHECK(rel_err(values(y), ref) < tol);
+  }
+}
+
+TEST_CASE("linear: gradcheck") {
+  Generator gen(21);
+  auto leaf = [&](const Shape& s) {
+    Tensor t = randn(s, kF64, &gen);
+    t.requires_grad_();
+    return t;
+  };
+  using Vt = std::vector<Tensor>;
+  struct E { const char* what; Vt in; autograd::GradcheckFn fn; };
+  const E cases[] = {
+      {"2-D with bias", {leaf({4, 5}), leaf({3, 5}), leaf({3})}, [](const Vt& v) { return F::linear(v[0], v[1], v[2]); }},
+      {"3-D with bias", {leaf({2, 3, 5}), leaf({4, 5}), leaf({4})}, [](const Vt& v) { return F::linear(v[0], v[1], v[2]); }},
+      {"1-D, no bias", {leaf({5}), leaf({3, 5})}, [](const Vt& v) { return F::linear(v[0], v[1]); }},
+      {"transposed input and weight", {leaf({5, 4}), leaf({5, 3}), leaf({3})},
+       [](const Vt& v) { return F::linear(transpose(v[0], 0, 1), transpose(v[1], 0, 1), v[2]); }},
+  };
+  for (const E& e : cases) {
+    INFO(e.what);
+    CHECK(std::string(e.fn(e.in).grad_fn()->name()) == "linear");
+    auto res = autograd::gradcheck(e.fn, e.in);
+    CHECK_MESSAGE(res.ok, res.report);
+  }
+  // Only the weight needs a gradient: the others come back undefined.
+  Tensor x = randn({4, 5}, kF64, &gen), w = leaf({3, 5}), b = randn({3}, kF64, &gen);
+  sum(F::linear(x, w, b)).backward();
+  CHECK(w.grad().defined());
+  CHECK_FALSE(x.grad().defined());
+}
+
+TEST_CASE("linear: errors name the op and the shapes") {
+  auto throws = [](auto f, const char* msg) { CHECK_THROWS_WITH_AS(f(), doctest::Contains(msg), mdl::Error); };
+  throws([] { F::linear(zeros({4, 3}), zeros({5, 4})); }, "linear: input [4,3] has 3 features but weight [5,4] expects 4");
+  throws([] { F::linear(zeros({4, 3}), zeros({5, 3, 1})); }, "linear: expected a 2-D weight (out, in), got shape [5,3,1]");
+  throws([] { F::linear(zeros({}), zeros({5, 3})); }, "linear: expected an input of at least 1 dim, got shape []");
+  throws([] { F::linear(zeros({4, 3}), zeros({5, 3}), zeros({4})); }, "linear: bias of shape [4] should be [5]");
+  throws([] { F::linear(zeros({4, 3}), zeros({5, 3}, kF64)); }, "linear: weight [5,3] is f64 but the input [4,3] is f32");
+  throws([] { F::linear(zeros({4, 3}), zeros({5, 3}), zeros({5}, kF16)); }, "linear: bias [5] is f16 but the input [4,3] is f32");
+  throws([] { F::linear(zeros({4, 3}, kI32), zeros({5, 3}, kI32)); },
+         "linear: expected a floating input (f32, f16, bf16, f64), got i32 of shape [4,3]");
+}
+
+TEST_CASE("conv2d: every op this file gradchecks is registered") {
+  const auto& reg = autograd::differentiable_ops();
+  for (const char* op : kMyGradcheckedOps) {
+    INFO(op);
+    CHECK(std::find(reg.begin(), reg.end(), std::string(op)) != reg.end());
+  }
+}

@@ -1,0 +1,209 @@
+// cat, stack, split and split-with-sizes against plain loops over coordinates: every dim,
+// negative dims, non-contiguous and zero-size inputs, dtype promotion, and every error path.
+#include <doctest/doctest.h>
+
+#include <vector>
+
+#include "tensor/factory.h"
+#include "tensor/native.h"
+#include "tensor/ops.h"
+
+using namespace mdl;
+
+namespace {
+
+Tensor rnd(const Shape& s, DType t) {
+  if (t == kBool) return randint(0, 2, s, kI64).to(kBool);
+  return randint(-8, 8, s, kI64).to(t);
+}
+
+// The same values as x, laid out with the first and last dims swapped in memory.
+Tensor transposed(const Tensor& x) {
+  if (x.dim() < 2) return x;
+  return x.transpose(0, -1).contiguous().transpose(0, -1);
+}
+
+std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
+
+Shape unravel(int64_t i, const Shape& s) {
+  Shape c(s.size());
+  for (size_t d = s.size(); d-- > 0;) {
+    c[d] = i % s[d];
+    i /= s[d];
+  }
+  return c;
+}
+
+int64_t ravel(const Shape& c, const Shape& s) {
+  int64_t i = 0;
+  for (size_t d = 0; d < s.size(); ++d) i = i * s[d] + c[d];
+  return i;
+}
+
+// Checks out == cat(xs, d) by finding, for each output element, the input and offset it came from.
+void check_cat(const Tensor& out, const std::vector<Tensor>& xs, int64_t d) {
+  std::vector<std::vector<double>> xv;
+  for (const Tensor& x : xs) xv.push_back(vals(x));
+  auto o = vals(out);
+  std::vector<double> want(o.size());
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    Shape c = unravel(i, out.shape());
+    size_t k = 0;
+    while (c[size_t(d)] >= xs[k].size(d)) c[size_t(d)] -= xs[k++].size(d);
+    want[size_t(i)] = xv[k][size_t(ravel(c, xs[k].shape()))];
+  }
+  CHECK(o == want);
+}
+
+}  // namespace
+
+TEST_CASE("join cat: every dim against a loop") {
+  manual_seed(11);
+  for (DType t : {kF32, kF64, kF16, kI64, kBool})
+    for (int64_t dim : {0, 1, 2, -1, -3}) {
+      CAPTURE(t);
+      CAPTURE(dim);
+      int64_t d = dim < 0 ? dim + 3 : dim;
+      std::vector<Tensor> xs;
+      for (int64_t n : {2, 0, 3, 1}) {
+        Shape s = {3, 4, 5};
+        s[size_t(d)] = n;
+        xs.push_back(n == 3 ? transposed(rnd(s, t)) : rnd(s, t));
+      }
+      xs.push_back(rnd({3, 4, 5}, t).slice(d, 1, 5, 2));  // strided
+      Tensor out = cat(xs, dim);
+      Shape want = {3, 4, 5};
+      want[size_t(d)] = 2 + 0 + 3 + 1 + (d == 0 ? 1 : 2);
+      REQUIRE(out.shape() == want);
+      CHECK(out.dtype() == t);
+      check_cat(out, xs, d);
+    }
+  // One tensor; a large one (threaded copies); 1-D.
+  Tensor x = randn({5, 7});
+  CHECK(vals(cat({x}, 1)) == vals(x));
+  std::vector<Tensor> big = {randn({300, 200}), randn({200, 300}).t(), randn({300, 1})};
+  check_cat(cat(big, 1), big, 1);
+  check_cat(cat({arange(3.0), arange(2.0)}), {arange(3.0), arange(2.0)}, 0);
+}
+
+TEST_CASE("join cat: promotion, empty 1-D tensors and zero-size results") {
+  Tensor a = ones({2, 2}), b = full({1, 2}, 2.0, kF64), c = full({1, 2}, 3.0, kI64);
+  Tensor out = cat({a, b, c});
+  CHECK(out.dtype() == kF64);
+  CHECK(vals(out) == std::vector<double>{1, 1, 1, 1, 2, 2, 3, 3});
+  CHECK(cat({full({1}, 1.0, kI64), full({1}, 2.5, kF16)}).dtype() == kF16);
+  // As in PyTorch, 1-D empty tensors are skipped whatever the others' shapes.
+  Tensor e = cat({zeros({0}), a, zeros({0})}, 1);
+  CHECK(e.shape() == Shape{2, 2});
+  CHECK(cat({zeros({0}), zeros({0})}).shape() == Shape{0});
+  CHECK(cat({zeros({0, 3}), zeros({0, 3})}).shape() == Shape{0, 3});
+  CHECK(cat({zeros({2, 0}), zeros({2, 0})}, 1).shape() == Shape{2, 0});
+}
+
+TEST_CASE("join cat: errors") {
+  CHECK_THROWS_WITH_AS(cat({}), doctest::Contains("cat: expected a non-empty list of tensors"), Error);
+  CHECK_THROWS_WITH_AS(cat({ones({2, 3}), ones({2, 4})}, 0),
+                       doctest::Contains("cat: shapes must match except in dim 0, but tensor 0 has shape [2,3] and tensor 1 has shape [2,4]"),
+                       Error);
+  CHECK_THROWS_WITH_AS(cat({ones({2, 3}), ones({2, 3, 1})}, 1), doctest::Contains("cat: shapes must match except in dim 1"),
+                       Error);
+  CHECK_THROWS_WITH_AS(cat({ones({2}), scalar_tensor(1.0)}),
+                       doctest::Contains("cat: zero-dimensional tensor (at position 1) cannot be concatenated"), Error);
+  CHECK_THROWS_WITH_AS(cat({ones({2, 3})}, 2), doctest::Contains("cat: dim 2 out of range"), Error);
+}
+
+TEST_CASE("join stack: every dim") {
+  manual_seed(12);
+  for (int64_t dim : {0, 1, 2, -1, -2}) {
+    CAPTURE(dim);
+    std::vector<Tensor> xs = {rnd({3, 4}, kF32), transposed(rnd({3, 4}, kF32)), rnd({3, 4}, kF32)};
+    Tensor out = stack(xs, dim);
+    int64_t d = dim < 0 ? dim + 3 : dim;
+    Shape want = {3, 4};
+    want.insert(want.begin() + d, 3);
+    REQUIRE(out.shape() == want);
+    auto o = vals(out);
+    bool ok = true;
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      Shape c = unravel(i, out.shape());
+      int64_t k = c[size_t(d)];
+      c.erase(c.begin() + d);
+      ok &= o[size_t(i)] == vals(xs[size_t(k)])[size_t(ravel(c, {3, 4}))];
+    }
+    CHECK(ok);
+  }
+  Tensor s = stack({scalar_tensor(1.0), scalar_tensor(2.0)});
+  CHECK(s.shape() == Shape{2});
+  CHECK(vals(s) == std::vector<double>{1, 2});
+  CHECK(stack({zeros({0, 2}), zeros({0, 2})}, 1).shape() == Shape{0, 2, 2});
+}
+
+TEST_CASE("join stack: errors") {
+  CHECK_THROWS_WITH_AS(stack({}), doctest::Contains("stack: expected a non-empty list of tensors"), Error);
+  CHECK_THROWS_WITH_AS(stack({ones({2, 3}), ones({3, 2})}),
+                       doctest::Contains("stack: expected tensors of one shape, but tensor 0 has shape [2,3] and tensor 1 has shape [3,2]"),
+                       Error);
+  CHECK_THROWS_WITH_AS(stack({ones({2})}, 2), doctest::Contains("stack: dim 2 out of range"), Error);
+}
+
+TEST_CASE("join split: views of equal pieces, the last smaller") {
+  Tensor x = arange(35.0).view({5, 7});
+  for (int64_t dim : {0, 1, -1}) {
+    int64_t d = dim < 0 ? dim + 2 : dim, n = x.size(d);
+    for (int64_t size : {1, 2, 3, 7, 10}) {
+      CAPTURE(dim);
+      CAPTURE(size);
+      auto parts = split(x, size, dim);
+      CHECK(int64_t(parts.size()) == std::max<int64_t>(1, (n + size - 1) / size));
+      int64_t off = 0;
+      for (const Tensor& p : parts) {
+        CHECK(p.storage() == x.storage());  // a view
+        CHECK(p.size(d) == std::min(size, n - off));
+        CHECK(vals(p) == vals(x.narrow(d, off, p.size(d))));
+        off += p.size(d);
+      }
+      CHECK(off == n);
+      check_cat(cat(parts, dim), parts, d);
+    }
+  }
+  auto t = split(x.t(), 3, 1);  // non-contiguous input
+  CHECK(vals(t[1]) == vals(x.t().narrow(1, 3, 2)));
+  auto e = split(zeros({0, 3}), 2);
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].shape() == Shape{0, 3});
+  CHECK(split(zeros({0, 3}), 0).size() == 1);
+  auto c = chunk(arange(10.0), 3);
+  REQUIRE(c.size() == 3);
+  CHECK(c[2].numel() == 2);
+}
+
+TEST_CASE("join split: errors") {
+  CHECK_THROWS_WITH_AS(split(ones({4}), -1), doctest::Contains("split: split_size must be non-negative, got -1"), Error);
+  CHECK_THROWS_WITH_AS(split(ones({4}), 0), doctest::Contains("split: split_size 0 can only split a dim of size 0, but dim 0 has size 4"),
+                       Error);
+  CHECK_THROWS_WITH_AS(split(scalar_tensor(1.0), 1), doctest::Contains("split: expected a tensor with at least one dim"), Error);
+  CHECK_THROWS_WITH_AS(split(ones({4}), 1, 1), doctest::Contains("split: dim 1 out of range"), Error);
+}
+
+TEST_CASE("join split_with_sizes: pieces, zero sizes, errors") {
+  Tensor x = arange(24.0).view({4, 6}).t();
+  auto parts = split(x, std::vector<int64_t>{1, 0, 3, 2}, 0);
+  REQUIRE(parts.size() == 4);
+  int64_t off = 0;
+  for (const Tensor& p : parts) {
+    CHECK(p.storage() == x.storage());
+    CHECK(vals(p) == vals(x.narrow(0, off, p.size(0))));
+    off += p.size(0);
+  }
+  check_cat(cat(parts, 0), parts, 0);
+  CHECK(vals(cat(split(x, std::vector<int64_t>{4}, -1), -1)) == vals(x));
+  CHECK(native::split_with_sizes(zeros({0, 2}), {0, 0}, 0).size() == 2);
+
+  CHECK_THROWS_WITH_AS(split(x, std::vector<int64_t>{1, 2}, 0),
+                       doctest::Contains("split_with_sizes: sizes [1,2] sum to 3, but dim 0 has size 6 (shape [6,4])"),
+                       Error);
+  CHECK_THROWS_WITH_AS(split(x, std::vector<int64_t>{7, -1}, 0),
+                       doctest::Contains("split_with_sizes: sizes must be non-negative, got [7,-1]"), Error);
+  CHECK_THROWS_WITH_AS(native::split_with_sizes(scalar_tensor(1.0), {1}, 0),
+                       doctest::Contains("split_with_sizes: expected a tensor with at least one dim"), Error);
+}
