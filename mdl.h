@@ -6,6 +6,14 @@
 
 #include "io/safetensors.h"     // io::save_safetensors, io::load_safetensors, io::read_safetensors
 
+#include "optim/accumulate.h"      // optim::accumulate_step (gradient accumulation)
+#include "optim/adam.h"            // optim::Adam, optim::AdamW
+#include "optim/clip.h"            // optim::clip_grad_norm_, optim::clip_grad_value_
+#include "optim/optimizer.h"       // optim::Optimizer, ParamGroup, param_groups_no_decay
+#include "optim/regularization.h"  // optim::l2_penalty
+#include "optim/schedulers.h"      // optim::StepLR, CosineAnnealingLR, ..., ReduceLROnPlateau
+#include "optim/sgd.h"             // optim::SGD
+
 #include "tensor/allocator.h"   // memory_stats, reset_peak_memory
 #include "tensor/device.h"      // Device, cuda::is_available
 #include "tensor/dtype.h"       // DType, kF32, kF16, kBF16, ...

@@ -38,16 +38,18 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
-  MDL_CHECK(a.defined() && b.defined() && a.dim() >= 1 && b.dim() >= 1,
-            "matmul: both arguments need at least 1 dim, got shapes ", shape_str(a.defined() ? a.shape() : Shape{}),
-            " and ", shape_str(b.defined() ? b.shape() : Shape{}));
+  MDL_CHECK(a.defined() && b.defined(), "matmul: undefined tensor");
+  MDL_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dim, got shapes ",
+            shape_str(a.shape()), " and ", shape_str(b.shape()));
+  MDL_CHECK(a.size(-1) == (b.dim() == 1 ? b.size(0) : b.size(-2)), "matmul: shapes ", shape_str(a.shape()), " and ",
+            shape_str(b.shape()), " cannot be multiplied");
   // 1-D operands become matrices through differentiable views, so the node sees >= 2-D only.
   if (a.dim() == 1 || b.dim() == 1) {
     Tensor x = a.dim() == 1 ? unsqueeze(a, 0) : a;
     Tensor y = b.dim() == 1 ? unsqueeze(b, 1) : b;
     Tensor r = matmul(x, y);
+    if (a.dim() == 1) r = squeeze(r, -2);  // before -1: for 1-D @ 1-D, [1,1] -> [1] -> []
     if (b.dim() == 1) r = squeeze(r, -1);
-    if (a.dim() == 1) r = squeeze(r, -2);
     return r;
   }
   Tensor out = native::matmul(a, b);

@@ -1,9 +1,10 @@
 // Memory-bound f32 ops as users call them (each call allocates its output): elementwise at 1M
-// and 16M elements, a broadcast add, a transposed copy, the f16 cast, sums and softmax. Bytes
-// read plus written per call are reported, so the GB/s column compares with memory bandwidth.
+// and 16M elements (add also without the allocation), a broadcast add, a transposed copy, the
+// f16 cast, sums and softmax. Bytes read plus written per call give the GB/s column.
 #include <benchmark/benchmark.h>
 
 #include "mdl.h"
+#include "tensor/kernels.h"  // kernels::binary, for the allocation-free add
 
 using namespace mdl;
 
@@ -13,7 +14,7 @@ constexpr int64_t k1M = int64_t(1) << 20, k16M = int64_t(1) << 24, kSide = 4096;
 
 Tensor input(const Shape& shape) {
   Generator g(42);
-  return randn(shape, {}, &g);
+  return rand(shape, {}, &g) * 4.0 - 2.0;  // uniform [-2, 2): half negative for relu
 }
 
 // Times f() per iteration and reports `bytes` moved per call.
@@ -31,6 +32,17 @@ void BM_Add(benchmark::State& state) {
   const int64_t n = state.range(0);
   Tensor a = input({n}), b = input({n});
   run(state, 3 * n * 4, [&] { return a + b; });
+}
+
+// The same add without the op's allocation: the kernel writes into an output made once, so
+// the difference from BM_Add is what a fresh (page-faulting) output costs per call.
+void BM_AddKernelOnly(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Tensor a = input({n}), b = input({n}), out = empty({n});
+  run(state, 3 * n * 4, [&] {
+    kernels::binary(Device::cpu(), BinaryOp::Add, out, a, b);
+    return out;
+  });
 }
 
 void BM_Mul(benchmark::State& state) {
@@ -92,6 +104,7 @@ void BM_Softmax(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_Add)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_AddKernelOnly)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Mul)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Relu)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Exp)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -53,8 +53,8 @@ Tensor checked_target(const char* op, const Tensor& logits, const Tensor& target
 
 void check_same_shape(const char* op, const Tensor& input, const Tensor& target) {
   MDL_CHECK(input.defined() && target.defined(), op, ": input and target must be defined");
-  MDL_CHECK(input.is_floating_point() && target.is_floating_point(), op,
-            ": input and target must be floating, got ", input.dtype(), " and ", target.dtype());
+  MDL_CHECK(input.is_floating_point() && target.is_floating_point(), op, ": input and target must be floating, got ",
+            input.dtype(), " and ", target.dtype());
   MDL_CHECK(input.shape() == target.shape(), op, ": input of shape ", input.shape(), " and target of shape ",
             target.shape(), " must have the same shape");
   MDL_CHECK(input.device() == target.device(), op, ": input is on ", input.device(), " but target is on ",
@@ -91,15 +91,15 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   for (int64_t i = 2; i < logits.dim(); ++i) D *= logits.size(i);
   MDL_CHECK(C > 0, "cross_entropy: the input of shape ", logits.shape(), " has no classes");
   const DType st = loss_dtype(logits.dtype());
-  // logits (N, C, D), target (N, D) -> loss, lse (N, D)
+  // logits (N, C, D), target (N, D) -> loss, logsum (N, D)
   Tensor xv = native::reshape(native::contiguous(logits), {N, C, D});
   Tensor tv = native::reshape(t, {N, D});
-  Tensor loss = make_tensor({N, D}, st, logits.device()), lse = make_tensor({N, D}, st, logits.device());
-  if (N * D > 0) kernels::cross_entropy_forward(logits.device(), loss, lse, xv, tv, opts.ignore_index, ls);
+  Tensor loss = make_tensor({N, D}, st, logits.device()), logsum = make_tensor({N, D}, st, logits.device());
+  if (N * D > 0) kernels::cross_entropy_forward(logits.device(), loss, logsum, xv, tv, opts.ignore_index, ls);
   Tensor out = reduce_native(native::reshape(loss, target.shape()), opts.reduction, double(count));
-  record_fn("cross_entropy", {logits}, {out}, {xv, tv, lse},
+  record_fn("cross_entropy", {logits}, {out}, {xv, tv, logsum},
             [N, D, count, ls, ign = opts.ignore_index, red = opts.reduction, xs = logits.shape()](const Grads& g,
-                                                                                               const FnNode& n) {
+                                                                                                  const FnNode& n) {
               Tensor xv = n.saved(0);
               Tensor gl = expand_grad(g[0], red, double(count), {N, D}, loss_dtype(xv.dtype()));
               Tensor gx = make_tensor(xv.shape(), xv.dtype(), xv.device());

@@ -1,8 +1,6 @@
 // nn::functional normalisations, dropout and embedding: argument checks, then the fused kernels
 // of tensor/kernels_norm.h with each backward recorded right beside its forward. batch_norm also
 // updates the running statistics in place, outside autograd.
-#include <array>
-
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "nn/functional.h"
@@ -39,9 +37,13 @@ Tensor param(const char* op, const char* what, const Tensor& p, const Shape& sha
 }
 
 // The gradient arriving at an output, contiguous in the input's dtype and viewed as `shape`.
-Tensor grad_as(const Tensor& g, DType t, const Shape& shape) { return native::reshape(native::contiguous(as(g, t)), shape); }
+Tensor grad_as(const Tensor& g, DType t, const Shape& shape) {
+  return native::reshape(native::contiguous(as(g, t)), shape);
+}
 
-Tensor maybe(bool needed, const Shape& shape, DType t, Device d) { return needed ? make_tensor(shape, t, d) : Tensor(); }
+Tensor maybe(bool needed, const Shape& shape, DType t, Device d) {
+  return needed ? make_tensor(shape, t, d) : Tensor();
+}
 
 // The saved tensors of a norm node: x, mean, rstd, then weight when given.
 std::vector<Tensor> saved_list(const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& w) {
@@ -56,7 +58,8 @@ Tensor group_norm_op(const char* name, const Tensor& x, const Shape& shape3, int
   const Tensor xv = native::reshape(native::contiguous(x), shape3);
   const DType st = stat_dtype(x.dtype());
   Tensor out = make_tensor(shape3, x.dtype(), x.device());
-  Tensor mean = make_tensor({shape3[0] * groups}, st, x.device()), rstd = make_tensor({shape3[0] * groups}, st, x.device());
+  Tensor mean = make_tensor({shape3[0] * groups}, st, x.device()),
+         rstd = make_tensor({shape3[0] * groups}, st, x.device());
   kernels::group_norm_forward(x.device(), out, mean, rstd, xv, w, b, groups, eps);
   Tensor y = native::view(out, x.shape());
   const bool has_w = w.defined();
@@ -92,8 +95,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   const Shape shape3{N, C, S};
   Tensor w = param(op, "weight", weight, {C}, x), b = param(op, "bias", bias, {C}, x);
   Tensor rm = param(op, "running_mean", running_mean, {C}, x), rv = param(op, "running_var", running_var, {C}, x);
-  MDL_CHECK(!training || N * S > 1, "batch_norm: expected more than 1 value per channel when training, got input of shape ",
-            x.shape());
+  MDL_CHECK(!training || N * S > 1,
+            "batch_norm: expected more than 1 value per channel when training, got input of shape ", x.shape());
   const DType st = stat_dtype(x.dtype());
   const Tensor xv = native::reshape(native::contiguous(x), shape3);
   Tensor out = make_tensor(shape3, x.dtype(), x.device());
@@ -103,7 +106,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     var = make_tensor({C}, st, x.device());
     invstd = make_tensor({C}, st, x.device());
   } else {
-    mean = rm;
+    mean = native::clone(rm);  // saved for backward: later running-stat updates must not touch it
     invstd = native::unary(UnaryOp::Rsqrt, native::binary(BinaryOp::Add, rv, native::scalar_like(eps, rv)));
   }
   kernels::batch_norm_forward(x.device(), out, mean, var, invstd, xv, w, b, training, eps);
@@ -113,7 +116,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     const double n = double(N * S);
     auto blend = [&](const Tensor& run, const Tensor& stat, double k) {
       Tensor keep = native::binary(BinaryOp::Mul, run, native::scalar_like(1.0 - momentum, run));
-      return native::binary(BinaryOp::Add, keep, native::binary(BinaryOp::Mul, stat, native::scalar_like(momentum * k, stat)));
+      return native::binary(BinaryOp::Add, keep,
+                            native::binary(BinaryOp::Mul, stat, native::scalar_like(momentum * k, stat)));
     };
     Tensor new_mean = blend(rm, mean, 1.0), new_var = blend(rv, var, n / (n - 1.0));
     Tensor(running_mean).copy_(new_mean);
@@ -143,8 +147,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   MDL_CHECK(k >= 1, "layer_norm: normalized_shape must have at least one dim");
   bool match = k <= x.dim();
   for (int64_t i = 0; match && i < k; ++i) match = x.size(x.dim() - k + i) == normalized_shape[size_t(i)];
-  MDL_CHECK(match, "layer_norm: normalized_shape ", normalized_shape, " does not match the trailing dims of the input of shape ",
-            x.shape());
+  MDL_CHECK(match, "layer_norm: normalized_shape ", normalized_shape,
+            " does not match the trailing dims of the input of shape ", x.shape());
   const int64_t F = shape_numel(normalized_shape);
   int64_t M = 1;
   for (int64_t i = 0; i < x.dim() - k; ++i) M *= x.size(i);

@@ -35,14 +35,15 @@ using DropoutMaskFn = void(const Tensor& mask, double p, uint64_t seed, uint64_t
 // out (contiguous) = mask ? in * scale : 0; in and mask of out's shape, any strides.
 using MaskedScaleFn = void(const Tensor& out, const Tensor& in, const Tensor& mask, double scale);
 
-// logits (N, C, D); target (N, D) I64 holding classes in [0, C) or ignore_index; loss, lse (N, D) stat.
-// lse = logsumexp over C; loss = (1 - ls) * (lse - x[target]) + ls * (lse - mean_c x[c]), 0 where ignored.
-using CrossEntropyForwardFn = void(const Tensor& loss, const Tensor& lse, const Tensor& logits, const Tensor& target,
+// logits (N, C, D); target (N, D) I64 holding classes in [0, C) or ignore_index; loss, logsum (N, D) stat.
+// With m the max over C, logsum = log sum_c exp(x[c] - m) and lse = m + logsum:
+// loss = (1 - ls) * (lse - x[target]) + ls * (lse - mean_c x[c]), 0 where ignored.
+using CrossEntropyForwardFn = void(const Tensor& loss, const Tensor& logsum, const Tensor& logits, const Tensor& target,
                                    int64_t ignore_index, double label_smoothing);
 // grad_logits (N, C, D) of the logits' dtype = grad_loss * (softmax - (1 - ls) * onehot(target) - ls / C),
 // 0 where ignored; grad_loss (N, D) stat, any strides (a reduced loss's gradient arrives expanded).
 using CrossEntropyBackwardFn = void(const Tensor& grad_logits, const Tensor& grad_loss, const Tensor& logits,
-                                    const Tensor& target, const Tensor& lse, int64_t ignore_index,
+                                    const Tensor& target, const Tensor& logsum, int64_t ignore_index,
                                     double label_smoothing);
 
 inline Stub<BatchNormForwardFn> batch_norm_forward{"batch_norm"};

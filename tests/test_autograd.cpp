@@ -26,7 +26,8 @@ void check_values(const Tensor& t, const std::vector<double>& expected, double t
   REQUIRE(t.defined());
   std::vector<double> got = t.to_vector<double>();
   REQUIRE(got.size() == expected.size());
-  for (size_t i = 0; i < got.size(); ++i) CHECK_MESSAGE(std::abs(got[i] - expected[i]) <= tol, "element ", i, ": ", got[i], " vs ", expected[i]);
+  for (size_t i = 0; i < got.size(); ++i)
+    CHECK_MESSAGE(std::abs(got[i] - expected[i]) <= tol, "element ", i, ": ", got[i], " vs ", expected[i]);
 }
 
 }  // namespace
@@ -79,7 +80,7 @@ TEST_CASE("autograd: retain_grad keeps the gradient of a non-leaf") {
   Tensor k = h + 1.0;
   h.retain_grad();
   sum(k * k).backward();
-  check_values(h.grad(), {8, 14});   // 2k
+  check_values(h.grad(), {8, 14});  // 2k
   CHECK_FALSE(k.grad().defined());  // not retained
   check_values(x.grad(), {24, 42});
 }
@@ -102,9 +103,7 @@ TEST_CASE("autograd: NoGradGuard records nothing") {
     Tensor y = exp(x) * 2.0;
     CHECK_FALSE(y.requires_grad());
     CHECK(y.grad_fn() == nullptr);
-    {
-      NoGradGuard nested;
-    }
+    { NoGradGuard nested; }
     CHECK_FALSE(GradMode::is_enabled());
   }
   CHECK(GradMode::is_enabled());
@@ -129,7 +128,8 @@ TEST_CASE("autograd: is_leaf and zero_grad") {
 
 TEST_CASE("autograd: integer tensors cannot require grad") {
   Tensor i = zeros({2}, kI64);
-  CHECK_THROWS_WITH_AS(i.requires_grad_(), doctest::Contains("only floating tensors can require gradients"), mdl::Error);
+  CHECK_THROWS_WITH_AS(i.requires_grad_(), doctest::Contains("only floating tensors can require gradients"),
+                       mdl::Error);
   CHECK_THROWS_WITH_AS(zeros({2}, kBool).requires_grad_(), doctest::Contains("bool"), mdl::Error);
   CHECK_FALSE(i.requires_grad());
 }
@@ -189,8 +189,8 @@ TEST_CASE("autograd: wrong uses throw with a message") {
   }
   SUBCASE("in-place op on a leaf that requires grad") {
     Tensor x = leaf({1.0, 2.0});
-    CHECK_THROWS_WITH_AS(x.add_(ones({2}, kF64)), doctest::Contains("in-place operation on a tensor that requires grad"),
-                         mdl::Error);
+    CHECK_THROWS_WITH_AS(x.add_(ones({2}, kF64)),
+                         doctest::Contains("in-place operation on a tensor that requires grad"), mdl::Error);
     CHECK_THROWS_WITH_AS(x.fill_(0.0), doctest::Contains("fill_: in-place operation"), mdl::Error);
     CHECK_THROWS_WITH_AS(x.mul_(2.0), doctest::Contains("requires grad"), mdl::Error);
     check_values(x, {1, 2});  // untouched
@@ -212,9 +212,9 @@ TEST_CASE("autograd: 1,000 training steps neither leak nor grow memory") {
     for (Tensor& p : params) p.requires_grad_();
     const double lr = 0.1;
     auto step = [&] {
-      Tensor h = relu(matmul(x, w1) + b1);                        // (32, 32)
-      Tensor logp = log_softmax(matmul(h, w2), -1);               // (32, 10)
-      Tensor loss = mean(gather(logp, 1, labels)) * -1.0;         // cross-entropy
+      Tensor h = relu(matmul(x, w1) + b1);                 // (32, 32)
+      Tensor logp = log_softmax(matmul(h, w2), -1);        // (32, 10)
+      Tensor loss = mean(gather(logp, 1, labels)) * -1.0;  // cross-entropy
       loss.backward();
       NoGradGuard guard;
       for (Tensor& p : params) {

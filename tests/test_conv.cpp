@@ -143,6 +143,8 @@ std::vector<ConvCase> forward_cases() {
   add({3, 4, 5, 6, 4, 5, 5, {1, 1}, {2, 2}, {1, 1}, 4, false});                       // depthwise 5x5
   add({2, 4, 11, 11, 8, 3, 3, {2, 2}, {2, 2}, {2, 2}, 2, true, "channels_last"});
   add({2, 3, 6, 5, 4, 3, 2, {3, 2}, {0, 1}, {1, 2}, 1, false, "strided"});
+  add({1, 8, 90, 90, 4, 3, 3, {1, 1}, {1, 1}});                                       // one sample in pixel tiles
+  add({2, 16, 70, 69, 3, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, "strided"});          // tiles split mid-row
   return cs;
 }
 
@@ -422,5 +424,38 @@ TEST_CASE("conv2d: every op this file gradchecks is registered") {
   for (const char* op : kMyGradcheckedOps) {
     INFO(op);
     CHECK(std::find(reg.begin(), reg.end(), std::string(op)) != reg.end());
+  }
+}
+
+TEST_CASE("conv2d: called from inside a caller's parallel region") {
+  // Each thread of the caller's team runs its own convs (im2col and depthwise, forward and
+  // backward); the kernels then stay on the calling thread with their own scratch.
+  Generator gen(14);
+  const ConvCase cs[] = {{4, 6, 9, 9, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2}, {4, 6, 9, 9, 6, 3, 3, {2, 2}, {1, 1}, {1, 1}, 6},
+                         {4, 6, 9, 9, 12, 3, 3, {1, 1}, {1, 1}, {1, 1}, 6}};
+  for (const ConvCase& c : cs) {
+    INFO(describe(c));
+    Tensor x = randn({c.N, c.C, c.H, c.W}, kF32, &gen), w = randn({c.Cout, c.C / c.g, c.kh, c.kw}, kF32, &gen);
+    Tensor y = F::conv2d(x, w, Tensor(), c.s, c.p, c.d, c.g);
+    Tensor gy = randn(y.shape(), kF32, &gen);
+    const kernels::Conv2dParams p{c.s[0], c.s[1], c.p[0], c.p[1], c.d[0], c.d[1], c.g};
+    Tensor gx_ref = empty(x.shape()), gw_ref = empty(w.shape());
+    kernels::conv2d_backward(Device::cpu(), gx_ref, gw_ref, Tensor(), gy, x, w, p);
+    std::vector<Tensor> ys(4), gxs(4), gws(4);
+    for (int i = 0; i < 4; ++i) {
+      ys[size_t(i)] = empty(y.shape());
+      gxs[size_t(i)] = empty(x.shape());
+      gws[size_t(i)] = empty(w.shape());
+    }
+#pragma omp parallel for num_threads(2)
+    for (int i = 0; i < 4; ++i) {
+      kernels::conv2d_forward(Device::cpu(), ys[size_t(i)], x, w, Tensor(), p);
+      kernels::conv2d_backward(Device::cpu(), gxs[size_t(i)], gws[size_t(i)], Tensor(), gy, x, w, p);
+    }
+    for (int i = 0; i < 4; ++i) {
+      CHECK(rel_err(values(ys[size_t(i)]), values(y)) < 1e-5);
+      CHECK(rel_err(values(gxs[size_t(i)]), values(gx_ref)) < 1e-5);
+      CHECK(rel_err(values(gws[size_t(i)]), values(gw_ref)) < 1e-5);
+    }
   }
 }

@@ -381,12 +381,12 @@ TEST_CASE("elementwise: operators with scalars on both sides") {
 }
 
 TEST_CASE("elementwise: large tensors go through the threaded path and stay exact") {
-  const Shape shape = {600, 512};  // 307200 elements
+  const Shape shape = {512, 520};  // 266240 elements, past 1 << 18
   Tensor a = make_input(shape, kF32, Layout::Contiguous, -10, 10, 1);
   Tensor b = make_input(shape, kF32, Layout::Contiguous, -10, 10, 2);
   Tensor bt = make_input(shape, kF32, Layout::Transposed, -10, 10, 3);
-  Tensor row = make_input({512}, kF32, Layout::Contiguous, -10, 10, 4);
-  const V av = values(a), bv = values(b), btv = values(bt), rv = broadcast(values(row), {512}, shape);
+  Tensor row = make_input({520}, kF32, Layout::Contiguous, -10, 10, 4);
+  const V av = values(a), bv = values(b), btv = values(bt), rv = broadcast(values(row), {520}, shape);
   V want(av.size());
 
   for (size_t i = 0; i < av.size(); ++i) want[i] = double(float(av[i] + bv[i]));
@@ -440,7 +440,7 @@ TEST_CASE("elementwise: maximum, minimum, relu and clamp propagate NaN") {
   CHECK(c[3] == 1.5);
   CHECK(c[4] == -1);
   for (DType dt : {kF16, kBF16, kF64}) {
-    INFO(dt);
+    INFO(std::string(dtype_name(dt)));
     V m = values(maximum(a.to(dt), b.to(dt)));
     CHECK(std::isnan(m[0]));
     CHECK(std::isnan(m[1]));

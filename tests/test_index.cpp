@@ -107,6 +107,10 @@ TEST_CASE("index where: large, 0-dim and zero-size") {
   bool ok = true;
   for (size_t i = 0; i < o.size(); ++i) ok &= o[i] == (c[i] ? double(float(av[i])) : bv[i]);
   CHECK(ok);
+  Tensor c2 = rnd({1000, 70}, kBool), a2 = randn({1000, 70}), b2 = randn({1000, 70});
+  auto cv = vals(c2), a2v = vals(a2), b2v = vals(b2), o2 = vals(where(c2, a2, b2));
+  for (size_t i = 0; i < o2.size(); ++i) ok &= o2[i] == (cv[i] ? a2v[i] : b2v[i]);
+  CHECK(ok);
 
   Tensor s = where(full({}, 1.0, kBool), scalar_tensor(2.0), scalar_tensor(3.0));
   CHECK(s.dim() == 0);
@@ -127,19 +131,22 @@ TEST_CASE("index masked_fill: broadcast masks, strides and dtypes") {
   manual_seed(3);
   for (DType t : kTypes) {
     CAPTURE(t);
-    Tensor x = transposed(rnd({4, 5}, t));
-    for (Shape ms : {Shape{5}, Shape{4, 1}, Shape{4, 5}, Shape{}}) {
-      CAPTURE(shape_str(ms));
-      Tensor mask = sliced(rnd(ms, kBool));
-      Tensor out = masked_fill(x, mask, 1.0);
-      CHECK(out.shape() == x.shape());
-      CHECK(out.dtype() == t);
-      auto xv = vals(x), mv = vals(mask), o = vals(out);
-      std::vector<double> want(o.size());
-      for (int64_t i = 0; i < x.numel(); ++i)
-        want[size_t(i)] = mv[size_t(bcast_index(unravel(i, x.shape()), ms))] ? 1.0 : xv[size_t(i)];
-      CHECK(o == want);
-    }
+    Tensor x0 = rnd({4, 5}, t);
+    for (Shape ms : {Shape{5}, Shape{4, 1}, Shape{4, 5}, Shape{}})
+      for (bool contiguous : {false, true}) {
+        CAPTURE(shape_str(ms));
+        CAPTURE(contiguous);
+        Tensor x = contiguous ? x0 : transposed(x0);
+        Tensor mask = contiguous ? rnd(ms, kBool) : sliced(rnd(ms, kBool));
+        Tensor out = masked_fill(x, mask, 1.0);
+        CHECK(out.shape() == x.shape());
+        CHECK(out.dtype() == t);
+        auto xv = vals(x), mv = vals(mask), o = vals(out);
+        std::vector<double> want(o.size());
+        for (int64_t i = 0; i < x.numel(); ++i)
+          want[size_t(i)] = mv[size_t(bcast_index(unravel(i, x.shape()), ms))] ? 1.0 : xv[size_t(i)];
+        CHECK(o == want);
+      }
   }
   CHECK(vals(masked_fill(from_vector<float>({1, 2}), from_vector<bool>({true, false}), -2.5)) ==
         std::vector<double>{-2.5, 2});
@@ -254,12 +261,17 @@ TEST_CASE("index index_add: repeated indices accumulate") {
     }
   }
   check_index_add(zeros({3}), 0, from_vector<int64_t>({1, 1, 1, 2}), from_vector<float>({1, 2, 3, 4}));
-  check_index_add(scalar_tensor(1.0), 0, from_vector<int64_t>({0}), scalar_tensor(2.0));
+  Tensor s = native::index_add(scalar_tensor(1.0), 0, from_vector<int64_t>({0}), scalar_tensor(2.0));
+  CHECK(s.dim() == 0);
+  CHECK(s.item<float>() == 3.0f);
   // Threaded: an embedding-style backward, bit-identical for any thread count.
   Tensor idx = randint(0, 50, {3000});
   Tensor src = randn({3000, 64});
   check_index_add(rnd({50, 64}, kF32), 0, idx, rnd({3000, 64}, kF32));
   check_thread_independent([&] { return native::index_add(zeros({50, 64}), 0, idx, src); });
+  Tensor src_t = randn({64, 3000});
+  check_index_add(rnd({64, 50}, kF64), 1, idx, rnd({64, 3000}, kF64));
+  check_thread_independent([&] { return native::index_add(zeros({64, 50}), 1, idx, src_t); });
 }
 
 TEST_CASE("index index_add: errors") {
@@ -373,13 +385,18 @@ TEST_CASE("index scatter_add: collisions, smaller index, strides") {
     }
   }
   check_scatter_add(zeros({3}), 0, from_vector<int64_t>({2, 2, 0, 2}), from_vector<float>({1, 2, 3, 4}));
-  check_scatter_add(scalar_tensor(1.0), 0, zeros({}, kI64), scalar_tensor(2.0));
+  Tensor s = scatter_add(scalar_tensor(1.0), 0, zeros({}, kI64), scalar_tensor(2.0));
+  CHECK(s.dim() == 0);
+  CHECK(s.item<float>() == 3.0f);
   // Threaded with many collisions; identical sums for any thread count.
   Tensor idx = randint(0, 40, {64, 3000}), src = randn({64, 3000});
   check_scatter_add(rnd({64, 40}, kF64), 1, idx, rnd({64, 3000}, kF64));
   check_scatter_add(rnd({40, 64}, kF32), 0, idx.t(), rnd({3000, 64}, kF32));
   check_thread_independent([&] { return scatter_add(zeros({64, 40}), 1, idx, src); });
   check_thread_independent([&] { return scatter_add(zeros({40, 64}), 0, idx.t(), src.t()); });
+  Tensor idx0 = randint(0, 40, {3000, 64});
+  check_scatter_add(rnd({40, 64}, kI64), 0, idx0, rnd({3000, 64}, kI64));
+  check_thread_independent([&] { return scatter_add(zeros({40, 64}), 0, idx0, src.t().contiguous()); });
 }
 
 TEST_CASE("index scatter_add: errors") {

@@ -1,5 +1,6 @@
-// cat, stack, split and split-with-sizes against plain loops over coordinates: every dim,
-// negative dims, non-contiguous and zero-size inputs, dtype promotion, and every error path.
+// The native cat, stack, split and split_with_sizes against plain loops over coordinates: every
+// dim, negative dims, non-contiguous and zero-size inputs, dtype promotion, every error path;
+// then the public ops (which add autograd) against the native ones.
 #include <doctest/doctest.h>
 
 #include <vector>
@@ -71,7 +72,7 @@ TEST_CASE("join cat: every dim against a loop") {
         xs.push_back(n == 3 ? transposed(rnd(s, t)) : rnd(s, t));
       }
       xs.push_back(rnd({3, 4, 5}, t).slice(d, 1, 5, 2));  // strided
-      Tensor out = cat(xs, dim);
+      Tensor out = native::cat(xs, dim);
       Shape want = {3, 4, 5};
       want[size_t(d)] = 2 + 0 + 3 + 1 + (d == 0 ? 1 : 2);
       REQUIRE(out.shape() == want);
@@ -80,36 +81,36 @@ TEST_CASE("join cat: every dim against a loop") {
     }
   // One tensor; a large one (threaded copies); 1-D.
   Tensor x = randn({5, 7});
-  CHECK(vals(cat({x}, 1)) == vals(x));
+  CHECK(vals(native::cat({x}, 1)) == vals(x));
   std::vector<Tensor> big = {randn({300, 200}), randn({200, 300}).t(), randn({300, 1})};
-  check_cat(cat(big, 1), big, 1);
-  check_cat(cat({arange(3.0), arange(2.0)}), {arange(3.0), arange(2.0)}, 0);
+  check_cat(native::cat(big, 1), big, 1);
+  check_cat(native::cat({arange(3.0), arange(2.0)}, 0), {arange(3.0), arange(2.0)}, 0);
 }
 
 TEST_CASE("join cat: promotion, empty 1-D tensors and zero-size results") {
   Tensor a = ones({2, 2}), b = full({1, 2}, 2.0, kF64), c = full({1, 2}, 3.0, kI64);
-  Tensor out = cat({a, b, c});
+  Tensor out = native::cat({a, b, c}, 0);
   CHECK(out.dtype() == kF64);
   CHECK(vals(out) == std::vector<double>{1, 1, 1, 1, 2, 2, 3, 3});
-  CHECK(cat({full({1}, 1.0, kI64), full({1}, 2.5, kF16)}).dtype() == kF16);
+  CHECK(native::cat({full({1}, 1.0, kI64), full({1}, 2.5, kF16)}, 0).dtype() == kF16);
   // As in PyTorch, 1-D empty tensors are skipped whatever the others' shapes.
-  Tensor e = cat({zeros({0}), a, zeros({0})}, 1);
+  Tensor e = native::cat({zeros({0}), a, zeros({0})}, 1);
   CHECK(e.shape() == Shape{2, 2});
-  CHECK(cat({zeros({0}), zeros({0})}).shape() == Shape{0});
-  CHECK(cat({zeros({0, 3}), zeros({0, 3})}).shape() == Shape{0, 3});
-  CHECK(cat({zeros({2, 0}), zeros({2, 0})}, 1).shape() == Shape{2, 0});
+  CHECK(native::cat({zeros({0}), zeros({0})}, 0).shape() == Shape{0});
+  CHECK(native::cat({zeros({0, 3}), zeros({0, 3})}, 0).shape() == Shape{0, 3});
+  CHECK(native::cat({zeros({2, 0}), zeros({2, 0})}, 1).shape() == Shape{2, 0});
 }
 
 TEST_CASE("join cat: errors") {
-  CHECK_THROWS_WITH_AS(cat({}), doctest::Contains("cat: expected a non-empty list of tensors"), Error);
-  CHECK_THROWS_WITH_AS(cat({ones({2, 3}), ones({2, 4})}, 0),
+  CHECK_THROWS_WITH_AS(native::cat({}, 0), doctest::Contains("cat: expected a non-empty list of tensors"), Error);
+  CHECK_THROWS_WITH_AS(native::cat({ones({2, 3}), ones({2, 4})}, 0),
                        doctest::Contains("cat: shapes must match except in dim 0, but tensor 0 has shape [2,3] and tensor 1 has shape [2,4]"),
                        Error);
-  CHECK_THROWS_WITH_AS(cat({ones({2, 3}), ones({2, 3, 1})}, 1), doctest::Contains("cat: shapes must match except in dim 1"),
+  CHECK_THROWS_WITH_AS(native::cat({ones({2, 3}), ones({2, 3, 1})}, 1), doctest::Contains("cat: shapes must match except in dim 1"),
                        Error);
-  CHECK_THROWS_WITH_AS(cat({ones({2}), scalar_tensor(1.0)}),
+  CHECK_THROWS_WITH_AS(native::cat({ones({2}), scalar_tensor(1.0)}, 0),
                        doctest::Contains("cat: zero-dimensional tensor (at position 1) cannot be concatenated"), Error);
-  CHECK_THROWS_WITH_AS(cat({ones({2, 3})}, 2), doctest::Contains("cat: dim 2 out of range"), Error);
+  CHECK_THROWS_WITH_AS(native::cat({ones({2, 3})}, 2), doctest::Contains("cat: dim 2 out of range"), Error);
 }
 
 TEST_CASE("join stack: every dim") {
@@ -117,7 +118,7 @@ TEST_CASE("join stack: every dim") {
   for (int64_t dim : {0, 1, 2, -1, -2}) {
     CAPTURE(dim);
     std::vector<Tensor> xs = {rnd({3, 4}, kF32), transposed(rnd({3, 4}, kF32)), rnd({3, 4}, kF32)};
-    Tensor out = stack(xs, dim);
+    Tensor out = native::stack(xs, dim);
     int64_t d = dim < 0 ? dim + 3 : dim;
     Shape want = {3, 4};
     want.insert(want.begin() + d, 3);
@@ -132,18 +133,18 @@ TEST_CASE("join stack: every dim") {
     }
     CHECK(ok);
   }
-  Tensor s = stack({scalar_tensor(1.0), scalar_tensor(2.0)});
+  Tensor s = native::stack({scalar_tensor(1.0), scalar_tensor(2.0)}, 0);
   CHECK(s.shape() == Shape{2});
   CHECK(vals(s) == std::vector<double>{1, 2});
-  CHECK(stack({zeros({0, 2}), zeros({0, 2})}, 1).shape() == Shape{0, 2, 2});
+  CHECK(native::stack({zeros({0, 2}), zeros({0, 2})}, 1).shape() == Shape{0, 2, 2});
 }
 
 TEST_CASE("join stack: errors") {
-  CHECK_THROWS_WITH_AS(stack({}), doctest::Contains("stack: expected a non-empty list of tensors"), Error);
-  CHECK_THROWS_WITH_AS(stack({ones({2, 3}), ones({3, 2})}),
+  CHECK_THROWS_WITH_AS(native::stack({}, 0), doctest::Contains("stack: expected a non-empty list of tensors"), Error);
+  CHECK_THROWS_WITH_AS(native::stack({ones({2, 3}), ones({3, 2})}, 0),
                        doctest::Contains("stack: expected tensors of one shape, but tensor 0 has shape [2,3] and tensor 1 has shape [3,2]"),
                        Error);
-  CHECK_THROWS_WITH_AS(stack({ones({2})}, 2), doctest::Contains("stack: dim 2 out of range"), Error);
+  CHECK_THROWS_WITH_AS(native::stack({ones({2})}, 2), doctest::Contains("stack: dim 2 out of range"), Error);
 }
 
 TEST_CASE("join split: views of equal pieces, the last smaller") {
@@ -153,7 +154,7 @@ TEST_CASE("join split: views of equal pieces, the last smaller") {
     for (int64_t size : {1, 2, 3, 7, 10}) {
       CAPTURE(dim);
       CAPTURE(size);
-      auto parts = split(x, size, dim);
+      auto parts = native::split(x, size, dim);
       CHECK(int64_t(parts.size()) == std::max<int64_t>(1, (n + size - 1) / size));
       int64_t off = 0;
       for (const Tensor& p : parts) {
@@ -163,31 +164,44 @@ TEST_CASE("join split: views of equal pieces, the last smaller") {
         off += p.size(d);
       }
       CHECK(off == n);
-      check_cat(cat(parts, dim), parts, d);
+      check_cat(native::cat(parts, dim), parts, d);
     }
   }
-  auto t = split(x.t(), 3, 1);  // non-contiguous input
+  auto t = native::split(x.t(), 3, 1);  // non-contiguous input
   CHECK(vals(t[1]) == vals(x.t().narrow(1, 3, 2)));
-  auto e = split(zeros({0, 3}), 2);
+  auto e = native::split(zeros({0, 3}), 2, 0);
   REQUIRE(e.size() == 1);
   CHECK(e[0].shape() == Shape{0, 3});
-  CHECK(split(zeros({0, 3}), 0).size() == 1);
-  auto c = chunk(arange(10.0), 3);
-  REQUIRE(c.size() == 3);
-  CHECK(c[2].numel() == 2);
+  CHECK(native::split(zeros({0, 3}), 0, 0).size() == 1);
+}
+
+TEST_CASE("join public ops agree with the native ones") {
+  manual_seed(13);
+  Tensor x = randn({4, 6}), y = randn({4, 2});
+  CHECK(vals(cat({x, y}, -1)) == vals(native::cat({x, y}, -1)));
+  CHECK(vals(stack({x, x}, 1)) == vals(native::stack({x, x}, 1)));
+  auto a = split(x, 4, 1), b = native::split(x, 4, 1);
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) CHECK(vals(a[i]) == vals(b[i]));
+  auto c = split(x, std::vector<int64_t>{1, 3}, 0);
+  REQUIRE(c.size() == 2);
+  CHECK(vals(c[1]) == vals(x.narrow(0, 1, 3)));
+  auto d = chunk(arange(10.0), 3);
+  REQUIRE(d.size() == 3);
+  CHECK(d[2].numel() == 2);
 }
 
 TEST_CASE("join split: errors") {
-  CHECK_THROWS_WITH_AS(split(ones({4}), -1), doctest::Contains("split: split_size must be non-negative, got -1"), Error);
-  CHECK_THROWS_WITH_AS(split(ones({4}), 0), doctest::Contains("split: split_size 0 can only split a dim of size 0, but dim 0 has size 4"),
+  CHECK_THROWS_WITH_AS(native::split(ones({4}), -1, 0), doctest::Contains("split: split_size must be non-negative, got -1"), Error);
+  CHECK_THROWS_WITH_AS(native::split(ones({4}), 0, 0), doctest::Contains("split: split_size 0 can only split a dim of size 0, but dim 0 has size 4"),
                        Error);
-  CHECK_THROWS_WITH_AS(split(scalar_tensor(1.0), 1), doctest::Contains("split: expected a tensor with at least one dim"), Error);
-  CHECK_THROWS_WITH_AS(split(ones({4}), 1, 1), doctest::Contains("split: dim 1 out of range"), Error);
+  CHECK_THROWS_WITH_AS(native::split(scalar_tensor(1.0), 1, 0), doctest::Contains("split: expected a tensor with at least one dim"), Error);
+  CHECK_THROWS_WITH_AS(native::split(ones({4}), 1, 1), doctest::Contains("split: dim 1 out of range"), Error);
 }
 
 TEST_CASE("join split_with_sizes: pieces, zero sizes, errors") {
   Tensor x = arange(24.0).view({4, 6}).t();
-  auto parts = split(x, std::vector<int64_t>{1, 0, 3, 2}, 0);
+  auto parts = native::split_with_sizes(x, std::vector<int64_t>{1, 0, 3, 2}, 0);
   REQUIRE(parts.size() == 4);
   int64_t off = 0;
   for (const Tensor& p : parts) {
@@ -195,14 +209,14 @@ TEST_CASE("join split_with_sizes: pieces, zero sizes, errors") {
     CHECK(vals(p) == vals(x.narrow(0, off, p.size(0))));
     off += p.size(0);
   }
-  check_cat(cat(parts, 0), parts, 0);
-  CHECK(vals(cat(split(x, std::vector<int64_t>{4}, -1), -1)) == vals(x));
+  check_cat(native::cat(parts, 0), parts, 0);
+  CHECK(vals(native::cat(native::split_with_sizes(x, std::vector<int64_t>{4}, -1), -1)) == vals(x));
   CHECK(native::split_with_sizes(zeros({0, 2}), {0, 0}, 0).size() == 2);
 
-  CHECK_THROWS_WITH_AS(split(x, std::vector<int64_t>{1, 2}, 0),
+  CHECK_THROWS_WITH_AS(native::split_with_sizes(x, std::vector<int64_t>{1, 2}, 0),
                        doctest::Contains("split_with_sizes: sizes [1,2] sum to 3, but dim 0 has size 6 (shape [6,4])"),
                        Error);
-  CHECK_THROWS_WITH_AS(split(x, std::vector<int64_t>{7, -1}, 0),
+  CHECK_THROWS_WITH_AS(native::split_with_sizes(x, std::vector<int64_t>{7, -1}, 0),
                        doctest::Contains("split_with_sizes: sizes must be non-negative, got [7,-1]"), Error);
   CHECK_THROWS_WITH_AS(native::split_with_sizes(scalar_tensor(1.0), {1}, 0),
                        doctest::Contains("split_with_sizes: expected a tensor with at least one dim"), Error);

@@ -213,8 +213,8 @@ TEST_CASE("loss: cross_entropy gives the same bits on 1 and 2 threads") {
   auto two = run();
   set_num_threads(threads);
   for (size_t i = 0; i < one.size(); ++i) CHECK(one[i] == two[i]);
-  check_close(one[1], {reduce_ref(ref_ce(vals(xs), ts.to_vector<int64_t>(), 8, 20, 512, 0, -100), Reduction::Mean,
-                                  8 * 512)},
+  check_close(one[1],
+              {reduce_ref(ref_ce(vals(xs), ts.to_vector<int64_t>(), 8, 20, 512, 0, -100), Reduction::Mean, 8 * 512)},
               1e-5);
 }
 
@@ -234,9 +234,8 @@ TEST_CASE("loss: cross_entropy gradcheck in f64") {
   gradcheck_op("cross_entropy", in2, [t2](const V& v) {
     return F::cross_entropy(v[0].transpose(2, 3).transpose(2, 3), t2, {.label_smoothing = 0.2});
   });
-  gradcheck_op("cross_entropy", in2, [t2](const V& v) {
-    return F::cross_entropy(v[0], t2, {.reduction = Reduction::None});
-  });
+  gradcheck_op("cross_entropy", in2,
+               [t2](const V& v) { return F::cross_entropy(v[0], t2, {.reduction = Reduction::None}); });
 }
 
 // ---- nll, mse, bce -------------------------------------------------------------------------------
@@ -297,24 +296,22 @@ TEST_CASE("loss: binary_cross_entropy_with_logits is stable and matches the text
 
   V in{leaf(uniform({3, 4}, g, -3, 3)), leaf(uniform({4, 3}, g, 0, 1))};
   gradcheck_op("bce_with_logits", in, [](const V& v) { return F::binary_cross_entropy_with_logits(v[0], v[1].t()); });
-  gradcheck_op("bce_with_logits", in, [](const V& v) {
-    return F::binary_cross_entropy_with_logits(v[0].t(), v[1], Reduction::None);
-  });
-  gradcheck_op("bce_with_logits", in, [](const V& v) {
-    return F::binary_cross_entropy_with_logits(v[0], v[1].t(), Reduction::Sum);
-  });
+  gradcheck_op("bce_with_logits", in,
+               [](const V& v) { return F::binary_cross_entropy_with_logits(v[0].t(), v[1], Reduction::None); });
+  gradcheck_op("bce_with_logits", in,
+               [](const V& v) { return F::binary_cross_entropy_with_logits(v[0], v[1].t(), Reduction::Sum); });
 }
 
 TEST_CASE("loss: errors name the op, the offending value, dtype or shapes") {
   Tensor x = zeros({3, 4});
-  CHECK_THROWS_WITH_AS(F::cross_entropy(x, from_vector<int64_t>({0, 4, 1})),
-                       doctest::Contains("cross_entropy: target 4 is out of range for 4 classes (input of shape [3,4])"),
-                       mdl::Error);
+  CHECK_THROWS_WITH_AS(
+      F::cross_entropy(x, from_vector<int64_t>({0, 4, 1})),
+      doctest::Contains("cross_entropy: target 4 is out of range for 4 classes (input of shape [3,4])"), mdl::Error);
   CHECK_THROWS_WITH_AS(F::cross_entropy(x, from_vector<int64_t>({0, -1, 1})),
                        doctest::Contains("cross_entropy: target -1 is out of range"), mdl::Error);
-  CHECK_THROWS_WITH_AS(F::cross_entropy(x, zeros({3})),
-                       doctest::Contains("cross_entropy: target must hold integer class indices (I64, I32 or U8), got f32"),
-                       mdl::Error);
+  CHECK_THROWS_WITH_AS(
+      F::cross_entropy(x, zeros({3})),
+      doctest::Contains("cross_entropy: target must hold integer class indices (I64, I32 or U8), got f32"), mdl::Error);
   CHECK_THROWS_WITH_AS(F::cross_entropy(x, zeros({4}, kI64)),
                        doctest::Contains("cross_entropy: target of shape [4] does not match the input of shape [3,4] "
                                          "(expected a target of shape [3])"),
@@ -334,9 +331,9 @@ TEST_CASE("loss: errors name the op, the offending value, dtype or shapes") {
   CHECK_THROWS_WITH_AS(F::nll_loss(x, zeros({3}, kBool)),
                        doctest::Contains("nll_loss: target must hold integer class indices (I64, I32 or U8), got bool"),
                        mdl::Error);
-  CHECK_THROWS_WITH_AS(F::mse_loss(x, zeros({4})),
-                       doctest::Contains("mse_loss: input of shape [3,4] and target of shape [4] must have the same shape"),
-                       mdl::Error);
+  CHECK_THROWS_WITH_AS(
+      F::mse_loss(x, zeros({4})),
+      doctest::Contains("mse_loss: input of shape [3,4] and target of shape [4] must have the same shape"), mdl::Error);
   CHECK_THROWS_WITH_AS(F::mse_loss(x, zeros({3, 4}, kI64)),
                        doctest::Contains("mse_loss: input and target must be floating, got f32 and i64"), mdl::Error);
   CHECK_THROWS_WITH_AS(F::binary_cross_entropy_with_logits(x, zeros({4, 3})),

@@ -113,7 +113,7 @@ Tensor random(const Shape& shape, DType dtype, uint32_t seed) {
 // Checks matmul(a, b) against the reference: shape, dtype, and each element within
 // eps * (K + 2) * sum|a_ik b_kj| (eps 0 for exact integer products).
 void check_matmul(const Tensor& a, const Tensor& b, double eps, const std::string& what) {
-  INFO(what, ": ", shape_str(a.shape()), " @ ", shape_str(b.shape()), " in ", a.dtype());
+  INFO(what, ": ", shape_str(a.shape()), " @ ", shape_str(b.shape()), " in ", std::string(dtype_name(a.dtype())));
   const Ref r = ref_matmul(a, b);
   Tensor out = matmul(a, b);
   CHECK(out.shape() == r.shape);
@@ -193,7 +193,7 @@ TEST_CASE("matmul: f64, and f16/bf16 accumulating in f32") {
   check_matmul(random({33, 17}, kF64, 52).t(), random({2, 33, 9}, kF64, 53), kEpsF64, "f64 transposed, batched");
 
   for (DType dt : {kF16, kBF16}) {
-    INFO(dt);
+    INFO(std::string(dtype_name(dt)));
     struct Case { Tensor a, b; };
     const Case cases[] = {
         {random({13, 40}, dt, 60), random({40, 11}, dt, 61)},

@@ -58,9 +58,8 @@ bool records(const Tensor& out, const std::string& name) {
 
 void gradcheck_op(const std::string& op, const V& inputs, const autograd::GradcheckFn& fn, double atol = 1e-5,
                   double rtol = 1e-3) {
-  CHECK_MESSAGE(std::find(std::begin(kMyGradcheckedOps), std::end(kMyGradcheckedOps), op) !=
-                    std::end(kMyGradcheckedOps),
-                op);
+  CHECK_MESSAGE(
+      std::find(std::begin(kMyGradcheckedOps), std::end(kMyGradcheckedOps), op) != std::end(kMyGradcheckedOps), op);
   Tensor out = fn(inputs);
   CHECK_MESSAGE(records(out, op), "no ", op, " node in the graph");
   auto r = autograd::gradcheck(fn, inputs, 1e-6, atol, rtol);
@@ -70,8 +69,8 @@ void gradcheck_op(const std::string& op, const V& inputs, const autograd::Gradch
 void check_close(const Vec& got, const Vec& want, double tol) {
   REQUIRE(got.size() == want.size());
   for (size_t i = 0; i < got.size(); ++i)
-    CHECK_MESSAGE(std::abs(got[i] - want[i]) <= tol * (1.0 + std::abs(want[i])), "element ", i, ": ", got[i],
-                  " vs ", want[i]);
+    CHECK_MESSAGE(std::abs(got[i] - want[i]) <= tol * (1.0 + std::abs(want[i])), "element ", i, ": ", got[i], " vs ",
+                  want[i]);
 }
 
 // ---- references in double ----
@@ -239,12 +238,12 @@ TEST_CASE("norm: batch_norm gradcheck in f64: train and eval, with and without a
     return F::batch_norm(v[0], rm, rv, v[1], v[2], false);
   });
   V in2{leaf(uniform({6, 3}, g))};
-  gradcheck_op("batch_norm", in2, [](const V& v) {
-    return F::batch_norm(v[0].t().t(), Tensor(), Tensor(), Tensor(), Tensor(), true);
-  });
+  gradcheck_op("batch_norm", in2,
+               [](const V& v) { return F::batch_norm(v[0].t().t(), Tensor(), Tensor(), Tensor(), Tensor(), true); });
   // Only the weight needs a gradient.
   V in3{uniform({5, 2, 3}, g), leaf(uniform({2}, g))};
-  gradcheck_op("batch_norm", in3, [](const V& v) { return F::batch_norm(v[0], Tensor(), Tensor(), v[1], Tensor(), true); });
+  gradcheck_op("batch_norm", in3,
+               [](const V& v) { return F::batch_norm(v[0], Tensor(), Tensor(), v[1], Tensor(), true); });
 }
 
 // ---- layer norm and group norm -----------------------------------------------------------------
@@ -329,16 +328,16 @@ TEST_CASE("norm: normalisation errors name the op and the shapes") {
                        mdl::Error);
   CHECK_THROWS_WITH_AS(F::layer_norm(x, {5, 4, 3, 2}), doctest::Contains("layer_norm: normalized_shape [5,4,3,2]"),
                        mdl::Error);
-  CHECK_THROWS_WITH_AS(F::layer_norm(x, {}), doctest::Contains("layer_norm: normalized_shape must have at least one dim"),
-                       mdl::Error);
+  CHECK_THROWS_WITH_AS(F::layer_norm(x, {}),
+                       doctest::Contains("layer_norm: normalized_shape must have at least one dim"), mdl::Error);
   CHECK_THROWS_WITH_AS(F::layer_norm(x, {3, 2}, zeros({6})),
                        doctest::Contains("layer_norm: weight of shape [6] does not match the expected [3,2]"),
                        mdl::Error);
   CHECK_THROWS_WITH_AS(F::layer_norm(x, {2}, Tensor(), zeros({2}, kI32)),
                        doctest::Contains("layer_norm: bias must be floating, got i32"), mdl::Error);
-  CHECK_THROWS_WITH_AS(F::group_norm(x, 2),
-                       doctest::Contains("group_norm: 3 channels (input of shape [4,3,2]) cannot be split into 2 groups"),
-                       mdl::Error);
+  CHECK_THROWS_WITH_AS(
+      F::group_norm(x, 2),
+      doctest::Contains("group_norm: 3 channels (input of shape [4,3,2]) cannot be split into 2 groups"), mdl::Error);
   CHECK_THROWS_WITH_AS(F::group_norm(x, 0), doctest::Contains("cannot be split into 0 groups"), mdl::Error);
   CHECK_THROWS_WITH_AS(F::group_norm(zeros({3}), 1),
                        doctest::Contains("group_norm: expected an input of shape (N, C, ...), got [3]"), mdl::Error);
@@ -356,8 +355,10 @@ TEST_CASE("norm: dropout zeroes a fraction p and scales the rest by 1/(1-p)") {
     int64_t zeros_n = 0;
     const float scale = float(1.0 / (1.0 - p));
     for (size_t i = 0; i < yv.size(); ++i) {
-      if (yv[i] == 0.0f) ++zeros_n;
-      else if (std::abs(yv[i] - xv[i] * scale) > 1e-6f * std::abs(yv[i])) FAIL_CHECK("element ", i, " not scaled");
+      if (yv[i] == 0.0f)
+        ++zeros_n;
+      else if (std::abs(yv[i] - xv[i] * scale) > 1e-6f * std::abs(yv[i]))
+        FAIL_CHECK("element ", i, " not scaled");
     }
     CHECK(std::abs(double(zeros_n) / double(yv.size()) - p) < 0.01);
   }
@@ -422,12 +423,13 @@ TEST_CASE("norm: dropout gradcheck and errors") {
   });
   CHECK_THROWS_WITH_AS(F::dropout(ones({3}), 1.5), doctest::Contains("dropout: probability must be in [0, 1], got 1.5"),
                        mdl::Error);
-  CHECK_THROWS_WITH_AS(F::dropout(ones({3}), -0.1), doctest::Contains("dropout: probability must be in [0, 1], got -0.1"),
-                       mdl::Error);
+  CHECK_THROWS_WITH_AS(F::dropout(ones({3}), -0.1),
+                       doctest::Contains("dropout: probability must be in [0, 1], got -0.1"), mdl::Error);
   CHECK_THROWS_WITH_AS(F::dropout(ones({3}), std::nan("")), doctest::Contains("dropout: probability must be in [0, 1]"),
                        mdl::Error);
   CHECK_THROWS_WITH_AS(F::dropout(ones({3}, kI64), 0.5),
-                       doctest::Contains("dropout: expected a floating input (f32, f16, bf16, f64), got i64"), mdl::Error);
+                       doctest::Contains("dropout: expected a floating input (f32, f16, bf16, f64), got i64"),
+                       mdl::Error);
 }
 
 // ---- embedding ---------------------------------------------------------------------------------
@@ -463,15 +465,15 @@ TEST_CASE("norm: embedding gradcheck and errors") {
     return F::embedding(from_vector<int64_t>({3, 1, 3, 0, 3, 2}, {3, 2}), v[0].t().t());
   });
   Tensor w = zeros({5, 3});
-  CHECK_THROWS_WITH_AS(F::embedding(from_vector<int64_t>({1, 5}), w),
-                       doctest::Contains("embedding: index 5 is out of range for a weight of shape [5,3] (5 embeddings)"),
-                       mdl::Error);
-  CHECK_THROWS_WITH_AS(F::embedding(from_vector<int64_t>({-1}), w), doctest::Contains("embedding: index -1 is out of range"),
-                       mdl::Error);
+  CHECK_THROWS_WITH_AS(
+      F::embedding(from_vector<int64_t>({1, 5}), w),
+      doctest::Contains("embedding: index 5 is out of range for a weight of shape [5,3] (5 embeddings)"), mdl::Error);
+  CHECK_THROWS_WITH_AS(F::embedding(from_vector<int64_t>({-1}), w),
+                       doctest::Contains("embedding: index -1 is out of range"), mdl::Error);
   CHECK_THROWS_WITH_AS(F::embedding(zeros({2}), w),
                        doctest::Contains("embedding: index must be an integer tensor (I64, I32 or U8), got f32"),
                        mdl::Error);
-  CHECK_THROWS_WITH_AS(F::embedding(zeros({2}, kI64), zeros({5})),
-                       doctest::Contains("embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape [5]"),
-                       mdl::Error);
+  CHECK_THROWS_WITH_AS(
+      F::embedding(zeros({2}, kI64), zeros({5})),
+      doctest::Contains("embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape [5]"), mdl::Error);
 }

@@ -13,6 +13,7 @@
 #include "autograd/node.h"
 #include "mdl.h"
 #include "nn/functional.h"
+#include "tensor/kernels_conv.h"
 
 using namespace mdl;
 namespace F = mdl::nn::functional;
@@ -262,5 +263,32 @@ TEST_CASE("pool: every op this file gradchecks is registered") {
   for (const char* op : kMyGradcheckedOps) {
     INFO(op);
     CHECK(std::find(reg.begin(), reg.end(), std::string(op)) != reg.end());
+  }
+}
+
+TEST_CASE("pool: called from inside a caller's parallel region") {
+  // 16-bit backward passes accumulate in per-thread float planes; nested, they use the caller's.
+  Generator gen(34);
+  Tensor x = distinct({2, 3, 8, 8}, gen).to(kF16);
+  const kernels::Pool2dParams p{3, 3, 2, 2, 1, 1};
+  Tensor out = empty({2, 3, 4, 4}, kF16), idx = empty({2, 3, 4, 4}, kI64);
+  kernels::max_pool2d_forward(Device::cpu(), out, idx, x, p);
+  Tensor gy = randn(out.shape(), kF16, &gen);
+  Tensor ref_max = empty(x.shape(), kF16), ref_avg = empty(x.shape(), kF16);
+  kernels::max_pool2d_backward(Device::cpu(), ref_max, gy, idx);
+  kernels::avg_pool2d_backward(Device::cpu(), ref_avg, gy, p, true);
+  std::vector<Tensor> gmax(4), gavg(4);
+  for (int i = 0; i < 4; ++i) {
+    gmax[size_t(i)] = empty(x.shape(), kF16);
+    gavg[size_t(i)] = empty(x.shape(), kF16);
+  }
+#pragma omp parallel for num_threads(2)
+  for (int i = 0; i < 4; ++i) {
+    kernels::max_pool2d_backward(Device::cpu(), gmax[size_t(i)], gy, idx);
+    kernels::avg_pool2d_backward(Device::cpu(), gavg[size_t(i)], gy, p, true);
+  }
+  for (int i = 0; i < 4; ++i) {
+    CHECK(values(gmax[size_t(i)]) == values(ref_max));
+    CHECK(values(gavg[size_t(i)]) == values(ref_avg));
   }
 }

@@ -599,7 +599,7 @@ TEST_CASE("tensor: to(dtype) between every pair of dtypes, contiguous and stride
     Tensor src = typed(src_vals, from, {2, 4});
     CHECK(src.to(from).is_same(src));
     for (DType to : all) {
-      INFO("from ", from, " to ", to);
+      INFO("from ", std::string(dtype_name(from)), " to ", std::string(dtype_name(to)));
       V want = src_vals;
       if (to == kBool)
         for (double& x : want) x = x != 0 ? 1 : 0;

@@ -4,13 +4,13 @@
 // backward recomputes each block's P from the saved logsumexp. f16/bf16 operands are widened to
 // f32 per task and the f32 results rounded once.
 #include <algorithm>
-#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
-#include "tensor/cpu/convert.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/kernels_attention.h"
 #include "tensor/parallel.h"
@@ -20,32 +20,7 @@ namespace mdl::cpu {
 namespace {
 
 constexpr int64_t kBlock = 64;  // query rows per task
-constexpr int kLanes = 16;
-
-// e^x for x <= ~88 (the softmax feeds it x - max <= 0): 2^n * e^r with a degree-6 polynomial for
-// e^r, |r| <= ln2/2, ~1 ulp; 0 below the smallest normal float; NaN stays NaN. The same function
-// as softmax.cpp's: plain arithmetic and selects, so loops over it vectorise.
-inline float exp_acc(float x) {
-  const float hi = 88.3762626647949f, lo = -87.3365447505531f;
-  const float xc = x > hi ? hi : x;
-  const float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const float t = xc * 1.44269504088896341f + magic;
-  const float n = t - magic;
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  const float r2 = r * r;
-  float y = 1.9875691500e-4f;
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
-  y = y * r2 + r + 1.0f;
-  const uint32_t e = (std::bit_cast<uint32_t>(t) - std::bit_cast<uint32_t>(magic) + 127u) << 23;
-  const float v = y * std::bit_cast<float>(e);
-  return x < lo ? 0.0f : v;
-}
-inline double exp_acc(double x) { return std::exp(x); }
+constexpr int64_t kMinTaskMacs = int64_t(1) << 18;  // per thread; below it, waking a thread costs more
 
 template <class A>
 void gemm(int64_t M, int64_t N, int64_t K, A alpha, const A* a, int64_t rsa, int64_t csa, const A* b, int64_t rsb,
@@ -99,7 +74,6 @@ Mat<T> matrix(const Tensor& t, int64_t offset, int64_t row0) {
 }
 
 // The operands and geometry both directions share.
-template <class T>
 struct Problem {
   int64_t N, L, S, E, Ev, blocks;
   std::vector<int64_t> qo, ko, vo, mo;
@@ -136,37 +110,123 @@ inline A nan_max(A a, A x) {
   return (x > a) | (x != x) ? x : a;
 }
 
-// In place: row (n scores, hidden ones -inf) becomes its softmax; returns the logsumexp.
-// A row with nothing visible becomes zeros and returns +inf, so exp(score - lse) is 0 there too.
-template <class A>
-A softmax_row(A* __restrict row, int64_t n) {
-  A m[kLanes];
-  for (A& x : m) x = -std::numeric_limits<A>::infinity();
+// ---- row math: the softmax in place (returning the logsumexp) and exp(x - lse) ---------------------
+// A row with nothing visible (all -inf) becomes zeros with lse = +inf, so exp(x - lse) is 0 there too.
+// f64 runs plain loops with std::exp; f32 runs on GCC vectors of 8 (AVX2, chosen at run time) or 4
+// (SSE2) floats, since the auto-vectoriser will not if-convert the selects in exp and max.
+
+double softmax_row(double* row, int64_t n) {
+  const double ninf = -std::numeric_limits<double>::infinity();
+  double mx = ninf;
+  for (int64_t j = 0; j < n; ++j) mx = nan_max(mx, row[j]);
+  if (mx == ninf) {
+    std::fill(row, row + n, 0.0);
+    return std::numeric_limits<double>::infinity();
+  }
+  double s = 0;
+  for (int64_t j = 0; j < n; ++j) s += row[j] = std::exp(row[j] - mx);
+  for (int64_t j = 0; j < n; ++j) row[j] /= s;
+  return mx + std::log(s);
+}
+
+void exp_row(double* row, int64_t n, double lse) {
+  for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] - lse);
+}
+
+using f4 = float __attribute__((vector_size(16)));
+using i4 = int32_t __attribute__((vector_size(16)));
+using f8 = float __attribute__((vector_size(32)));
+using i8 = int32_t __attribute__((vector_size(32)));
+template <int W> struct Vec;
+template <> struct Vec<4> { using F = f4; using I = i4; };
+template <> struct Vec<8> { using F = f8; using I = i8; };
+// Vectors travel by reference: passing 32-byte vectors by value outside AVX code changes the ABI.
+
+// x = e^x for x <= ~88: 2^n * e^r with n = round(x / ln2) and a degree-6 polynomial for e^r,
+// |r| <= ln2/2 (Cephes expf, ~1 ulp, as softmax.cpp); 0 below the smallest normal float; NaN stays NaN.
+template <int W>
+[[gnu::always_inline]] inline void vexp(typename Vec<W>::F& x) {
+  using F = typename Vec<W>::F;
+  using I = typename Vec<W>::I;
+  const F zero = {}, hi = zero + 88.3762626647949f, lo = zero - 87.3365447505531f;
+  const F magic = zero + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+  const F xc = x > hi ? hi : x;
+  const F t = xc * 1.44269504088896341f + magic;
+  const F n = t - magic;
+  F r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  F y = zero + 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * (r * r) + r + 1.0f;
+  const I e = ((I)t - (I)magic + 127) << 23;
+  x = x < lo ? zero : y * (F)e;
+}
+
+// row[j] = e^(row[j] - sub) in place; returns the sum.
+template <int W>
+[[gnu::always_inline]] inline float exp_sub(float* row, int64_t n, float sub) {
+  using F = typename Vec<W>::F;
+  F s = {}, x;
   int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) m[l] = nan_max(m[l], row[j + l]);
-  for (int l = 0; j < n; ++j, ++l) m[l] = nan_max(m[l], row[j]);
-  for (int l = 1; l < kLanes; ++l) m[0] = nan_max(m[0], m[l]);
-  const A mx = m[0];
-  if (mx == -std::numeric_limits<A>::infinity()) {
-    std::fill(row, row + n, A(0));
-    return std::numeric_limits<A>::infinity();
+  for (; j + W <= n; j += W) {
+    std::memcpy(&x, row + j, sizeof x);
+    x -= sub;
+    vexp<W>(x);
+    std::memcpy(row + j, &x, sizeof x);
+    s += x;
   }
-  A s[kLanes] = {};
-  for (j = 0; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) {
-      row[j + l] = exp_acc(row[j + l] - mx);
-      s[l] += row[j + l];
-    }
-  for (int l = 0; j < n; ++j, ++l) {
-    row[j] = exp_acc(row[j] - mx);
-    s[l] += row[j];
+  if (j < n) {  // the last n % W, padded with -inf (which gives 0)
+    float pad[W];
+    for (int l = 0; l < W; ++l) pad[l] = j + l < n ? row[j + l] : -std::numeric_limits<float>::infinity();
+    std::memcpy(&x, pad, sizeof x);
+    x -= sub;
+    vexp<W>(x);
+    s += x;
+    std::memcpy(pad, &x, sizeof x);
+    for (int l = 0; j + l < n; ++l) row[j + l] = pad[l];
   }
-  for (int w = kLanes / 2; w >= 1; w /= 2)
-    for (int l = 0; l < w; ++l) s[l] += s[l + w];
-  const A inv = A(1) / s[0];
+  float total = 0;
+  for (int l = 0; l < W; ++l) total += s[l];
+  return total;
+}
+
+template <int W>
+[[gnu::always_inline]] inline float softmax_row_v(float* row, int64_t n) {
+  using F = typename Vec<W>::F;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  F m = F{} + ninf, x;
+  int64_t j = 0;
+  for (; j + W <= n; j += W) {
+    std::memcpy(&x, row + j, sizeof x);
+    m = (x > m) | (x != x) ? x : m;
+  }
+  float mx = ninf;
+  for (int l = 0; l < W; ++l) mx = nan_max(mx, m[l]);
+  for (; j < n; ++j) mx = nan_max(mx, row[j]);
+  if (mx == ninf) {
+    std::fill(row, row + n, 0.0f);
+    return std::numeric_limits<float>::infinity();
+  }
+  const float s = exp_sub<W>(row, n, mx), inv = 1.0f / s;
   for (j = 0; j < n; ++j) row[j] *= inv;
-  return mx + std::log(s[0]);
+  return mx + std::log(s);
+}
+
+bool has_avx2() {
+  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return yes;
+}
+[[gnu::target("avx2,fma")]] float softmax_row_avx2(float* row, int64_t n) { return softmax_row_v<8>(row, n); }
+[[gnu::target("avx2,fma")]] void exp_row_avx2(float* row, int64_t n, float lse) { exp_sub<8>(row, n, lse); }
+
+float softmax_row(float* row, int64_t n) { return has_avx2() ? softmax_row_avx2(row, n) : softmax_row_v<4>(row, n); }
+void exp_row(float* row, int64_t n, float lse) {
+  if (has_avx2()) exp_row_avx2(row, n, lse);
+  else exp_sub<4>(row, n, lse);
 }
 
 // ---- forward: out = softmax(mask(q k^T * scale)) v, lse per row ------------------------------------
@@ -175,12 +235,12 @@ template <class T>
 void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                   const Tensor& mask, bool causal, double scale) {
   using A = acc_t<T>;
-  const Problem<T> P(q, k, v, mask, causal);
+  const Problem P(q, k, v, mask, causal);
   const int64_t L = P.L, E = P.E, Ev = P.Ev;
   T* op = out.data_ptr<T>();
   A* lp = lse.data_ptr<A>();
   const int64_t cost = std::min(L, kBlock) * std::max<int64_t>(P.S, 1) * (E + Ev + 1);
-  parallel_for(0, P.N * P.blocks, std::max<int64_t>(1, kGrainSize / cost), [&](int64_t t0, int64_t t1) {
+  parallel_for(0, P.N * P.blocks, std::max<int64_t>(1, kMinTaskMacs / cost), [&](int64_t t0, int64_t t1) {
     std::vector<A> s, qbuf, kbuf, vbuf, obuf;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / P.blocks, i0 = t % P.blocks * kBlock, m = std::min(kBlock, L - i0), sk = P.keys(i0, m);
@@ -216,7 +276,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
                    bool causal, double scale) {
   using A = acc_t<T>;
   constexpr bool kSame = std::is_same_v<A, T>;
-  const Problem<T> P(q, k, v, mask, causal);
+  const Problem P(q, k, v, mask, causal);
   const int64_t L = P.L, S = P.S, E = P.E, Ev = P.Ev;
   const std::vector<int64_t> go_off = batch_offsets(go), out_off = batch_offsets(out);
   const A* lp = lse.data_ptr<A>();
@@ -225,7 +285,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
   T* dvp = dv.defined() ? dv.data_ptr<T>() : nullptr;
   const bool want_ds = dqp || dkp;
   const int64_t cost = L * std::max<int64_t>(S, 1) * (2 * E + 2 * Ev + 1);
-  parallel_for(0, P.N, std::max<int64_t>(1, kGrainSize / cost), [&](int64_t b0, int64_t b1) {
+  parallel_for(0, P.N, std::max<int64_t>(1, kMinTaskMacs / cost), [&](int64_t b0, int64_t b1) {
     std::vector<A> p, ds, qbuf, kbuf, vbuf, gbuf, obuf, dqbuf, dkacc, dvacc;
     for (int64_t b = b0; b < b1; ++b) {
       const Mat<A> km = widen<A>(matrix<T>(k, P.ko[size_t(b)], 0), S, E, kbuf);   // (S, E)
@@ -253,8 +313,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
         for (int64_t r = 0; r < m; ++r) {
           A* row = p.data() + r * sk;
           P.hide(row, b, i0 + r, sk);
-          const A l = lp[b * L + i0 + r];
-          for (int64_t j = 0; j < sk; ++j) row[j] = exp_acc(row[j] - l);
+          exp_row(row, sk, lp[b * L + i0 + r]);
         }
         // dv (sk, Ev) += P^T (sk, m) @ dO (m, Ev)
         if (dva) gemm<A>(sk, Ev, m, A(1), p.data(), 1, sk, gm.p, gm.rs, gm.cs, A(1), dva, Ev, 1);
@@ -268,7 +327,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
           for (int64_t e = 0; e < Ev; ++e) d += gm(r, e) * om(r, e);
           A* dr = ds.data() + r * sk;
           const A* pr = p.data() + r * sk;
-          for (int64_t j = 0; j < sk; ++j) dr[j] = pr[j] == A(0) ? A(0) : pr[j] * (dr[j] - d);
+          for (int64_t j = 0; j < sk; ++j) dr[j] = pr[j] * (dr[j] - d);
         }
         // dq (m, E) = ds (m, sk) @ k (sk, E) * scale
         if (dqp) {

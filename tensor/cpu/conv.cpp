@@ -1,7 +1,7 @@
 // CPU convolution by im2col + GEMM. A chunk of B samples is unfolded, one group at a time, into
 // a column matrix col (Kg, B*P), Kg = Cin/G * kH * kW, P = Ho * Wo, and each product runs on our GEMM:
 //   forward       out_g (Cog, B*P)  = w_g (Cog, Kg) @ col_g
-//   grad weight   dw_g  (Cog, Kg)  += dout_g (Cog, B*P) @ col_g^T
+//   grad weight   dw_g^T (Kg, Cog) += col_g (Kg, B*P) @ dout_g^T  (this orientation measured faster)
 //   grad input    dcol_g (Kg, B*P)  = w_g^T (Kg, Cog) @ dout_g, folded back into dx by col2im
 // Chunks keep col within a few MiB; wide chunks keep GEMMs efficient on small feature maps.
 // With enough samples each thread takes a slice of the batch (own buffers, single-threaded GEMMs,
@@ -72,73 +72,90 @@ Range valid_range(int64_t off, int64_t stride, int64_t size, int64_t n) {
   return {lo, hi};
 }
 
-// col (Kg, B*P) for samples [n0, n0 + B), group grp: row (c, ki, kj), column (b, oh, ow).
+// A chunk of the batch: samples [n0, n0 + B) whole (p0 = 0, len = P), or, for a map too large to
+// unfold at once, pixels [p0, p0 + len) of one sample (B = 1). Its columns are (b, pixel).
+struct Chunk { int64_t n0, B, p0, len; };
+
+// Calls f(b, oh, ow0, ow1, q) for each run of the chunk's pixels along one output row: row oh of
+// sample b, columns [ow0, ow1), the first at column q of the chunk.
+template <class F>
+void for_each_run(const Geom& g, const Chunk& ch, const F& f) {
+  for (int64_t b = 0; b < ch.B; ++b)
+    for (int64_t p = ch.p0, q = b * ch.len; p < ch.p0 + ch.len;) {
+      const int64_t oh = p / g.Wo, ow0 = p % g.Wo, ow1 = std::min(g.Wo, ow0 + ch.p0 + ch.len - p);
+      f(b, oh, ow0, ow1, q);
+      p += ow1 - ow0;
+      q += ow1 - ow0;
+    }
+}
+
+// col (Kg, B*len) for the chunk, group grp: row (c, ki, kj), column (b, pixel).
 template <class T>
-void im2col(const Geom& g, const T* x, int64_t n0, int64_t B, int64_t grp, T* col) {
-  const int64_t BP = B * g.P, kk = g.kh * g.kw;
+void im2col(const Geom& g, const T* x, const Chunk& ch, int64_t grp, T* col) {
+  const int64_t BP = ch.B * ch.len, kk = g.kh * g.kw;
   parallel_for(0, g.Kg, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(BP, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t c = r / kk, ki = (r / g.kw) % g.kh, kj = r % g.kw;
-      const int64_t offw = kj * g.p.dil_w - g.p.pad_w, sw = g.p.stride_w;
+      const int64_t offw = kj * g.p.dil_w - g.p.pad_w, sw = g.p.stride_w, s3 = g.xs[3];
       const Range rw = valid_range(offw, sw, g.W, g.Wo);
-      for (int64_t b = 0; b < B; ++b) {
-        const T* xp = x + (n0 + b) * g.xs[0] + (grp * g.Cig + c) * g.xs[1];
-        T* dst = col + r * BP + b * g.P;
-        for (int64_t oh = 0; oh < g.Ho; ++oh, dst += g.Wo) {
-          const int64_t ih = oh * g.p.stride_h - g.p.pad_h + ki * g.p.dil_h;
-          if (ih < 0 || ih >= g.H) {
-            std::fill(dst, dst + g.Wo, T(0));
-            continue;
-          }
-          const T* src = xp + ih * g.xs[2];
-          std::fill(dst, dst + rw.lo, T(0));
-          if (sw == 1 && g.xs[3] == 1) {
-            std::memcpy(dst + rw.lo, src + rw.lo + offw, size_t(rw.hi - rw.lo) * sizeof(T));
-          } else {
-            const int64_t s3 = g.xs[3];
-            for (int64_t ow = rw.lo; ow < rw.hi; ++ow) dst[ow] = src[(ow * sw + offw) * s3];
-          }
-          std::fill(dst + rw.hi, dst + g.Wo, T(0));
+      for_each_run(g, ch, [&](int64_t b, int64_t oh, int64_t ow0, int64_t ow1, int64_t q) {
+        T* dst = col + r * BP + q - ow0;  // dst[ow] for ow in [ow0, ow1)
+        const int64_t ih = oh * g.p.stride_h - g.p.pad_h + ki * g.p.dil_h;
+        if (ih < 0 || ih >= g.H) {
+          std::fill(dst + ow0, dst + ow1, T(0));
+          return;
         }
-      }
+        const T* src = x + (ch.n0 + b) * g.xs[0] + (grp * g.Cig + c) * g.xs[1] + ih * g.xs[2];
+        const int64_t lo = std::clamp(rw.lo, ow0, ow1), hi = std::clamp(rw.hi, lo, ow1);
+        std::fill(dst + ow0, dst + lo, T(0));
+        if (sw == 1 && s3 == 1) std::memcpy(dst + lo, src + lo + offw, size_t(hi - lo) * sizeof(T));
+        else
+          for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[(ow * sw + offw) * s3];
+        std::fill(dst + hi, dst + ow1, T(0));
+      });
     }
   });
 }
 
-// dx (N, C, H, W contiguous) += col2im(col (Kg, B*P)) for samples [n0, n0 + B), group grp.
+// dx (N, C, H, W contiguous) += col2im(col (Kg, B*len)) for the chunk, group grp.
 // Threads split the channels, so no two write the same element.
 template <class T>
-void col2im(const Geom& g, const T* col, int64_t n0, int64_t B, int64_t grp, T* dx) {
-  const int64_t BP = B * g.P, kk = g.kh * g.kw;
+void col2im(const Geom& g, const T* col, const Chunk& ch, int64_t grp, T* dx) {
+  const int64_t BP = ch.B * ch.len, kk = g.kh * g.kw;
   parallel_for(0, g.Cig, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(BP * kk, 1)), [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c)
-      for (int64_t b = 0; b < B; ++b) {
-        T* xp = dx + ((n0 + b) * g.C + grp * g.Cig + c) * g.H * g.W;
-        for (int64_t k = 0; k < kk; ++k) {
-          const int64_t ki = k / g.kw, kj = k % g.kw;
-          const int64_t offw = kj * g.p.dil_w - g.p.pad_w, sw = g.p.stride_w;
-          const Range rw = valid_range(offw, sw, g.W, g.Wo);
-          const T* src = col + (c * kk + k) * BP + b * g.P;
-          for (int64_t oh = 0; oh < g.Ho; ++oh, src += g.Wo) {
-            const int64_t ih = oh * g.p.stride_h - g.p.pad_h + ki * g.p.dil_h;
-            if (ih < 0 || ih >= g.H) continue;
-            T* d = xp + ih * g.W + offw;
-            for (int64_t ow = rw.lo; ow < rw.hi; ++ow) d[ow * sw] += src[ow];
-          }
-        }
+      for (int64_t k = 0; k < kk; ++k) {
+        const int64_t ki = k / g.kw, kj = k % g.kw;
+        const int64_t offw = kj * g.p.dil_w - g.p.pad_w, sw = g.p.stride_w;
+        const Range rw = valid_range(offw, sw, g.W, g.Wo);
+        const T* row = col + (c * kk + k) * BP;
+        for_each_run(g, ch, [&](int64_t b, int64_t oh, int64_t ow0, int64_t ow1, int64_t q) {
+          const int64_t ih = oh * g.p.stride_h - g.p.pad_h + ki * g.p.dil_h;
+          if (ih < 0 || ih >= g.H) return;
+          const T* src = row + q - ow0;
+          T* d = dx + ((ch.n0 + b) * g.C + grp * g.Cig + c) * g.H * g.W + ih * g.W + offw;
+          const int64_t lo = std::clamp(rw.lo, ow0, ow1), hi = std::clamp(rw.hi, lo, ow1);
+          for (int64_t ow = lo; ow < hi; ++ow) d[ow * sw] += src[ow];
+        });
       }
   });
 }
 
-// How the batch is cut: per-thread slices when there are enough samples, and chunks of B
-// samples whose columns stay near kChunkCols wide and under kMaxColElems elements.
-constexpr int64_t kChunkCols = 2048;
-constexpr int64_t kMaxColElems = int64_t(1) << 20;
+// How the batch is cut: per-thread slices when there are enough samples, and chunks whose
+// columns stay near kChunkCols wide and under kMaxColElems elements (2 MiB of f32). Maps of 512
+// pixels or more go one sample at a time, which measured as fast as wider chunks; smaller maps
+// are batched so that each GEMM stays wide and reads the weights once; a sample whose columns
+// exceed kMaxColElems is cut into pixel tiles of at least kMinTile.
+constexpr int64_t kChunkCols = 512;
+constexpr int64_t kMaxColElems = int64_t(1) << 19;
+constexpr int64_t kMinTile = 256;
 
 struct Plan {
   bool batch_parallel;
   int threads;
-  int64_t chunk;
+  int64_t chunk;  // samples per chunk
+  int64_t tile;   // pixels per chunk when chunk == 1 (P when the sample fits)
+  int64_t cols() const { return chunk > 1 ? chunk * tile : tile; }
 };
 
 Plan plan(const Geom& g) {
@@ -149,15 +166,21 @@ Plan plan(const Geom& g) {
   int64_t chunk = std::max<int64_t>(1, kChunkCols / P);
   chunk = std::min(chunk, std::max<int64_t>(1, kMaxColElems / (g.Kg * P)));
   chunk = std::max<int64_t>(1, std::min(chunk, per_thread));
-  return {bp, bp ? nt : 1, chunk};
+  const int64_t tile = g.Kg * P <= kMaxColElems ? P : std::min(P, std::max(kMinTile, kMaxColElems / g.Kg));
+  return {bp, bp ? nt : 1, chunk, tile};
 }
 
-// Calls body(n0, B, tid) for each chunk of the batch, per the plan.
+// Calls body(chunk, tid) for each chunk of the batch, per the plan.
 template <class F>
 void for_each_chunk(const Geom& g, const Plan& pl, const F& body) {
   auto run = [&](int64_t b0, int64_t b1) {
     const int tid = pl.batch_parallel ? thread_id() : 0;
-    for (int64_t n0 = b0; n0 < b1; n0 += pl.chunk) body(n0, std::min(pl.chunk, b1 - n0), tid);
+    for (int64_t n0 = b0; n0 < b1; n0 += pl.chunk) {
+      const int64_t B = std::min(pl.chunk, b1 - n0);
+      if (B > 1 || pl.tile == g.P) body(Chunk{n0, B, 0, g.P}, tid);
+      else
+        for (int64_t p0 = 0; p0 < g.P; p0 += pl.tile) body(Chunk{n0, 1, p0, std::min(pl.tile, g.P - p0)}, tid);
+    }
   };
   if (pl.batch_parallel) parallel_for(0, g.N, 1, run);
   else run(0, g.N);
@@ -171,30 +194,30 @@ void forward_impl(const Tensor& out, const Tensor& x, const Tensor& w_, const Te
   const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
   T* op = out.data_ptr<T>();
   const Plan pl = plan(g);
-  const int64_t BPmax = pl.chunk * g.P;
-  std::vector<T> cols(size_t(pl.threads * g.Kg * BPmax)), tmp(size_t(pl.chunk > 1 ? pl.threads * g.Cog * BPmax : 0));
-  for_each_chunk(g, pl, [&](int64_t n0, int64_t B, int tid) {
-    const int64_t BP = B * g.P;
-    T* col = cols.data() + tid * g.Kg * BPmax;
+  const int64_t cols = pl.cols();
+  std::vector<T> colbuf(size_t(pl.threads * g.Kg * cols)), tmp(size_t(pl.chunk > 1 ? pl.threads * g.Cog * cols : 0));
+  for_each_chunk(g, pl, [&](const Chunk& ch, int tid) {
+    const int64_t BP = ch.B * ch.len;
+    T* col = colbuf.data() + tid * g.Kg * cols;
     for (int64_t grp = 0; grp < g.G; ++grp) {
-      im2col(g, xp, n0, B, grp, col);
+      im2col(g, xp, ch, grp, col);
       const T* wg = wp + grp * g.Cog * g.Kg;
-      if (B == 1) {  // one sample: the product lands in out directly
-        T* o = op + (n0 * g.Cout + grp * g.Cog) * g.P;
+      if (ch.B == 1) {  // one sample (or tile): the product lands in out directly
+        T* o = op + (ch.n0 * g.Cout + grp * g.Cog) * g.P + ch.p0;
         gemm(g.Cog, BP, g.Kg, T(1), wg, g.Kg, 1, col, BP, 1, T(0), o, g.P, 1);
         if (bp)
           for (int64_t co = 0; co < g.Cog; ++co)
-            for (int64_t q = 0; q < g.P; ++q) o[co * g.P + q] += bp[grp * g.Cog + co];
+            for (int64_t q = 0; q < BP; ++q) o[co * g.P + q] += bp[grp * g.Cog + co];
         continue;
       }
-      T* t = tmp.data() + tid * g.Cog * BPmax;  // (Cog, B*P), scattered to (B, Cog, P) with the bias
+      T* t = tmp.data() + tid * g.Cog * cols;  // (Cog, B*P), scattered to (B, Cog, P) with the bias
       gemm(g.Cog, BP, g.Kg, T(1), wg, g.Kg, 1, col, BP, 1, T(0), t, BP, 1);
-      for (int64_t bb = 0; bb < B; ++bb)
+      for (int64_t bb = 0; bb < ch.B; ++bb)
         for (int64_t co = 0; co < g.Cog; ++co) {
-          T* o = op + ((n0 + bb) * g.Cout + grp * g.Cog + co) * g.P;
-          const T* s = t + co * BP + bb * g.P;
+          T* o = op + ((ch.n0 + bb) * g.Cout + grp * g.Cog + co) * g.P;
+          const T* src = t + co * BP + bb * g.P;
           const T bias = bp ? bp[grp * g.Cog + co] : T(0);
-          for (int64_t q = 0; q < g.P; ++q) o[q] = s[q] + bias;
+          for (int64_t q = 0; q < g.P; ++q) o[q] = src[q] + bias;
         }
     }
   });
@@ -211,24 +234,24 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
   T* gwp = gw.defined() ? gw.data_ptr<T>() : nullptr;
   const int64_t wn = g.Cout * g.Kg;
   const Plan pl = plan(g);
-  const int64_t BPmax = pl.chunk * g.P;
+  const int64_t cols = pl.cols();
   const bool need_cols = gxp || gwp;
-  std::vector<T> cols(size_t(need_cols ? pl.threads * g.Kg * BPmax : 0));
-  std::vector<T> douts(size_t(pl.chunk > 1 ? pl.threads * g.Cout * BPmax : 0));
+  std::vector<T> colbuf(size_t(need_cols ? pl.threads * g.Kg * cols : 0));
+  std::vector<T> douts(size_t(pl.chunk > 1 ? pl.threads * g.Cout * cols : 0));
   // Weight gradients: straight into gw when one thread walks the batch, else per-thread partials.
   std::vector<T> dw_parts(size_t(gwp && pl.batch_parallel ? pl.threads * wn : 0), T(0));
   std::vector<double> db_parts(size_t(gb.defined() ? pl.threads * g.Cout : 0), 0.0);
   if (gwp && !pl.batch_parallel) std::fill(gwp, gwp + wn, T(0));
 
-  for_each_chunk(g, pl, [&](int64_t n0, int64_t B, int tid) {
-    const int64_t BP = B * g.P;
-    if (gxp) std::fill(gxp + n0 * g.C * g.H * g.W, gxp + (n0 + B) * g.C * g.H * g.W, T(0));
-    // dout (Cout, B*P) with row stride ld: the sample itself when B == 1, else gathered.
-    const T* d = gop + n0 * g.Cout * g.P;
+  for_each_chunk(g, pl, [&](const Chunk& ch, int tid) {
+    const int64_t BP = ch.B * ch.len, n0 = ch.n0;
+    if (gxp && ch.p0 == 0) std::fill(gxp + n0 * g.C * g.H * g.W, gxp + (n0 + ch.B) * g.C * g.H * g.W, T(0));
+    // dout (Cout, B*len) with row stride ld: in place when B == 1, else gathered.
+    const T* d = gop + n0 * g.Cout * g.P + ch.p0;
     int64_t ld = g.P;
-    if (B > 1) {
-      T* buf = douts.data() + tid * g.Cout * BPmax;
-      for (int64_t bb = 0; bb < B; ++bb)
+    if (ch.B > 1) {
+      T* buf = douts.data() + tid * g.Cout * cols;
+      for (int64_t bb = 0; bb < ch.B; ++bb)
         for (int64_t co = 0; co < g.Cout; ++co)
           std::memcpy(buf + co * BP + bb * g.P, gop + ((n0 + bb) * g.Cout + co) * g.P, size_t(g.P) * sizeof(T));
       d = buf;
@@ -242,17 +265,17 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
         db[co] += s;
       }
     }
-    T* col = need_cols ? cols.data() + tid * g.Kg * BPmax : nullptr;
+    T* col = need_cols ? colbuf.data() + tid * g.Kg * cols : nullptr;
     T* dw = gwp ? (pl.batch_parallel ? dw_parts.data() + tid * wn : gwp) : nullptr;
     for (int64_t grp = 0; grp < g.G; ++grp) {
       const T* dg = d + grp * g.Cog * ld;
       if (dw) {
-        im2col(g, xp, n0, B, grp, col);
-        gemm(g.Cog, g.Kg, BP, T(1), dg, ld, 1, col, 1, BP, T(1), dw + grp * g.Cog * g.Kg, g.Kg, 1);
+        im2col(g, xp, ch, grp, col);
+        gemm(g.Kg, g.Cog, BP, T(1), col, BP, 1, dg, 1, ld, T(1), dw + grp * g.Cog * g.Kg, 1, g.Kg);
       }
       if (gxp) {
         gemm(g.Kg, BP, g.Cog, T(1), wp + grp * g.Cog * g.Kg, 1, g.Kg, dg, ld, 1, T(0), col, BP, 1);
-        col2im(g, col, n0, B, grp, gxp);
+        col2im(g, col, ch, grp, gxp);
       }
     }
   });

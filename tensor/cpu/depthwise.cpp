@@ -152,6 +152,26 @@ MDL_INLINE void correlate_any(const Corr& c, const T* buf, const T* w, T* out, T
   else correlate<T, 0, 0>(c, buf, w, out, tmp, base, accumulate);
 }
 
+// sums[j] += dot(a, b[j]) over L elements for G taps at once: G independent accumulators.
+template <class T, int G>
+MDL_INLINE void dots(const T* __restrict__ a, const T* const* b, int64_t L, double* sums) {
+  const T* __restrict__ b0 = b[0];
+  const T* __restrict__ b1 = b[G > 1 ? 1 : 0];
+  const T* __restrict__ b2 = b[G > 2 ? 2 : 0];
+  const T* __restrict__ b3 = b[G > 3 ? 3 : 0];
+  T s0 = T(0), s1 = T(0), s2 = T(0), s3 = T(0);
+#pragma omp simd reduction(+ : s0, s1, s2, s3)
+  for (int64_t i = 0; i < L; ++i) {
+    const T ai = a[i];
+    s0 += ai * b0[i];
+    if constexpr (G > 1) s1 += ai * b1[i];
+    if constexpr (G > 2) s2 += ai * b2[i];
+    if constexpr (G > 3) s3 += ai * b3[i];
+  }
+  const T r[4] = {s0, s1, s2, s3};
+  for (int j = 0; j < G; ++j) sums[j] += double(r[j]);
+}
+
 // sums[k] += sum over (oh, ow) of g[oh][ow] * buf at tap k, for each tap; sums[kk] += sum of g.
 template <class T>
 MDL_INLINE void tap_sums(const Corr& c, const T* __restrict__ buf, const T* __restrict__ g, T* __restrict__ gtmp,
@@ -161,18 +181,21 @@ MDL_INLINE void tap_sums(const Corr& c, const T* __restrict__ buf, const T* __re
 #pragma omp simd reduction(+ : gs)
   for (int64_t i = 0; i < c.Ho * c.Wo; ++i) gs += g[i];
   sums[kk] += double(gs);
-  if (c.flat()) {  // g at the buffer's pitch (zeros in the dropped columns), then one dot per tap
+  if (c.flat()) {  // g at the buffer's pitch (zeros in the dropped columns), then dots, four taps at a time
     for (int64_t oh = 0; oh < c.Ho; ++oh) {
       std::copy(g + oh * c.Wo, g + (oh + 1) * c.Wo, gtmp + oh * c.Wb);
       std::fill(gtmp + oh * c.Wb + c.Wo, gtmp + (oh + 1) * c.Wb, T(0));
     }
     const int64_t L = c.Ho * c.Wb;
-    for (int64_t k = 0; k < kk; ++k) {
-      const T* b = buf + c.offset(k);
-      T s = T(0);
-#pragma omp simd reduction(+ : s)
-      for (int64_t i = 0; i < L; ++i) s += gtmp[i] * b[i];
-      sums[k] += double(s);
+    for (int64_t k = 0; k < kk; k += 4) {
+      const T* b[4];
+      for (int64_t j = 0; j < 4; ++j) b[j] = buf + c.offset(std::min(k + j, kk - 1));
+      switch (std::min<int64_t>(4, kk - k)) {
+        case 1: dots<T, 1>(gtmp, b, L, sums + k); break;
+        case 2: dots<T, 2>(gtmp, b, L, sums + k); break;
+        case 3: dots<T, 3>(gtmp, b, L, sums + k); break;
+        default: dots<T, 4>(gtmp, b, L, sums + k); break;
+      }
     }
     return;
   }
@@ -199,13 +222,15 @@ struct Geom {
         bwd(Ho, Wo, H, W, kh, kw, 1, 1, p.dil_h * (kh - 1) - p.pad_h, p.dil_w * (kw - 1) - p.pad_w, p.dil_h, p.dil_w) {}
 };
 
-// Per-thread scratch, allocated before the threads start.
+// Per-thread scratch, allocated before the threads start (one slot when called from inside a
+// parallel region, where our loops run on the calling thread alone).
 template <class T>
 struct Scratch {
   int64_t per;
+  bool nested = in_parallel_region();
   std::vector<T> v;
-  explicit Scratch(int64_t n) : per(n), v(size_t(get_num_threads() * n)) {}
-  T* get() { return v.data() + thread_id() * per; }
+  explicit Scratch(int64_t n) : per(n), v(size_t((nested ? 1 : get_num_threads()) * n)) {}
+  T* get() { return v.data() + (nested ? 0 : thread_id()) * per; }
 };
 
 // Input planes q = (n, ci) -> the mult output planes of ci.
@@ -278,7 +303,8 @@ struct BackwardInput {
   }
 };
 
-// Output channels co of grad_w (Cout, 1, kH, kW) and grad_b (Cout), summing over the batch.
+// Output channels co of grad_w (Cout, 1, kH, kW) and grad_b (Cout), summing over the batch. Each
+// thread walks its channels sample by sample, so memory is read in order.
 template <class T>
 struct BackwardWeight {
   const Geom& g;
@@ -286,19 +312,19 @@ struct BackwardWeight {
   T *gw, *gb;
   Scratch<T>& buf;
   Scratch<T>& tmp;
-  Scratch<double>& sums;
+  double* sums;  // (Cout, kH * kW + 1): taps, then the bias
   MDL_INLINE void operator()(int64_t c0, int64_t c1) const {
     const int64_t kk = g.kh * g.kw;
     T* bp = buf.get();
     T* tp = tmp.get();
-    double* s = sums.get();  // taps, then the bias
-    for (int64_t co = c0; co < c1; ++co) {
-      const int64_t ci = co / g.mult;
-      std::fill(s, s + kk + 1, 0.0);
-      for (int64_t n = 0; n < g.N; ++n) {
-        pad_into(g.fwd, x + (n * g.C + ci) * g.H * g.W, bp);
-        tap_sums(g.fwd, bp, go + (n * g.Cout + co) * g.Ho * g.Wo, tp, s);
+    std::fill(sums + c0 * (kk + 1), sums + c1 * (kk + 1), 0.0);
+    for (int64_t n = 0; n < g.N; ++n)
+      for (int64_t co = c0; co < c1; ++co) {
+        if (co == c0 || co % g.mult == 0) pad_into(g.fwd, x + (n * g.C + co / g.mult) * g.H * g.W, bp);
+        tap_sums(g.fwd, bp, go + (n * g.Cout + co) * g.Ho * g.Wo, tp, sums + co * (kk + 1));
       }
+    for (int64_t co = c0; co < c1; ++co) {
+      const double* s = sums + co * (kk + 1);
       if (gw)
         for (int64_t k = 0; k < kk; ++k) gw[co * kk + k] = T(s[k]);
       if (gb) gb[co] = T(s[kk]);
@@ -341,9 +367,9 @@ void depthwise_conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor&
     }
     if (gw.defined() || gb.defined()) {
       Scratch<T> buf(g.fwd.buf_elems()), tmp(g.fwd.tmp_elems());
-      Scratch<double> sums(kk + 1);
+      std::vector<double> sums(size_t(g.Cout * (kk + 1)));
       BackwardWeight<T> k{g, go.data_ptr<T>(), x.data_ptr<T>(), gw.defined() ? gw.data_ptr<T>() : nullptr,
-                          gb.defined() ? gb.data_ptr<T>() : nullptr, buf, tmp, sums};
+                          gb.defined() ? gb.data_ptr<T>() : nullptr, buf, tmp, sums.data()};
       run(k, g.Cout, g.N * g.Ho * g.Wo * kk);
     }
   });

@@ -2,6 +2,7 @@
 // and tril/triu. Inputs may have any strides; indices are I64 and already range-checked by the
 // ops. The accumulating kernels split work only over positions that can never collide.
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "tensor/cpu/cpu_kernels.h"
@@ -45,9 +46,16 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
       auto* c = reinterpret_cast<const bool*>(p[1]);
       auto* x = reinterpret_cast<const T*>(p[2]);
       auto* y = reinterpret_cast<const T*>(p[3]);
-      if (s[0] == sizeof(T) && s[1] == 1 && s[2] == sizeof(T) && s[3] == sizeof(T)) {
-        for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? x[i] : y[i];
-        return;
+      if (s[0] == sizeof(T) && s[1] == 1 && s[3] == sizeof(T)) {
+        if (s[2] == sizeof(T)) {
+          for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? x[i] : y[i];
+          return;
+        }
+        if (s[2] == 0) {  // masked_fill: a scalar
+          const T v = *x;
+          for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? v : y[i];
+          return;
+        }
       }
       for (int64_t i = 0; i < n; ++i)
         *reinterpret_cast<T*>(p[0] + i * s[0]) = *reinterpret_cast<const bool*>(p[1] + i * s[1])
@@ -105,11 +113,32 @@ void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& inde
   });
 }
 
+// Walks the `len` steps along dim for each element of `loop` (whose operand `op` moves by
+// `step` bytes per step), in the order memory prefers: steps innermost when they are the
+// shorter stride, else steps outermost over each thread's chunk. Either way each element sees
+// its steps in order and threads own disjoint elements, so sums match the serial ones.
+// at(ptrs, strides, i, j) handles step j of element i of a run.
+template <int NT, class At>
+void for_each_step(const StridedLoop<NT>& loop, int op, int64_t step, int64_t len, const At& at) {
+  const int64_t grain = std::max<int64_t>(1, kGrainSize / len);
+  if (loop.numel == 1 || std::abs(step) <= std::abs(loop.strides[op][loop.ndim - 1])) {
+    loop.run([&](char* const* p, const int64_t* s, int64_t n) {
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < len; ++j) at(p, s, i, j);
+    }, grain);
+    return;
+  }
+  parallel_for(0, loop.numel, grain, [&](int64_t b, int64_t e) {
+    for (int64_t j = 0; j < len; ++j)
+      loop.run_range(b, e, [&](char* const* p, const int64_t* s, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) at(p, s, i, j);
+      });
+  });
+}
+
 // out[i.. with coordinate dim replaced by index[i..]] += src[i..], for i over index's shape.
-// Two positions collide only if they differ along dim: threads split the other coordinates
-// and each walks dim in order, so the sums are the serial ones.
+// Two positions collide only if they differ along dim, so threads split the other coordinates.
 void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
-  const int64_t len = index.size(dim);
   if (index.numel() == 0) return;
   const Shape rest = with_size(index.shape(), dim, 1);
   Tensor out_v = restride(out, rest), idx_v = restride(index, rest), src_v = restride(src, rest);
@@ -117,23 +146,14 @@ void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tens
   const int64_t es = int64_t(out.element_size());
   const int64_t out_step = out.stride(dim) * es, idx_step = index.stride(dim) * 8, src_step = src.stride(dim) * es;
   dispatch(out.dtype(), "scatter_add", [&]<class T>() {
-    auto add = [&](char* const* p, const int64_t* s, int64_t n) {
-      for (int64_t i = 0; i < n; ++i)
-        add_into<T>(p[0] + i * s[0] + index_at(p[1], s[1], i) * out_step, p[2] + i * s[2]);
-    };
-    parallel_for(0, loop.numel, std::max<int64_t>(1, kGrainSize / len), [&](int64_t b, int64_t e) {
-      StridedLoop<3> l = loop;
-      for (int64_t j = 0; j < len; ++j) {
-        l.base[1] = loop.base[1] + j * idx_step;
-        l.base[2] = loop.base[2] + j * src_step;
-        l.run_range(b, e, add);
-      }
+    for_each_step(loop, 1, idx_step, index.size(dim), [&](char* const* p, const int64_t* s, int64_t i, int64_t j) {
+      add_into<T>(p[0] + i * s[0] + index_at(p[1] + j * idx_step, s[1], i) * out_step, p[2] + i * s[2] + j * src_step);
     });
   });
 }
 
-// out (.., S, ..) row index[j] += src (.., N, ..) row j. Threads split the slice elements and
-// each adds the rows in index order, so repeated indices accumulate deterministically.
+// out (.., S, ..) row index[j] += src (.., N, ..) row j. Threads split the slice elements, so
+// repeated indices accumulate in index order, deterministically.
 void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
   const int64_t n_index = index.numel();
   if (src.numel() == 0 || n_index == 0) return;
@@ -145,16 +165,8 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor
   const char* idx = static_cast<const char*>(index.raw_data());
   const int64_t idx_stride = index.dim() ? index.stride(0) * 8 : 0;
   dispatch(out.dtype(), "index_add", [&]<class T>() {
-    auto add = [](char* const* p, const int64_t* s, int64_t n) {
-      for (int64_t i = 0; i < n; ++i) add_into<T>(p[0] + i * s[0], p[1] + i * s[1]);
-    };
-    parallel_for(0, loop.numel, std::max<int64_t>(1, kGrainSize / n_index), [&](int64_t b, int64_t e) {
-      StridedLoop<2> l = loop;
-      for (int64_t j = 0; j < n_index; ++j) {
-        l.base[0] = loop.base[0] + index_at(idx, idx_stride, j) * out_step;
-        l.base[1] = loop.base[1] + j * src_step;
-        l.run_range(b, e, add);
-      }
+    for_each_step(loop, 1, src_step, n_index, [&](char* const* p, const int64_t* s, int64_t i, int64_t j) {
+      add_into<T>(p[0] + i * s[0] + index_at(idx, idx_stride, j) * out_step, p[1] + i * s[1] + j * src_step);
     });
   });
 }

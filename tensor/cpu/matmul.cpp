@@ -1,6 +1,7 @@
 // Batched matrix product out[b] = a[b] @ b[b] on our GEMM. f16/bf16 operands are widened to
 // f32 panels and the f32 result rounded once (f32 accumulation, as tensor cores do).
 // Many small matrices (attention heads) are spread over threads; big ones thread inside GEMM.
+#include <algorithm>
 #include <vector>
 
 #include "tensor/cpu/convert.h"
@@ -14,8 +15,11 @@ namespace {
 // Runs f(batch) over all batches: in parallel when each product is small.
 template <class F>
 void for_each_batch(int64_t B, int64_t M, int64_t N, int64_t K, const F& f) {
-  bool small = M * N * K < (int64_t(1) << 21);
-  parallel_for(0, B, small ? 1 : B, [&](int64_t b0, int64_t b1) {
+  // Small products: enough of them per thread to cover the cost of waking a thread (~64K FMAs);
+  // big products keep the batch loop serial and thread inside the GEMM.
+  const int64_t work = std::max<int64_t>(1, M * N * K);
+  const int64_t grain = work >= (int64_t(1) << 21) ? B : std::max<int64_t>(1, (int64_t(1) << 16) / work);
+  parallel_for(0, B, grain, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) f(b);
   });
 }

@@ -62,21 +62,24 @@ void channel_sums(int64_t N, int64_t C, int64_t S, std::array<double*, K> out, c
     for (int64_t n = 0; n < N; ++n) {
       const int64_t row = n * C;
       for (int64_t c = cb; c < ce; ++c) {
-        Sums<K> v = row_sum<K>((row + c) * S, c, 1, S, [&](int64_t i, int64_t ch) { return f(i, n, ch); });
+        auto at = [&](int64_t i, int64_t ch) { return f(i, n, ch); };
+        const Sums<K> v = S == 1 ? f(row + c, n, c) : row_sum<K>((row + c) * S, c, 1, S, at);
         for (int k = 0; k < K; ++k) out[k][c] += v[k];
       }
     }
   });
 }
 
-// Calls f(i, n, c) for every element i of (N, C, S), threads splitting the elements.
+// Calls f(i, end, n, c) for each run [i, end) of elements of (N, C, S) within one (n, c), threads
+// splitting the elements.
 template <class F>
-void for_each_nc(int64_t N, int64_t C, int64_t S, const F& f) {
+void for_each_run(int64_t N, int64_t C, int64_t S, const F& f) {
   parallel_for(0, N * C * S, kGrainSize, [&](int64_t b, int64_t e) {
     int64_t row = b / S, n = row / C, c = row % C, i = b;
     while (i < e) {
       const int64_t end = std::min(e, (row + 1) * S);
-      for (; i < end; ++i) f(i, n, c);
+      f(i, end, n, c);
+      i = end;
       ++row;
       if (++c == C) {
         c = 0;
@@ -101,8 +104,8 @@ std::vector<A> param(const Tensor& p, int64_t C, A fallback) {
 
 // ---- batch norm ----------------------------------------------------------------------------
 
-void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var, const Tensor& invstd,
-                        const Tensor& x, const Tensor& weight, const Tensor& bias, bool training, double eps) {
+void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var, const Tensor& invstd, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias, bool training, double eps) {
   const int64_t N = x.size(0), C = x.size(1), S = x.size(2);
   dispatch_floating(x.dtype(), "batch_norm", [&]<class T>() {
     using A = acc_t<T>;
@@ -134,7 +137,10 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
       a[size_t(c)] *= ip[c];
       b[size_t(c)] -= mp[c] * a[size_t(c)];
     }
-    for_each_nc(N, C, S, [&](int64_t i, int64_t, int64_t c) { yp[i] = T(A(xp[i]) * a[size_t(c)] + b[size_t(c)]); });
+    for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
+      const A ac = a[size_t(c)], bc = b[size_t(c)];
+      for (; i < end; ++i) yp[i] = T(A(xp[i]) * ac + bc);
+    });
   });
 }
 
@@ -177,8 +183,9 @@ void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tenso
       }
     }
     T* gx = grad_x.data_ptr<T>();
-    for_each_nc(N, C, S, [&](int64_t i, int64_t, int64_t c) {
-      gx[i] = T(A(gp[i]) * p[size_t(c)] + A(xp[i]) * q[size_t(c)] + r[size_t(c)]);
+    for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
+      const A pc = p[size_t(c)], qc = q[size_t(c)], rc = r[size_t(c)];
+      for (; i < end; ++i) gx[i] = T(A(gp[i]) * pc + A(xp[i]) * qc + rc);
     });
   });
 }
@@ -196,15 +203,17 @@ void group_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rst
     A* rp = rstd.data_ptr<A>();
     const std::vector<A> w = param<A>(weight, C, A(1)), b = param<A>(bias, C, A(0));
     // One (n, g) row of K channels x S: its stats, then y = (x - mean) * rstd * w[c] + b[c].
-    parallel_for(0, N * groups, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, L)), [&](int64_t rb, int64_t re) {
+    const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, L));
+    parallel_for(0, N * groups, grain, [&](int64_t rb, int64_t re) {
       for (int64_t r = rb; r < re; ++r) {
         const int64_t i0 = r * L, c0 = (r % groups) * K;
-        const double mu = row_sum<1>(i0, c0, K, S, [&](int64_t i, int64_t) { return Sums<1>{double(A(xp[i]))}; })[0] /
-                          double(L);
-        const double v = row_sum<1>(i0, c0, K, S, [&](int64_t i, int64_t) {
-                           const double d = double(A(xp[i])) - mu;
-                           return Sums<1>{d * d};
-                         })[0] / double(L);
+        auto value = [&](int64_t i, int64_t) { return Sums<1>{double(A(xp[i]))}; };
+        const double mu = row_sum<1>(i0, c0, K, S, value)[0] / double(L);
+        auto sq_dev = [&](int64_t i, int64_t) {
+          const double d = double(A(xp[i])) - mu;
+          return Sums<1>{d * d};
+        };
+        const double v = row_sum<1>(i0, c0, K, S, sq_dev)[0] / double(L);
         const A m = A(mu), rs = A(1.0 / std::sqrt(v + eps));
         mp[r] = m;
         rp[r] = rs;
@@ -249,7 +258,8 @@ void group_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tenso
     if (!grad_x.defined()) return;
     // Per row, h = gy * w: gx = rstd * (h - mean(h) - xhat * mean(h * xhat)).
     T* gx = grad_x.data_ptr<T>();
-    parallel_for(0, N * groups, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, L)), [&](int64_t rb, int64_t re) {
+    const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, L));
+    parallel_for(0, N * groups, grain, [&](int64_t rb, int64_t re) {
       for (int64_t r = rb; r < re; ++r) {
         const int64_t i0 = r * L, c0 = (r % groups) * K;
         const double mu = double(mp[r]), rs = double(rp[r]);

@@ -42,15 +42,16 @@ struct PlaneAcc {
   using A = acc_t<T>;
   static constexpr bool kInPlace = std::is_same_v<T, A>;
   int64_t hw;
+  bool nested = in_parallel_region();  // then the planes run on the calling thread alone
   std::vector<A> scratch;
-  explicit PlaneAcc(int64_t hw_) : hw(hw_), scratch(kInPlace ? 0 : size_t(get_num_threads() * hw_)) {}
+  explicit PlaneAcc(int64_t hw_) : hw(hw_), scratch(kInPlace ? 0 : size_t((nested ? 1 : get_num_threads()) * hw_)) {}
   A* begin(T* d) {
     A* a;
     if constexpr (kInPlace) {
       a = d;
     } else {
 #ifdef _OPENMP
-      a = scratch.data() + omp_get_thread_num() * hw;
+      a = scratch.data() + (nested ? 0 : omp_get_thread_num()) * hw;
 #else
       a = scratch.data();
 #endif

@@ -41,6 +41,7 @@ constexpr int64_t kBlock = 4096;            // elements per block of a sum (floa
 constexpr int64_t kMaxPartials = 1 << 22;   // per-block partials kept when splitting a reduction
 constexpr int64_t kShort = 16;              // reductions this short skip the lanes
 constexpr int64_t kShortRow = 256;          // outputs per call when they do
+constexpr int64_t kArgLanes = 64;           // max/min with indices: rows this long use lanes first
 
 // ---- The reductions --------------------------------------------------------------------------
 // Each has Lane accumulators (identity, step, combine) whose per-block results fold into one Outer
@@ -217,8 +218,12 @@ template <class Op, class T>
 Source<Op> source_of(const Tensor& in) {
   using Lane = typename Op::Lane;
   return {static_cast<const char*>(in.raw_data()), int64_t(sizeof(T)),
-          [](Lane* l, const void* p, int64_t n, int64_t s, Lane c) { accum_run<Op>(l, static_cast<const T*>(p), n, s, c); },
-          [](Lane* a, const void* p, int64_t n, int64_t s, const Lane* c) { accum_row<Op>(a, static_cast<const T*>(p), n, s, c); },
+          [](Lane* l, const void* p, int64_t n, int64_t s, Lane c) {
+            accum_run<Op>(l, static_cast<const T*>(p), n, s, c);
+          },
+          [](Lane* a, const void* p, int64_t n, int64_t s, const Lane* c) {
+            accum_row<Op>(a, static_cast<const T*>(p), n, s, c);
+          },
           [](Lane* r, const void* p, int64_t count, int64_t rs, int64_t n, int64_t s, const Lane* c) {
             short_runs<Op>(r, static_cast<const T*>(p), count, rs, n, s, c);
           }};
@@ -641,7 +646,8 @@ void arg_reduce_impl(const Tensor& values, const Tensor& indices, const Tensor& 
   int64_t M = 1;
   for (const K& k : merged) M *= k.size;
   // Rows of outputs when a kept dim has a smaller input stride than the reduced one.
-  const bool outer = !merged.empty() && key(merged.back()) < (sd == 0 ? std::numeric_limits<int64_t>::max() : std::abs(sd));
+  const int64_t sd_key = sd == 0 ? std::numeric_limits<int64_t>::max() : std::abs(sd);
+  const bool outer = !merged.empty() && key(merged.back()) < sd_key;
   const size_t nodo = merged.size() - (outer ? 1 : 0);
   struct Geo {
     int n = 0;
@@ -671,7 +677,7 @@ void arg_reduce_impl(const Tensor& values, const Tensor& indices, const Tensor& 
         const T* p = src + off[0];
         X best = X(p[0]);
         int64_t bi = 0;
-        if (n >= kShortRow) {  // the extreme with vector lanes, then the first place it occurs
+        if (n >= kArgLanes) {  // the extreme with vector lanes, then the first place it occurs
           using Op = MaxOp<X, IsMax>;
           typename Op::Lane lanes[kLanes<Op>];
           for (auto& l : lanes) l = Op::identity();

@@ -5,6 +5,7 @@
 #include "tensor/kernels_attention.h"
 #include "tensor/kernels_conv.h"
 #include "tensor/kernels_norm.h"
+#include "tensor/kernels_optim.h"
 
 namespace mdl::kernels {
 
@@ -14,6 +15,7 @@ void ensure_kernels_registered() {
     register_norm_kernels();
     register_attention_kernels();
     register_conv_kernels();
+    register_optim_kernels();
     fill.cpu = &cpu::fill;
     copy.cpu = &cpu::copy;
     unary.cpu = &cpu::unary;

@@ -110,7 +110,7 @@ void softmax_row(const A* __restrict x, A* __restrict y, int64_t n, bool log) {
 }
 
 // A tile of w columns: element (k, j) at x[k*xs + j], k < n, softmax over k; w <= kTile.
-constexpr int64_t kTile = 256;
+constexpr int64_t kTile = 1024;
 
 template <class A>
 void softmax_tile(const A* x, int64_t xs, A* y, int64_t ys, int64_t n, int64_t w, bool log) {
@@ -317,9 +317,13 @@ void from_acc(const acc_t<T>* src, T* dst, int64_t n) {
   else std::copy(src, src + n, dst);
 }
 
-// Columns per tile: up to kTile, fewer for long columns so that a tile (n rows) stays in L2.
+// Columns per tile: up to kTile (wide tiles stream rows; narrow ones thrash the cache on
+// power-of-two strides), fewer when f16/bf16 stage n rows of them in float.
+template <class T>
 int64_t tile_width(const Geometry& g) {
-  return std::min({g.inner, kTile, std::max<int64_t>(256, 32768 / std::max<int64_t>(g.n, 1))});
+  const int64_t w = std::min(g.inner, kTile);
+  if constexpr (is_half_v<T>) return std::min(w, std::max<int64_t>(4, (int64_t(1) << 18) / std::max<int64_t>(g.n, 1)));
+  return w;
 }
 
 // Calls f(o, j0, w) over the (outer row, column tile) work items, in parallel.
@@ -356,7 +360,7 @@ void softmax_impl(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
     });
     return;
   }
-  const int64_t w = tile_width(g);
+  const int64_t w = tile_width<T>(g);
   for_tiles(g, w, 4, [&](int64_t o, int64_t j0, int64_t wj) {
     const int64_t off = o * g.n * g.inner + j0;
     if constexpr (is_half_v<T>) {
@@ -393,7 +397,7 @@ void softmax_backward_impl(const Tensor& grad_in, const Tensor& grad_out, const 
     });
     return;
   }
-  const int64_t w = tile_width(g);
+  const int64_t w = tile_width<T>(g);
   for_tiles(g, w, 2, [&](int64_t o, int64_t j0, int64_t wj) {
     const int64_t off = o * g.n * g.inner + j0;
     if constexpr (is_half_v<T>) {

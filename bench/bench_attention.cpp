@@ -1,0 +1,110 @@
+// Fused scaled_dot_product_attention against the same attention composed from autograd ops
+// (matmul, masked_fill, softmax, matmul), causal, B=8 H=6 L=S=256 D=64 in f32: forward alone and
+// forward+backward, with the memory the forward leaves held for backward and its peak, and the
+// fused/composed speed ratios at the end.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <string>
+
+#include "mdl.h"
+#include "nn/functional.h"
+
+using namespace mdl;
+
+namespace {
+
+constexpr int64_t kB = 8, kH = 6, kL = 256, kD = 64;
+
+struct Inputs {
+  Tensor q, k, v, grad_out, hidden;  // hidden: Bool (L, S), true above the diagonal
+  Inputs() {
+    Generator g(42);
+    q = randn({kB, kH, kL, kD}, {}, &g).requires_grad_();
+    k = randn({kB, kH, kL, kD}, {}, &g).requires_grad_();
+    v = randn({kB, kH, kL, kD}, {}, &g).requires_grad_();
+    grad_out = randn({kB, kH, kL, kD}, {}, &g);
+    hidden = gt(triu(ones({kL, kL}), 1), scalar_tensor(0.5));
+  }
+};
+
+Inputs& inputs() {
+  static Inputs in;
+  return in;
+}
+
+Tensor fused(const Inputs& in) { return nn::functional::scaled_dot_product_attention(in.q, in.k, in.v, Tensor(), true); }
+
+Tensor composed(const Inputs& in) {
+  Tensor s = matmul(in.q, transpose(in.k, -2, -1)) * (1.0 / std::sqrt(double(kD)));
+  s = masked_fill(s, in.hidden, -std::numeric_limits<double>::infinity());
+  return matmul(softmax(s, -1), in.v);
+}
+
+// Bytes the forward leaves allocated (its output and what the graph saves), and its peak, in MB.
+template <class F>
+void memory_counters(benchmark::State& state, const F& forward) {
+  const int64_t live0 = memory_stats().live_bytes;
+  reset_peak_memory();
+  Tensor out = forward();
+  const MemoryStats m = memory_stats();
+  state.counters["held_MB"] = double(m.live_bytes - live0) / 1e6;
+  state.counters["peak_MB"] = double(m.peak_bytes - live0) / 1e6;
+}
+
+template <class F>
+void run(benchmark::State& state, const F& forward, bool backward) {
+  Inputs& in = inputs();
+  memory_counters(state, [&] { return forward(in); });
+  for (auto _ : state) {
+    Tensor out = forward(in);
+    if (backward) {
+      out.backward(in.grad_out);
+      for (Tensor* t : {&in.q, &in.k, &in.v}) t->zero_grad();
+    }
+    benchmark::DoNotOptimize(out.raw_data());
+  }
+}
+
+void BM_FusedForward(benchmark::State& s) { run(s, fused, false); }
+void BM_ComposedForward(benchmark::State& s) { run(s, composed, false); }
+void BM_FusedForwardBackward(benchmark::State& s) { run(s, fused, true); }
+void BM_ComposedForwardBackward(benchmark::State& s) { run(s, composed, true); }
+
+BENCHMARK(BM_FusedForward)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ComposedForward)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_FusedForwardBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ComposedForwardBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// Console output as usual, and each run's real time kept by name for the closing ratios.
+class RecordingReporter : public benchmark::ConsoleReporter {
+ public:
+  std::map<std::string, double> ms;
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs)
+      if (r.run_type == Run::RT_Iteration) ms[r.run_name.function_name] = r.GetAdjustedRealTime();
+    ConsoleReporter::ReportRuns(runs);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  RecordingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  std::printf("\ncausal attention B=%lld H=%lld L=S=%lld D=%lld f32, threads: %d\n", (long long)kB, (long long)kH,
+              (long long)kL, (long long)kD, get_num_threads());
+  for (const char* pass : {"Forward", "ForwardBackward"}) {
+    auto f = reporter.ms.find(std::string("BM_Fused") + pass), c = reporter.ms.find(std::string("BM_Composed") + pass);
+    if (f != reporter.ms.end() && c != reporter.ms.end())
+      std::printf("%-16s fused %8.2f ms  composed %8.2f ms  speed-up x%.2f\n", pass, f->second, c->second,
+                  c->second / f->second);
+  }
+  return 0;
+}
