@@ -1,8 +1,6 @@
-// CPU conv2d on the layers that dominate our models: SimpleCNN's two convs, a ResNet basic
-// block's 3x3 conv and a depthwise 3x3, forward and backward (grad input, weight and bias), in
-// GFLOP/s (2 N Cout Ho Wo Cin/groups kH kW per forward, twice that per backward). Convs with one
-// input channel per group run twice, direct kernel and im2col + GEMM, and a closing table gives
-// the ratio direct / im2col.
+// CPU conv2d forward and backward on SimpleCNN's convs, a ResNet 3x3 and a depthwise 3x3, in
+// GFLOP/s (2 N Cout Ho Wo Cin/groups kH kW per forward, twice that per backward); convs with one
+// input channel per group run direct and via im2col, and a closing table gives the ratio.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>

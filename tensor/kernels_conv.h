@@ -1,7 +1,6 @@
-// The kernel contract for 2-D convolution and pooling, each forward paired with its backward.
-// The callers (nn/functional_conv.cpp) check arguments and allocate outputs; kernels take
-// inputs of any strides, write outputs that are contiguous, and see only f32 and f64 for conv
-// (f16/bf16 convs are computed in f32 by the caller) and any floating dtype for pooling.
+// The kernel contract for 2-D convolution and pooling, each forward beside its backward. Callers
+// (nn/functional_conv.cpp) check arguments and allocate contiguous outputs; inputs may have any
+// strides. Conv kernels take f32 and f64 (the caller runs f16/bf16 in f32), pooling any float.
 #pragma once
 #include <cstdint>
 

@@ -1,7 +1,6 @@
-// conv2d and linear against plain double-precision reference loops: strides, padding, dilation,
-// groups and depthwise, square and non-square kernels and inputs, batch sizes that take every
-// threading and chunking path, non-contiguous inputs, f16/bf16; the depthwise direct kernel
-// against the im2col path; gradcheck of each backward; every error message.
+// conv2d and linear against double-precision reference loops over many configurations (every
+// threading, chunking and tiling path, non-contiguous inputs, f16/bf16), the depthwise kernel
+// against im2col, gradcheck of each backward, and every error message.
 #include <doctest/doctest.h>
 
 #include <algorithm>

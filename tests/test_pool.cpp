@@ -1,7 +1,6 @@
-// max_pool2d, avg_pool2d and adaptive_avg_pool2d against plain double-precision reference loops
-// (windows, strides, padding, count_include_pad, non-square and non-divisible sizes, strided
-// inputs, every floating dtype), their backward against reference loops and by gradcheck,
-// NaN propagation, and every error message.
+// max_pool2d, avg_pool2d and adaptive_avg_pool2d, forward and backward, against double-precision
+// reference loops in every floating dtype (padding, count_include_pad, non-divisible sizes,
+// strided inputs), by gradcheck, NaN propagation, and every error message.
 #include <doctest/doctest.h>
 
 #include <algorithm>

@@ -1,11 +1,6 @@
-// CPU convolution by im2col + GEMM. A chunk of B samples is unfolded, one group at a time, into
-// a column matrix col (Kg, B*P), Kg = Cin/G * kH * kW, P = Ho * Wo, and each product runs on our GEMM:
-//   forward       out_g (Cog, B*P)  = w_g (Cog, Kg) @ col_g
-//   grad weight   dw_g^T (Kg, Cog) += col_g (Kg, B*P) @ dout_g^T  (this orientation measured faster)
-//   grad input    dcol_g (Kg, B*P)  = w_g^T (Kg, Cog) @ dout_g, folded back into dx by col2im
-// Chunks keep col within a few MiB; wide chunks keep GEMMs efficient on small feature maps.
-// With enough samples each thread takes a slice of the batch (own buffers, single-threaded GEMMs,
-// partial weight gradients summed in thread order); otherwise the threads share each GEMM.
+// CPU convolution by im2col + GEMM: per group, the forward, the weight gradient and the input
+// gradient are each one GEMM against a column matrix unfolded from a chunk of the batch; threads
+// split the batch when it is large enough, else share each GEMM. Depthwise convs go direct.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -186,6 +181,12 @@ void for_each_chunk(const Geom& g, const Plan& pl, const F& body) {
   else run(0, g.N);
 }
 
+// With col (Kg, B*len) unfolded from a chunk, Kg = Cin/G * kH * kW, and dout the chunk's gradient:
+//   forward       out_g  (Cog, B*len) = w_g (Cog, Kg) @ col_g
+//   grad weight   dw_g^T (Kg, Cog)   += col_g @ dout_g^T   (this orientation measured faster)
+//   grad input    dcol_g (Kg, B*len)  = w_g^T (Kg, Cog) @ dout_g, folded back into dx by col2im
+// When threads split the batch, each has its own buffers and single-threaded GEMMs, and the
+// partial weight gradients are summed in thread order.
 template <class T>
 void forward_impl(const Tensor& out, const Tensor& x, const Tensor& w_, const Tensor& b_, const Geom& g) {
   const Tensor w = contiguous_copy(w_), b = b_.defined() ? contiguous_copy(b_) : b_;
@@ -296,6 +297,8 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
   }
 }
 
+// One input channel per group (depthwise, and also Cin == 1): the direct kernel, which
+// bench_conv measured faster than im2col there, unless switched off.
 bool use_depthwise(const Tensor& x, const kernels::Conv2dParams& p) {
   return g_depthwise_direct.load(std::memory_order_relaxed) && p.groups == x.size(1);
 }

@@ -1,10 +1,6 @@
-// Direct depthwise convolution (groups == Cin, Cout = Cin * mult): each output plane is a sum of
-// kH * kW shifted, scaled copies of one input plane, P * kH * kW multiply-adds per plane with no
-// unfolding (im2col would make GEMMs with M = 1). Each plane is first copied into a zero-padded
-// buffer, so the inner loops have no bounds checks; at stride 1 the buffer's rows are laid end to
-// end and a whole plane is one long vectorised loop (the columns past Wo are computed and dropped).
-// The input gradient at stride 1 is the same correlation of the padded output gradient with the
-// flipped kernel; at other strides it is scattered. Loops compile for AVX2 when the CPU has it.
+// Direct depthwise convolution (groups == Cin, Cout = Cin * mult), forward and backward: each
+// output plane is kH * kW shifted, scaled copies of one input plane, with no unfolding (im2col
+// would make GEMMs with M = 1). Vectorised loops, compiled for AVX2 when the CPU has it.
 #include <algorithm>
 #include <vector>
 
@@ -62,6 +58,11 @@ Tensor contiguous_copy(const Tensor& t) {
   return c;
 }
 
+// Each plane is first copied into a zero-padded buffer, so the inner loops have no bounds checks;
+// at stride 1 the buffer's rows are laid end to end and a whole plane is one long loop (the
+// columns past Wo are computed and dropped). The input gradient at stride 1 is the same
+// correlation of the padded output gradient with the flipped kernel; at other strides it is scattered.
+//
 // One plane correlation: out[oh][ow] = sum over taps (ki, kj) of w[ki][kj] *
 // in[oh * sh - ph + ki * dh][ow * sw - pw + kj * dw], zero outside in (Hi, Wi). The padded
 // buffer (Hb, Wb) holds exactly the input rows and columns the windows reach (ph, pw < 0 crop).
