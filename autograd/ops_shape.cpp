@@ -104,10 +104,18 @@ Tensor to_device(const Tensor& x, Device d) {
 // ---- joining and splitting -----------------------------------------------------------------
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
   Tensor out = native::cat(xs, dim);
+  // native::cat skips 1-D empty tensors (as PyTorch does); they get an empty gradient.
   std::vector<int64_t> sizes;
-  for (const Tensor& x : xs) sizes.push_back(x.size(dim));
-  record_fn("cat", xs, {out}, {}, [sizes, dim](const Grads& g, const FnNode&) {
-    return native::split_with_sizes(g[0], sizes, dim);
+  std::vector<bool> skipped;
+  for (const Tensor& x : xs) {
+    skipped.push_back(x.dim() == 1 && x.numel() == 0 && out.dim() != 1);
+    if (!skipped.back()) sizes.push_back(x.size(dim));
+  }
+  record_fn("cat", xs, {out}, {}, [sizes, skipped, dim](const Grads& g, const FnNode&) {
+    std::vector<Tensor> parts = native::split_with_sizes(g[0], sizes, dim), grads;
+    size_t next = 0;
+    for (bool skip : skipped) grads.push_back(skip ? zeros({0}, {g[0].dtype(), g[0].device()}) : parts[next++]);
+    return grads;
   });
   return out;
 }

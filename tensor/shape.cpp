@@ -1,6 +1,8 @@
 // Shape and stride helpers.
 #include "tensor/shape.h"
 
+#include <sstream>
+
 #include "tensor/error.h"
 
 namespace mdl {
@@ -22,9 +24,11 @@ Shape contiguous_strides(const Shape& s) {
 }
 
 std::string shape_str(const Shape& s) {
-  std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? "," : "") + std::to_string(s[i]);
-  return r + "]";
+  std::ostringstream r;
+  r << "[";
+  for (size_t i = 0; i < s.size(); ++i) r << (i ? "," : "") << s[i];
+  r << "]";
+  return r.str();
 }
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {

@@ -43,8 +43,14 @@ Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, i
 
 const Shape& Tensor::shape() const { return checked(impl_).shape; }
 const Shape& Tensor::strides() const { return checked(impl_).strides; }
-int64_t Tensor::size(int64_t d) const { return shape()[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[wrap_dim(d, dim(), "stride")]; }
+int64_t Tensor::size(int64_t d) const {
+  MDL_CHECK(dim() > 0, "size: a 0-dim tensor has no dim ", d);
+  return shape()[size_t(wrap_dim(d, dim(), "size"))];
+}
+int64_t Tensor::stride(int64_t d) const {
+  MDL_CHECK(dim() > 0, "stride: a 0-dim tensor has no dim ", d);
+  return strides()[size_t(wrap_dim(d, dim(), "stride"))];
+}
 int64_t Tensor::dim() const { return int64_t(shape().size()); }
 int64_t Tensor::numel() const { return shape_numel(shape()); }
 int64_t Tensor::offset() const { return checked(impl_).offset; }
