@@ -239,7 +239,7 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
   const int64_t L = P.L, E = P.E, Ev = P.Ev;
   T* op = out.data_ptr<T>();
   A* lp = lse.data_ptr<A>();
-  const int64_t cost = std::min(L, kBlock) * std::max<int64_t>(P.S, 1) * (E + Ev + 1);
+  const int64_t cost = std::max<int64_t>(1, std::min(L, kBlock) * std::max<int64_t>(P.S, 1) * (E + Ev + 1));
   parallel_for(0, P.N * P.blocks, std::max<int64_t>(1, kMinTaskMacs / cost), [&](int64_t t0, int64_t t1) {
     std::vector<A> s, qbuf, kbuf, vbuf, obuf;
     for (int64_t t = t0; t < t1; ++t) {
@@ -284,7 +284,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
   T* dkp = dk.defined() ? dk.data_ptr<T>() : nullptr;
   T* dvp = dv.defined() ? dv.data_ptr<T>() : nullptr;
   const bool want_ds = dqp || dkp;
-  const int64_t cost = L * std::max<int64_t>(S, 1) * (2 * E + 2 * Ev + 1);
+  const int64_t cost = std::max<int64_t>(1, L * std::max<int64_t>(S, 1) * (2 * E + 2 * Ev + 1));
   parallel_for(0, P.N, std::max<int64_t>(1, kMinTaskMacs / cost), [&](int64_t b0, int64_t b1) {
     std::vector<A> p, ds, qbuf, kbuf, vbuf, gbuf, obuf, dqbuf, dkacc, dvacc;
     for (int64_t b = b0; b < b1; ++b) {
