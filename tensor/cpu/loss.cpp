@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tensor/cpu/vec4.h"
 #include "tensor/kernels_norm.h"
 #include "tensor/parallel.h"
 
@@ -19,38 +20,8 @@ namespace {
 
 constexpr int64_t kBlock = 1024;
 
-// Four floats as one value (GCC vector extensions: SSE2 on baseline x86-64).
-using f4 = float __attribute__((vector_size(16)));
-using i4 = int32_t __attribute__((vector_size(16)));
+using namespace vec4;
 
-inline f4 load4(const float* p) {
-  f4 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void store4(float* p, f4 v) { std::memcpy(p, &v, sizeof v); }
-inline f4 splat(float x) { return f4{x, x, x, x}; }
-inline double hsum(f4 v) { return (double(v[0]) + double(v[1])) + (double(v[2]) + double(v[3])); }
-
-// e^x for x <= 0 (arguments here are x - max): Cephes expf, 2^n * poly(r), ~1 ulp; 0 below the
-// smallest normal float; NaN stays NaN. The same polynomial as softmax.cpp's.
-inline f4 exp4(f4 x) {
-  const f4 magic = splat(12582912.0f);  // 1.5 * 2^23: adding it rounds to an integer
-  const f4 xc = x > splat(88.3762626647949f) ? splat(88.3762626647949f) : x;
-  const f4 t = xc * 1.44269504088896341f + magic;
-  const f4 n = t - magic;
-  f4 r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  f4 y = splat(1.9875691500e-4f);
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
-  y = y * (r * r) + r + 1.0f;
-  const i4 e = ((i4)t - (i4)magic + 127) << 23;
-  return x < splat(-87.3365447505531f) ? splat(0.0f) : y * (f4)e;
-}
 inline float exp_acc(float x) { return exp4(splat(x))[0]; }
 inline double exp_acc(double x) { return std::exp(x); }
 
