@@ -11,14 +11,21 @@ SANITIZE ?=
 DEBUG    ?=
 
 NVCC := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
+# nvcc may be a wrapper script outside the toolkit (/usr/local/bin/nvcc), so the toolkit
+# is /usr/local/cuda when that exists, and libcudart is looked for where toolkits put it.
+CUDA_HOME ?= $(if $(wildcard /usr/local/cuda/bin/nvcc),/usr/local/cuda,$(patsubst %/bin/nvcc,%,$(NVCC)))
+CUDA_LIBDIR := $(patsubst %/,%,$(dir $(firstword $(wildcard $(foreach d,lib64 lib targets/x86_64-linux/lib,$(CUDA_HOME)/$(d)/libcudart.so) /usr/lib/x86_64-linux-gnu/libcudart.so))))
 ifeq ($(CUDA),auto)
-  WITH_CUDA := $(if $(NVCC),1,0)
+  WITH_CUDA := $(if $(and $(NVCC),$(CUDA_LIBDIR)),1,0)
 else
   WITH_CUDA := $(CUDA)
 endif
 ifeq ($(WITH_CUDA),1)
   ifeq ($(NVCC),)
     $(error CUDA=1 but nvcc was not found)
+  endif
+  ifeq ($(CUDA_LIBDIR),)
+    $(error CUDA=1 but libcudart.so was not found under $(CUDA_HOME); set CUDA_HOME=)
   endif
 endif
 
@@ -42,13 +49,12 @@ CPPFLAGS := -I. -MMD -MP $(if $(filter 1,$(WITH_CUDA)),-DMDL_WITH_CUDA,)
 CXXFLAGS := -std=c++20 $(OPT) -fopenmp -Wall -Wextra -pthread $(SANFLAGS)
 LDLIBS   := -lz -pthread -fopenmp
 
-CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
 MDL_CUDA_ARCH ?= 80 90
 NVCCFLAGS := -std=c++20 -O3 -I. -Xcompiler -fopenmp,-Wall,-Wextra -DMDL_WITH_CUDA \
   $(foreach a,$(MDL_CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
   -gencode arch=compute_$(lastword $(MDL_CUDA_ARCH)),code=compute_$(lastword $(MDL_CUDA_ARCH))
 ifeq ($(WITH_CUDA),1)
-  LDLIBS += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart
+  LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart
 endif
 
 LIB_DIRS := tensor tensor/cpu autograd nn nn/models optim data amp io profiler
