@@ -16,7 +16,7 @@ void Sequential::push_back(const std::string& name, ModulePtr m) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (auto& m : layers_) h = m->forward(h);
+  for (auto& m : layers_) h = (*m)(h);
   return h;
 }
 

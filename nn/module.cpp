@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <set>
 #include <sstream>
+#include <utility>
 
 #include "autograd/grad_mode.h"
 #include "io/safetensors.h"
@@ -156,6 +157,22 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
 
 void Module::save(const std::string& path) const { io::save_safetensors(path, state_dict()); }
 void Module::load(const std::string& path, bool strict) { load_state_dict(io::load_safetensors(path), strict); }
+
+namespace {
+thread_local detail::ForwardObserver* t_observer = nullptr;
+}
+
+detail::ForwardObserver* detail::set_forward_observer(ForwardObserver* o) { return std::exchange(t_observer, o); }
+
+Tensor Module::operator()(const Tensor& x) {
+  Tensor y = forward(x);
+  if (t_observer) t_observer->on_output(*this, y);
+  return y;
+}
+
+void Module::note_output(const Tensor& y) const {
+  if (t_observer) t_observer->on_output(*this, y);
+}
 
 std::string Module::str(int indent) const {
   std::ostringstream s;

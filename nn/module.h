@@ -20,7 +20,11 @@ class Module : public std::enable_shared_from_this<Module> {
 
   // The forward of single-input modules (what Sequential chains). Others define their own.
   virtual Tensor forward(const Tensor& x);
-  Tensor operator()(const Tensor& x) { return forward(x); }
+  // forward(x), then shows the output to an active summary (nn/summary.h). Modules call their
+  // children through it, (*conv1)(x), as PyTorch calls self.conv1(x).
+  Tensor operator()(const Tensor& x);
+  // For forwards with several inputs (attention): shows the output to an active summary.
+  void note_output(const Tensor& y) const;
 
   const std::string& type_name() const { return type_name_; }
   // One line describing the layer's configuration, e.g. "in_features=784, out_features=10".
@@ -71,5 +75,14 @@ class Module : public std::enable_shared_from_this<Module> {
 };
 
 using ModulePtr = std::shared_ptr<Module>;
+
+namespace detail {
+// Sees every module output while installed (per thread); returns the previous observer.
+struct ForwardObserver {
+  virtual ~ForwardObserver() = default;
+  virtual void on_output(const Module& m, const Tensor& y) = 0;
+};
+ForwardObserver* set_forward_observer(ForwardObserver* o);
+}  // namespace detail
 
 }  // namespace mdl::nn

@@ -49,7 +49,7 @@ Tensor MultiheadAttention::forward(const Tensor& q, const Tensor& k, const Tenso
   }
   Tensor attn = F::scaled_dot_product_attention(heads(qp, L), heads(kp, S), heads(vp, S), mask, causal);
   if (dropout_p > 0) attn = F::dropout(attn, dropout_p, is_training());
-  return out_proj->forward(reshape(attn.transpose(1, 2), {B, L, E}));
+  return (*out_proj)(reshape(attn.transpose(1, 2), {B, L, E}));
 }
 
 std::string MultiheadAttention::extra_repr() const {
@@ -73,12 +73,13 @@ TransformerEncoderLayer::TransformerEncoderLayer(int64_t d, int64_t nhead, Trans
 }
 
 Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& key_padding_mask) {
-  Tensor h = norm1->forward(x);
+  Tensor h = (*norm1)(x);
   Tensor a = self_attn->forward(h, h, h, key_padding_mask, Tensor(), opts.causal);
-  Tensor y = x + dropout1->forward(a);
-  Tensor f = linear1->forward(norm2->forward(y));
+  self_attn->note_output(a);
+  Tensor y = x + (*dropout1)(a);
+  Tensor f = (*linear1)((*norm2)(y));
   f = opts.activation == "gelu" ? gelu(f) : relu(f);
-  return y + dropout2->forward(linear2->forward(dropout->forward(f)));
+  return y + (*dropout2)((*linear2)((*dropout)(f)));
 }
 
 PatchEmbedding::PatchEmbedding(int64_t image, int64_t patch, int64_t in_channels, int64_t e)
@@ -95,7 +96,7 @@ Tensor PatchEmbedding::forward(const Tensor& x) {
   MDL_CHECK(x.dim() == 4 && x.size(2) == image_size && x.size(3) == image_size, "PatchEmbedding: expected (B, C, ",
             image_size, ", ", image_size, "), got shape ", shape_str(x.shape()));
   const int64_t B = x.size(0);
-  Tensor p = proj->forward(x).flatten(2).transpose(1, 2);  // (B, N, E)
+  Tensor p = (*proj)(x).flatten(2).transpose(1, 2);  // (B, N, E)
   Tensor cls = class_token.expand({B, 1, class_token.size(2)});
   return cat({cls, p}, 1) + pos_embedding;
 }

@@ -27,7 +27,7 @@ class SqueezeExcitation : public Module {
   }
   Tensor forward(const Tensor& x) override {
     Tensor s = functional::adaptive_avg_pool2d(x, {1, 1});
-    return x * sigmoid(fc2->forward(silu(fc1->forward(s))));
+    return x * sigmoid((*fc2)(silu((*fc1)(s))));
   }
   std::shared_ptr<Conv2d> fc1, fc2;
 };
@@ -45,7 +45,7 @@ class MBConv : public Module {
     register_module("block", block);
   }
   Tensor forward(const Tensor& x) override {
-    Tensor y = block->forward(x);
+    Tensor y = (*block)(x);
     return residual ? y + x : y;
   }
   std::shared_ptr<Sequential> block;

@@ -27,9 +27,9 @@ BasicBlock::BasicBlock(int64_t in, int64_t planes, int64_t stride) : Module("Bas
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor out = relu(bn1->forward(conv1->forward(x)));
-  out = bn2->forward(conv2->forward(out));
-  return relu(out + (downsample ? downsample->forward(x) : x));
+  Tensor out = relu((*bn1)((*conv1)(x)));
+  out = (*bn2)((*conv2)(out));
+  return relu(out + (downsample ? (*downsample)(x) : x));
 }
 
 Bottleneck::Bottleneck(int64_t in, int64_t planes, int64_t stride) : Module("Bottleneck") {
@@ -43,10 +43,10 @@ Bottleneck::Bottleneck(int64_t in, int64_t planes, int64_t stride) : Module("Bot
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor out = relu(bn1->forward(conv1->forward(x)));
-  out = relu(bn2->forward(conv2->forward(out)));
-  out = bn3->forward(conv3->forward(out));
-  return relu(out + (downsample ? downsample->forward(x) : x));
+  Tensor out = relu((*bn1)((*conv1)(x)));
+  out = relu((*bn2)((*conv2)(out)));
+  out = (*bn3)((*conv3)(out));
+  return relu(out + (downsample ? (*downsample)(x) : x));
 }
 
 ResNet::ResNet(bool bottleneck, const std::vector<int64_t>& layers, int64_t classes, int64_t in_channels)
@@ -73,10 +73,10 @@ ResNet::ResNet(bool bottleneck, const std::vector<int64_t>& layers, int64_t clas
 }
 
 Tensor ResNet::forward(const Tensor& x) {
-  Tensor h = relu(bn1->forward(conv1->forward(x)));
-  h = layer4->forward(layer3->forward(layer2->forward(layer1->forward(h))));
+  Tensor h = relu((*bn1)((*conv1)(x)));
+  h = (*layer4)((*layer3)((*layer2)((*layer1)(h))));
   h = functional::adaptive_avg_pool2d(h, {1, 1}).flatten(1);
-  return fc->forward(h);
+  return (*fc)(h);
 }
 
 std::shared_ptr<ResNet> resnet18(int64_t classes, int64_t in_channels) {

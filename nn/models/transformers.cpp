@@ -15,9 +15,9 @@ ViT::ViT(ViTOptions o) : Module("ViT"), opts(o) {
 }
 
 Tensor ViT::forward(const Tensor& x) {
-  Tensor h = embed->forward(x);  // (B, N + 1, E)
-  for (const auto& layer : *layers) h = layer->forward(h);
-  return head->forward(norm->forward(h).select(1, 0));  // the class token
+  Tensor h = (*embed)(x);  // (B, N + 1, E)
+  for (const auto& layer : *layers) h = (*layer)(h);
+  return (*head)((*norm)(h).select(1, 0));  // the class token
 }
 
 GPT::GPT(GPTOptions o) : Module("GPT"), opts(o) {
@@ -38,9 +38,9 @@ Tensor GPT::forward(const Tensor& tokens) {
   const int64_t T = tokens.size(1);
   MDL_CHECK(T <= opts.context, "GPT: sequence length ", T, " exceeds the context ", opts.context);
   Tensor pos = arange(double(T), {kI64, tokens.device()});
-  Tensor h = wte->forward(tokens) + wpe->forward(pos);  // (B, T, E)
-  for (const auto& block : *blocks) h = block->forward(h);
-  return lm_head->forward(ln_f->forward(h));  // (B, T, V)
+  Tensor h = (*wte)(tokens) + (*wpe)(pos);  // (B, T, E)
+  for (const auto& block : *blocks) h = (*block)(h);
+  return (*lm_head)((*ln_f)(h));  // (B, T, V)
 }
 
 }  // namespace mdl::nn::models

@@ -1,0 +1,101 @@
+// nn::summary: observes module outputs during one forward and prints the table.
+#include "nn/summary.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include "autograd/grad_mode.h"
+
+namespace mdl::nn {
+namespace {
+
+struct ShapeRecorder : detail::ForwardObserver {
+  std::map<const Module*, Shape> shapes;  // the last output seen per module
+  void on_output(const Module& m, const Tensor& y) override { shapes[&m] = y.shape(); }
+};
+
+std::string with_commas(int64_t n) {
+  const std::string digits = std::to_string(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && digits[i - 1] != '-' && (digits.size() - i) % 3 == 0) out.push_back(',');
+    out.push_back(digits[i]);
+  }
+  return out;
+}
+
+std::string shape_text(const Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+// Restores the observer and the training mode even when the forward throws.
+struct SummaryScope {
+  Module& model;
+  bool was_training;
+  detail::ForwardObserver* previous;
+  SummaryScope(Module& m, detail::ForwardObserver* o)
+      : model(m), was_training(m.is_training()), previous(detail::set_forward_observer(o)) {
+    model.eval();
+  }
+  ~SummaryScope() {
+    detail::set_forward_observer(previous);
+    model.train(was_training);
+  }
+};
+
+}  // namespace
+
+std::string summary(Module& model, const Tensor& example, SummaryOptions opts) {
+  ShapeRecorder recorder;
+  {
+    SummaryScope scope(model, &recorder);
+    NoGradGuard no_grad;
+    model(example);
+  }
+
+  struct Row { std::string layer, shape, params; };
+  std::vector<Row> rows;
+  for (auto& [name, m] : model.named_modules()) {
+    if (m.get() == &model) continue;
+    int depth = int(std::count(name.begin(), name.end(), '.')) + 1;
+    if (opts.max_depth >= 0 && depth > opts.max_depth) continue;
+    auto it = recorder.shapes.find(m.get());
+    const int64_t own = m->num_parameters() - [&] {
+      int64_t below = 0;
+      for (auto& [n, c] : m->named_children()) below += c->num_parameters();
+      return below;
+    }();
+    const bool container = !m->named_children().empty();
+    const bool folded = opts.max_depth >= 0 && depth == opts.max_depth;
+    // A row counts what no deeper row shows, so the column sums to the total.
+    const int64_t shown = folded ? m->num_parameters() : own;
+    rows.push_back({std::string(size_t(2 * (depth - 1)), ' ') + name + " (" + m->type_name() + ")",
+                    it == recorder.shapes.end() ? "--" : shape_text(it->second),
+                    container && !folded && shown == 0 ? "--" : with_commas(shown)});
+  }
+
+  size_t w0 = 12, w1 = 12;
+  for (auto& r : rows) w0 = std::max(w0, r.layer.size()), w1 = std::max(w1, r.shape.size());
+  const size_t width = w0 + w1 + 16;
+  std::ostringstream s;
+  auto line = [&](const std::string& a, const std::string& b, const std::string& c) {
+    s << a << std::string(w0 + 2 - a.size(), ' ') << b << std::string(w1 + 2 - b.size(), ' ') << c << "\n";
+  };
+  s << "Model: " << model.type_name() << "\n" << std::string(width, '=') << "\n";
+  line("Layer (type)", "Output shape", "Param #");
+  s << std::string(width, '=') << "\n";
+  for (auto& r : rows) line(r.layer, r.shape, r.params);
+  s << std::string(width, '=') << "\n";
+  const int64_t total = model.num_parameters(), trainable = model.num_parameters(true);
+  s << "Input shape: " << shape_text(example.shape()) << "\n";
+  s << "Total params: " << with_commas(total) << "\n";
+  s << "Trainable params: " << with_commas(trainable) << "\n";
+  s << "Non-trainable params: " << with_commas(total - trainable) << "\n";
+  return s.str();
+}
+
+}  // namespace mdl::nn
