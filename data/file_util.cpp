@@ -1,0 +1,91 @@
+// Whole-file reads (raw or gzip via zlib), file stamps for cache keys, FNV-1a hashing.
+#include "data/file_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "data/dataset.h"
+#include "tensor/error.h"
+
+namespace mdl::data {
+
+std::vector<uint8_t> read_file(const std::string& path, const char* who) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  MDL_CHECK(fd >= 0, who, ": cannot open '", path, "': ", std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    int err = errno;
+    ::close(fd);
+    MDL_FAIL(who, ": cannot read '", path, "': ", S_ISREG(st.st_mode) ? std::strerror(err) : "not a regular file");
+  }
+  std::vector<uint8_t> bytes(size_t(st.st_size));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      MDL_FAIL(who, ": cannot read '", path, "' at offset ", done, ": ", n == 0 ? "file shrank while reading" : std::strerror(err));
+    }
+    done += size_t(n);
+  }
+  ::close(fd);
+  thread_bytes_read() += int64_t(bytes.size());
+  return bytes;
+}
+
+std::vector<uint8_t> read_maybe_gzip(const std::string& path, const char* who) {
+  std::vector<uint8_t> raw = read_file(path, who);
+  if (raw.size() < 2 || raw[0] != 0x1f || raw[1] != 0x8b) return raw;
+
+  z_stream z{};
+  MDL_CHECK(inflateInit2(&z, 16 + MAX_WBITS) == Z_OK, who, ": zlib init failed for '", path, "'");
+  std::vector<uint8_t> out(raw.size() * 4 + 1024);
+  z.next_in = raw.data();
+  z.avail_in = uInt(raw.size());
+  int rc = Z_OK;
+  while (rc != Z_STREAM_END) {
+    if (z.total_out == out.size()) out.resize(out.size() * 2);
+    z.next_out = out.data() + z.total_out;
+    z.avail_out = uInt(out.size() - z.total_out);
+    rc = inflate(&z, Z_NO_FLUSH);
+    if (rc == Z_STREAM_END) break;
+    if (rc == Z_BUF_ERROR && z.avail_in == 0) rc = Z_DATA_ERROR;  // input ended mid-stream
+    if (rc != Z_OK && rc != Z_BUF_ERROR) {
+      size_t offset = z.total_in;
+      std::string reason = z.avail_in == 0 ? "truncated gzip stream" : (z.msg ? z.msg : "corrupt gzip stream");
+      inflateEnd(&z);
+      MDL_FAIL(who, ": cannot decompress '", path, "' at compressed offset ", offset, ": ", reason);
+    }
+  }
+  out.resize(z.total_out);
+  inflateEnd(&z);
+  return out;
+}
+
+std::string file_stamp(const std::string& path, const char* who) {
+  struct stat st {};
+  MDL_CHECK(::stat(path.c_str(), &st) == 0, who, ": cannot stat '", path, "': ", std::strerror(errno));
+  return path + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec);
+}
+
+uint64_t fnv1a(std::string_view bytes, uint64_t h) {
+  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+std::string hex64(uint64_t v) {
+  static const char* digits = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, v >>= 4) s[size_t(i)] = digits[v & 15];
+  return s;
+}
+
+}  // namespace mdl::data

@@ -1,0 +1,21 @@
+// File helpers the datasets share: whole-file reads (raw or gzip) with errors naming the file,
+// a file's size and mtime for cache keys, and a 64-bit FNV-1a hash.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace mdl::data {
+
+// Reads the whole file; throws mdl::Error naming `who`, the file and the OS's reason.
+std::vector<uint8_t> read_file(const std::string& path, const char* who);
+// Same, inflating gzip files (detected by their magic bytes); plain files pass through.
+std::vector<uint8_t> read_maybe_gzip(const std::string& path, const char* who);
+// "path:size:mtime_ns", or throws naming `who` when the file cannot be stat'ed.
+std::string file_stamp(const std::string& path, const char* who);
+
+uint64_t fnv1a(std::string_view bytes, uint64_t h = 0xcbf29ce484222325ull);
+std::string hex64(uint64_t v);
+
+}  // namespace mdl::data

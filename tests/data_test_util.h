@@ -1,0 +1,71 @@
+// Helpers for the data tests: a self-removing temp folder, raw file writes, IDX file builders and
+// a small synthetic ImageFolder of PNGs whose pixels encode (class, image) so batches are checkable.
+#pragma once
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "data/image.h"
+#include "tensor/tensor.h"
+
+namespace data_test {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path;
+  explicit TempDir(const std::string& tag = "data") {
+    static int counter = 0;
+    path = fs::temp_directory_path() / ("mdl_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+inline void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+}
+
+inline std::vector<uint8_t> read_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+}
+
+// An IDX file of unsigned bytes: magic 0 0 0x08 ndim, big-endian dims, then the payload.
+inline std::vector<uint8_t> idx_bytes(const std::vector<uint32_t>& dims, const std::vector<uint8_t>& payload) {
+  std::vector<uint8_t> b = {0, 0, 0x08, uint8_t(dims.size())};
+  for (uint32_t d : dims)
+    for (int s = 24; s >= 0; s -= 8) b.push_back(uint8_t(d >> s));
+  b.insert(b.end(), payload.begin(), payload.end());
+  return b;
+}
+
+// The pixel value of image `i` of class `c` at (y, x, ch) in make_image_folder's images.
+inline uint8_t pixel(int c, int i, int y, int x, int ch) { return uint8_t(c * 50 + i * 7 + y * 3 + x + ch * 11); }
+
+// root/class_<c>/img_<i>.png: `classes` classes of `per_class` images, h x w, `channels` channels.
+inline void make_image_folder(const fs::path& root, int classes, int per_class, int h, int w, int channels) {
+  for (int c = 0; c < classes; ++c) {
+    fs::create_directories(root / ("class_" + std::to_string(c)));
+    for (int i = 0; i < per_class; ++i) {
+      mdl::Tensor img = mdl::make_tensor({h, w, channels}, mdl::kU8, mdl::Device::cpu());
+      uint8_t* p = img.data_ptr<uint8_t>();
+      for (int y = 0; y < h; ++y)
+        for (int x = 0; x < w; ++x)
+          for (int ch = 0; ch < channels; ++ch) p[(y * w + x) * channels + ch] = pixel(c, i, y, x, ch);
+      mdl::data::write_png((root / ("class_" + std::to_string(c)) / ("img_" + std::to_string(i) + ".png")).string(), img);
+    }
+  }
+}
+
+}  // namespace data_test

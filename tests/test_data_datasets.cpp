@@ -1,0 +1,267 @@
+// Datasets: byte-exact Fashion-MNIST samples (values read from the Debian files), IDX, ImageFolder
+// (PNG, BMP, JPEG, PGM, channel conversion), CIFAR-10 binary, TensorDataset and TextDataset, and
+// every bad-input error they raise, on files the tests make themselves.
+#include <doctest/doctest.h>
+
+#include <stb/stb_image_write.h>
+
+#include <numeric>
+
+#include "data/cifar.h"
+#include "data/idx.h"
+#include "data/image_folder.h"
+#include "data/tensor_dataset.h"
+#include "data/text.h"
+#include "data_test_util.h"
+#include "mdl.h"
+
+using namespace mdl;
+using namespace data_test;
+using data::Channels;
+
+namespace {
+std::vector<uint8_t> row(const Tensor& image, int64_t y) {
+  std::vector<uint8_t> all = image.to_vector<uint8_t>();
+  const int64_t w = image.size(1) * image.size(2);
+  return std::vector<uint8_t>(all.begin() + y * w, all.begin() + (y + 1) * w);
+}
+int64_t pixel_sum(const Tensor& image) {
+  std::vector<uint8_t> v = image.to_vector<uint8_t>();
+  return std::accumulate(v.begin(), v.end(), int64_t(0));
+}
+}  // namespace
+
+// Expected values read independently from the Debian files with Python's gzip module:
+//   im = gzip.open('.../train-images-idx3-ubyte.gz').read(); base = 16 + i*784
+//   list(im[base + 14*28 : base + 15*28]), sum(im[base:base+784]), labels from byte 8 + i
+// and row 14 of image 0 cross-checked with
+//   zcat train-images-idx3-ubyte.gz | od -A d -t u1 -j $((16+14*28)) -N 28
+TEST_CASE("data: FashionMNIST decodes known samples byte-exactly") {
+  data::FashionMNIST train;  // /usr/share/datasets/fashion-mnist
+  REQUIRE(train.size() == 60000);
+  CHECK(train.height() == 28);
+  CHECK(train.width() == 28);
+  data::Sample s0 = train.get(0);
+  CHECK(s0.x.shape() == Shape{28, 28, 1});
+  CHECK(s0.x.dtype() == kU8);
+  CHECK(s0.y.dim() == 0);
+  CHECK(s0.y.item<int64_t>() == 9);
+  CHECK(row(s0.x, 14) == std::vector<uint8_t>{0,   0,   1,   4,   6,   7,   2,   0,   0,   0,   0,   0,   237, 226,
+                                              217, 223, 222, 219, 222, 221, 216, 223, 229, 215, 218, 255, 77,  0});
+  CHECK(pixel_sum(s0.x) == 76247);
+  data::Sample s1 = train.get(1);
+  CHECK(s1.y.item<int64_t>() == 0);
+  CHECK(row(s1.x, 14) == std::vector<uint8_t>{0,   0,   0,   0,   0,   1,   0,   11,  197, 199, 205, 202, 205, 206,
+                                              204, 205, 207, 204, 205, 205, 218, 77,  0,   5,   0,   0,   0,   0});
+  CHECK(pixel_sum(s1.x) == 84598);
+  data::Sample last = train.get(59999);
+  CHECK(last.y.item<int64_t>() == 5);
+  CHECK(pixel_sum(last.x) == 16684);
+  CHECK(row(last.x, 14) == std::vector<uint8_t>{0, 0, 0, 0, 9,   56, 144, 133, 129, 153, 34, 0, 3, 3,
+                                                0, 3, 0, 24, 104, 89, 104, 109, 0,  0,   0, 1, 1, 0});
+
+  data::FashionMNIST test(data::kFashionMnistRoot, /*train=*/false);
+  REQUIRE(test.size() == 10000);
+  CHECK(test.get(0).y.item<int64_t>() == 9);
+  CHECK(pixel_sum(test.get(0).x) == 33456);
+  CHECK(test.get(9999).y.item<int64_t>() == 5);
+  CHECK(data::FashionMNIST::classes().at(9) == "Ankle boot");
+  CHECK_THROWS_WITH_AS(train.get(60000), doctest::Contains("index 60000 out of range"), Error);
+  CHECK_THROWS_WITH_AS(train.get(-1), doctest::Contains("index -1 out of range"), Error);
+}
+
+TEST_CASE("data: IdxDataset reads raw and gzip files and rejects bad ones naming file and offset") {
+  TempDir dir;
+  std::vector<uint8_t> pixels(3 * 2 * 2);
+  std::iota(pixels.begin(), pixels.end(), uint8_t(100));
+  write_bytes(dir.file("img"), idx_bytes({3, 2, 2}, pixels));
+  write_bytes(dir.file("lbl"), idx_bytes({3}, {4, 5, 6}));
+  data::IdxDataset ds(dir.file("img"), dir.file("lbl"));
+  REQUIRE(ds.size() == 3);
+  CHECK(ds.get(2).x.to_vector<uint8_t>() == std::vector<uint8_t>{108, 109, 110, 111});
+  CHECK(ds.get(2).y.item<int64_t>() == 6);
+
+  SUBCASE("gzip") {
+    std::string gz = dir.file("img.gz");
+    REQUIRE(std::system(("gzip -c " + dir.file("img") + " > " + gz).c_str()) == 0);
+    data::IdxDataset z(gz, dir.file("lbl"));
+    CHECK(z.get(1).x.to_vector<uint8_t>() == std::vector<uint8_t>{104, 105, 106, 107});
+    std::vector<uint8_t> bytes = read_bytes(gz);
+    write_bytes(dir.file("trunc.gz"), std::vector<uint8_t>(bytes.begin(), bytes.begin() + std::ptrdiff_t(bytes.size() / 2)));
+    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("trunc.gz"), dir.file("lbl")), doctest::Contains("truncated gzip stream"), Error);
+    bytes[12] ^= 0xff;
+    bytes[13] ^= 0xff;
+    write_bytes(dir.file("corrupt.gz"), bytes);
+    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("corrupt.gz"), dir.file("lbl")), doctest::Contains("corrupt.gz"), Error);
+  }
+  SUBCASE("wrong magic") {
+    std::vector<uint8_t> b = idx_bytes({3, 2, 2}, pixels);
+    b[0] = 0x1f;
+    b[1] = 0x00;
+    write_bytes(dir.file("bad"), b);
+    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("bad"), dir.file("lbl")), doctest::Contains("bad magic number"), Error);
+  }
+  SUBCASE("dtype code") {
+    std::vector<uint8_t> b = idx_bytes({3, 2, 2}, pixels);
+    b[2] = 0x0d;
+    write_bytes(dir.file("f32"), b);
+    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("f32"), dir.file("lbl")), doctest::Contains("dtype code 0xd at offset 2"), Error);
+  }
+  SUBCASE("truncated payload, with the offset") {
+    std::vector<uint8_t> b = idx_bytes({3, 2, 2}, pixels);
+    b.resize(b.size() - 5);
+    write_bytes(dir.file("short"), b);
+    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("short"), dir.file("lbl")),
+                         doctest::Contains("truncated: the header declares 12 bytes of data, the file ends at offset 23"), Error);
+    write_bytes(dir.file("header"), {0, 0, 8, 3, 0, 0});
+    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("header"), dir.file("lbl")), doctest::Contains("truncated in its header"), Error);
+  }
+  SUBCASE("mismatched label count") {
+    write_bytes(dir.file("lbl4"), idx_bytes({4}, {1, 2, 3, 4}));
+    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("img"), dir.file("lbl4")),
+                         doctest::Contains("image and label counts differ"), Error);
+  }
+  SUBCASE("missing file, wrong rank") {
+    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("nope"), dir.file("lbl")), doctest::Contains("nope': No such file"), Error);
+    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("lbl"), dir.file("lbl")), doctest::Contains("images need 3"), Error);
+    CHECK_THROWS_WITH_AS(data::FashionMNIST(dir.path.string()), doctest::Contains("not found"), Error);
+  }
+}
+
+TEST_CASE("data: ImageFolder decodes PNG, BMP, JPEG and PGM, sorted by class, with channel conversion") {
+  TempDir dir;
+  make_image_folder(dir.path / "root", 2, 3, 4, 5, 3);
+  // Extra formats in a third class, which sorts last; non-image files are ignored.
+  fs::create_directories(dir.path / "root" / "zz");
+  Tensor rgb = make_tensor({4, 5, 3}, kU8, Device::cpu());
+  for (int k = 0; k < 60; ++k) rgb.data_ptr<uint8_t>()[k] = uint8_t(k * 4);
+  REQUIRE(stbi_write_bmp(dir.file("root/zz/a.bmp").c_str(), 5, 4, 3, rgb.raw_data()));
+  Tensor flat = full({4, 5, 3}, 120.0, kU8);
+  REQUIRE(stbi_write_jpg(dir.file("root/zz/b.jpg").c_str(), 5, 4, 3, flat.raw_data(), 95));
+  std::vector<uint8_t> pgm = {'P', '5', '\n', '2', ' ', '1', '\n', '2', '5', '5', '\n', 17, 230};
+  write_bytes(dir.file("root/zz/c.pgm"), pgm);
+  write_bytes(dir.file("root/zz/readme.txt"), {'h', 'i'});
+
+  data::ImageFolder ds((dir.path / "root").string());
+  REQUIRE(ds.size() == 9);
+  CHECK(ds.classes() == std::vector<std::string>{"class_0", "class_1", "zz"});
+  data::Sample s = ds.get(4);  // class_1, img_1
+  CHECK(s.y.item<int64_t>() == 1);
+  REQUIRE(s.x.shape() == Shape{4, 5, 3});
+  std::vector<uint8_t> v = s.x.to_vector<uint8_t>();
+  CHECK(v[(2 * 5 + 3) * 3 + 1] == pixel(1, 1, 2, 3, 1));
+  CHECK(v[0] == pixel(1, 1, 0, 0, 0));
+  CHECK(ds.get(6).x.to_vector<uint8_t>() == rgb.to_vector<uint8_t>());  // a.bmp, lossless
+  std::vector<uint8_t> jpg = ds.get(7).x.to_vector<uint8_t>();
+  for (uint8_t p : jpg) CHECK(std::abs(int(p) - 120) <= 2);
+  data::Sample gray = ds.get(8);  // c.pgm: 1 channel, converted to RGB
+  CHECK(gray.x.shape() == Shape{1, 2, 3});
+  CHECK(gray.x.to_vector<uint8_t>() == std::vector<uint8_t>{17, 17, 17, 230, 230, 230});
+  CHECK(gray.y.item<int64_t>() == 2);
+
+  data::ImageFolder g((dir.path / "root").string(), Channels::Gray);
+  Tensor gx = g.get(0).x;
+  REQUIRE(gx.shape() == Shape{4, 5, 1});
+  // stb_image's RGB to gray: (77 r + 150 g + 29 b) >> 8.
+  const int expect = (77 * pixel(0, 0, 1, 2, 0) + 150 * pixel(0, 0, 1, 2, 1) + 29 * pixel(0, 0, 1, 2, 2)) >> 8;
+  CHECK(int(gx.to_vector<uint8_t>()[1 * 5 + 2]) == expect);
+  data::ImageFolder keep((dir.path / "root").string(), Channels::Keep);
+  CHECK(keep.get(8).x.shape() == Shape{1, 2, 1});
+  CHECK(ds.identity() != keep.identity());
+}
+
+TEST_CASE("data: ImageFolder errors name the folder or file") {
+  TempDir dir;
+  CHECK_THROWS_WITH_AS(data::ImageFolder(dir.file("missing")), doctest::Contains("missing' is not a directory"), Error);
+  CHECK_THROWS_WITH_AS(data::ImageFolder(dir.path.string()), doctest::Contains("has no class folders"), Error);
+  make_image_folder(dir.path, 2, 2, 3, 3, 1);
+  fs::create_directories(dir.path / "empty_class");
+  CHECK_THROWS_WITH_AS(data::ImageFolder(dir.path.string()), doctest::Contains(("class folder '" + (dir.path / "empty_class").string() + "' has no images").c_str()), Error);
+  fs::remove(dir.path / "empty_class");
+
+  SUBCASE("truncated image") {
+    std::vector<uint8_t> png = read_bytes(dir.file("class_0/img_1.png"));
+    png.resize(png.size() / 2);
+    write_bytes(dir.file("class_0/img_1.png"), png);
+    data::ImageFolder ds(dir.path.string());
+    CHECK_THROWS_WITH_AS(ds.get(1), doctest::Contains(("cannot decode '" + dir.file("class_0/img_1.png") + "'").c_str()), Error);
+    CHECK_NOTHROW(ds.get(0));
+  }
+  SUBCASE("garbage image") {
+    write_bytes(dir.file("class_1/img_0.png"), {'n', 'o', 't', ' ', 'p', 'n', 'g'});
+    data::ImageFolder ds(dir.path.string());
+    CHECK_THROWS_WITH_AS(ds.get(2), doctest::Contains("img_0.png': Image not of any known type, or corrupt"), Error);
+  }
+  SUBCASE("empty file") {
+    write_bytes(dir.file("class_1/img_0.png"), {});
+    data::ImageFolder ds(dir.path.string());
+    CHECK_THROWS_WITH_AS(ds.get(2), doctest::Contains("img_0.png' is empty"), Error);
+  }
+  SUBCASE("unreadable: removed after the scan, or a dangling link") {
+    data::ImageFolder ds(dir.path.string());
+    fs::remove(dir.path / "class_1" / "img_1.png");
+    CHECK_THROWS_WITH_AS(ds.get(3), doctest::Contains(("cannot open '" + dir.file("class_1/img_1.png") + "': No such file").c_str()), Error);
+    fs::create_symlink(dir.path / "nowhere.png", dir.path / "class_1" / "img_1.png");
+    CHECK_THROWS_WITH_AS(data::ImageFolder(dir.path.string()), doctest::Contains(("cannot stat '" + dir.file("class_1/img_1.png") + "'").c_str()), Error);
+  }
+}
+
+TEST_CASE("data: Cifar10Binary reads records as HWC and rejects truncated files") {
+  TempDir dir;
+  std::vector<uint8_t> rec(2 * 3073);
+  for (size_t r = 0; r < 2; ++r) {
+    rec[r * 3073] = uint8_t(r + 3);
+    for (size_t k = 0; k < 3072; ++k) rec[r * 3073 + 1 + k] = uint8_t((k / 1024) * 80 + k % 7 + r);
+  }
+  write_bytes(dir.file("test_batch.bin"), rec);
+  data::Cifar10Binary ds(dir.path.string(), /*train=*/false);
+  REQUIRE(ds.size() == 2);
+  data::Sample s = ds.get(1);
+  CHECK(s.y.item<int64_t>() == 4);
+  REQUIRE(s.x.shape() == Shape{32, 32, 3});
+  std::vector<uint8_t> v = s.x.to_vector<uint8_t>();
+  const size_t p = 5 * 32 + 9;  // pixel (5, 9): plane c holds c*80 + (c*1024 + p)%7 + 1
+  for (size_t c = 0; c < 3; ++c) CHECK(v[p * 3 + c] == uint8_t(c * 80 + (c * 1024 + p) % 7 + 1));
+  CHECK_THROWS_WITH_AS(data::Cifar10Binary(dir.path.string(), true), doctest::Contains("data_batch_1.bin': No such file"), Error);
+  rec.pop_back();
+  write_bytes(dir.file("test_batch.bin"), rec);
+  CHECK_THROWS_WITH_AS(data::Cifar10Binary(dir.path.string(), false), doctest::Contains("not a whole number of 3073-byte records"), Error);
+  rec.resize(3073);
+  rec[0] = 10;
+  write_bytes(dir.file("test_batch.bin"), rec);
+  CHECK_THROWS_WITH_AS(data::Cifar10Binary(dir.path.string(), false), doctest::Contains("label 10 at offset 0"), Error);
+}
+
+TEST_CASE("data: TensorDataset rows and errors") {
+  Tensor x = arange(12.0).reshape({4, 3});
+  Tensor y = from_vector<int64_t>({7, 8, 9, 10});
+  data::TensorDataset ds(x, y);
+  CHECK(ds.size() == 4);
+  CHECK(ds.get(2).x.to_vector<float>() == std::vector<float>{6, 7, 8});
+  CHECK(ds.get(2).y.item<int64_t>() == 9);
+  data::TensorDataset other(x + 1.0, y);
+  CHECK(ds.identity() != other.identity());
+  CHECK_THROWS_WITH_AS(data::TensorDataset(x, from_vector<int64_t>({1, 2})), doctest::Contains("x has 4 rows but y has 2"), Error);
+  CHECK_THROWS_WITH_AS(ds.get(4), doctest::Contains("index 4 out of range"), Error);
+}
+
+TEST_CASE("data: TextDataset tokenises UTF-8 characters into context windows") {
+  TempDir dir;
+  const std::string text = "abé ça\xF0\x9F\x98\x80" "ab";  // é, ç: 2 bytes; U+1F600: 4 bytes
+  write_bytes(dir.file("t.txt"), std::vector<uint8_t>(text.begin(), text.end()));
+  data::TextDataset ds(dir.file("t.txt"), 3);
+  // Characters: a b é ' ' ç a 😀 a b (9); vocabulary sorted by code point: ' ' a b ç é 😀.
+  CHECK(ds.vocab_size() == 6);
+  CHECK(ds.tokens() == std::vector<int64_t>{1, 2, 4, 0, 3, 1, 5, 1, 2});
+  CHECK(ds.size() == 6);
+  data::Sample s = ds.get(4);
+  CHECK(s.x.to_vector<int64_t>() == std::vector<int64_t>{3, 1, 5});
+  CHECK(s.y.to_vector<int64_t>() == std::vector<int64_t>{1, 5, 1});
+  CHECK(ds.decode(ds.encode("çé😀")) == "çé😀");
+  CHECK_THROWS_WITH_AS(ds.encode("z"), doctest::Contains("not in the vocabulary"), Error);
+
+  const std::string bad = "ok\xC3(";
+  write_bytes(dir.file("bad.txt"), std::vector<uint8_t>(bad.begin(), bad.end()));
+  CHECK_THROWS_WITH_AS(data::TextDataset(dir.file("bad.txt"), 1), doctest::Contains("not valid UTF-8 at byte offset 2"), Error);
+  CHECK_THROWS_WITH_AS(data::TextDataset(dir.file("t.txt"), 9), doctest::Contains("not more than the context length 9"), Error);
+}
