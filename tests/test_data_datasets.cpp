@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "data/cifar.h"
+#include "data/export.h"
 #include "data/idx.h"
 #include "data/image_folder.h"
 #include "data/tensor_dataset.h"
@@ -264,4 +265,33 @@ TEST_CASE("data: TextDataset tokenises UTF-8 characters into context windows") {
   write_bytes(dir.file("bad.txt"), std::vector<uint8_t>(bad.begin(), bad.end()));
   CHECK_THROWS_WITH_AS(data::TextDataset(dir.file("bad.txt"), 1), doctest::Contains("not valid UTF-8 at byte offset 2"), Error);
   CHECK_THROWS_WITH_AS(data::TextDataset(dir.file("t.txt"), 9), doctest::Contains("not more than the context length 9"), Error);
+}
+
+TEST_CASE("data: exporting Fashion-MNIST to PNGs round-trips through ImageFolder byte-exactly") {
+  TempDir dir;
+  data::FashionMNIST train;
+  const int64_t n = data::export_image_folder(train, dir.path.string(), data::FashionMNIST::classes(), {.limit = 40, .threads = 3});
+  REQUIRE(n == 40);
+  data::ImageFolder png(dir.path.string(), Channels::Gray);
+  REQUIRE(png.size() == 40);
+  CHECK(png.classes().front() == "0_T-shirt_top");
+  CHECK(png.classes().back() == "9_Ankle_boot");
+  // ImageFolder orders by class, then by file name (the zero-padded original index).
+  std::vector<int64_t> expected;
+  for (int64_t c = 0; c < 10; ++c)
+    for (int64_t i = 0; i < 40; ++i)
+      if (train.label(i) == c) expected.push_back(i);
+  REQUIRE(expected.size() == 40);
+  for (int64_t k = 0; k < 40; ++k) {
+    data::Sample s = png.get(k);
+    const int64_t i = expected[size_t(k)];
+    std::string file(i < 10 ? "0" : "");
+    file += std::to_string(i);
+    file += ".png";
+    CHECK(png.path(k).substr(png.path(k).size() - 6) == file);
+    CHECK(s.y.item<int64_t>() == train.label(i));
+    CHECK(s.x.to_vector<uint8_t>() == train.get(i).x.to_vector<uint8_t>());
+  }
+  CHECK_THROWS_WITH_AS(data::export_image_folder(train, dir.path.string(), {"only", "two"}, {.limit = 5}),
+                       doctest::Contains("has label 9 but only 2 class names were given"), Error);
 }
