@@ -50,11 +50,11 @@ CXXFLAGS := -std=c++20 $(OPT) -fopenmp -Wall -Wextra -pthread $(SANFLAGS)
 LDLIBS   := -lz -pthread -fopenmp
 
 MDL_CUDA_ARCH ?= 80 90
-NVCCFLAGS := -std=c++20 -O3 -I. -Xcompiler -fopenmp,-Wall,-Wextra -DMDL_WITH_CUDA \
+NVCCFLAGS := -std=c++20 -O3 -I. -Xcompiler -fopenmp,-Wall,-Wextra -DMDL_WITH_CUDA --extended-lambda --expt-relaxed-constexpr \
   $(foreach a,$(MDL_CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
   -gencode arch=compute_$(lastword $(MDL_CUDA_ARCH)),code=compute_$(lastword $(MDL_CUDA_ARCH))
 ifeq ($(WITH_CUDA),1)
-  LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcudart
+  LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcublas -lcudnn -lcudart
 endif
 
 LIB_DIRS := tensor tensor/cpu autograd nn nn/models optim data amp io profiler
@@ -133,6 +133,10 @@ install: lib
 	  install -d $(PREFIX)/include/mdl/$$(dirname $$h) && install -m 644 $$h $(PREFIX)/include/mdl/$$h; done
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include/mdl\n\nName: mdl\nDescription: a minimal deep learning framework\nVersion: 0.1.0\nCflags: -std=c++20 -fopenmp -I$${includedir}%s\nLibs: -L$${libdir} -lmdl %s\n' \
 	  "$(abspath $(PREFIX))" "$(if $(filter 1,$(WITH_CUDA)), -DMDL_WITH_CUDA,)" "$(LDLIBS)" > $(PREFIX)/lib/pkgconfig/mdl.pc
+
+# One run on a GPU machine: build with CUDA, run the CUDA tests and benchmarks, print one table.
+gpu-check:
+	MAKE="$(MAKE)" tools/gpu_check.sh
 
 clean:
 	rm -rf build

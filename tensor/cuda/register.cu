@@ -1,7 +1,34 @@
-// Fills the kernel stubs' CUDA slots. The CUDA kernels arrive with the CUDA backend issue;
-// until then every CUDA slot stays empty and an op on a CUDA tensor says so by name.
+// Installs the caching allocator and fills the kernel stubs' CUDA slots; called once by the device
+// probe (tensor/device.cpp) when a GPU is found. A slot left empty throws "<op>: no CUDA kernel".
+#include "tensor/cuda/allocator.cuh"
+#include "tensor/cuda/kernels.cuh"
+
 namespace mdl::cuda::detail {
 
-void register_kernels() {}
+void register_kernels() {
+  set_allocator(DeviceType::CUDA, device_allocator());
+  namespace k = ::mdl::kernels;
+  k::fill.cuda = &cuda::fill;
+  k::copy.cuda = &cuda::copy;
+  k::unary.cuda = &cuda::unary;
+  k::binary.cuda = &cuda::binary;
+  k::where.cuda = &cuda::where;
+  k::reduce.cuda = &cuda::reduce;
+  k::arg_reduce.cuda = &cuda::arg_reduce;
+  k::var.cuda = &cuda::var;
+  k::softmax.cuda = &cuda::softmax;
+  k::softmax_backward.cuda = &cuda::softmax_backward;
+  k::bmm.cuda = &cuda::bmm;
+  k::index_select.cuda = &cuda::index_select;
+  k::gather.cuda = &cuda::gather;
+  k::scatter_add.cuda = &cuda::scatter_add;
+  k::index_add.cuda = &cuda::index_add;
+  k::tri.cuda = &cuda::tri;
+  k::dropout_mask.cuda = &cuda::dropout_mask;
+  k::masked_scale.cuda = &cuda::masked_scale;
+  k::adam_step.cuda = &cuda::adam_step;
+  k::sgd_step.cuda = &cuda::sgd_step;
+  k::sum_squares.cuda = &cuda::sum_squares;
+}
 
 }  // namespace mdl::cuda::detail

@@ -1,0 +1,130 @@
+// GPU microbenchmarks, each an on/off pair in one run: f16 tensor-core GEMM TFLOP/s through mdl's
+// matmul against the best size's (cuBLAS's own peak on this card), f32 with and without TF32,
+// vectorised vs strided elementwise bandwidth, pinned vs pageable host-to-device copies, the
+// caching allocator vs cudaMalloc/cudaFree, and a chain of small ops eager vs CUDA Graph replay.
+// Without a GPU it prints why and exits 0.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+
+#include "mdl.h"
+#include "tensor/cuda_api.h"
+
+using namespace mdl;
+
+namespace {
+
+const Device kGpu = Device::cuda();
+
+void gemm(benchmark::State& st, DType t, bool tf32) {
+  const int64_t n = st.range(0);
+  cuda::set_allow_tf32(tf32);
+  Tensor a = randn({n, n}, TensorOptions(t, kGpu)), b = randn({n, n}, TensorOptions(t, kGpu));
+  Tensor c = matmul(a, b);
+  cuda::synchronize();
+  for (auto _ : st) {
+    c = matmul(a, b);
+    cuda::synchronize();
+  }
+  cuda::set_allow_tf32(false);
+  st.counters["TFLOP/s"] = benchmark::Counter(2.0 * double(n) * double(n) * double(n) * double(st.iterations()) / 1e12,
+                                              benchmark::Counter::kIsRate);
+}
+void BM_gemm_f16(benchmark::State& st) { gemm(st, kF16, false); }
+void BM_gemm_bf16(benchmark::State& st) { gemm(st, kBF16, false); }
+void BM_gemm_f32(benchmark::State& st) { gemm(st, kF32, false); }
+void BM_gemm_f32_tf32(benchmark::State& st) { gemm(st, kF32, true); }
+BENCHMARK(BM_gemm_f16)->Arg(1024)->Arg(4096)->Arg(8192)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_gemm_bf16)->Arg(8192)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_gemm_f32)->Arg(4096)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_gemm_f32_tf32)->Arg(4096)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// out = a + b over 64M floats: all contiguous (16-byte vector loads) vs b read transposed.
+void add(benchmark::State& st, bool strided) {
+  const int64_t n = 8192;
+  Tensor a = randn({n, n}, kGpu), b = randn({n, n}, kGpu);
+  Tensor bb = strided ? b.t() : b;
+  Tensor c = a + bb;
+  cuda::synchronize();
+  for (auto _ : st) {
+    c = a + bb;
+    cuda::synchronize();
+  }
+  st.counters["GB/s"] = benchmark::Counter(3.0 * 4.0 * double(n * n) * double(st.iterations()) / 1e9,
+                                           benchmark::Counter::kIsRate);
+}
+void BM_add_contiguous_vec16(benchmark::State& st) { add(st, false); }
+void BM_add_strided(benchmark::State& st) { add(st, true); }
+BENCHMARK(BM_add_contiguous_vec16)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_add_strided)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// 256 MiB host -> device, from pageable vs pinned memory.
+void h2d(benchmark::State& st, bool pinned) {
+  Tensor host = randn({64 << 20});
+  if (pinned) host = cuda::pin_memory(host);
+  Tensor dev = empty({64 << 20}, kGpu);
+  for (auto _ : st) dev.copy_(host);
+  st.counters["GB/s"] = benchmark::Counter(double(host.nbytes()) * double(st.iterations()) / 1e9,
+                                           benchmark::Counter::kIsRate);
+}
+void BM_h2d_pageable(benchmark::State& st) { h2d(st, false); }
+void BM_h2d_pinned(benchmark::State& st) { h2d(st, true); }
+BENCHMARK(BM_h2d_pageable)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_h2d_pinned)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// Allocate and free a 4 MiB tensor: from the cache vs cudaMalloc/cudaFree each time.
+void alloc(benchmark::State& st, bool caching) {
+  cuda::set_caching_enabled(caching);
+  for (auto _ : st) {
+    Tensor t = empty({1 << 20}, kGpu);
+    benchmark::DoNotOptimize(t.raw_data());
+  }
+  cuda::set_caching_enabled(true);
+}
+void BM_alloc_caching(benchmark::State& st) { alloc(st, true); }
+void BM_alloc_cudamalloc(benchmark::State& st) { alloc(st, false); }
+BENCHMARK(BM_alloc_caching)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_alloc_cudamalloc)->Unit(benchmark::kMicrosecond);
+
+// 20 small elementwise ops (launch-bound): eager launches vs one graph replay.
+Tensor chain(const Tensor& x) {
+  Tensor y = x;
+  for (int i = 0; i < 10; ++i) y = tanh(y * 1.01 + 0.1);
+  return y;
+}
+void BM_chain_eager(benchmark::State& st) {
+  NoGradGuard ng;
+  Tensor x = randn({4096}, kGpu);
+  for (auto _ : st) {
+    Tensor y = chain(x);
+    cuda::synchronize();
+  }
+}
+void BM_chain_graph(benchmark::State& st) {
+  NoGradGuard ng;
+  Tensor x = randn({4096}, kGpu), out = empty({4096}, kGpu);
+  chain(x);
+  cuda::Graph g;
+  g.capture_begin();
+  out.copy_(chain(x));
+  g.capture_end();
+  for (auto _ : st) {
+    g.replay();
+    cuda::synchronize();
+  }
+}
+BENCHMARK(BM_chain_eager)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_chain_graph)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (!cuda::is_available()) {
+    std::printf("bench_cuda: skipped, %s\n", cuda::compiled() ? "no GPU found" : "built without CUDA (CUDA=0)");
+    return 0;
+  }
+  benchmark::Initialize(&argc, argv);
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

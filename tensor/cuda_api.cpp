@@ -1,0 +1,35 @@
+// The CUDA controls in a build without the CUDA backend (tensor/cuda/*.cu define them otherwise),
+// and the TF32 switch, which is plain state in both builds.
+#include "tensor/cuda_api.h"
+
+#include <atomic>
+
+namespace mdl::cuda {
+
+namespace {
+std::atomic<bool> g_allow_tf32{false};
+}
+void set_allow_tf32(bool on) { g_allow_tf32.store(on); }
+bool allow_tf32() { return g_allow_tf32.load(); }
+
+#ifndef MDL_WITH_CUDA
+CacheStats cache_stats() { return {}; }
+void reset_peak_cache_stats() {}
+void empty_cache() {}
+void set_caching_enabled(bool) {}
+bool caching_enabled() { return true; }
+void synchronize() {}
+Allocator* pinned_allocator() { MDL_FAIL("pin_memory: no CUDA in this build"); }
+Tensor pin_memory(const Tensor&) { MDL_FAIL("pin_memory: no CUDA in this build"); }
+bool is_pinned(const Tensor&) { return false; }
+
+struct Graph::Impl {};
+Graph::Graph() = default;
+Graph::~Graph() = default;
+void Graph::capture_begin() { MDL_FAIL("cuda::Graph: no CUDA in this build"); }
+void Graph::capture_end() { MDL_FAIL("cuda::Graph: no CUDA in this build"); }
+void Graph::replay() { MDL_FAIL("cuda::Graph: no CUDA in this build"); }
+bool Graph::captured() const { return false; }
+#endif
+
+}  // namespace mdl::cuda

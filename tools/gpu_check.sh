@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# make gpu-check: the one run on a GPU machine. Builds with CUDA for sm_90, runs the CUDA test
+# cases, then the whole suite, then bench/bench_cuda, and prints one table. A failing step is
+# named and the next one still runs; the exit status is nonzero if any step failed. Logs go to
+# build/gpu-check/*.log. Budget: under 8 minutes (each step has its own timeout).
+set -u
+cd "$(dirname "$0")/.."
+MAKE=${MAKE:-make}
+B=build/gpu-check
+LOG=$B/logs
+mkdir -p "$LOG"
+JOBS=-j$(nproc)
+declare -a STEPS RESULTS DETAILS
+failed=0
+
+step() {  # step NAME TIMEOUT_S CMD...
+  local name=$1 t=$2; shift 2
+  echo "== $name"
+  local start=$SECONDS
+  timeout "$t" "$@" >"$LOG/$name.log" 2>&1
+  local rc=$?
+  local dt=$((SECONDS - start))
+  STEPS+=("$name")
+  if [ $rc -eq 0 ]; then RESULTS+=("ok"); else RESULTS+=("FAILED rc=$rc"); failed=1; fi
+  DETAILS+=("${dt}s, $(tail -n 1 "$LOG/$name.log" | cut -c1-90)")
+  [ $rc -eq 0 ] || { echo "!! step $name failed (rc=$rc); last lines of $LOG/$name.log:"; tail -n 25 "$LOG/$name.log"; }
+}
+
+echo "== device"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee "$LOG/device.log"
+
+step build 300 $MAKE $JOBS CUDA=1 MDL_CUDA_ARCH=90 BUILD=$B $B/mdl_tests $B/bench/bench_cuda
+step cuda-tests 120 $B/mdl_tests -tc='cuda:*'
+step all-tests 240 $B/mdl_tests
+step bench-cuda 180 $B/bench/bench_cuda --benchmark_min_time=0.2s --benchmark_out="$LOG/bench_cuda.json" \
+  --benchmark_out_format=json
+
+echo
+echo "================ gpu-check on $(head -n 1 "$LOG/device.log") ================"
+printf '%-12s %-14s %s\n' step result detail
+for i in "${!STEPS[@]}"; do printf '%-12s %-14s %s\n' "${STEPS[$i]}" "${RESULTS[$i]}" "${DETAILS[$i]}"; done
+if [ -s "$LOG/bench_cuda.json" ]; then
+  echo
+  python3 - "$LOG/bench_cuda.json" <<'PY' || echo "(benchmark table: python3 could not read the JSON)"
+import json, sys
+runs = json.load(open(sys.argv[1]))["benchmarks"]
+by = {r["name"]: r for r in runs}
+print(f'{"benchmark":40s} {"time (us)":>12s} {"figure":>18s}')
+for r in runs:
+    fig = next((f'{r[k]/1e9 if k == "GB/s" else r[k]/1e12 if k == "TFLOP/s" else r[k]:.2f} {k}'
+                for k in ("TFLOP/s", "GB/s") if k in r), "")
+    print(f'{r["name"]:40s} {r["real_time"]:12.2f} {fig:>18s}')
+def ratio(a, b, what, key="real_time"):
+    ra, rb = by.get(a), by.get(b)
+    if ra and rb: print(f"{what:60s} {rb[key]/ra[key]:6.2f}x")
+print()
+ratio("BM_add_contiguous_vec16/real_time", "BM_add_strided/real_time", "elementwise: vectorised contiguous vs strided (speedup)")
+ratio("BM_h2d_pinned/real_time", "BM_h2d_pageable/real_time", "host->device copy: pinned vs pageable (speedup)")
+ratio("BM_alloc_caching", "BM_alloc_cudamalloc", "allocation: caching allocator vs cudaMalloc (speedup)")
+ratio("BM_chain_graph/real_time", "BM_chain_eager/real_time", "20 small ops: CUDA Graph replay vs eager (speedup)")
+f16 = [r for r in runs if r["name"].startswith("BM_gemm_f16/")]
+if f16:
+    peak = max(r["TFLOP/s"] for r in f16)
+    for r in f16: print(f'f16 GEMM {r["name"]:32s} {r["TFLOP/s"]/1e12:7.1f} TFLOP/s = {100*r["TFLOP/s"]/peak:5.1f}% of the best size')
+PY
+fi
+echo "logs: $LOG"
+exit $failed
