@@ -6,6 +6,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "amp/autocast.h"
 #include "autograd/node.h"
 #include "tensor/native.h"
 
@@ -97,6 +98,7 @@ void record(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs
 
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph) {
   NoGradGuard no_grad;
+  amp::AutocastGuard no_autocast(kF16, /*enabled=*/false);  // backward keeps the forward's dtypes
   // 1. Dependencies: how many edges point at each node reachable from the roots.
   std::unordered_map<Node*, int> deps;
   std::unordered_map<Node*, std::vector<Tensor>> buffers;

@@ -2,6 +2,7 @@
 // summed back to their own shape (sum_to).
 #include <cmath>
 
+#include "amp/autocast.h"
 #include "autograd/function.h"
 #include "tensor/factory.h"
 #include "tensor/native.h"
@@ -136,10 +137,12 @@ Tensor abs(const Tensor& x) {
     return g * native::unary(UnaryOp::Sign, x);
   });
 }
-Tensor exp(const Tensor& x) {
+Tensor exp(const Tensor& x_in) {
+  auto [x] = amp::autocast_f32(x_in);
   return unary_op(UnaryOp::Exp, "exp", x, [](const Tensor& g, const Tensor&, const Tensor& y) { return g * y; });
 }
-Tensor log(const Tensor& x) {
+Tensor log(const Tensor& x_in) {
+  auto [x] = amp::autocast_f32(x_in);
   return unary_op(UnaryOp::Log, "log", x, [](const Tensor& g, const Tensor& x, const Tensor&) { return g / x; });
 }
 Tensor sqrt(const Tensor& x) {

@@ -1,5 +1,6 @@
 // Indexing ops and matmul with their backward: gathers scatter the gradient back, scatters
 // gather it; matmul's gradient is two matmuls, summed over broadcast batch dims.
+#include "amp/autocast.h"
 #include "autograd/function.h"
 #include "tensor/factory.h"
 #include "tensor/native.h"
@@ -37,7 +38,8 @@ Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tens
   return out;
 }
 
-Tensor matmul(const Tensor& a, const Tensor& b) {
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  auto [a, b] = amp::autocast_lower(a_in, b_in);
   MDL_CHECK(a.defined() && b.defined(), "matmul: undefined tensor");
   MDL_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dim, got shapes ",
             shape_str(a.shape()), " and ", shape_str(b.shape()));

@@ -2,6 +2,7 @@
 // it to the chosen element, var uses 2(x - mean)/(N - correction), softmax has its own kernel.
 #include <algorithm>
 
+#include "amp/autocast.h"
 #include "autograd/function.h"
 #include "tensor/factory.h"
 #include "tensor/native.h"
@@ -42,7 +43,8 @@ int64_t count(const Shape& s, const std::vector<int64_t>& rdims) {
 }  // namespace
 
 Tensor sum(const Tensor& x) { return sum(x, {}, false); }
-Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor sum(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
+  auto [x] = amp::autocast_f32(x_in);
   Tensor out = native::reduce(ReduceOp::Sum, x, dims, keepdim);
   auto rd = reduced_dims(x, dims);
   record_fn("sum", {x}, {out}, {}, [s = x.shape(), rd, keepdim](const Grads& g, const FnNode&) {
@@ -52,7 +54,8 @@ Tensor sum(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& x) { return mean(x, {}, false); }
-Tensor mean(const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+Tensor mean(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) {
+  auto [x] = amp::autocast_f32(x_in);
   Tensor out = native::reduce(ReduceOp::Mean, x, dims, keepdim);
   auto rd = reduced_dims(x, dims);
   record_fn("mean", {x}, {out}, {}, [s = x.shape(), rd, keepdim](const Grads& g, const FnNode&) {
@@ -114,7 +117,8 @@ Tensor std(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction
 }
 
 namespace {
-Tensor softmax_op(const char* name, const Tensor& x, int64_t dim, bool log) {
+Tensor softmax_op(const char* name, const Tensor& x_in, int64_t dim, bool log) {
+  auto [x] = amp::autocast_f32(x_in);
   Tensor out = native::softmax(x, dim, log);
   record_fn(name, {x}, {out}, {out}, [dim, log](const Grads& g, const FnNode& n) {
     return Grads{native::softmax_backward(g[0], n.saved(0), dim, log)};

@@ -5,6 +5,7 @@
 // gradients, where PyTorch gives NaN: padded batches then train without NaN guards.
 #include <cmath>
 
+#include "amp/autocast.h"
 #include "autograd/function.h"
 #include "nn/functional.h"
 #include "tensor/kernels_attention.h"
@@ -73,8 +74,9 @@ Tensor expand_to(const Tensor& t, const Shape& batch) { return native::expand(t,
 
 }  // namespace
 
-Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
-                                    std::optional<double> scale) {
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& mask,
+                                    bool causal, std::optional<double> scale) {
+  auto [q, k, v] = amp::autocast_lower(q_in, k_in, v_in);
   const Shape batch = check(q, k, v, mask);
   const int64_t L = q.size(-2), E = q.size(-1), S = k.size(-2), Ev = v.size(-1);
   const double s = scale ? *scale : E > 0 ? 1.0 / std::sqrt(double(E)) : 1.0;

@@ -3,6 +3,7 @@
 // beside its forward as one node. f16/bf16 convs run in f32 and round the result once.
 #include <string>
 
+#include "amp/autocast.h"
 #include "autograd/function.h"
 #include "nn/functional.h"
 #include "tensor/kernels_conv.h"
@@ -58,7 +59,8 @@ DType conv_dtype(DType t) { return t == kF64 ? kF64 : kF32; }
 // ---- linear ---------------------------------------------------------------------------------
 
 // x (*, in) -> (M, in) @ w^T (in, out) + b, with M the product of the leading dims.
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  auto [x, w, b] = amp::autocast_lower(x_in, w_in, b_in);
   MDL_CHECK(x.defined() && w.defined(), "linear: undefined input or weight");
   MDL_CHECK(x.dim() >= 1, "linear: expected an input of at least 1 dim, got shape ", x.shape());
   MDL_CHECK(w.dim() == 2, "linear: expected a 2-D weight (out, in), got shape ", w.shape());
@@ -89,8 +91,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
 
 // ---- conv2d ---------------------------------------------------------------------------------
 
-Tensor conv2d(const Tensor& input, const Tensor& w, const Tensor& b, Pair stride, Pair padding, Pair dilation,
+Tensor conv2d(const Tensor& input_in, const Tensor& w_in, const Tensor& b_in, Pair stride, Pair padding, Pair dilation,
               int64_t groups) {
+  auto [input, w, b] = amp::autocast_lower(input_in, w_in, b_in);
   return batched_4d("conv2d", input, [&](const Tensor& x) {
     MDL_CHECK(w.defined(), "conv2d: the weight is undefined");
     MDL_CHECK(w.dim() == 4, "conv2d: expected a 4-D weight (C_out, C_in/groups, kH, kW), got shape ", w.shape());

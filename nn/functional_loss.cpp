@@ -3,6 +3,7 @@
 // binary_cross_entropy_with_logits node. Losses are f32 for f32/f16/bf16 inputs, f64 for f64.
 #include <vector>
 
+#include "amp/autocast.h"
 #include "autograd/function.h"
 #include "nn/functional.h"
 #include "tensor/kernels_norm.h"
@@ -79,7 +80,8 @@ Tensor expand_grad(const Tensor& g, Reduction r, double count, const Shape& shap
 
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& opts) {
+Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossEntropyOptions& opts) {
+  auto [logits] = amp::autocast_f32(logits_in);
   const char* op = "cross_entropy";
   int64_t count = 0;
   Tensor t = checked_target(op, logits, target, opts.ignore_index, count);
@@ -109,7 +111,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   return out;
 }
 
-Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, int64_t ignore_index, Reduction reduction) {
+  auto [log_probs] = amp::autocast_f32(log_probs_in);
   int64_t count = 0;
   Tensor t = checked_target("nll_loss", log_probs, target, ignore_index, count);
   // -log_probs[n, target[n], ...] where the target is not ignored (ignored ones read class 0, weighted 0).
@@ -126,7 +129,8 @@ Tensor nll_loss(const Tensor& log_probs, const Tensor& target, int64_t ignore_in
   return reduction == Reduction::Sum ? s : s / double(count);
 }
 
-Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) {
+Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
+  auto [input, target] = amp::autocast_f32(input_in, target_in);
   check_same_shape("mse_loss", input, target);
   const DType st = loss_dtype(promote_types(input.dtype(), target.dtype()));
   Tensor d = to_dtype(input, st) - to_dtype(target, st);
@@ -135,7 +139,8 @@ Tensor mse_loss(const Tensor& input, const Tensor& target, Reduction reduction) 
   return reduction == Reduction::Sum ? sum(el) : mean(el);
 }
 
-Tensor binary_cross_entropy_with_logits(const Tensor& logits, const Tensor& target, Reduction reduction) {
+Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& target_in, Reduction reduction) {
+  auto [logits, target] = amp::autocast_f32(logits_in, target_in);
   check_same_shape("binary_cross_entropy_with_logits", logits, target);
   const DType st = loss_dtype(promote_types(logits.dtype(), target.dtype()));
   const Tensor x = as(logits, st), y = as(target, st);

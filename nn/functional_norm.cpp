@@ -1,6 +1,7 @@
 // nn::functional normalisations, dropout and embedding: argument checks, then the fused kernels
 // of tensor/kernels_norm.h with each backward recorded right beside its forward. batch_norm also
 // updates the running statistics in place, outside autograd.
+#include "amp/autocast.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "nn/functional.h"
@@ -81,8 +82,9 @@ Tensor group_norm_op(const char* name, const Tensor& x, const Shape& shape3, int
 
 }  // namespace
 
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
+  auto [x] = amp::autocast_f32(x_in);
   const char* op = "batch_norm";
   check_input(op, x);
   MDL_CHECK(x.dim() >= 2, "batch_norm: expected an input of shape (N, C) or (N, C, ...), got ", x.shape());
@@ -139,8 +141,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   return y;
 }
 
-Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
+Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
+  auto [x] = amp::autocast_f32(x_in);
   const char* op = "layer_norm";
   check_input(op, x);
   const int64_t k = int64_t(normalized_shape.size());
@@ -156,7 +159,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   return group_norm_op("layer_norm", x, {M, F, 1}, 1, weight, bias, w, b, eps);
 }
 
-Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+Tensor group_norm(const Tensor& x_in, int64_t num_groups, const Tensor& weight, const Tensor& bias, double eps) {
+  auto [x] = amp::autocast_f32(x_in);
   const char* op = "group_norm";
   check_input(op, x);
   MDL_CHECK(x.dim() >= 2, "group_norm: expected an input of shape (N, C, ...), got ", x.shape());

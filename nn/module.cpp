@@ -6,6 +6,8 @@
 #include <sstream>
 #include <utility>
 
+#include "amp/autocast.h"
+#include "amp/keep_f32.h"
 #include "autograd/grad_mode.h"
 #include "io/safetensors.h"
 #include "tensor/native.h"
@@ -165,7 +167,7 @@ thread_local detail::ForwardObserver* t_observer = nullptr;
 detail::ForwardObserver* detail::set_forward_observer(ForwardObserver* o) { return std::exchange(t_observer, o); }
 
 Tensor Module::operator()(const Tensor& x) {
-  Tensor y = forward(x);
+  Tensor y = keep_f32_ && amp::is_autocast_enabled() ? amp::detail::forward_f32(*this, x) : forward(x);
   if (t_observer) t_observer->on_output(*this, y);
   return y;
 }

@@ -25,6 +25,9 @@ class Module : public std::enable_shared_from_this<Module> {
   Tensor operator()(const Tensor& x);
   // For forwards with several inputs (attention): shows the output to an active summary.
   void note_output(const Tensor& y) const;
+  // Hybrid precision: under autocast, operator() runs forward in f32 (amp/keep_f32.h).
+  void set_keep_f32(bool on) { keep_f32_ = on; }
+  bool keeps_f32() const { return keep_f32_; }
 
   const std::string& type_name() const { return type_name_; }
   // One line describing the layer's configuration, e.g. "in_features=784, out_features=10".
@@ -69,6 +72,7 @@ class Module : public std::enable_shared_from_this<Module> {
  private:
   std::string type_name_;
   bool training_ = true;
+  bool keep_f32_ = false;
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;

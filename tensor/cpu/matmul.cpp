@@ -1,8 +1,9 @@
 // Batched matrix product out[b] = a[b] @ b[b] on our GEMM. f16/bf16 operands are widened to
-// f32 panels and the f32 result rounded once (f32 accumulation, as tensor cores do).
+// f32 (in bulk, F16C) and the f32 result rounded once (f32 accumulation, as tensor cores do).
 // Many small matrices (attention heads) are spread over threads; big ones thread inside GEMM.
 #include <algorithm>
-#include <vector>
+#include <memory>
+#include <utility>
 
 #include "tensor/cpu/convert.h"
 #include "tensor/cpu/cpu_kernels.h"
@@ -22,6 +23,29 @@ void for_each_batch(int64_t B, int64_t M, int64_t N, int64_t K, const F& f) {
   parallel_for(0, B, grain, [&](int64_t b0, int64_t b1) {
     for (int64_t b = b0; b < b1; ++b) f(b);
   });
+}
+
+void to_f32(const Half* src, float* dst, int64_t n) { f16_to_f32(src, dst, n); }
+void to_f32(const BFloat16* src, float* dst, int64_t n) { bf16_to_f32(src, dst, n); }
+void narrow_to(const float* src, Half* dst, int64_t n) { f32_to_f16(src, dst, n); }
+void narrow_to(const float* src, BFloat16* dst, int64_t n) { f32_to_bf16(src, dst, n); }
+
+// Widens a (rows, cols) 16-bit matrix with strides (rs, cs) into f32 at dst; returns the strides
+// to read dst with. Rows (or columns) that are contiguous convert in bulk (F16C) and keep their
+// order, so a transposed operand needs no gather.
+template <class T>
+std::pair<int64_t, int64_t> widen(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs, float* dst) {
+  if (cs == 1) {
+    for (int64_t r = 0; r < rows; ++r) to_f32(p + r * rs, dst + r * cols, cols);
+    return {cols, 1};
+  }
+  if (rs == 1) {
+    for (int64_t c = 0; c < cols; ++c) to_f32(p + c * cs, dst + c * rows, rows);
+    return {1, rows};
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = float(p[r * rs + c * cs]);
+  return {cols, 1};
 }
 }  // namespace
 
@@ -45,13 +69,12 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
       });
     } else if constexpr (is_half_v<T>) {
       for_each_batch(B, M, N, K, [&](int64_t i) {
-        std::vector<float> fa(size_t(M * K)), fb(size_t(K * N)), fc(size_t(M * N));
-        for (int64_t m = 0; m < M; ++m)
-          for (int64_t k = 0; k < K; ++k) fa[size_t(m * K + k)] = float(pa[i * sab + m * sam + k * sak]);
-        for (int64_t k = 0; k < K; ++k)
-          for (int64_t n = 0; n < N; ++n) fb[size_t(k * N + n)] = float(pb[i * sbb + k * sbk + n * sbn]);
-        gemm_f32(M, N, K, 1.0f, fa.data(), K, 1, fb.data(), N, 1, 0.0f, fc.data(), N, 1);
-        for (int64_t j = 0; j < M * N; ++j) o[i * M * N + j] = T(fc[size_t(j)]);
+        std::unique_ptr<float[]> fa(new float[size_t(M * K)]), fb(new float[size_t(K * N)]),
+            fc(new float[size_t(M * N)]);
+        const auto [rsa, csa] = widen(pa + i * sab, M, K, sam, sak, fa.get());
+        const auto [rsb, csb] = widen(pb + i * sbb, K, N, sbk, sbn, fb.get());
+        gemm_f32(M, N, K, 1.0f, fa.get(), rsa, csa, fb.get(), rsb, csb, 0.0f, fc.get(), N, 1);
+        narrow_to(fc.get(), o + i * M * N, M * N);
       });
     } else {
       // Integers: a plain loop in the type's own arithmetic (wrapping through unsigned).

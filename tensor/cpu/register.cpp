@@ -2,6 +2,7 @@
 #include <mutex>
 
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/kernels_amp.h"
 #include "tensor/kernels_attention.h"
 #include "tensor/kernels_conv.h"
 #include "tensor/kernels_norm.h"
@@ -16,6 +17,7 @@ void ensure_kernels_registered() {
     register_attention_kernels();
     register_conv_kernels();
     register_optim_kernels();
+    register_amp_kernels();
     fill.cpu = &cpu::fill;
     copy.cpu = &cpu::copy;
     unary.cpu = &cpu::unary;

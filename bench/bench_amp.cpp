@@ -1,0 +1,157 @@
+// Mixed precision on the CPU: matmul and conv2d throughput with f32 against f16/bf16 operands
+// (f32 accumulation), a SimpleCNN training step in f32 against autocast f16 + GradScaler, and
+// the activation memory of a SimpleCNN and a small ViT forward under f32 and autocast (bytes
+// held for backward after the forward, and the peak during it). Closing tables give the ratios.
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "amp/autocast.h"
+#include "amp/grad_scaler.h"
+#include "mdl.h"
+#include "nn/functional.h"
+#include "nn/models/models.h"
+
+using namespace mdl;
+namespace F = mdl::nn::functional;
+
+namespace {
+
+void set_gflops(benchmark::State& state, double flops) {
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+
+// C (n, n) = A (n, n) @ B (n, n) with both operands of dtype t.
+void bm_matmul(benchmark::State& state, int64_t n, DType t) {
+  Generator g(1);
+  Tensor a = randn({n, n}, kF32, &g).to(t), b = randn({n, n}, kF32, &g).to(t);
+  NoGradGuard ng;
+  for (auto _ : state) {
+    Tensor c = matmul(a, b);
+    benchmark::DoNotOptimize(c.raw_data());
+  }
+  set_gflops(state, 2.0 * double(n) * double(n) * double(n));
+}
+
+// SimpleCNN's second conv (32 -> 64, 3x3, 14x14, batch 128), forward, input and weight of dtype t.
+void bm_conv(benchmark::State& state, DType t) {
+  Generator g(2);
+  Tensor x = randn({128, 32, 14, 14}, kF32, &g).to(t), w = (randn({64, 32, 3, 3}, kF32, &g) * 0.1).to(t);
+  NoGradGuard ng;
+  for (auto _ : state) {
+    Tensor y = F::conv2d(x, w, Tensor(), {1, 1}, {1, 1});
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  set_gflops(state, 2.0 * 128 * 64 * 14 * 14 * 32 * 9);
+}
+
+// One SimpleCNN training step (batch 128, Adam): f32, or autocast f16 with the GradScaler.
+void bm_train_step(benchmark::State& state, bool mixed) {
+  manual_seed(3);
+  auto model = nn::models::SimpleCNN(1, 10);
+  optim::Adam opt(model->parameters(), {.lr = 1e-3});
+  amp::GradScaler scaler({.enabled = mixed});
+  Tensor x = randn({128, 1, 28, 28}), y = randint(0, 10, {128});
+  for (auto _ : state) {
+    opt.zero_grad();
+    Tensor loss;
+    {
+      amp::AutocastGuard autocast(kF16, mixed);
+      loss = F::cross_entropy(model->forward(x), y);
+    }
+    scaler.scale(loss).backward();
+    scaler.step(opt);
+    scaler.update();
+  }
+  state.counters["images/s"] = benchmark::Counter(128, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+struct Memory {
+  double held_mb, peak_mb;
+};
+
+// The bytes a training-mode forward holds for backward (live after it, less live before, less the
+// output) and its peak above the starting point.
+Memory forward_memory(nn::Module& model, const Tensor& x, bool mixed) {
+  const int64_t before = memory_stats().live_bytes;
+  reset_peak_memory();
+  Tensor out;
+  {
+    amp::AutocastGuard autocast(kF16, mixed);
+    out = model.forward(x);
+  }
+  const MemoryStats s = memory_stats();
+  return {double(s.live_bytes - before - int64_t(out.nbytes())) / 1e6, double(s.peak_bytes - before) / 1e6};
+}
+
+class RecordingReporter : public benchmark::ConsoleReporter {
+ public:
+  std::map<std::string, double> values;  // GFLOP/s or images/s by name
+  void ReportRuns(const std::vector<Run>& runs) override {
+    for (const Run& r : runs) {
+      if (r.run_type != Run::RT_Iteration) continue;
+      for (const char* c : {"GFLOP/s", "images/s"}) {
+        auto it = r.counters.find(c);
+        if (it != r.counters.end()) values[r.run_name.function_name] = it->second.value;
+      }
+    }
+    ConsoleReporter::ReportRuns(runs);
+  }
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::vector<std::pair<DType, std::string>> dtypes = {{kF32, "f32"}, {kF16, "f16"}, {kBF16, "bf16"}};
+  for (int64_t n : {256, 1024})
+    for (const auto& [t, name] : dtypes)
+      benchmark::RegisterBenchmark(("matmul/" + std::to_string(n) + "/" + name).c_str(),
+                                   [n, t = t](benchmark::State& s) { bm_matmul(s, n, t); })
+          ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+  for (const auto& [t, name] : dtypes)
+    benchmark::RegisterBenchmark(("conv_32to64_14x14_b128/" + name).c_str(), [t = t](benchmark::State& s) { bm_conv(s, t); })
+        ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+  for (bool mixed : {false, true})
+    benchmark::RegisterBenchmark(mixed ? "simplecnn_train_step_b128/autocast_f16" : "simplecnn_train_step_b128/f32",
+                                 [mixed](benchmark::State& s) { bm_train_step(s, mixed); })
+        ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  RecordingReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+
+  auto& v = reporter.values;
+  auto ratio = [&](const std::string& a, const std::string& b) {
+    return v.count(a) && v.count(b) && v[b] > 0 ? v[a] / v[b] : 0.0;
+  };
+  std::printf("\nthreads: %d; throughput of 16-bit operands relative to f32 (>1: faster):\n", get_num_threads());
+  for (const std::string& base : {std::string("matmul/256/"), std::string("matmul/1024/"),
+                                  std::string("conv_32to64_14x14_b128/")})
+    std::printf("  %-28s f16 %.2fx   bf16 %.2fx\n", base.c_str(), ratio(base + "f16", base + "f32"),
+                ratio(base + "bf16", base + "f32"));
+  std::printf("  %-28s autocast f16 + GradScaler %.2fx\n", "simplecnn train step",
+              ratio("simplecnn_train_step_b128/autocast_f16", "simplecnn_train_step_b128/f32"));
+
+  std::printf("\nactivation memory of a training-mode forward (MB): held for backward, and peak\n");
+  std::printf("%-30s %10s %10s %10s %10s %8s\n", "model", "f32 held", "f32 peak", "amp held", "amp peak", "held");
+  auto report = [](const char* name, nn::Module& m, const Tensor& x) {
+    forward_memory(m, x, false);  // warm-up: first-use allocations out of the way
+    const Memory f = forward_memory(m, x, false), a = forward_memory(m, x, true);
+    std::printf("%-30s %10.1f %10.1f %10.1f %10.1f %7.2fx\n", name, f.held_mb, f.peak_mb, a.held_mb, a.peak_mb,
+                f.held_mb / a.held_mb);
+  };
+  manual_seed(4);
+  auto cnn = nn::models::SimpleCNN(1, 10);
+  report("SimpleCNN, batch 128", *cnn, randn({128, 1, 28, 28}));
+  auto vit = std::make_shared<nn::models::ViT>(nn::models::ViTOptions{
+      .image_size = 28, .patch_size = 7, .in_channels = 1, .classes = 10, .dim = 128, .depth = 4, .heads = 4,
+      .mlp_dim = 256});
+  report("ViT dim 128, depth 4, batch 64", *vit, randn({64, 1, 28, 28}));
+  return 0;
+}
