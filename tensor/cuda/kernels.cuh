@@ -2,6 +2,8 @@
 // primitive; register.cu puts them into the stubs' CUDA slots.
 #pragma once
 #include "tensor/kernels.h"
+#include "tensor/kernels_amp.h"
+#include "tensor/kernels_attention.h"
 #include "tensor/kernels_conv.h"
 #include "tensor/kernels_norm.h"
 #include "tensor/kernels_optim.h"
@@ -46,5 +48,9 @@ kernels::AvgPool2dForwardFn avg_pool2d_forward;
 kernels::AvgPool2dBackwardFn avg_pool2d_backward;
 kernels::AdaptiveAvgPool2dForwardFn adaptive_avg_pool2d_forward;
 kernels::AdaptiveAvgPool2dBackwardFn adaptive_avg_pool2d_backward;
+
+kernels::UnscaleCheckFn unscale_check;
+kernels::AttentionForwardFn attention_forward;
+kernels::AttentionBackwardFn attention_backward;
 
 }  // namespace mdl::cuda

@@ -29,6 +29,13 @@ void register_kernels() {
   k::adam_step.cuda = &cuda::adam_step;
   k::sgd_step.cuda = &cuda::sgd_step;
   k::sum_squares.cuda = &cuda::sum_squares;
+  k::batch_norm_forward.cuda = &cuda::batch_norm_forward;
+  k::batch_norm_backward.cuda = &cuda::batch_norm_backward;
+  k::group_norm_forward.cuda = &cuda::group_norm_forward;
+  k::group_norm_backward.cuda = &cuda::group_norm_backward;
+  k::cross_entropy_forward.cuda = &cuda::cross_entropy_forward;
+  k::cross_entropy_backward.cuda = &cuda::cross_entropy_backward;
+  k::unscale_check.cuda = &cuda::unscale_check;
 }
 
 }  // namespace mdl::cuda::detail
