@@ -1,6 +1,7 @@
 // nn::functional linear, conv2d and pooling: argument checks and output shapes, then the kernels
 // of tensor/kernels_conv.h (and our GEMM through matmul for linear), each backward recorded right
-// beside its forward as one node. f16/bf16 convs run in f32 and round the result once.
+// beside its forward as one node. f16/bf16 convs run in f32 and round the result once on the CPU;
+// on CUDA cuDNN takes them as they are (f32 compute).
 #include <string>
 
 #include "amp/autocast.h"
@@ -51,8 +52,9 @@ Tensor batched_4d(const char* op, const Tensor& x, const F& f) {
   return f(x);
 }
 
-// The compute dtype of a conv: f64 stays f64, everything else runs in f32.
-DType conv_dtype(DType t) { return t == kF64 ? kF64 : kF32; }
+// The storage dtype a conv kernel runs on: f64 stays f64; f16/bf16 stay as they are on CUDA (cuDNN
+// computes in f32 on tensor cores) and run in f32 on the CPU.
+DType conv_dtype(DType t, Device d) { return t == kF64 ? kF64 : d.is_cuda() ? t : kF32; }
 
 }  // namespace
 
@@ -118,7 +120,7 @@ Tensor conv2d(const Tensor& input_in, const Tensor& w_in, const Tensor& b_in, Pa
     const int64_t Ho = (Hp - ekh) / stride[0] + 1, Wo = (Wp - ekw) / stride[1] + 1;
     const kernels::Conv2dParams p{stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], groups};
 
-    const DType ct = conv_dtype(x.dtype());
+    const DType ct = conv_dtype(x.dtype(), x.device());
     Tensor out = make_tensor({N, Cout, Ho, Wo}, ct, x.device());
     kernels::conv2d_forward(x.device(), out, as(x, ct), as(w, ct), as(b, ct), p);
     Tensor y = as(out, x.dtype());

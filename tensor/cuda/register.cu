@@ -36,6 +36,14 @@ void register_kernels() {
   k::cross_entropy_forward.cuda = &cuda::cross_entropy_forward;
   k::cross_entropy_backward.cuda = &cuda::cross_entropy_backward;
   k::unscale_check.cuda = &cuda::unscale_check;
+  k::conv2d_forward.cuda = &cuda::conv2d_forward;
+  k::conv2d_backward.cuda = &cuda::conv2d_backward;
+  k::max_pool2d_forward.cuda = &cuda::max_pool2d_forward;
+  k::max_pool2d_backward.cuda = &cuda::max_pool2d_backward;
+  k::avg_pool2d_forward.cuda = &cuda::avg_pool2d_forward;
+  k::avg_pool2d_backward.cuda = &cuda::avg_pool2d_backward;
+  k::adaptive_avg_pool2d_forward.cuda = &cuda::adaptive_avg_pool2d_forward;
+  k::adaptive_avg_pool2d_backward.cuda = &cuda::adaptive_avg_pool2d_backward;
 }
 
 }  // namespace mdl::cuda::detail
