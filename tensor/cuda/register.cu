@@ -44,6 +44,8 @@ void register_kernels() {
   k::avg_pool2d_backward.cuda = &cuda::avg_pool2d_backward;
   k::adaptive_avg_pool2d_forward.cuda = &cuda::adaptive_avg_pool2d_forward;
   k::adaptive_avg_pool2d_backward.cuda = &cuda::adaptive_avg_pool2d_backward;
+  k::attention_forward.cuda = &cuda::attention_forward;
+  k::attention_backward.cuda = &cuda::attention_backward;
 }
 
 }  // namespace mdl::cuda::detail
