@@ -8,6 +8,7 @@
 
 #include "amp/autocast.h"
 #include "autograd/node.h"
+#include "profiler/recorder.h"
 #include "tensor/native.h"
 
 namespace mdl {
@@ -148,7 +149,12 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
         t.set_grad(t.grad().defined() ? native::binary(BinaryOp::Add, t.grad(), in[k]) : native::clone(in[k]));
       }
     }
-    std::vector<Tensor> out = n->apply(std::move(in));
+    std::vector<Tensor> out;
+    {
+      profiler::detail::ScopedRange range;  // kernels of this node's backward nest under it
+      if (profiler::detail::recording()) range.open(profiler::detail::backward_name(n->name()), profiler::EventKind::Backward);
+      out = n->apply(std::move(in));
+    }
     if (!retain_graph) {
       n->release_saved();
       n->released = true;

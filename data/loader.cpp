@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "data/pinned.h"
+#include "profiler/scope.h"
 #include "tensor/error.h"
 
 namespace mdl::data {
@@ -125,6 +126,7 @@ void DataLoader::advance() {
 }
 
 DataLoader::Result DataLoader::take(int64_t b) {
+  profiler::Phase data_wait(profiler::kDataWait);
   const auto t0 = Clock::now();
   if (opt_.num_workers == 0) {
     Result r = build(epoch_, b);

@@ -10,6 +10,7 @@
 #include "amp/keep_f32.h"
 #include "autograd/grad_mode.h"
 #include "io/safetensors.h"
+#include "profiler/recorder.h"
 #include "tensor/native.h"
 
 namespace mdl::nn {
@@ -167,6 +168,8 @@ thread_local detail::ForwardObserver* t_observer = nullptr;
 detail::ForwardObserver* detail::set_forward_observer(ForwardObserver* o) { return std::exchange(t_observer, o); }
 
 Tensor Module::operator()(const Tensor& x) {
+  profiler::detail::ScopedRange range;  // the kernels of this call nest under the module's type
+  if (profiler::detail::recording()) range.open(profiler::detail::intern(type_name_), profiler::EventKind::Module);
   Tensor y = keep_f32_ && amp::is_autocast_enabled() ? amp::detail::forward_f32(*this, x) : forward(x);
   if (t_observer) t_observer->on_output(*this, y);
   return y;

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "profiler/recorder.h"
 #include "tensor/error.h"
 
 namespace mdl {
@@ -52,11 +53,13 @@ void record_alloc(Device d, size_t nbytes) {
   while (live > peak && !c.peak.compare_exchange_weak(peak, live)) {}
   c.allocations.fetch_add(1);
   c.blocks.fetch_add(1);
+  if (profiler::detail::recording()) profiler::detail::record_memory(d, int64_t(nbytes), live);
 }
 void record_free(Device d, size_t nbytes) {
   Counters& c = counters(d);
-  c.live.fetch_sub(int64_t(nbytes));
+  int64_t live = c.live.fetch_sub(int64_t(nbytes)) - int64_t(nbytes);
   c.blocks.fetch_sub(1);
+  if (profiler::detail::recording()) profiler::detail::record_memory(d, -int64_t(nbytes), live);
 }
 }  // namespace detail
 

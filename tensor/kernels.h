@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "profiler/hook.h"
 #include "tensor/error.h"
 #include "tensor/tensor.h"
 
@@ -27,8 +28,17 @@ struct Stub {
     MDL_CHECK(f, name, ": no ", d.is_cpu() ? "CPU" : "CUDA", " kernel in this build");
     return f;
   }
+  // Runs the slot for d; an active profiler session records the call (profiler/hook.h).
   template <class... Args>
-  void operator()(Device d, Args&&... args) const { get(d)(std::forward<Args>(args)...); }
+  decltype(auto) operator()(Device d, Args&&... args) const {
+    Fn* f = get(d);
+    if (profiler::detail::recording()) [[unlikely]] {
+      const Tensor* tensors[] = {profiler::detail::tensor_or_null(args)..., nullptr};
+      profiler::detail::KernelRange range(name, d, tensors, int(sizeof...(Args)));
+      return f(std::forward<Args>(args)...);
+    }
+    return f(std::forward<Args>(args)...);
+  }
 };
 
 enum class UnaryOp : uint8_t {
