@@ -1,6 +1,7 @@
 // GradScaler: dynamic loss scaling for f16 mixed precision, as torch.amp.GradScaler. f16
-// gradients smaller than 6e-8 round to zero; multiplying the loss by a large scale lifts them
-// into f16's range, and the f32 master gradients are divided by it again before the step.
+// gradients below 3e-8 round to zero (and below 6e-5 lose bits as subnormals); multiplying the
+// loss by a large scale lifts them into f16's range, and the f32 master gradients are divided
+// by it again before the step.
 //
 // The order of calls, each training step:
 //   opt.zero_grad();
