@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make gpu-check: the one run on a GPU machine. Builds with CUDA for sm_90, runs the CUDA test
-# cases, then the whole suite, then bench/bench_cuda, and prints one table. A failing step is
-# named and the next one still runs; the exit status is nonzero if any step failed. Logs go to
-# build/gpu-check/*.log. Budget: under 8 minutes (each step has its own timeout).
+# cases, then the rest of the suite, then bench/bench_cuda and (where python3 has PyTorch with
+# CUDA) bench/torch_gpu_step.py, and prints one table. A failing step is named and the next one
+# still runs; the exit status is nonzero if any step failed. Logs go to build/gpu-check/logs/.
+# Budget: under 8 minutes in all; the step timeouts add up to 470 s.
 set -u
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
@@ -29,11 +30,16 @@ step() {  # step NAME TIMEOUT_S CMD...
 echo "== device"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee "$LOG/device.log"
 
-step build 300 $MAKE $JOBS CUDA=1 MDL_CUDA_ARCH=90 BUILD=$B $B/mdl_tests $B/bench/bench_cuda
-step cuda-tests 120 $B/mdl_tests -tc='cuda:*'
-step all-tests 240 $B/mdl_tests
-step bench-cuda 180 $B/bench/bench_cuda --benchmark_min_time=0.2s --benchmark_out="$LOG/bench_cuda.json" \
+step build 230 $MAKE $JOBS CUDA=1 MDL_CUDA_ARCH=90 BUILD=$B $B/mdl_tests $B/bench/bench_cuda
+step cuda-tests 60 $B/mdl_tests -tc='cuda:*'
+step other-tests 70 $B/mdl_tests -tce='cuda:*'
+step bench-cuda 80 $B/bench/bench_cuda --benchmark_min_time=0.1s --benchmark_out="$LOG/bench_cuda.json" \
   --benchmark_out_format=json
+if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
+  step torch 30 python3 bench/torch_gpu_step.py
+else
+  echo "== torch: skipped (python3 has no PyTorch with CUDA)"
+fi
 
 echo
 echo "================ gpu-check on $(head -n 1 "$LOG/device.log") ================"
@@ -41,15 +47,15 @@ printf '%-12s %-14s %s\n' step result detail
 for i in "${!STEPS[@]}"; do printf '%-12s %-14s %s\n' "${STEPS[$i]}" "${RESULTS[$i]}" "${DETAILS[$i]}"; done
 if [ -s "$LOG/bench_cuda.json" ]; then
   echo
-  python3 - "$LOG/bench_cuda.json" <<'PY' || echo "(benchmark table: python3 could not read the JSON)"
+  python3 - "$LOG/bench_cuda.json" "$LOG/torch.log" <<'PY' || echo "(benchmark table: python3 could not read the JSON)"
 import json, sys
 runs = json.load(open(sys.argv[1]))["benchmarks"]
 by = {r["name"]: r for r in runs}
-print(f'{"benchmark":40s} {"time (us)":>12s} {"figure":>18s}')
+# The counters are already in their units (bench_cuda divides by 1e12 / 1e9 before the rate).
+print(f'{"benchmark":40s} {"time":>15s} {"figure":>20s}')
 for r in runs:
-    fig = next((f'{r[k]/1e9 if k == "GB/s" else r[k]/1e12 if k == "TFLOP/s" else r[k]:.2f} {k}'
-                for k in ("TFLOP/s", "GB/s") if k in r), "")
-    print(f'{r["name"]:40s} {r["real_time"]:12.2f} {fig:>18s}')
+    fig = next((f'{r[k]:.2f} {k}' for k in ("TFLOP/s", "GB/s", "images/s") if k in r), "")
+    print(f'{r["name"]:40s} {r["real_time"]:12.2f} {r.get("time_unit", ""):2s} {fig:>20s}')
 def ratio(a, b, what, key="real_time"):
     ra, rb = by.get(a), by.get(b)
     if ra and rb: print(f"{what:60s} {rb[key]/ra[key]:6.2f}x")
@@ -61,7 +67,27 @@ ratio("BM_chain_graph/real_time", "BM_chain_eager/real_time", "20 small ops: CUD
 f16 = [r for r in runs if r["name"].startswith("BM_gemm_f16/")]
 if f16:
     peak = max(r["TFLOP/s"] for r in f16)
-    for r in f16: print(f'f16 GEMM {r["name"]:32s} {r["TFLOP/s"]/1e12:7.1f} TFLOP/s = {100*r["TFLOP/s"]/peak:5.1f}% of the best size')
+    for r in f16: print(f'f16 GEMM {r["name"]:32s} {r["TFLOP/s"]:7.1f} TFLOP/s = {100*r["TFLOP/s"]/peak:5.1f}% of the best size')
+# Training steps at batch 128: mdl f32 vs autocast f16, and PyTorch's time for the same step.
+torch_ms = {}
+try:
+    for line in open(sys.argv[2]):
+        if line.startswith("torch_"):
+            f = line.split()
+            torch_ms[f[0][len("torch_"):]] = float(f[1])
+except OSError:
+    pass
+print()
+print(f'{"training step (batch 128)":28s} {"mdl ms":>9s} {"PyTorch ms":>11s} {"mdl/PyTorch":>12s}')
+for model in ("simplecnn", "resnet18"):
+    for mode in ("f32", "amp"):
+        key = f"{model}_step_{mode}"
+        r = by.get(f"BM_{key}/real_time")
+        if not r: continue
+        ms = r["real_time"] if r.get("time_unit") == "ms" else r["real_time"] / 1e3
+        t = torch_ms.get(key)
+        print(f'{key:28s} {ms:9.2f} {t if t else float("nan"):11.2f} {ms / t if t else float("nan"):11.2f}x')
+    ratio(f"BM_{model}_step_amp/real_time", f"BM_{model}_step_f32/real_time", f"{model}: autocast f16 vs f32 step (speedup)")
 PY
 fi
 echo "logs: $LOG"

@@ -164,7 +164,10 @@ struct Problem {
     }
     return c;
   }
-  void use(const Choice& c) { CUDNN_CHECK(op, cudnnSetConvolutionMathType(conv.d, c.math)); }
+  // Runs the choice's math, except that f32 without TF32 stays on FMA math whatever the search used.
+  void use(const Choice& c) {
+    CUDNN_CHECK(op, cudnnSetConvolutionMathType(conv.d, ty.math == CUDNN_FMA_MATH ? CUDNN_FMA_MATH : c.math));
+  }
 };
 
 // alpha = 1, beta = 0 in the scaling type cuDNN expects: double for f64 data, float otherwise.

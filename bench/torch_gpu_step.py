@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+"""PyTorch's time for the training steps bench_cuda measures (BM_simplecnn_step_*, BM_resnet18_step_*):
+the same models (SimpleCNN as nn/models/simple.cpp, ResNet-18 for 32x32 inputs as nn/models/resnet.cpp),
+batch 128, cross-entropy, SGD with momentum 0.9, f32 and autocast f16 with a GradScaler, on the same GPU.
+Prints one line per step: name, ms per step, images/s. Exits 0 with a note when PyTorch or a GPU is missing.
+"""
+import sys
+import time
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError:
+    print("torch_gpu_step: skipped, PyTorch is not installed")
+    sys.exit(0)
+if not torch.cuda.is_available():
+    print("torch_gpu_step: skipped, PyTorch sees no GPU")
+    sys.exit(0)
+
+
+def simple_cnn():
+    return nn.Sequential(
+        nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin, planes, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, planes, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(planes)
+        self.conv2 = nn.Conv2d(planes, planes, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(planes)
+        self.down = None
+        if stride != 1 or cin != planes:
+            self.down = nn.Sequential(nn.Conv2d(cin, planes, 1, stride, bias=False), nn.BatchNorm2d(planes))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + (x if self.down is None else self.down(x)))
+
+
+class ResNet18(nn.Module):
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 64, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(64)
+        layers, cin = [], 64
+        for planes, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+            layers += [BasicBlock(cin, planes, stride), BasicBlock(planes, planes, 1)]
+            cin = planes
+        self.layers = nn.Sequential(*layers)
+        self.fc = nn.Linear(512, classes)
+
+    def forward(self, x):
+        h = self.layers(F.relu(self.bn1(self.conv1(x))))
+        return self.fc(torch.flatten(F.adaptive_avg_pool2d(h, 1), 1))
+
+
+def time_step(name, model, shape, amp, seconds=2.0):
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    model = model.to(dev).train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    scaler = torch.amp.GradScaler("cuda", enabled=amp)
+    x = torch.randn(*shape, device=dev)
+    y = torch.randint(0, 10, (shape[0],), device=dev)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
+            loss = F.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        step()
+        torch.cuda.synchronize()
+        n += 1
+    ms = 1e3 * (time.perf_counter() - start) / n
+    print(f"torch_{name:28s} {ms:10.3f} ms/step {1e3 * shape[0] / ms:12.0f} images/s")
+
+
+def main():
+    print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name(0)} (cudnn.benchmark on, TF32 off)")
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    time_step("simplecnn_step_f32", simple_cnn(), (128, 1, 28, 28), False)
+    time_step("simplecnn_step_amp", simple_cnn(), (128, 1, 28, 28), True)
+    time_step("resnet18_step_f32", ResNet18(), (128, 3, 32, 32), False)
+    time_step("resnet18_step_amp", ResNet18(), (128, 3, 32, 32), True)
+
+
+if __name__ == "__main__":
+    main()
