@@ -57,7 +57,7 @@ ifeq ($(WITH_CUDA),1)
   LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcublas -lcudnn -lcudart
 endif
 
-LIB_DIRS := tensor tensor/cpu autograd nn nn/models optim data amp io profiler
+LIB_DIRS := tensor tensor/cpu autograd nn nn/models optim data amp io profiler train
 LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp))
 CU_SRCS  := $(if $(filter 1,$(WITH_CUDA)),$(wildcard tensor/cuda/*.cu),)
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
@@ -77,9 +77,9 @@ BENCH_LIBS  := -lbenchmark $(if $(OPENBLAS),-lopenblas,)
 TOOL_SRCS := $(wildcard tools/*.cpp)
 TOOL_BINS := $(TOOL_SRCS:tools/%.cpp=$(BUILD)/%)
 
-DEB_PACKAGES := g++ make pkg-config doctest-dev libstb-dev libbenchmark-dev zlib1g-dev dataset-fashion-mnist libopenblas-dev
+DEB_PACKAGES := g++ make pkg-config python3 doctest-dev libstb-dev libbenchmark-dev zlib1g-dev dataset-fashion-mnist libopenblas-dev
 
-.PHONY: all lib tests benches tools test bench deps install clean gpu-check
+.PHONY: all lib tests benches tools test bench study deps install clean gpu-check
 all: lib tests benches tools
 lib: $(LIB)
 tests: $(TEST_BIN)
@@ -121,9 +121,19 @@ test: deps
 	$(MAKE) tests
 	$(TEST_BIN) $(TEST_ARGS)
 
+# Each suite writes its JSON beside the binaries; bench/summary.py closes with one row per optimization.
 bench: deps
 	$(MAKE) benches
-	@for b in $(BENCH_BINS); do echo "== $$b"; $$b $(BENCH_ARGS) || exit 1; done
+	@mkdir -p $(BUILD)/bench/results
+	@for b in $(BENCH_BINS); do echo "== $$b"; \
+	  $$b --benchmark_out=$(BUILD)/bench/results/$$(basename $$b).json --benchmark_out_format=json $(BENCH_ARGS) || exit 1; done
+	@python3 bench/summary.py $(BUILD)/bench/results
+
+# The optimization study on Fashion-MNIST: reports/study.md, CSV logs and PNG plots.
+# STUDY_EPOCHS, STUDY_SUBSET, STUDY_MODELS, STUDY_OUT scale and steer it (tools/mdl-study.cpp).
+study: deps
+	$(MAKE) $(BUILD)/mdl-study
+	$(BUILD)/mdl-study
 
 install: lib
 	install -d $(PREFIX)/lib/pkgconfig $(PREFIX)/include/mdl

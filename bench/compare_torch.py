@@ -1,0 +1,123 @@
+#!/usr/bin/python3
+"""SimpleCNN on Fashion-MNIST, mdl and PyTorch side by side on this machine.
+
+Both train the same network (conv32-pool-conv64-pool-fc128-fc10, PyTorch's default init
+scheme, which mdl's layers follow) with the same optimizer and hyperparameters on the same
+batches in the same order: mdl-train writes its per-epoch sample order (--dump-order) and the
+PyTorch loop follows it. Each framework uses every core, PyTorch in its best setting here:
+torch.set_num_threads(cores), OPENBLAS_NUM_THREADS=cores (Debian's torch does its GEMM in
+OpenBLAS) and OMP_WAIT_POLICY=PASSIVE (so the OpenMP and OpenBLAS pools do not fight).
+
+    /usr/bin/python3 bench/compare_torch.py [--epochs 2] [--batch 128] [--subset 0] [--lr 1e-3]
+
+Needs `make tools` (build/mdl-train) and Debian's python3-torch. Prints, per epoch, each
+framework's step time, samples/s and test accuracy, and the ratio.
+"""
+import argparse, csv, gzip, os, subprocess, sys, tempfile, time
+
+CORES = os.cpu_count() or 1
+if os.environ.get("MDL_COMPARE_ENV") != "1":  # set the thread environment before torch loads
+    env = dict(os.environ, MDL_COMPARE_ENV="1", OMP_WAIT_POLICY="PASSIVE",
+               OPENBLAS_NUM_THREADS=str(CORES), OMP_NUM_THREADS=str(CORES))
+    os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+import numpy as np
+import torch
+
+ROOT = "/usr/share/datasets/fashion-mnist"
+HERE = os.path.dirname(os.path.abspath(__file__))
+MDL_TRAIN = os.path.join(HERE, "..", "build", "mdl-train")
+
+
+def read_idx(name):
+    with gzip.open(os.path.join(ROOT, name)) as f:
+        data = f.read()
+    dims = data[3]
+    shape = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    return np.frombuffer(data, np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def simple_cnn():
+    n = torch.nn
+    return n.Sequential(
+        n.Sequential(n.Conv2d(1, 32, 3, padding=1), n.ReLU(), n.MaxPool2d(2),
+                     n.Conv2d(32, 64, 3, padding=1), n.ReLU(), n.MaxPool2d(2)),
+        n.Sequential(n.Flatten(), n.Linear(64 * 7 * 7, 128), n.ReLU(), n.Linear(128, 10)))
+
+
+def run_mdl(args, workdir):
+    log, order = os.path.join(workdir, "mdl.csv"), os.path.join(workdir, "order.bin")
+    cmd = [MDL_TRAIN, "--model", "cnn", "--epochs", str(args.epochs), "--batch", str(args.batch),
+           "--optimizer", "adamw", "--lr", str(args.lr), "--weight-decay", "0", "--seed", str(args.seed),
+           "--log", log, "--dump-order", order, "--no-progress"]
+    if args.subset:
+        cmd += ["--subset", str(args.subset)]
+    print("mdl:", " ".join(cmd), flush=True)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    with open(log) as f:
+        rows = list(csv.DictReader(f))
+    n = args.subset or 60000
+    orders = np.fromfile(order, dtype="<i8").reshape(args.epochs, n)
+    return rows, orders
+
+
+def run_torch(args, orders):
+    torch.set_num_threads(CORES)
+    torch.manual_seed(args.seed)
+    mean, std = 0.2860, 0.3530
+    x = (torch.from_numpy(read_idx("train-images-idx3-ubyte.gz").copy()).float() / 255 - mean) / std
+    y = torch.from_numpy(read_idx("train-labels-idx1-ubyte.gz").astype(np.int64))
+    xt = (torch.from_numpy(read_idx("t10k-images-idx3-ubyte.gz").copy()).float() / 255 - mean) / std
+    yt = torch.from_numpy(read_idx("t10k-labels-idx1-ubyte.gz").astype(np.int64))
+    x, xt = x.unsqueeze(1), xt.unsqueeze(1)
+    model = simple_cnn()
+    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    results = []
+    for epoch, order in enumerate(orders):
+        model.train()
+        idx = torch.from_numpy(order.copy())
+        steps = (len(idx) + args.batch - 1) // args.batch
+        t0 = time.perf_counter()
+        for s in range(steps):
+            b = idx[s * args.batch:(s + 1) * args.batch]
+            opt.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x[b]), y[b])
+            loss.backward()
+            opt.step()
+        seconds = time.perf_counter() - t0
+        model.eval()
+        with torch.no_grad():
+            correct = sum((model(xt[i:i + 1000]).argmax(1) == yt[i:i + 1000]).sum().item() for i in range(0, len(xt), 1000))
+        results.append({"seconds": seconds, "steps": steps, "samples_per_second": len(idx) / seconds,
+                        "val_accuracy": correct / len(xt)})
+    return results
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--subset", type=int, default=0)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args()
+    if not os.path.exists(MDL_TRAIN):
+        sys.exit("compare_torch.py: build/mdl-train is missing; run `make tools` first")
+    print(f"torch {torch.__version__}, {CORES} cores, threads {torch.get_num_threads()}, "
+          f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}")
+    with tempfile.TemporaryDirectory() as work:
+        mdl_rows, orders = run_mdl(args, work)
+    torch_rows = run_torch(args, orders)
+    steps = torch_rows[0]["steps"]
+    print(f"\nSimpleCNN, Fashion-MNIST, batch {args.batch}, {steps} steps per epoch, AdamW lr {args.lr}")
+    print(f"{'epoch':>5} | {'mdl ms/step':>11} {'torch ms/step':>13} {'torch/mdl':>9} | "
+          f"{'mdl samples/s':>13} {'torch samples/s':>15} | {'mdl acc':>7} {'torch acc':>9}")
+    for e, (m, t) in enumerate(zip(mdl_rows, torch_rows), 1):
+        m_ms, t_ms = 1000 * float(m["seconds"]) / steps, 1000 * t["seconds"] / steps
+        print(f"{e:>5} | {m_ms:>11.2f} {t_ms:>13.2f} {t_ms / m_ms:>9.2f} | {float(m['samples_per_second']):>13.0f} "
+              f"{t['samples_per_second']:>15.0f} | {100 * float(m['val_accuracy']):>6.2f}% {100 * t['val_accuracy']:>8.2f}%")
+
+
+if __name__ == "__main__":
+    main()

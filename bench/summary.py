@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""The closing table of `make bench`: one row per optimization, read from the Google Benchmark
+JSON files the suites wrote (build/bench/results/*.json): what it is, the baseline, the
+optimized figure, the speedup (or memory saving) and the device. Rows whose benchmarks did not
+run say why (a GPU is needed, or the suite was skipped). Also written as Markdown next to the
+JSON files (summary.md), for bench/RESULTS.md.
+
+    python3 bench/summary.py build/bench/results
+"""
+import glob, json, os, platform, re, sys
+
+# (row, suite, baseline benchmark, optimized benchmark, metric, device)
+# metric: "time" (real_time, lower is better), or a counter name; counters in LOWER_BETTER are
+# costs (memory, epoch time), the others rates (higher is better).
+ROWS = [
+    ("GEMM 1024^3 f32: naive loop -> mdl packed+threaded", "bench_gemm", "naive/1024", "threaded/1024", "GFLOP/s", "cpu"),
+    ("GEMM 1024^3 f32: mdl vs OpenBLAS (yardstick)", "bench_gemm", "openblas/1024", "threaded/1024", "GFLOP/s", "cpu"),
+    ("depthwise 3x3 conv fwd: im2col+GEMM -> direct", "bench_conv", "fwd/depthwise_3x3_c128_32x32_b32/im2col",
+     "fwd/depthwise_3x3_c128_32x32_b32/direct", "time", "cpu"),
+    ("depthwise 3x3 conv bwd: im2col+GEMM -> direct", "bench_conv", "bwd/depthwise_3x3_c128_32x32_b32/im2col",
+     "bwd/depthwise_3x3_c128_32x32_b32/direct", "time", "cpu"),
+    ("softmax+cross-entropy fwd+bwd: composed -> fused", "bench_fusion", "cross_entropy_fwd_bwd/composed",
+     "cross_entropy_fwd_bwd/fused", "time", "cpu"),
+    ("layer_norm fwd+bwd: composed -> fused", "bench_fusion", "layer_norm_fwd_bwd/composed", "layer_norm_fwd_bwd/fused",
+     "time", "cpu"),
+    ("attention fwd+bwd: composed -> fused", "bench_attention", "BM_ComposedForwardBackward", "BM_FusedForwardBackward",
+     "time", "cpu"),
+    ("AdamW step, 10M params: composed -> fused", "bench_optim", "BM_AdamWUnfused/10000000", "BM_AdamWFused/10000000",
+     "time", "cpu"),
+    ("matmul 1024 on the CPU: f32 -> f16 storage", "bench_amp", "matmul/1024/f32", "matmul/1024/f16", "time", "cpu"),
+    ("SimpleCNN step b128 on the CPU: f32 -> autocast f16", "bench_amp", "simplecnn_train_step_b128/f32",
+     "simplecnn_train_step_b128/autocast_f16", "time", "cpu"),
+    ("data: no cache -> memory cache (1 worker, prefetch 4)", "bench_data", "compute/none/w1/p4", "compute/memory/w1/p4",
+     "ms/epoch", "cpu"),
+    ("data: no prefetch -> prefetch 4 (1 worker, no cache)", "bench_data", "compute/none/w1/p0", "compute/none/w1/p4",
+     "ms/epoch", "cpu"),
+    ("data: 1 -> 2 decoding workers (PNG, no cache)", "bench_data", "load/none/w1/p4", "load/none/w2/p4", "ms/epoch", "cpu"),
+    ("data: file cache reused across runs (1 worker)", "bench_data", "load/none/w1/p4", "load/file/w1/p4", "ms/epoch", "cpu"),
+    ("grad accumulation 4x128 vs batch 512: peak memory", "bench_accumulate", "simplecnn_step_512/one_batch",
+     "simplecnn_step_512/accumulate_4x128", "peak_MB", "cpu"),
+    ("host->device copy 16 MiB: pageable -> pinned", "bench_data", "h2d/pageable/16777216", "h2d/pinned/16777216",
+     "time", "cuda"),
+    ("f16 tensor-core GEMM 8192: f32 (no TF32) -> f16", "bench_cuda", "BM_gemm_f32/4096", "BM_gemm_f16/4096", "TFLOP/s",
+     "cuda"),
+    ("op chain: eager launches -> CUDA Graph replay", "bench_cuda", "BM_chain_eager", "BM_chain_graph", "time", "cuda"),
+    ("device alloc+free: cudaMalloc -> caching allocator", "bench_cuda", "BM_alloc_cudamalloc", "BM_alloc_caching", "time",
+     "cuda"),
+]
+LOWER_BETTER = {"time", "peak_MB", "ms/epoch"}
+UNIT_NS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def load(results_dir):
+    runs, context = {}, None
+    for path in sorted(glob.glob(os.path.join(results_dir, "*.json"))):
+        suite = os.path.splitext(os.path.basename(path))[0]
+        try:
+            with open(path) as f:
+                doc = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"summary: skipping {path}: {e}", file=sys.stderr)
+            continue
+        context = context or doc.get("context")
+        for b in doc.get("benchmarks", []):
+            if b.get("run_type", "iteration") != "iteration" or b.get("error_occurred"):
+                continue
+            name = re.sub(r"/(real_time|min_time:[^/]+|iterations:\d+|repeats:\d+)", "", b["name"])
+            runs[(suite, name)] = b
+    return runs, context
+
+
+def value(b, metric):
+    if metric == "time":
+        return b["real_time"] * UNIT_NS[b.get("time_unit", "ns")] / 1e6  # ms
+    return b.get(metric)
+
+
+def fmt(v, metric):
+    unit = "ms" if metric == "time" else metric
+    return f"{v:.3g} {unit}" if abs(v) < 1000 else f"{v:,.0f} {unit}"
+
+
+def main():
+    results_dir = sys.argv[1] if len(sys.argv) > 1 else "build/bench/results"
+    runs, context = load(results_dir)
+    header = ("optimization", "baseline", "optimized", "gain", "device")
+    rows = []
+    for label, suite, base, opt, metric, device in ROWS:
+        b, o = runs.get((suite, base)), runs.get((suite, opt))
+        vb, vo = (value(b, metric) if b else None), (value(o, metric) if o else None)
+        if vb is None or vo is None or vb <= 0 or vo <= 0:
+            why = "needs a GPU (none here)" if device == "cuda" else f"{suite} did not run"
+            rows.append((label, "-", "-", why, device))
+            continue
+        lower = metric in LOWER_BETTER
+        gain = vb / vo if lower else vo / vb
+        gain_text = f"{gain:.2f}x less memory" if metric == "peak_MB" else f"{gain:.2f}x"
+        rows.append((label, fmt(vb, metric), fmt(vo, metric), gain_text, device))
+    widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(5)]
+    line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths))
+    cpus = context.get("num_cpus") if context else "?"
+    print(f"\n== make bench summary ({platform.node()}, {cpus} CPUs, results in {results_dir})")
+    print(line(header))
+    print("  ".join("-" * w for w in widths))
+    for r in rows:
+        print(line(r))
+    with open(os.path.join(results_dir, "summary.md"), "w") as f:
+        f.write("| " + " | ".join(header) + " |\n|" + "---|" * 5 + "\n")
+        for r in rows:
+            f.write("| " + " | ".join(str(c) for c in r) + " |\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+// The training tool's parts: option parsing (good and bad), metrics against hand-computed
+// cases, the CSV log round trip, and the PNG chart writer.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <unistd.h>
+#include <string>
+
+#include <stb/stb_image.h>
+
+#include "mdl.h"
+#include "train/csv_log.h"
+#include "train/metrics.h"
+#include "train/options.h"
+#include "train/plot.h"
+
+using namespace mdl;
+using train::parse_train_options;
+using train::UsageError;
+
+namespace {
+std::string temp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("mdl_test_" + std::to_string(::getpid()) + "_" + name)).string();
+}
+std::string usage_error(const std::vector<std::string>& args) {
+  try {
+    parse_train_options(args);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("mdl-train options: defaults, both value forms, every switch") {
+  auto o = parse_train_options(std::vector<std::string>{});
+  CHECK(o.model == "cnn");
+  CHECK(o.data == "fashion-mnist");
+  CHECK(o.epochs == 5);
+  CHECK(o.batch == 128);
+  o = parse_train_options({"--model", "resnet18", "--epochs=3", "--batch", "64", "--optimizer", "sgd", "--lr", "0.1",
+                           "--schedule", "cosine", "--weight-decay", "5e-4", "--l2=1e-4", "--clip", "1.5",
+                           "--grad-accum", "4", "--amp", "f16", "--cache", "file", "--prefetch", "4", "--workers", "2",
+                           "--pin-memory", "--device", "cuda:1", "--seed", "42", "--save", "a.safetensors",
+                           "--resume", "b.safetensors", "--log", "l.csv", "--no-progress", "--data",
+                           "imagefolder:/tmp/x", "--subset", "1000"});
+  CHECK(o.model == "resnet18");
+  CHECK(o.epochs == 3);
+  CHECK(o.batch == 64);
+  CHECK(o.optimizer == "sgd");
+  CHECK(o.lr == doctest::Approx(0.1));
+  CHECK(o.schedule == "cosine");
+  CHECK(o.weight_decay == doctest::Approx(5e-4));
+  CHECK(o.l2 == doctest::Approx(1e-4));
+  CHECK(o.clip == doctest::Approx(1.5));
+  CHECK(o.grad_accum == 4);
+  CHECK(o.amp == "f16");
+  CHECK(o.cache == "file");
+  CHECK(o.prefetch == 4);
+  CHECK(o.workers == 2);
+  CHECK(o.pin_memory);
+  CHECK(o.device == "cuda:1");
+  CHECK(o.seed == 42);
+  CHECK(o.save == "a.safetensors");
+  CHECK(o.resume == "b.safetensors");
+  CHECK(o.log == "l.csv");
+  CHECK_FALSE(o.progress);
+  CHECK(o.data == "imagefolder:/tmp/x");
+  CHECK(o.subset == 1000);
+  CHECK(parse_train_options({"--model", "mobilenet"}).model == "efficientnet");
+  CHECK(parse_train_options({"-h"}).help);
+}
+
+TEST_CASE("mdl-train options: bad options are named") {
+  CHECK(usage_error({"--modle", "cnn"}).find("unknown option '--modle'") != std::string::npos);
+  CHECK(usage_error({"--model", "alexnet"}).find("--model must be one of") != std::string::npos);
+  CHECK(usage_error({"--epochs"}).find("--epochs needs a value") != std::string::npos);
+  CHECK(usage_error({"--epochs", "three"}).find("--epochs expects a number, got 'three'") != std::string::npos);
+  CHECK(usage_error({"--epochs", "0"}).find("--epochs must be at least 1") != std::string::npos);
+  CHECK(usage_error({"--batch", "12x"}).find("--batch expects a number") != std::string::npos);
+  CHECK(usage_error({"--lr", "-1"}).find("--lr must be at least") != std::string::npos);
+  CHECK(usage_error({"--amp", "f8"}).find("--amp must be one of none, f16, bf16") != std::string::npos);
+  CHECK(usage_error({"--cache", "disk"}).find("--cache") != std::string::npos);
+  CHECK(usage_error({"--device", "tpu"}).find("--device must be cpu, cuda or cuda:N") != std::string::npos);
+  CHECK(usage_error({"--data", "imagefolder"}).find("needs a path") != std::string::npos);
+  CHECK(usage_error({"--pin-memory=yes"}).find("--pin-memory takes no value") != std::string::npos);
+  CHECK(usage_error({"--batch", "2", "--grad-accum", "4"}).find("larger than --batch") != std::string::npos);
+  CHECK(usage_error({"--model", "gpt"}).find("--model gpt needs --data text:PATH") != std::string::npos);
+  CHECK(usage_error({"--data", "text:/tmp/a.txt"}).find("needs --model gpt") != std::string::npos);
+  CHECK(train::usage().find("--grad-accum") != std::string::npos);
+}
+
+TEST_CASE("metrics: confusion matrix, accuracy, per-class and macro F1 by hand") {
+  // targets  0 0 0 1 1 2 2 2
+  // predicted 0 0 1 1 2 2 2 0
+  train::ConfusionMatrix cm(3);
+  cm.add(from_vector<float>({3, 1, 0,   // -> 0
+                             3, 1, 0,   // -> 0
+                             1, 3, 0,   // -> 1
+                             0, 3, 1,   // -> 1
+                             0, 1, 3,   // -> 2
+                             0, 0, 9,   // -> 2
+                             0, 1, 2,   // -> 2
+                             5, 1, 0},  // -> 0
+                            {8, 3}),
+         from_vector<int64_t>({0, 0, 0, 1, 1, 2, 2, 2}, {8}));
+  CHECK(cm.total() == 8);
+  CHECK(cm.count(0, 0) == 2);
+  CHECK(cm.count(0, 1) == 1);
+  CHECK(cm.count(1, 1) == 1);
+  CHECK(cm.count(1, 2) == 1);
+  CHECK(cm.count(2, 2) == 2);
+  CHECK(cm.count(2, 0) == 1);
+  CHECK(cm.accuracy() == doctest::Approx(5.0 / 8));
+  // class 0: P = 2/3, R = 2/3 -> F1 2/3; class 1: P = 1/2, R = 1/2 -> 1/2; class 2: P = 2/3, R = 2/3 -> 2/3
+  CHECK(cm.precision(0) == doctest::Approx(2.0 / 3));
+  CHECK(cm.recall(1) == doctest::Approx(0.5));
+  CHECK(cm.f1(2) == doctest::Approx(2.0 / 3));
+  CHECK(cm.macro_f1() == doctest::Approx((2.0 / 3 + 0.5 + 2.0 / 3) / 3));
+  // A class never predicted and never present scores 0 in the macro mean (scikit-learn's zero_division=0).
+  train::ConfusionMatrix four(4);
+  four.add(from_vector<int64_t>({0, 1, 1}, {3}), from_vector<int64_t>({0, 1, 0}, {3}));
+  CHECK(four.f1(3) == 0.0);
+  CHECK(four.f1(0) == doctest::Approx(2.0 / 3));  // P 1/2, R 1
+  CHECK(four.f1(1) == doctest::Approx(2.0 / 3));  // P 1, R 1/2
+  CHECK(four.macro_f1() == doctest::Approx((2.0 / 3 + 2.0 / 3) / 4));
+  CHECK(cm.str({"shirt", "bag", "boot"}).find("shirt |") != std::string::npos);
+  CHECK(train::ConfusionMatrix(2).accuracy() == 0.0);
+}
+
+TEST_CASE("metrics: bad input names the problem") {
+  train::ConfusionMatrix cm(3);
+  CHECK_THROWS_WITH_AS(cm.add(3, 0), doctest::Contains("target 3 is outside [0, 3)"), Error);
+  CHECK_THROWS_WITH_AS(cm.add(randn({4, 5}), zeros({4}, kI64)), doctest::Contains("have 5 classes, expected 3"), Error);
+  CHECK_THROWS_WITH_AS(cm.add(randn({4, 3}), zeros({5}, kI64)), doctest::Contains("4 predictions for 5 targets"), Error);
+  CHECK_THROWS_WITH_AS(cm.add(randn({4, 3}), zeros({4})), doctest::Contains("targets must be 1-D integers"), Error);
+  CHECK_THROWS_AS(train::ConfusionMatrix(0), Error);
+}
+
+TEST_CASE("csv log: header, rows, quoting, round trip; errors name the file") {
+  const std::string path = temp_path("log.csv");
+  {
+    train::CsvLog log(path, {"epoch", "loss", "note"});
+    log.row({int64_t(1), 0.25, std::string("plain")});
+    log.row({int64_t(2), 1.0 / 3, std::string("has, comma and \"quotes\"")});
+    CHECK_THROWS_WITH_AS(log.row({int64_t(3)}), doctest::Contains("a row of 1 fields for 3 columns"), Error);
+  }
+  auto t = train::read_csv(path);
+  REQUIRE(t.header == std::vector<std::string>{"epoch", "loss", "note"});
+  REQUIRE(t.rows.size() == 2);
+  CHECK(t.rows[0][0] == "1");
+  CHECK(std::stod(t.rows[1][1]) == doctest::Approx(1.0 / 3).epsilon(1e-8));
+  CHECK(t.rows[1][2] == "has, comma and \"quotes\"");
+  CHECK(t.column("loss") == 1);
+  CHECK(t.column("nope") == -1);
+  std::remove(path.c_str());
+  CHECK_THROWS_WITH_AS(train::CsvLog("/nonexistent-dir/x.csv", {"a"}), doctest::Contains("/nonexistent-dir/x.csv"), Error);
+  CHECK_THROWS_WITH_AS(train::read_csv("/nonexistent-dir/x.csv"), doctest::Contains("cannot open"), Error);
+}
+
+TEST_CASE("plots: line and bar charts are PNGs of the asked size with the series drawn") {
+  const std::string lines = temp_path("lines.png"), bars = temp_path("bars.png");
+  train::line_chart(lines, {{"baseline", {1, 2, 3}, {0.9, 0.5, 0.3}}, {"amp", {1, 2, 3}, {0.8, 0.45, NAN}}},
+                    {.title = "Training loss", .x_label = "epoch", .y_label = "loss", .width = 640, .height = 400});
+  int w = 0, h = 0, c = 0;
+  unsigned char* px = stbi_load(lines.c_str(), &w, &h, &c, 3);
+  REQUIRE(px != nullptr);
+  CHECK(w == 640);
+  CHECK(h == 400);
+  // The first series' colour (0, 114, 178) appears: the curve was drawn, not only the axes.
+  bool blue = false;
+  for (int i = 0; i < w * h; ++i) blue |= px[3 * i] == 0 && px[3 * i + 1] == 114 && px[3 * i + 2] == 178;
+  CHECK(blue);
+  stbi_image_free(px);
+  train::bar_chart(bars, {"f32", "amp"}, {120.5, 80.25}, {.title = "Time per epoch (s)"});
+  CHECK(stbi_info(bars.c_str(), &w, &h, &c) == 1);
+  CHECK(w == 800);
+  CHECK(h == 500);
+  std::remove(lines.c_str());
+  std::remove(bars.c_str());
+  CHECK_THROWS_WITH_AS(train::bar_chart(bars, {"a"}, {1, 2}, {}), doctest::Contains("1 labels for 2 values"), Error);
+  CHECK_THROWS_WITH_AS(train::line_chart("/nonexistent-dir/p.png", {}, {}), doctest::Contains("/nonexistent-dir/p.png"), Error);
+  CHECK_THROWS_AS(train::line_chart(lines, {{"bad", {1, 2}, {1}}}, {}), Error);
+}

@@ -1,0 +1,40 @@
+// mdl-train: trains a zoo model on a dataset with the optimizations switched on or off by
+// options (see `mdl-train --help`). Exit status: 0 done, 1 failed, 2 bad options.
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "train/options.h"
+#include "train/progress.h"
+#include "train/trainer.h"
+
+int main(int argc, char** argv) {
+  using namespace mdl::train;
+  TrainOptions o;
+  try {
+    o = parse_train_options(argc, argv);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s\n\n%s", e.what(), usage().c_str());
+    return 2;
+  }
+  if (o.help) {
+    std::printf("%s", usage().c_str());
+    return 0;
+  }
+  try {
+    // The progress bar redraws on stderr when that is a terminal; otherwise plain lines on stdout.
+    const bool terminal = o.progress && isatty(fileno(stderr));
+    std::FILE* out = terminal ? stderr : stdout;
+    TrainReport r = run_training(o, out);
+    std::fprintf(out, "\n%s: %lld parameters, %s in all\n", o.model.c_str(), (long long)r.parameters,
+                 format_seconds(r.total_seconds).c_str());
+    if (!r.confusion.empty()) std::fprintf(out, "confusion matrix (rows: true class, columns: predicted):\n%s", r.confusion.c_str());
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "%s\n\n%s", e.what(), usage().c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mdl-train: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,91 @@
+// CsvLog and read_csv (RFC 4180 quoting: fields with a comma, quote or newline are quoted).
+#include "train/csv_log.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "tensor/error.h"
+
+namespace mdl::train {
+namespace {
+
+std::string quote(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string field_text(const CsvLog::Field& f) {
+  if (auto* d = std::get_if<double>(&f)) {
+    char b[40];
+    std::snprintf(b, sizeof b, "%.9g", *d);
+    return b;
+  }
+  if (auto* i = std::get_if<int64_t>(&f)) return std::to_string(*i);
+  return quote(std::get<std::string>(f));
+}
+
+}  // namespace
+
+CsvLog::CsvLog(const std::string& path, std::vector<std::string> columns)
+    : path_(path), columns_(std::move(columns)), out_(path, std::ios::trunc) {
+  MDL_CHECK(out_.good(), "CsvLog: cannot open '", path, "' for writing");
+  MDL_CHECK(!columns_.empty(), "CsvLog '", path, "': no columns");
+  for (size_t i = 0; i < columns_.size(); ++i) out_ << (i ? "," : "") << quote(columns_[i]);
+  out_ << "\n" << std::flush;
+}
+
+void CsvLog::row(const std::vector<Field>& fields) {
+  MDL_CHECK(fields.size() == columns_.size(), "CsvLog '", path_, "': a row of ", fields.size(), " fields for ",
+            columns_.size(), " columns");
+  for (size_t i = 0; i < fields.size(); ++i) out_ << (i ? "," : "") << field_text(fields[i]);
+  out_ << "\n" << std::flush;
+  MDL_CHECK(out_.good(), "CsvLog: writing '", path_, "' failed");
+}
+
+int CsvTable::column(const std::string& name) const {
+  for (size_t i = 0; i < header.size(); ++i)
+    if (header[i] == name) return int(i);
+  return -1;
+}
+
+CsvTable read_csv(const std::string& path) {
+  std::ifstream in(path);
+  MDL_CHECK(in.good(), "read_csv: cannot open '", path, "'");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  std::vector<std::vector<std::string>> records(1, std::vector<std::string>(1));
+  bool quoted = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    std::string& cell = records.back().back();
+    if (quoted) {
+      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') cell += '"', ++i;
+      else if (c == '"') quoted = false;
+      else cell += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      records.back().emplace_back();
+    } else if (c == '\n') {
+      records.emplace_back(1);
+    } else if (c != '\r') {
+      cell += c;
+    }
+  }
+  MDL_CHECK(!quoted, "read_csv '", path, "': a quoted field is not closed");
+  if (records.back().size() == 1 && records.back()[0].empty()) records.pop_back();
+  CsvTable t;
+  if (records.empty()) return t;
+  t.header = records[0];
+  for (size_t r = 1; r < records.size(); ++r) {
+    MDL_CHECK(records[r].size() == t.header.size(), "read_csv '", path, "': row ", r, " has ", records[r].size(),
+              " fields, the header ", t.header.size());
+    t.rows.push_back(records[r]);
+  }
+  return t;
+}
+
+}  // namespace mdl::train

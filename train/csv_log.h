@@ -1,0 +1,32 @@
+// A CSV log with a fixed header: one row per epoch (or step), numbers written with full
+// precision, text fields quoted when they need it. Flushed per row so a crash keeps the rows.
+#pragma once
+#include <fstream>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace mdl::train {
+
+class CsvLog {
+ public:
+  using Field = std::variant<double, int64_t, std::string>;
+  CsvLog(const std::string& path, std::vector<std::string> columns);  // throws naming the path
+  void row(const std::vector<Field>& fields);                          // one field per column
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::vector<std::string> columns_;
+  std::ofstream out_;
+};
+
+// Reads a CSV written by CsvLog (or any simple CSV): the header and the rows as text.
+struct CsvTable {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  int column(const std::string& name) const;  // -1 when absent
+};
+CsvTable read_csv(const std::string& path);
+
+}  // namespace mdl::train

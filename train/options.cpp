@@ -1,0 +1,158 @@
+// parse_train_options: a table of options, each with a parser that checks its value.
+#include "train/options.h"
+
+#include <algorithm>
+#include <charconv>
+#include <functional>
+#include <map>
+#include <sstream>
+
+namespace mdl::train {
+namespace {
+
+template <class T>
+T parse_number(const std::string& opt, const std::string& v) {
+  T out{};
+  const char* end = v.data() + v.size();
+  auto [p, ec] = std::from_chars(v.data(), end, out);
+  if (ec != std::errc() || p != end || v.empty())
+    throw UsageError("mdl-train: " + opt + " expects a number, got '" + v + "'");
+  return out;
+}
+
+int64_t parse_int(const std::string& opt, const std::string& v, int64_t min) {
+  auto n = parse_number<int64_t>(opt, v);
+  if (n < min) throw UsageError("mdl-train: " + opt + " must be at least " + std::to_string(min) + ", got " + v);
+  return n;
+}
+
+double parse_real(const std::string& opt, const std::string& v, double min) {
+  auto x = parse_number<double>(opt, v);
+  if (!(x >= min)) throw UsageError("mdl-train: " + opt + " must be at least " + std::to_string(min) + ", got " + v);
+  return x;
+}
+
+std::string parse_choice(const std::string& opt, const std::string& v, std::initializer_list<const char*> choices) {
+  std::string all;
+  for (const char* c : choices) {
+    if (v == c) return v;
+    all += (all.empty() ? "" : ", ") + std::string(c);
+  }
+  throw UsageError("mdl-train: " + opt + " must be one of " + all + "; got '" + v + "'");
+}
+
+struct Option {
+  bool takes_value;
+  std::function<void(TrainOptions&, const std::string& opt, const std::string& value)> apply;
+};
+
+const std::map<std::string, Option>& table() {
+  using O = TrainOptions;
+  static const std::map<std::string, Option> t = {
+      {"--model", {true, [](O& o, auto& k, auto& v) {
+         o.model = parse_choice(k, v, {"mlp", "cnn", "resnet18", "resnet50", "efficientnet", "mobilenet", "vit", "gpt"});
+         if (o.model == "mobilenet") o.model = "efficientnet";
+       }}},
+      {"--data", {true, [](O& o, auto& k, auto& v) {
+         const std::string kind = v.substr(0, v.find(':'));
+         parse_choice(k, kind, {"fashion-mnist", "imagefolder", "cifar10", "text"});
+         if (kind != "fashion-mnist" && v.find(':') == std::string::npos)
+           throw UsageError("mdl-train: " + k + " " + kind + " needs a path: " + kind + ":PATH");
+         o.data = v;
+       }}},
+      {"--epochs", {true, [](O& o, auto& k, auto& v) { o.epochs = parse_int(k, v, 1); }}},
+      {"--batch", {true, [](O& o, auto& k, auto& v) { o.batch = parse_int(k, v, 1); }}},
+      {"--optimizer", {true, [](O& o, auto& k, auto& v) { o.optimizer = parse_choice(k, v, {"sgd", "adam", "adamw"}); }}},
+      {"--lr", {true, [](O& o, auto& k, auto& v) { o.lr = parse_real(k, v, 0); }}},
+      {"--momentum", {true, [](O& o, auto& k, auto& v) { o.momentum = parse_real(k, v, 0); }}},
+      {"--schedule", {true, [](O& o, auto& k, auto& v) {
+         o.schedule = parse_choice(k, v, {"none", "cosine", "restarts", "step", "warmup"});
+       }}},
+      {"--warmup-steps", {true, [](O& o, auto& k, auto& v) { o.warmup_steps = parse_int(k, v, 0); }}},
+      {"--weight-decay", {true, [](O& o, auto& k, auto& v) { o.weight_decay = parse_real(k, v, 0); }}},
+      {"--l2", {true, [](O& o, auto& k, auto& v) { o.l2 = parse_real(k, v, 0); }}},
+      {"--clip", {true, [](O& o, auto& k, auto& v) { o.clip = parse_real(k, v, 0); }}},
+      {"--grad-accum", {true, [](O& o, auto& k, auto& v) { o.grad_accum = parse_int(k, v, 1); }}},
+      {"--amp", {true, [](O& o, auto& k, auto& v) { o.amp = parse_choice(k, v, {"none", "f16", "bf16"}); }}},
+      {"--cache", {true, [](O& o, auto& k, auto& v) { o.cache = parse_choice(k, v, {"none", "memory", "file"}); }}},
+      {"--cache-dir", {true, [](O& o, auto&, auto& v) { o.cache_dir = v; }}},
+      {"--prefetch", {true, [](O& o, auto& k, auto& v) { o.prefetch = parse_int(k, v, 0); }}},
+      {"--workers", {true, [](O& o, auto& k, auto& v) { o.workers = parse_int(k, v, 0); }}},
+      {"--pin-memory", {false, [](O& o, auto&, auto&) { o.pin_memory = true; }}},
+      {"--device", {true, [](O& o, auto& k, auto& v) {
+         if (v != "cpu" && v != "cuda" && v.rfind("cuda:", 0) != 0)
+           throw UsageError("mdl-train: " + k + " must be cpu, cuda or cuda:N; got '" + v + "'");
+         o.device = v;
+       }}},
+      {"--seed", {true, [](O& o, auto& k, auto& v) { o.seed = parse_number<uint64_t>(k, v); }}},
+      {"--subset", {true, [](O& o, auto& k, auto& v) { o.subset = parse_int(k, v, 0); }}},
+      {"--threads", {true, [](O& o, auto& k, auto& v) { o.threads = parse_int(k, v, 0); }}},
+      {"--context", {true, [](O& o, auto& k, auto& v) { o.context = parse_int(k, v, 2); }}},
+      {"--save", {true, [](O& o, auto&, auto& v) { o.save = v; }}},
+      {"--resume", {true, [](O& o, auto&, auto& v) { o.resume = v; }}},
+      {"--log", {true, [](O& o, auto&, auto& v) { o.log = v; }}},
+      {"--dump-order", {true, [](O& o, auto&, auto& v) { o.dump_order = v; }}},
+      {"--no-progress", {false, [](O& o, auto&, auto&) { o.progress = false; }}},
+      {"--help", {false, [](O& o, auto&, auto&) { o.help = true; }}},
+  };
+  return t;
+}
+
+}  // namespace
+
+TrainOptions parse_train_options(const std::vector<std::string>& args) {
+  TrainOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string key = args[i], value;
+    const bool inline_value = key.rfind("--", 0) == 0 && key.find('=') != std::string::npos;
+    if (inline_value) value = key.substr(key.find('=') + 1), key = key.substr(0, key.find('='));
+    if (key == "-h") key = "--help";
+    auto it = table().find(key);
+    if (it == table().end()) throw UsageError("mdl-train: unknown option '" + key + "'");
+    if (it->second.takes_value && !inline_value) {
+      if (i + 1 >= args.size()) throw UsageError("mdl-train: " + key + " needs a value");
+      value = args[++i];
+    } else if (!it->second.takes_value && inline_value) {
+      throw UsageError("mdl-train: " + key + " takes no value");
+    }
+    it->second.apply(o, key, value);
+  }
+  if (o.grad_accum > o.batch)
+    throw UsageError("mdl-train: --grad-accum " + std::to_string(o.grad_accum) + " is larger than --batch " +
+                     std::to_string(o.batch) + " (each micro-batch needs a sample)");
+  if (o.model == "gpt" && o.data.rfind("text:", 0) != 0)
+    throw UsageError("mdl-train: --model gpt needs --data text:PATH");
+  if (o.data.rfind("text:", 0) == 0 && o.model != "gpt")
+    throw UsageError("mdl-train: --data text:PATH needs --model gpt");
+  return o;
+}
+
+TrainOptions parse_train_options(int argc, const char* const* argv) {
+  std::vector<std::string> args;
+  for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
+  return parse_train_options(args);
+}
+
+std::string usage() {
+  return R"(usage: mdl-train [options]
+  --model M          mlp, cnn (default), resnet18, resnet50, efficientnet (mobilenet), vit, gpt
+  --data D           fashion-mnist[:ROOT] (default), imagefolder:PATH, cifar10:PATH, text:PATH
+  --epochs N         5        --batch N        128
+  --optimizer O      sgd, adam, adamw (default)    --lr X  0.001    --momentum X  0.9 (sgd)
+  --schedule S       none, cosine, restarts, step, warmup    --warmup-steps N
+  --weight-decay X   decoupled for adamw, coupled (L2 in the gradient) for sgd and adam
+  --l2 X             an explicit L2 penalty on the weights, added to the loss
+  --clip X           clip the global gradient norm to X
+  --grad-accum N     micro-batches per optimizer step (the batch is split N ways)
+  --amp P            none, f16, bf16 (autocast; f16 adds a dynamic loss scaler)
+  --cache C          none, memory, file    --cache-dir DIR   /tmp/mdl-cache
+  --prefetch N       batches prepared ahead    --workers N   loader threads    --pin-memory
+  --device D         cpu, cuda, cuda:N    --threads N   compute threads (0: every core)
+  --seed N           --subset N (first N training samples)   --context N (text, 64)
+  --save FILE        --resume FILE (safetensors)    --log FILE (CSV, one row per epoch)
+  --dump-order FILE  write every epoch's sample order (i64, epochs x samples) for compare_torch.py
+  --no-progress      plain lines instead of a progress bar
+)";
+}
+
+}  // namespace mdl::train

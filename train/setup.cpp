@@ -1,0 +1,158 @@
+// make_data, make_model, make_optimizer, make_schedule: options into objects.
+#include "train/setup.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "data/cifar.h"
+#include "data/idx.h"
+#include "data/image_folder.h"
+#include "data/text.h"
+#include "nn/layers.h"
+#include "nn/models/models.h"
+#include "optim/adam.h"
+#include "optim/sgd.h"
+
+namespace mdl::train {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The first n samples of another dataset.
+class Prefix : public data::Dataset {
+ public:
+  Prefix(std::shared_ptr<data::Dataset> base, int64_t n) : base_(std::move(base)), n_(std::min(n, base_->size())) {}
+  int64_t size() const override { return n_; }
+  data::Sample get(int64_t i) const override {
+    data::check_index("subset", i, n_);
+    return base_->get(i);
+  }
+  std::string identity() const override { return base_->identity() + "|first " + std::to_string(n_); }
+
+ private:
+  std::shared_ptr<data::Dataset> base_;
+  int64_t n_;
+};
+
+std::string after_colon(const std::string& s) {
+  auto at = s.find(':');
+  return at == std::string::npos ? "" : s.substr(at + 1);
+}
+
+data::TransformPtr normalized(std::vector<double> mean, std::vector<double> std) {
+  return std::make_shared<data::Compose>(std::vector<data::TransformPtr>{
+      std::make_shared<data::ToTensor>(), std::make_shared<data::Normalize>(std::move(mean), std::move(std))});
+}
+
+}  // namespace
+
+DataBundle make_data(const TrainOptions& o) {
+  DataBundle d;
+  const std::string kind = o.data.substr(0, o.data.find(':')), path = after_colon(o.data);
+  if (kind == "fashion-mnist") {
+    const std::string root = path.empty() ? data::kFashionMnistRoot : path;
+    d.train = std::make_shared<data::FashionMNIST>(root, true);
+    d.test = std::make_shared<data::FashionMNIST>(root, false);
+    d.transform = normalized({0.2860}, {0.3530});  // Fashion-MNIST's training-set mean and std
+    d.class_names = data::FashionMNIST::classes();
+    d.description = "Fashion-MNIST (" + root + ")";
+  } else if (kind == "cifar10") {
+    d.train = std::make_shared<data::Cifar10Binary>(path, true);
+    d.test = std::make_shared<data::Cifar10Binary>(path, false);
+    d.transform = normalized({0.4914, 0.4822, 0.4465}, {0.2470, 0.2435, 0.2616});
+    d.class_names = data::Cifar10Binary::classes();
+    d.channels = 3, d.image_size = 32;
+    d.description = "CIFAR-10 (" + path + ")";
+  } else if (kind == "imagefolder") {
+    // PATH/train and PATH/test when both exist, else PATH for training and no validation.
+    const bool split = fs::is_directory(fs::path(path) / "train") && fs::is_directory(fs::path(path) / "test");
+    auto train = std::make_shared<data::ImageFolder>(split ? (fs::path(path) / "train").string() : path);
+    d.train = train;
+    if (split) d.test = std::make_shared<data::ImageFolder>((fs::path(path) / "test").string());
+    d.class_names = train->classes();
+    d.transform = normalized({0.5}, {0.5});
+    d.description = "ImageFolder " + path;
+  } else if (kind == "text") {
+    auto text = std::make_shared<data::TextDataset>(path, o.context);
+    d.train = text;
+    d.vocab = text->vocab_size(), d.context = o.context;
+    d.description = "text " + path + " (" + std::to_string(text->tokens().size()) + " characters, vocabulary " +
+                    std::to_string(d.vocab) + ")";
+    d.classes = d.vocab;
+  } else {
+    throw UsageError("mdl-train: unknown --data kind '" + kind + "'");
+  }
+  if (kind != "text") {
+    const Tensor x = d.train->get(0).x;  // u8 (H, W, C) or (H, W)
+    MDL_CHECK(x.dim() == 2 || x.dim() == 3, "mdl-train: ", d.description, " gives samples of shape ",
+              shape_str(x.shape()), ", expected an image (H, W[, C])");
+    MDL_CHECK(x.size(0) == x.size(1), "mdl-train: ", d.description, " has ", x.size(0), "x", x.size(1),
+              " images; the zoo models expect square ones");
+    d.image_size = x.size(0);
+    d.channels = x.dim() == 3 ? x.size(2) : 1;
+    if (d.transform && d.channels == 3 && kind == "imagefolder") d.transform = normalized({0.5, 0.5, 0.5}, {0.5, 0.5, 0.5});
+    d.classes = int64_t(d.class_names.size());
+  }
+  if (o.subset > 0) d.train = std::make_shared<Prefix>(d.train, o.subset);
+  return d;
+}
+
+nn::ModulePtr make_model(const TrainOptions& o, const DataBundle& d) {
+  namespace M = nn::models;
+  if (o.model == "gpt") {
+    MDL_CHECK(d.vocab > 0, "mdl-train: --model gpt needs text data");
+    return std::make_shared<M::GPT>(M::GPTOptions{.vocab_size = d.vocab, .context = d.context, .n_layer = 4,
+                                                  .n_head = 4, .n_embd = 128});
+  }
+  MDL_CHECK(d.vocab == 0, "mdl-train: text data needs --model gpt");
+  if (o.model == "mlp") return M::MLP(d.channels * d.image_size * d.image_size, {256, 128}, d.classes);
+  if (o.model == "cnn") {
+    MDL_CHECK(d.image_size % 4 == 0, "mdl-train: --model cnn needs an image size divisible by 4, got ", d.image_size);
+    return M::SimpleCNN(d.channels, d.classes, d.image_size);
+  }
+  if (o.model == "resnet18") return M::resnet18(d.classes, d.channels);
+  if (o.model == "resnet50") return M::resnet50(d.classes, d.channels);
+  if (o.model == "efficientnet") return M::efficientnet_b0(d.classes, d.channels, true);
+  if (o.model == "vit") {
+    const int64_t patch = d.image_size % 7 == 0 ? 7 : 4;
+    MDL_CHECK(d.image_size % patch == 0, "mdl-train: --model vit needs an image size divisible by 4 or 7, got ",
+              d.image_size);
+    return std::make_shared<M::ViT>(M::ViTOptions{.image_size = d.image_size, .patch_size = patch,
+                                                  .in_channels = d.channels, .classes = d.classes});
+  }
+  throw UsageError("mdl-train: unknown --model '" + o.model + "'");
+}
+
+std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, nn::Module& model) {
+  auto groups = optim::param_groups_no_decay(model.named_parameters(), o.weight_decay);
+  if (o.optimizer == "sgd")
+    return std::make_unique<optim::SGD>(groups, optim::SGDOptions{.lr = o.lr, .momentum = o.momentum,
+                                                                  .weight_decay = o.weight_decay});
+  if (o.optimizer == "adam")
+    return std::make_unique<optim::Adam>(groups, optim::AdamOptions{.lr = o.lr, .weight_decay = o.weight_decay});
+  return std::make_unique<optim::AdamW>(groups, optim::AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay});
+}
+
+std::unique_ptr<optim::LRScheduler> make_schedule(const TrainOptions& o, optim::Optimizer& opt, int64_t steps_per_epoch) {
+  const int64_t total = std::max<int64_t>(1, steps_per_epoch * o.epochs);
+  if (o.schedule == "cosine") return std::make_unique<optim::CosineAnnealingLR>(opt, total);
+  if (o.schedule == "restarts")
+    return std::make_unique<optim::CosineAnnealingWarmRestarts>(opt, std::max<int64_t>(1, steps_per_epoch));
+  if (o.schedule == "step")
+    return std::make_unique<optim::StepLR>(opt, std::max<int64_t>(1, total / 3), 0.1);
+  if (o.schedule == "warmup") {
+    const int64_t warm = o.warmup_steps > 0 ? o.warmup_steps : std::max<int64_t>(1, total / 20);
+    auto after = std::make_shared<optim::CosineAnnealingLR>(opt, std::max<int64_t>(1, total - warm));
+    return std::make_unique<optim::LinearWarmup>(opt, warm, 0.0, after);
+  }
+  return nullptr;
+}
+
+std::vector<Tensor> dense_weights(nn::Module& model) {
+  std::vector<Tensor> w;
+  for (auto& [name, m] : model.named_modules())
+    if (auto* linear = dynamic_cast<nn::Linear*>(m.get())) w.push_back(linear->weight);
+  return w;
+}
+
+}  // namespace mdl::train
