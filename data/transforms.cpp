@@ -5,6 +5,7 @@
 #include <stb/stb_image_resize.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <sstream>
@@ -74,6 +75,7 @@ Tensor window(const Tensor& x, const char* who, int64_t top, int64_t left, int64
       for (int64_t j = 0; j < ow; ++j) {
         const int64_t sx = left + ow - 1 - j;
         if (sx < 0 || sx >= g.w) std::memset(drow + size_t(j) * px, 0, px);
+        else if (px == 1) drow[j] = srow[sx];  // grayscale u8: skip memcpy's call per pixel
         else std::memcpy(drow + size_t(j) * px, srow + size_t(sx) * px, px);
       }
     }
@@ -102,16 +104,21 @@ Tensor ToTensor::operator()(const Tensor& x, Generator&) const {
   MDL_CHECK(x.defined() && x.dtype() == kU8 && (x.dim() == 2 || x.dim() == 3), "ToTensor: expected a u8 (H, W[, C]) image, got ",
             x.defined() ? dtype_name(x.dtype()) : "undefined", " ", x.defined() ? shape_str(x.shape()) : "");
   const Geom g = image_geom(x, "ToTensor");
+  static const std::array<float, 256> scaled = [] {  // v / 255, exactly as a division gives it
+    std::array<float, 256> t{};
+    for (int v = 0; v < 256; ++v) t[size_t(v)] = float(v) / 255.0f;
+    return t;
+  }();
   const Tensor in = x.contiguous();
   const auto* src = in.data_ptr<uint8_t>();  // (H, W, C)
   const int64_t hw = g.h * g.w;
-  std::vector<float> planes(size_t(g.c * hw));  // (C, H, W)
+  Tensor out = make_tensor({g.c, g.h, g.w}, dtype_, Device::cpu());  // (C, H, W)
+  std::vector<float> staging(dtype_ == kF32 ? 0 : size_t(g.c * hw));
+  float* planes = dtype_ == kF32 ? out.data_ptr<float>() : staging.data();
   for (int64_t i = 0; i < hw; ++i)
-    for (int64_t c = 0; c < g.c; ++c) planes[size_t(c * hw + i)] = float(src[i * g.c + c]) / 255.0f;
-  Tensor out = make_tensor({g.c, g.h, g.w}, dtype_, Device::cpu());
-  if (dtype_ == kF32) std::memcpy(out.raw_data(), planes.data(), planes.size() * sizeof(float));
-  else if (dtype_ == kF16) f32_to_f16(planes.data(), out.data_ptr<Half>(), int64_t(planes.size()));
-  else f32_to_bf16(planes.data(), out.data_ptr<BFloat16>(), int64_t(planes.size()));
+    for (int64_t c = 0; c < g.c; ++c) planes[c * hw + i] = scaled[src[i * g.c + c]];
+  if (dtype_ == kF16) f32_to_f16(planes, out.data_ptr<Half>(), int64_t(staging.size()));
+  else if (dtype_ == kBF16) f32_to_bf16(planes, out.data_ptr<BFloat16>(), int64_t(staging.size()));
   return out;
 }
 

@@ -1,5 +1,5 @@
 // Datasets: byte-exact Fashion-MNIST samples (values read from the Debian files), IDX, ImageFolder
-// (PNG, BMP, JPEG, PGM, channel conversion), CIFAR-10 binary, TensorDataset and TextDataset, and
+// (PNG, BMP, JPEG, PGM, GIF, channel conversion), CIFAR-10 binary, TensorDataset and TextDataset, and
 // every bad-input error they raise, on files the tests make themselves.
 #include <doctest/doctest.h>
 
@@ -110,7 +110,7 @@ TEST_CASE("data: IdxDataset reads raw and gzip files and rejects bad ones naming
   }
   SUBCASE("truncated payload, with the offset") {
     std::vector<uint8_t> b = idx_bytes({3, 2, 2}, pixels);
-    b.resize(b.size() - 5);
+    b.erase(b.end() - 5, b.end());
     write_bytes(dir.file("short"), b);
     CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("short"), dir.file("lbl")),
                          doctest::Contains("truncated: the header declares 12 bytes of data, the file ends at offset 23"), Error);
@@ -129,7 +129,7 @@ TEST_CASE("data: IdxDataset reads raw and gzip files and rejects bad ones naming
   }
 }
 
-TEST_CASE("data: ImageFolder decodes PNG, BMP, JPEG and PGM, sorted by class, with channel conversion") {
+TEST_CASE("data: ImageFolder decodes PNG, BMP, JPEG, PGM and GIF, sorted by class, with channel conversion") {
   TempDir dir;
   make_image_folder(dir.path / "root", 2, 3, 4, 5, 3);
   // Extra formats in a third class, which sorts last; non-image files are ignored.
@@ -141,10 +141,14 @@ TEST_CASE("data: ImageFolder decodes PNG, BMP, JPEG and PGM, sorted by class, wi
   REQUIRE(stbi_write_jpg(dir.file("root/zz/b.jpg").c_str(), 5, 4, 3, flat.raw_data(), 95));
   std::vector<uint8_t> pgm = {'P', '5', '\n', '2', ' ', '1', '\n', '2', '5', '5', '\n', 17, 230};
   write_bytes(dir.file("root/zz/c.pgm"), pgm);
+  // A 1x1 GIF89a, hand-made: a two-colour palette (16,32,48), (240,224,208); the pixel is index 0.
+  write_bytes(dir.file("root/zz/d.gif"), {0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80, 0x00, 0x00, 0x10, 0x20,
+                                          0x30, 0xf0, 0xe0, 0xd0, 0x21, 0xf9, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2c, 0x00, 0x00,
+                                          0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3b});
   write_bytes(dir.file("root/zz/readme.txt"), {'h', 'i'});
 
   data::ImageFolder ds((dir.path / "root").string());
-  REQUIRE(ds.size() == 9);
+  REQUIRE(ds.size() == 10);
   CHECK(ds.classes() == std::vector<std::string>{"class_0", "class_1", "zz"});
   data::Sample s = ds.get(4);  // class_1, img_1
   CHECK(s.y.item<int64_t>() == 1);
@@ -159,6 +163,7 @@ TEST_CASE("data: ImageFolder decodes PNG, BMP, JPEG and PGM, sorted by class, wi
   CHECK(gray.x.shape() == Shape{1, 2, 3});
   CHECK(gray.x.to_vector<uint8_t>() == std::vector<uint8_t>{17, 17, 17, 230, 230, 230});
   CHECK(gray.y.item<int64_t>() == 2);
+  CHECK(ds.get(9).x.to_vector<uint8_t>() == std::vector<uint8_t>{16, 32, 48});  // d.gif
 
   data::ImageFolder g((dir.path / "root").string(), Channels::Gray);
   Tensor gx = g.get(0).x;

@@ -240,11 +240,11 @@ TEST_CASE("data: prefetch bounds the work done ahead of the consumer") {
     Counting ds(images);
     DataLoader loader(ds, {.batch_size = 1, .num_workers = 3, .prefetch = prefetch});
     auto it = loader.begin();  // batch 0 taken; batches 1..prefetch may be prepared
-    for (int i = 0; i < 200 && ds.gets < 1 + prefetch; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int i = 0; i < 5000 && ds.gets < 1 + prefetch; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
     CHECK(ds.gets == 1 + prefetch);
     ++it;
-    for (int i = 0; i < 200 && ds.gets < 2 + prefetch; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (int i = 0; i < 5000 && ds.gets < 2 + prefetch; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
     CHECK(ds.gets == 2 + prefetch);
   }
