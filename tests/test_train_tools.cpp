@@ -15,6 +15,7 @@
 #include "train/metrics.h"
 #include "train/options.h"
 #include "train/plot.h"
+#include "train/trainer.h"
 
 using namespace mdl;
 using train::parse_train_options;
@@ -45,7 +46,7 @@ TEST_CASE("mdl-train options: defaults, both value forms, every switch") {
                            "--grad-accum", "4", "--amp", "f16", "--cache", "file", "--prefetch", "4", "--workers", "2",
                            "--pin-memory", "--device", "cuda:1", "--seed", "42", "--save", "a.safetensors",
                            "--resume", "b.safetensors", "--log", "l.csv", "--no-progress", "--data",
-                           "imagefolder:/tmp/x", "--subset", "1000"});
+                           "imagefolder:/tmp/x", "--subset", "1000", "--profile", "10", "--trace", "t.json"});
   CHECK(o.model == "resnet18");
   CHECK(o.epochs == 3);
   CHECK(o.batch == 64);
@@ -69,6 +70,8 @@ TEST_CASE("mdl-train options: defaults, both value forms, every switch") {
   CHECK_FALSE(o.progress);
   CHECK(o.data == "imagefolder:/tmp/x");
   CHECK(o.subset == 1000);
+  CHECK(o.profile == 10);
+  CHECK(o.trace == "t.json");
   CHECK(parse_train_options({"--model", "mobilenet"}).model == "efficientnet");
   CHECK(parse_train_options({"-h"}).help);
 }
@@ -85,6 +88,7 @@ TEST_CASE("mdl-train options: bad options are named") {
   CHECK(usage_error({"--cache", "disk"}).find("--cache") != std::string::npos);
   CHECK(usage_error({"--device", "tpu"}).find("--device must be cpu, cuda or cuda:N") != std::string::npos);
   CHECK(usage_error({"--data", "imagefolder"}).find("needs a path") != std::string::npos);
+  CHECK(usage_error({"--profile", "0"}).find("--profile must be at least 1") != std::string::npos);
   CHECK(usage_error({"--pin-memory=yes"}).find("--pin-memory takes no value") != std::string::npos);
   CHECK(usage_error({"--batch", "2", "--grad-accum", "4"}).find("larger than --batch") != std::string::npos);
   CHECK(usage_error({"--model", "gpt"}).find("--model gpt needs --data text:PATH") != std::string::npos);
@@ -183,4 +187,38 @@ TEST_CASE("plots: line and bar charts are PNGs of the asked size with the series
   CHECK_THROWS_WITH_AS(train::bar_chart(bars, {"a"}, {1, 2}, {}), doctest::Contains("1 labels for 2 values"), Error);
   CHECK_THROWS_WITH_AS(train::line_chart("/nonexistent-dir/p.png", {}, {}), doctest::Contains("/nonexistent-dir/p.png"), Error);
   CHECK_THROWS_AS(train::line_chart(lines, {{"bad", {1, 2}, {1}}}, {}), Error);
+}
+
+TEST_CASE("run_training: a short MLP run logs, checkpoints, resumes and profiles") {
+  const std::string log = temp_path("run.csv"), ckpt = temp_path("run.safetensors"), trace = temp_path("trace.json");
+  train::TrainOptions o;
+  o.model = "mlp", o.epochs = 1, o.batch = 64, o.subset = 1024, o.lr = 2e-3, o.log = log, o.save = ckpt;
+  o.progress = false, o.grad_accum = 2, o.l2 = 1e-4, o.clip = 5.0, o.schedule = "cosine";
+  train::TrainReport r = train::run_training(o, nullptr);
+  REQUIRE(r.epochs.size() == 1);
+  CHECK(r.parameters == 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
+  CHECK(r.epochs[0].val_accuracy > 0.6);  // 16 steps on 1,024 images already beat chance by far
+  CHECK(r.epochs[0].val_macro_f1 > 0.5);
+  CHECK(r.epochs[0].lr < 1e-6);            // the cosine schedule ran its course over the 16 steps
+  auto t = train::read_csv(log);
+  REQUIRE(t.rows.size() == 1);
+  CHECK(std::stod(t.rows[0][size_t(t.column("val_accuracy"))]) == doctest::Approx(r.epochs[0].val_accuracy));
+
+  // Resuming after epoch 1 with --epochs 2 runs only the second epoch, from the saved state.
+  o.resume = ckpt, o.epochs = 2, o.save = "", o.log = "";
+  train::TrainReport resumed = train::run_training(o, nullptr);
+  REQUIRE(resumed.epochs.size() == 1);
+  CHECK(resumed.epochs[0].epoch == 2);
+  CHECK(resumed.epochs[0].val_accuracy > 0.6);
+
+  // --profile: 4 steps after warm-up, a table with the phases and a trace file.
+  train::TrainOptions p;
+  p.model = "mlp", p.epochs = 1, p.batch = 64, p.subset = 640, p.progress = false, p.profile = 4, p.trace = trace;
+  train::TrainReport prof = train::run_training(p, nullptr);
+  CHECK(prof.profile_table.find("forward") != std::string::npos);
+  CHECK(prof.profile_table.find("backward") != std::string::npos);
+  CHECK(std::filesystem::file_size(trace) > 100);
+  p.profile = 100;  // more steps than the epoch has
+  CHECK_THROWS_WITH_AS(train::run_training(p, nullptr), doctest::Contains("--profile 100 needs more than 103 steps in the first epoch (3 to warm up); it has 10"), Error);
+  for (const auto& f : {log, ckpt, ckpt + ".train.safetensors", trace}) std::remove(f.c_str());
 }

@@ -91,6 +91,8 @@ const std::map<std::string, Option>& table() {
       {"--save", {true, [](O& o, auto&, auto& v) { o.save = v; }}},
       {"--resume", {true, [](O& o, auto&, auto& v) { o.resume = v; }}},
       {"--log", {true, [](O& o, auto&, auto& v) { o.log = v; }}},
+      {"--profile", {true, [](O& o, auto& k, auto& v) { o.profile = parse_int(k, v, 1); }}},
+      {"--trace", {true, [](O& o, auto&, auto& v) { o.trace = v; }}},
       {"--dump-order", {true, [](O& o, auto&, auto& v) { o.dump_order = v; }}},
       {"--no-progress", {false, [](O& o, auto&, auto&) { o.progress = false; }}},
       {"--help", {false, [](O& o, auto&, auto&) { o.help = true; }}},
@@ -150,6 +152,8 @@ std::string usage() {
   --device D         cpu, cuda, cuda:N    --threads N   compute threads (0: every core)
   --seed N           --subset N (first N training samples)   --context N (text, 64)
   --save FILE        --resume FILE (safetensors)    --log FILE (CSV, one row per epoch)
+  --profile N        profile N steps after 3 warm-up steps, print the table, write a trace, stop
+  --trace FILE       where --profile writes the Chrome trace (mdl-trace.json)
   --dump-order FILE  write every epoch's sample order (i64, epochs x samples) for compare_torch.py
   --no-progress      plain lines instead of a progress bar
 )";

@@ -14,6 +14,8 @@
 #include "nn/summary.h"
 #include "optim/clip.h"
 #include "optim/regularization.h"
+#include "profiler/scope.h"
+#include "profiler/session.h"
 #include "tensor/allocator.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
@@ -27,6 +29,7 @@ namespace mdl::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+constexpr int kProfileWarmup = 3;
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 data::Cache parse_cache(const std::string& c) {
@@ -173,6 +176,7 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
     train_loader.set_epoch(epoch);
     const data::LoaderStats before = train_loader.stats();
     Progress progress(out ? out : stdout, terminal, epoch + 1, o.epochs, train_loader.size());
+    std::unique_ptr<profiler::Session> session;
     const auto t0 = Clock::now();
     double loss_sum = 0;
     int64_t seen = 0, correct = 0, step = 0;
@@ -187,6 +191,7 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
         const Tensor xi = x.narrow(0, a, b - a), yi = y.narrow(0, a, b - a);
         Tensor logits, loss;
         {
+          profiler::Phase phase(profiler::kForward);
           amp::AutocastGuard guard(amp_dtype, autocast);
           logits = (*model)(xi);
           auto [l, t] = flatten_for_loss(logits, yi);
@@ -196,16 +201,27 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
           seen += t.size(0);
           loss_sum += loss.item<double>() * double(t.size(0));
         }
+        profiler::Phase phase(profiler::kBackward);
         scaler.scale(loss * (double(b - a) / double(n))).backward();
       }
-      if (o.clip > 0) {
-        scaler.unscale_(*opt);
-        optim::clip_grad_norm_(params, o.clip);
+      bool stepped = false;
+      {
+        profiler::Phase phase(profiler::kOptimizer);
+        if (o.clip > 0) {
+          scaler.unscale_(*opt);
+          optim::clip_grad_norm_(params, o.clip);
+        }
+        stepped = scaler.step(*opt);
+        scaler.update();
+        if (schedule && stepped) schedule->step();
       }
-      const bool stepped = scaler.step(*opt);
-      scaler.update();
-      if (schedule && stepped) schedule->step();
       ++step;
+      if (o.profile > 0) {
+        // Warm-up steps first (allocator, caches, first-touch), then o.profile recorded steps.
+        if (step == kProfileWarmup) session = std::make_unique<profiler::Session>(profiler::Options{.record_shapes = true});
+        else if (session) session->step();
+        if (session && session->steps() == o.profile) break;
+      }
       if (out) {
         const data::LoaderStats now = train_loader.stats();
         const double elapsed = since(t0);
@@ -215,6 +231,19 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
       }
     }
     if (out) progress.finish();
+    if (o.profile > 0) {
+      MDL_CHECK(session && session->steps() == o.profile, "mdl-train: --profile ", o.profile, " needs more than ",
+                o.profile + kProfileWarmup, " steps in the first epoch (", kProfileWarmup, " to warm up); it has ", step);
+      session->stop();
+      report.profile_table = session->table({.row_limit = 25});
+      const std::string trace = o.trace.empty() ? "mdl-trace.json" : o.trace;
+      session->export_chrome_trace(trace);
+      if (out)
+        std::fprintf(out, "profiled %lld steps after %d warm-up steps:\n%s\ntrace written to %s (open it in "
+                          "chrome://tracing or https://ui.perfetto.dev)\n",
+                     (long long)session->steps(), kProfileWarmup, report.profile_table.c_str(), trace.c_str());
+      break;
+    }
     EpochRecord r;
     r.epoch = epoch + 1;
     r.seconds = since(t0);

@@ -32,6 +32,7 @@ struct TrainReport {
   std::string model_summary;      // nn::summary of the model on one batch
   std::string confusion;          // the last validation's confusion matrix, printed
   std::string data_description;
+  std::string profile_table;      // with --profile: the profiler's table
 };
 
 // Prints progress and per-epoch lines to `out` (nullptr: silent). Throws mdl::Error (UsageError
