@@ -26,7 +26,10 @@ import torch
 
 ROOT = "/usr/share/datasets/fashion-mnist"
 HERE = os.path.dirname(os.path.abspath(__file__))
-MDL_TRAIN = os.path.join(HERE, "..", "build", "mdl-train")
+# build/mdl-train (make tools), build/nocuda/mdl-train (CUDA=0), or MDL_TRAIN=path.
+MDL_TRAIN = next((p for p in [os.environ.get("MDL_TRAIN", ""), os.path.join(HERE, "..", "build", "mdl-train"),
+                              os.path.join(HERE, "..", "build", "nocuda", "mdl-train")] if p and os.path.exists(p)),
+                 os.path.join(HERE, "..", "build", "mdl-train"))
 
 
 def read_idx(name):
