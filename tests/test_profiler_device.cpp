@@ -38,16 +38,26 @@ class FakeTimer final : public profiler::DeviceTimer {
 
 }  // namespace
 
+// The replaceable allocation functions of this test binary, on malloc/free, counting. Every
+// unaligned form is replaced so that each new meets its own delete (the sanitizer checks it);
+// the aligned forms stay the runtime's, pairing among themselves.
 void* operator new(size_t n) {
   if (t_count_news) g_news.fetch_add(1);
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
 void* operator new[](size_t n) { return operator new(n); }
+void* operator new(size_t n, const std::nothrow_t&) noexcept {
+  if (t_count_news) g_news.fetch_add(1);
+  return std::malloc(n ? n : 1);
+}
+void* operator new[](size_t n, const std::nothrow_t& tag) noexcept { return operator new(n, tag); }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete[](void* p) noexcept { std::free(p); }
 void operator delete(void* p, size_t) noexcept { std::free(p); }
 void operator delete[](void* p, size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 TEST_CASE("profiler: device kernels land on a track per stream, aligned to their launch") {
   FakeTimer timer;
