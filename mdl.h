@@ -4,7 +4,28 @@
 #include "autograd/grad_mode.h"  // NoGradGuard
 #include "autograd/gradcheck.h"  // autograd::gradcheck
 
+#include "amp/autocast.h"     // amp::AutocastGuard (kF16, kBF16), is_autocast_enabled
+#include "amp/grad_scaler.h"  // amp::GradScaler
+#include "amp/keep_f32.h"     // hybrid precision: modules kept in f32 under autocast
+
+#include "data/cifar.h"          // data::Cifar10Binary
+#include "data/idx.h"            // data::IdxDataset, data::FashionMNIST
+#include "data/image_folder.h"   // data::ImageFolder
+#include "data/loader.h"         // data::DataLoader, LoaderOptions, Cache, LoaderStats
+#include "data/tensor_dataset.h" // data::TensorDataset
+#include "data/text.h"           // data::TextDataset
+#include "data/transforms.h"     // data::ToTensor, Normalize, RandomCrop, RandomHorizontalFlip, Resize, ...
+
 #include "io/safetensors.h"     // io::save_safetensors, io::load_safetensors, io::read_safetensors
+
+#include "nn/container.h"      // nn::Sequential, nn::ModuleList
+#include "nn/functional.h"     // nn::functional: linear, conv2d, norms, attention, losses
+#include "nn/init.h"           // nn::init
+#include "nn/layers.h"         // nn::Linear, Conv2d, BatchNorm2d, LayerNorm, Dropout, ...
+#include "nn/models/models.h"  // nn::models: MLP, SimpleCNN, resnet18/50, efficientnet_b0, ViT, GPT
+#include "nn/module.h"         // nn::Module
+#include "nn/summary.h"        // nn::summary
+#include "nn/transformer.h"    // nn::MultiheadAttention, TransformerEncoderLayer, PatchEmbedding
 
 #include "optim/accumulate.h"      // optim::accumulate_step (gradient accumulation)
 #include "optim/adam.h"            // optim::Adam, optim::AdamW
@@ -14,7 +35,10 @@
 #include "optim/schedulers.h"      // optim::StepLR, CosineAnnealingLR, ..., ReduceLROnPlateau
 #include "optim/sgd.h"             // optim::SGD
 
+#include "profiler/session.h"  // profiler::Session, Scope, Phase; table(), export_chrome_trace()
+
 #include "tensor/allocator.h"   // memory_stats, reset_peak_memory
+#include "tensor/cuda_api.h"    // cuda:: allocator statistics, empty_cache, Graph, allow_tf32
 #include "tensor/device.h"      // Device, cuda::is_available
 #include "tensor/dtype.h"       // DType, kF32, kF16, kBF16, ...
 #include "tensor/error.h"       // mdl::Error
