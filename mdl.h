@@ -9,9 +9,11 @@
 #include "amp/keep_f32.h"     // hybrid precision: modules kept in f32 under autocast
 
 #include "data/cifar.h"          // data::Cifar10Binary
+#include "data/export.h"         // data::export_image_folder
 #include "data/idx.h"            // data::IdxDataset, data::FashionMNIST
 #include "data/image_folder.h"   // data::ImageFolder
 #include "data/loader.h"         // data::DataLoader, LoaderOptions, Cache, LoaderStats
+#include "data/pinned.h"         // data::pinned_memory_available, data::empty_pinned
 #include "data/tensor_dataset.h" // data::TensorDataset
 #include "data/text.h"           // data::TextDataset
 #include "data/transforms.h"     // data::ToTensor, Normalize, RandomCrop, RandomHorizontalFlip, Resize, ...
