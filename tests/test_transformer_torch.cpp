@@ -8,6 +8,7 @@
 #include <string>
 
 #include "mdl.h"
+#include "autograd/gradcheck.h"
 #include "nn/transformer.h"
 
 using namespace mdl;
@@ -84,4 +85,41 @@ TEST_CASE("transformer vs PyTorch: ViT patch embedding (conv patches, class toke
   Tensor y = embed(get("patch.img"));
   CHECK(y.shape() == Shape{2, 5, 16});
   CHECK(allclose(y, get("patch.y"), 1e-10, 1e-12));
+}
+
+TEST_CASE("transformer layers: gradcheck (f64) through the inputs and a weight of each module") {
+  using VT = std::vector<Tensor>;
+  manual_seed(11);
+  auto leaf = [](Shape s) { return randn(s, kF64).requires_grad_(true); };
+
+  nn::MultiheadAttention mha(8, 2);
+  mha.to(kF64);
+  const Tensor pad = from_vector<uint8_t>({0, 0, 0, 1}, {1, 4}).to(kBool);
+  auto r = autograd::gradcheck([&](const VT& x) { return mha.forward(x[0], x[1], x[1], pad); },
+                               {leaf({1, 3, 8}), leaf({1, 4, 8})});
+  INFO(r.report);
+  CHECK(r.ok);
+
+  nn::TransformerEncoderLayer layer(8, 2, {.dim_feedforward = 16, .dropout = 0.0, .causal = true});
+  layer.to(kF64);
+  Tensor w = layer.linear1->weight;
+  r = autograd::gradcheck([&](const VT& x) { return layer(x[0]); }, {leaf({2, 3, 8})});
+  INFO(r.report);
+  CHECK(r.ok);
+  // The weight: a copy is the gradcheck leaf, written into the layer before each evaluation.
+  r = autograd::gradcheck(
+      [&](const VT& x) {
+        layer.linear1->weight = x[0];
+        return layer(get("enc.x").narrow(2, 0, 8).narrow(1, 0, 3));
+      },
+      {w.detach().clone().requires_grad_(true)});
+  INFO(r.report);
+  CHECK(r.ok);
+  layer.linear1->weight = w;
+
+  nn::PatchEmbedding embed(4, 2, 1, 6);
+  embed.to(kF64);
+  r = autograd::gradcheck([&](const VT& x) { return embed(x[0]); }, {leaf({2, 1, 4, 4})});
+  INFO(r.report);
+  CHECK(r.ok);
 }

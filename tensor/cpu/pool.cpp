@@ -89,6 +89,38 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
     const T* xp = static_cast<const T*>(x.raw_data());
     T* op = out.data_ptr<T>();
     int64_t* ip = indices.data_ptr<int64_t>();
+    // The common 2x2 / stride 2 / no padding window over rows with unit stride, without the
+    // window arithmetic; the same visiting order and NaN rule as the general loop below.
+    const bool two_by_two = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 &&
+                            p.pad_h == 0 && p.pad_w == 0 && xs.s[3] == 1;
+    if (two_by_two) {
+      for_planes(out.size(0) * C, Ho * Wo * 4, [&](int64_t q) {
+        const T* xq = xp + xs.plane(q, C);
+        T* oq = op + q * Ho * Wo;
+        int64_t* iq = ip + q * Ho * Wo;
+        for (int64_t oh = 0; oh < Ho; ++oh) {
+          const T* r0 = xq + 2 * oh * xs.s[2];
+          const T* r1 = r0 + xs.s[2];
+          const int64_t base = 2 * oh * W;
+          for (int64_t ow = 0; ow < Wo; ++ow) {
+            const int64_t w = 2 * ow;
+            A best = A(r0[w]);
+            int64_t arg = base + w;
+            auto visit = [&](A v, int64_t at) {  // branch-free: select, so the loop vectorises
+              const bool take = (v > best) | (v != v);
+              best = take ? v : best;
+              arg = take ? at : arg;
+            };
+            visit(A(r0[w + 1]), base + w + 1);
+            visit(A(r1[w]), base + W + w);
+            visit(A(r1[w + 1]), base + W + w + 1);
+            oq[oh * Wo + ow] = T(best);
+            iq[oh * Wo + ow] = arg;
+          }
+        }
+      });
+      return;
+    }
     for_planes(out.size(0) * C, Ho * Wo * p.kernel_h * p.kernel_w, [&](int64_t q) {
       const T* xq = xp + xs.plane(q, C);
       for (int64_t oh = 0; oh < Ho; ++oh) {
