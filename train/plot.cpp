@@ -48,7 +48,7 @@ class Canvas {
   }
   // Text with its top-left corner at (x, y), scaled by `scale` (stb_easy_font is ~7 px tall).
   void text(int x, int y, const std::string& s, Rgb c, int scale = 1) {
-    std::vector<char> buf(s.size() * 300 + 64);
+    std::vector<char> buf(s.size() * 1024 + 64);  // up to about 12 quads of 64 bytes per glyph
     std::string copy = s;
     const int quads = stb_easy_font_print(0, 0, copy.data(), nullptr, buf.data(), int(buf.size()));
     for (int q = 0; q < quads; ++q) {
