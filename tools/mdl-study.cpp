@@ -59,6 +59,11 @@ int64_t env_int(const char* name, int64_t fallback) {
   return n;
 }
 
+std::string env_string(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
 std::string fmt(const char* f, double v) {
   char b[64];
   std::snprintf(b, sizeof b, f, v);
@@ -71,10 +76,10 @@ int main() {
   namespace fs = std::filesystem;
   const int64_t epochs = std::max<int64_t>(1, env_int("STUDY_EPOCHS", 3));
   const int64_t subset = env_int("STUDY_SUBSET", 20000);
-  const std::string out_dir = std::getenv("STUDY_OUT") && *std::getenv("STUDY_OUT") ? std::getenv("STUDY_OUT") : "reports";
+  const std::string out_dir = env_string("STUDY_OUT", "reports");
   std::vector<std::string> models;
   {
-    std::string list = std::getenv("STUDY_MODELS") && *std::getenv("STUDY_MODELS") ? std::getenv("STUDY_MODELS") : "cnn";
+    const std::string list = env_string("STUDY_MODELS", "cnn");
     for (size_t a = 0; a <= list.size();) {
       size_t b = list.find(',', a);
       if (b == std::string::npos) b = list.size();
