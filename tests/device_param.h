@@ -52,4 +52,10 @@ inline void check_close(const Tensor& want, const Tensor& got, const std::string
                 a.empty() ? 0.0 : a[worst], ", got ", b.empty() ? 0.0 : b[worst], " (tol ", tol, ")");
 }
 
+// A seeded normal sample drawn in f64, then cast to t: the same values for every dtype and device.
+inline Tensor sample(const Shape& s, DType t, uint64_t seed) {
+  Generator g(seed);
+  return randn(s, TensorOptions(kF64), &g).to(t);
+}
+
 }  // namespace mdl::test

@@ -11,16 +11,13 @@
 
 using namespace mdl;
 using mdl::test::check_close;
+using mdl::test::sample;
 namespace F = mdl::nn::functional;
 
 namespace {
 
 const Device kGpu = Device::cuda();
 
-Tensor sample(const Shape& s, DType t, uint64_t seed) {
-  Generator g(seed);
-  return randn(s, TensorOptions(kF64), &g).to(t);
-}
 
 // Attention on the CPU and the GPU from the same q, k, v (leaves) and mask; compares the output
 // and the three gradients of sum(out * w).

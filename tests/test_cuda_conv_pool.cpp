@@ -13,16 +13,13 @@
 
 using namespace mdl;
 using mdl::test::check_close;
+using mdl::test::sample;
 namespace F = mdl::nn::functional;
 
 namespace {
 
 const Device kGpu = Device::cuda();
 
-Tensor sample(const Shape& s, DType t, uint64_t seed) {
-  Generator g(seed);
-  return randn(s, TensorOptions(kF64), &g).to(t);
-}
 
 // Runs f on the CPU and the GPU on leaf copies of inputs; compares f's output and every input's
 // gradient after back-propagating sum(out * fixed random weight).
