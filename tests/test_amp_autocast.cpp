@@ -11,25 +11,17 @@
 #include "amp/autocast.h"
 #include "amp/keep_f32.h"
 #include "mdl.h"
+#include "tests/compare_util.h"
 #include "nn/functional.h"
 #include "nn/models/models.h"
 
 using namespace mdl;
 namespace F = mdl::nn::functional;
+using mdl::test::max_rel_diff;
 
 namespace {
 
 Tensor param(const Shape& s) { return randn(s).requires_grad_(); }
-
-double max_rel_diff(const Tensor& a, const Tensor& b) {
-  auto x = a.to(kF64).to_vector<double>(), y = b.to(kF64).to_vector<double>();
-  double scale = 0, diff = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    scale = std::max(scale, std::abs(y[i]));
-    diff = std::max(diff, std::abs(x[i] - y[i]));
-  }
-  return diff / std::max(scale, 1e-30);
-}
 
 }  // namespace
 

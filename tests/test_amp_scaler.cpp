@@ -11,25 +11,17 @@
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
 #include "mdl.h"
+#include "tests/compare_util.h"
 #include "nn/functional.h"
 #include "tensor/kernels_amp.h"
 
 using namespace mdl;
 namespace F = mdl::nn::functional;
+using mdl::test::max_rel_diff;
 
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-
-double max_rel_diff(const Tensor& a, const Tensor& b) {
-  auto x = a.to(kF64).to_vector<double>(), y = b.to(kF64).to_vector<double>();
-  double scale = 0, diff = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    scale = std::max(scale, std::abs(y[i]));
-    diff = std::max(diff, std::abs(x[i] - y[i]));
-  }
-  return diff / std::max(scale, 1e-300);
-}
 
 // Sets element i of p's gradient (f32) to v.
 void poke_grad(const Tensor& p, int64_t i, float v) { p.grad().data_ptr<float>()[i] = v; }
