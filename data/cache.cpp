@@ -1,5 +1,6 @@
 // The memory cache (a slot per index with a ready flag) and the file cache (append-only records,
-// then an index and a footer; renamed into place when complete).
+// then an index and a footer; renamed into place when complete). A file cache record is a sample
+// ('S' + tensors) or a remembered failure ('E' + the error message).
 #include "data/cache.h"
 
 #include <fcntl.h>
@@ -15,12 +16,14 @@
 
 namespace mdl::data {
 
-MemoryCache::MemoryCache(int64_t size) : slots_(size_t(size)), ready_(new std::atomic<bool>[size_t(size)]) {
+MemoryCache::MemoryCache(int64_t size)
+    : slots_(size_t(size)), failures_(size_t(size)), ready_(new std::atomic<bool>[size_t(size)]) {
   for (int64_t i = 0; i < size; ++i) ready_[size_t(i)].store(false, std::memory_order_relaxed);
 }
 
 std::optional<Sample> MemoryCache::lookup(int64_t index) {
   if (!ready_[size_t(index)].load(std::memory_order_acquire)) return std::nullopt;
+  if (!failures_[size_t(index)].empty()) MDL_FAIL(failures_[size_t(index)], " (remembered by the memory cache)");
   return slots_[size_t(index)];
 }
 
@@ -30,10 +33,16 @@ void MemoryCache::store(int64_t index, const Sample& sample) {
   ready_[size_t(index)].store(true, std::memory_order_release);
 }
 
+void MemoryCache::store_failure(int64_t index, const std::string& what) {
+  if (ready_[size_t(index)].load(std::memory_order_acquire)) return;
+  failures_[size_t(index)] = what.empty() ? "failed to load" : what;
+  ready_[size_t(index)].store(true, std::memory_order_release);
+}
+
 namespace {
 
 constexpr char kMagic[8] = {'M', 'D', 'L', 'C', 'A', 'C', 'H', 'E'};
-constexpr uint64_t kVersion = 1;
+constexpr uint64_t kVersion = 2;  // 2: records start with a kind byte
 constexpr size_t kFooter = 8 + 4 * 8;  // magic, version, count, index offset, key hash
 
 void put_u64(std::string& s, uint64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }
@@ -102,7 +111,7 @@ bool pread_all(int fd, void* data, size_t n, int64_t offset) {
 }  // namespace
 
 std::string serialize_sample(const Sample& s) {
-  std::string out;
+  std::string out = "S";
   put_tensor(out, s.x);
   put_tensor(out, s.y);
   return out;
@@ -110,6 +119,8 @@ std::string serialize_sample(const Sample& s) {
 
 Sample deserialize_sample(const uint8_t* p, size_t n, const std::string& where) {
   const uint8_t* end = p + n;
+  MDL_CHECK(n >= 1 && p[0] == 'S', "FileCache: ", where, ": not a sample record");
+  ++p;
   Sample s;
   s.x = get_tensor(p, end, where);
   s.y = get_tensor(p, end, where);
@@ -188,11 +199,16 @@ std::optional<Sample> FileCache::lookup(int64_t index) {
   MDL_CHECK(pread_all(fd_, bytes.data(), bytes.size(), offset), "FileCache: cannot read '", path, "' at offset ",
             offset, " (", length, " bytes): ", errno ? std::strerror(errno) : "file truncated");
   thread_bytes_read() += length;
+  if (length >= 1 && bytes[0] == 'E')
+    MDL_FAIL(std::string(bytes.begin() + 1, bytes.end()), " (remembered by the file cache '", path, "')");
   return deserialize_sample(bytes.data(), bytes.size(), "'" + path + "' at offset " + std::to_string(offset));
 }
 
-void FileCache::store(int64_t index, const Sample& sample) {
-  const std::string record = serialize_sample(sample);
+void FileCache::store(int64_t index, const Sample& sample) { append(index, serialize_sample(sample)); }
+
+void FileCache::store_failure(int64_t index, const std::string& what) { append(index, "E" + what); }
+
+void FileCache::append(int64_t index, const std::string& record) {
   std::lock_guard<std::mutex> lock(mu_);
   if (complete_ || offsets_[size_t(index)] >= 0) return;
   pwrite_all(fd_, record.data(), record.size(), end_, partial_path_);

@@ -1,7 +1,9 @@
 // Sample caches for the DataLoader. The memory cache keeps decoded samples after their first
 // load; the file cache writes them to one file under a cache folder, named by a hash of the
 // dataset's identity (paths, sizes, mtimes, the transform applied before caching), so a later
-// run reuses it and a changed source gets a new one. Both sit before random transforms.
+// run reuses it and a changed source gets a new one. Both sit before random transforms. A sample
+// the dataset could not load (with on_error = Skip) is remembered as a failure, so later epochs
+// and runs skip it without reading it again and a file cache still completes.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -21,9 +23,10 @@ class SampleCache {
  public:
   virtual ~SampleCache() = default;
   // Thread-safe; lookups of one index never race with its store (the loader loads each index
-  // once per epoch).
+  // once per epoch). lookup() throws mdl::Error with the remembered message for a failed index.
   virtual std::optional<Sample> lookup(int64_t index) = 0;
   virtual void store(int64_t index, const Sample& sample) = 0;
+  virtual void store_failure(int64_t index, const std::string& what) = 0;
 };
 
 class MemoryCache : public SampleCache {
@@ -31,9 +34,11 @@ class MemoryCache : public SampleCache {
   explicit MemoryCache(int64_t size);
   std::optional<Sample> lookup(int64_t index) override;
   void store(int64_t index, const Sample& sample) override;
+  void store_failure(int64_t index, const std::string& what) override;
 
  private:
   std::vector<Sample> slots_;
+  std::vector<std::string> failures_;  // non-empty: the index failed to load
   std::unique_ptr<std::atomic<bool>[]> ready_;
 };
 
@@ -49,6 +54,7 @@ class FileCache : public SampleCache {
 
   std::optional<Sample> lookup(int64_t index) override;
   void store(int64_t index, const Sample& sample) override;
+  void store_failure(int64_t index, const std::string& what) override;
 
   bool complete() const;                  // every sample is in the file
   bool reused() const { return reused_; } // opened a complete file left by an earlier run
@@ -56,6 +62,7 @@ class FileCache : public SampleCache {
 
  private:
   bool open_existing();
+  void append(int64_t index, const std::string& record);
   void finish();  // under mu_
 
   std::string final_path_, partial_path_;
@@ -69,8 +76,8 @@ class FileCache : public SampleCache {
   bool complete_ = false;
 };
 
-// Sample to bytes and back (dtype, shape, contiguous data for x then y). `where` names the file
-// and offset in errors.
+// Sample to bytes and back (a kind byte 'S', then dtype, shape, contiguous data for x then y).
+// `where` names the file and offset in errors.
 std::string serialize_sample(const Sample& s);
 Sample deserialize_sample(const uint8_t* p, size_t n, const std::string& where);
 

@@ -194,8 +194,13 @@ Sample DataLoader::load(int64_t epoch, int64_t index) {
     s = std::move(*cached);
   } else {
     if (cache_) ++cache_misses_;
-    s = dataset_.get(index);
-    if (opt_.before_cache) s.x = opt_.before_cache->apply(s.x);
+    try {
+      s = dataset_.get(index);
+      if (opt_.before_cache) s.x = opt_.before_cache->apply(s.x);
+    } catch (const Error& e) {
+      if (cache_ && opt_.on_error == OnError::Skip) cache_->store_failure(index, e.what());
+      throw;
+    }
     if (cache_) cache_->store(index, s);
   }
   bytes_read_ += thread_bytes_read() - bytes_before;
