@@ -2,10 +2,12 @@
 #   make            build/libmdl.a, the tests, the benchmarks, the tools
 #   make test       build and run every test          make bench   build and run the benchmarks
 #   make deps       install the Debian packages        make install PREFIX=/usr/local
-# Switches: CUDA=auto|0|1  SANITIZE=address,undefined  DEBUG=1  MDL_CUDA_ARCH="80 90"
+#   make bench-dist all_reduce bandwidth and SimpleCNN scaling at 1 and 2 ranks (MPI builds)
+# Switches: CUDA=auto|0|1  MPI=auto|0|1  SANITIZE=address,undefined  DEBUG=1  MDL_CUDA_ARCH="80 90"
 
 CXX      ?= g++
 CUDA     ?= auto
+MPI      ?= auto
 PREFIX   ?= /usr/local
 SANITIZE ?=
 DEBUG    ?=
@@ -26,6 +28,19 @@ ifeq ($(WITH_CUDA),1)
   endif
   ifeq ($(CUDA_LIBDIR),)
     $(error CUDA=1 but libcudart.so was not found under $(CUDA_HOME); set CUDA_HOME=)
+  endif
+endif
+
+# MPI (Open MPI's mpicxx) turns on dist/: process groups, DistributedDataParallel, mdl-train --dist.
+MPICXX := $(shell command -v mpicxx 2>/dev/null)
+ifeq ($(MPI),auto)
+  WITH_MPI := $(if $(MPICXX),1,0)
+else
+  WITH_MPI := $(MPI)
+endif
+ifeq ($(WITH_MPI),1)
+  ifeq ($(MPICXX),)
+    $(error MPI=1 but mpicxx was not found (make deps installs Open MPI))
   endif
 endif
 
@@ -57,8 +72,19 @@ ifeq ($(WITH_CUDA),1)
   LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcublas -lcudnn -lcudart
 endif
 
-LIB_DIRS := tensor tensor/cpu autograd nn nn/models optim data amp io profiler train
-LIB_SRCS := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp))
+ifeq ($(WITH_MPI),1)
+  CPPFLAGS += -DMDL_WITH_MPI -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX $(shell $(MPICXX) --showme:compile)
+  LDLIBS   += $(shell $(MPICXX) --showme:link)
+  ifeq ($(WITH_CUDA),1)
+    CPPFLAGS += -DMDL_WITH_NCCL
+    LDLIBS   += -lnccl
+  endif
+endif
+# dist/nccl_group.cpp includes CUDA headers, so only it gets the toolkit's include path.
+$(BUILD)/dist/nccl_group.o: CPPFLAGS += -I$(CUDA_HOME)/include
+
+LIB_DIRS := tensor tensor/cpu autograd nn nn/models optim data amp io profiler train $(if $(filter 1,$(WITH_MPI)),dist,)
+LIB_SRCS := $(filter-out $(if $(filter 1,$(WITH_CUDA)),,dist/nccl_group.cpp),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp)))
 CU_SRCS  := $(if $(filter 1,$(WITH_CUDA)),$(wildcard tensor/cuda/*.cu),)
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 LIB      := $(BUILD)/libmdl.a
@@ -66,9 +92,11 @@ LIB      := $(BUILD)/libmdl.a
 TEST_SRCS := $(wildcard tests/*.cpp)
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/%.o)
 TEST_BIN  := $(BUILD)/mdl_tests
+# The program tests/test_dist.cpp runs under mpirun, one scenario per launch.
+DIST_WORKER := $(if $(filter 1,$(WITH_MPI)),$(BUILD)/mdl_dist_worker,)
 
 # Benchmarks: one binary per bench/bench_*.cpp; OpenBLAS joins as a yardstick when installed.
-BENCH_SRCS := $(wildcard bench/bench_*.cpp)
+BENCH_SRCS := $(filter-out bench/bench_dist.cpp,$(wildcard bench/bench_*.cpp))
 BENCH_BINS := $(BENCH_SRCS:bench/%.cpp=$(BUILD)/bench/%)
 OPENBLAS := $(wildcard /usr/include/x86_64-linux-gnu/cblas.h /usr/include/cblas.h /usr/include/openblas/cblas.h)
 BENCH_FLAGS := $(if $(OPENBLAS),-DMDL_HAVE_OPENBLAS,)
@@ -77,12 +105,13 @@ BENCH_LIBS  := -lbenchmark $(if $(OPENBLAS),-lopenblas,)
 TOOL_SRCS := $(wildcard tools/*.cpp)
 TOOL_BINS := $(TOOL_SRCS:tools/%.cpp=$(BUILD)/%)
 
-DEB_PACKAGES := g++ make pkg-config python3 doctest-dev libstb-dev libbenchmark-dev zlib1g-dev dataset-fashion-mnist libopenblas-dev
+DEB_PACKAGES := g++ make pkg-config python3 doctest-dev libstb-dev libbenchmark-dev zlib1g-dev dataset-fashion-mnist libopenblas-dev \
+  libopenmpi-dev openmpi-bin
 
-.PHONY: all lib tests benches tools test bench study deps install clean gpu-check
+.PHONY: all lib tests benches tools test bench bench-dist study deps install clean gpu-check
 all: lib tests benches tools
 lib: $(LIB)
-tests: $(TEST_BIN)
+tests: $(TEST_BIN) $(DIST_WORKER)
 benches: $(BENCH_BINS)
 tools: $(TOOL_BINS)
 
@@ -100,6 +129,9 @@ $(LIB): $(LIB_OBJS)
 
 $(TEST_BIN): $(TEST_OBJS) $(LIB)
 	$(CXX) $(CXXFLAGS) -o $@ $(TEST_OBJS) $(LIB) $(LDLIBS)
+
+$(BUILD)/mdl_dist_worker: tests/dist/worker.cpp $(LIB)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.cpp $(LIB)
 	@mkdir -p $(dir $@)
@@ -128,6 +160,14 @@ bench: deps
 	@for b in $(BENCH_BINS); do echo "== $$b"; \
 	  $$b --benchmark_out=$(BUILD)/bench/results/$$(basename $$b).json --benchmark_out_format=json $(BENCH_ARGS) || exit 1; done
 	@python3 bench/summary.py $(BUILD)/bench/results
+
+# Data parallel: one run under mpirun -np 2 (SimpleCNN alone on rank 0 and on both ranks, and
+# all_reduce from 1 MB to 256 MB); about a minute. MPI_RUN_FLAGS adds mpirun options.
+bench-dist: deps
+	$(MAKE) $(BUILD)/bench/bench_dist
+	@mkdir -p $(BUILD)/bench/results
+	mpirun -np 2 --oversubscribe $$( [ "$$(id -u)" = 0 ] && echo --allow-run-as-root ) $(MPI_RUN_FLAGS) \
+	  $(BUILD)/bench/bench_dist --benchmark_out=$(BUILD)/bench/results/bench_dist.json --benchmark_out_format=json $(BENCH_ARGS)
 
 # The optimization study on Fashion-MNIST: reports/study.md, CSV logs and PNG plots.
 # STUDY_EPOCHS, STUDY_SUBSET, STUDY_MODELS, STUDY_OUT scale and steer it (tools/mdl-study.cpp).

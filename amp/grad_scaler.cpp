@@ -70,6 +70,7 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
   }
   st.found_inf = false;
   for (auto& [d, f] : found) st.found_inf = st.found_inf || f.item<float>() != 0.0f;
+  if (reduce_found_inf_) st.found_inf = reduce_found_inf_(st.found_inf);
   st.stage = Stage::Unscaled;
 }
 
@@ -148,7 +149,9 @@ void GradScaler::load_state_dict(const NamedTensors& state) {
   bool has_skipped = false;
   for (const auto& [n, t] : state) has_skipped = has_skipped || n == "skipped_steps";
   const int64_t skipped = has_skipped ? int64_t(get("skipped_steps")) : 0;
+  auto reduce = std::move(reduce_found_inf_);
   *this = GradScaler(o);  // validates the values
+  reduce_found_inf_ = std::move(reduce);
   growth_tracker_ = tracker;
   skipped_ = skipped;
 }

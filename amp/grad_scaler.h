@@ -21,6 +21,7 @@
 // training runs without a scaler). A disabled scaler passes everything through.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 
 #include "optim/optimizer.h"
@@ -54,6 +55,10 @@ class GradScaler {
   // Sets the scale (new_scale > 0 and finite) and readies the optimizers, as update(new_scale).
   void update(double new_scale);
 
+  // Combines this process's inf/NaN verdict with the other processes' before step() decides
+  // (dist::sync_found_inf installs an all_reduce); without one the local verdict stands.
+  void set_found_inf_reduction(std::function<bool(bool found_inf)> reduce) { reduce_found_inf_ = std::move(reduce); }
+
   double get_scale() const;  // 1 when disabled
   bool is_enabled() const { return opt_.enabled; }
   int64_t skipped_steps() const { return skipped_; }
@@ -76,6 +81,7 @@ class GradScaler {
   int64_t growth_tracker_ = 0;
   int64_t skipped_ = 0;
   std::unordered_map<const optim::Optimizer*, PerOptimizer> per_opt_;
+  std::function<bool(bool)> reduce_found_inf_;
 };
 
 }  // namespace mdl::amp

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "amp/autocast.h"
+#include "autograd/hooks.h"
 #include "autograd/node.h"
 #include "profiler/recorder.h"
 #include "tensor/native.h"
@@ -107,10 +108,16 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   auto visit = [&](Node* n) {
     if (deps.emplace(n, 0).second) stack.push_back(n);
   };
+  // Leaves with post-accumulate-grad hooks: how many of their AccumulateGrad nodes are still to run.
+  const bool hooks = detail::has_post_accumulate_grad_hooks();
+  std::unordered_map<TensorImpl*, int> pending_accumulations;
   for (const Tensor& r : roots) if (r.grad_fn()) visit(r.grad_fn().get());
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
+    if (hooks)
+      if (auto* acc = dynamic_cast<AccumulateGrad*>(n); acc && detail::has_post_accumulate_grad_hook(acc->leaf().get()))
+        ++pending_accumulations[acc->leaf().get()];
     for (const Edge& e : n->next_edges) {
       if (!e.fn) continue;
       visit(e.fn.get());
@@ -130,6 +137,7 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       add_grad(n, roots[i].impl()->output_nr, grads[i], std::max<size_t>(n->outputs.size(), 1));
     } else {
       AccumulateGrad(roots[i].impl_ptr()).apply({grads[i]});
+      if (hooks) detail::run_post_accumulate_grad_hooks(roots[i].impl_ptr());
     }
   }
   // 3. Run ready nodes, latest-created first (a valid topological order among the ready ones).
@@ -159,6 +167,10 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
       n->release_saved();
       n->released = true;
     }
+    if (!pending_accumulations.empty())
+      if (auto* acc = dynamic_cast<AccumulateGrad*>(n))
+        if (auto it = pending_accumulations.find(acc->leaf().get()); it != pending_accumulations.end() && --it->second == 0)
+          detail::run_post_accumulate_grad_hooks(acc->leaf());
     for (size_t i = 0; i < n->next_edges.size() && i < out.size(); ++i) {
       const Edge& e = n->next_edges[i];
       if (!e.fn) continue;

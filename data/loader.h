@@ -27,6 +27,7 @@
 #include "data/cache.h"
 #include "data/collate.h"
 #include "data/dataset.h"
+#include "data/sampler.h"
 #include "data/transforms.h"
 
 namespace mdl::data {
@@ -44,6 +45,8 @@ struct LoaderOptions {
   bool pin_memory = false;        // batch buffers in page-locked memory (when CUDA and a GPU are present)
   OnError on_error = OnError::Raise;  // Skip: leave bad samples out of their batch and count them
   std::optional<uint64_t> seed = {};  // default: the seed of the default generator (manual_seed)
+  // Chooses each epoch's indices instead of the loader (e.g. DistributedSampler); not with shuffle.
+  std::shared_ptr<const Sampler> sampler = nullptr;
   // Deterministic transform applied before caching (e.g. Resize); part of the file-cache key.
   TransformPtr before_cache = nullptr;
   // Applied after the cache, with a generator seeded from (seed, epoch, index). When null, u8

@@ -7,6 +7,9 @@
 #include "train/options.h"
 #include "train/progress.h"
 #include "train/trainer.h"
+#ifdef MDL_WITH_MPI
+#include "dist/mpi_group.h"
+#endif
 
 int main(int argc, char** argv) {
   using namespace mdl::train;
@@ -34,6 +37,9 @@ int main(int argc, char** argv) {
     return 2;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "mdl-train: %s\n", e.what());
+#ifdef MDL_WITH_MPI
+    if (o.dist) mdl::dist::abort_all(1);  // the other ranks would wait for this one forever
+#endif
     return 1;
   }
   return 0;

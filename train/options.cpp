@@ -94,6 +94,16 @@ const std::map<std::string, Option>& table() {
       {"--profile", {true, [](O& o, auto& k, auto& v) { o.profile = parse_int(k, v, 1); }}},
       {"--trace", {true, [](O& o, auto&, auto& v) { o.trace = v; }}},
       {"--dump-order", {true, [](O& o, auto&, auto& v) { o.dump_order = v; }}},
+      {"--dist", {false, [](O& o, auto& k, auto&) {
+#ifndef MDL_WITH_MPI
+         throw UsageError("mdl-train: " + k + " needs a build with MPI (make MPI=1; make deps installs Open MPI)");
+#endif
+         o.dist = true;
+       }}},
+      {"--bucket-mb", {true, [](O& o, auto& k, auto& v) {
+         o.bucket_mb = parse_real(k, v, 0);
+         if (!(o.bucket_mb > 0)) throw UsageError("mdl-train: " + k + " must be positive, got " + v);
+       }}},
       {"--no-progress", {false, [](O& o, auto&, auto&) { o.progress = false; }}},
       {"--help", {false, [](O& o, auto&, auto&) { o.help = true; }}},
   };
@@ -155,6 +165,9 @@ std::string usage() {
   --profile N        profile N steps after 3 warm-up steps, print the table, write a trace, stop
   --trace FILE       where --profile writes the Chrome trace (mdl-trace.json)
   --dump-order FILE  write every epoch's sample order (i64, epochs x samples) for compare_torch.py
+  --dist             data parallel: run as mpirun -np N build/mdl-train --dist ...; --batch is per rank
+                     (N x batch per step), rank 0 alone prints, validates and saves
+  --bucket-mb X      with --dist: MiB of gradients per all_reduce bucket (25)
   --no-progress      plain lines instead of a progress bar
 )";
 }

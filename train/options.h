@@ -42,6 +42,8 @@ struct TrainOptions {
   int64_t profile = 0;                  // profile this many steps after warm-up, print the table, stop
   std::string trace{};                  // with --profile: the Chrome trace file (default mdl-trace.json)
   std::string dump_order{};             // write each epoch's sample order (i64) here, for compare_torch.py
+  bool dist = false;                    // data parallel under mpirun: DDP, DistributedSampler; --batch is per rank
+  double bucket_mb = 25;                // with --dist: MiB of gradients per all_reduce
   bool progress = true;                 // a progress bar on a terminal
   bool help = false;
 };

@@ -24,6 +24,14 @@
 #include "train/metrics.h"
 #include "train/progress.h"
 #include "train/setup.h"
+#ifdef MDL_WITH_MPI
+#include "data/sampler.h"
+#include "dist/ddp.h"
+#include "dist/mpi_group.h"
+#ifdef MDL_WITH_NCCL
+#include "dist/nccl_group.h"
+#endif
+#endif
 
 namespace mdl::train {
 namespace {
@@ -106,12 +114,55 @@ Validation validate(nn::Module& model, data::DataLoader& loader, Device device, 
   return {loss_sum / double(n), cm.accuracy(), cm.macro_f1(), cm.str(names)};
 }
 
+// --dist: the process groups and the DDP wrapper; a single process has none of them.
+struct Distributed {
+#ifdef MDL_WITH_MPI
+  std::unique_ptr<dist::MpiProcessGroup> mpi;
+  std::unique_ptr<dist::ProcessGroup> gpu;  // NCCL, when training on CUDA
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
+  dist::ProcessGroup& group() { return gpu ? *gpu : *mpi; }
+#endif
+  int rank = 0, world = 1;
+  bool active = false;
+
+  // Sums values over the ranks (epoch statistics); a no-op alone.
+  void sum(std::vector<double>& v) {
+#ifdef MDL_WITH_MPI
+    if (!active) return;
+    Tensor t = from_vector(v, {int64_t(v.size())}).to(kF64);
+    mpi->all_reduce(t);
+    v = t.to_vector<double>();
+#else
+    (void)v;
+#endif
+  }
+  void barrier() {
+#ifdef MDL_WITH_MPI
+    if (active) mpi->barrier();
+#endif
+  }
+};
+
 }  // namespace
 
 TrainReport run_training(const TrainOptions& o, std::FILE* out) {
   if (o.threads > 0) set_num_threads(int(o.threads));
   manual_seed(o.seed);
   const Device device = parse_device(o.device);
+  Distributed dp;
+#ifdef MDL_WITH_MPI
+  if (o.dist) {
+    dp.mpi = std::make_unique<dist::MpiProcessGroup>();
+    dp.rank = dp.mpi->rank(), dp.world = dp.mpi->world_size(), dp.active = true;
+#ifdef MDL_WITH_NCCL
+    if (device.is_cuda()) dp.gpu = std::make_unique<dist::NcclProcessGroup>(*dp.mpi);
+#endif
+    MDL_CHECK(!device.is_cuda() || dp.gpu, "mdl-train: --dist on ", device, " needs NCCL (a build with CUDA and MPI)");
+    if (dp.rank != 0) out = nullptr;  // rank 0 alone prints
+  }
+#else
+  MDL_CHECK(!o.dist, "mdl-train: --dist needs a build with MPI");
+#endif
   TrainReport report;
   const DataBundle d = make_data(o);
   report.data_description = d.description;
@@ -131,11 +182,18 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
   lo.batch_size = o.batch, lo.shuffle = true, lo.num_workers = int(o.workers), lo.prefetch = int(o.prefetch);
   lo.cache = parse_cache(o.cache), lo.cache_dir = o.cache_dir, lo.pin_memory = o.pin_memory, lo.seed = o.seed;
   lo.transform = d.transform;
+#ifdef MDL_WITH_MPI
+  if (dp.active) {  // each rank a disjoint shard of the epoch's permutation
+    lo.shuffle = false;
+    lo.sampler = std::make_shared<data::DistributedSampler>(d.train->size(), dp.rank, dp.world,
+                                                            data::DistributedSamplerOptions{.seed = o.seed});
+  }
+#endif
   data::DataLoader train_loader(*d.train, lo);
   std::unique_ptr<data::DataLoader> test_loader;
   if (d.test) {
     data::LoaderOptions vo = lo;
-    vo.batch_size = std::max<int64_t>(o.batch, 256), vo.shuffle = false;
+    vo.batch_size = std::max<int64_t>(o.batch, 256), vo.shuffle = false, vo.sampler = nullptr;
     test_loader = std::make_unique<data::DataLoader>(*d.test, vo);
   }
   auto schedule = make_schedule(o, *opt, train_loader.size());
@@ -145,7 +203,7 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
   const std::vector<Tensor> l2_weights = o.l2 > 0 ? dense_weights(*model) : std::vector<Tensor>{};
   const std::vector<Tensor> params = model->parameters();
 
-  if (!o.dump_order.empty()) {
+  if (!o.dump_order.empty() && dp.rank == 0) {
     std::FILE* f = std::fopen(o.dump_order.c_str(), "wb");
     MDL_CHECK(f, "mdl-train: cannot write --dump-order file '", o.dump_order, "'");
     bool ok = true;
@@ -162,8 +220,39 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
     if (schedule) schedule->set_epoch(first_epoch * train_loader.size());
     if (out) std::fprintf(out, "resumed from %s after epoch %lld\n", o.resume.c_str(), (long long)first_epoch);
   }
+#ifdef MDL_WITH_MPI
+  if (dp.active) {  // after resume: every rank starts from rank 0's weights either way
+    dp.ddp = std::make_unique<dist::DistributedDataParallel>(model, dp.group(),
+                                                             dist::DdpOptions{.bucket_cap_mb = o.bucket_mb});
+    dist::sync_found_inf(scaler, dp.group());
+  }
+#endif
+  // Through DDP when distributed (it broadcasts rank 0's buffers first).
+  auto forward = [&](const Tensor& x) {
+#ifdef MDL_WITH_MPI
+    if (dp.ddp) return dp.ddp->forward(x);
+#endif
+    return (*model)(x);
+  };
+  // With DDP only the step's last micro-batch (sync) averages gradients; the others stay local.
+  auto backward = [&](const Tensor& loss, bool sync) {
+#ifdef MDL_WITH_MPI
+    if (dp.ddp) {
+      if (sync) {
+        loss.backward();
+        dp.ddp->wait();
+        return;
+      }
+      auto guard = dp.ddp->no_sync();
+      loss.backward();
+      return;
+    }
+#endif
+    (void)sync;
+    loss.backward();
+  };
   std::unique_ptr<CsvLog> log;
-  if (!o.log.empty())
+  if (!o.log.empty() && dp.rank == 0)
     log = std::make_unique<CsvLog>(o.log, std::vector<std::string>{"epoch", "train_loss", "train_accuracy", "val_loss",
                                                                    "val_accuracy", "val_macro_f1", "seconds",
                                                                    "wait_fraction", "samples_per_second", "lr",
@@ -193,7 +282,7 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
         {
           profiler::Phase phase(profiler::kForward);
           amp::AutocastGuard guard(amp_dtype, autocast);
-          logits = (*model)(xi);
+          logits = forward(xi);
           auto [l, t] = flatten_for_loss(logits, yi);
           loss = nn::functional::cross_entropy(l, t);
           if (!l2_weights.empty()) loss = loss + optim::l2_penalty(l2_weights, o.l2);
@@ -202,7 +291,7 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
           loss_sum += loss.item<double>() * double(t.size(0));
         }
         profiler::Phase phase(profiler::kBackward);
-        scaler.scale(loss * (double(b - a) / double(n))).backward();
+        backward(scaler.scale(loss * (double(b - a) / double(n))), i + 1 == k);
       }
       bool stepped = false;
       {
@@ -226,7 +315,7 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
         const data::LoaderStats now = train_loader.stats();
         const double elapsed = since(t0);
         progress.update(step, loss_sum / double(std::max<int64_t>(seen, 1)), double(correct) / double(std::max<int64_t>(seen, 1)),
-                        double(now.samples - before.samples) / std::max(elapsed, 1e-9),
+                        double(now.samples - before.samples) * dp.world / std::max(elapsed, 1e-9),
                         (now.wait_seconds - before.wait_seconds) / std::max(elapsed, 1e-9));
       }
     }
@@ -237,7 +326,7 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
       session->stop();
       report.profile_table = session->table({.row_limit = 25});
       const std::string trace = o.trace.empty() ? "mdl-trace.json" : o.trace;
-      session->export_chrome_trace(trace);
+      if (dp.rank == 0) session->export_chrome_trace(trace);
       if (out)
         std::fprintf(out, "profiled %lld steps after %d warm-up steps:\n%s\ntrace written to %s (open it in "
                           "chrome://tracing or https://ui.perfetto.dev)\n",
@@ -250,12 +339,15 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
     const data::LoaderStats after = train_loader.stats();
     r.wait_fraction = (after.wait_seconds - before.wait_seconds) / std::max(r.seconds, 1e-9);
     r.samples_per_second = double(after.samples - before.samples) / std::max(r.seconds, 1e-9);
-    r.train_loss = loss_sum / double(std::max<int64_t>(seen, 1));
-    r.train_accuracy = double(correct) / double(std::max<int64_t>(seen, 1));
+    std::vector<double> totals = {loss_sum, double(correct), double(seen), double(after.samples - before.samples)};
+    dp.sum(totals);  // the whole job's figures, not one shard's
+    r.samples_per_second = totals[3] / std::max(r.seconds, 1e-9);
+    r.train_loss = totals[0] / std::max(totals[2], 1.0);
+    r.train_accuracy = totals[1] / std::max(totals[2], 1.0);
     r.lr = opt->lr();
     r.skipped_steps = scaler.skipped_steps();
     r.peak_bytes = memory_stats(device).peak_bytes;
-    if (test_loader) {
+    if (test_loader && dp.rank == 0) {
       Validation v = validate(*model, *test_loader, device, autocast, amp_dtype, d.classes, d.class_names);
       r.val_loss = v.loss, r.val_accuracy = v.accuracy, r.val_macro_f1 = v.macro_f1;
       report.confusion = v.confusion;
@@ -270,7 +362,8 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
     if (log)
       log->row({r.epoch, r.train_loss, r.train_accuracy, r.val_loss, r.val_accuracy, r.val_macro_f1, r.seconds,
                 r.wait_fraction, r.samples_per_second, r.lr, r.skipped_steps, r.peak_bytes});
-    if (!o.save.empty()) save_checkpoint(o.save, *model, *opt, scaler, o, epoch + 1);
+    if (!o.save.empty() && dp.rank == 0) save_checkpoint(o.save, *model, *opt, scaler, o, epoch + 1);
+    dp.barrier();  // the others wait while rank 0 validates and saves
   }
   report.total_seconds = since(run_start);
   return report;

@@ -1,0 +1,234 @@
+// Data-parallel training across processes: each case launches build/.../mdl_dist_worker under
+// `mpirun -np 2` (tests/dist/worker.cpp holds the scenarios) with a wall-clock limit, and checks
+// its exit status and what the ranks print. Skipped (reported skipped) in a build without MPI or
+// where mpirun is missing.
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "train/options.h"
+
+using namespace mdl;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path exe_dir() { return fs::read_symlink("/proc/self/exe").parent_path(); }
+
+bool mpi_ready() {
+#ifdef MDL_WITH_MPI
+  return std::system("command -v mpirun >/dev/null 2>&1") == 0 && fs::exists(exe_dir() / "mdl_dist_worker");
+#else
+  return false;
+#endif
+}
+
+// The LSan suppressions for Open MPI's own leaks, found above the build folder.
+std::string suppressions() {
+  for (fs::path d = exe_dir(); !d.empty() && d != d.root_path(); d = d.parent_path())
+    if (fs::exists(d / "tests/dist/lsan_openmpi.supp")) return (d / "tests/dist/lsan_openmpi.supp").string();
+  return "";
+}
+
+struct Run {
+  int status = -1;  // exit status of mpirun (124: killed by the time limit)
+  std::string output;
+  double seconds = 0;
+};
+
+Run run_workers(const std::string& args, int limit_seconds = 90) {
+  // CMA (process_vm_readv) is often blocked in containers; shared memory without it works everywhere.
+  std::string cmd = "timeout -k 5 " + std::to_string(limit_seconds) + " mpirun -np 2 --oversubscribe --bind-to none" +
+                    (geteuid() == 0 ? " --allow-run-as-root" : "") +
+                    " --mca btl self,vader --mca btl_vader_single_copy_mechanism none";
+  const std::string supp = suppressions();
+  if (!supp.empty()) cmd += " -x LSAN_OPTIONS=suppressions=" + supp + ":print_suppressions=0";
+  cmd += " " + (exe_dir() / "mdl_dist_worker").string() + " " + args + " 2>&1";
+  Run r;
+  const auto t0 = std::chrono::steady_clock::now();
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE_MESSAGE(p, "cannot start: ", cmd);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int st = pclose(p);
+  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+// "rank R key value" lines -> value per (rank, key).
+std::map<std::string, std::string> values(const std::string& out, const std::string& key) {
+  std::map<std::string, std::string> v;
+  size_t pos = 0;
+  while (pos < out.size()) {
+    const size_t end = out.find('\n', pos);
+    const std::string line = out.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    pos = end == std::string::npos ? out.size() : end + 1;
+    char rank[16], k[128], val[256];
+    if (std::sscanf(line.c_str(), "rank %15s %127s %255s", rank, k, val) == 3 && key == k) v[rank] = val;
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_SUITE("dist") {
+
+TEST_CASE("dist: 2 ranks train bit-identical replicas equal to one process on the whole batch" *
+          doctest::skip(!mpi_ready())) {
+  for (const char* bucket_mb : {"25", "0.002"}) {  // one bucket; then ~2 KiB buckets: several
+    CAPTURE(bucket_mb);
+    const Run r = run_workers(std::string("equal ") + bucket_mb);
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("PASS equal") != std::string::npos);
+    const auto hashes = values(r.output, "hash");
+    REQUIRE(hashes.size() == 2);
+    CHECK(hashes.at("0") == hashes.at("1"));
+    const auto buckets = values(r.output, "buckets");
+    REQUIRE(buckets.size() == 2);
+    if (std::string(bucket_mb) == "25") CHECK(buckets.at("0") == "1");
+    else CHECK(std::stoi(buckets.at("0")) >= 3);
+    const auto diff = values(r.output, "max_diff_vs_single_process");
+    REQUIRE(diff.size() == 2);
+    CHECK(std::stod(diff.at("0")) < 1e-5);
+  }
+}
+
+TEST_CASE("dist: no_sync micro-batches send nothing and still match the whole batch" * doctest::skip(!mpi_ready())) {
+  const Run r = run_workers("accum");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("PASS accum") != std::string::npos);
+  const auto reduces = values(r.output, "all_reduces");
+  REQUIRE(reduces.size() == 2);
+  CHECK(reduces.at("0") == "5");  // 5 steps, 1 bucket: the no_sync halves added none
+}
+
+TEST_CASE("dist: a GradScaler inf on one rank skips the step on both" * doctest::skip(!mpi_ready())) {
+  const Run r = run_workers("scaler_skip");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("PASS scaler_skip") != std::string::npos);
+  const auto synced = values(r.output, "skipped_with_sync_found_inf");
+  REQUIRE(synced.size() == 2);
+  CHECK(synced.at("0") == "1");
+  CHECK(synced.at("1") == "1");
+}
+
+TEST_CASE("dist: bad input to collectives and DDP throws naming it" * doctest::skip(!mpi_ready())) {
+  const Run r = run_workers("errors");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("PASS errors") != std::string::npos);
+}
+
+TEST_CASE("dist: a rank that dies or stalls makes the job fail within the timeout, not hang" *
+          doctest::skip(!mpi_ready())) {
+  SUBCASE("death") {
+    const Run r = run_workers("rank_death", 60);
+    INFO(r.output);
+    CHECK(r.status != 0);
+    CHECK(r.status != 124);  // not our time limit: MPI or the collective's own timeout ended it
+    CHECK(r.output.find("rank 1 exiting at step 2") != std::string::npos);
+    CHECK(r.output.find("PASS") == std::string::npos);
+    CHECK(r.seconds < 45);
+  }
+  SUBCASE("stall") {
+    const Run r = run_workers("rank_stall", 60);
+    INFO(r.output);
+    CHECK(r.status != 0);
+    CHECK(r.status != 124);
+    CHECK(r.output.find("rank 0 error: dist::all_reduce (average)") != std::string::npos);
+    CHECK(r.output.find("timed out after 3 s on rank 0 of 2") != std::string::npos);
+    CHECK(r.seconds < 45);
+  }
+}
+
+}  // TEST_SUITE
+
+TEST_CASE("mdl-train --dist: parsed in an MPI build, a usage error naming it otherwise") {
+  std::string error;
+  train::TrainOptions o;
+  try {
+    o = train::parse_train_options({"--dist", "--bucket-mb", "4"});
+  } catch (const train::UsageError& e) {
+    error = e.what();
+  }
+#ifdef MDL_WITH_MPI
+  CHECK(error.empty());
+  CHECK(o.dist);
+  CHECK(o.bucket_mb == 4.0);
+#else
+  CHECK(error.find("--dist needs a build with MPI") != std::string::npos);
+#endif
+  CHECK_THROWS_WITH_AS(train::parse_train_options({"--bucket-mb", "0"}), doctest::Contains("--bucket-mb must be positive"),
+                       train::UsageError);
+  CHECK(train::usage().find("--dist") != std::string::npos);
+}
+
+TEST_CASE("dist: mdl-train --dist on 2 ranks: one progress log, one checkpoint" * doctest::skip(!mpi_ready())) {
+  const std::string ckpt = (fs::temp_directory_path() / ("mdl_dist_" + std::to_string(getpid()) + ".safetensors")).string();
+  const Run r = run_workers("train " + ckpt, 120);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("PASS train") != std::string::npos);
+  size_t lines = 0;
+  for (size_t p = r.output.find("epoch 1/2:"); p != std::string::npos; p = r.output.find("epoch 1/2:", p + 1)) ++lines;
+  CHECK(lines == 1);  // rank 0 alone prints
+  CHECK(fs::exists(ckpt));
+  fs::remove(ckpt);
+  fs::remove(ckpt + ".train.safetensors");
+}
+
+#ifdef MDL_WITH_NCCL
+#include "device_param.h"
+#include "dist/ddp.h"
+#include "dist/nccl_group.h"
+#include "nn/layers.h"
+#include "tensor/factory.h"
+#include "tensor/ops.h"
+
+// One GPU, one process: MPI starts as a singleton (no mpirun), NCCL forms a world of size 1.
+TEST_CASE("cuda: dist NCCL group initialises, all-reduces and carries DDP at world size 1" * MDL_CUDA_ONLY) {
+  dist::MpiProcessGroup mpi;
+  dist::NcclProcessGroup nccl(mpi);
+  CHECK(nccl.world_size() == 1);
+  CHECK(nccl.backend() == "nccl");
+  const Tensor host = arange(0, 1000.0);
+  Tensor t = host.to(Device::cuda());
+  for (auto op : {dist::ReduceOp::Sum, dist::ReduceOp::Average, dist::ReduceOp::Max}) {
+    nccl.all_reduce(t, op);
+    CHECK(t.cpu().to_vector<float>() == host.to_vector<float>());
+  }
+  nccl.broadcast(t, 0);
+  nccl.barrier();
+  CHECK(t.cpu().to_vector<float>() == host.to_vector<float>());
+  CHECK_THROWS_WITH_AS(nccl.all_reduce(host), doctest::Contains("works on CUDA tensors"), Error);
+  // DDP over NCCL: the averaged gradient of one rank is its own.
+  auto layer = std::make_shared<nn::Linear>(8, 4);
+  layer->to(Device::cuda());
+  dist::DistributedDataParallel ddp(layer, nccl);
+  const Tensor x = randn({3, 8}).to(Device::cuda());
+  sum(ddp(x)).backward();
+  ddp.wait();
+  const std::vector<float> reduced = layer->weight.grad().cpu().to_vector<float>();
+  layer->zero_grad();
+  {
+    auto no_sync = ddp.no_sync();
+    sum((*layer)(x)).backward();
+  }
+  CHECK(layer->weight.grad().cpu().to_vector<float>() == reduced);
+  CHECK(ddp.all_reduces_started() == 1);
+}
+#endif
