@@ -20,7 +20,7 @@ const std::vector<std::string>& differentiable_ops() {
       "batch_norm", "layer_norm", "group_norm", "dropout", "embedding", "cross_entropy", "bce_with_logits",
       "scaled_dot_product_attention",
       // nn: linear, convolution, pooling
-      "linear", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
+      "linear", "linear_act", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d",
   };
   return ops;
 }

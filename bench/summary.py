@@ -48,6 +48,8 @@ ROWS = [
      "cuda"),
     ("fused vs unfused bias+activation (f16 8192x1024->4096, relu): cuBLASLt epilogue", "bench_cuda",
      "BM_linear_relu_unfused", "BM_linear_relu_fused", "time", "cuda"),
+    ("data: batch copy on mdl's stream -> loader side stream (GPU step)", "bench_cuda", "BM_loader_copy_sync",
+     "BM_loader_copy_side_stream", "time", "cuda"),
     ("op chain: eager launches -> CUDA Graph replay", "bench_cuda", "BM_chain_eager", "BM_chain_graph", "time", "cuda"),
     ("device alloc+free: cudaMalloc -> caching allocator", "bench_cuda", "BM_alloc_cudamalloc", "BM_alloc_caching", "time",
      "cuda"),

@@ -6,6 +6,7 @@
 
 #include "data/pinned.h"
 #include "profiler/scope.h"
+#include "tensor/cuda_device.h"
 #include "tensor/error.h"
 
 namespace mdl::data {
@@ -36,6 +37,13 @@ DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options) : dataset_
     cache_ = std::move(file);
   }
   pinned_ = opt_.pin_memory;
+  if (opt_.device.is_cuda()) {
+    MDL_CHECK(cuda::compiled(), "DataLoader: option device = ", opt_.device,
+              " needs the CUDA backend, but this build has none (CUDA=0)");
+    MDL_CHECK(cuda::is_available(), "DataLoader: option device = ", opt_.device, ", but no GPU was found");
+    MDL_CHECK(opt_.device.index == 0, "DataLoader: option device = ", opt_.device, ": only cuda:0 is supported");
+    copies_ = std::make_unique<cuda::CopyStream>(opt_.device);
+  }
 }
 
 DataLoader::~DataLoader() { stop_epoch(); }
@@ -117,6 +125,10 @@ void DataLoader::advance() {
       std::rethrow_exception(r.error);
     }
     if (r.empty) continue;
+    if (copies_) {  // mdl's stream is ordered after the batch's copy before anyone can use it
+      if (r.x_copy) r.batch.x = copies_->wait({std::move(r.batch.x), r.x_copy});
+      if (r.y_copy) r.batch.y = copies_->wait({std::move(r.batch.y), r.y_copy});
+    }
     current_ = std::move(r.batch);
     ++batches_;
     samples_ += current_.x.size(0);
@@ -179,6 +191,14 @@ DataLoader::Result DataLoader::build(int64_t epoch, int64_t b) {
     }
     if (samples.empty()) r.empty = true;
     else r.batch = collate(samples, kept, pinned_);
+    if (copies_ && !r.empty) {  // on the side stream, on this (producing) thread
+      for (auto [t, ticket] : {std::pair{&r.batch.x, &r.x_copy}, std::pair{&r.batch.y, &r.y_copy}}) {
+        if (!t->defined()) continue;
+        cuda::CopyStream::Copy c = copies_->copy(*t);
+        *t = std::move(c.tensor);
+        *ticket = c.ticket;
+      }
+    }
   } catch (...) {
     r.error = std::current_exception();
   }

@@ -30,6 +30,8 @@
 #include "data/sampler.h"
 #include "data/transforms.h"
 
+namespace mdl::cuda { class CopyStream; }
+
 namespace mdl::data {
 
 enum class OnError : uint8_t { Raise, Skip };
@@ -43,6 +45,10 @@ struct LoaderOptions {
   Cache cache = Cache::None;      // None, Memory, or File (under cache_dir)
   std::string cache_dir = {};     // default: <temp dir>/mdl-cache
   bool pin_memory = false;        // batch buffers in page-locked memory (when CUDA and a GPU are present)
+  // Where batches are handed out. A CUDA device: each collated batch is copied there on a side
+  // stream as it is built, and mdl's stream waits on the copy's event when the batch is handed
+  // out, so the copy of the next batches overlaps compute on this one (use with pin_memory).
+  Device device = Device::cpu();
   OnError on_error = OnError::Raise;  // Skip: leave bad samples out of their batch and count them
   std::optional<uint64_t> seed = {};  // default: the seed of the default generator (manual_seed)
   // Chooses each epoch's indices instead of the loader (e.g. DistributedSampler); not with shuffle.
@@ -116,6 +122,7 @@ class DataLoader {
     Batch batch;
     std::exception_ptr error;
     bool empty = false;  // every sample skipped
+    uint64_t x_copy = 0, y_copy = 0;  // the device copies' tickets (options.device CUDA)
   };
 
   void start_epoch();
@@ -130,6 +137,7 @@ class DataLoader {
   LoaderOptions opt_;
   uint64_t seed_;
   std::unique_ptr<SampleCache> cache_;
+  std::unique_ptr<cuda::CopyStream> copies_;  // options.device CUDA
   bool pinned_ = false;
   bool file_cache_reused_ = false;
 

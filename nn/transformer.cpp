@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "nn/init.h"
+#include "nn/linear_act.h"
 #include "tensor/ops.h"
 
 namespace mdl::nn {
@@ -60,8 +61,8 @@ std::string MultiheadAttention::extra_repr() const {
 
 TransformerEncoderLayer::TransformerEncoderLayer(int64_t d, int64_t nhead, TransformerEncoderLayerOptions o)
     : Module("TransformerEncoderLayer"), opts(o) {
-  MDL_CHECK(o.activation == "gelu" || o.activation == "relu", "TransformerEncoderLayer: activation must be gelu or relu, got '",
-            o.activation, "'");
+  MDL_CHECK(o.activation == "gelu" || o.activation == "relu" || o.activation == "gelu_tanh",
+            "TransformerEncoderLayer: activation must be gelu, relu or gelu_tanh, got '", o.activation, "'");
   self_attn = register_module("self_attn", std::make_shared<MultiheadAttention>(d, nhead, o.dropout));
   linear1 = register_module("linear1", std::make_shared<Linear>(d, o.dim_feedforward));
   dropout = register_module("dropout", std::make_shared<Dropout>(o.dropout));
@@ -77,8 +78,11 @@ Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& key_paddi
   Tensor a = self_attn->forward(h, h, h, key_padding_mask, Tensor(), opts.causal);
   self_attn->note_output(a);
   Tensor y = x + (*dropout1)(a);
-  Tensor f = (*linear1)((*norm2)(y));
-  f = opts.activation == "gelu" ? gelu(f) : relu(f);
+  // relu and gelu_tanh run linear1 fused with its activation (one GEMM with a bias+activation epilogue).
+  Tensor f = opts.activation == "gelu"
+                 ? gelu((*linear1)((*norm2)(y)))
+                 : F::linear((*norm2)(y), linear1->weight, linear1->bias,
+                             opts.activation == "relu" ? Activation::Relu : Activation::GeluTanh);
   return y + (*dropout2)((*linear2)((*dropout)(f)));
 }
 

@@ -2,6 +2,8 @@
 // and the TF32 switch, which is plain state in both builds.
 #include "tensor/cuda_api.h"
 
+#include "tensor/cuda_device.h"
+
 #include <atomic>
 
 namespace mdl::cuda {
@@ -30,6 +32,15 @@ void Graph::capture_begin() { MDL_FAIL("cuda::Graph: no CUDA in this build"); }
 void Graph::capture_end() { MDL_FAIL("cuda::Graph: no CUDA in this build"); }
 void Graph::replay() { MDL_FAIL("cuda::Graph: no CUDA in this build"); }
 bool Graph::captured() const { return false; }
+
+CacheStats cache_stats(int) { return {}; }
+std::vector<int> cache_devices() { return {}; }
+int64_t linear_act_fallbacks() { return 0; }
+struct CopyStream::Impl {};
+CopyStream::CopyStream(Device device) { MDL_FAIL("CopyStream: ", device, " was asked for, but this build has no CUDA (CUDA=0)"); }
+CopyStream::~CopyStream() = default;
+CopyStream::Copy CopyStream::copy(const Tensor&) { MDL_FAIL("CopyStream: no CUDA in this build"); }
+Tensor CopyStream::wait(Copy&&) { MDL_FAIL("CopyStream: no CUDA in this build"); }
 #endif
 
 }  // namespace mdl::cuda

@@ -12,6 +12,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "nn/functional.h"
+#include "nn/linear_act.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 
@@ -279,6 +280,8 @@ void add_nn_ops(std::vector<Entry>& t, Maker& m) {
                [](const V& v) { return F::linear(permute(v[0], {1, 2, 0}), v[1], v[2]); }});
   t.push_back({"linear", "transposed weight, no bias", {m.uniform({3, 4}), m.uniform({4, 2})},
                [](const V& v) { return F::linear(v[0], T(v[1])); }});
+  t.push_back({"linear_act", "gelu_tanh, [2,3,4] permuted x, bias", {m.uniform({4, 2, 3}), m.uniform({5, 4}), m.uniform({5})},
+               [](const V& v) { return F::linear(permute(v[0], {1, 2, 0}), v[1], v[2], Activation::GeluTanh); }});
   t.push_back({"conv2d", "stride (2,1), padding (1,0), transposed H/W",
                {m.uniform({1, 2, 5, 5}), m.uniform({3, 2, 3, 3}), m.uniform({3})},
                [](const V& v) { return F::conv2d(transpose(v[0], 2, 3), v[1], v[2], {2, 1}, {1, 0}); }});

@@ -1,0 +1,109 @@
+// nn::functional::linear with a fused activation: argument checks, then the kernels of
+// tensor/kernels_linear.h; the backward, beside the forward, takes the activation's gradient
+// (from the output for relu, from the kept pre-activation for gelu) and the bias gradient in one
+// kernel, then the two GEMMs.
+#include <cmath>
+#include <vector>
+
+#include "amp/autocast.h"
+#include "autograd/function.h"
+#include "nn/init.h"
+#include "nn/linear_act.h"
+#include "tensor/factory.h"
+#include "tensor/kernels_linear.h"
+#include "tensor/native.h"
+
+namespace mdl::nn {
+
+namespace functional {
+
+using autograd::FnNode;
+using autograd::Grads;
+using autograd::record_fn;
+
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activation act) {
+  auto [x, w, b] = amp::autocast_lower(x_in, w_in, b_in);
+  MDL_CHECK(act == Activation::None || act == Activation::Relu || act == Activation::GeluTanh,
+            "linear_act: unknown activation ", int(act), " (expected none, relu or gelu_tanh)");
+  const char* op = act == Activation::None ? "linear_act(none)" : act == Activation::Relu ? "linear_act(relu)" : "linear_act(gelu_tanh)";
+  MDL_CHECK(x.defined() && w.defined(), op, ": undefined input or weight");
+  MDL_CHECK(x.dim() >= 1, op, ": expected an input of at least 1 dim, got shape ", x.shape());
+  MDL_CHECK(w.dim() == 2, op, ": expected a 2-D weight (out, in), got shape ", w.shape());
+  MDL_CHECK(x.is_floating_point(), op, ": expected a floating input (f32, f16, bf16, f64), got ", x.dtype(),
+            " of shape ", x.shape());
+  const int64_t in = w.size(1), out_f = w.size(0);
+  MDL_CHECK(x.size(-1) == in, op, ": input ", x.shape(), " has ", x.size(-1), " features but weight ", w.shape(),
+            " expects ", in);
+  for (const Tensor* p : {&w, &b}) {
+    if (!p->defined()) continue;
+    const char* what = p == &w ? "weight" : "bias";
+    MDL_CHECK(p->dtype() == x.dtype(), op, ": ", what, " ", p->shape(), " is ", p->dtype(), " but the input ",
+              x.shape(), " is ", x.dtype());
+    MDL_CHECK(p->device() == x.device(), op, ": ", what, " ", p->shape(), " is on ", p->device(), " but the input ",
+              x.shape(), " is on ", x.device());
+  }
+  MDL_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == out_f), op, ": bias of shape ", b.shape(), " should be [",
+            out_f, "] for weight ", w.shape());
+
+  const Shape xs = x.shape();
+  Shape os(xs.begin(), xs.end() - 1);
+  const int64_t M = shape_numel(os);
+  os.push_back(out_f);
+  const TensorOptions to(x.dtype(), x.device());
+  const Tensor x2 = native::contiguous(native::reshape(x, {M, in}));  // (M, in)
+  const Tensor wc = native::contiguous(w);                            // (out, in)
+  const Tensor bc = b.defined() ? native::contiguous(b) : Tensor();   // (out)
+  Tensor y = empty({M, out_f}, to);                                   // (M, out)
+  Tensor pre = act == Activation::GeluTanh ? empty({M, out_f}, to) : Tensor();
+  if (M > 0 && out_f > 0 && in == 0) {  // an empty sum: the pre-activation is the bias (or 0)
+    const Tensor v = native::expand(bc.defined() ? bc : native::scalar_like(0.0, y), {M, out_f});
+    if (pre.defined()) pre.copy_(v);
+    if (act == Activation::None) y.copy_(v);
+    else y.copy_(native::unary(act == Activation::Relu ? UnaryOp::Relu : UnaryOp::GeluTanh, native::contiguous(v)));
+  } else if (M > 0 && out_f > 0) {
+    kernels::linear_act_forward(x.device(), y, pre, x2, wc, bc, act);
+  }
+  Tensor out = native::view(y, os);
+  std::vector<Tensor> to_save{x2, wc};
+  if (act != Activation::None) to_save.push_back(act == Activation::Relu ? y : pre);  // what act' is read from
+  record_fn("linear_act", {x, w, b}, {out}, to_save, [xs, M, in, out_f, act](const Grads& g, const FnNode& n) {
+    const Tensor x2 = n.saved(0), w = n.saved(1), s = act == Activation::None ? Tensor() : n.saved(2);
+    const Tensor g2 = native::contiguous(native::reshape(native::to_dtype(g[0], x2.dtype()), {M, out_f}));  // (M, out)
+    Tensor gp = g2, gb;
+    if (n.needs(2)) gb = empty({out_f}, TensorOptions(g2.dtype(), g2.device()));
+    if (act != Activation::None || gb.defined()) {
+      if (act != Activation::None) gp = empty({M, out_f}, TensorOptions(g2.dtype(), g2.device()));
+      if (M > 0 && out_f > 0) kernels::linear_act_backward(g2.device(), gp, gb, g2, s, act);
+      else if (gb.defined()) gb.fill_(0.0);
+    }
+    Grads r(3);
+    if (n.needs(0)) r[0] = native::reshape(native::matmul(gp, w), xs);
+    if (n.needs(1)) r[1] = native::matmul(native::transpose(gp, 0, 1), x2);
+    r[2] = gb;
+    return r;
+  });
+  return out;
+}
+
+}  // namespace functional
+
+LinearAct::LinearAct(int64_t in, int64_t out, Activation act, bool with_bias)
+    : Module("LinearAct"), in_features(in), out_features(out), activation(act) {
+  MDL_CHECK(in > 0 && out > 0, "LinearAct: in_features and out_features must be positive, got ", in, " and ", out);
+  weight = register_parameter("weight", empty({out, in}));
+  init::kaiming_uniform_(weight, std::sqrt(5.0));
+  if (with_bias) {
+    bias = register_parameter("bias", empty({out}));
+    const double bound = 1.0 / std::sqrt(double(in));
+    init::uniform_(bias, -bound, bound);
+  }
+}
+
+Tensor LinearAct::forward(const Tensor& x) { return functional::linear(x, weight, bias, activation); }
+
+std::string LinearAct::extra_repr() const {
+  return "in_features=" + std::to_string(in_features) + ", out_features=" + std::to_string(out_features) +
+         ", bias=" + (bias.defined() ? "true" : "false") + ", activation=" + activation_name(activation);
+}
+
+}  // namespace mdl::nn
