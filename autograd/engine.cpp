@@ -82,7 +82,11 @@ void record(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs
     } else if (in.grad_fn()) {
       node->next_edges.push_back({in.grad_fn(), in.impl()->output_nr});
     } else {
-      node->next_edges.push_back({std::make_shared<AccumulateGrad>(in.impl_ptr()), 0});
+      // Highest priority, as PyTorch: a leaf's gradient is summed in as soon as it is ready, so its
+      // post-accumulate-grad hooks (DDP's bucket all_reduce) run while backward goes on.
+      auto acc = std::make_shared<AccumulateGrad>(in.impl_ptr());
+      acc->sequence_nr = UINT64_MAX;
+      node->next_edges.push_back({std::move(acc), 0});
     }
   }
   for (size_t i = 0; i < outputs.size(); ++i) {

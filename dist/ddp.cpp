@@ -100,6 +100,7 @@ void DistributedDataParallel::launch_ready_buckets() {
     Bucket& b = buckets_[size_t(next_launch_++)];
     b.work = group_.all_reduce_async(b.flat, ReduceOp::Average);
     ++reduces_started_;
+    if (ready_count_ < int64_t(slots_.size())) ++early_reduces_;
   }
 }
 

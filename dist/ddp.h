@@ -67,6 +67,8 @@ class DistributedDataParallel {
   int64_t num_buckets() const { return int64_t(buckets_.size()); }
   std::vector<int64_t> bucket_numels() const;
   int64_t all_reduces_started() const { return reduces_started_; }
+  // Of those, the ones started while backward still had gradients to produce (the overlap).
+  int64_t all_reduces_started_during_backward() const { return early_reduces_; }
 
  private:
   struct Slot {
@@ -92,7 +94,7 @@ class DistributedDataParallel {
   std::vector<Bucket> buckets_;
   std::vector<uint64_t> hooks_;
   std::vector<bool> ready_;
-  int64_t next_launch_ = 0, ready_count_ = 0, reduces_started_ = 0;
+  int64_t next_launch_ = 0, ready_count_ = 0, reduces_started_ = 0, early_reduces_ = 0;
   bool sync_ = true;
 };
 

@@ -129,6 +129,7 @@ bool scenario_equal(dist::ProcessGroup& pg, double bucket_mb, bool accumulate) {
   const double diff = max_abs_diff(*model, *reference);
   print(pg, "buckets", std::to_string(ddp.num_buckets()));
   print(pg, "all_reduces", std::to_string(ddp.all_reduces_started()));
+  print(pg, "all_reduces_during_backward", std::to_string(ddp.all_reduces_started_during_backward()));
   print(pg, "hash", std::to_string(hash_params(*model)));
   char diff_text[32];
   std::snprintf(diff_text, sizeof diff_text, "%.3g", diff);
@@ -137,6 +138,10 @@ bool scenario_equal(dist::ProcessGroup& pg, double bucket_mb, bool accumulate) {
   ok &= check(pg, diff < 1e-5, "DDP differs from single-process training by " + std::to_string(diff));
   ok &= check(pg, ddp.all_reduces_started() == kSteps * ddp.num_buckets(),
               "expected one all_reduce per bucket and step, got " + std::to_string(ddp.all_reduces_started()));
+  // Every bucket but the last (the first layers' gradients) starts before backward ends.
+  ok &= check(pg, ddp.all_reduces_started_during_backward() == kSteps * (ddp.num_buckets() - 1),
+              "expected all but the last bucket to start during backward, got " +
+                  std::to_string(ddp.all_reduces_started_during_backward()));
   return ok;
 }
 
