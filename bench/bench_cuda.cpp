@@ -1,9 +1,12 @@
 // GPU microbenchmarks, each an on/off pair in one run: f16 tensor-core GEMM TFLOP/s through mdl's
 // matmul against the best size's (cuBLAS's own peak on this card), f32 with and without TF32,
+// the linear layer with bias+activation in cuBLASLt's epilogue vs separate kernels,
 // vectorised vs strided elementwise bandwidth, pinned vs pageable host-to-device copies, the
-// caching allocator vs cudaMalloc/cudaFree, a chain of small ops eager vs CUDA Graph replay, and
-// one training step of SimpleCNN and ResNet-18 at batch 128 in f32 vs under autocast f16 with a
-// GradScaler (bench/torch_gpu_step.py times the same steps in PyTorch). Without a GPU it prints
+// caching allocator vs cudaMalloc/cudaFree, a DataLoader epoch with the copy to the GPU on the
+// consumer's stream vs on the loader's side stream under a simulated GPU step, a chain of small
+// ops eager vs CUDA Graph replay, and
+// one training step of SimpleCNN and ResNet-18 at batch 128 and GPT (6 x 384, context 256) at
+// batch 32 in f32 vs under autocast f16 with a GradScaler (bench/torch_gpu_step.py times the same steps in PyTorch). Without a GPU it prints
 // why and exits 0.
 #include <benchmark/benchmark.h>
 
@@ -11,8 +14,11 @@
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
+#include "data/loader.h"
+#include "data/tensor_dataset.h"
 #include "mdl.h"
 #include "nn/functional.h"
+#include "nn/linear_act.h"
 #include "nn/models/models.h"
 #include "tensor/cuda_api.h"
 
@@ -64,6 +70,37 @@ void BM_add_strided(benchmark::State& st) { add(st, true); }
 BENCHMARK(BM_add_contiguous_vec16)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_add_strided)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
+// y = act(x @ w^T + b), f16, 8192 tokens, 1024 -> 4096 (a transformer MLP's first layer), forward:
+// one cublasLtMatmul with the bias and activation in its epilogue vs the GEMM then a bias-add
+// kernel and an activation kernel (each another pass over the 64 MiB output).
+void linear_act(benchmark::State& st, Activation act, bool fused) {
+  NoGradGuard ng;
+  const int64_t M = 8192, K = 1024, N = 4096;
+  Tensor x = randn({M, K}, TensorOptions(kF16, kGpu)), w = randn({N, K}, TensorOptions(kF16, kGpu)) * 0.03;
+  Tensor b = randn({N}, TensorOptions(kF16, kGpu));
+  auto step = [&] {
+    if (fused) return nn::functional::linear(x, w, b, act);
+    Tensor y = matmul(x, w.t()) + b;
+    return act == Activation::Relu ? relu(y) : gelu(y, "tanh");
+  };
+  Tensor y = step();
+  cuda::synchronize();
+  for (auto _ : st) {
+    y = step();
+    cuda::synchronize();
+  }
+  st.counters["TFLOP/s"] = benchmark::Counter(2.0 * double(M) * double(N) * double(K) * double(st.iterations()) / 1e12,
+                                              benchmark::Counter::kIsRate);
+}
+void BM_linear_relu_fused(benchmark::State& st) { linear_act(st, Activation::Relu, true); }
+void BM_linear_relu_unfused(benchmark::State& st) { linear_act(st, Activation::Relu, false); }
+void BM_linear_gelu_fused(benchmark::State& st) { linear_act(st, Activation::GeluTanh, true); }
+void BM_linear_gelu_unfused(benchmark::State& st) { linear_act(st, Activation::GeluTanh, false); }
+BENCHMARK(BM_linear_relu_unfused)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_linear_relu_fused)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_linear_gelu_unfused)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_linear_gelu_fused)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
 // 256 MiB host -> device, from pageable vs pinned memory.
 void h2d(benchmark::State& st, bool pinned) {
   Tensor host = randn({64 << 20});
@@ -77,6 +114,38 @@ void BM_h2d_pageable(benchmark::State& st) { h2d(st, false); }
 void BM_h2d_pinned(benchmark::State& st) { h2d(st, true); }
 BENCHMARK(BM_h2d_pageable)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_h2d_pinned)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// One DataLoader epoch (32 batches of 128 x 3 x 64 x 64 f32, 6 MiB each, pinned, 1 worker,
+// prefetch 4) with a simulated GPU step per batch (eight (768, 2048) @ (2048, 2048) f32 matmuls
+// on the batch): batches copied by the consumer with .to(cuda) (a copy on mdl's stream that waits for
+// the queued compute) vs copied by the loader on its side stream (options.device), overlapping the
+// compute of the previous batch. Reports ms per epoch and the share of it spent waiting for data.
+void loader_epoch(benchmark::State& st, bool side_stream) {
+  NoGradGuard ng;
+  static const data::TensorDataset ds(randn({4096, 3, 64, 64}), randint(0, 10, {4096}, kI64));
+  data::DataLoader loader(ds, {.batch_size = 128, .num_workers = 1, .prefetch = 4, .pin_memory = true,
+                               .device = side_stream ? kGpu : Device::cpu()});
+  Tensor w = randn({2048, 2048}, kGpu) * 0.02;
+  auto step = [&](const Tensor& x) {
+    Tensor h = x.reshape({-1, 2048});  // (768, 2048): the batch's 6 MiB
+    for (int i = 0; i < 8; ++i) h = matmul(h, w);
+    return h;
+  };
+  for (auto& b : loader) step(b.x.to(kGpu));  // warm-up epoch: pinned buffers, allocator, cuBLAS
+  cuda::synchronize();
+  loader.reset_stats();
+  for (auto _ : st) {
+    for (auto& b : loader) step(b.x.to(kGpu));
+    cuda::synchronize();
+  }
+  const data::LoaderStats s = loader.stats();
+  st.counters["ms/epoch"] = s.epochs ? 1e3 * s.epoch_seconds / double(s.epochs) : 0.0;
+  st.counters["wait_%"] = 100.0 * s.wait_fraction();
+}
+void BM_loader_copy_sync(benchmark::State& st) { loader_epoch(st, false); }
+void BM_loader_copy_side_stream(benchmark::State& st) { loader_epoch(st, true); }
+BENCHMARK(BM_loader_copy_sync)->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+BENCHMARK(BM_loader_copy_side_stream)->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(3);
 
 // Allocate and free a 4 MiB tensor: from the cache vs cudaMalloc/cudaFree each time.
 void alloc(benchmark::State& st, bool caching) {
@@ -122,21 +191,26 @@ void BM_chain_graph(benchmark::State& st) {
 BENCHMARK(BM_chain_eager)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_chain_graph)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-// One training step at batch 128: forward, cross-entropy, backward, SGD with momentum; under
-// autocast f16 with a GradScaler when amp. Reports images/s.
-void train_step(benchmark::State& st, std::shared_ptr<nn::Module> model, const Shape& input, bool amp) {
+// One training step: forward, cross-entropy, backward, SGD with momentum; under autocast f16 with
+// a GradScaler when amp. Reports images/s (tokens/s for a language model).
+void train_step(benchmark::State& st, std::shared_ptr<nn::Module> model, const Shape& input, bool amp,
+                int64_t vocab = 0) {
   manual_seed(0);
   model->to(kGpu);
   model->train();
   optim::SGD opt(model->parameters(), {.lr = 0.01, .momentum = 0.9});
   amp::GradScaler scaler({.enabled = amp});
-  Tensor x = randn(input, kGpu), y = randint(0, 10, {input[0]}, TensorOptions(kI64, kGpu));
+  // Images with a class each, or (vocab > 0) token ids (B, T) with a next-token target per position.
+  Tensor x = vocab ? randint(0, vocab, input, TensorOptions(kI64, kGpu)) : randn(input, kGpu);
+  Tensor y = vocab ? randint(0, vocab, {input[0] * input[1]}, TensorOptions(kI64, kGpu))
+                   : randint(0, 10, {input[0]}, TensorOptions(kI64, kGpu));
   auto step = [&] {
     opt.zero_grad();
     Tensor loss;
     {
       amp::AutocastGuard autocast(kF16, amp);
-      loss = nn::functional::cross_entropy((*model)(x), y);
+      Tensor out = (*model)(x);
+      loss = nn::functional::cross_entropy(out.reshape({-1, out.size(-1)}), y);
     }
     scaler.scale(loss).backward();
     scaler.step(opt);
@@ -148,16 +222,22 @@ void train_step(benchmark::State& st, std::shared_ptr<nn::Module> model, const S
     step();
     cuda::synchronize();
   }
-  st.counters["images/s"] = benchmark::Counter(double(input[0]) * double(st.iterations()), benchmark::Counter::kIsRate);
+  const double samples = vocab ? double(input[0] * input[1]) : double(input[0]);
+  st.counters[vocab ? "tokens/s" : "images/s"] = benchmark::Counter(samples * double(st.iterations()), benchmark::Counter::kIsRate);
 }
 void BM_simplecnn_step_f32(benchmark::State& st) { train_step(st, nn::models::SimpleCNN(1, 10, 28), {128, 1, 28, 28}, false); }
 void BM_simplecnn_step_amp(benchmark::State& st) { train_step(st, nn::models::SimpleCNN(1, 10, 28), {128, 1, 28, 28}, true); }
 void BM_resnet18_step_f32(benchmark::State& st) { train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, false); }
 void BM_resnet18_step_amp(benchmark::State& st) { train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, true); }
+// GPT: 6 layers, width 384, 6 heads, context 256, vocabulary 65, batch 32 x 256 tokens.
+void BM_gpt_step_f32(benchmark::State& st) { train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, false, 65); }
+void BM_gpt_step_amp(benchmark::State& st) { train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, true, 65); }
 BENCHMARK(BM_simplecnn_step_f32)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_simplecnn_step_amp)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_resnet18_step_f32)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_resnet18_step_amp)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_gpt_step_f32)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_gpt_step_amp)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""PyTorch's time for the training steps bench_cuda measures (BM_simplecnn_step_*, BM_resnet18_step_*):
-the same models (SimpleCNN as nn/models/simple.cpp, ResNet-18 for 32x32 inputs as nn/models/resnet.cpp),
-batch 128, cross-entropy, SGD with momentum 0.9, f32 and autocast f16 with a GradScaler, on the same GPU.
-Prints one line per step: name, ms per step, images/s. Exits 0 with a note when PyTorch or a GPU is missing.
+"""PyTorch's time for the training steps bench_cuda measures (BM_simplecnn_step_*, BM_resnet18_step_*,
+BM_gpt_step_*): the same models (SimpleCNN as nn/models/simple.cpp, ResNet-18 for 32x32 inputs as
+nn/models/resnet.cpp, batch 128; GPT as nn/models/transformers.cpp, 6 layers, width 384, 6 heads, context
+256, vocabulary 65, batch 32), cross-entropy, SGD with momentum 0.9, f32 and autocast f16 with a
+GradScaler, on the same GPU; and cuBLAS's own f16 GEMM figure (torch.matmul) at 4096 and 8192.
+Prints one line per measurement: name, ms per step (TFLOP/s for GEMMs), samples/s. Exits 0 with a note
+when PyTorch or a GPU is missing.
 """
 import sys
 import time
@@ -60,19 +63,71 @@ class ResNet18(nn.Module):
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(h, 1), 1))
 
 
-def time_step(name, model, shape, amp, seconds=2.0):
+class Block(nn.Module):
+    """mdl's TransformerEncoderLayer: pre-norm, causal self-attention, exact GELU feed-forward."""
+
+    def __init__(self, e, heads):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(e), nn.LayerNorm(e)
+        self.self_attn = nn.MultiheadAttention(e, heads, batch_first=True)
+        self.linear1, self.linear2 = nn.Linear(e, 4 * e), nn.Linear(4 * e, e)
+
+    def forward(self, x, mask):
+        h = self.norm1(x)
+        x = x + self.self_attn(h, h, h, attn_mask=mask, is_causal=True, need_weights=False)[0]
+        return x + self.linear2(F.gelu(self.linear1(self.norm2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab=65, context=256, n_layer=6, n_head=6, n_embd=384):
+        super().__init__()
+        self.wte, self.wpe = nn.Embedding(vocab, n_embd), nn.Embedding(context, n_embd)
+        self.blocks = nn.ModuleList(Block(n_embd, n_head) for _ in range(n_layer))
+        self.ln_f = nn.LayerNorm(n_embd)
+        self.lm_head = nn.Linear(n_embd, vocab, bias=False)
+
+    def forward(self, idx):
+        t = idx.shape[1]
+        x = self.wte(idx) + self.wpe(torch.arange(t, device=idx.device))
+        mask = nn.Transformer.generate_square_subsequent_mask(t, device=idx.device)
+        for b in self.blocks:
+            x = b(x, mask)
+        return self.lm_head(self.ln_f(x))
+
+
+def gemm_tflops(n, seconds=1.0):
+    a = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    b = torch.randn(n, n, device="cuda", dtype=torch.float16)
+    for _ in range(3):
+        a @ b
+    torch.cuda.synchronize()
+    it, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a @ b
+        torch.cuda.synchronize()
+        it += 1
+    tflops = 2.0 * n ** 3 * it / (time.perf_counter() - start) / 1e12
+    print(f"torch_gemm_f16_{n:<18d} {tflops:10.2f} TFLOP/s")
+
+
+def time_step(name, model, shape, amp, seconds=2.0, tokens=None):
     torch.manual_seed(0)
     dev = torch.device("cuda")
     model = model.to(dev).train()
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     scaler = torch.amp.GradScaler("cuda", enabled=amp)
-    x = torch.randn(*shape, device=dev)
-    y = torch.randint(0, 10, (shape[0],), device=dev)
+    if tokens:  # (B, T) token ids, a next-token target per position
+        x = torch.randint(0, tokens, shape, device=dev)
+        y = torch.randint(0, tokens, shape, device=dev).reshape(-1)
+    else:
+        x = torch.randn(*shape, device=dev)
+        y = torch.randint(0, 10, (shape[0],), device=dev)
 
     def step():
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=torch.float16, enabled=amp):
-            loss = F.cross_entropy(model(x), y)
+            out = model(x)
+            loss = F.cross_entropy(out.reshape(-1, out.shape[-1]), y)
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
@@ -86,7 +141,8 @@ def time_step(name, model, shape, amp, seconds=2.0):
         torch.cuda.synchronize()
         n += 1
     ms = 1e3 * (time.perf_counter() - start) / n
-    print(f"torch_{name:28s} {ms:10.3f} ms/step {1e3 * shape[0] / ms:12.0f} images/s")
+    samples = shape[0] * (shape[1] if tokens else 1)
+    print(f"torch_{name:28s} {ms:10.3f} ms/step {1e3 * samples / ms:12.0f} {'tokens' if tokens else 'images'}/s")
 
 
 def main():
@@ -98,6 +154,10 @@ def main():
     time_step("simplecnn_step_amp", simple_cnn(), (128, 1, 28, 28), True)
     time_step("resnet18_step_f32", ResNet18(), (128, 3, 32, 32), False)
     time_step("resnet18_step_amp", ResNet18(), (128, 3, 32, 32), True)
+    time_step("gpt_step_f32", GPT(), (32, 256), False, tokens=65)
+    time_step("gpt_step_amp", GPT(), (32, 256), True, tokens=65)
+    for n in (4096, 8192):
+        gemm_tflops(n)
 
 
 if __name__ == "__main__":

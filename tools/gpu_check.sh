@@ -3,7 +3,12 @@
 # cases, then the rest of the suite, then bench/bench_cuda and (where python3 has PyTorch with
 # CUDA) bench/torch_gpu_step.py, and prints one table. A failing step is named and the next one
 # still runs; the exit status is nonzero if any step failed. Logs go to build/gpu-check/logs/.
-# Budget: under 8 minutes in all; the step timeouts add up to 470 s.
+# Budget: under 8 minutes in all; the step timeouts add up to 480 s.
+# What it records (issue #12): f16 tensor-core GEMM TFLOP/s at 4096 and 8192 next to cuBLAS's own
+# (PyTorch's matmul); SimpleCNN, ResNet-18 (32x32) and GPT (6 x 384, context 256) training steps in
+# f32 and AMP next to PyTorch eager; fused vs unfused bias+activation (cuBLASLt epilogue); pinned vs
+# pageable host-to-device bandwidth; a DataLoader epoch copying on a side stream vs on mdl's stream,
+# with the share of time waiting for data. Not yet: training steps replayed as CUDA Graphs.
 set -u
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
@@ -30,13 +35,13 @@ step() {  # step NAME TIMEOUT_S CMD...
 echo "== device"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee "$LOG/device.log"
 
-step build 230 $MAKE $JOBS CUDA=1 MDL_CUDA_ARCH=90 BUILD=$B $B/mdl_tests $B/bench/bench_cuda
+step build 220 $MAKE $JOBS CUDA=1 MDL_CUDA_ARCH=90 BUILD=$B $B/mdl_tests $B/bench/bench_cuda
 step cuda-tests 60 $B/mdl_tests -tc='cuda:*'
 step other-tests 70 $B/mdl_tests -tce='cuda:*'
-step bench-cuda 80 $B/bench/bench_cuda --benchmark_min_time=0.1s --benchmark_out="$LOG/bench_cuda.json" \
+step bench-cuda 90 $B/bench/bench_cuda --benchmark_min_time=0.1s --benchmark_out="$LOG/bench_cuda.json" \
   --benchmark_out_format=json
 if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
-  step torch 30 python3 bench/torch_gpu_step.py
+  step torch 40 python3 bench/torch_gpu_step.py
 else
   echo "== torch: skipped (python3 has no PyTorch with CUDA)"
 fi
@@ -54,7 +59,7 @@ by = {r["name"]: r for r in runs}
 # The counters are already in their units (bench_cuda divides by 1e12 / 1e9 before the rate).
 print(f'{"benchmark":40s} {"time":>15s} {"figure":>20s}')
 for r in runs:
-    fig = next((f'{r[k]:.2f} {k}' for k in ("TFLOP/s", "GB/s", "images/s") if k in r), "")
+    fig = next((f'{r[k]:.2f} {k}' for k in ("TFLOP/s", "GB/s", "images/s", "tokens/s", "wait_%") if k in r), "")
     print(f'{r["name"]:40s} {r["real_time"]:12.2f} {r.get("time_unit", ""):2s} {fig:>20s}')
 def ratio(a, b, what, key="real_time"):
     ra, rb = by.get(a), by.get(b)
@@ -64,11 +69,14 @@ ratio("BM_add_contiguous_vec16/real_time", "BM_add_strided/real_time", "elementw
 ratio("BM_h2d_pinned/real_time", "BM_h2d_pageable/real_time", "host->device copy: pinned vs pageable (speedup)")
 ratio("BM_alloc_caching", "BM_alloc_cudamalloc", "allocation: caching allocator vs cudaMalloc (speedup)")
 ratio("BM_chain_graph/real_time", "BM_chain_eager/real_time", "20 small ops: CUDA Graph replay vs eager (speedup)")
-f16 = [r for r in runs if r["name"].startswith("BM_gemm_f16/")]
-if f16:
-    peak = max(r["TFLOP/s"] for r in f16)
-    for r in f16: print(f'f16 GEMM {r["name"]:32s} {r["TFLOP/s"]:7.1f} TFLOP/s = {100*r["TFLOP/s"]/peak:5.1f}% of the best size')
-# Training steps at batch 128: mdl f32 vs autocast f16, and PyTorch's time for the same step.
+ratio("BM_linear_relu_fused/real_time", "BM_linear_relu_unfused/real_time", "linear+bias+relu: cuBLASLt epilogue vs separate kernels (speedup)")
+ratio("BM_linear_gelu_fused/real_time", "BM_linear_gelu_unfused/real_time", "linear+bias+gelu: cuBLASLt epilogue vs separate kernels (speedup)")
+ratio("BM_loader_copy_side_stream/iterations:3/real_time", "BM_loader_copy_sync/iterations:3/real_time",
+      "DataLoader epoch: side-stream copy vs copy on mdl's stream (speedup)")
+for name in ("BM_loader_copy_sync", "BM_loader_copy_side_stream"):
+    r = by.get(f"{name}/iterations:3/real_time")
+    if r and "wait_%" in r: print(f'{name + ": waiting for data":60s} {r["wait_%"]:6.1f} % of the epoch')
+# PyTorch's lines: ms per training step, or TFLOP/s for its (cuBLAS) f16 GEMMs.
 torch_ms = {}
 try:
     for line in open(sys.argv[2]):
@@ -77,9 +85,18 @@ try:
             torch_ms[f[0][len("torch_"):]] = float(f[1])
 except OSError:
     pass
+f16 = [r for r in runs if r["name"].startswith("BM_gemm_f16/")]
+if f16:
+    peak = max(r["TFLOP/s"] for r in f16)
+    for r in f16:
+        n = r["name"].split("/")[1]
+        cublas = torch_ms.get(f"gemm_f16_{n}")
+        vs = f", {100*r['TFLOP/s']/cublas:5.1f}% of cuBLAS via PyTorch ({cublas:.1f})" if cublas else ""
+        print(f'f16 GEMM {r["name"]:32s} {r["TFLOP/s"]:7.1f} TFLOP/s = {100*r["TFLOP/s"]/peak:5.1f}% of the best size{vs}')
+# Training steps: mdl f32 vs autocast f16, and PyTorch's time for the same step.
 print()
-print(f'{"training step (batch 128)":28s} {"mdl ms":>9s} {"PyTorch ms":>11s} {"mdl/PyTorch":>12s}')
-for model in ("simplecnn", "resnet18"):
+print(f'{"training step":28s} {"mdl ms":>9s} {"PyTorch ms":>11s} {"mdl/PyTorch":>12s}')
+for model in ("simplecnn", "resnet18", "gpt"):
     for mode in ("f32", "amp"):
         key = f"{model}_step_{mode}"
         r = by.get(f"BM_{key}/real_time")

@@ -1,7 +1,9 @@
-// mdl's stream and its cuBLAS/cuDNN handles, created on first use on device 0.
+// mdl's stream and its cuBLAS/cuDNN/cuBLASLt handles (and cuBLASLt's workspace), created on
+// first use on device 0.
 #include <mutex>
 
 #include "tensor/cuda/context.cuh"
+#include "tensor/cuda/cublaslt.cuh"
 #include "tensor/tensor.h"
 
 namespace mdl::cuda::detail {
@@ -44,6 +46,26 @@ cudnnHandle_t cudnn() {
     return x;
   }();
   return h;
+}
+
+cublasLtHandle_t cublaslt() {
+  static cublasLtHandle_t h = [] {
+    cublasLtHandle_t x;
+    stream();  // the device is selected first
+    CUBLAS_CHECK("linear_act", cublasLtCreate(&x));
+    return x;
+  }();
+  return h;
+}
+
+void* cublaslt_workspace() {
+  static void* w = [] {
+    void* p = nullptr;
+    stream();
+    CUDA_CHECK("linear_act", cudaMalloc(&p, kCublasLtWorkspaceBytes));
+    return p;
+  }();
+  return w;
 }
 
 bool capturing() {

@@ -1,12 +1,29 @@
-// Installs the caching allocator and fills the kernel stubs' CUDA slots; called once by the device
-// probe (tensor/device.cpp) when a GPU is found. A slot left empty throws "<op>: no CUDA kernel".
+// Installs the caching allocator and the profiler's device timer, and fills the kernel stubs'
+// CUDA slots; called once by the device probe (tensor/device.cpp) when a GPU is found. A slot left
+// empty throws "<op>: no CUDA kernel".
+#include "profiler/device_timer.h"
+#include "profiler/hook.h"
 #include "tensor/cuda/allocator.cuh"
 #include "tensor/cuda/kernels.cuh"
+#include "tensor/kernels_linear.h"
+
+namespace mdl::cuda {
+// tensor/cuda/linear_act.cu (declared here rather than in kernels.cuh, which every kernel file includes).
+kernels::LinearActForwardFn linear_act_forward;
+kernels::LinearActBackwardFn linear_act_backward;
+}  // namespace mdl::cuda
 
 namespace mdl::cuda::detail {
 
+profiler::DeviceTimer* device_timer();  // tensor/cuda/device_timer.cu
+
 void register_kernels() {
   set_allocator(DeviceType::CUDA, device_allocator());
+  // A session already recording keeps its timer (none); profiler::cuda_device_timer() gives this one later.
+  try {
+    if (!profiler::detail::recording() && !profiler::device_timer()) profiler::set_device_timer(device_timer());
+  } catch (const Error&) {  // a session started meanwhile: it runs without device times
+  }
   namespace k = ::mdl::kernels;
   k::fill.cuda = &cuda::fill;
   k::copy.cuda = &cuda::copy;
@@ -46,6 +63,8 @@ void register_kernels() {
   k::adaptive_avg_pool2d_backward.cuda = &cuda::adaptive_avg_pool2d_backward;
   k::attention_forward.cuda = &cuda::attention_forward;
   k::attention_backward.cuda = &cuda::attention_backward;
+  k::linear_act_forward.cuda = &cuda::linear_act_forward;
+  k::linear_act_backward.cuda = &cuda::linear_act_backward;
 }
 
 }  // namespace mdl::cuda::detail
