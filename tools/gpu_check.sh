@@ -35,7 +35,7 @@ step() {  # step NAME TIMEOUT_S CMD...
 echo "== device"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee "$LOG/device.log"
 
-step build 220 $MAKE $JOBS CUDA=1 MDL_CUDA_ARCH=90 BUILD=$B $B/mdl_tests $B/bench/bench_cuda
+step build 220 $MAKE $JOBS CUDA=1 MPI=0 MDL_CUDA_ARCH=90 BUILD=$B $B/mdl_tests $B/bench/bench_cuda
 step cuda-tests 60 $B/mdl_tests -tc='cuda:*'
 step other-tests 70 $B/mdl_tests -tce='cuda:*'
 step bench-cuda 90 $B/bench/bench_cuda --benchmark_min_time=0.1s --benchmark_out="$LOG/bench_cuda.json" \
