@@ -4,10 +4,10 @@
 // vectorised vs strided elementwise bandwidth, pinned vs pageable host-to-device copies, the
 // caching allocator vs cudaMalloc/cudaFree, a DataLoader epoch with the copy to the GPU on the
 // consumer's stream vs on the loader's side stream under a simulated GPU step, a chain of small
-// ops eager vs CUDA Graph replay, and
-// one training step of SimpleCNN and ResNet-18 at batch 128 and GPT (6 x 384, context 256) at
-// batch 32 in f32 vs under autocast f16 with a GradScaler (bench/torch_gpu_step.py times the same steps in PyTorch). Without a GPU it prints
-// why and exits 0.
+// ops eager vs CUDA Graph replay, and one training step of SimpleCNN and ResNet-18 at batch 128
+// and GPT (6 x 384, context 256) at batch 32 in f32 vs under autocast f16 with a GradScaler, and
+// in f32 replayed as a CUDA Graph (bench/torch_gpu_step.py times the same steps in PyTorch).
+// Without a GPU it prints why and exits 0.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -194,7 +194,7 @@ BENCHMARK(BM_chain_graph)->UseRealTime()->Unit(benchmark::kMicrosecond);
 // One training step: forward, cross-entropy, backward, SGD with momentum; under autocast f16 with
 // a GradScaler when amp. Reports images/s (tokens/s for a language model).
 void train_step(benchmark::State& st, std::shared_ptr<nn::Module> model, const Shape& input, bool amp,
-                int64_t vocab = 0) {
+                int64_t vocab = 0, bool graph = false) {
   manual_seed(0);
   model->to(kGpu);
   model->train();
@@ -216,11 +216,28 @@ void train_step(benchmark::State& st, std::shared_ptr<nn::Module> model, const S
     scaler.step(opt);
     scaler.update();
   };
-  for (int i = 0; i < 3; ++i) step();  // warm-up: cuDNN algorithm search, allocator cache
+  for (int i = 0; i < 3; ++i) step();  // warm-up: cuDNN algorithm search, allocator cache, optimizer state
   cuda::synchronize();
-  for (auto _ : st) {
-    step();
-    cuda::synchronize();
+  if (graph) {
+    // f32: the whole step (forward, loss, backward, SGD update) captured once, then one replay per step.
+    try {
+      cuda::Graph g;
+      g.capture_begin();
+      step();
+      g.capture_end();
+      for (auto _ : st) {
+        g.replay();
+        cuda::synchronize();
+      }
+    } catch (const std::exception& e) {  // e.g. an op that copies to the host inside the capture
+      st.SkipWithError(e.what());
+      return;
+    }
+  } else {
+    for (auto _ : st) {
+      step();
+      cuda::synchronize();
+    }
   }
   const double samples = vocab ? double(input[0] * input[1]) : double(input[0]);
   st.counters[vocab ? "tokens/s" : "images/s"] = benchmark::Counter(samples * double(st.iterations()), benchmark::Counter::kIsRate);
@@ -232,12 +249,20 @@ void BM_resnet18_step_amp(benchmark::State& st) { train_step(st, nn::models::res
 // GPT: 6 layers, width 384, 6 heads, context 256, vocabulary 65, batch 32 x 256 tokens.
 void BM_gpt_step_f32(benchmark::State& st) { train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, false, 65); }
 void BM_gpt_step_amp(benchmark::State& st) { train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, true, 65); }
+void BM_simplecnn_step_f32_graph(benchmark::State& st) {
+  train_step(st, nn::models::SimpleCNN(1, 10, 28), {128, 1, 28, 28}, false, 0, true);
+}
+void BM_resnet18_step_f32_graph(benchmark::State& st) { train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, false, 0, true); }
+void BM_gpt_step_f32_graph(benchmark::State& st) { train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, false, 65, true); }
 BENCHMARK(BM_simplecnn_step_f32)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_simplecnn_step_amp)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_resnet18_step_f32)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_resnet18_step_amp)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_gpt_step_f32)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_gpt_step_amp)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_simplecnn_step_f32_graph)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_resnet18_step_f32_graph)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_gpt_step_f32_graph)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
