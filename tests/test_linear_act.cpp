@@ -100,6 +100,22 @@ TEST_CASE("linear_act: gradients match the composed backward in f32 and f16") {
       }
 }
 
+TEST_CASE("linear_act: forward and gradients are bitwise the same on 1 and 2 threads") {
+  // Big enough that both epilogue passes split their rows / columns over the threads.
+  Tensor x = sample({512, 48}, kF32, 35), w = sample({256, 48}, kF32, 36), b = sample({256}, kF32, 37);
+  Tensor r = sample({512, 256}, kF32, 38);
+  const int threads = get_num_threads();
+  std::vector<std::vector<float>> runs[2];
+  for (int t : {1, 2}) {
+    set_num_threads(t);
+    auto g = grads(true, x, w, b, Activation::GeluTanh, r);
+    runs[t - 1] = {nn::functional::linear(x, w, b, Activation::GeluTanh).to_vector<float>(), g[0].to_vector<float>(),
+                   g[1].to_vector<float>(), g[2].to_vector<float>()};
+  }
+  set_num_threads(threads);
+  for (size_t i = 0; i < 4; ++i) CHECK_MESSAGE(runs[0][i] == runs[1][i], "output ", i, " differs between 1 and 2 threads");
+}
+
 TEST_CASE("linear_act: only the inputs that need a gradient get one; empty batches work") {
   Tensor x = sample({4, 3}, kF32, 14), w = sample({2, 3}, kF32, 15).requires_grad_(), b = sample({2}, kF32, 16);
   sum(nn::functional::linear(x, w, b, Activation::Relu)).backward();
