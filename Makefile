@@ -162,11 +162,12 @@ bench: deps
 	@python3 bench/summary.py $(BUILD)/bench/results
 
 # Data parallel: one run under mpirun -np 2 (SimpleCNN alone on rank 0 and on both ranks, and
-# all_reduce from 1 MB to 256 MB); about a minute. MPI_RUN_FLAGS adds mpirun options.
+# all_reduce from 1 MB to 256 MB); about a minute. MPI_RUN_FLAGS adds mpirun options (in a container
+# that blocks CMA: MPI_RUN_FLAGS="--mca btl_vader_single_copy_mechanism none").
 bench-dist: deps
 	$(MAKE) $(BUILD)/bench/bench_dist
 	@mkdir -p $(BUILD)/bench/results
-	mpirun -np 2 --oversubscribe $$( [ "$$(id -u)" = 0 ] && echo --allow-run-as-root ) $(MPI_RUN_FLAGS) \
+	mpirun -np 2 --oversubscribe --bind-to none $$( [ "$$(id -u)" = 0 ] && echo --allow-run-as-root ) $(MPI_RUN_FLAGS) \
 	  $(BUILD)/bench/bench_dist --benchmark_out=$(BUILD)/bench/results/bench_dist.json --benchmark_out_format=json $(BENCH_ARGS)
 
 # The optimization study on Fashion-MNIST: reports/study.md, CSV logs and PNG plots.

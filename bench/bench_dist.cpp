@@ -1,6 +1,6 @@
 // Data parallel over MPI, run as `mpirun -np 2 build/bench/bench_dist` (make bench-dist):
 // all_reduce of 1 MB to 256 MB of f32 (algorithm bandwidth = bytes / time; bus bandwidth =
-// algbw x 2 (n - 1) / n, as nccl-tests define them), and a SimpleCNN training step (batch 64 per
+// algbw x 2 (n - 1) / n, as nccl-tests define them; printed in bytes/s, so 1.2G/s is 1.2 GB/s), and a SimpleCNN training step (batch 64 per
 // rank, SGD) on rank 0 alone with 2 threads and with 1 thread, then on both ranks with DDP and 1
 // thread each. The closing table gives the scaling efficiency: samples/s on 2 ranks / (2 x
 // samples/s on 1 rank, 1 thread). Iteration counts are fixed so the ranks stay in lockstep;
@@ -36,9 +36,9 @@ void BM_AllReduce(benchmark::State& state) {
   g_pg->all_reduce(t);  // warm-up: connections and buffers
   for (auto _ : state) g_pg->all_reduce(t);
   const double n = g_pg->world_size();
-  state.counters["algbw_GB/s"] =
+  state.counters["algbw"] =
       benchmark::Counter(double(bytes), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
-  state.counters["busbw_GB/s"] = benchmark::Counter(double(bytes) * 2 * (n - 1) / n,
+  state.counters["busbw"] = benchmark::Counter(double(bytes) * 2 * (n - 1) / n,
                                                     benchmark::Counter::kIsIterationInvariantRate,
                                                     benchmark::Counter::kIs1000);
   state.SetLabel(std::to_string(int(n)) + " ranks");

@@ -72,20 +72,23 @@ void check_tensor(const Tensor& t, const char* op) {
 // Polls `req` until it completes or `timeout` seconds pass; a timeout throws and marks MPI broken.
 void wait_request(MPI_Request& req, const std::string& what, int rank, int size, double timeout, Clock::time_point start) {
   int done = 0;
-  for (uint64_t spins = 0;; ++spins) {
+  for (;;) {
     const int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) {
       runtime().broken = true;
       MDL_FAIL("dist::", what, " failed on rank ", rank, " of ", size, ": ", mpi_error(rc));
     }
     if (done) return;
-    if (std::chrono::duration<double>(Clock::now() - start).count() > timeout) {
+    const double waited = std::chrono::duration<double>(Clock::now() - start).count();
+    if (waited > timeout) {
       runtime().broken = true;
       MDL_FAIL("dist::", what, " timed out after ", timeout, " s on rank ", rank, " of ", size,
                " (another rank died, hangs, or called a different collective)");
     }
-    if (spins < 1000) std::this_thread::yield();
-    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+    // MPI moves a nonblocking collective on only inside MPI calls: poll hard at first (yielding
+    // the core to a rank that shares it), then gently for a long wait (a rank validating alone).
+    if (waited < 0.2) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
 }
 
