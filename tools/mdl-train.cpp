@@ -29,6 +29,7 @@ int main(int argc, char** argv) {
     const bool terminal = o.progress && isatty(fileno(stderr));
     std::FILE* out = terminal ? stderr : stdout;
     TrainReport r = run_training(o, out);
+    if (r.rank != 0) return 0;  // --dist: rank 0 alone reports
     std::fprintf(out, "\n%s: %lld parameters, %s in all\n", o.model.c_str(), (long long)r.parameters,
                  format_seconds(r.total_seconds).c_str());
     if (!r.confusion.empty()) std::fprintf(out, "confusion matrix (rows: true class, columns: predicted):\n%s", r.confusion.c_str());

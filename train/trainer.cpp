@@ -366,6 +366,7 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
     dp.barrier();  // the others wait while rank 0 validates and saves
   }
   report.total_seconds = since(run_start);
+  report.rank = dp.rank;
   return report;
 }
 

@@ -33,6 +33,7 @@ struct TrainReport {
   std::string confusion;          // the last validation's confusion matrix, printed
   std::string data_description;
   std::string profile_table;      // with --profile: the profiler's table
+  int rank = 0;                   // with --dist: this process's rank (rank 0 alone reports)
 };
 
 // Prints progress and per-epoch lines to `out` (nullptr: silent). Throws mdl::Error (UsageError
