@@ -24,6 +24,8 @@ DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options) : dataset_
   MDL_CHECK(opt_.prefetch >= 0, "DataLoader: prefetch must be >= 0, got ", opt_.prefetch);
   MDL_CHECK(!opt_.before_cache || !opt_.before_cache->is_random(), "DataLoader: before_cache must be deterministic, but ",
             opt_.before_cache->name(), " is random (put random transforms in transform, after the cache)");
+  MDL_CHECK(!(opt_.sampler && opt_.shuffle), "DataLoader: shuffle and sampler are mutually exclusive (the sampler ",
+            "decides the order; DistributedSampler shuffles itself)");
   seed_ = opt_.seed.value_or(default_generator().seed());
   const int64_t n = dataset_.size();
   if (opt_.cache == Cache::Memory) {
@@ -49,11 +51,20 @@ DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options) : dataset_
 DataLoader::~DataLoader() { stop_epoch(); }
 
 int64_t DataLoader::size() const {
-  const int64_t n = dataset_.size(), b = opt_.batch_size;
+  const int64_t n = opt_.sampler ? opt_.sampler->size() : dataset_.size(), b = opt_.batch_size;
   return opt_.drop_last ? n / b : (n + b - 1) / b;
 }
 
 std::vector<int64_t> DataLoader::epoch_order(int64_t epoch) const {
+  if (opt_.sampler) {
+    std::vector<int64_t> order = opt_.sampler->indices(epoch);
+    MDL_CHECK(int64_t(order.size()) == opt_.sampler->size(), "DataLoader: the sampler gave ", order.size(),
+              " indices for epoch ", epoch, " but its size() is ", opt_.sampler->size());
+    for (int64_t i : order)
+      MDL_CHECK(i >= 0 && i < dataset_.size(), "DataLoader: the sampler gave index ", i, " outside the dataset of ",
+                dataset_.size(), " samples");
+    return order;
+  }
   std::vector<int64_t> order(size_t(dataset_.size()));
   for (size_t i = 0; i < order.size(); ++i) order[i] = int64_t(i);
   if (opt_.shuffle) {
