@@ -3,6 +3,7 @@
 
 #include "autograd/grad_mode.h"  // NoGradGuard
 #include "autograd/gradcheck.h"  // autograd::gradcheck
+#include "autograd/hooks.h"     // autograd::register_post_accumulate_grad_hook
 
 #include "amp/autocast.h"     // amp::AutocastGuard (kF16, kBF16), is_autocast_enabled
 #include "amp/grad_scaler.h"  // amp::GradScaler
@@ -14,6 +15,7 @@
 #include "data/image_folder.h"   // data::ImageFolder
 #include "data/loader.h"         // data::DataLoader, LoaderOptions, Cache, LoaderStats
 #include "data/pinned.h"         // data::pinned_memory_available, data::empty_pinned
+#include "data/sampler.h"        // data::Sampler, DistributedSampler
 #include "data/tensor_dataset.h" // data::TensorDataset
 #include "data/text.h"           // data::TextDataset
 #include "data/transforms.h"     // data::ToTensor, Normalize, RandomCrop, RandomHorizontalFlip, Resize, ...
@@ -24,6 +26,7 @@
 #include "nn/functional.h"     // nn::functional: linear, conv2d, norms, attention, losses
 #include "nn/init.h"           // nn::init
 #include "nn/layers.h"         // nn::Linear, Conv2d, BatchNorm2d, LayerNorm, Dropout, ...
+#include "nn/linear_act.h"      // nn::LinearAct, nn::functional::linear(x, w, b, Activation)
 #include "nn/models/models.h"  // nn::models: MLP, SimpleCNN, resnet18/50, efficientnet_b0, ViT, GPT
 #include "nn/module.h"         // nn::Module
 #include "nn/summary.h"        // nn::summary
@@ -38,9 +41,11 @@
 #include "optim/sgd.h"             // optim::SGD
 
 #include "profiler/session.h"  // profiler::Session, Scope, Phase; table(), export_chrome_trace()
+#include "profiler/cuda_timer.h"  // profiler::cuda_device_timer
 
 #include "tensor/allocator.h"   // memory_stats, reset_peak_memory
 #include "tensor/cuda_api.h"    // cuda:: allocator statistics, empty_cache, Graph, allow_tf32
+#include "tensor/cuda_device.h" // cuda::CopyStream, per-device cache_stats, linear_act_fallbacks
 #include "tensor/device.h"      // Device, cuda::is_available
 #include "tensor/dtype.h"       // DType, kF32, kF16, kBF16, ...
 #include "tensor/error.h"       // mdl::Error
@@ -49,3 +54,12 @@
 #include "tensor/ops.h"         // add, matmul, softmax, sum, cat, ... and operators
 #include "tensor/parallel.h"    // set_num_threads
 #include "tensor/tensor.h"      // Tensor
+
+// Data parallel: built when Open MPI is found (make MPI=auto|0|1); NCCL joins with CUDA.
+#ifdef MDL_WITH_MPI
+#include "dist/ddp.h"        // dist::DistributedDataParallel, sync_found_inf
+#include "dist/mpi_group.h"  // dist::MpiProcessGroup
+#endif
+#ifdef MDL_WITH_NCCL
+#include "dist/nccl_group.h"  // dist::NcclProcessGroup
+#endif
