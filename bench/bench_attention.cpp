@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 
+#include "bench/recording_reporter.h"
 #include "mdl.h"
 #include "nn/functional.h"
 
@@ -78,17 +79,6 @@ BENCHMARK(BM_FusedForward)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_ComposedForward)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_FusedForwardBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_ComposedForwardBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
-
-// Console output as usual, and each run's real time kept by name for the closing ratios.
-class RecordingReporter : public benchmark::ConsoleReporter {
- public:
-  std::map<std::string, double> ms;
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs)
-      if (r.run_type == Run::RT_Iteration) ms[r.run_name.function_name] = r.GetAdjustedRealTime();
-    ConsoleReporter::ReportRuns(runs);
-  }
-};
 
 }  // namespace
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "bench/recording_reporter.h"
 #include "mdl.h"
 #include "nn/functional.h"
 #include "nn/linear_act.h"
@@ -43,16 +44,6 @@ void run(benchmark::State& state, Activation act, bool fused, bool backward) {
   state.counters["GFLOP/s"] = benchmark::Counter(gemms * 2.0 * kBatch * kIn * kOut * double(state.iterations()) / 1e9,
                                                  benchmark::Counter::kIsRate);
 }
-
-class RecordingReporter : public benchmark::ConsoleReporter {
- public:
-  std::map<std::string, double> ms;
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs)
-      if (r.run_type == Run::RT_Iteration) ms[r.run_name.function_name] = r.GetAdjustedRealTime();
-    ConsoleReporter::ReportRuns(runs);
-  }
-};
 
 }  // namespace
 

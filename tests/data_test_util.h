@@ -1,5 +1,6 @@
-// Helpers for the data tests: a self-removing temp folder, raw file writes, IDX file builders and
-// a small synthetic ImageFolder of PNGs whose pixels encode (class, image) so batches are checkable.
+// Helpers for the data tests: a self-removing temp folder, raw file writes, IDX file builders,
+// a small synthetic ImageFolder of PNGs whose pixels encode (class, image) so batches are
+// checkable, and one epoch of a loader as plain vectors.
 #pragma once
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "data/image.h"
+#include "data/loader.h"
 #include "tensor/tensor.h"
 
 namespace data_test {
@@ -66,6 +68,22 @@ inline void make_image_folder(const fs::path& root, int classes, int per_class, 
       mdl::data::write_png((root / ("class_" + std::to_string(c)) / ("img_" + std::to_string(i) + ".png")).string(), img);
     }
   }
+}
+
+// One epoch's batches as plain vectors, comparable with ==.
+struct Epoch {
+  std::vector<std::vector<float>> x;
+  std::vector<std::vector<int64_t>> y;
+  bool operator==(const Epoch&) const = default;
+};
+
+inline Epoch run_epoch(mdl::data::DataLoader& loader) {
+  Epoch e;
+  for (auto& [x, y] : loader) {
+    e.x.push_back(x.to_vector<float>());
+    e.y.push_back(y.to_vector<int64_t>());
+  }
+  return e;
 }
 
 }  // namespace data_test

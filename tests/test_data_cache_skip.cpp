@@ -15,21 +15,6 @@ using data::DataLoader;
 
 namespace {
 
-struct Batches {
-  std::vector<std::vector<float>> x;
-  std::vector<std::vector<int64_t>> y;
-  bool operator==(const Batches&) const = default;
-};
-
-Batches epoch(DataLoader& loader) {
-  Batches b;
-  for (auto& [x, y] : loader) {
-    b.x.push_back(x.to_vector<float>());
-    b.y.push_back(y.to_vector<int64_t>());
-  }
-  return b;
-}
-
 int count_files(const fs::path& dir, const std::string& needle) {
   int n = 0;
   for (const auto& e : fs::directory_iterator(dir)) n += e.path().filename().string().find(needle) != std::string::npos;
@@ -47,13 +32,13 @@ TEST_CASE("data: the memory cache remembers a bad sample; later epochs skip it w
     CAPTURE(workers);
     DataLoader loader(images, {.batch_size = 4, .shuffle = true, .num_workers = workers, .cache = Cache::Memory,
                                .on_error = data::OnError::Skip});
-    const Batches first = epoch(loader);
+    const Epoch first = run_epoch(loader);
     data::LoaderStats s = loader.stats();
     CHECK(s.skipped == 1);
     CHECK(s.samples == 11);
     CHECK(s.cache_misses == 12);
     CHECK(s.cache_hits == 0);
-    epoch(loader);
+    run_epoch(loader);
     s = loader.stats();
     CHECK(s.skipped == 2);       // skipped again in epoch 1 ...
     CHECK(s.cache_misses == 12);  // ... without a second attempt to decode it
@@ -74,10 +59,10 @@ TEST_CASE("data: with on_error = Skip the file cache completes, and a later run 
   data::ImageFolder images(root.string());
   const data::LoaderOptions opt{.batch_size = 3, .num_workers = 2, .cache = Cache::File, .cache_dir = cache.string(),
                                 .on_error = data::OnError::Skip};
-  Batches built;
+  Epoch built;
   {
     DataLoader loader(images, opt);
-    built = epoch(loader);
+    built = run_epoch(loader);
     CHECK(loader.stats().skipped == 1);
     CHECK(loader.stats().cache_misses == 10);
     CHECK_FALSE(loader.stats().file_cache_reused);
@@ -87,7 +72,7 @@ TEST_CASE("data: with on_error = Skip the file cache completes, and a later run 
 
   SUBCASE("a new loader (as a new run would) reads every sample from the file, and skips the bad one") {
     DataLoader again(images, opt);
-    CHECK(epoch(again) == built);
+    CHECK(run_epoch(again) == built);
     const data::LoaderStats s = again.stats();
     CHECK(s.file_cache_reused);
     CHECK(s.cache_misses == 0);
@@ -98,14 +83,14 @@ TEST_CASE("data: with on_error = Skip the file cache completes, and a later run 
     data::LoaderOptions raise = opt;
     raise.on_error = data::OnError::Raise;
     DataLoader strict(images, raise);
-    CHECK_THROWS_WITH_AS(epoch(strict), doctest::Contains(("cannot decode '" + bad + "'").c_str()), Error);
-    CHECK_THROWS_WITH_AS(epoch(strict), doctest::Contains("remembered by the file cache"), Error);
+    CHECK_THROWS_WITH_AS(run_epoch(strict), doctest::Contains(("cannot decode '" + bad + "'").c_str()), Error);
+    CHECK_THROWS_WITH_AS(run_epoch(strict), doctest::Contains("remembered by the file cache"), Error);
   }
   SUBCASE("a repaired image changes the source, so the cache is rebuilt and the sample comes back") {
     data::write_png(bad, full({4, 4, 1}, 9.0, kU8));
     data::ImageFolder repaired(root.string());
     DataLoader fresh(repaired, opt);
-    epoch(fresh);
+    run_epoch(fresh);
     CHECK_FALSE(fresh.stats().file_cache_reused);
     CHECK(fresh.stats().skipped == 0);
     CHECK(fresh.stats().samples == 10);

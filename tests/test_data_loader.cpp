@@ -54,21 +54,6 @@ data::TransformPtr augment() {
       std::make_shared<data::RandomCrop>(4, 1), std::make_shared<data::RandomHorizontalFlip>(), std::make_shared<data::ToTensor>()});
 }
 
-struct Epoch {
-  std::vector<std::vector<float>> x;
-  std::vector<std::vector<int64_t>> y;
-  bool operator==(const Epoch&) const = default;
-};
-
-Epoch run_epoch(DataLoader& loader) {
-  Epoch e;
-  for (auto& [x, y] : loader) {
-    e.x.push_back(x.to_vector<float>());
-    e.y.push_back(y.to_vector<int64_t>());
-  }
-  return e;
-}
-
 // The batches a loader must produce, computed without it.
 Epoch reference_epoch(const data::Dataset& ds, const DataLoader& loader, int64_t epoch, const data::Transform& t) {
   Epoch e;
