@@ -183,7 +183,7 @@ install: lib
 	for h in $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.h)); do \
 	  install -d $(PREFIX)/include/mdl/$$(dirname $$h) && install -m 644 $$h $(PREFIX)/include/mdl/$$h; done
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include/mdl\n\nName: mdl\nDescription: a minimal deep learning framework\nVersion: 0.1.0\nCflags: -std=c++20 -fopenmp -I$${includedir}%s\nLibs: -L$${libdir} -lmdl %s\n' \
-	  "$(abspath $(PREFIX))" "$(if $(filter 1,$(WITH_CUDA)), -DMDL_WITH_CUDA,)" "$(LDLIBS)" > $(PREFIX)/lib/pkgconfig/mdl.pc
+	  "$(abspath $(PREFIX))" "$(foreach f,$(filter -DMDL_WITH_%,$(CPPFLAGS)), $(f))" "$(LDLIBS)" > $(PREFIX)/lib/pkgconfig/mdl.pc
 
 # One run on a GPU machine: build with CUDA, run the CUDA tests and benchmarks, print one table.
 gpu-check:
