@@ -51,6 +51,8 @@ ROWS = [
     ("data: batch copy on mdl's stream -> loader side stream (GPU step)", "bench_cuda", "BM_loader_copy_sync",
      "BM_loader_copy_side_stream", "time", "cuda"),
     ("op chain: eager launches -> CUDA Graph replay", "bench_cuda", "BM_chain_eager", "BM_chain_graph", "time", "cuda"),
+    ("CPU large-block cache: add 16M f32 into a fresh 64 MiB output", "bench_cpu_cache",
+     "add_fresh_output_16M/uncached", "add_fresh_output_16M/cached", "time", "cpu"),
     ("device alloc+free: cudaMalloc -> caching allocator", "bench_cuda", "BM_alloc_cudamalloc", "BM_alloc_caching", "time",
      "cuda"),
 ]

@@ -1,4 +1,5 @@
-// The CPU allocator (64-byte aligned, zero-size safe) and the per-device memory counters.
+// The CPU allocator (64-byte aligned, zero-size safe; large blocks cached, tensor/cpu_block_cache.h)
+// and the per-device memory counters.
 #include "tensor/allocator.h"
 
 #include <atomic>
@@ -6,6 +7,7 @@
 #include <new>
 
 #include "profiler/recorder.h"
+#include "tensor/cpu_block_cache.h"
 #include "tensor/error.h"
 
 namespace mdl {
@@ -30,13 +32,21 @@ class CpuAllocator final : public Allocator {
   void* allocate(size_t nbytes) override {
     size_t rounded = (nbytes + 63) / 64 * 64;
     if (rounded == 0) rounded = 64;
-    void* p = std::aligned_alloc(64, rounded);
+    const size_t block = cpu_cache::block_size(rounded);
+    void* p = cpu_cache::take(block);
+    if (!p) p = std::aligned_alloc(64, block);
+    if (!p && cpu_cache::stats().cached_bytes > 0) {  // out of memory: give the cached blocks back, retry
+      cpu_cache::empty();
+      p = std::aligned_alloc(64, block);
+    }
     if (!p) MDL_FAIL("cpu allocator: out of memory allocating ", nbytes, " bytes");
     detail::record_alloc(Device::cpu(), nbytes);
     return p;
   }
   void deallocate(void* p, size_t nbytes) override {
-    std::free(p);
+    size_t rounded = (nbytes + 63) / 64 * 64;
+    if (rounded == 0) rounded = 64;
+    if (!cpu_cache::give(p, cpu_cache::block_size(rounded))) std::free(p);
     detail::record_free(Device::cpu(), nbytes);
   }
   Device device() const override { return Device::cpu(); }
