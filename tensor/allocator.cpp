@@ -27,12 +27,16 @@ Counters& counters(Device d) {
   return g_cuda[d.index];
 }
 
+// The bytes held for a request: 64-byte multiples (64 for zero), then the cache's size classes.
+size_t cpu_block_bytes(size_t nbytes) {
+  const size_t rounded = nbytes == 0 ? 64 : (nbytes + 63) / 64 * 64;
+  return cpu_cache::block_size(rounded);
+}
+
 class CpuAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
-    size_t rounded = (nbytes + 63) / 64 * 64;
-    if (rounded == 0) rounded = 64;
-    const size_t block = cpu_cache::block_size(rounded);
+    const size_t block = cpu_block_bytes(nbytes);
     void* p = cpu_cache::take(block);
     if (!p) p = std::aligned_alloc(64, block);
     if (!p && cpu_cache::stats().cached_bytes > 0) {  // out of memory: give the cached blocks back, retry
@@ -44,9 +48,7 @@ class CpuAllocator final : public Allocator {
     return p;
   }
   void deallocate(void* p, size_t nbytes) override {
-    size_t rounded = (nbytes + 63) / 64 * 64;
-    if (rounded == 0) rounded = 64;
-    if (!cpu_cache::give(p, cpu_cache::block_size(rounded))) std::free(p);
+    if (!cpu_cache::give(p, cpu_block_bytes(nbytes))) std::free(p);
     detail::record_free(Device::cpu(), nbytes);
   }
   Device device() const override { return Device::cpu(); }
