@@ -3,11 +3,13 @@
 #   make test       build and run every test          make bench   build and run the benchmarks
 #   make deps       install the Debian packages        make install PREFIX=/usr/local
 #   make bench-dist all_reduce bandwidth and SimpleCNN scaling at 1 and 2 ranks (MPI builds)
-# Switches: CUDA=auto|0|1  MPI=auto|0|1  SANITIZE=address,undefined  DEBUG=1  MDL_CUDA_ARCH="80 90"
+# Switches: CUDA=auto|0|1  MPI=auto|0|1  NCCL=auto|0|1  SANITIZE=address,undefined  DEBUG=1  MDL_CUDA_ARCH="80 90"
+#           CUDNN_HOME=, NCCL_HOME= where cuDNN or NCCL live outside the CUDA toolkit (include/, lib/)
 
 CXX      ?= g++
 CUDA     ?= auto
 MPI      ?= auto
+NCCL     ?= auto
 PREFIX   ?= /usr/local
 SANITIZE ?=
 DEBUG    ?=
@@ -28,6 +30,31 @@ ifeq ($(WITH_CUDA),1)
   endif
   ifeq ($(CUDA_LIBDIR),)
     $(error CUDA=1 but libcudart.so was not found under $(CUDA_HOME); set CUDA_HOME=)
+  endif
+endif
+
+# cuDNN and NCCL may live outside the toolkit (pip's nvidia-* wheels hold them with no unversioned
+# libNAME.so), so each is linked by its file: the first libNAME.so or libNAME.so.N found.
+CUDNN_HOME ?= $(CUDA_HOME)
+NCCL_HOME  ?= $(CUDA_HOME)
+lib_dirs = $(1)/lib64 $(1)/lib $(1)/targets/x86_64-linux/lib /usr/lib/x86_64-linux-gnu
+lib_file = $(firstword $(wildcard $(foreach d,$(2),$(d)/lib$(1).so)) $(wildcard $(foreach d,$(2),$(d)/lib$(1).so.[0-9]*)))
+CUDNN_LIB := $(call lib_file,cudnn,$(call lib_dirs,$(CUDNN_HOME)))
+NCCL_LIB  := $(call lib_file,nccl,$(call lib_dirs,$(NCCL_HOME)))
+NCCL_H    := $(firstword $(wildcard $(NCCL_HOME)/include/nccl.h /usr/include/nccl.h))
+
+# NCCL (needs CUDA) builds dist/'s GPU process group; auto: on when nccl.h and libnccl are found.
+ifeq ($(NCCL),auto)
+  WITH_NCCL := $(if $(and $(filter 1,$(WITH_CUDA)),$(NCCL_H),$(NCCL_LIB)),1,0)
+else
+  WITH_NCCL := $(NCCL)
+endif
+ifeq ($(WITH_NCCL),1)
+  ifneq ($(WITH_CUDA),1)
+    $(error NCCL=1 needs a CUDA build)
+  endif
+  ifeq ($(and $(NCCL_H),$(NCCL_LIB)),)
+    $(error NCCL=1 but nccl.h or libnccl was not found under $(NCCL_HOME); set NCCL_HOME=)
   endif
 endif
 
@@ -69,22 +96,35 @@ NVCCFLAGS := -std=c++20 -O3 -I. -Xcompiler -fopenmp,-Wall,-Wextra -DMDL_WITH_CUD
   $(foreach a,$(MDL_CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
   -gencode arch=compute_$(lastword $(MDL_CUDA_ARCH)),code=compute_$(lastword $(MDL_CUDA_ARCH))
 ifeq ($(WITH_CUDA),1)
-  LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcublas -lcudnn -lcudart
+  LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcublas -lcudart
+  ifeq ($(CUDNN_LIB),)
+    LDLIBS += -lcudnn
+  else
+    LDLIBS += $(CUDNN_LIB) -Wl,-rpath,$(patsubst %/,%,$(dir $(CUDNN_LIB)))
+  endif
+  NVCCFLAGS += $(if $(filter-out $(CUDA_HOME),$(CUDNN_HOME)),-I$(CUDNN_HOME)/include,)
 endif
 
 ifeq ($(WITH_MPI),1)
   CPPFLAGS += -DMDL_WITH_MPI -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX $(shell $(MPICXX) --showme:compile)
   LDLIBS   += $(shell $(MPICXX) --showme:link)
-  ifeq ($(WITH_CUDA),1)
-    CPPFLAGS += -DMDL_WITH_NCCL
-    LDLIBS   += -lnccl
-  endif
 endif
-# dist/nccl_group.cpp includes CUDA headers, so only it gets the toolkit's include path.
-$(BUILD)/dist/nccl_group.o: CPPFLAGS += -I$(CUDA_HOME)/include
+ifeq ($(WITH_NCCL),1)
+  CPPFLAGS += -DMDL_WITH_NCCL
+  LDLIBS   += $(NCCL_LIB) -Wl,-rpath,$(patsubst %/,%,$(dir $(NCCL_LIB)))
+endif
+# dist/ (DDP, the process groups) is built with MPI, NCCL or both.
+WITH_DIST := $(if $(filter 1,$(WITH_MPI) $(WITH_NCCL)),1,0)
+ifeq ($(WITH_DIST),1)
+  CPPFLAGS += -DMDL_WITH_DIST
+endif
+# dist/nccl_group.cpp includes CUDA headers, so only it gets the toolkit's include paths.
+$(BUILD)/dist/nccl_group.o: CPPFLAGS += -I$(CUDA_HOME)/include $(if $(filter-out $(CUDA_HOME),$(CUDNN_HOME)),-I$(CUDNN_HOME)/include,) \
+  $(if $(filter-out $(CUDA_HOME),$(NCCL_HOME)),-I$(NCCL_HOME)/include,)
 
-LIB_DIRS := tensor tensor/cpu autograd nn nn/models optim data amp io profiler train $(if $(filter 1,$(WITH_MPI)),dist,)
-LIB_SRCS := $(filter-out $(if $(filter 1,$(WITH_CUDA)),,dist/nccl_group.cpp),$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp)))
+LIB_DIRS := tensor tensor/cpu autograd nn nn/models optim data amp io profiler train $(if $(filter 1,$(WITH_DIST)),dist,)
+LIB_SRCS := $(filter-out $(if $(filter 1,$(WITH_MPI)),,dist/mpi_group.cpp) $(if $(filter 1,$(WITH_NCCL)),,dist/nccl_group.cpp),\
+  $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp)))
 CU_SRCS  := $(if $(filter 1,$(WITH_CUDA)),$(wildcard tensor/cuda/*.cu),)
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 LIB      := $(BUILD)/libmdl.a

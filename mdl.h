@@ -55,9 +55,11 @@
 #include "tensor/parallel.h"    // set_num_threads
 #include "tensor/tensor.h"      // Tensor
 
-// Data parallel: built when Open MPI is found (make MPI=auto|0|1); NCCL joins with CUDA.
+// Data parallel: built with Open MPI (make MPI=auto|0|1), NCCL (with CUDA, make NCCL=auto|0|1) or both.
+#ifdef MDL_WITH_DIST
+#include "dist/ddp.h"  // dist::DistributedDataParallel, sync_found_inf
+#endif
 #ifdef MDL_WITH_MPI
-#include "dist/ddp.h"        // dist::DistributedDataParallel, sync_found_inf
 #include "dist/mpi_group.h"  // dist::MpiProcessGroup
 #endif
 #ifdef MDL_WITH_NCCL

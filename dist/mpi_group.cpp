@@ -132,15 +132,6 @@ class MpiWork final : public Work {
 
 }  // namespace
 
-const char* reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Average: return "average";
-    case ReduceOp::Max: return "max";
-  }
-  return "?";
-}
-
 MpiProcessGroup::MpiProcessGroup(MpiOptions options) : opt_(options) {
   MDL_CHECK(opt_.timeout_seconds > 0, "dist::MpiProcessGroup: timeout_seconds must be positive, got ",
             opt_.timeout_seconds);

@@ -1,4 +1,4 @@
-// NcclProcessGroup: the communicator built from an MPI-broadcast unique id, collectives queued on
+// NcclProcessGroup: the communicator built from rank 0's unique id, collectives queued on
 // mdl's stream, and completion polled through a CUDA event against a deadline (then the
 // communicator is aborted, so nothing waits forever).
 #include "dist/nccl_group.h"
@@ -8,8 +8,11 @@
 
 #include <chrono>
 #include <cstring>
+#include <filesystem>
 #include <thread>
+#include <vector>
 
+#include "dist/file_rendezvous.h"
 #include "tensor/cuda/context.cuh"
 #include "tensor/error.h"
 #include "tensor/factory.h"
@@ -98,23 +101,66 @@ class NcclWork final : public Work {
 
 bool nccl_compiled() { return true; }
 
-NcclProcessGroup::NcclProcessGroup(MpiProcessGroup& bootstrap, NcclOptions options)
-    : opt_(options), state_(std::make_shared<State>()), rank_(bootstrap.rank()), size_(bootstrap.world_size()) {
+void NcclProcessGroup::check_options() const {
   MDL_CHECK(opt_.timeout_seconds > 0, "dist::NcclProcessGroup: timeout_seconds must be positive, got ",
             opt_.timeout_seconds);
+  MDL_CHECK(size_ >= 1, "dist::NcclProcessGroup: world_size must be at least 1, got ", size_);
+  MDL_CHECK(rank_ >= 0 && rank_ < size_, "dist::NcclProcessGroup: rank ", rank_, " is not in a world of ", size_);
   int devices = 0;
   MDL_CHECK(cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0, "dist::NcclProcessGroup: no GPU on rank ",
             rank_, " (NCCL needs one CUDA device per process)");
+}
+
+void NcclProcessGroup::init_communicator(const void* unique_id) {
+  ncclUniqueId id;
+  std::memcpy(&id, unique_id, sizeof id);
+  cuda::detail::stream();  // mdl's context first, so NCCL runs on the same device
+  NCCL_CHECK("NcclProcessGroup", ncclCommInitRank(&state_->comm, size_, id, rank_));
+}
+
+NcclProcessGroup::NcclProcessGroup(int rank, int world_size, NcclOptions options)
+    : opt_(std::move(options)), state_(std::make_shared<State>()), rank_(rank), size_(world_size) {
+  MDL_CHECK(world_size <= 1 || !opt_.rendezvous_file.empty(), "dist::NcclProcessGroup: a world of ", world_size,
+            " ranks needs NcclOptions::rendezvous_file (a path every rank sees) or an MpiProcessGroup");
+  check_options();
+  ncclUniqueId id;
+  std::memset(&id, 0, sizeof id);
+  if (rank_ == 0) NCCL_CHECK("NcclProcessGroup", ncclGetUniqueId(&id));
+  if (size_ > 1) {
+    std::vector<uint8_t> bytes(sizeof id);
+    if (rank_ == 0) {
+      std::memcpy(bytes.data(), &id, sizeof id);
+      rendezvous_publish(opt_.rendezvous_file, bytes);
+    } else {
+      bytes = rendezvous_fetch(opt_.rendezvous_file, sizeof id, opt_.timeout_seconds);
+    }
+    std::memcpy(&id, bytes.data(), sizeof id);
+  }
+  // Every rank has read the id once the (collective) init returns or fails: rank 0 removes the file.
+  std::error_code ec;
+  try {
+    init_communicator(&id);
+  } catch (...) {
+    if (size_ > 1 && rank_ == 0) std::filesystem::remove(opt_.rendezvous_file, ec);
+    throw;
+  }
+  if (size_ > 1 && rank_ == 0) std::filesystem::remove(opt_.rendezvous_file, ec);
+}
+
+#ifdef MDL_WITH_MPI
+NcclProcessGroup::NcclProcessGroup(MpiProcessGroup& bootstrap, NcclOptions options)
+    : opt_(std::move(options)), state_(std::make_shared<State>()), rank_(bootstrap.rank()),
+      size_(bootstrap.world_size()) {
+  check_options();
   ncclUniqueId id;
   std::memset(&id, 0, sizeof id);
   if (rank_ == 0) NCCL_CHECK("NcclProcessGroup", ncclGetUniqueId(&id));
   Tensor id_bytes = zeros({int64_t(sizeof id)}, kU8);
   std::memcpy(id_bytes.raw_data(), &id, sizeof id);
   bootstrap.broadcast(id_bytes, 0);
-  std::memcpy(&id, id_bytes.raw_data(), sizeof id);
-  cuda::detail::stream();  // mdl's context first, so NCCL runs on the same device
-  NCCL_CHECK("NcclProcessGroup", ncclCommInitRank(&state_->comm, size_, id, rank_));
+  init_communicator(id_bytes.raw_data());
 }
+#endif
 
 NcclProcessGroup::~NcclProcessGroup() {
   if (state_->comm && !state_->aborted) ncclCommDestroy(state_->comm);

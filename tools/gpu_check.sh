@@ -36,14 +36,35 @@ step() {  # step NAME TIMEOUT_S CMD...
 echo "== device"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee "$LOG/device.log"
 
-# dist/ and its NCCL test case (world size 1, in cuda-tests) join only where Open MPI and NCCL are
-# both present, so a machine without them still builds.
+# cuDNN and NCCL: in the toolkit, or only in python's nvidia-* wheels (PyTorch's), where the
+# Makefile is told their folders (CUDNN_HOME=, NCCL_HOME=).
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+wheel_home() {  # wheel_home HEADER: the folder holding include/HEADER among python's nvidia packages
+  python3 - "$1" <<'PY' 2>/dev/null
+import pathlib, sys
+try:
+    import nvidia
+except ImportError:
+    sys.exit(0)
+for root in nvidia.__path__:
+    for h in sorted(pathlib.Path(root).rglob(sys.argv[1])):
+        if h.parent.name == "include":
+            print(h.parent.parent)
+            sys.exit(0)
+PY
+}
+declare -a HOMES
+for lib in cudnn nccl; do
+  if [ ! -e "$CUDA_HOME/include/$lib.h" ] && [ ! -e "/usr/include/$lib.h" ]; then
+    home=$(wheel_home "$lib.h")
+    [ -n "$home" ] && HOMES+=("${lib^^}_HOME=$home")
+  fi
+done
+# dist/ builds with NCCL alone (its world-size-1 case runs in cuda-tests); MPI joins where mpicxx is.
 MPI_SWITCH=0
-if command -v mpicxx >/dev/null 2>&1 && ls /usr/local/cuda/lib64/libnccl.so* /usr/lib/x86_64-linux-gnu/libnccl.so* >/dev/null 2>&1; then
-  MPI_SWITCH=1
-fi
-echo "== dist/NCCL in this build: MPI=$MPI_SWITCH"
-step build 220 $MAKE $JOBS CUDA=1 MPI=$MPI_SWITCH MDL_CUDA_ARCH=90 BUILD=$B $B/mdl_tests $B/bench/bench_cuda
+command -v mpicxx >/dev/null 2>&1 && MPI_SWITCH=1
+echo "== libraries: MPI=$MPI_SWITCH ${HOMES[*]:-(cuDNN and NCCL from $CUDA_HOME)}"
+step build 220 $MAKE $JOBS CUDA=1 MPI=$MPI_SWITCH "${HOMES[@]}" MDL_CUDA_ARCH=90 BUILD=$B $B/mdl_tests $B/bench/bench_cuda
 step cuda-tests 60 $B/mdl_tests -tc='cuda:*'
 step other-tests 70 $B/mdl_tests -tce='cuda:*'
 step bench-cuda 90 $B/bench/bench_cuda --benchmark_min_time=0.1s --benchmark_out="$LOG/bench_cuda.json" \
