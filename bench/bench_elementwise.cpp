@@ -1,7 +1,9 @@
 // Memory-bound f32 ops as users call them (each call allocates its output): elementwise at 1M
-// and 16M elements (add also without the allocation), a broadcast add, a transposed copy, the
-// f16 cast, sums and softmax. Bytes read plus written per call give the GB/s column.
+// and 16M elements (add also without the allocation; exp and tanh also as a libm loop), a
+// broadcast add, a transposed copy, the f16 cast, sums and softmax. Bytes read plus written per call give the GB/s column.
 #include <benchmark/benchmark.h>
+
+#include <cmath>
 
 #include "mdl.h"
 #include "tensor/kernels.h"  // kernels::binary, for the allocation-free add
@@ -63,6 +65,37 @@ void BM_Exp(benchmark::State& state) {
   run(state, 2 * n * 4, [&] { return exp(a); });
 }
 
+// The same unary op as mdl's kernel ran it before it was vectorised: one libm call per element,
+// on the same threads, into a fresh output. The ratio to BM_Exp / BM_Tanh is what vec4.h buys.
+template <class F>
+void libm_loop(benchmark::State& state, const F& f) {
+  const int64_t n = state.range(0);
+  Tensor a = input({n});
+  run(state, 2 * n * 4, [&] {
+    Tensor out = empty({n});
+    const float* x = a.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    parallel_for(0, n, int64_t(1) << 15, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = f(x[i]);
+    });
+    return out;
+  });
+}
+
+void BM_ExpLibm(benchmark::State& state) {
+  libm_loop(state, [](float x) { return std::exp(x); });
+}
+
+void BM_Tanh(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Tensor a = input({n});
+  run(state, 2 * n * 4, [&] { return tanh(a); });
+}
+
+void BM_TanhLibm(benchmark::State& state) {
+  libm_loop(state, [](float x) { return std::tanh(x); });
+}
+
 // (4096, 4096) + (4096): the row is read with stride 0 along dim 0.
 void BM_BroadcastAdd(benchmark::State& state) {
   Tensor a = input({kSide, kSide}), row = input({kSide});
@@ -108,6 +141,9 @@ BENCHMARK(BM_AddKernelOnly)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)-
 BENCHMARK(BM_Mul)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Relu)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Exp)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_ExpLibm)->Arg(k1M)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Tanh)->Arg(k1M)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_TanhLibm)->Arg(k1M)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_BroadcastAdd)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_TransposedCopy)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_CastF16)->Unit(benchmark::kMicrosecond)->UseRealTime();
