@@ -1,6 +1,7 @@
-// The CPU's vectorised exp, tanh, sigmoid, silu and gelu_tanh (tensor/cpu/vec4.h) over the whole
-// float range, in units in the last place against double math: overflow to inf, subnormal
-// results, infinities, NaN, and the same answer wherever an element sits (vector body or tail).
+// The CPU's vectorised exp, tanh, sigmoid, silu, gelu_tanh and gelu_tanh's derivative
+// (tensor/cpu/vec_math.h) over the whole float range, in units in the last place against double
+// math, at both widths (4 floats on SSE2, 8 on AVX2+FMA) and through the tensor ops: overflow to
+// inf, subnormal results, infinities, NaN, and the same answer wherever an element sits.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -11,12 +12,16 @@
 #include <string>
 #include <vector>
 
+#include "tensor/cpu/vec_map.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
 
 using namespace mdl;
+using cpu::VecFn;
 
 namespace {
+
+using Floats = std::vector<float>;
 
 // Distance in representable floats between got and the float nearest want; NaN matches NaN.
 int64_t ulps(float got, double want) {
@@ -30,57 +35,85 @@ int64_t ulps(float got, double want) {
   return std::abs(ka - kb);
 }
 
-struct Case {
-  std::string name;
-  std::function<Tensor(const Tensor&)> op;
-  std::function<double(double)> ref;
-};
-
+constexpr double kK = 0.7978845608028654, kC = 0.044715;
 double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
-double gelu_tanh_ref(double x) { return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
-
-const std::vector<Case>& cases() {
-  static const std::vector<Case> c = {
-      {"exp", [](const Tensor& x) { return exp(x); }, [](double x) { return std::exp(x); }},
-      {"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }},
-      {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, sigmoid_ref},
-      {"silu", [](const Tensor& x) { return silu(x); }, [](double x) { return x * sigmoid_ref(x); }},
-      {"gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); }, gelu_tanh_ref},
-  };
-  return c;
+double gelu_tanh_ref(double x) { return 0.5 * x * (1 + std::tanh(kK * (x + kC * x * x * x))); }
+double gelu_tanh_grad_ref(double x) {
+  const double t = std::tanh(kK * (x + kC * x * x * x));
+  return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * kK * (1 + 3 * kC * x * x);
 }
 
-}  // namespace
+struct Fn {
+  std::string name;
+  VecFn fn;
+  std::function<Tensor(const Tensor&)> op;  // the tensor op that runs it (none for the derivative)
+  std::function<double(double)> ref;
+  int64_t limit;  // ulp
+};
 
-TEST_CASE("unary vector math: exp, tanh, sigmoid, silu, gelu_tanh within a few ulp over the float range") {
-  std::vector<float> xs;
+const std::vector<Fn>& fns() {
+  static const std::vector<Fn> f = {
+      {"exp", VecFn::Exp, [](const Tensor& x) { return exp(x); }, [](double x) { return std::exp(x); }, 1},
+      {"tanh", VecFn::Tanh, [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, 2},
+      {"sigmoid", VecFn::Sigmoid, [](const Tensor& x) { return sigmoid(x); }, sigmoid_ref, 2},
+      {"silu", VecFn::Silu, [](const Tensor& x) { return silu(x); }, [](double x) { return x * sigmoid_ref(x); }, 3},
+      {"gelu_tanh", VecFn::GeluTanh, [](const Tensor& x) { return gelu(x, "tanh"); }, gelu_tanh_ref, 4},
+      {"gelu_tanh_grad", VecFn::GeluTanhGrad, nullptr, gelu_tanh_grad_ref, 8},
+  };
+  return f;
+}
+
+Floats sweep() {
+  Floats xs;
   for (double v = -110; v <= 110; v += 0.00731) xs.push_back(float(v));
   const float inf = std::numeric_limits<float>::infinity();
   for (float v : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-7f, 0.6249f, 0.625f, -0.625f, 88.72f, 88.73f, -87.4f, -87.5f,
                   -100.0f, -103.9f, -104.5f, inf, -inf})
     xs.push_back(v);
-  const Tensor x = from_vector(xs, {int64_t(xs.size())});
-  const std::vector<int64_t> limit = {1, 2, 2, 3, 4};
-  for (size_t k = 0; k < cases().size(); ++k) {
-    const Case& c = cases()[k];
-    const std::vector<float> got = c.op(x).to_vector<float>();
-    int64_t worst = 0;
-    float worst_x = 0;
-    for (size_t i = 0; i < xs.size(); ++i) {
-      const double want = c.ref(double(xs[i]));
-      // Results below 1e-30 in magnitude are compared absolutely: silu and gelu_tanh of large
-      // negative x are -0 or a subnormal in float, where ulps say nothing. gelu_tanh for x < 0 is
-      // x (1 + tanh) / 2 with tanh near -1, which no float formula gets to a few ulp: its error is
-      // counted in ulps of x instead.
-      int64_t u = std::abs(want) < 1e-30 && std::abs(got[i]) < 1e-30 ? 0 : ulps(got[i], want);
-      if (c.name == "gelu_tanh" && xs[i] < 0 && std::isfinite(xs[i]))
-        u = int64_t(std::abs(double(got[i]) - want) / (std::abs(double(xs[i])) * 0x1p-23));
-      if (u > worst) worst = u, worst_x = xs[i];
-    }
-    INFO(c.name, ": worst ", worst, " ulp at x = ", worst_x);
-    CHECK(worst <= limit[k]);
+  return xs;
+}
+
+// The worst error of got against f.ref over xs, with where it happened.
+std::string worst_error(const Fn& f, const Floats& xs, const Floats& got, int64_t& worst) {
+  worst = 0;
+  float at = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double want = f.ref(double(xs[i]));
+    // Results below 1e-30 in magnitude are compared absolutely (silu and gelu_tanh of large
+    // negative x are -0 or subnormal, where ulps say nothing). gelu_tanh for x < 0 is
+    // x (1 + tanh) / 2 with tanh near -1, and its derivative has the same (1 + t) term: no float
+    // formula gets them to a few ulp of the result, so their error is counted in ulps of x.
+    int64_t u = std::abs(want) < 1e-30 && std::abs(got[i]) < 1e-30 ? 0 : ulps(got[i], want);
+    if (f.name.rfind("gelu", 0) == 0 && xs[i] < 0 && std::isfinite(xs[i]))
+      u = int64_t(std::abs(double(got[i]) - want) / (std::max(std::abs(double(xs[i])), 1.0) * 0x1p-23));
+    if (u > worst) worst = u, at = xs[i];
   }
-  const std::vector<float> e = exp(from_vector(std::vector<float>{89.0f, -inf, inf, -104.0f, -100.0f}, {5})).to_vector<float>();
+  return f.name + ": worst " + std::to_string(worst) + " ulp at x = " + std::to_string(at);
+}
+
+}  // namespace
+
+TEST_CASE("unary vector math: within a few ulp over the float range at both widths and through the ops") {
+  const Floats xs = sweep();
+  for (const Fn& f : fns()) {
+    std::vector<std::pair<std::string, Floats>> runs;
+    Floats o(xs.size());
+    cpu::vec_map4(f.fn, o.data(), xs.data(), int64_t(xs.size()));
+    runs.emplace_back("4 floats", o);
+    if (cpu::vec_avx2()) {
+      cpu::vec_map8(f.fn, o.data(), xs.data(), int64_t(xs.size()));
+      runs.emplace_back("8 floats (AVX2)", o);
+    }
+    if (f.op) runs.emplace_back("tensor op", f.op(from_vector(xs, {int64_t(xs.size())})).to_vector<float>());
+    for (const auto& [how, got] : runs) {
+      int64_t worst = 0;
+      const std::string what = worst_error(f, xs, got, worst);
+      INFO(how, ": ", what);
+      CHECK(worst <= f.limit);
+    }
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  const Floats e = exp(from_vector(Floats{89.0f, -inf, inf, -104.0f, -100.0f}, {5})).to_vector<float>();
   CHECK(e[0] == inf);
   CHECK(e[1] == 0.0f);
   CHECK(e[2] == inf);
@@ -91,15 +124,16 @@ TEST_CASE("unary vector math: exp, tanh, sigmoid, silu, gelu_tanh within a few u
 
 TEST_CASE("unary vector math: NaN stays NaN, and an element's result does not depend on its position") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  for (const Case& c : cases()) {
-    CHECK_MESSAGE(std::isnan(c.op(from_vector(std::vector<float>{1, nan, 2, 3, nan}, {5})).to_vector<float>()[1]), c.name);
+  for (const Fn& f : fns()) {
+    if (!f.op) continue;
+    CHECK_MESSAGE(std::isnan(f.op(from_vector(Floats{1, nan, 2, 3, nan}, {5})).to_vector<float>()[1]), f.name);
     const float v = 0.8123f;
-    const float alone = c.op(from_vector(std::vector<float>{v}, {1})).to_vector<float>()[0];
-    for (int n = 1; n <= 9; ++n)
+    const float alone = f.op(from_vector(Floats{v}, {1})).to_vector<float>()[0];
+    for (int n = 1; n <= 17; ++n)
       for (int at = 0; at < n; ++at) {
-        std::vector<float> xs(size_t(n), -1.5f);
+        Floats xs(size_t(n), -1.5f);
         xs[size_t(at)] = v;
-        CHECK_MESSAGE(c.op(from_vector(xs, {n})).to_vector<float>()[size_t(at)] == alone, c.name, " n=", n, " at ", at);
+        CHECK_MESSAGE(f.op(from_vector(xs, {n})).to_vector<float>()[size_t(at)] == alone, f.name, " n=", n, " at ", at);
       }
   }
 }

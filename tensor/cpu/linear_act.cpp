@@ -2,7 +2,7 @@
 // applies the activation (keeping the pre-activation for GELU), instead of separate matmul, add
 // and activation passes over the output. The backward's activation gradient and the bias
 // gradient are one pass too. f16/bf16 run in f32 and round once, as a GPU epilogue does; GELU on
-// f32 runs on 4-float vectors.
+// f32 runs on float vectors.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -10,7 +10,7 @@
 
 #include "tensor/cpu/convert.h"
 #include "tensor/cpu/gemm.h"
-#include "tensor/cpu/vec4.h"
+#include "tensor/cpu/vec_map.h"
 #include "tensor/kernels_linear.h"
 #include "tensor/parallel.h"
 
@@ -38,23 +38,16 @@ template <class A> A act_derivative(Activation act, A s) {
   return A(1);
 }
 
-// GELU's derivative on 4 floats, the same formula as act_derivative.
-inline vec4::f4 gelu_tanh_grad4(vec4::f4 s) {
-  const float k = float(kSqrt2OverPi), c = float(kGeluCubic);
-  const vec4::f4 t = vec4::tanh4(k * (s + c * s * s * s));
-  return 0.5f * (1.0f + t) + 0.5f * s * (1.0f - t * t) * k * (1.0f + 3 * c * s * s);
-}
-
 // The activation (forward: v -> act(v); derivative: s -> act'(s)) over a block of compute-type
-// values in place; GELU on floats runs on 4-float vectors (vec4.h), the rest element by element.
+// values in place; GELU on floats runs on float vectors (vec_map.h), the rest element by element.
 template <class A> void act_forward_block(Activation act, A* v, int64_t n) {
   if constexpr (std::is_same_v<A, float>)
-    if (act == Activation::GeluTanh) return vec4::map4(v, v, n, [](vec4::f4 x) { return vec4::gelu_tanh4(x); });
+    if (act == Activation::GeluTanh) return vec_map(VecFn::GeluTanh, v, v, n);
   for (int64_t i = 0; i < n; ++i) v[i] = act_forward(act, v[i]);
 }
 template <class A> void act_derivative_block(Activation act, A* s, int64_t n) {
   if constexpr (std::is_same_v<A, float>)
-    if (act == Activation::GeluTanh) return vec4::map4(s, s, n, gelu_tanh_grad4);
+    if (act == Activation::GeluTanh) return vec_map(VecFn::GeluTanhGrad, s, s, n);
   for (int64_t i = 0; i < n; ++i) s[i] = act_derivative(act, s[i]);
 }
 constexpr int64_t kBlock = 256;

@@ -1,12 +1,12 @@
 // Elementwise unary math: out = op(in), computed in acc_t (float for f16/bf16) and rounded once.
 // 16-bit inputs are converted in blocks, so the math loop runs on plain floats; exp, sigmoid,
-// silu, tanh and gelu_tanh on floats run on 4-float vectors, the rest through <cmath>.
+// silu, tanh and gelu_tanh on floats run on float vectors (vec_map.h), the rest through <cmath>.
 #include <cmath>
 
 #include "tensor/cpu/convert.h"
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/cpu/loops.h"
-#include "tensor/cpu/vec4.h"
+#include "tensor/cpu/vec_map.h"
 
 namespace mdl::cpu {
 
@@ -49,22 +49,15 @@ struct UnaryMath {
   }
 };
 
-// exp and the activations built on it run 4 floats at a time (vec4.h).
-template <UnaryOp OP>
-constexpr bool kVectorized = OP == UnaryOp::Exp || OP == UnaryOp::Sigmoid || OP == UnaryOp::Silu ||
-                             OP == UnaryOp::Tanh || OP == UnaryOp::GeluTanh;
-
-// o[i] = op(x[i]) over contiguous floats (o may be x).
+// exp and the activations built on it run on float vectors (vec_map.h); the rest element by element.
 template <UnaryOp OP>
 void unary_floats(float* o, const float* x, int64_t n) {
-  using namespace vec4;
-  if constexpr (OP == UnaryOp::Exp) map4(o, x, n, [](f4 v) { return exp4(v); });
-  if constexpr (OP == UnaryOp::Sigmoid) map4(o, x, n, [](f4 v) { return sigmoid4(v); });
-  if constexpr (OP == UnaryOp::Silu) map4(o, x, n, [](f4 v) { return v * sigmoid4(v); });
-  if constexpr (OP == UnaryOp::Tanh) map4(o, x, n, [](f4 v) { return tanh4(v); });
-  if constexpr (OP == UnaryOp::GeluTanh) map4(o, x, n, [](f4 v) { return gelu_tanh4(v); });
-  if constexpr (!kVectorized<OP>)
-    for (int64_t i = 0; i < n; ++i) o[i] = UnaryMath<float>::apply(OP, x[i]);
+  if constexpr (OP == UnaryOp::Exp) return vec_map(VecFn::Exp, o, x, n);
+  if constexpr (OP == UnaryOp::Sigmoid) return vec_map(VecFn::Sigmoid, o, x, n);
+  if constexpr (OP == UnaryOp::Silu) return vec_map(VecFn::Silu, o, x, n);
+  if constexpr (OP == UnaryOp::Tanh) return vec_map(VecFn::Tanh, o, x, n);
+  if constexpr (OP == UnaryOp::GeluTanh) return vec_map(VecFn::GeluTanh, o, x, n);
+  for (int64_t i = 0; i < n; ++i) o[i] = UnaryMath<float>::apply(OP, x[i]);
 }
 
 // The loop for one op, so the switch is hoisted out of the element loop.

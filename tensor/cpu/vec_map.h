@@ -1,0 +1,19 @@
+// vec_map: o[i] = f(x[i]) over contiguous floats for the functions of vec_math.h, 8 floats at a
+// time where the CPU has AVX2 and FMA (vec_map_avx2.cpp, chosen at run time), else 4 on SSE2.
+// A short tail runs on a zero-padded vector, so an element's result does not depend on where it
+// sits; o may be x.
+#pragma once
+#include <cstdint>
+
+namespace mdl::cpu {
+
+enum class VecFn : uint8_t { Exp, Tanh, Sigmoid, Silu, GeluTanh, GeluTanhGrad };
+
+void vec_map(VecFn f, float* o, const float* x, int64_t n);
+
+// The two widths, for tests and benchmarks; vec_map8 needs vec_avx2().
+void vec_map4(VecFn f, float* o, const float* x, int64_t n);
+void vec_map8(VecFn f, float* o, const float* x, int64_t n);
+bool vec_avx2();
+
+}  // namespace mdl::cpu

@@ -1,0 +1,78 @@
+// e^x, tanh, sigmoid and GELU (tanh form) on any GCC float vector V (4 floats on SSE2, 8 on
+// AVX2): Cephes polynomials, 1-2 ulp. Written on vectors because the auto-vectoriser will not
+// if-convert their selects. Always inlined, so each instantiation is compiled for the caller's
+// target (vec_map_avx2.cpp instantiates them for 8 floats).
+#pragma once
+
+namespace mdl::cpu::vecmath {
+
+#define MDL_VEC_INLINE [[gnu::always_inline]] inline
+
+// e^x over the whole float range: 2^n * e^r with n = round(x / ln2) and a degree-6 polynomial for
+// e^r, |r| <= ln2/2. 2^n is applied as two factors, so results below the smallest normal float
+// come out subnormal and those above the largest come out +inf; NaN stays NaN.
+template <class V>
+MDL_VEC_INLINE V exp_v(V x) {
+  using I = decltype(x < x);            // the int32 vector of V's width
+  const V magic = V{} + 12582912.0f;    // 1.5 * 2^23: adding it rounds to an integer
+  V xc = x > 89.0f ? V{} + 89.0f : x;   // e^89 overflows, e^-104 rounds to 0
+  xc = xc < -104.0f ? V{} - 104.0f : xc;
+  const V t = xc * 1.44269504088896341f + magic;
+  const V n = t - magic;
+  V r = xc - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  V y = V{} + 1.9875691500e-4f;
+  y = y * r + 1.3981999507e-3f;
+  y = y * r + 8.3334519073e-3f;
+  y = y * r + 4.1665795894e-2f;
+  y = y * r + 1.6666665459e-1f;
+  y = y * r + 5.0000001201e-1f;
+  y = y * (r * r) + r + 1.0f;
+  const I ni = (I)t - (I)magic;  // the bits of t hold n; in [-150, 129]
+  const I n1 = ni >> 1, n2 = ni - n1;
+  return y * (V)((n1 + 127) << 23) * (V)((n2 + 127) << 23);
+}
+
+// tanh(x): an odd polynomial below |x| = 0.625, where 1 - 2 / (e^2|x| + 1) would cancel; that
+// formula above it, with x's sign. tanh(+-inf) = +-1, NaN stays NaN.
+template <class V>
+MDL_VEC_INLINE V tanh_v(V x) {
+  const V z = x * x;
+  V p = V{} - 5.70498872745e-3f;
+  p = p * z + 2.06390887954e-2f;
+  p = p * z - 5.37397155531e-2f;
+  p = p * z + 1.33314422036e-1f;
+  p = p * z - 3.33332819422e-1f;
+  const V small = p * z * x + x;
+  const V ax = x < 0.0f ? -x : x;
+  const V big = 1.0f - 2.0f / (exp_v(ax + ax) + 1.0f);
+  const V signed_big = x < 0.0f ? -big : big;
+  return ax < 0.625f ? small : signed_big;
+}
+
+// 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below, so that tiny results keep their precision.
+template <class V>
+MDL_VEC_INLINE V sigmoid_v(V x) {
+  const V e = exp_v(x < 0.0f ? x : -x);  // e^-|x|
+  const V r = 1.0f / (1.0f + e);
+  return x < 0.0f ? e * r : r;
+}
+
+constexpr float kSqrt2OverPi = 0.79788456080286535588f, kGeluCubic = 0.044715f;
+
+// GELU with the tanh approximation: x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+template <class V>
+MDL_VEC_INLINE V gelu_tanh_v(V x) {
+  return 0.5f * x * (1.0f + tanh_v(kSqrt2OverPi * (x + kGeluCubic * x * x * x)));
+}
+
+// Its derivative: (1 + t)/2 + x/2 (1 - t^2) sqrt(2/pi) (1 + 3 * 0.044715 x^2), t the tanh above.
+template <class V>
+MDL_VEC_INLINE V gelu_tanh_grad_v(V x) {
+  const V t = tanh_v(kSqrt2OverPi * (x + kGeluCubic * x * x * x));
+  return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3 * kGeluCubic * x * x);
+}
+
+#undef MDL_VEC_INLINE
+
+}  // namespace mdl::cpu::vecmath
