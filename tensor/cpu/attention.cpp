@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tensor/cpu/gemm.h"
+#include "tensor/cpu/vec_math.h"
 #include "tensor/kernels_attention.h"
 #include "tensor/parallel.h"
 
@@ -142,28 +143,10 @@ template <> struct Vec<4> { using F = f4; using I = i4; };
 template <> struct Vec<8> { using F = f8; using I = i8; };
 // Vectors travel by reference: passing 32-byte vectors by value outside AVX code changes the ABI.
 
-// x = e^x for x <= ~88: 2^n * e^r with n = round(x / ln2) and a degree-6 polynomial for e^r,
-// |r| <= ln2/2 (Cephes expf, ~1 ulp, as softmax.cpp); 0 below the smallest normal float; NaN stays NaN.
+// x = e^x (vec_math.h's polynomial, ~1 ulp).
 template <int W>
 [[gnu::always_inline]] inline void vexp(typename Vec<W>::F& x) {
-  using F = typename Vec<W>::F;
-  using I = typename Vec<W>::I;
-  const F zero = {}, hi = zero + 88.3762626647949f, lo = zero - 87.3365447505531f;
-  const F magic = zero + 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
-  const F xc = x > hi ? hi : x;
-  const F t = xc * 1.44269504088896341f + magic;
-  const F n = t - magic;
-  F r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  F y = zero + 1.9875691500e-4f;
-  y = y * r + 1.3981999507e-3f;
-  y = y * r + 8.3334519073e-3f;
-  y = y * r + 4.1665795894e-2f;
-  y = y * r + 1.6666665459e-1f;
-  y = y * r + 5.0000001201e-1f;
-  y = y * (r * r) + r + 1.0f;
-  const I e = ((I)t - (I)magic + 127) << 23;
-  x = x < lo ? zero : y * (F)e;
+  x = vecmath::exp_v(x);
 }
 
 // row[j] = e^(row[j] - sub) in place; returns the sum.
