@@ -1,6 +1,7 @@
 // CPU conv2d forward and backward on SimpleCNN's convs, a ResNet 3x3 and a depthwise 3x3, in
 // GFLOP/s (2 N Cout Ho Wo Cin/groups kH kW per forward, twice that per backward); convs with one
-// input channel per group run direct and via im2col, and a closing table gives the ratio.
+// input channel per group run direct and via im2col (SimpleCNN's conv1 also with the weight
+// gradient alone, as a first layer needs it), and a closing table gives the ratio.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -60,16 +61,19 @@ void forward(benchmark::State& state, const Layer& l, bool direct) {
   cpu::set_depthwise_direct(true);
 }
 
-void backward(benchmark::State& state, const Layer& l, bool direct) {
+// with_input_grad false: grad_w and grad_b alone (half the FLOPs), as for a network's first
+// conv, whose input needs no gradient.
+void backward(benchmark::State& state, const Layer& l, bool direct, bool with_input_grad) {
   cpu::set_depthwise_direct(direct);
   Inputs in(l);
   const kernels::Conv2dParams p{1, 1, l.pad, l.pad, 1, 1, l.groups};
+  const Tensor gx = with_input_grad ? in.gx : Tensor();
   for (auto _ : state) {
-    kernels::conv2d_backward(Device::cpu(), in.gx, in.gw, in.gb, in.gy, in.x, in.w, p);
-    benchmark::DoNotOptimize(in.gx.raw_data());
+    kernels::conv2d_backward(Device::cpu(), gx, in.gw, in.gb, in.gy, in.x, in.w, p);
+    benchmark::DoNotOptimize(in.gw.raw_data());
     benchmark::ClobberMemory();
   }
-  set_counter(state, 2.0 * l.flops());
+  set_counter(state, (with_input_grad ? 2.0 : 1.0) * l.flops());
   cpu::set_depthwise_direct(true);
 }
 
@@ -99,8 +103,12 @@ int main(int argc, char** argv) {
                                    [l, direct](benchmark::State& s) { forward(s, l, direct); })
           ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
       benchmark::RegisterBenchmark(("bwd/" + std::string(l.name) + suffix).c_str(),
-                                   [l, direct](benchmark::State& s) { backward(s, l, direct); })
+                                   [l, direct](benchmark::State& s) { backward(s, l, direct, true); })
           ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+      if (l.Cin == 1)  // a first layer: its backward computes grad_w and grad_b only
+        benchmark::RegisterBenchmark(("bwd_weight/" + std::string(l.name) + suffix).c_str(),
+                                     [l, direct](benchmark::State& s) { backward(s, l, direct, false); })
+            ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
     }
     if (one_channel_groups) paired.push_back(l.name);
   }
@@ -113,13 +121,13 @@ int main(int argc, char** argv) {
 
   std::printf("\nthreads: %d; convs with one input channel per group, direct kernel vs im2col + GEMM:\n",
               get_num_threads());
-  std::printf("%-36s %6s %16s %16s %8s\n", "layer", "pass", "direct GFLOP/s", "im2col GFLOP/s", "ratio");
+  std::printf("%-36s %10s %16s %16s %8s\n", "layer", "pass", "direct GFLOP/s", "im2col GFLOP/s", "ratio");
   for (const std::string& name : paired)
-    for (const char* pass : {"fwd", "bwd"}) {
+    for (const char* pass : {"fwd", "bwd", "bwd_weight"}) {
       auto d = reporter.gflops.find(std::string(pass) + "/" + name + "/direct");
       auto i = reporter.gflops.find(std::string(pass) + "/" + name + "/im2col");
       if (d == reporter.gflops.end() || i == reporter.gflops.end()) continue;
-      std::printf("%-36s %6s %16.2f %16.2f %7.2fx\n", name.c_str(), pass, d->second, i->second, d->second / i->second);
+      std::printf("%-36s %10s %16.2f %16.2f %7.2fx\n", name.c_str(), pass, d->second, i->second, d->second / i->second);
     }
   return 0;
 }
