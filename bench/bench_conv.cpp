@@ -1,7 +1,8 @@
 // CPU conv2d forward and backward on SimpleCNN's convs, a ResNet 3x3 and a depthwise 3x3, in
 // GFLOP/s (2 N Cout Ho Wo Cin/groups kH kW per forward, twice that per backward); convs with one
 // input channel per group run direct and via im2col (SimpleCNN's conv1 also with the weight
-// gradient alone, as a first layer needs it), and a closing table gives the ratio.
+// gradient alone, as a first layer needs it), and a closing table gives the ratio; then
+// SimpleCNN's first max pool, scalar vs vectorised.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -77,6 +78,20 @@ void backward(benchmark::State& state, const Layer& l, bool direct, bool with_in
   cpu::set_depthwise_direct(true);
 }
 
+// SimpleCNN's first max pool, 2x2 / stride 2 over (128, 32, 28, 28) f32: the scalar loop vs
+// 4-float vectors (cpu::set_max_pool_vectorized).
+void max_pool(benchmark::State& state, bool vectorized) {
+  cpu::set_max_pool_vectorized(vectorized);
+  Generator g(42);
+  const Tensor x = randn({128, 32, 28, 28}, kF32, &g);
+  NoGradGuard ng;
+  for (auto _ : state) {
+    Tensor y = F::max_pool2d(x, {2, 2});
+    benchmark::DoNotOptimize(y.raw_data());
+  }
+  cpu::set_max_pool_vectorized(true);
+}
+
 // Console output as usual, and each run's GFLOP/s kept by name for the closing table.
 class RecordingReporter : public benchmark::ConsoleReporter {
  public:
@@ -112,6 +127,11 @@ int main(int argc, char** argv) {
     }
     if (one_channel_groups) paired.push_back(l.name);
   }
+
+  for (bool vectorized : {false, true})
+    benchmark::RegisterBenchmark(vectorized ? "max_pool_2x2_b128_c32_28x28/vector" : "max_pool_2x2_b128_c32_28x28/scalar",
+                                 [vectorized](benchmark::State& s) { max_pool(s, vectorized); })
+        ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
 
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

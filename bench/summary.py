@@ -19,6 +19,8 @@ ROWS = [
      "fwd/depthwise_3x3_c128_32x32_b32/direct", "time", "cpu"),
     ("depthwise 3x3 conv bwd: im2col+GEMM -> direct", "bench_conv", "bwd/depthwise_3x3_c128_32x32_b32/im2col",
      "bwd/depthwise_3x3_c128_32x32_b32/direct", "time", "cpu"),
+    ("max pool 2x2 fwd (128x32x28x28 f32): scalar loop -> 4-float vectors", "bench_conv",
+     "max_pool_2x2_b128_c32_28x28/scalar", "max_pool_2x2_b128_c32_28x28/vector", "time", "cpu"),
     ("fused vs unfused bias+activation (linear 512x1024->1024 relu, fwd+bwd)", "bench_linear", "linear_fwd_bwd/relu/composed",
      "linear_fwd_bwd/relu/fused", "time", "cpu"),
     ("softmax+cross-entropy fwd+bwd: composed -> fused", "bench_fusion", "cross_entropy_fwd_bwd/composed",

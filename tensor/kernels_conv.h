@@ -64,6 +64,10 @@ kernels::Conv2dBackwardFn depthwise_conv2d_backward;
 void set_depthwise_direct(bool on);
 bool depthwise_direct();
 
+// Whether the 2x2 / stride 2 max pool on f32 runs on 4-float vectors (default true); false runs
+// the scalar loop, for benchmarks and cross-checks.
+void set_max_pool_vectorized(bool on);
+bool max_pool_vectorized();
 kernels::MaxPool2dForwardFn max_pool2d_forward;
 kernels::MaxPool2dBackwardFn max_pool2d_backward;
 kernels::AvgPool2dForwardFn avg_pool2d_forward;

@@ -120,6 +120,8 @@ std::vector<PoolCase> window_cases() {
       {{2, 3, 9, 6}, {2, 3}, {3, 1}, {1, 1}, true},
       {{0, 3, 4, 4}, {2, 2}, {0, 0}, {0, 0}},           // empty batch
       {{4, 16, 32, 32}, {3, 3}, {2, 2}, {1, 1}},        // many planes: threaded
+      {{2, 3, 28, 28}, {2, 2}, {0, 0}, {0, 0}},         // 2x2 on f32 vectors: rows of 14, the last vector overlaps
+      {{1, 2, 9, 11}, {2, 2}, {0, 0}, {0, 0}, true},    // odd H and W (the last row and column unused), strided
   };
 }
 
@@ -195,6 +197,42 @@ TEST_CASE("pool: known values, NaN propagation, unbatched input") {
   Tensor n = from_vector<float>({1, std::nanf(""), 3, 4}, {1, 1, 2, 2});
   CHECK(std::isnan(values(F::max_pool2d(n, {2, 2}))[0]));
   CHECK(std::isnan(values(F::avg_pool2d(n, {2, 2}))[0]));
+
+  // The f32 vector path (rows of 4 or more outputs): NaN wins wherever it sits in its window, and
+  // ties go to the first element in row-major order, as in the scalar loop.
+  for (int at = 0; at < 4; ++at) {
+    std::vector<float> v(2 * 10, 1.0f);
+    v[size_t((at / 2) * 10 + 6 + at % 2)] = std::nanf("");  // window 3 (columns 6, 7)
+    Tensor nv = from_vector(v, {1, 1, 2, 10});
+    NoGradGuard ng;
+    const Tensor out = F::max_pool2d(nv, {2, 2});
+    const V got = values(out);
+    CHECK(got[0] == 1.0);
+    CHECK(std::isnan(got[3]));
+    CHECK(got[4] == 1.0);
+    Tensor idx = make_tensor({1, 1, 1, 5}, kI64, Device::cpu()), o = make_tensor({1, 1, 1, 5}, kF32, Device::cpu());
+    kernels::max_pool2d_forward(Device::cpu(), o, idx, nv, kernels::Pool2dParams{2, 2, 2, 2, 0, 0});
+    const std::vector<int64_t> iv = idx.to_vector<int64_t>();
+    CHECK(iv == std::vector<int64_t>{0, 2, 4, (at / 2) * 10 + 6 + at % 2, 8});  // ties: the window's first
+    cpu::set_max_pool_vectorized(false);  // the scalar loop agrees, indices too
+    Tensor idx2 = make_tensor({1, 1, 1, 5}, kI64, Device::cpu());
+    kernels::max_pool2d_forward(Device::cpu(), o, idx2, nv, kernels::Pool2dParams{2, 2, 2, 2, 0, 0});
+    cpu::set_max_pool_vectorized(true);
+    CHECK(idx2.to_vector<int64_t>() == iv);
+  }
+  {  // both paths on random data with ties (values from a small set), indices compared
+    std::vector<float> rv(3 * 5 * 12 * 26);
+    for (size_t i = 0; i < rv.size(); ++i) rv[i] = float((i * 7919 + i / 5) % 4);
+    const Tensor r = from_vector(rv, {3, 5, 12, 26});
+    Tensor ia = make_tensor({3, 5, 6, 13}, kI64, Device::cpu()), ib = make_tensor({3, 5, 6, 13}, kI64, Device::cpu());
+    Tensor oa = make_tensor({3, 5, 6, 13}, kF32, Device::cpu()), ob = make_tensor({3, 5, 6, 13}, kF32, Device::cpu());
+    kernels::max_pool2d_forward(Device::cpu(), oa, ia, r, kernels::Pool2dParams{2, 2, 2, 2, 0, 0});
+    cpu::set_max_pool_vectorized(false);
+    kernels::max_pool2d_forward(Device::cpu(), ob, ib, r, kernels::Pool2dParams{2, 2, 2, 2, 0, 0});
+    cpu::set_max_pool_vectorized(true);
+    CHECK(ia.to_vector<int64_t>() == ib.to_vector<int64_t>());
+    CHECK(values(oa) == values(ob));
+  }
 
   Tensor u = randn({3, 6, 6});
   CHECK(F::max_pool2d(u, {2, 2}).shape() == Shape{3, 3, 3});

@@ -1,8 +1,12 @@
 // CPU pooling: max, average and adaptive average over 2-D windows, forward and backward. Each
 // (n, c) plane is independent, so threads split the planes and every backward scatters into its
-// own plane only: no atomics, and sums run in a fixed order. f16/bf16 compute in float.
+// own plane only: no atomics, and sums run in a fixed order. f16/bf16 compute in float. The
+// common 2x2 / stride 2 max pool on f32 runs on 4-float vectors.
 #include <algorithm>
+#include <atomic>
+#include <climits>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -78,7 +82,45 @@ Window adaptive(int64_t i, int64_t n, int64_t size) {
   return {lo, hi, hi - lo};
 }
 
+std::atomic<bool> g_max_pool_vectorized{true};
+
+// One output row of the 2x2 / stride 2 max pool on floats, 4 outputs at a time: rows r0 and r1
+// (unit stride) are split into even and odd columns by shuffles, and each window's winner is a
+// select, in the scalar loop's visiting order and NaN rule. base is r0's first element's index in
+// the plane (of width W); a row of Wo >= 4 outputs ends with a vector that overlaps the one
+// before it, which recomputes the same values.
+void max_pool_2x2_row(const float* r0, const float* r1, int64_t base, int64_t W, int64_t Wo, float* out,
+                      int64_t* idx) {
+  using f4 = float __attribute__((vector_size(16)));
+  using i4 = int32_t __attribute__((vector_size(16)));
+  for (int64_t ow = 0;; ow += 4) {
+    if (ow + 4 > Wo) ow = Wo - 4;
+    f4 a, b, c, d;
+    std::memcpy(&a, r0 + 2 * ow, sizeof a);
+    std::memcpy(&b, r0 + 2 * ow + 4, sizeof b);
+    std::memcpy(&c, r1 + 2 * ow, sizeof c);
+    std::memcpy(&d, r1 + 2 * ow + 4, sizeof d);
+    const i4 at = i4{0, 2, 4, 6} + int32_t(base + 2 * ow);
+    f4 best = __builtin_shufflevector(a, b, 0, 2, 4, 6);
+    i4 arg = at;
+    auto visit = [&](f4 v, i4 cand) {
+      const i4 take = (v > best) | (v != v);
+      best = take ? v : best;
+      arg = take ? cand : arg;
+    };
+    visit(__builtin_shufflevector(a, b, 1, 3, 5, 7), at + 1);
+    visit(__builtin_shufflevector(c, d, 0, 2, 4, 6), at + int32_t(W));
+    visit(__builtin_shufflevector(c, d, 1, 3, 5, 7), at + int32_t(W + 1));
+    std::memcpy(out + ow, &best, sizeof best);
+    for (int l = 0; l < 4; ++l) idx[ow + l] = arg[l];
+    if (ow + 4 >= Wo) break;
+  }
+}
+
 }  // namespace
+
+void set_max_pool_vectorized(bool on) { g_max_pool_vectorized.store(on, std::memory_order_relaxed); }
+bool max_pool_vectorized() { return g_max_pool_vectorized.load(std::memory_order_relaxed); }
 
 void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const kernels::Pool2dParams& p) {
   const int64_t C = x.size(1), H = x.size(2), W = x.size(3), Ho = out.size(2), Wo = out.size(3);
@@ -94,6 +136,7 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
     const bool two_by_two = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 &&
                             p.pad_h == 0 && p.pad_w == 0 && xs.s[3] == 1;
     if (two_by_two) {
+      const bool vectorized = max_pool_vectorized();
       for_planes(out.size(0) * C, Ho * Wo * 4, [&](int64_t q) {
         const T* xq = xp + xs.plane(q, C);
         T* oq = op + q * Ho * Wo;
@@ -102,6 +145,12 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
           const T* r0 = xq + 2 * oh * xs.s[2];
           const T* r1 = r0 + xs.s[2];
           const int64_t base = 2 * oh * W;
+          if constexpr (std::is_same_v<T, float>) {
+            if (vectorized && Wo >= 4 && H * W <= INT32_MAX) {
+              max_pool_2x2_row(r0, r1, base, W, Wo, oq + oh * Wo, iq + oh * Wo);
+              continue;
+            }
+          }
           for (int64_t ow = 0; ow < Wo; ++ow) {
             const int64_t w = 2 * ow;
             A best = A(r0[w]);
