@@ -1,6 +1,7 @@
 // Memory-bound f32 ops as users call them (each call allocates its output): elementwise at 1M
-// and 16M elements (add also without the allocation; exp and tanh also as a libm loop), a
-// broadcast add, a transposed copy, the f16 cast, sums and softmax. Bytes read plus written per call give the GB/s column.
+// and 16M elements (add also without the allocation; exp and tanh also as a libm loop), ReLU's
+// backward masked_fill (also as the branchy loop it replaced), a broadcast add, a transposed copy,
+// the f16 cast, sums and softmax. Bytes read plus written per call give the GB/s column.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -96,6 +97,31 @@ void BM_TanhLibm(benchmark::State& state) {
   libm_loop(state, [](float x) { return std::tanh(x); });
 }
 
+// masked_fill(g, x <= 0, 0): ReLU's backward on a random half-and-half mask, 4M f32 (the size
+// of SimpleCNN's first activation). BM_MaskedFillTernary is the loop the kernel had before, a
+// plain `c ? v : y` the compiler turns into a branch that mispredicts half the time, on the
+// same threads; mdl's kernel selects on the bits instead.
+constexpr int64_t k4M = int64_t(1) << 22;
+
+void BM_MaskedFill(benchmark::State& state) {
+  Tensor g = input({k4M}), mask = le(input({k4M}), zeros({}));
+  run(state, k4M * 9, [&] { return masked_fill(g, mask, 0.0); });
+}
+
+void BM_MaskedFillTernary(benchmark::State& state) {
+  Tensor g = input({k4M}), mask = le(input({k4M}), zeros({}));
+  run(state, k4M * 9, [&] {
+    Tensor out = empty({k4M});
+    const bool* c = mask.data_ptr<bool>();
+    const float* y = g.data_ptr<float>();
+    float* o = out.data_ptr<float>();
+    parallel_for(0, k4M, int64_t(1) << 15, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) o[i] = c[i] ? 0.0f : y[i];
+    });
+    return out;
+  });
+}
+
 // (4096, 4096) + (4096): the row is read with stride 0 along dim 0.
 void BM_BroadcastAdd(benchmark::State& state) {
   Tensor a = input({kSide, kSide}), row = input({kSide});
@@ -144,6 +170,8 @@ BENCHMARK(BM_Exp)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTi
 BENCHMARK(BM_ExpLibm)->Arg(k1M)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Tanh)->Arg(k1M)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_TanhLibm)->Arg(k1M)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_MaskedFillTernary)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_MaskedFill)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_BroadcastAdd)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_TransposedCopy)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_CastF16)->Unit(benchmark::kMicrosecond)->UseRealTime();

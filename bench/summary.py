@@ -57,6 +57,8 @@ ROWS = [
      "BM_Exp/1048576", "time", "cpu"),
     ("tanh 1M f32: libm per element -> 4-float vector polynomial", "bench_elementwise", "BM_TanhLibm/1048576",
      "BM_Tanh/1048576", "time", "cpu"),
+    ("ReLU backward masked_fill 4M f32: branchy ternary -> bit select", "bench_elementwise", "BM_MaskedFillTernary",
+     "BM_MaskedFill", "time", "cpu"),
     ("CPU large-block cache: add 16M f32 into a fresh 64 MiB output", "bench_cpu_cache",
      "add_fresh_output_16M/uncached", "add_fresh_output_16M/cached", "time", "cpu"),
     ("device alloc+free: cudaMalloc -> caching allocator", "bench_cuda", "BM_alloc_cudamalloc", "BM_alloc_caching", "time",
