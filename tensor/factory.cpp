@@ -6,23 +6,14 @@
 
 #include "tensor/native.h"
 #include "tensor/parallel.h"
+#include "tensor/philox.h"
 
 namespace mdl {
 
-// ---- Philox 4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3") ----
+// ---- Philox 4x32-10 (tensor/philox.h) ----
 std::array<uint32_t, 4> Generator::philox(uint64_t seed, uint64_t counter, uint64_t subsequence) {
-  uint32_t c0 = uint32_t(counter), c1 = uint32_t(counter >> 32);
-  uint32_t c2 = uint32_t(subsequence), c3 = uint32_t(subsequence >> 32);
-  uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
-  for (int round = 0; round < 10; ++round) {
-    uint64_t p0 = uint64_t(0xD2511F53u) * c0, p1 = uint64_t(0xCD9E8D57u) * c2;
-    uint32_t n0 = uint32_t(p1 >> 32) ^ c1 ^ k0, n1 = uint32_t(p1);
-    uint32_t n2 = uint32_t(p0 >> 32) ^ c3 ^ k1, n3 = uint32_t(p0);
-    c0 = n0; c1 = n1; c2 = n2; c3 = n3;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  return {c0, c1, c2, c3};
+  const PhiloxWords r = philox4x32_10(seed, counter, subsequence);
+  return {r.w[0], r.w[1], r.w[2], r.w[3]};
 }
 
 uint64_t Generator::next_u64() {

@@ -2,13 +2,12 @@
 // and tril/triu. Inputs may have any strides; indices are I64 and already range-checked by the
 // ops. The accumulating kernels split work only over positions that can never collide.
 #include <algorithm>
-#include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/cpu/loops.h"
+#include "tensor/cpu/select_bits.h"
 
 namespace mdl::cpu {
 
@@ -36,26 +35,6 @@ void add_into(char* dst, const char* src) {
   o = T(acc_t<T>(o) + acc_t<T>(*reinterpret_cast<const T*>(src)));
 }
 
-// o[i] = c[i] ? x[i * x_step] : y[i] (x_step 0 or 1) on the values' bits, through a mask made from
-// the bool: no branch, so the loop vectorises. A data-dependent branch mispredicts about half the
-// time on a random mask (ReLU's backward), which made this loop several times slower.
-template <class T>
-void select_bits(T* o, const bool* c, const T* x, int64_t x_step, const T* y, int64_t n) {
-  using U = std::conditional_t<sizeof(T) == 1, uint8_t,
-            std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
-  static_assert(sizeof(U) == sizeof(T));
-  for (int64_t i = 0; i < n; ++i) {
-    U a, b;
-    std::memcpy(&a, x + i * x_step, sizeof a);
-    std::memcpy(&b, y + i, sizeof b);
-    uint8_t ci;
-    std::memcpy(&ci, c + i, 1);
-    const U m = U(0) - U(ci != 0);
-    const U r = (a & m) | (b & U(~m));
-    std::memcpy(static_cast<void*>(o + i), &r, sizeof r);
-  }
-}
-
 }  // namespace
 
 // out = cond ? a : b, all of out's shape.
@@ -69,7 +48,7 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
       auto* x = reinterpret_cast<const T*>(p[2]);
       auto* y = reinterpret_cast<const T*>(p[3]);
       if (s[0] == sizeof(T) && s[1] == 1 && s[3] == sizeof(T) && (s[2] == sizeof(T) || s[2] == 0)) {
-        select_bits(o, c, x, s[2] == 0 ? 0 : 1, y, n);  // s[2] == 0: masked_fill, a scalar
+        select_bits(o, c, x, s[2] == 0 ? 0 : 1, y, 1, n);  // s[2] == 0: masked_fill, a scalar
         return;
       }
       for (int64_t i = 0; i < n; ++i)

@@ -4,13 +4,16 @@
 // per row, so results do not depend on the thread count.
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
 #include "tensor/cpu/loops.h"
+#include "tensor/cpu/select_bits.h"
 #include "tensor/factory.h"
 #include "tensor/kernels_norm.h"
 #include "tensor/parallel.h"
+#include "tensor/philox.h"
 
 namespace mdl::cpu {
 
@@ -280,18 +283,27 @@ void group_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tenso
 
 // ---- dropout -------------------------------------------------------------------------------
 
+// Keep element i when word i % 4 of Philox(seed, offset + i / 4) >= p * 2^32, compared as integers
+// (w >= ceil(p * 2^32), the same test for a 32-bit word), with Philox inlined into the loop.
 void dropout_mask(const Tensor& mask, double p, uint64_t seed, uint64_t offset) {
   const int64_t n = mask.numel();
   bool* m = mask.data_ptr<bool>();
-  const double threshold = p * 4294967296.0;  // keep when word >= p * 2^32
+  const uint64_t threshold = uint64_t(std::ceil(p * 4294967296.0));
   parallel_for(0, (n + 3) / 4, kGrainSize / 16, [&](int64_t b, int64_t e) {
     for (int64_t blk = b; blk < e; ++blk) {
-      const auto r = Generator::philox(seed, offset + uint64_t(blk));
-      for (int64_t j = 0, i = blk * 4; j < 4 && i < n; ++j, ++i) m[i] = double(r[size_t(j)]) >= threshold;
+      const PhiloxWords r = philox4x32_10(seed, offset + uint64_t(blk));
+      const int64_t i = blk * 4;
+      if (i + 4 <= n) {
+        for (int j = 0; j < 4; ++j) m[i + j] = uint64_t(r.w[j]) >= threshold;
+      } else {
+        for (int j = 0; i + j < n; ++j) m[i + j] = uint64_t(r.w[j]) >= threshold;
+      }
     }
   });
 }
 
+// out = mask ? in * scale : 0 (dropout forward, and its backward on the gradient). Contiguous
+// operands select on the bits (select_bits.h): a branch on a random mask mispredicts.
 void dropout_scale(const Tensor& out, const Tensor& in, const Tensor& mask, double scale) {
   if (out.numel() == 0) return;
   StridedLoop<3> loop({&out, &in, &mask});
@@ -299,6 +311,20 @@ void dropout_scale(const Tensor& out, const Tensor& in, const Tensor& mask, doub
     using A = acc_t<T>;
     const A s = A(scale);
     loop.run([&](char* const* p, const int64_t* st, int64_t n) {
+      if (st[0] == sizeof(T) && st[1] == sizeof(T) && st[2] == 1) {
+        T* o = reinterpret_cast<T*>(p[0]);
+        const T* x = reinterpret_cast<const T*>(p[1]);
+        const bool* keep = reinterpret_cast<const bool*>(p[2]);
+        using U = bits_t<T>;
+        for (int64_t i = 0; i < n; ++i) {  // +0 is all zero bits in every floating type
+          const T v = T(A(x[i]) * s);
+          U b;
+          std::memcpy(&b, &v, sizeof b);
+          b &= bool_mask<U>(keep + i);
+          std::memcpy(static_cast<void*>(o + i), &b, sizeof b);
+        }
+        return;
+      }
       for (int64_t i = 0; i < n; ++i) {
         const bool keep = *reinterpret_cast<const bool*>(p[2] + i * st[2]);
         *reinterpret_cast<T*>(p[0] + i * st[0]) = T(keep ? A(*reinterpret_cast<const T*>(p[1] + i * st[1])) * s : A(0));
