@@ -5,6 +5,7 @@
 #include "amp/autocast.h"
 #include "autograd/function.h"
 #include "tensor/factory.h"
+#include "tensor/kernels_gelu.h"
 #include "tensor/native.h"
 #include "tensor/ops.h"
 
@@ -177,22 +178,15 @@ Tensor relu(const Tensor& x) {
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   MDL_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '",
             approximate, "'");
-  if (approximate == "tanh") {
-    return unary_op(UnaryOp::GeluTanh, "gelu_tanh", x, [](const Tensor& g, const Tensor& x, const Tensor&) {
-      const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
-      Tensor inner = (x + x * x * x * c) * k;
-      Tensor t = tanh(inner);
-      Tensor dinner = (1.0 + x * x * (3.0 * c)) * k;
-      return g * ((1.0 + t) * 0.5 + x * 0.5 * (1.0 - t * t) * dinner);
-    });
-  }
-  return unary_op(UnaryOp::Gelu, "gelu", x, [](const Tensor& g, const Tensor& x, const Tensor&) {
-    // d/dx x*Phi(x) = Phi(x) + x*phi(x); Phi(x) = gelu(x)/x is unsafe at 0, so rebuild it from erf via gelu(x)+...
-    Tensor phi = exp(x * x * -0.5) * (1.0 / std::sqrt(2.0 * M_PI));
-    Tensor cdf = native::unary(UnaryOp::Gelu, x);  // x*Phi(x)
-    Tensor Phi = where(eq(x, scalar_like(0, x)), full_like(x, 0.5), cdf / x);
-    return g * (Phi + x * phi);
-  });
+  const bool tanh_approx = approximate == "tanh";
+  // The backward is one fused pass (tensor/kernels_gelu.h): Phi(x) + x phi(x), or the tanh form's derivative.
+  return unary_op(tanh_approx ? UnaryOp::GeluTanh : UnaryOp::Gelu, tanh_approx ? "gelu_tanh" : "gelu", x,
+                  [tanh_approx](const Tensor& g, const Tensor& x, const Tensor&) {
+                    const Tensor gg = g.dtype() == x.dtype() ? g : native::to_dtype(g, x.dtype());
+                    Tensor gx = make_tensor(x.shape(), x.dtype(), x.device());
+                    kernels::gelu_backward(x.device(), gx, gg, x, tanh_approx);
+                    return gx;
+                  });
 }
 Tensor silu(const Tensor& x) {
   return unary_op(UnaryOp::Silu, "silu", x, [](const Tensor& g, const Tensor& x, const Tensor&) {

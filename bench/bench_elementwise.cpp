@@ -1,13 +1,15 @@
 // Memory-bound f32 ops as users call them (each call allocates its output): elementwise at 1M
-// and 16M elements (add also without the allocation; exp and tanh also as a libm loop), ReLU's
-// backward masked_fill (also as the branchy loop it replaced), a broadcast add, a transposed copy,
-// the f16 cast, sums and softmax. Bytes read plus written per call give the GB/s column.
+// and 16M elements (add also without the allocation; exp, tanh and GELU also as a libm loop),
+// GELU's backward fused and composed, ReLU's backward masked_fill (also as the branchy loop it
+// replaced), a broadcast add, a transposed copy, the f16 cast, sums and softmax. Bytes read plus
+// written per call give the GB/s column.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
 
 #include "mdl.h"
-#include "tensor/kernels.h"  // kernels::binary, for the allocation-free add
+#include "tensor/kernels.h"       // kernels::binary, for the allocation-free add
+#include "tensor/kernels_gelu.h"  // kernels::gelu_backward, the fused backward alone
 
 using namespace mdl;
 
@@ -97,6 +99,37 @@ void BM_TanhLibm(benchmark::State& state) {
   libm_loop(state, [](float x) { return std::tanh(x); });
 }
 
+// GELU (exact) on 1M f32: forward as mdl runs it vs a libm erf loop, and the backward as one fused
+// pass vs the formula composed from tensor ops (as autograd ran it before: exp, gelu, div, where,
+// mul, add), each into fresh outputs.
+void BM_Gelu(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Tensor a = input({n});
+  run(state, 2 * n * 4, [&] { return gelu(a); });
+}
+
+void BM_GeluLibm(benchmark::State& state) {
+  libm_loop(state, [](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678f)); });
+}
+
+void BM_GeluBackwardFused(benchmark::State& state) {
+  Tensor x = input({k1M}), g = input({k1M});
+  run(state, 3 * k1M * 4, [&] {
+    Tensor gx = empty({k1M});
+    kernels::gelu_backward(Device::cpu(), gx, g, x, false);
+    return gx;
+  });
+}
+
+void BM_GeluBackwardComposed(benchmark::State& state) {
+  Tensor x = input({k1M}), g = input({k1M});
+  run(state, 3 * k1M * 4, [&] {
+    Tensor phi = exp(x * x * -0.5) * (1.0 / std::sqrt(2.0 * M_PI));
+    Tensor Phi = where(eq(x, zeros({})), full_like(x, 0.5), gelu(x) / x);
+    return g * (Phi + x * phi);
+  });
+}
+
 // masked_fill(g, x <= 0, 0): ReLU's backward on a random half-and-half mask, 4M f32 (the size
 // of SimpleCNN's first activation). BM_MaskedFillTernary is the loop the kernel had before, a
 // plain `c ? v : y` the compiler turns into a branch that mispredicts half the time, on the
@@ -170,6 +203,10 @@ BENCHMARK(BM_Exp)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTi
 BENCHMARK(BM_ExpLibm)->Arg(k1M)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Tanh)->Arg(k1M)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_TanhLibm)->Arg(k1M)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_GeluLibm)->Arg(k1M)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Gelu)->Arg(k1M)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_GeluBackwardComposed)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_GeluBackwardFused)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_MaskedFillTernary)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_MaskedFill)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_BroadcastAdd)->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -1,4 +1,4 @@
-// The CPU's vectorised exp, tanh, sigmoid, silu, gelu_tanh and gelu_tanh's derivative
+// The CPU's vectorised exp, tanh, sigmoid, silu, both GELUs and their derivatives
 // (tensor/cpu/vec_math.h) over the whole float range, in units in the last place against double
 // math, at both widths (4 floats on SSE2, 8 on AVX2+FMA) and through the tensor ops: overflow to
 // inf, subnormal results, infinities, NaN, and the same answer wherever an element sits.
@@ -43,6 +43,11 @@ double gelu_tanh_grad_ref(double x) {
   return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * kK * (1 + 3 * kC * x * x);
 }
 
+double gelu_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+double gelu_grad_ref(double x) {
+  return 0.5 * (1 + std::erf(x / std::sqrt(2.0))) + x * std::exp(-0.5 * x * x) / std::sqrt(2 * M_PI);
+}
+
 struct Fn {
   std::string name;
   VecFn fn;
@@ -57,6 +62,8 @@ const std::vector<Fn>& fns() {
       {"tanh", VecFn::Tanh, [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, 2},
       {"sigmoid", VecFn::Sigmoid, [](const Tensor& x) { return sigmoid(x); }, sigmoid_ref, 2},
       {"silu", VecFn::Silu, [](const Tensor& x) { return silu(x); }, [](double x) { return x * sigmoid_ref(x); }, 3},
+      {"gelu", VecFn::Gelu, [](const Tensor& x) { return gelu(x); }, gelu_ref, 4},
+      {"gelu_grad", VecFn::GeluGrad, nullptr, gelu_grad_ref, 4},
       {"gelu_tanh", VecFn::GeluTanh, [](const Tensor& x) { return gelu(x, "tanh"); }, gelu_tanh_ref, 4},
       {"gelu_tanh_grad", VecFn::GeluTanhGrad, nullptr, gelu_tanh_grad_ref, 8},
   };
@@ -84,8 +91,11 @@ std::string worst_error(const Fn& f, const Floats& xs, const Floats& got, int64_
     // x (1 + tanh) / 2 with tanh near -1, and its derivative has the same (1 + t) term: no float
     // formula gets them to a few ulp of the result, so their error is counted in ulps of x.
     int64_t u = std::abs(want) < 1e-30 && std::abs(got[i]) < 1e-30 ? 0 : ulps(got[i], want);
+    // The exact GELU's erf is accurate to 1.5e-7 absolute (vec_math.h), so its derivative, which
+    // crosses zero near x = -0.75, is held to an absolute error, in ulps of 1.
     if (f.name.rfind("gelu", 0) == 0 && xs[i] < 0 && std::isfinite(xs[i]))
       u = int64_t(std::abs(double(got[i]) - want) / (std::max(std::abs(double(xs[i])), 1.0) * 0x1p-23));
+    if (f.name == "gelu_grad" && std::isfinite(xs[i])) u = int64_t(std::abs(double(got[i]) - want) / 0x1p-23);
     if (u > worst) worst = u, at = xs[i];
   }
   return f.name + ": worst " + std::to_string(worst) + " ulp at x = " + std::to_string(at);
@@ -135,5 +145,30 @@ TEST_CASE("unary vector math: NaN stays NaN, and an element's result does not de
         xs[size_t(at)] = v;
         CHECK_MESSAGE(f.op(from_vector(xs, {n})).to_vector<float>()[size_t(at)] == alone, f.name, " n=", n, " at ", at);
       }
+  }
+}
+
+TEST_CASE("gelu backward: one fused pass against the double formula, on strided and broadcast operands") {
+  for (const bool tanh_approx : {false, true}) {
+    const std::string approx = tanh_approx ? "tanh" : "none";
+    for (DType dt : {kF32, kF16, kBF16, kF64}) {
+      CAPTURE(approx);
+      CAPTURE(dt);
+      Generator gen(5);
+      const Tensor base = (randn({37, 23}, {}, &gen) * 3.0).to(dt);
+      const Tensor x = base.t().detach().requires_grad_(true);  // (23, 37), transposed strides
+      const Tensor y = gelu(x, approx);
+      const Tensor g = randn({37}, {}, &gen).to(dt);  // broadcast over rows: stride 0 along dim 0
+      y.backward(expand(g, y.shape()));
+      const std::vector<double> xv = x.to(kF64).contiguous().to_vector<double>(), gv = g.to(kF64).to_vector<double>();
+      const std::vector<double> got = x.grad().to(kF64).contiguous().to_vector<double>();
+      const double tol = dt == kF64 ? 1e-12 : dt == kF32 ? 2e-6 : dt == kF16 ? 4e-3 : 3e-2;
+      double worst = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        const double xi = xv[i], d = tanh_approx ? gelu_tanh_grad_ref(xi) : gelu_grad_ref(xi);
+        worst = std::max(worst, std::abs(got[i] - gv[i % 37] * d) / (1 + std::abs(gv[i % 37] * d)));
+      }
+      CHECK(worst <= tol);
+    }
   }
 }

@@ -1,6 +1,6 @@
 // Elementwise unary math: out = op(in), computed in acc_t (float for f16/bf16) and rounded once.
 // 16-bit inputs are converted in blocks, so the math loop runs on plain floats; exp, sigmoid,
-// silu, tanh and gelu_tanh on floats run on float vectors (vec_map.h), the rest through <cmath>.
+// silu, tanh and both GELUs on floats run on float vectors (vec_map.h), the rest through <cmath>.
 #include <cmath>
 
 #include "tensor/cpu/convert.h"
@@ -56,6 +56,7 @@ void unary_floats(float* o, const float* x, int64_t n) {
   if constexpr (OP == UnaryOp::Sigmoid) return vec_map(VecFn::Sigmoid, o, x, n);
   if constexpr (OP == UnaryOp::Silu) return vec_map(VecFn::Silu, o, x, n);
   if constexpr (OP == UnaryOp::Tanh) return vec_map(VecFn::Tanh, o, x, n);
+  if constexpr (OP == UnaryOp::Gelu) return vec_map(VecFn::Gelu, o, x, n);
   if constexpr (OP == UnaryOp::GeluTanh) return vec_map(VecFn::GeluTanh, o, x, n);
   for (int64_t i = 0; i < n; ++i) o[i] = UnaryMath<float>::apply(OP, x[i]);
 }
@@ -66,7 +67,12 @@ void unary_loop(const Tensor& out, const Tensor& in) {
   using A = acc_t<T>;
   StridedLoop<2> loop({&out, &in});
   loop.run([&](char* const* p, const int64_t* s, int64_t n) {
-    if constexpr (is_half_v<T>) {
+    const bool contiguous = s[0] == sizeof(T) && s[1] == sizeof(T);
+    if constexpr (std::is_same_v<T, float>) {
+      if (contiguous) return unary_floats<OP>(reinterpret_cast<float*>(p[0]), reinterpret_cast<const float*>(p[1]), n);
+    }
+    // 16-bit and strided floats go through a float buffer, so every layout gets the same math.
+    if constexpr (is_half_v<T> || std::is_same_v<T, float>) {
       constexpr int64_t kBlock = 256;
       float buf[kBlock];
       for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
@@ -75,13 +81,10 @@ void unary_loop(const Tensor& out, const Tensor& in) {
         unary_floats<OP>(buf, buf, m);
         for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(p[0] + (i0 + i) * s[0]) = T(buf[i]);
       }
-    } else if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
+    } else if (contiguous) {
       T* o = reinterpret_cast<T*>(p[0]);
       const T* x = reinterpret_cast<const T*>(p[1]);
-      if constexpr (std::is_same_v<T, float>)
-        unary_floats<OP>(o, x, n);
-      else
-        for (int64_t i = 0; i < n; ++i) o[i] = T(UnaryMath<A>::apply(OP, A(x[i])));
+      for (int64_t i = 0; i < n; ++i) o[i] = T(UnaryMath<A>::apply(OP, A(x[i])));
     } else {
       for (int64_t i = 0; i < n; ++i)
         *reinterpret_cast<T*>(p[0] + i * s[0]) = T(UnaryMath<A>::apply(OP, A(*reinterpret_cast<const T*>(p[1] + i * s[1]))));

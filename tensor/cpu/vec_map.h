@@ -7,7 +7,7 @@
 
 namespace mdl::cpu {
 
-enum class VecFn : uint8_t { Exp, Tanh, Sigmoid, Silu, GeluTanh, GeluTanhGrad };
+enum class VecFn : uint8_t { Exp, Tanh, Sigmoid, Silu, Gelu, GeluGrad, GeluTanh, GeluTanhGrad };
 
 void vec_map(VecFn f, float* o, const float* x, int64_t n);
 

@@ -40,6 +40,8 @@ MDL_VEC_FN(ExpFn, vecmath::exp_v(v));
 MDL_VEC_FN(TanhFn, vecmath::tanh_v(v));
 MDL_VEC_FN(SigmoidFn, vecmath::sigmoid_v(v));
 MDL_VEC_FN(SiluFn, v * vecmath::sigmoid_v(v));
+MDL_VEC_FN(GeluFn, vecmath::gelu_v(v));
+MDL_VEC_FN(GeluGradFn, vecmath::gelu_grad_v(v));
 MDL_VEC_FN(GeluTanhFn, vecmath::gelu_tanh_v(v));
 MDL_VEC_FN(GeluTanhGradFn, vecmath::gelu_tanh_grad_v(v));
 #undef MDL_VEC_FN
@@ -51,6 +53,8 @@ void map_fn(VecFn fn, float* o, const float* x, int64_t n) {
     case VecFn::Tanh: return map_loop<V>(o, x, n, TanhFn{});
     case VecFn::Sigmoid: return map_loop<V>(o, x, n, SigmoidFn{});
     case VecFn::Silu: return map_loop<V>(o, x, n, SiluFn{});
+    case VecFn::Gelu: return map_loop<V>(o, x, n, GeluFn{});
+    case VecFn::GeluGrad: return map_loop<V>(o, x, n, GeluGradFn{});
     case VecFn::GeluTanh: return map_loop<V>(o, x, n, GeluTanhFn{});
     case VecFn::GeluTanhGrad: return map_loop<V>(o, x, n, GeluTanhGradFn{});
   }

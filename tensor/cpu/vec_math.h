@@ -1,4 +1,4 @@
-// e^x, tanh, sigmoid and GELU (tanh form) on any GCC float vector V (4 floats on SSE2, 8 on
+// e^x, tanh, sigmoid, erf and GELU (exact and tanh form) on any GCC float vector V (4 floats on SSE2, 8 on
 // AVX2): Cephes polynomials, 1-2 ulp. Written on vectors because the auto-vectoriser will not
 // if-convert their selects. Always inlined, so each instantiation is compiled for the caller's
 // target (vec_map_avx2.cpp instantiates them for 8 floats).
@@ -71,6 +71,36 @@ template <class V>
 MDL_VEC_INLINE V gelu_tanh_grad_v(V x) {
   const V t = tanh_v(kSqrt2OverPi * (x + kGeluCubic * x * x * x));
   return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3 * kGeluCubic * x * x);
+}
+
+// erf(x): below |x| = 0.5 its Taylor series to x^11 (relative error under 1e-8, so tiny x keep their
+// ulps); above, 1 - (a1 t + ... + a5 t^5) e^(-x^2) with t = 1 / (1 + p |x|) (Abramowitz and Stegun
+// 7.1.26, absolute error under 1.5e-7, the form PyTorch's vectorised CPU erf takes). Odd in x.
+template <class V>
+MDL_VEC_INLINE V erf_v(V x) {
+  const V ax = x < 0.0f ? -x : x;
+  const V z = x * x;
+  const V taylor = x * 1.12837916709551257f *
+                   (1.0f + z * (-0.333333333333f + z * (0.1f + z * (-0.0238095238095f + z * (0.00462962962963f +
+                                                                                            z * -0.000757575757576f)))));
+  const V t = 1.0f / (1.0f + 0.3275911f * ax);
+  const V y = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f) * t;
+  const V r = 1.0f - y * exp_v(-z);
+  return ax < 0.5f ? taylor : x < 0.0f ? -r : r;
+}
+
+constexpr float kSqrtHalf = 0.70710678118654752440f, kInvSqrt2Pi = 0.39894228040143267794f;
+
+// GELU, exact: x Phi(x) = x/2 (1 + erf(x / sqrt 2)).
+template <class V>
+MDL_VEC_INLINE V gelu_v(V x) {
+  return 0.5f * x * (1.0f + erf_v(x * kSqrtHalf));
+}
+
+// Its derivative: Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi).
+template <class V>
+MDL_VEC_INLINE V gelu_grad_v(V x) {
+  return 0.5f * (1.0f + erf_v(x * kSqrtHalf)) + x * kInvSqrt2Pi * exp_v(-0.5f * x * x);
 }
 
 #undef MDL_VEC_INLINE

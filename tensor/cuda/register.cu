@@ -5,12 +5,15 @@
 #include "profiler/hook.h"
 #include "tensor/cuda/allocator.cuh"
 #include "tensor/cuda/kernels.cuh"
+#include "tensor/kernels_gelu.h"
 #include "tensor/kernels_linear.h"
 
 namespace mdl::cuda {
-// tensor/cuda/linear_act.cu (declared here rather than in kernels.cuh, which every kernel file includes).
+// tensor/cuda/linear_act.cu and gelu_backward.cu (declared here rather than in kernels.cuh, which
+// every kernel file includes).
 kernels::LinearActForwardFn linear_act_forward;
 kernels::LinearActBackwardFn linear_act_backward;
+kernels::GeluBackwardFn gelu_backward;  // tensor/cuda/gelu_backward.cu
 }  // namespace mdl::cuda
 
 namespace mdl::cuda::detail {
@@ -65,6 +68,7 @@ void register_kernels() {
   k::attention_backward.cuda = &cuda::attention_backward;
   k::linear_act_forward.cuda = &cuda::linear_act_forward;
   k::linear_act_backward.cuda = &cuda::linear_act_backward;
+  k::gelu_backward.cuda = &cuda::gelu_backward;
 }
 
 }  // namespace mdl::cuda::detail

@@ -1,0 +1,58 @@
+// GELU's backward on the CPU: grad_x = grad_out * gelu'(x), one pass. f32/f16/bf16 compute the
+// derivative on float vectors (vec_map.h) a block at a time; f64 runs <cmath>.
+#include <algorithm>
+#include <cmath>
+
+#include "tensor/cpu/convert.h"
+#include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/loops.h"
+#include "tensor/cpu/vec_map.h"
+#include "tensor/kernels_gelu.h"
+
+namespace mdl::cpu {
+
+namespace {
+
+double gelu_grad(double x, bool tanh_approx) {
+  if (tanh_approx) {
+    const double k = 0.7978845608028654, c = 0.044715;
+    const double t = std::tanh(k * (x + c * x * x * x));
+    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x);
+  }
+  return 0.5 * (1 + std::erf(x * 0.7071067811865476)) + x * 0.3989422804014327 * std::exp(-0.5 * x * x);
+}
+
+}  // namespace
+
+void gelu_backward(const Tensor& grad_x, const Tensor& grad_out, const Tensor& x, bool tanh_approx) {
+  if (grad_x.numel() == 0) return;
+  StridedLoop<3> loop({&grad_x, &grad_out, &x});
+  const VecFn fn = tanh_approx ? VecFn::GeluTanhGrad : VecFn::GeluGrad;
+  dispatch_floating(grad_x.dtype(), "gelu_backward", [&]<class T>() {
+    loop.run([&](char* const* p, const int64_t* s, int64_t n) {
+      auto at = [&](int k, int64_t i) { return reinterpret_cast<T*>(p[k] + i * s[k]); };
+      if constexpr (std::is_same_v<T, double>) {
+        for (int64_t i = 0; i < n; ++i) *at(0, i) = *at(1, i) * gelu_grad(*at(2, i), tanh_approx);
+      } else {
+        constexpr int64_t kBlock = 256;
+        float d[kBlock];
+        const bool dense = std::is_same_v<T, float> && s[0] == 4 && s[1] == 4 && s[2] == 4;
+        for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
+          const int64_t m = std::min(kBlock, n - i0);
+          if (dense) {  // straight from x; no gather
+            vec_map(fn, d, reinterpret_cast<const float*>(at(2, i0)), m);
+            float* o = reinterpret_cast<float*>(at(0, i0));
+            const float* g = reinterpret_cast<const float*>(at(1, i0));
+            for (int64_t i = 0; i < m; ++i) o[i] = g[i] * d[i];
+            continue;
+          }
+          for (int64_t i = 0; i < m; ++i) d[i] = float(*at(2, i0 + i));
+          vec_map(fn, d, d, m);
+          for (int64_t i = 0; i < m; ++i) *at(0, i0 + i) = T(float(*at(1, i0 + i)) * d[i]);
+        }
+      }
+    });
+  });
+}
+
+}  // namespace mdl::cpu
