@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "tensor/cpu/cpu_features.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/vec_math.h"
 #include "tensor/kernels_attention.h"
@@ -199,16 +200,12 @@ template <int W>
   return mx + std::log(s);
 }
 
-bool has_avx2() {
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-}
 [[gnu::target("avx2,fma")]] float softmax_row_avx2(float* row, int64_t n) { return softmax_row_v<8>(row, n); }
 [[gnu::target("avx2,fma")]] void exp_row_avx2(float* row, int64_t n, float lse) { exp_sub<8>(row, n, lse); }
 
-float softmax_row(float* row, int64_t n) { return has_avx2() ? softmax_row_avx2(row, n) : softmax_row_v<4>(row, n); }
+float softmax_row(float* row, int64_t n) { return has_avx2_fma() ? softmax_row_avx2(row, n) : softmax_row_v<4>(row, n); }
 void exp_row(float* row, int64_t n, float lse) {
-  if (has_avx2()) exp_row_avx2(row, n, lse);
+  if (has_avx2_fma()) exp_row_avx2(row, n, lse);
   else exp_sub<4>(row, n, lse);
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "tensor/cpu/cpu_features.h"
 #include "tensor/cpu/cpu_kernels.h"
 #include "tensor/kernels_conv.h"
 #include "tensor/parallel.h"
@@ -18,15 +19,6 @@ namespace {
 
 #define MDL_INLINE [[gnu::always_inline]] inline
 
-bool has_avx2() {
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-#else
-  return false;
-#endif
-}
-
 // Runs k(begin, end) over [0, n) on the threads, the loops compiled for AVX2 when available.
 template <class K>
 #if defined(__x86_64__) || defined(__i386__)
@@ -38,7 +30,7 @@ void run_plain(const K& k, int64_t b, int64_t e) { k(b, e); }
 template <class K>
 void run(const K& k, int64_t n, int64_t work_per_item) {
   parallel_for(0, n, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(work_per_item, 1)), [&](int64_t b, int64_t e) {
-    if (has_avx2()) run_avx2(k, b, e);
+    if (has_avx2_fma()) run_avx2(k, b, e);
     else run_plain(k, b, e);
   });
 }

@@ -9,6 +9,7 @@
 #include <exception>
 #include <memory>
 
+#include "tensor/cpu/cpu_features.h"
 #include "tensor/error.h"
 
 #ifdef _OPENMP
@@ -56,7 +57,7 @@ void kernel_scalar(int64_t kc, const T* a, const T* b, T* c, int64_t rsc, int64_
 
 Kernel<float> pick_f32_kernel() {
 #if defined(__x86_64__) || defined(__i386__)
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return detail::sgemm_kernel_6x16_avx2;
+  if (has_avx2_fma()) return detail::sgemm_kernel_6x16_avx2;
 #endif
   return kernel_scalar<float, 6, 16>;
 }

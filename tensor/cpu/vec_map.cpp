@@ -1,16 +1,10 @@
 // vec_map's 4-float (SSE2) width and the run-time choice between it and the AVX2 one.
+#include "tensor/cpu/cpu_features.h"
 #include "tensor/cpu/vec_map_impl.h"
 
 namespace mdl::cpu {
 
-bool vec_avx2() {
-#if defined(__x86_64__) || defined(__i386__)
-  static const bool yes = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return yes;
-#else
-  return false;
-#endif
-}
+bool vec_avx2() { return has_avx2_fma(); }
 
 void vec_map4(VecFn f, float* o, const float* x, int64_t n) {
   using f4 = float __attribute__((vector_size(16)));
