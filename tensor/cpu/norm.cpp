@@ -2,6 +2,7 @@
 // one-group case) and dropout. Inputs arrive contiguous as (N, C, S). Statistics are two-pass
 // (mean, then squared deviations) and every sum runs in double in a fixed order per channel or
 // per row, so results do not depend on the thread count.
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -195,6 +196,89 @@ void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tenso
 
 // ---- group norm (and layer norm) -------------------------------------------------------------
 
+// Layer norm on f32 (one group, one element per channel) runs on float vectors: each row's sums
+// are float partials over blocks of kSumBlock elements, vectorised (omp simd), added in double;
+// the same order whatever the thread count.
+namespace {
+
+constexpr int64_t kSumBlock = 64;
+
+template <class F>
+double block_sum(int64_t n, const F& f) {
+  double total = 0;
+  for (int64_t j0 = 0; j0 < n; j0 += kSumBlock) {
+    const int64_t j1 = std::min(n, j0 + kSumBlock);
+    float part = 0;
+#pragma omp simd reduction(+ : part)
+    for (int64_t j = j0; j < j1; ++j) part += f(j);
+    total += double(part);
+  }
+  return total;
+}
+
+void layer_norm_rows_f32(int64_t N, int64_t C, const float* x, float* y, float* mean, float* rstd, const float* w,
+                         const float* b, double eps) {
+  parallel_for(0, N, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, C)), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const float* xr = x + r * C;
+      float* yr = y + r * C;
+      const float m = float(block_sum(C, [&](int64_t j) { return xr[j]; }) / double(C));
+      const double var = block_sum(C, [&](int64_t j) {
+                           const float d = xr[j] - m;
+                           return d * d;
+                         }) / double(C);
+      const float rs = float(1.0 / std::sqrt(var + eps));
+      mean[r] = m;
+      rstd[r] = rs;
+#pragma omp simd
+      for (int64_t j = 0; j < C; ++j) yr[j] = (xr[j] - m) * (rs * w[j]) + b[j];
+    }
+  });
+}
+
+// gx, and (when asked) gw[c] = sum over rows of gy * xhat and gb[c] = sum of gy, in double.
+void layer_norm_backward_rows_f32(int64_t N, int64_t C, const float* x, const float* g, const float* mean,
+                                  const float* rstd, const float* w, float* gx, float* gw, float* gb) {
+  if (gw || gb) {  // threads split the channels; each walks the rows in order
+    parallel_for(0, C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, N)), [&](int64_t cb, int64_t ce) {
+      std::vector<double> sw(size_t(ce - cb), 0.0), sb(size_t(ce - cb), 0.0);
+      for (int64_t n = 0; n < N; ++n) {
+        const float* xr = x + n * C;
+        const float* gr = g + n * C;
+        const float m = mean[n], rs = rstd[n];
+#pragma omp simd
+        for (int64_t c = cb; c < ce; ++c) {
+          sw[size_t(c - cb)] += double(gr[c] * ((xr[c] - m) * rs));
+          sb[size_t(c - cb)] += double(gr[c]);
+        }
+      }
+      for (int64_t c = cb; c < ce; ++c) {
+        if (gw) gw[c] = float(sw[size_t(c - cb)]);
+        if (gb) gb[c] = float(sb[size_t(c - cb)]);
+      }
+    });
+  }
+  if (!gx) return;
+  // Per row, h = gy * w: gx = rstd * (h - mean(h) - xhat * mean(h * xhat)).
+  parallel_for(0, N, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, C)), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const float* xr = x + r * C;
+      const float* gr = g + r * C;
+      float* o = gx + r * C;
+      const float m = mean[r];
+      const double rs = double(rstd[r]);
+      const double sh_sum = block_sum(C, [&](int64_t j) { return gr[j] * w[j]; });
+      const double shx_sum = block_sum(C, [&](int64_t j) { return gr[j] * w[j] * (xr[j] - m); });
+      const double mh = sh_sum / double(C), k = rs * rs * shx_sum / double(C);  // mean(h), mean(h * xhat) * rstd
+      const float rsf = float(rs), q = float(-rs * k), sh = float(-rs * mh);
+#pragma omp simd
+      for (int64_t j = 0; j < C; ++j) o[j] = gr[j] * (rsf * w[j]) + (xr[j] - m) * q + sh;
+    }
+  });
+}
+
+}  // namespace
+
 void group_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                         const Tensor& weight, const Tensor& bias, int64_t groups, double eps) {
   const int64_t N = x.size(0), C = x.size(1), S = x.size(2), K = C / groups, L = K * S;
@@ -205,6 +289,9 @@ void group_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rst
     A* mp = mean.data_ptr<A>();
     A* rp = rstd.data_ptr<A>();
     const std::vector<A> w = param<A>(weight, C, A(1)), b = param<A>(bias, C, A(0));
+    if constexpr (std::is_same_v<T, float>) {
+      if (S == 1 && groups == 1) return layer_norm_rows_f32(N, C, xp, yp, mp, rp, w.data(), b.data(), eps);
+    }
     // One (n, g) row of K channels x S: its stats, then y = (x - mean) * rstd * w[c] + b[c].
     const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, L));
     parallel_for(0, N * groups, grain, [&](int64_t rb, int64_t re) {
@@ -241,6 +328,13 @@ void group_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tenso
     const A* mp = mean.data_ptr<A>();
     const A* rp = rstd.data_ptr<A>();
     const std::vector<A> w = param<A>(weight, C, A(1));
+    if constexpr (std::is_same_v<T, float>) {
+      if (S == 1 && groups == 1)
+        return layer_norm_backward_rows_f32(N, C, xp, gp, mp, rp, w.data(),
+                                            grad_x.defined() ? grad_x.data_ptr<float>() : nullptr,
+                                            grad_w.defined() ? grad_w.data_ptr<float>() : nullptr,
+                                            grad_b.defined() ? grad_b.data_ptr<float>() : nullptr);
+    }
     // gw[c] = sum gy * xhat, gb[c] = sum gy, over (n, s).
     if (grad_w.defined() || grad_b.defined()) {
       std::vector<double> sw(static_cast<size_t>(C)), sb(static_cast<size_t>(C));
