@@ -94,7 +94,7 @@ const std::map<std::string, Option>& table() {
       {"--profile", {true, [](O& o, auto& k, auto& v) { o.profile = parse_int(k, v, 1); }}},
       {"--trace", {true, [](O& o, auto&, auto& v) { o.trace = v; }}},
       {"--dump-order", {true, [](O& o, auto&, auto& v) { o.dump_order = v; }}},
-      {"--dist", {false, [](O& o, auto& k, auto&) {
+      {"--dist", {false, [](O& o, [[maybe_unused]] auto& k, auto&) {
 #ifndef MDL_WITH_MPI
          throw UsageError("mdl-train: " + k + " needs a build with MPI (make MPI=1; make deps installs Open MPI)");
 #endif
