@@ -4,6 +4,8 @@
 // autocast, and CUDA (cuBLASLt epilogues) against the CPU, skipped without a GPU.
 #include <doctest/doctest.h>
 
+#include <limits>
+
 #include <algorithm>
 
 #include "amp/autocast.h"
@@ -125,6 +127,19 @@ TEST_CASE("linear_act: only the inputs that need a gradient get one; empty batch
   CHECK(e.shape() == Shape{0, 2});
   Tensor k0 = nn::functional::linear(zeros({2, 0}), zeros({3, 0}), full({3}, -1.0), Activation::Relu);
   check_close(zeros({2, 3}), k0, "in_features 0: relu(bias)");
+}
+
+TEST_CASE("linear_act: ReLU's backward passes the gradient where pre > 0 and zero elsewhere, even an infinite one") {
+  // pre = x @ w^T + b = (x0 - x1, x0 + x1) per row: negative, zero and positive entries.
+  Tensor x = from_vector<float>({1, 2, 3, -3, -1, 0}, {3, 2}).requires_grad_();
+  Tensor w = from_vector<float>({1, -1, 1, 1}, {2, 2}), b = zeros({2});
+  Tensor y = nn::functional::linear(x, w, b, Activation::Relu);
+  const float inf = std::numeric_limits<float>::infinity();
+  y.backward(full({3, 2}, inf));
+  // Row 0: pre (-1, 3) -> dpre (0, inf); row 1: (6, 0) -> (inf, 0); row 2: (-1, -1) -> (0, 0).
+  // dx = dpre @ w: row 0 (inf, inf), row 1 (inf, -inf), row 2 (0, 0): no NaN from inf * 0.
+  const std::vector<float> gx = x.grad().to_vector<float>();
+  CHECK(gx == std::vector<float>{inf, inf, inf, -inf, 0, 0});
 }
 
 TEST_CASE("linear_act: bad shapes, dtypes and devices throw naming them") {

@@ -5,11 +5,13 @@
 // f32 runs on float vectors.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <vector>
 
 #include "tensor/cpu/convert.h"
 #include "tensor/cpu/gemm.h"
+#include "tensor/cpu/select_bits.h"
 #include "tensor/cpu/vec_map.h"
 #include "tensor/kernels_linear.h"
 #include "tensor/parallel.h"
@@ -123,6 +125,21 @@ void backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& gra
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j0 = c0; j0 < c1; j0 += kBlock) {
         const int64_t m = std::min(kBlock, c1 - j0), k0 = i * N + j0;
+        if (act == Activation::Relu) {  // g where pre > 0, else 0: a select on the bits, no branch
+          using U = bits_t<A>;
+          for (int64_t j = 0; j < m; ++j) {
+            const A gj = A(g[k0 + j]);
+            U b;
+            std::memcpy(&b, &gj, sizeof b);
+            b &= U(U(0) - U(A(s[k0 + j]) > A(0)));
+            A r;
+            std::memcpy(&r, &b, sizeof r);
+            const T v = convert<T>(r);
+            gp[k0 + j] = v;
+            sum[size_t(j0 - c0 + j)] += A(v);
+          }
+          continue;
+        }
         if (s) {
           for (int64_t j = 0; j < m; ++j) d[j] = A(s[k0 + j]);
           act_derivative_block(act, d, m);
