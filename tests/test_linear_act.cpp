@@ -4,9 +4,8 @@
 // autocast, and CUDA (cuBLASLt epilogues) against the CPU, skipped without a GPU.
 #include <doctest/doctest.h>
 
-#include <limits>
-
 #include <algorithm>
+#include <limits>
 
 #include "amp/autocast.h"
 #include "autograd/gradcheck.h"
