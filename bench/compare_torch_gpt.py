@@ -4,8 +4,9 @@
 Both train the model `mdl-train --model gpt` builds (nn/models/transformers.cpp via train/setup.cpp:
 4 pre-norm blocks, 4 heads, width 128, context 64, exact GELU, no dropout, an untied bias-free head;
 the parameter counts are checked equal) with AdamW (lr 1e-3, no weight decay) at the same batch
-size for the same number of steps. mdl runs through mdl-train (its CSV log gives samples/s);
-PyTorch trains on windows of the same text in its best setting on this CPU:
+size for the same number of steps. mdl runs through mdl-train (its CSV log gives samples/s and the
+epoch's mean loss, over the text's first windows); PyTorch trains on random windows of the same
+text (so the losses are a sanity check, not a comparison) in its best setting on this CPU:
 torch.set_num_threads(cores), OPENBLAS_NUM_THREADS=cores, OMP_WAIT_POLICY=PASSIVE. Both step
 times include loading the batch and the optimizer step.
 
@@ -101,11 +102,11 @@ def run_torch(args, vocab_chars):
 
     for _ in range(3):  # warm-up, not timed
         step()
-    start = time.perf_counter()
+    start, total = time.perf_counter(), 0.0
     for _ in range(args.steps):
-        loss = step()
+        total += step()
     seconds = time.perf_counter() - start
-    return params, args.steps * args.batch / seconds, loss
+    return params, args.steps * args.batch / seconds, total / args.steps
 
 
 def main():
@@ -126,7 +127,7 @@ def main():
     ms = lambda sps: 1000.0 * args.batch / sps
     print(f"\nGPT ({LAYERS} layers, {HEADS} heads, width {WIDTH}, context {CONTEXT}, vocabulary {len(vocab_chars)}, "
           f"{mdl_params:,} parameters), batch {args.batch}, {args.steps} steps, AdamW lr 1e-3")
-    print(f"{'':8} {'ms/step':>8} {'samples/s':>10} {'last loss':>10}")
+    print(f"{'':8} {'ms/step':>8} {'samples/s':>10} {'mean loss':>10}")
     print(f"{'mdl':8} {ms(mdl_sps):8.2f} {mdl_sps:10.1f} {mdl_loss:10.4f}")
     print(f"{'PyTorch':8} {ms(torch_sps):8.2f} {torch_sps:10.1f} {torch_loss:10.4f}")
     print(f"PyTorch / mdl step time: {ms(torch_sps) / ms(mdl_sps):.2f}")
