@@ -63,6 +63,8 @@ ROWS = [
      "BM_GeluBackwardFused", "time", "cpu"),
     ("ReLU backward masked_fill 4M f32: branchy ternary -> bit select", "bench_elementwise", "BM_MaskedFillTernary",
      "BM_MaskedFill", "time", "cpu"),
+    ("transpose 4096^2 f32 (.t().contiguous()): row by row -> 32x32 tiles", "bench_elementwise",
+     "BM_TransposedCopyRows", "BM_TransposedCopy", "time", "cpu"),
     ("CPU large-block cache: add 16M f32 into a fresh 64 MiB output", "bench_cpu_cache",
      "add_fresh_output_16M/uncached", "add_fresh_output_16M/cached", "time", "cpu"),
     ("device alloc+free: cudaMalloc -> caching allocator", "bench_cuda", "BM_alloc_cudamalloc", "BM_alloc_caching", "time",
