@@ -23,46 +23,15 @@ if os.environ.get("MDL_COMPARE_ENV") != "1":  # set the thread environment befor
     os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_gpt import GPT  # bench/torch_gpt.py, beside this script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MDL_TRAIN = next((p for p in [os.environ.get("MDL_TRAIN", ""), os.path.join(HERE, "..", "build", "mdl-train"),
                               os.path.join(HERE, "..", "build", "nocuda", "mdl-train")] if p and os.path.exists(p)),
                  os.path.join(HERE, "..", "build", "mdl-train"))
 CONTEXT, LAYERS, HEADS, WIDTH = 64, 4, 4, 128
-
-
-class Block(nn.Module):
-    """mdl's TransformerEncoderLayer: pre-norm, causal self-attention, exact GELU feed-forward."""
-
-    def __init__(self, e, heads):
-        super().__init__()
-        self.norm1, self.norm2 = nn.LayerNorm(e), nn.LayerNorm(e)
-        self.self_attn = nn.MultiheadAttention(e, heads, batch_first=True)
-        self.linear1, self.linear2 = nn.Linear(e, 4 * e), nn.Linear(4 * e, e)
-
-    def forward(self, x, mask):
-        h = self.norm1(x)
-        x = x + self.self_attn(h, h, h, attn_mask=mask, need_weights=False)[0]
-        return x + self.linear2(F.gelu(self.linear1(self.norm2(x))))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab):
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(vocab, WIDTH), nn.Embedding(CONTEXT, WIDTH)
-        self.blocks = nn.ModuleList(Block(WIDTH, HEADS) for _ in range(LAYERS))
-        self.ln_f = nn.LayerNorm(WIDTH)
-        self.lm_head = nn.Linear(WIDTH, vocab, bias=False)
-
-    def forward(self, idx):
-        t = idx.shape[1]
-        x = self.wte(idx) + self.wpe(torch.arange(t))
-        mask = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
-        for b in self.blocks:
-            x = b(x, mask)
-        return self.lm_head(self.ln_f(x))
 
 
 def run_mdl(args, workdir):
@@ -85,7 +54,7 @@ def run_torch(args, vocab_chars):
         text = f.read()
     stoi = {c: i for i, c in enumerate(vocab_chars)}
     data = torch.tensor([stoi[c] for c in text], dtype=torch.int64)
-    model = GPT(len(vocab_chars))
+    model = GPT(vocab=len(vocab_chars), context=CONTEXT, n_layer=LAYERS, n_head=HEADS, n_embd=WIDTH)
     params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
     gen = torch.Generator().manual_seed(0)

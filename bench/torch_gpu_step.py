@@ -21,6 +21,8 @@ if not torch.cuda.is_available():
     print("torch_gpu_step: skipped, PyTorch sees no GPU")
     sys.exit(0)
 
+from torch_gpt import GPT  # noqa: E402 (bench/torch_gpt.py, beside this script)
+
 
 def simple_cnn():
     return nn.Sequential(
@@ -61,38 +63,6 @@ class ResNet18(nn.Module):
     def forward(self, x):
         h = self.layers(F.relu(self.bn1(self.conv1(x))))
         return self.fc(torch.flatten(F.adaptive_avg_pool2d(h, 1), 1))
-
-
-class Block(nn.Module):
-    """mdl's TransformerEncoderLayer: pre-norm, causal self-attention, exact GELU feed-forward."""
-
-    def __init__(self, e, heads):
-        super().__init__()
-        self.norm1, self.norm2 = nn.LayerNorm(e), nn.LayerNorm(e)
-        self.self_attn = nn.MultiheadAttention(e, heads, batch_first=True)
-        self.linear1, self.linear2 = nn.Linear(e, 4 * e), nn.Linear(4 * e, e)
-
-    def forward(self, x, mask):
-        h = self.norm1(x)
-        x = x + self.self_attn(h, h, h, attn_mask=mask, is_causal=True, need_weights=False)[0]
-        return x + self.linear2(F.gelu(self.linear1(self.norm2(x))))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab=65, context=256, n_layer=6, n_head=6, n_embd=384):
-        super().__init__()
-        self.wte, self.wpe = nn.Embedding(vocab, n_embd), nn.Embedding(context, n_embd)
-        self.blocks = nn.ModuleList(Block(n_embd, n_head) for _ in range(n_layer))
-        self.ln_f = nn.LayerNorm(n_embd)
-        self.lm_head = nn.Linear(n_embd, vocab, bias=False)
-
-    def forward(self, idx):
-        t = idx.shape[1]
-        x = self.wte(idx) + self.wpe(torch.arange(t, device=idx.device))
-        mask = nn.Transformer.generate_square_subsequent_mask(t, device=idx.device)
-        for b in self.blocks:
-            x = b(x, mask)
-        return self.lm_head(self.ln_f(x))
 
 
 def gemm_tflops(n, seconds=1.0):

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "tensor/cpu/cpu_features.h"
 #include "tensor/cpu/vec_map.h"
 #include "tensor/factory.h"
 #include "tensor/ops.h"
@@ -110,7 +111,7 @@ TEST_CASE("unary vector math: within a few ulp over the float range at both widt
     Floats o(xs.size());
     cpu::vec_map4(f.fn, o.data(), xs.data(), int64_t(xs.size()));
     runs.emplace_back("4 floats", o);
-    if (cpu::vec_avx2()) {
+    if (cpu::has_avx2_fma()) {
       cpu::vec_map8(f.fn, o.data(), xs.data(), int64_t(xs.size()));
       runs.emplace_back("8 floats (AVX2)", o);
     }

@@ -136,19 +136,11 @@ void exp_row(double* row, int64_t n, double lse) {
 }
 
 using f4 = float __attribute__((vector_size(16)));
-using i4 = int32_t __attribute__((vector_size(16)));
 using f8 = float __attribute__((vector_size(32)));
-using i8 = int32_t __attribute__((vector_size(32)));
 template <int W> struct Vec;
-template <> struct Vec<4> { using F = f4; using I = i4; };
-template <> struct Vec<8> { using F = f8; using I = i8; };
+template <> struct Vec<4> { using F = f4; };
+template <> struct Vec<8> { using F = f8; };
 // Vectors travel by reference: passing 32-byte vectors by value outside AVX code changes the ABI.
-
-// x = e^x (vec_math.h's polynomial, ~1 ulp).
-template <int W>
-[[gnu::always_inline]] inline void vexp(typename Vec<W>::F& x) {
-  x = vecmath::exp_v(x);
-}
 
 // row[j] = e^(row[j] - sub) in place; returns the sum.
 template <int W>
@@ -159,7 +151,7 @@ template <int W>
   for (; j + W <= n; j += W) {
     std::memcpy(&x, row + j, sizeof x);
     x -= sub;
-    vexp<W>(x);
+    x = vecmath::exp_v(x);  // vec_math.h, ~1 ulp
     std::memcpy(row + j, &x, sizeof x);
     s += x;
   }
@@ -168,7 +160,7 @@ template <int W>
     for (int l = 0; l < W; ++l) pad[l] = j + l < n ? row[j + l] : -std::numeric_limits<float>::infinity();
     std::memcpy(&x, pad, sizeof x);
     x -= sub;
-    vexp<W>(x);
+    x = vecmath::exp_v(x);  // vec_math.h, ~1 ulp
     s += x;
     std::memcpy(pad, &x, sizeof x);
     for (int l = 0; j + l < n; ++l) row[j + l] = pad[l];

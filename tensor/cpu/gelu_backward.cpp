@@ -1,28 +1,15 @@
 // GELU's backward on the CPU: grad_x = grad_out * gelu'(x), one pass. f32/f16/bf16 compute the
 // derivative on float vectors (vec_map.h) a block at a time; f64 runs <cmath>.
 #include <algorithm>
-#include <cmath>
 
 #include "tensor/cpu/convert.h"
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/gelu_math.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/cpu/vec_map.h"
 #include "tensor/kernels_gelu.h"
 
 namespace mdl::cpu {
-
-namespace {
-
-double gelu_grad(double x, bool tanh_approx) {
-  if (tanh_approx) {
-    const double k = 0.7978845608028654, c = 0.044715;
-    const double t = std::tanh(k * (x + c * x * x * x));
-    return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x);
-  }
-  return 0.5 * (1 + std::erf(x * 0.7071067811865476)) + x * 0.3989422804014327 * std::exp(-0.5 * x * x);
-}
-
-}  // namespace
 
 void gelu_backward(const Tensor& grad_x, const Tensor& grad_out, const Tensor& x, bool tanh_approx) {
   if (grad_x.numel() == 0) return;
@@ -32,7 +19,10 @@ void gelu_backward(const Tensor& grad_x, const Tensor& grad_out, const Tensor& x
     loop.run([&](char* const* p, const int64_t* s, int64_t n) {
       auto at = [&](int k, int64_t i) { return reinterpret_cast<T*>(p[k] + i * s[k]); };
       if constexpr (std::is_same_v<T, double>) {
-        for (int64_t i = 0; i < n; ++i) *at(0, i) = *at(1, i) * gelu_grad(*at(2, i), tanh_approx);
+        for (int64_t i = 0; i < n; ++i) {
+          const double x = *at(2, i);
+          *at(0, i) = *at(1, i) * (tanh_approx ? gelu_math::gelu_tanh_grad(x) : gelu_math::gelu_grad(x));
+        }
       } else {
         constexpr int64_t kBlock = 256;
         float d[kBlock];

@@ -5,11 +5,11 @@
 // f32 runs on float vectors.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <memory>
 #include <vector>
 
 #include "tensor/cpu/convert.h"
+#include "tensor/cpu/gelu_math.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/select_bits.h"
 #include "tensor/cpu/vec_map.h"
@@ -20,23 +20,16 @@ namespace mdl::cpu {
 
 namespace {
 
-constexpr double kSqrt2OverPi = 0.7978845608028654;
-constexpr double kGeluCubic = 0.044715;
-
 template <class A> A act_forward(Activation act, A v) {
   if (act == Activation::Relu) return v > A(0) ? v : A(0);
-  if (act == Activation::GeluTanh)
-    return A(0.5) * v * (A(1) + std::tanh(A(kSqrt2OverPi) * (v + A(kGeluCubic) * v * v * v)));
+  if (act == Activation::GeluTanh) return gelu_math::gelu_tanh(v);
   return v;
 }
 
 // d act / d pre, from the saved tensor's value s (out for Relu, pre for GeluTanh).
 template <class A> A act_derivative(Activation act, A s) {
   if (act == Activation::Relu) return s > A(0) ? A(1) : A(0);
-  if (act == Activation::GeluTanh) {
-    const A t = std::tanh(A(kSqrt2OverPi) * (s + A(kGeluCubic) * s * s * s));
-    return A(0.5) * (A(1) + t) + A(0.5) * s * (A(1) - t * t) * A(kSqrt2OverPi) * (A(1) + A(3 * kGeluCubic) * s * s);
-  }
+  if (act == Activation::GeluTanh) return gelu_math::gelu_tanh_grad(s);
   return A(1);
 }
 
@@ -126,15 +119,8 @@ void backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& gra
       for (int64_t j0 = c0; j0 < c1; j0 += kBlock) {
         const int64_t m = std::min(kBlock, c1 - j0), k0 = i * N + j0;
         if (act == Activation::Relu) {  // g where pre > 0, else 0: a select on the bits, no branch
-          using U = bits_t<A>;
           for (int64_t j = 0; j < m; ++j) {
-            const A gj = A(g[k0 + j]);
-            U b;
-            std::memcpy(&b, &gj, sizeof b);
-            b &= U(U(0) - U(A(s[k0 + j]) > A(0)));
-            A r;
-            std::memcpy(&r, &b, sizeof r);
-            const T v = convert<T>(r);
+            const T v = convert<T>(select_bits(A(s[k0 + j]) > A(0), A(g[k0 + j]), A(0)));
             gp[k0 + j] = v;
             sum[size_t(j0 - c0 + j)] += A(v);
           }

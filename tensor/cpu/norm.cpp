@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -409,14 +408,8 @@ void dropout_scale(const Tensor& out, const Tensor& in, const Tensor& mask, doub
         T* o = reinterpret_cast<T*>(p[0]);
         const T* x = reinterpret_cast<const T*>(p[1]);
         const bool* keep = reinterpret_cast<const bool*>(p[2]);
-        using U = bits_t<T>;
-        for (int64_t i = 0; i < n; ++i) {  // +0 is all zero bits in every floating type
-          const T v = T(A(x[i]) * s);
-          U b;
-          std::memcpy(&b, &v, sizeof b);
-          b &= bool_mask<U>(keep + i);
-          std::memcpy(static_cast<void*>(o + i), &b, sizeof b);
-        }
+        const T zero = T(A(0));
+        for (int64_t i = 0; i < n; ++i) o[i] = select_bits(bool_at(keep + i), T(A(x[i]) * s), zero);
         return;
       }
       for (int64_t i = 0; i < n; ++i) {

@@ -136,7 +136,7 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
     const bool two_by_two = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 &&
                             p.pad_h == 0 && p.pad_w == 0 && xs.s[3] == 1;
     if (two_by_two) {
-      const bool vectorized = max_pool_vectorized();
+      const bool vectorized = max_pool_vectorized() && Wo >= 4 && H * W <= INT32_MAX;
       for_planes(out.size(0) * C, Ho * Wo * 4, [&](int64_t q) {
         const T* xq = xp + xs.plane(q, C);
         T* oq = op + q * Ho * Wo;
@@ -146,7 +146,7 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
           const T* r1 = r0 + xs.s[2];
           const int64_t base = 2 * oh * W;
           if constexpr (std::is_same_v<T, float>) {
-            if (vectorized && Wo >= 4 && H * W <= INT32_MAX) {
+            if (vectorized) {
               max_pool_2x2_row(r0, r1, base, W, Wo, oq + oh * Wo, iq + oh * Wo);
               continue;
             }

@@ -5,6 +5,7 @@
 
 #include "tensor/cpu/convert.h"
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/gelu_math.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/cpu/vec_map.h"
 
@@ -22,8 +23,6 @@ inline A sigmoid_of(A x) {
 template <class A>
 struct UnaryMath {
   static A apply(UnaryOp op, A x) {
-    constexpr A kSqrt1_2 = A(0.70710678118654752440);
-    constexpr A kSqrt2OverPi = A(0.79788456080286535588);
     switch (op) {
       case UnaryOp::Neg: return -x;
       case UnaryOp::Abs: return std::abs(x);
@@ -36,8 +35,8 @@ struct UnaryMath {
       case UnaryOp::Tanh: return std::tanh(x);
       case UnaryOp::Sigmoid: return sigmoid_of(x);
       case UnaryOp::Relu: return x > A(0) ? x : (x != x ? x : A(0));
-      case UnaryOp::Gelu: return A(0.5) * x * (A(1) + std::erf(x * kSqrt1_2));
-      case UnaryOp::GeluTanh: return A(0.5) * x * (A(1) + std::tanh(kSqrt2OverPi * (x + A(0.044715) * x * x * x)));
+      case UnaryOp::Gelu: return gelu_math::gelu(x);
+      case UnaryOp::GeluTanh: return gelu_math::gelu_tanh(x);
       case UnaryOp::Silu: return x * sigmoid_of(x);
       case UnaryOp::Square: return x * x;
       case UnaryOp::Reciprocal: return A(1) / x;

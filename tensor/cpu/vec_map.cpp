@@ -4,15 +4,13 @@
 
 namespace mdl::cpu {
 
-bool vec_avx2() { return has_avx2_fma(); }
-
 void vec_map4(VecFn f, float* o, const float* x, int64_t n) {
   using f4 = float __attribute__((vector_size(16)));
   detail::map_fn<f4>(f, o, x, n);
 }
 
 void vec_map(VecFn f, float* o, const float* x, int64_t n) {
-  if (vec_avx2()) return vec_map8(f, o, x, n);
+  if (has_avx2_fma()) return vec_map8(f, o, x, n);
   vec_map4(f, o, x, n);
 }
 

@@ -11,9 +11,8 @@ enum class VecFn : uint8_t { Exp, Tanh, Sigmoid, Silu, Gelu, GeluGrad, GeluTanh,
 
 void vec_map(VecFn f, float* o, const float* x, int64_t n);
 
-// The two widths, for tests and benchmarks; vec_map8 needs vec_avx2().
+// The two widths, for tests and benchmarks; vec_map8 needs has_avx2_fma() (cpu_features.h).
 void vec_map4(VecFn f, float* o, const float* x, int64_t n);
 void vec_map8(VecFn f, float* o, const float* x, int64_t n);
-bool vec_avx2();
 
 }  // namespace mdl::cpu

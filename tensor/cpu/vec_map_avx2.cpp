@@ -21,6 +21,6 @@ void vec_map8(VecFn f, float* o, const float* x, int64_t n) {
 #pragma GCC pop_options
 #else
 namespace mdl::cpu {
-void vec_map8(VecFn, float*, const float*, int64_t) { std::abort(); }  // vec_avx2() is false here
+void vec_map8(VecFn, float*, const float*, int64_t) { std::abort(); }  // has_avx2_fma() is false here
 }  // namespace mdl::cpu
 #endif
