@@ -1,7 +1,8 @@
 // Mixed precision on the CPU: matmul and conv2d throughput with f32 against f16/bf16 operands
 // (f32 accumulation), a SimpleCNN training step in f32 against autocast f16 + GradScaler, and
 // the activation memory of a SimpleCNN and a small ViT forward under f32 and autocast (bytes
-// held for backward after the forward, and the peak during it). Closing tables give the ratios.
+// held for backward after the forward, and the peak during it), and f16 kernels with per-element
+// against block (F16C) conversion. Closing tables give the ratios.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -11,6 +12,7 @@
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
+#include "tensor/cpu/float_block.h"  // cpu::set_bulk_half_conversion
 #include "mdl.h"
 #include "nn/functional.h"
 #include "nn/models/models.h"
@@ -49,8 +51,10 @@ void bm_conv(benchmark::State& state, DType t) {
   set_gflops(state, 2.0 * 128 * 64 * 14 * 14 * 32 * 9);
 }
 
-// One SimpleCNN training step (batch 128, Adam): f32, or autocast f16 with the GradScaler.
-void bm_train_step(benchmark::State& state, bool mixed) {
+// One SimpleCNN training step (batch 128, Adam): f32, or autocast f16 with the GradScaler; the
+// f16 step with 16-bit values converted one by one (bulk false) or in F16C blocks.
+void bm_train_step(benchmark::State& state, bool mixed, bool bulk = true) {
+  cpu::set_bulk_half_conversion(bulk);
   manual_seed(3);
   auto model = nn::models::SimpleCNN(1, 10);
   optim::Adam opt(model->parameters(), {.lr = 1e-3});
@@ -68,6 +72,31 @@ void bm_train_step(benchmark::State& state, bool mixed) {
     scaler.update();
   }
   state.counters["images/s"] = benchmark::Counter(128, benchmark::Counter::kIsIterationInvariantRate);
+  cpu::set_bulk_half_conversion(true);
+}
+
+// The f16 kernels of that step on SimpleCNN's first activation (128, 32, 28, 28): relu, its
+// backward's mask (x <= 0), an add, and the 2x2 max pool forward and backward, with 16-bit values
+// converted one by one (bulk false) or in F16C blocks (tensor/cpu/float_block.h).
+void bm_half_kernel(benchmark::State& state, const std::string& kernel, bool bulk) {
+  cpu::set_bulk_half_conversion(bulk);
+  Generator g(5);
+  Tensor x = randn({128, 32, 28, 28}, kF32, &g).to(kF16), y = randn({128, 32, 28, 28}, kF32, &g).to(kF16);
+  Tensor gy = randn({128, 32, 14, 14}, kF32, &g).to(kF16);
+  if (kernel == "max_pool_fwd_bwd") x.requires_grad_();
+  for (auto _ : state) {
+    Tensor r;
+    if (kernel == "relu") r = relu(x);
+    else if (kernel == "le_zero") r = le(x, zeros({}, kF16));
+    else if (kernel == "add") r = x + y;
+    else {
+      x.zero_grad();
+      F::max_pool2d(x, {2, 2}).backward(gy);
+      r = x.grad();
+    }
+    benchmark::DoNotOptimize(r.raw_data());
+  }
+  cpu::set_bulk_half_conversion(true);
 }
 
 struct Memory {
@@ -123,6 +152,14 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(mixed ? "simplecnn_train_step_b128/autocast_f16" : "simplecnn_train_step_b128/f32",
                                  [mixed](benchmark::State& s) { bm_train_step(s, mixed); })
         ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+  benchmark::RegisterBenchmark("simplecnn_train_step_b128/autocast_f16_per_element",
+                               [](benchmark::State& s) { bm_train_step(s, true, false); })
+      ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+  for (const char* kernel : {"relu", "le_zero", "add", "max_pool_fwd_bwd"})
+    for (bool bulk : {false, true})
+      benchmark::RegisterBenchmark(("f16_" + std::string(kernel) + "_b128_c32_28x28/" + (bulk ? "bulk" : "per_element")).c_str(),
+                                   [kernel = std::string(kernel), bulk](benchmark::State& s) { bm_half_kernel(s, kernel, bulk); })
+          ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
 
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
@@ -145,6 +182,14 @@ int main(int argc, char** argv) {
   }
   const auto step = speedup("simplecnn_train_step_b128/autocast_f16", "simplecnn_train_step_b128/f32");
   std::printf("  %-28s autocast f16 + GradScaler %.2fx / %.2fx\n", "simplecnn train step", step.first, step.second);
+  std::printf("\nf16 on the CPU: 16-bit values converted one by one -> in F16C blocks, by real time / CPU time:\n");
+  for (const char* base : {"simplecnn_train_step_b128/autocast_f16", "f16_relu_b128_c32_28x28", "f16_le_zero_b128_c32_28x28",
+                           "f16_add_b128_c32_28x28", "f16_max_pool_fwd_bwd_b128_c32_28x28"}) {
+    const std::string b(base);
+    const bool step_row = b.starts_with("simplecnn");
+    const auto r = step_row ? speedup(b, b + "_per_element") : speedup(b + "/bulk", b + "/per_element");
+    std::printf("  %-40s %.2fx / %.2fx\n", base, r.first, r.second);
+  }
 
   std::printf("\nactivation memory of a training-mode forward (MB): held for backward, and peak\n");
   std::printf("%-30s %10s %10s %10s %10s %8s\n", "model", "f32 held", "f32 peak", "amp held", "amp peak", "held");

@@ -1,11 +1,13 @@
 // Elementwise binary ops with broadcasting (operands arrive expanded: stride 0 on broadcast
-// dims). Arithmetic runs in acc_t; comparisons write bool. Integer
+// dims). Arithmetic runs in acc_t (f16/bf16 in blocks of floats); comparisons write bool. Integer
 // division by zero is reported after the loop, never a SIGFPE.
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 
 #include "tensor/cpu/convert.h"
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/float_block.h"
 #include "tensor/cpu/loops.h"
 
 namespace mdl::cpu {
@@ -51,6 +53,29 @@ inline auto apply(A a, A b, bool& bad) {
   else return a >= b;
 }
 
+// A run of 16-bit operands: blocks of floats (float_block.h), the arithmetic in float, one rounding.
+template <class T, BinaryOp OP>
+void binary_half_run(char* const* p, const int64_t* s, int64_t n) {
+  float x[kFloatBlock], y[kFloatBlock], r[kFloatBlock];
+  bool unused = false;
+  for (int64_t i0 = 0; i0 < n; i0 += kFloatBlock) {
+    const int64_t m = std::min(kFloatBlock, n - i0);
+    load_floats<T>(p[1] + i0 * s[1], s[1], x, m);
+    load_floats<T>(p[2] + i0 * s[2], s[2], y, m);
+    if constexpr (is_comparison(OP)) {
+      char* o = p[0] + i0 * s[0];
+      if (s[0] == 1) {
+        for (int64_t i = 0; i < m; ++i) reinterpret_cast<bool*>(o)[i] = apply<OP, float>(x[i], y[i], unused);
+      } else {
+        for (int64_t i = 0; i < m; ++i) *reinterpret_cast<bool*>(o + i * s[0]) = apply<OP, float>(x[i], y[i], unused);
+      }
+    } else {
+      for (int64_t i = 0; i < m; ++i) r[i] = apply<OP, float>(x[i], y[i], unused);
+      store_floats<T>(p[0] + i0 * s[0], s[0], r, m);
+    }
+  }
+}
+
 template <class T, BinaryOp OP>
 void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b) {
   // bool arithmetic runs in int64 so that True + True is not UB-adjacent; the result is != 0.
@@ -59,16 +84,17 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b) {
   std::atomic<bool> any_bad{false};
   StridedLoop<3> loop({&out, &a, &b});
   loop.run([&](char* const* p, const int64_t* s, int64_t n) {
+    if constexpr (is_half_v<T>) return binary_half_run<T, OP>(p, s, n);
     bool bad = false;
     O* o = reinterpret_cast<O*>(p[0]);
     const char* pa = p[1];
     const char* pb = p[2];
     auto out_at = [&](int64_t i, auto v) { *reinterpret_cast<O*>(p[0] + i * s[0]) = convert<O>(v); };
-    if (s[0] == sizeof(O) && s[1] == sizeof(T) && s[2] == sizeof(T) && !is_half_v<T>) {
+    if (s[0] == sizeof(O) && s[1] == sizeof(T) && s[2] == sizeof(T)) {
       const T* x = reinterpret_cast<const T*>(pa);
       const T* y = reinterpret_cast<const T*>(pb);
       for (int64_t i = 0; i < n; ++i) o[i] = convert<O>(apply<OP, A>(A(x[i]), A(y[i]), bad));
-    } else if (s[0] == sizeof(O) && s[1] == sizeof(T) && s[2] == 0 && !is_half_v<T>) {
+    } else if (s[0] == sizeof(O) && s[1] == sizeof(T) && s[2] == 0) {
       const T* x = reinterpret_cast<const T*>(pa);
       const A y = A(*reinterpret_cast<const T*>(pb));
       for (int64_t i = 0; i < n; ++i) o[i] = convert<O>(apply<OP, A>(A(x[i]), y, bad));

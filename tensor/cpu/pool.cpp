@@ -1,7 +1,7 @@
 // CPU pooling: max, average and adaptive average over 2-D windows, forward and backward. Each
 // (n, c) plane is independent, so threads split the planes and every backward scatters into its
 // own plane only: no atomics, and sums run in a fixed order. f16/bf16 compute in float. The
-// common 2x2 / stride 2 max pool on f32 runs on 4-float vectors.
+// common 2x2 / stride 2 max pool runs on 4-float vectors (f16/bf16 rows converted in blocks).
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -11,6 +11,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "tensor/cpu/convert.h"
+#include "tensor/cpu/float_block.h"
 #include "tensor/kernels_conv.h"
 #include "tensor/parallel.h"
 
@@ -65,7 +67,8 @@ struct PlaneAcc {
   }
   void finish(const A* a, T* d) const {
     if constexpr (!kInPlace)
-      for (int64_t i = 0; i < hw; ++i) d[i] = T(a[i]);
+      for (int64_t i = 0; i < hw; i += kFloatBlock)
+        store_floats<T>(reinterpret_cast<char*>(d + i), sizeof(T), a + i, std::min(kFloatBlock, hw - i));
   }
 };
 
@@ -117,6 +120,28 @@ void max_pool_2x2_row(const float* r0, const float* r1, int64_t base, int64_t W,
   }
 }
 
+// One output row of the 2x2 / stride 2 max pool, element by element; branch-free selects so the
+// loop vectorises. The same arguments as max_pool_2x2_row.
+template <class T>
+void max_pool_2x2_row_scalar(const T* r0, const T* r1, int64_t base, int64_t W, int64_t Wo, T* out, int64_t* idx) {
+  using A = acc_t<T>;
+  for (int64_t ow = 0; ow < Wo; ++ow) {
+    const int64_t w = 2 * ow;
+    A best = A(r0[w]);
+    int64_t arg = base + w;
+    auto visit = [&](A v, int64_t at) {
+      const bool take = (v > best) | (v != v);
+      best = take ? v : best;
+      arg = take ? at : arg;
+    };
+    visit(A(r0[w + 1]), base + w + 1);
+    visit(A(r1[w]), base + W + w);
+    visit(A(r1[w + 1]), base + W + w + 1);
+    out[ow] = T(best);
+    idx[ow] = arg;
+  }
+}
+
 }  // namespace
 
 void set_max_pool_vectorized(bool on) { g_max_pool_vectorized.store(on, std::memory_order_relaxed); }
@@ -136,7 +161,11 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
     const bool two_by_two = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 &&
                             p.pad_h == 0 && p.pad_w == 0 && xs.s[3] == 1;
     if (two_by_two) {
-      const bool vectorized = max_pool_vectorized() && Wo >= 4 && H * W <= INT32_MAX;
+      const bool vectorize = max_pool_vectorized() && H * W <= INT32_MAX;
+      auto float_row = [&](const float* r0, const float* r1, int64_t base, int64_t wo, float* o, int64_t* i) {
+        if (vectorize && wo >= 4) return max_pool_2x2_row(r0, r1, base, W, wo, o, i);
+        max_pool_2x2_row_scalar(r0, r1, base, W, wo, o, i);
+      };
       for_planes(out.size(0) * C, Ho * Wo * 4, [&](int64_t q) {
         const T* xq = xp + xs.plane(q, C);
         T* oq = op + q * Ho * Wo;
@@ -146,25 +175,19 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
           const T* r1 = r0 + xs.s[2];
           const int64_t base = 2 * oh * W;
           if constexpr (std::is_same_v<T, float>) {
-            if (vectorized) {
-              max_pool_2x2_row(r0, r1, base, W, Wo, oq + oh * Wo, iq + oh * Wo);
-              continue;
+            float_row(r0, r1, base, Wo, oq + oh * Wo, iq + oh * Wo);
+          } else if constexpr (is_half_v<T>) {  // through float blocks of 128 outputs
+            constexpr int64_t kOut = kFloatBlock / 2;
+            float a[kFloatBlock], b[kFloatBlock], o[kOut];
+            for (int64_t ow = 0; ow < Wo; ow += kOut) {
+              const int64_t n = std::min(kOut, Wo - ow);
+              load_floats<T>(reinterpret_cast<const char*>(r0 + 2 * ow), sizeof(T), a, 2 * n);
+              load_floats<T>(reinterpret_cast<const char*>(r1 + 2 * ow), sizeof(T), b, 2 * n);
+              float_row(a, b, base + 2 * ow, n, o, iq + oh * Wo + ow);
+              store_floats<T>(reinterpret_cast<char*>(oq + oh * Wo + ow), sizeof(T), o, n);
             }
-          }
-          for (int64_t ow = 0; ow < Wo; ++ow) {
-            const int64_t w = 2 * ow;
-            A best = A(r0[w]);
-            int64_t arg = base + w;
-            auto visit = [&](A v, int64_t at) {  // branch-free: select, so the loop vectorises
-              const bool take = (v > best) | (v != v);
-              best = take ? v : best;
-              arg = take ? at : arg;
-            };
-            visit(A(r0[w + 1]), base + w + 1);
-            visit(A(r1[w]), base + W + w);
-            visit(A(r1[w + 1]), base + W + w + 1);
-            oq[oh * Wo + ow] = T(best);
-            iq[oh * Wo + ow] = arg;
+          } else {
+            max_pool_2x2_row_scalar(r0, r1, base, W, Wo, oq + oh * Wo, iq + oh * Wo);
           }
         }
       });
@@ -206,9 +229,20 @@ void max_pool2d_backward(const Tensor& gx, const Tensor& go, const Tensor& indic
     PlaneAcc<T> pa(HW);
     for_planes(gx.size(0) * C, HW + Ho * Wo, [&](int64_t q) {
       A* acc = pa.begin(dp + q * HW);
-      for (int64_t oh = 0; oh < Ho; ++oh)
-        for (int64_t ow = 0; ow < Wo; ++ow)
-          acc[ip[is.plane(q, C) + oh * is.s[2] + ow * is.s[3]]] += A(gp[gs.plane(q, C) + oh * gs.s[2] + ow * gs.s[3]]);
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        const T* g = gp + gs.plane(q, C) + oh * gs.s[2];  // (Wo) at stride gs.s[3]
+        const int64_t* i = ip + is.plane(q, C) + oh * is.s[2];
+        if constexpr (is_half_v<T>) {
+          float gf[kFloatBlock];
+          for (int64_t ow = 0; ow < Wo; ow += kFloatBlock) {
+            const int64_t n = std::min(kFloatBlock, Wo - ow);
+            load_floats<T>(reinterpret_cast<const char*>(g + ow * gs.s[3]), gs.s[3] * int64_t(sizeof(T)), gf, n);
+            for (int64_t k = 0; k < n; ++k) acc[i[(ow + k) * is.s[3]]] += gf[k];
+          }
+        } else {
+          for (int64_t ow = 0; ow < Wo; ++ow) acc[i[ow * is.s[3]]] += A(g[ow * gs.s[3]]);
+        }
+      }
       pa.finish(acc, dp + q * HW);
     });
   });

@@ -1,10 +1,12 @@
 // Elementwise unary math: out = op(in), computed in acc_t (float for f16/bf16) and rounded once.
-// 16-bit inputs are converted in blocks, so the math loop runs on plain floats; exp, sigmoid,
-// silu, tanh and both GELUs on floats run on float vectors (vec_map.h), the rest through <cmath>.
+// 16-bit and strided inputs go through blocks of floats (float_block.h), so the math loop runs on
+// plain floats; exp, sigmoid, silu, tanh and both GELUs run on float vectors (vec_map.h), the rest
+// through <cmath>.
 #include <cmath>
 
 #include "tensor/cpu/convert.h"
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/float_block.h"
 #include "tensor/cpu/gelu_math.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/cpu/vec_map.h"
@@ -72,13 +74,12 @@ void unary_loop(const Tensor& out, const Tensor& in) {
     }
     // 16-bit and strided floats go through a float buffer, so every layout gets the same math.
     if constexpr (is_half_v<T> || std::is_same_v<T, float>) {
-      constexpr int64_t kBlock = 256;
-      float buf[kBlock];
-      for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
-        int64_t m = std::min(kBlock, n - i0);
-        for (int64_t i = 0; i < m; ++i) buf[i] = float(*reinterpret_cast<const T*>(p[1] + (i0 + i) * s[1]));
+      float buf[kFloatBlock];
+      for (int64_t i0 = 0; i0 < n; i0 += kFloatBlock) {
+        const int64_t m = std::min(kFloatBlock, n - i0);
+        load_floats<T>(p[1] + i0 * s[1], s[1], buf, m);
         unary_floats<OP>(buf, buf, m);
-        for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(p[0] + (i0 + i) * s[0]) = T(buf[i]);
+        store_floats<T>(p[0] + i0 * s[0], s[0], buf, m);
       }
     } else if (contiguous) {
       T* o = reinterpret_cast<T*>(p[0]);
