@@ -201,3 +201,66 @@ TEST_CASE("float blocks: f16 and bf16 2x2 max pool, forward and backward, give t
       else check_same_bits<BFloat16>("max pool", run);
     }
 }
+
+TEST_CASE("float blocks: casts among f32, f16 and bf16, contiguous and strided, equal the scalar conversion") {
+  const std::vector<float> v = float_cases(4096);
+  Tensor f = from_vector<float>(v, {64, 64});
+  for (Tensor src : {f, f.t(), f.narrow(1, 1, 37)}) {
+    for (DType to : {kF16, kBF16}) {
+      CAPTURE(dtype_name(to));
+      Tensor h = src.to(to).contiguous();
+      const std::vector<float> sv = src.contiguous().to_vector<float>();
+      size_t bad = 0;
+      if (to == kF16) {
+        const std::vector<Half> hv = h.to_vector<Half>();
+        for (size_t i = 0; i < sv.size(); ++i) bad += hv[i].bits != Half(sv[i]).bits;
+      } else {
+        const std::vector<BFloat16> bv = h.to_vector<BFloat16>();
+        for (size_t i = 0; i < sv.size(); ++i) bad += bv[i].bits != BFloat16(sv[i]).bits;
+      }
+      CHECK(bad == 0);
+      // Back to f32 and across to the other 16-bit type, strided too: bits either way.
+      const DType other = to == kF16 ? kBF16 : kF16;
+      Tensor hs = h.t();
+      if (to == kF16) {
+        check_same_bits<BFloat16>("f16 -> bf16", [&] { return hs.to(other); });
+      } else {
+        check_same_bits<Half>("bf16 -> f16", [&] { return hs.to(other); });
+      }
+      const std::vector<float> back = hs.to(kF32).contiguous().to_vector<float>();
+      const std::vector<float> want = [&] {
+        std::vector<float> w;
+        Tensor c = hs.contiguous();
+        if (to == kF16) for (Half x : c.to_vector<Half>()) w.push_back(float(x));
+        else for (BFloat16 x : c.to_vector<BFloat16>()) w.push_back(float(x));
+        return w;
+      }();
+      bad = 0;
+      for (size_t i = 0; i < back.size(); ++i) bad += bits_of(back[i]) != bits_of(want[i]);
+      CHECK(bad == 0);
+    }
+  }
+}
+
+TEST_CASE("float blocks: f16 and bf16 attention and GELU backward give the same bits either way") {
+  for (DType dt : {kF16, kBF16}) {
+    CAPTURE(dtype_name(dt));
+    Generator g(11);
+    // (B, H, T, D) with a permuted (strided) q, so the widening gathers.
+    Tensor q = randn({2, 5, 3, 8}, kF32, &g).to(dt).permute({0, 2, 1, 3});
+    Tensor k = randn({2, 3, 5, 8}, kF32, &g).to(dt), v = randn({2, 3, 5, 8}, kF32, &g).to(dt);
+    Tensor go = randn({2, 3, 5, 8}, kF32, &g).to(dt);
+    Tensor x = (randn({7, 33}, kF32, &g) * 3.0).to(dt), gx = randn({7, 33}, kF32, &g).to(dt);
+    auto run = [&] {
+      Tensor qi = q.detach().requires_grad_(), ki = k.detach().requires_grad_(), vi = v.detach().requires_grad_();
+      Tensor out = F::scaled_dot_product_attention(qi, ki, vi, Tensor(), /*causal=*/true);
+      out.backward(go);
+      Tensor xi = x.detach().requires_grad_();
+      gelu(xi).backward(gx);
+      return cat({out.detach().reshape({-1}), qi.grad().reshape({-1}), ki.grad().reshape({-1}),
+                  vi.grad().reshape({-1}), xi.grad().reshape({-1})}, 0);
+    };
+    if (dt == kF16) check_same_bits<Half>("attention, gelu", run);
+    else check_same_bits<BFloat16>("attention, gelu", run);
+  }
+}

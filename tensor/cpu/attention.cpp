@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tensor/cpu/cpu_features.h"
+#include "tensor/cpu/float_block.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/vec_math.h"
 #include "tensor/kernels_attention.h"
@@ -46,8 +47,16 @@ Mat<A> widen(const Mat<T>& m, int64_t rows, int64_t cols, std::vector<A>& buf) {
     return m;
   } else {
     buf.resize(size_t(rows * cols));
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) buf[size_t(r * cols + c)] = static_cast<A>(m(r, c));
+    for (int64_t r = 0; r < rows; ++r) {
+      A* row = buf.data() + r * cols;
+      if constexpr (std::is_same_v<A, float>) {
+        for (int64_t c = 0; c < cols; c += kFloatBlock)
+          load_floats<T>(reinterpret_cast<const char*>(&m(r, c)), m.cs * int64_t(sizeof(T)), row + c,
+                         std::min(kFloatBlock, cols - c));
+      } else {
+        for (int64_t c = 0; c < cols; ++c) row[c] = static_cast<A>(m(r, c));
+      }
+    }
     return {buf.data(), cols, 1};
   }
 }
@@ -233,7 +242,7 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
       } else {
         obuf.resize(size_t(m * Ev));
         gemm<A>(m, Ev, sk, A(1), s.data(), sk, 1, vm.p, vm.rs, vm.cs, A(0), obuf.data(), Ev, 1);
-        for (int64_t j = 0; j < m * Ev; ++j) dst[j] = T(obuf[size_t(j)]);
+        from_floats(obuf.data(), dst, m * Ev);
       }
     }
   });
@@ -309,17 +318,15 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
           } else {
             dqbuf.resize(size_t(m * E));
             gemm<A>(m, E, sk, A(scale), ds.data(), sk, 1, km.p, km.rs, km.cs, A(0), dqbuf.data(), E, 1);
-            for (int64_t j = 0; j < m * E; ++j) dst[j] = T(dqbuf[size_t(j)]);
+            from_floats(dqbuf.data(), dst, m * E);
           }
         }
         // dk (sk, E) += ds^T (sk, m) @ q (m, E) * scale
         if (dka) gemm<A>(sk, E, m, A(scale), ds.data(), 1, sk, qm.p, qm.rs, qm.cs, A(1), dka, E, 1);
       }
       if constexpr (!kSame) {
-        if (dkp)
-          for (int64_t j = 0; j < S * E; ++j) dkp[b * S * E + j] = T(dkacc[size_t(j)]);
-        if (dvp)
-          for (int64_t j = 0; j < S * Ev; ++j) dvp[b * S * Ev + j] = T(dvacc[size_t(j)]);
+        if (dkp) from_floats(dkacc.data(), dkp + b * S * E, S * E);
+        if (dvp) from_floats(dvacc.data(), dvp + b * S * Ev, S * Ev);
       }
     }
   });

@@ -1,6 +1,6 @@
 // fill and copy/cast kernels: any strides, any pair of dtypes. Contiguous runs of the same
-// dtype are memcpy'd; f32<->f16 runs use the F16C bulk conversions; a transposed matrix goes in
-// cache-sized tiles.
+// dtype are memcpy'd; f32<->f16 runs use the F16C bulk conversions, other f32/f16/bf16 mixes go
+// through float blocks; a transposed matrix goes in cache-sized tiles.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -8,6 +8,7 @@
 #include "tensor/cpu/convert.h"
 #include "tensor/cpu/copy_options.h"
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/float_block.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/parallel.h"
 
@@ -106,6 +107,20 @@ void copy(const Tensor& dst, const Tensor& src) {
         }
         if constexpr (std::is_same_v<To, float> && std::is_same_v<From, Half>) {
           if (contiguous) return f16_to_f32(reinterpret_cast<const Half*>(p[1]), reinterpret_cast<float*>(p[0]), n);
+        }
+        // Any other mix of f32, f16 and bf16 (strided, or bf16): blocks of floats, exact on the
+        // way in, one rounding on the way out.
+        constexpr bool kThroughFloat = (is_half_v<To> || is_half_v<From>) && !std::is_same_v<To, From> &&
+                                       (is_half_v<To> || std::is_same_v<To, float>) &&
+                                       (is_half_v<From> || std::is_same_v<From, float>);
+        if constexpr (kThroughFloat) {
+          float buf[kFloatBlock];
+          for (int64_t i0 = 0; i0 < n; i0 += kFloatBlock) {
+            const int64_t m = std::min(kFloatBlock, n - i0);
+            load_floats<From>(p[1] + i0 * s[1], s[1], buf, m);
+            store_floats<To>(p[0] + i0 * s[0], s[0], buf, m);
+          }
+          return;
         }
         if (contiguous) {
           To* o = reinterpret_cast<To*>(p[0]);

@@ -4,6 +4,7 @@
 // gathers its bits first. The per-element conversions of half.h give the same bits, and are what
 // cpu::set_bulk_half_conversion(false) falls back to, for benchmarks and cross-checks.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -65,6 +66,18 @@ void store_floats(char* p, int64_t stride, const float* src, int64_t n) {
   }
   if (stride == int64_t(sizeof(T)) && std::is_same_v<T, float>) return (void)std::memcpy(p, src, size_t(n) * sizeof(float));
   for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p + i * stride) = T(src[i]);
+}
+
+// n contiguous elements, any n: dst = float(src), and dst = T(src) rounded once.
+template <class T>
+void to_floats(const T* src, float* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += kFloatBlock)
+    load_floats<T>(reinterpret_cast<const char*>(src + i), sizeof(T), dst + i, std::min(kFloatBlock, n - i));
+}
+template <class T>
+void from_floats(const float* src, T* dst, int64_t n) {
+  for (int64_t i = 0; i < n; i += kFloatBlock)
+    store_floats<T>(reinterpret_cast<char*>(dst + i), sizeof(T), src + i, std::min(kFloatBlock, n - i));
 }
 
 }  // namespace mdl::cpu

@@ -1,9 +1,10 @@
 // GELU's backward on the CPU: grad_x = grad_out * gelu'(x), one pass. f32/f16/bf16 compute the
-// derivative on float vectors (vec_map.h) a block at a time; f64 runs <cmath>.
+// derivative on float vectors (vec_map.h) a block at a time (float_block.h); f64 runs <cmath>.
 #include <algorithm>
 
 #include "tensor/cpu/convert.h"
 #include "tensor/cpu/cpu_kernels.h"
+#include "tensor/cpu/float_block.h"
 #include "tensor/cpu/gelu_math.h"
 #include "tensor/cpu/loops.h"
 #include "tensor/cpu/vec_map.h"
@@ -24,11 +25,10 @@ void gelu_backward(const Tensor& grad_x, const Tensor& grad_out, const Tensor& x
           *at(0, i) = *at(1, i) * (tanh_approx ? gelu_math::gelu_tanh_grad(x) : gelu_math::gelu_grad(x));
         }
       } else {
-        constexpr int64_t kBlock = 256;
-        float d[kBlock];
+        float d[kFloatBlock], g[kFloatBlock];
         const bool dense = std::is_same_v<T, float> && s[0] == 4 && s[1] == 4 && s[2] == 4;
-        for (int64_t i0 = 0; i0 < n; i0 += kBlock) {
-          const int64_t m = std::min(kBlock, n - i0);
+        for (int64_t i0 = 0; i0 < n; i0 += kFloatBlock) {
+          const int64_t m = std::min(kFloatBlock, n - i0);
           if (dense) {  // straight from x; no gather
             vec_map(fn, d, reinterpret_cast<const float*>(at(2, i0)), m);
             float* o = reinterpret_cast<float*>(at(0, i0));
@@ -36,9 +36,11 @@ void gelu_backward(const Tensor& grad_x, const Tensor& grad_out, const Tensor& x
             for (int64_t i = 0; i < m; ++i) o[i] = g[i] * d[i];
             continue;
           }
-          for (int64_t i = 0; i < m; ++i) d[i] = float(*at(2, i0 + i));
+          load_floats<T>(p[2] + i0 * s[2], s[2], d, m);
+          load_floats<T>(p[1] + i0 * s[1], s[1], g, m);
           vec_map(fn, d, d, m);
-          for (int64_t i = 0; i < m; ++i) *at(0, i0 + i) = T(float(*at(1, i0 + i)) * d[i]);
+          for (int64_t i = 0; i < m; ++i) d[i] *= g[i];
+          store_floats<T>(p[0] + i0 * s[0], s[0], d, m);
         }
       }
     });
