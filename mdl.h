@@ -29,6 +29,7 @@
 #include "nn/linear_act.h"      // nn::LinearAct, nn::functional::linear(x, w, b, Activation)
 #include "nn/models/models.h"  // nn::models: MLP, SimpleCNN, resnet18/50, efficientnet_b0, ViT, GPT
 #include "nn/module.h"         // nn::Module
+#include "nn/separable_conv.h" // nn::SeparableConv2d (depthwise + pointwise)
 #include "nn/summary.h"        // nn::summary
 #include "nn/transformer.h"    // nn::MultiheadAttention, TransformerEncoderLayer, PatchEmbedding
 

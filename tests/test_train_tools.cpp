@@ -73,6 +73,7 @@ TEST_CASE("mdl-train options: defaults, both value forms, every switch") {
   CHECK(o.profile == 10);
   CHECK(o.trace == "t.json");
   CHECK(parse_train_options({"--model", "mobilenet"}).model == "efficientnet");
+  CHECK(parse_train_options({"--model", "cnn-separable"}).model == "cnn-separable");
   CHECK(parse_train_options({"-h"}).help);
 }
 

@@ -26,6 +26,7 @@ using mdl::train::TrainReport;
 struct Config {
   std::string name, what;
   std::function<void(TrainOptions&)> apply;
+  bool cnn_only = false;  // a variant of SimpleCNN: no row for the other models
 };
 
 // The steps of the experiment, each on top of the baseline; "all" combines them.
@@ -35,6 +36,9 @@ std::vector<Config> configs() {
   auto l2 = [](TrainOptions& o) { o.l2 = 1e-4; };
   auto accum = [](TrainOptions& o) { o.grad_accum = 4; };
   auto cosine = [](TrainOptions& o) { o.schedule = "cosine"; };
+  auto separable = [](TrainOptions& o) {
+    if (o.model == "cnn") o.model = "cnn-separable";
+  };
   return {
       {"baseline", "f32, no cache, no prefetch, data loaded in the training thread", [](TrainOptions&) {}},
       {"+cache+prefetch", "memory cache, 1 loader thread, 4 batches prefetched", cache},
@@ -42,8 +46,9 @@ std::vector<Config> configs() {
       {"+l2", "L2 penalty 1e-4 on the dense layers' weights", l2},
       {"+grad-accum", "each batch of 128 as 4 accumulated micro-batches of 32", accum},
       {"+cosine", "cosine learning-rate schedule over the run", cosine},
+      {"+separable", "a lighter architecture: the 32->64 conv depthwise separable (cnn only)", separable, true},
       {"all", "every optimization above together",
-       [=](TrainOptions& o) { cache(o), amp(o), l2(o), accum(o), cosine(o); }},
+       [=](TrainOptions& o) { cache(o), amp(o), l2(o), accum(o), cosine(o), separable(o); }},
   };
 }
 
@@ -101,6 +106,7 @@ int main() {
     };
     std::vector<Run> runs;
     for (const Config& c : configs()) {
+      if (c.cnn_only && model != "cnn") continue;
       TrainOptions o;
       o.model = model, o.epochs = epochs, o.subset = subset, o.progress = false, o.seed = 0;
       c.apply(o);

@@ -50,7 +50,8 @@ const std::map<std::string, Option>& table() {
   using O = TrainOptions;
   static const std::map<std::string, Option> t = {
       {"--model", {true, [](O& o, auto& k, auto& v) {
-         o.model = parse_choice(k, v, {"mlp", "cnn", "resnet18", "resnet50", "efficientnet", "mobilenet", "vit", "gpt"});
+         o.model = parse_choice(k, v, {"mlp", "cnn", "cnn-separable", "resnet18", "resnet50", "efficientnet",
+                                       "mobilenet", "vit", "gpt"});
          if (o.model == "mobilenet") o.model = "efficientnet";
        }}},
       {"--data", {true, [](O& o, auto& k, auto& v) {
@@ -147,7 +148,8 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
 
 std::string usage() {
   return R"(usage: mdl-train [options]
-  --model M          mlp, cnn (default), resnet18, resnet50, efficientnet (mobilenet), vit, gpt
+  --model M          mlp, cnn (default), cnn-separable (its 2nd conv depthwise separable), resnet18,
+                     resnet50, efficientnet (mobilenet), vit, gpt
   --data D           fashion-mnist[:ROOT] (default), imagefolder:PATH, cifar10:PATH, text:PATH
   --epochs N         5        --batch N        128
   --optimizer O      sgd, adam, adamw (default)    --lr X  0.001    --momentum X  0.9 (sgd)

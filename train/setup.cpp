@@ -106,8 +106,10 @@ nn::ModulePtr make_model(const TrainOptions& o, const DataBundle& d) {
   }
   MDL_CHECK(d.vocab == 0, "mdl-train: text data needs --model gpt");
   if (o.model == "mlp") return M::MLP(d.channels * d.image_size * d.image_size, {256, 128}, d.classes);
-  if (o.model == "cnn") {
-    MDL_CHECK(d.image_size % 4 == 0, "mdl-train: --model cnn needs an image size divisible by 4, got ", d.image_size);
+  if (o.model == "cnn" || o.model == "cnn-separable") {
+    MDL_CHECK(d.image_size % 4 == 0, "mdl-train: --model ", o.model, " needs an image size divisible by 4, got ",
+              d.image_size);
+    if (o.model == "cnn-separable") return M::SeparableCNN(d.channels, d.classes, d.image_size);
     return M::SimpleCNN(d.channels, d.classes, d.image_size);
   }
   if (o.model == "resnet18") return M::resnet18(d.classes, d.channels);

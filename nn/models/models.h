@@ -1,4 +1,5 @@
-// The model zoo: MLP, SimpleCNN (the model of the reports this project grew from), ResNet-18/50
+// The model zoo: MLP, SimpleCNN (the model of the reports this project grew from) and its
+// depthwise separable variant SeparableCNN, ResNet-18/50
 // for small images, EfficientNet-B0 (MBConv: depthwise separable convolutions, squeeze-and-
 // excitation, SiLU), ViT and GPT. Parameter names follow torchvision / nanoGPT where they exist.
 #pragma once
@@ -6,6 +7,7 @@
 
 #include "nn/container.h"
 #include "nn/layers.h"
+#include "nn/separable_conv.h"
 #include "nn/transformer.h"
 
 namespace mdl::nn::models {
@@ -16,6 +18,11 @@ std::shared_ptr<Sequential> MLP(int64_t in, const std::vector<int64_t>& hidden, 
 // Conv(3x3, 32)-ReLU-MaxPool(2), Conv(3x3, 64)-ReLU-MaxPool(2), Flatten, Linear(128)-ReLU, Linear(classes).
 // Padding 1, so 28x28 inputs give 64x7x7 features (421,642 parameters for 1 channel, 10 classes).
 std::shared_ptr<Sequential> SimpleCNN(int64_t in_channels = 1, int64_t classes = 10, int64_t image_size = 28);
+
+// SimpleCNN, lighter: its second conv (32 -> 64, 3x3) as a depthwise separable conv (3x3 depthwise,
+// then 1x1 pointwise; nn/separable_conv.h), about 7.9x fewer multiply-adds in that layer
+// (405,546 parameters for 1 channel, 10 classes).
+std::shared_ptr<Sequential> SeparableCNN(int64_t in_channels = 1, int64_t classes = 10, int64_t image_size = 28);
 
 class BasicBlock : public Module {
  public:
