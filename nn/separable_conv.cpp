@@ -20,7 +20,7 @@ SeparableConv2d::SeparableConv2d(int64_t in, int64_t out, Pair k, SeparableConv2
   pointwise = register_module("pointwise", std::make_shared<Conv2d>(mid, out, 1, Conv2dOptions{.bias = o.bias}));
 }
 
-Tensor SeparableConv2d::forward(const Tensor& x) { return pointwise->forward(depthwise->forward(x)); }
+Tensor SeparableConv2d::forward(const Tensor& x) { return (*pointwise)((*depthwise)(x)); }
 
 std::string SeparableConv2d::extra_repr() const {
   std::ostringstream s;

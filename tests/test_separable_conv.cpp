@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "mdl.h"
@@ -127,4 +128,8 @@ TEST_CASE("models: SeparableCNN is SimpleCNN with a depthwise separable second c
   }
   CHECK(last < 0.5 * first);  // memorises 8 samples
   CHECK_THROWS_WITH_AS(M::SeparableCNN(1, 10, 30), doctest::Contains("SeparableCNN"), Error);
+  // The children run through operator(), so hooks (summary, profiler, keep_f32) see them.
+  const std::string table = nn::summary(*m, randn({1, 1, 28, 28}));
+  CHECK(table.find("features.3.depthwise (Conv2d)  [1, 32, 14, 14]") != std::string::npos);
+  CHECK(table.find("features.3.pointwise (Conv2d)  [1, 64, 14, 14]") != std::string::npos);
 }
