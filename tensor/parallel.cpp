@@ -29,4 +29,12 @@ bool in_parallel_region() {
 #endif
 }
 
+int thread_index() {
+#ifdef _OPENMP
+  return omp_get_thread_num();
+#else
+  return 0;
+#endif
+}
+
 }  // namespace mdl

@@ -17,6 +17,7 @@ inline constexpr int64_t kGrainSize = 32768;  // elements of simple work per thr
 int get_num_threads();
 void set_num_threads(int n);
 bool in_parallel_region();
+int thread_index();  // this thread's number inside a parallel_for (0 outside one)
 
 // Calls f(begin, end) on disjoint chunks covering [begin, end).
 template <class F>

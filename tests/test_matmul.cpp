@@ -199,6 +199,11 @@ TEST_CASE("matmul: f64, and f16/bf16 accumulating in f32") {
         {random({13, 40}, dt, 60), random({40, 11}, dt, 61)},
         {random({40, 13}, dt, 62).t(), random({3, 40, 11}, dt, 63)},
         {random({40}, dt, 64), random({40, 7}, dt, 65)},
+        // Big enough that threads split the widening; many small products on per-thread scratch;
+        // an operand with no unit stride (gathered element by element).
+        {random({300, 200}, dt, 66), random({200, 150}, dt, 67)},
+        {random({64, 7, 9}, dt, 68), random({64, 9, 5}, dt, 69)},
+        {random({40, 13, 2}, dt, 59).narrow(2, 0, 1).squeeze(2), random({13, 300}, dt, 58)},
     };
     for (const Case& c : cases) {
       // The 16-bit product is the f32 product of the same (widened) operands, rounded once.

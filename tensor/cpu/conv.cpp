@@ -11,9 +11,6 @@
 #include "tensor/kernels_conv.h"
 #include "tensor/parallel.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 namespace mdl::cpu {
 
@@ -28,14 +25,6 @@ void gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t 
 void gemm(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa, const double* B,
           int64_t rsb, int64_t csb, double beta, double* C, int64_t rsc, int64_t csc) {
   gemm_f64(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
-}
-
-int thread_id() {
-#ifdef _OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
 }
 
 Tensor contiguous_copy(const Tensor& t) {
@@ -169,7 +158,7 @@ Plan plan(const Geom& g) {
 template <class F>
 void for_each_chunk(const Geom& g, const Plan& pl, const F& body) {
   auto run = [&](int64_t b0, int64_t b1) {
-    const int tid = pl.batch_parallel ? thread_id() : 0;
+    const int tid = pl.batch_parallel ? thread_index() : 0;
     for (int64_t n0 = b0; n0 < b1; n0 += pl.chunk) {
       const int64_t B = std::min(pl.chunk, b1 - n0);
       if (B > 1 || pl.tile == g.P) body(Chunk{n0, B, 0, g.P}, tid);

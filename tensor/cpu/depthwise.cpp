@@ -9,9 +9,6 @@
 #include "tensor/kernels_conv.h"
 #include "tensor/parallel.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 namespace mdl::cpu {
 
@@ -33,14 +30,6 @@ void run(const K& k, int64_t n, int64_t work_per_item) {
     if (has_avx2_fma()) run_avx2(k, b, e);
     else run_plain(k, b, e);
   });
-}
-
-int thread_id() {
-#ifdef _OPENMP
-  return omp_get_thread_num();
-#else
-  return 0;
-#endif
 }
 
 Tensor contiguous_copy(const Tensor& t) {
@@ -223,7 +212,7 @@ struct Scratch {
   bool nested = in_parallel_region();
   std::vector<T> v;
   explicit Scratch(int64_t n) : per(n), v(size_t((nested ? 1 : get_num_threads()) * n)) {}
-  T* get() { return v.data() + (nested ? 0 : thread_id()) * per; }
+  T* get() { return v.data() + (nested ? 0 : thread_index()) * per; }
 };
 
 // Input planes q = (n, ci) -> the mult output planes of ci.

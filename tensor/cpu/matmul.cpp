@@ -32,20 +32,27 @@ void narrow_to(const float* src, BFloat16* dst, int64_t n) { f32_to_bf16(src, ds
 
 // Widens a (rows, cols) 16-bit matrix with strides (rs, cs) into f32 at dst; returns the strides
 // to read dst with. Rows (or columns) that are contiguous convert in bulk (F16C) and keep their
-// order, so a transposed operand needs no gather.
+// order, so a transposed operand needs no gather. Threads split the lines of a big matrix (inside
+// a batch-parallel loop they run on the calling thread).
 template <class T>
 std::pair<int64_t, int64_t> widen(const T* p, int64_t rows, int64_t cols, int64_t rs, int64_t cs, float* dst) {
-  if (cs == 1) {
-    for (int64_t r = 0; r < rows; ++r) to_f32(p + r * rs, dst + r * cols, cols);
-    return {cols, 1};
-  }
-  if (rs == 1) {
-    for (int64_t c = 0; c < cols; ++c) to_f32(p + c * cs, dst + c * rows, rows);
-    return {1, rows};
-  }
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = float(p[r * rs + c * cs]);
-  return {cols, 1};
+  const bool by_rows = cs == 1 || rs != 1;
+  const int64_t lines = by_rows ? rows : cols, len = by_rows ? cols : rows;
+  parallel_for(0, lines, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(len, 1)), [&](int64_t l0, int64_t l1) {
+    for (int64_t l = l0; l < l1; ++l) {
+      if (cs == 1) to_f32(p + l * rs, dst + l * cols, cols);
+      else if (rs == 1) to_f32(p + l * cs, dst + l * rows, rows);
+      else
+        for (int64_t c = 0; c < cols; ++c) dst[l * cols + c] = float(p[l * rs + c * cs]);
+    }
+  });
+  return by_rows ? std::pair<int64_t, int64_t>{cols, 1} : std::pair<int64_t, int64_t>{1, rows};
+}
+
+// out (n) = the f32 result (n) rounded once, threaded like widen.
+template <class T>
+void narrow(const float* src, T* out, int64_t n) {
+  parallel_for(0, n, kGrainSize, [&](int64_t i0, int64_t i1) { narrow_to(src + i0, out + i0, i1 - i0); });
 }
 }  // namespace
 
@@ -68,13 +75,19 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
         gemm_f64(M, N, K, 1.0, pa + i * sab, sam, sak, pb + i * sbb, sbk, sbn, 0.0, o + i * M * N, N, 1);
       });
     } else if constexpr (is_half_v<T>) {
+      // f32 scratch per batch-loop thread, from the CPU allocator (large blocks come back from its
+      // cache, not as fresh pages to fault in on every call).
+      const bool batch_threads = B > 1 && !in_parallel_region();
+      const int64_t slots = batch_threads ? get_num_threads() : 1, per = M * K + K * N + M * N;
+      Tensor scratch = make_tensor({slots * per}, kF32, Device::cpu());
       for_each_batch(B, M, N, K, [&](int64_t i) {
-        std::unique_ptr<float[]> fa(new float[size_t(M * K)]), fb(new float[size_t(K * N)]),
-            fc(new float[size_t(M * N)]);
-        const auto [rsa, csa] = widen(pa + i * sab, M, K, sam, sak, fa.get());
-        const auto [rsb, csb] = widen(pb + i * sbb, K, N, sbk, sbn, fb.get());
-        gemm_f32(M, N, K, 1.0f, fa.get(), rsa, csa, fb.get(), rsb, csb, 0.0f, fc.get(), N, 1);
-        narrow_to(fc.get(), o + i * M * N, M * N);
+        float* fa = scratch.data_ptr<float>() + (batch_threads ? thread_index() : 0) * per;
+        float* fb = fa + M * K;
+        float* fc = fb + K * N;
+        const auto [rsa, csa] = widen(pa + i * sab, M, K, sam, sak, fa);
+        const auto [rsb, csb] = widen(pb + i * sbb, K, N, sbk, sbn, fb);
+        gemm_f32(M, N, K, 1.0f, fa, rsa, csa, fb, rsb, csb, 0.0f, fc, N, 1);
+        narrow(fc, o + i * M * N, M * N);
       });
     } else {
       // Integers: a plain loop in the type's own arithmetic (wrapping through unsigned).

@@ -16,9 +16,6 @@
 #include "tensor/kernels_conv.h"
 #include "tensor/parallel.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 namespace mdl::cpu {
 
@@ -56,11 +53,7 @@ struct PlaneAcc {
     if constexpr (kInPlace) {
       a = d;
     } else {
-#ifdef _OPENMP
-      a = scratch.data() + (nested ? 0 : omp_get_thread_num()) * hw;
-#else
-      a = scratch.data();
-#endif
+      a = scratch.data() + (nested ? 0 : thread_index()) * hw;
     }
     std::fill(a, a + hw, A(0));
     return a;
