@@ -68,12 +68,7 @@ void store_floats(char* p, int64_t stride, const float* src, int64_t n) {
   for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p + i * stride) = T(src[i]);
 }
 
-// n contiguous elements, any n: dst = float(src), and dst = T(src) rounded once.
-template <class T>
-void to_floats(const T* src, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n; i += kFloatBlock)
-    load_floats<T>(reinterpret_cast<const char*>(src + i), sizeof(T), dst + i, std::min(kFloatBlock, n - i));
-}
+// n contiguous elements, any n: dst = T(src), rounded once.
 template <class T>
 void from_floats(const float* src, T* dst, int64_t n) {
   for (int64_t i = 0; i < n; i += kFloatBlock)
