@@ -2,13 +2,14 @@
 """SimpleCNN on Fashion-MNIST, mdl and PyTorch side by side on this machine.
 
 Both train the same network (conv32-pool-conv64-pool-fc128-fc10, PyTorch's default init
-scheme, which mdl's layers follow) with the same optimizer and hyperparameters on the same
+scheme, which mdl's layers follow; with --model cnn-separable the conv64 is depthwise separable,
+a 3x3 conv with groups=32 and no bias then a 1x1 conv, as mdl's SeparableCNN) with the same optimizer and hyperparameters on the same
 batches in the same order: mdl-train writes its per-epoch sample order (--dump-order) and the
 PyTorch loop follows it. Each framework uses every core, PyTorch in its best setting here:
 torch.set_num_threads(cores), OPENBLAS_NUM_THREADS=cores (Debian's torch does its GEMM in
 OpenBLAS) and OMP_WAIT_POLICY=PASSIVE (so the OpenMP and OpenBLAS pools do not fight).
 
-    /usr/bin/python3 bench/compare_torch.py [--epochs 2] [--batch 128] [--subset 0] [--lr 1e-3]
+    /usr/bin/python3 bench/compare_torch.py [--model cnn] [--epochs 2] [--batch 128] [--subset 0] [--lr 1e-3]
 
 Needs `make tools` (build/mdl-train) and Debian's python3-torch. Prints, per epoch, each
 framework's step time, samples/s and test accuracy, and the ratio.
@@ -40,17 +41,18 @@ def read_idx(name):
     return np.frombuffer(data, np.uint8, offset=4 + 4 * dims).reshape(shape)
 
 
-def simple_cnn():
+def simple_cnn(separable=False):
     n = torch.nn
+    conv2 = (n.Sequential(n.Conv2d(32, 32, 3, padding=1, groups=32, bias=False), n.Conv2d(32, 64, 1)) if separable
+             else n.Conv2d(32, 64, 3, padding=1))
     return n.Sequential(
-        n.Sequential(n.Conv2d(1, 32, 3, padding=1), n.ReLU(), n.MaxPool2d(2),
-                     n.Conv2d(32, 64, 3, padding=1), n.ReLU(), n.MaxPool2d(2)),
+        n.Sequential(n.Conv2d(1, 32, 3, padding=1), n.ReLU(), n.MaxPool2d(2), conv2, n.ReLU(), n.MaxPool2d(2)),
         n.Sequential(n.Flatten(), n.Linear(64 * 7 * 7, 128), n.ReLU(), n.Linear(128, 10)))
 
 
 def run_mdl(args, workdir):
     log, order = os.path.join(workdir, "mdl.csv"), os.path.join(workdir, "order.bin")
-    cmd = [MDL_TRAIN, "--model", "cnn", "--epochs", str(args.epochs), "--batch", str(args.batch),
+    cmd = [MDL_TRAIN, "--model", args.model, "--epochs", str(args.epochs), "--batch", str(args.batch),
            "--optimizer", "adamw", "--lr", str(args.lr), "--weight-decay", "0", "--seed", str(args.seed),
            "--log", log, "--dump-order", order, "--no-progress"]
     if args.subset:
@@ -73,7 +75,7 @@ def run_torch(args, orders):
     xt = (torch.from_numpy(read_idx("t10k-images-idx3-ubyte.gz").copy()).float() / 255 - mean) / std
     yt = torch.from_numpy(read_idx("t10k-labels-idx1-ubyte.gz").astype(np.int64))
     x, xt = x.unsqueeze(1), xt.unsqueeze(1)
-    model = simple_cnn()
+    model = simple_cnn(separable=args.model == "cnn-separable")
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     loss_fn = torch.nn.CrossEntropyLoss()
     results = []
@@ -99,6 +101,7 @@ def run_torch(args, orders):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", choices=["cnn", "cnn-separable"], default="cnn")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch", type=int, default=128)
     p.add_argument("--subset", type=int, default=0)
@@ -113,7 +116,8 @@ def main():
         mdl_rows, orders = run_mdl(args, work)
     torch_rows = run_torch(args, orders)
     steps = torch_rows[0]["steps"]
-    print(f"\nSimpleCNN, Fashion-MNIST, batch {args.batch}, {steps} steps per epoch, AdamW lr {args.lr}")
+    name = "SeparableCNN" if args.model == "cnn-separable" else "SimpleCNN"
+    print(f"\n{name}, Fashion-MNIST, batch {args.batch}, {steps} steps per epoch, AdamW lr {args.lr}")
     print(f"{'epoch':>5} | {'mdl ms/step':>11} {'torch ms/step':>13} {'torch/mdl':>9} | "
           f"{'mdl samples/s':>13} {'torch samples/s':>15} | {'mdl acc':>7} {'torch acc':>9}")
     for e, (m, t) in enumerate(zip(mdl_rows, torch_rows), 1):
