@@ -52,23 +52,14 @@ void f16_to_f32(const Half* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = float(src[i]);
 }
 
-// bf16 is f32's top half, so both directions are integer work that the compiler vectorises: the
-// rounding of half.h with its NaN branch made a select.
+// bf16 is f32's top half: both directions are integer work (half.h's, branch-free) that the
+// compiler vectorises.
 void f32_to_bf16(const float* src, BFloat16* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    uint32_t x;
-    std::memcpy(&x, src + i, 4);
-    const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-    const uint32_t quiet_nan = (x >> 16) | 0x40u;
-    dst[i] = BFloat16::from_bits(uint16_t((x & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded));
-  }
+  for (int64_t i = 0; i < n; ++i) dst[i] = BFloat16::from_bits(detail::f32_to_bf16_bits(src[i]));
 }
 
 void bf16_to_f32(const BFloat16* src, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const uint32_t x = uint32_t(src[i].bits) << 16;
-    std::memcpy(dst + i, &x, 4);
-  }
+  for (int64_t i = 0; i < n; ++i) dst[i] = detail::bf16_bits_to_f32(src[i].bits);
 }
 
 }  // namespace mdl

@@ -44,12 +44,13 @@ inline float f16_bits_to_f32(uint16_t h) {
   return bits_float(sign | ((exp + 112u) << 23) | (mant << 13));
 }
 
-// f32 -> bf16 bits, round to nearest even; NaN stays a quiet NaN.
+// f32 -> bf16 bits, round to nearest even; NaN stays a quiet NaN. A select, not a branch, so
+// loops over it vectorise.
 inline uint16_t f32_to_bf16_bits(float f) {
-  uint32_t x = float_bits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40u);
-  x += 0x7fffu + ((x >> 16) & 1u);
-  return uint16_t(x >> 16);
+  const uint32_t x = float_bits(f);
+  const uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
+  const uint32_t quiet_nan = (x >> 16) | 0x40u;
+  return uint16_t((x & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
 }
 inline float bf16_bits_to_f32(uint16_t b) { return bits_float(uint32_t(b) << 16); }
 
@@ -87,6 +88,11 @@ void f32_to_f16(const float* src, Half* dst, int64_t n);
 void f16_to_f32(const Half* src, float* dst, int64_t n);
 void f32_to_bf16(const float* src, BFloat16* dst, int64_t n);
 void bf16_to_f32(const BFloat16* src, float* dst, int64_t n);
+// The same, overloaded on the 16-bit type, for templates.
+inline void to_f32(const Half* src, float* dst, int64_t n) { f16_to_f32(src, dst, n); }
+inline void to_f32(const BFloat16* src, float* dst, int64_t n) { bf16_to_f32(src, dst, n); }
+inline void from_f32(const float* src, Half* dst, int64_t n) { f32_to_f16(src, dst, n); }
+inline void from_f32(const float* src, BFloat16* dst, int64_t n) { f32_to_bf16(src, dst, n); }
 bool cpu_has_f16c();
 
 }  // namespace mdl

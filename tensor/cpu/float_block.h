@@ -18,19 +18,6 @@ inline constexpr int64_t kFloatBlock = 256;
 void set_bulk_half_conversion(bool on);  // default true
 bool bulk_half_conversion();
 
-namespace detail {
-template <class T>
-void bulk_to_floats(const T* src, float* dst, int64_t n) {
-  if constexpr (std::is_same_v<T, Half>) f16_to_f32(src, dst, n);
-  else bf16_to_f32(src, dst, n);
-}
-template <class T>
-void bulk_from_floats(const float* src, T* dst, int64_t n) {
-  if constexpr (std::is_same_v<T, Half>) f32_to_f16(src, dst, n);
-  else f32_to_bf16(src, dst, n);
-}
-}  // namespace detail
-
 // dst[i] = float(element i of the run at p, stride bytes apart), n <= kFloatBlock. Stride 0
 // repeats one element.
 template <class T>
@@ -42,10 +29,10 @@ void load_floats(const char* p, int64_t stride, float* dst, int64_t n) {
   }
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
     if (bulk_half_conversion()) {
-      if (stride == int64_t(sizeof(T))) return detail::bulk_to_floats(reinterpret_cast<const T*>(p), dst, n);
+      if (stride == int64_t(sizeof(T))) return to_f32(reinterpret_cast<const T*>(p), dst, n);
       T bits[kFloatBlock];
       for (int64_t i = 0; i < n; ++i) bits[i] = *reinterpret_cast<const T*>(p + i * stride);
-      return detail::bulk_to_floats(bits, dst, n);
+      return to_f32(bits, dst, n);
     }
   }
   if (stride == int64_t(sizeof(T)) && std::is_same_v<T, float>) return (void)std::memcpy(dst, p, size_t(n) * sizeof(float));
@@ -57,9 +44,9 @@ template <class T>
 void store_floats(char* p, int64_t stride, const float* src, int64_t n) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
     if (bulk_half_conversion()) {
-      if (stride == int64_t(sizeof(T))) return detail::bulk_from_floats(src, reinterpret_cast<T*>(p), n);
+      if (stride == int64_t(sizeof(T))) return from_f32(src, reinterpret_cast<T*>(p), n);
       T bits[kFloatBlock];
-      detail::bulk_from_floats(src, bits, n);
+      from_f32(src, bits, n);
       for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p + i * stride) = bits[i];
       return;
     }

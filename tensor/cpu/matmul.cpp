@@ -25,11 +25,6 @@ void for_each_batch(int64_t B, int64_t M, int64_t N, int64_t K, const F& f) {
   });
 }
 
-void to_f32(const Half* src, float* dst, int64_t n) { f16_to_f32(src, dst, n); }
-void to_f32(const BFloat16* src, float* dst, int64_t n) { bf16_to_f32(src, dst, n); }
-void narrow_to(const float* src, Half* dst, int64_t n) { f32_to_f16(src, dst, n); }
-void narrow_to(const float* src, BFloat16* dst, int64_t n) { f32_to_bf16(src, dst, n); }
-
 // Widens a (rows, cols) 16-bit matrix with strides (rs, cs) into f32 at dst; returns the strides
 // to read dst with. Rows (or columns) that are contiguous convert in bulk (F16C) and keep their
 // order, so a transposed operand needs no gather. Threads split the lines of a big matrix (inside
@@ -52,7 +47,7 @@ std::pair<int64_t, int64_t> widen(const T* p, int64_t rows, int64_t cols, int64_
 // out (n) = the f32 result (n) rounded once, threaded like widen.
 template <class T>
 void narrow(const float* src, T* out, int64_t n) {
-  parallel_for(0, n, kGrainSize, [&](int64_t i0, int64_t i1) { narrow_to(src + i0, out + i0, i1 - i0); });
+  parallel_for(0, n, kGrainSize, [&](int64_t i0, int64_t i1) { from_f32(src + i0, out + i0, i1 - i0); });
 }
 }  // namespace
 

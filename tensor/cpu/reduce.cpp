@@ -29,8 +29,7 @@ inline bool is_nan(X x) {
 template <class T>
 void to_float(const T* p, int64_t n, int64_t stride, float* dst) {
   if (stride == 1) {
-    if constexpr (std::is_same_v<T, Half>) f16_to_f32(p, dst, n);
-    else bf16_to_f32(p, dst, n);
+    to_f32(p, dst, n);
   } else {
     for (int64_t i = 0; i < n; ++i) dst[i] = float(p[i * stride]);
   }

@@ -273,15 +273,13 @@ Geometry geometry(const Tensor& t, int64_t dim) {
 
 template <class T>
 void to_acc(const T* src, acc_t<T>* dst, int64_t n) {
-  if constexpr (std::is_same_v<T, Half>) f16_to_f32(src, dst, n);
-  else if constexpr (std::is_same_v<T, BFloat16>) bf16_to_f32(src, dst, n);
+  if constexpr (is_half_v<T>) to_f32(src, dst, n);
   else std::copy(src, src + n, dst);
 }
 
 template <class T>
 void from_acc(const acc_t<T>* src, T* dst, int64_t n) {
-  if constexpr (std::is_same_v<T, Half>) f32_to_f16(src, dst, n);
-  else if constexpr (std::is_same_v<T, BFloat16>) f32_to_bf16(src, dst, n);
+  if constexpr (is_half_v<T>) from_f32(src, dst, n);
   else std::copy(src, src + n, dst);
 }
 
