@@ -124,10 +124,10 @@ endif
 $(BUILD)/dist/nccl_group.o: CPPFLAGS += -I$(CUDA_HOME)/include $(if $(filter-out $(CUDA_HOME),$(CUDNN_HOME)),-I$(CUDNN_HOME)/include,) \
   $(if $(filter-out $(CUDA_HOME),$(NCCL_HOME)),-I$(NCCL_HOME)/include,)
 
-LIB_DIRS := tensor tensor/cpu autograd nn nn/models optim data amp io profiler train $(if $(filter 1,$(WITH_DIST)),dist,)
+LIB_DIRS := tensor io profiler kernels cpu cuda ops ops/native autograd nn nn/models optim amp data train $(if $(filter 1,$(WITH_DIST)),dist,)
 LIB_SRCS := $(filter-out $(if $(filter 1,$(WITH_MPI)),,dist/mpi_group.cpp) $(if $(filter 1,$(WITH_NCCL)),,dist/nccl_group.cpp),\
   $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp)))
-CU_SRCS  := $(if $(filter 1,$(WITH_CUDA)),$(wildcard tensor/cuda/*.cu),)
+CU_SRCS  := $(if $(filter 1,$(WITH_CUDA)),$(wildcard cuda/*.cu cuda/runtime/*.cu),)
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 LIB      := $(BUILD)/libmdl.a
 
@@ -192,6 +192,7 @@ deps:
 	fi
 
 test: deps
+	python3 tools/check_layers.py
 	$(MAKE) tests
 	$(TEST_BIN) $(TEST_ARGS)
 

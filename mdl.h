@@ -1,11 +1,11 @@
 // mdl: a minimal deep learning framework. This umbrella header is the whole public API.
 #pragma once
 
-#include "autograd/grad_mode.h"  // NoGradGuard
+#include "tensor/grad_mode.h"  // NoGradGuard
 #include "autograd/gradcheck.h"  // autograd::gradcheck
 #include "autograd/hooks.h"     // autograd::register_post_accumulate_grad_hook
 
-#include "amp/autocast.h"     // amp::AutocastGuard (kF16, kBF16), is_autocast_enabled
+#include "ops/autocast.h"     // amp::AutocastGuard (kF16, kBF16), is_autocast_enabled
 #include "amp/grad_scaler.h"  // amp::GradScaler
 #include "amp/keep_f32.h"     // hybrid precision: modules kept in f32 under autocast
 
@@ -45,14 +45,13 @@
 #include "profiler/cuda_timer.h"  // profiler::cuda_device_timer
 
 #include "tensor/allocator.h"   // memory_stats, reset_peak_memory
-#include "tensor/cuda_api.h"    // cuda:: allocator statistics, empty_cache, Graph, allow_tf32
-#include "tensor/cuda_device.h" // cuda::CopyStream, per-device cache_stats, linear_act_fallbacks
+#include "cuda/api.h"    // cuda:: allocator statistics, empty_cache, Graph, allow_tf32, CopyStream
 #include "tensor/device.h"      // Device, cuda::is_available
 #include "tensor/dtype.h"       // DType, kF32, kF16, kBF16, ...
 #include "tensor/error.h"       // mdl::Error
-#include "tensor/factory.h"     // zeros, ones, arange, rand, randn, from_vector, manual_seed
+#include "ops/factory.h"     // zeros, ones, arange, rand, randn, from_vector, manual_seed
 #include "tensor/half.h"        // Half, BFloat16
-#include "tensor/ops.h"         // add, matmul, softmax, sum, cat, ... and operators
+#include "ops/ops.h"         // add, matmul, softmax, sum, cat, ... and operators
 #include "tensor/parallel.h"    // set_num_threads
 #include "tensor/tensor.h"      // Tensor
 

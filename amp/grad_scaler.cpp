@@ -7,11 +7,11 @@
 #include <utility>
 #include <vector>
 
-#include "autograd/grad_mode.h"
+#include "tensor/grad_mode.h"
 #include "tensor/error.h"
-#include "tensor/factory.h"
-#include "tensor/kernels_amp.h"
-#include "tensor/ops.h"
+#include "ops/factory.h"
+#include "kernels/amp.h"
+#include "ops/ops.h"
 
 namespace mdl::amp {
 

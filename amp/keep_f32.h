@@ -16,9 +16,4 @@ void keep_f32(nn::Module& m, bool on = true);
 // "Linear", ...); returns how many were marked. Throws when none is of that type.
 int64_t keep_f32_type(nn::Module& root, const std::string& type_name);
 
-namespace detail {
-// What Module::operator() runs for a marked module while autocast is on.
-Tensor forward_f32(nn::Module& m, const Tensor& x);
-}  // namespace detail
-
 }  // namespace mdl::amp

@@ -6,11 +6,11 @@
 #include <queue>
 #include <unordered_map>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "autograd/hooks.h"
 #include "autograd/node.h"
 #include "profiler/recorder.h"
-#include "tensor/native.h"
+#include "ops/native/native.h"
 
 namespace mdl {
 

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <sstream>
 
-#include "autograd/grad_mode.h"
-#include "tensor/factory.h"
-#include "tensor/ops.h"
+#include "tensor/grad_mode.h"
+#include "ops/factory.h"
+#include "ops/ops.h"
 
 namespace mdl::autograd {
 

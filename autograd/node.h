@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/grad_mode.h"
+#include "tensor/grad_mode.h"
 #include "tensor/tensor.h"
 
 namespace mdl::autograd {

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "amp/grad_scaler.h"
-#include "tensor/cpu/float_block.h"  // cpu::set_bulk_half_conversion
+#include "cpu/float_block.h"  // cpu::set_bulk_half_conversion
 #include "mdl.h"
 #include "nn/functional.h"
 #include "nn/models/models.h"
@@ -77,7 +77,7 @@ void bm_train_step(benchmark::State& state, bool mixed, bool bulk = true) {
 
 // The f16 kernels of that step on SimpleCNN's first activation (128, 32, 28, 28): relu, its
 // backward's mask (x <= 0), an add, and the 2x2 max pool forward and backward, with 16-bit values
-// converted one by one (bulk false) or in F16C blocks (tensor/cpu/float_block.h).
+// converted one by one (bulk false) or in F16C blocks (cpu/float_block.h).
 void bm_half_kernel(benchmark::State& state, const std::string& kernel, bool bulk) {
   cpu::set_bulk_half_conversion(bulk);
   Generator g(5);

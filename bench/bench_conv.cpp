@@ -14,7 +14,10 @@
 
 #include "mdl.h"
 #include "nn/functional.h"
-#include "tensor/kernels_conv.h"
+#include "kernels/conv.h"
+#include "kernels/pool.h"
+#include "cpu/conv.h"
+#include "cpu/pool.h"
 
 using namespace mdl;
 namespace F = mdl::nn::functional;

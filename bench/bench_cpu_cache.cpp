@@ -9,7 +9,7 @@
 
 #include "bench/recording_reporter.h"
 #include "mdl.h"
-#include "tensor/cpu_block_cache.h"
+#include "cpu/block_cache.h"
 
 using namespace mdl;
 

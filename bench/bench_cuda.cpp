@@ -12,7 +12,7 @@
 
 #include <cstdio>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "amp/grad_scaler.h"
 #include "data/loader.h"
 #include "data/tensor_dataset.h"
@@ -20,7 +20,7 @@
 #include "nn/functional.h"
 #include "nn/linear_act.h"
 #include "nn/models/models.h"
-#include "tensor/cuda_api.h"
+#include "cuda/api.h"
 
 using namespace mdl;
 

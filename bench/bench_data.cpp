@@ -23,7 +23,7 @@
 #include "data/loader.h"
 #include "data/pinned.h"
 #include "mdl.h"
-#include "tensor/cuda_api.h"
+#include "cuda/api.h"
 
 using namespace mdl;
 namespace fs = std::filesystem;

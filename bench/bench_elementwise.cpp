@@ -8,9 +8,9 @@
 #include <cmath>
 
 #include "mdl.h"
-#include "tensor/kernels.h"          // kernels::binary, for the allocation-free add
-#include "tensor/cpu/copy_options.h"  // cpu::set_tiled_transpose
-#include "tensor/kernels_gelu.h"      // kernels::gelu_backward, the fused backward alone
+#include "kernels/core.h"          // kernels::binary, for the allocation-free add
+#include "cpu/copy_options.h"  // cpu::set_tiled_transpose
+#include "kernels/gelu.h"      // kernels::gelu_backward, the fused backward alone
 
 using namespace mdl;
 

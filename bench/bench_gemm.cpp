@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/cpu/gemm.h"
+#include "cpu/gemm.h"
 
 #ifdef MDL_HAVE_OPENBLAS
 #include <cblas.h>

@@ -16,7 +16,7 @@
 #include "mdl.h"
 #include "nn/models/models.h"
 #include "profiler/session.h"
-#include "tensor/kernels.h"
+#include "kernels/core.h"
 
 using namespace mdl;
 

@@ -6,7 +6,7 @@
 
 #include "data/pinned.h"
 #include "profiler/scope.h"
-#include "tensor/cuda_device.h"
+#include "cuda/api.h"
 #include "tensor/error.h"
 
 namespace mdl::data {

@@ -7,7 +7,7 @@
 #include <map>
 #include <mutex>
 
-#include "tensor/cuda_api.h"
+#include "cuda/api.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
 

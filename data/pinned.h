@@ -1,5 +1,5 @@
 // Page-locked ("pinned") host memory for batch buffers: the CUDA backend's cached cudaHostAlloc
-// allocator (tensor/cuda_api.h) when a GPU is present, so host-to-device copies run at full
+// allocator (cuda/api.h) when a GPU is present, so host-to-device copies run at full
 // speed; otherwise ordinary 64-byte aligned memory, with freed blocks kept for reuse.
 #pragma once
 #include <cstddef>

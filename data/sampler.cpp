@@ -6,7 +6,7 @@
 
 #include "data/transforms.h"
 #include "tensor/error.h"
-#include "tensor/factory.h"
+#include "ops/factory.h"
 
 namespace mdl::data {
 namespace {

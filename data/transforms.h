@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tensor/factory.h"
+#include "ops/factory.h"
 #include "tensor/tensor.h"
 
 namespace mdl::data {

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <unordered_set>
 
-#include "autograd/grad_mode.h"
+#include "tensor/grad_mode.h"
 #include "autograd/hooks.h"
 #include "tensor/error.h"
-#include "tensor/factory.h"
+#include "ops/factory.h"
 
 namespace mdl::dist {
 

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "dist/file_rendezvous.h"
-#include "tensor/cuda/context.cuh"
+#include "cuda/runtime/context.cuh"
 #include "tensor/error.h"
-#include "tensor/factory.h"
+#include "ops/factory.h"
 
 namespace mdl::dist {
 

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "tensor/factory.h"
+#include "ops/factory.h"
 #include "tensor/tensor.h"
 
 namespace mdl::nn::functional {

@@ -5,11 +5,11 @@
 // gradients, where PyTorch gives NaN: padded batches then train without NaN guards.
 #include <cmath>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "autograd/function.h"
 #include "nn/functional.h"
-#include "tensor/kernels_attention.h"
-#include "tensor/native.h"
+#include "kernels/attention.h"
+#include "ops/native/native.h"
 
 namespace mdl::nn::functional {
 

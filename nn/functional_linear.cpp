@@ -1,17 +1,18 @@
-// nn::functional::linear with a fused activation: argument checks, then the kernels of
-// tensor/kernels_linear.h; the backward, beside the forward, takes the activation's gradient
-// (from the output for relu, from the kept pre-activation for gelu) and the bias gradient in one
-// kernel, then the two GEMMs.
+// nn::functional::linear, plain (a matmul and a bias add, one node) and with a fused activation
+// (the kernels of kernels/linear_act.h, whose backward takes the activation's gradient, from the
+// output for relu and from the kept pre-activation for gelu, and the bias gradient in one kernel,
+// then the two GEMMs); each backward beside its forward.
 #include <cmath>
 #include <vector>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "autograd/function.h"
+#include "nn/functional_checks.h"
 #include "nn/init.h"
 #include "nn/linear_act.h"
-#include "tensor/factory.h"
-#include "tensor/kernels_linear.h"
-#include "tensor/native.h"
+#include "ops/factory.h"
+#include "kernels/linear_act.h"
+#include "ops/native/native.h"
 
 namespace mdl::nn {
 
@@ -20,6 +21,37 @@ namespace functional {
 using autograd::FnNode;
 using autograd::Grads;
 using autograd::record_fn;
+
+// x (*, in) -> (M, in) @ w^T (in, out) + b, with M the product of the leading dims.
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  auto [x, w, b] = amp::autocast_lower(x_in, w_in, b_in);
+  MDL_CHECK(x.defined() && w.defined(), "linear: undefined input or weight");
+  MDL_CHECK(x.dim() >= 1, "linear: expected an input of at least 1 dim, got shape ", x.shape());
+  MDL_CHECK(w.dim() == 2, "linear: expected a 2-D weight (out, in), got shape ", w.shape());
+  detail::check_floating("linear", "input", x);
+  detail::check_param("linear", "weight", w, x);
+  const int64_t in = w.size(1), out_f = w.size(0);
+  MDL_CHECK(x.size(-1) == in, "linear: input ", x.shape(), " has ", x.size(-1), " features but weight ", w.shape(),
+            " expects ", in);
+  detail::check_bias("linear", b, out_f, x);
+  const Shape xs = x.shape();
+  Shape os(xs.begin(), xs.end() - 1);
+  const int64_t M = shape_numel(os);
+  os.push_back(out_f);
+  Tensor y = native::matmul(native::reshape(x, {M, in}), native::transpose(w, 0, 1));  // (M, out)
+  if (b.defined() && y.numel()) kernels::binary(x.device(), BinaryOp::Add, y, y, native::expand(b, y.shape()));
+  Tensor out = native::view(y, os);
+  record_fn("linear", {x, w, b}, {out}, {x, w}, [xs, M, in, out_f](const Grads& g, const FnNode& n) {
+    const Tensor x = n.saved(0), w = n.saved(1);
+    const Tensor g2 = native::reshape(detail::as(g[0], x.dtype()), {M, out_f});  // (M, out)
+    Grads r(3);
+    if (n.needs(0)) r[0] = native::reshape(native::matmul(g2, w), xs);
+    if (n.needs(1)) r[1] = native::matmul(native::transpose(g2, 0, 1), native::reshape(x, {M, in}));
+    if (n.needs(2)) r[2] = native::reduce(ReduceOp::Sum, g2, {0}, false);
+    return r;
+  });
+  return out;
+}
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activation act) {
   auto [x, w, b] = amp::autocast_lower(x_in, w_in, b_in);

@@ -3,12 +3,12 @@
 // binary_cross_entropy_with_logits node. Losses are f32 for f32/f16/bf16 inputs, f64 for f64.
 #include <vector>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "autograd/function.h"
 #include "nn/functional.h"
-#include "tensor/kernels_norm.h"
-#include "tensor/native.h"
-#include "tensor/ops.h"
+#include "kernels/loss.h"
+#include "ops/native/native.h"
+#include "ops/ops.h"
 
 namespace mdl::nn::functional {
 

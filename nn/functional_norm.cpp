@@ -1,12 +1,13 @@
 // nn::functional normalisations, dropout and embedding: argument checks, then the fused kernels
-// of tensor/kernels_norm.h with each backward recorded right beside its forward. batch_norm also
+// of kernels/norm.h with each backward recorded right beside its forward. batch_norm also
 // updates the running statistics in place, outside autograd.
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "autograd/function.h"
-#include "autograd/grad_mode.h"
+#include "tensor/grad_mode.h"
 #include "nn/functional.h"
-#include "tensor/kernels_norm.h"
-#include "tensor/native.h"
+#include "kernels/norm.h"
+#include "kernels/dropout.h"
+#include "ops/native/native.h"
 
 namespace mdl::nn::functional {
 

@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "autograd/grad_mode.h"
-#include "tensor/native.h"
-#include "tensor/ops.h"
+#include "tensor/grad_mode.h"
+#include "ops/native/native.h"
+#include "ops/ops.h"
 
 namespace mdl::nn::init {
 

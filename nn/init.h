@@ -2,7 +2,7 @@
 #pragma once
 #include <string>
 
-#include "tensor/factory.h"
+#include "ops/factory.h"
 #include "tensor/tensor.h"
 
 namespace mdl::nn::init {

@@ -4,9 +4,9 @@
 #include <cmath>
 #include <sstream>
 
-#include "autograd/grad_mode.h"
+#include "tensor/grad_mode.h"
 #include "nn/init.h"
-#include "tensor/ops.h"
+#include "ops/ops.h"
 
 namespace mdl::nn {
 

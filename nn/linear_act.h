@@ -7,7 +7,7 @@
 #include <string>
 
 #include "nn/module.h"
-#include "tensor/activation.h"
+#include "kernels/activation.h"
 
 namespace mdl::nn {
 

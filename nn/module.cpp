@@ -6,12 +6,12 @@
 #include <sstream>
 #include <utility>
 
-#include "amp/autocast.h"
-#include "amp/keep_f32.h"
-#include "autograd/grad_mode.h"
+#include "ops/autocast.h"
+#include "tensor/grad_mode.h"
 #include "io/safetensors.h"
 #include "profiler/recorder.h"
-#include "tensor/native.h"
+#include "ops/native/native.h"
+#include "ops/ops.h"
 
 namespace mdl::nn {
 
@@ -167,10 +167,17 @@ thread_local detail::ForwardObserver* t_observer = nullptr;
 
 detail::ForwardObserver* detail::set_forward_observer(ForwardObserver* o) { return std::exchange(t_observer, o); }
 
+// A module kept in f32 (amp/keep_f32.h) runs with autocast off and its 16-bit input cast to f32.
+Tensor Module::forward_f32(const Tensor& x) {
+  amp::AutocastGuard off(kF16, /*enabled=*/false);
+  const bool low = x.defined() && (x.dtype() == kF16 || x.dtype() == kBF16);
+  return forward(low ? to_dtype(x, kF32) : x);
+}
+
 Tensor Module::operator()(const Tensor& x) {
   profiler::detail::ScopedRange range;  // the kernels of this call nest under the module's type
   if (profiler::detail::recording()) range.open(profiler::detail::intern(type_name_), profiler::EventKind::Module);
-  Tensor y = keep_f32_ && amp::is_autocast_enabled() ? amp::detail::forward_f32(*this, x) : forward(x);
+  Tensor y = keep_f32_ && amp::is_autocast_enabled() ? forward_f32(x) : forward(x);
   if (t_observer) t_observer->on_output(*this, y);
   return y;
 }

@@ -70,6 +70,8 @@ class Module : public std::enable_shared_from_this<Module> {
   void add_child(const std::string& name, std::shared_ptr<Module> m);
 
  private:
+  Tensor forward_f32(const Tensor& x);
+
   std::string type_name_;
   bool training_ = true;
   bool keep_f32_ = false;

@@ -6,7 +6,7 @@
 #include <sstream>
 #include <vector>
 
-#include "autograd/grad_mode.h"
+#include "tensor/grad_mode.h"
 
 namespace mdl::nn {
 namespace {

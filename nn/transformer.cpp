@@ -6,7 +6,7 @@
 
 #include "nn/init.h"
 #include "nn/linear_act.h"
-#include "tensor/ops.h"
+#include "ops/ops.h"
 
 namespace mdl::nn {
 

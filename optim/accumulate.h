@@ -6,10 +6,10 @@
 #pragma once
 #include <cstdint>
 
-#include "autograd/grad_mode.h"
+#include "tensor/grad_mode.h"
 #include "optim/optimizer.h"
 #include "tensor/error.h"
-#include "tensor/ops.h"
+#include "ops/ops.h"
 
 namespace mdl::optim {
 

@@ -2,7 +2,7 @@
 #include "optim/adam.h"
 
 #include "tensor/error.h"
-#include "tensor/kernels_optim.h"
+#include "kernels/optim.h"
 
 namespace mdl::optim {
 namespace {

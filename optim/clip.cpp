@@ -3,10 +3,10 @@
 
 #include <cmath>
 
-#include "autograd/grad_mode.h"
+#include "tensor/grad_mode.h"
 #include "tensor/error.h"
-#include "tensor/kernels_optim.h"
-#include "tensor/ops.h"
+#include "kernels/optim.h"
+#include "ops/ops.h"
 
 namespace mdl::optim {
 

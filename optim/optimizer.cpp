@@ -3,10 +3,10 @@
 
 #include <map>
 
-#include "autograd/grad_mode.h"
+#include "tensor/grad_mode.h"
 #include "io/safetensors.h"
 #include "tensor/error.h"
-#include "tensor/factory.h"
+#include "ops/factory.h"
 
 namespace mdl::optim {
 namespace {

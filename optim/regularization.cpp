@@ -1,8 +1,8 @@
 // l2_penalty composed of public ops, so autograd differentiates it.
 #include "optim/regularization.h"
 
-#include "tensor/factory.h"
-#include "tensor/ops.h"
+#include "ops/factory.h"
+#include "ops/ops.h"
 
 namespace mdl::optim {
 

@@ -2,7 +2,7 @@
 #include "optim/sgd.h"
 
 #include "tensor/error.h"
-#include "tensor/kernels_optim.h"
+#include "kernels/optim.h"
 
 namespace mdl::optim {
 namespace {

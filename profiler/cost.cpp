@@ -1,5 +1,5 @@
 // FLOP counts per kernel (a multiply-add counts as two), in the argument order of the kernel
-// contract (tensor/kernels*.h). Bias adds and softmax exponentials are left out, as torch does.
+// contract (kernels/*.h). Bias adds and softmax exponentials are left out, as torch does.
 #include "profiler/cost.h"
 
 #include <cstring>

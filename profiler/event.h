@@ -10,7 +10,7 @@
 namespace mdl::profiler {
 
 enum class EventKind : uint8_t {
-  Kernel,    // one primitive call (tensor/kernels.h Stub), on the calling thread
+  Kernel,    // one primitive call (kernels/core.h Stub), on the calling thread
   Backward,  // one autograd node's apply, named "<op>Backward"
   Module,    // one Module::operator(), named by the module's type
   Phase,     // a step phase: "data_wait", "forward", "backward", "optimizer"

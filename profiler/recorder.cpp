@@ -181,7 +181,7 @@ const char* backward_name(const char* op) {
   return name;
 }
 
-void record_memory(Device d, int64_t delta, int64_t live_after) {
+void record_memory(const Device& d, int64_t delta, int64_t live_after) {
   ThreadState* st = attach();
   if (!st || !st->config.memory) return;
   st->buffer->memory.push({clock_ns() - st->config.t0_ns, d, delta, live_after});

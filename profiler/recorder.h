@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "profiler/event.h"
-#include "profiler/hook.h"
+#include "tensor/profiler_hook.h"
 
 namespace mdl::profiler::detail {
 
@@ -37,9 +37,6 @@ class ScopedRange {
 const char* intern(std::string_view name);
 // "<op>Backward" for an autograd node's name (a string literal); "AccumulateGrad" stays as is.
 const char* backward_name(const char* op);
-
-// An allocator change on device d; live_after is the device's live bytes after it.
-void record_memory(Device d, int64_t delta, int64_t live_after);
 
 // The session's side.
 struct Config {

@@ -1,14 +1,11 @@
-// The CPU allocator (64-byte aligned, zero-size safe; large blocks cached, tensor/cpu_block_cache.h)
-// and the per-device memory counters.
+// The per-device memory counters every allocator reports to, and which allocator serves a device
+// (the CPU's is cpu/allocator.cpp; CUDA's caching allocator installs itself with set_allocator).
 #include "tensor/allocator.h"
 
 #include <atomic>
-#include <cstdlib>
-#include <new>
 
-#include "profiler/recorder.h"
-#include "tensor/cpu_block_cache.h"
 #include "tensor/error.h"
+#include "tensor/profiler_hook.h"
 
 namespace mdl {
 
@@ -26,33 +23,6 @@ Counters& counters(Device d) {
   MDL_CHECK(d.index >= 0 && d.index < kMaxDevices, "memory_stats: device ", d, " out of range");
   return g_cuda[d.index];
 }
-
-// The bytes held for a request: 64-byte multiples (64 for zero), then the cache's size classes.
-size_t cpu_block_bytes(size_t nbytes) {
-  const size_t rounded = nbytes == 0 ? 64 : (nbytes + 63) / 64 * 64;
-  return cpu_cache::block_size(rounded);
-}
-
-class CpuAllocator final : public Allocator {
- public:
-  void* allocate(size_t nbytes) override {
-    const size_t block = cpu_block_bytes(nbytes);
-    void* p = cpu_cache::take(block);
-    if (!p) p = std::aligned_alloc(64, block);
-    if (!p && cpu_cache::stats().cached_bytes > 0) {  // out of memory: give the cached blocks back, retry
-      cpu_cache::empty();
-      p = std::aligned_alloc(64, block);
-    }
-    if (!p) MDL_FAIL("cpu allocator: out of memory allocating ", nbytes, " bytes");
-    detail::record_alloc(Device::cpu(), nbytes);
-    return p;
-  }
-  void deallocate(void* p, size_t nbytes) override {
-    if (!cpu_cache::give(p, cpu_block_bytes(nbytes))) std::free(p);
-    detail::record_free(Device::cpu(), nbytes);
-  }
-  Device device() const override { return Device::cpu(); }
-};
 
 Allocator* g_cuda_allocator = nullptr;
 }  // namespace
@@ -74,11 +44,6 @@ void record_free(Device d, size_t nbytes) {
   if (profiler::detail::recording()) profiler::detail::record_memory(d, -int64_t(nbytes), live);
 }
 }  // namespace detail
-
-Allocator* cpu_allocator() {
-  static CpuAllocator a;
-  return &a;
-}
 
 void set_allocator(DeviceType t, Allocator* a) {
   MDL_CHECK(t == DeviceType::CUDA, "set_allocator: only the CUDA allocator can be replaced");

@@ -5,8 +5,8 @@
 
 #ifdef MDL_WITH_CUDA
 namespace mdl::cuda::detail {
-int runtime_device_count();  // tensor/cuda/runtime.cu
-void register_kernels();      // tensor/cuda/register.cu
+int runtime_device_count();  // cuda/runtime/runtime.cu
+void register_kernels();      // cuda/register.cu
 }  // namespace mdl::cuda::detail
 #endif
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "mdl.h"
-#include "tensor/cuda_api.h"
+#include "cuda/api.h"
 
 namespace mdl::test {
 

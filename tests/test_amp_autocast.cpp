@@ -8,7 +8,7 @@
 #include <cmath>
 #include <vector>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "amp/keep_f32.h"
 #include "mdl.h"
 #include "tests/compare_util.h"

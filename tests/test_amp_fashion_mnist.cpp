@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "amp/grad_scaler.h"
 #include "mdl.h"
 #include "nn/functional.h"

@@ -8,12 +8,12 @@
 #include <limits>
 #include <vector>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "amp/grad_scaler.h"
 #include "mdl.h"
 #include "tests/compare_util.h"
 #include "nn/functional.h"
-#include "tensor/kernels_amp.h"
+#include "kernels/amp.h"
 
 using namespace mdl;
 namespace F = mdl::nn::functional;

@@ -6,11 +6,11 @@
 #include <cmath>
 #include <vector>
 
-#include "autograd/grad_mode.h"
+#include "tensor/grad_mode.h"
 #include "tensor/allocator.h"
 #include "tensor/error.h"
-#include "tensor/factory.h"
-#include "tensor/ops.h"
+#include "ops/factory.h"
+#include "ops/ops.h"
 
 using namespace mdl;
 

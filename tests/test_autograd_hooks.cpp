@@ -8,8 +8,8 @@
 
 #include "autograd/hooks.h"
 #include "tensor/error.h"
-#include "tensor/factory.h"
-#include "tensor/ops.h"
+#include "ops/factory.h"
+#include "ops/ops.h"
 
 using namespace mdl;
 

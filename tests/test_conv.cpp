@@ -11,7 +11,8 @@
 #include "autograd/node.h"
 #include "mdl.h"
 #include "nn/functional.h"
-#include "tensor/kernels_conv.h"
+#include "kernels/conv.h"
+#include "cpu/conv.h"
 
 using namespace mdl;
 namespace F = mdl::nn::functional;

@@ -1,13 +1,13 @@
-// The CPU copy's tiled path for transposed matrices (tensor/cpu/copy.cpp): every element size,
+// The CPU copy's tiled path for transposed matrices (cpu/copy.cpp): every element size,
 // sizes that do not divide the tile, batches with strided leading dims, and the same result as the
 // row-by-row copy (cpu::set_tiled_transpose(false)); shapes it must not take stay correct.
 #include <doctest/doctest.h>
 
 #include <vector>
 
-#include "tensor/cpu/copy_options.h"
-#include "tensor/factory.h"
-#include "tensor/ops.h"
+#include "cpu/copy_options.h"
+#include "ops/factory.h"
+#include "ops/ops.h"
 
 using namespace mdl;
 

@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "mdl.h"
-#include "tensor/cpu_block_cache.h"
+#include "cpu/block_cache.h"
 
 using namespace mdl;
 

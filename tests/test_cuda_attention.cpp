@@ -6,7 +6,7 @@
 
 #include "mdl.h"
 #include "nn/functional.h"
-#include "tensor/kernels_attention.h"
+#include "kernels/attention.h"
 #include "tests/device_param.h"
 
 using namespace mdl;

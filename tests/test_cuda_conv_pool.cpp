@@ -8,7 +8,8 @@
 
 #include "mdl.h"
 #include "nn/functional.h"
-#include "tensor/kernels_conv.h"
+#include "kernels/conv.h"
+#include "kernels/pool.h"
 #include "tests/device_param.h"
 
 using namespace mdl;

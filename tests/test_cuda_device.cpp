@@ -10,7 +10,7 @@
 #include "mdl.h"
 #include "profiler/cuda_timer.h"
 #include "profiler/session.h"
-#include "tensor/cuda_device.h"
+#include "cuda/api.h"
 #include "tests/device_param.h"
 #include "tests/profiler_test_util.h"
 

@@ -8,7 +8,7 @@
 
 #include "mdl.h"
 #include "nn/functional.h"
-#include "tensor/kernels_amp.h"
+#include "kernels/amp.h"
 #include "tests/device_param.h"
 
 using namespace mdl;

@@ -5,9 +5,9 @@
 #include <doctest/doctest.h>
 
 #include "mdl.h"
-#include "tensor/kernels_norm.h"
-#include "tensor/kernels_optim.h"
-#include "tensor/native.h"
+#include "kernels/dropout.h"
+#include "kernels/optim.h"
+#include "ops/native/native.h"
 #include "tests/device_param.h"
 
 using namespace mdl;

@@ -68,8 +68,8 @@ TEST_CASE("dist: file rendezvous refuses a file it did not write") {
 #include "dist/ddp.h"
 #include "dist/nccl_group.h"
 #include "nn/layers.h"
-#include "tensor/factory.h"
-#include "tensor/ops.h"
+#include "ops/factory.h"
+#include "ops/ops.h"
 
 TEST_CASE("dist: NCCL group names a bad rank, a missing rendezvous file and a missing GPU") {
   CHECK_THROWS_WITH_AS(dist::NcclProcessGroup(0, 2), doctest::Contains("needs NcclOptions::rendezvous_file"), Error);

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "mdl.h"
-#include "tensor/kernels.h"  // kernels::binary, to reach the integer division kernel directly
+#include "kernels/core.h"  // kernels::binary, to reach the integer division kernel directly
 
 using namespace mdl;
 using V = std::vector<double>;

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "tensor/cpu/gemm.h"
+#include "cpu/gemm.h"
 
 namespace {
 

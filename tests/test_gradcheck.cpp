@@ -13,8 +13,8 @@
 #include "autograd/node.h"
 #include "nn/functional.h"
 #include "nn/linear_act.h"
-#include "tensor/factory.h"
-#include "tensor/ops.h"
+#include "ops/factory.h"
+#include "ops/ops.h"
 
 using namespace mdl;
 namespace F = mdl::nn::functional;

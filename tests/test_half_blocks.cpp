@@ -1,4 +1,4 @@
-// f16/bf16 kernels through float blocks (tensor/cpu/float_block.h): bulk conversion (F16C, vector
+// f16/bf16 kernels through float blocks (cpu/float_block.h): bulk conversion (F16C, vector
 // code) must give the same bits as converting element by element (cpu::set_bulk_half_conversion
 // (false)), at every block length and stride, and through the unary, binary and max pool kernels
 // on contiguous, strided and broadcast operands full of NaN, infinities, subnormals and ties.
@@ -13,7 +13,7 @@
 
 #include "mdl.h"
 #include "nn/functional.h"
-#include "tensor/cpu/float_block.h"
+#include "cpu/float_block.h"
 
 using namespace mdl;
 namespace F = mdl::nn::functional;

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "tensor/factory.h"
-#include "tensor/native.h"
-#include "tensor/ops.h"
+#include "ops/factory.h"
+#include "ops/native/native.h"
+#include "ops/ops.h"
 #include "tensor/parallel.h"
 
 using namespace mdl;

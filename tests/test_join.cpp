@@ -5,9 +5,9 @@
 
 #include <vector>
 
-#include "tensor/factory.h"
-#include "tensor/native.h"
-#include "tensor/ops.h"
+#include "ops/factory.h"
+#include "ops/native/native.h"
+#include "ops/ops.h"
 
 using namespace mdl;
 

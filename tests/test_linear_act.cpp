@@ -7,13 +7,12 @@
 #include <algorithm>
 #include <limits>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "mdl.h"
 #include "nn/linear_act.h"
-#include "tensor/cuda_api.h"
-#include "tensor/cuda_device.h"
+#include "cuda/api.h"
 #include "tests/device_param.h"
 
 using namespace mdl;

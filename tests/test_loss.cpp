@@ -14,8 +14,8 @@
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "nn/functional.h"
-#include "tensor/factory.h"
-#include "tensor/ops.h"
+#include "ops/factory.h"
+#include "ops/ops.h"
 #include "tensor/parallel.h"
 
 using namespace mdl;

@@ -12,7 +12,8 @@
 #include "autograd/node.h"
 #include "mdl.h"
 #include "nn/functional.h"
-#include "tensor/kernels_conv.h"
+#include "kernels/pool.h"
+#include "cpu/pool.h"
 
 using namespace mdl;
 namespace F = mdl::nn::functional;

@@ -9,7 +9,7 @@
 #include "data/loader.h"
 #include "data/tensor_dataset.h"
 #include "profiler_test_util.h"
-#include "tensor/kernels.h"
+#include "kernels/core.h"
 
 using namespace mdl;
 using namespace profiler_test;

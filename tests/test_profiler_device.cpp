@@ -9,7 +9,7 @@
 
 #include "profiler/device_timer.h"
 #include "profiler_test_util.h"
-#include "tensor/kernels.h"
+#include "kernels/core.h"
 
 using namespace mdl;
 using namespace profiler_test;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "mdl.h"
-#include "tensor/native.h"    // native::reduce for prod, native::sum_to
+#include "ops/native/native.h"    // native::reduce for prod, native::sum_to
 #include "tensor/parallel.h"  // set_num_threads
 
 using namespace mdl;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "mdl.h"
-#include "tensor/native.h"  // native::softmax_backward
+#include "ops/native/native.h"  // native::softmax_backward
 
 using namespace mdl;
 using V = std::vector<double>;

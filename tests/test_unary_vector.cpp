@@ -1,5 +1,5 @@
 // The CPU's vectorised exp, tanh, sigmoid, silu, both GELUs and their derivatives
-// (tensor/cpu/vec_math.h) over the whole float range, in units in the last place against double
+// (cpu/vec_math.h) over the whole float range, in units in the last place against double
 // math, at both widths (4 floats on SSE2, 8 on AVX2+FMA) and through the tensor ops: overflow to
 // inf, subnormal results, infinities, NaN, and the same answer wherever an element sits.
 #include <doctest/doctest.h>
@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "tensor/cpu/cpu_features.h"
-#include "tensor/cpu/vec_map.h"
-#include "tensor/factory.h"
-#include "tensor/ops.h"
+#include "cpu/cpu_features.h"
+#include "cpu/vec_map.h"
+#include "ops/factory.h"
+#include "ops/ops.h"
 
 using namespace mdl;
 using cpu::VecFn;

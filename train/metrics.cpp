@@ -6,7 +6,7 @@
 #include <sstream>
 
 #include "tensor/error.h"
-#include "tensor/ops.h"
+#include "ops/ops.h"
 
 namespace mdl::train {
 

@@ -5,9 +5,9 @@
 #include <chrono>
 #include <filesystem>
 
-#include "amp/autocast.h"
+#include "ops/autocast.h"
 #include "amp/grad_scaler.h"
-#include "autograd/grad_mode.h"
+#include "tensor/grad_mode.h"
 #include "data/loader.h"
 #include "io/safetensors.h"
 #include "nn/functional.h"
@@ -17,8 +17,8 @@
 #include "profiler/scope.h"
 #include "profiler/session.h"
 #include "tensor/allocator.h"
-#include "tensor/factory.h"
-#include "tensor/ops.h"
+#include "ops/factory.h"
+#include "ops/ops.h"
 #include "tensor/parallel.h"
 #include "train/csv_log.h"
 #include "train/metrics.h"

@@ -1,7 +1,7 @@
 // EfficientNet-B0 from MBConv blocks: 1x1 expansion, depthwise kxk convolution, squeeze-and-
 // excitation, 1x1 projection, residual when shapes allow. Layout and names as torchvision's.
 #include "nn/models/models.h"
-#include "tensor/ops.h"
+#include "ops/ops.h"
 
 namespace mdl::nn::models {
 

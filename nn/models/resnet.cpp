@@ -1,6 +1,6 @@
 // ResNet (BasicBlock, Bottleneck) for small images, with torchvision's parameter names.
 #include "nn/models/models.h"
-#include "tensor/ops.h"
+#include "ops/ops.h"
 
 namespace mdl::nn::models {
 

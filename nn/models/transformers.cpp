@@ -1,6 +1,6 @@
 // ViT (patch embedding, pre-norm encoder, class-token head) and GPT (causal decoder-only).
 #include "nn/models/models.h"
-#include "tensor/ops.h"
+#include "ops/ops.h"
 
 namespace mdl::nn::models {
 

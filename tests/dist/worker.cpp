@@ -26,8 +26,8 @@
 #include "nn/functional.h"
 #include "nn/layers.h"
 #include "optim/sgd.h"
-#include "tensor/factory.h"
-#include "tensor/ops.h"
+#include "ops/factory.h"
+#include "ops/ops.h"
 #include "tensor/parallel.h"
 #include "train/trainer.h"
 

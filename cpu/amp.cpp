@@ -1,0 +1,50 @@
+// CPU mixed-precision kernels: the fused non-finite check and unscale behind GradScaler. One
+// pass over the gradient, threaded in static chunks; the check ORs the exponent bits' all-ones
+// test (inf and NaN), integer work that vectorises without reordering float sums.
+#include <atomic>
+#include <bit>
+#include <cstdint>
+
+#include "cpu/kernels.h"
+#include "kernels/amp.h"
+#include "tensor/parallel.h"
+
+namespace mdl::cpu {
+namespace {
+
+template <class T> struct FloatBits;
+template <> struct FloatBits<float> { using U = uint32_t; static constexpr U kExp = 0x7f800000u; };
+template <> struct FloatBits<double> { using U = uint64_t; static constexpr U kExp = 0x7ff0000000000000ull; };
+
+// g [b, e) of T: g *= inv; returns whether any element was inf or NaN.
+template <class T>
+bool unscale_chunk(T* g, int64_t b, int64_t e, T inv) {
+  using U = typename FloatBits<T>::U;
+  constexpr U kExp = FloatBits<T>::kExp;
+  U bad = 0;
+  for (int64_t i = b; i < e; ++i) {
+    const T x = g[i];
+    bad |= U((std::bit_cast<U>(x) & kExp) == kExp);
+    g[i] = x * inv;
+  }
+  return bad != 0;
+}
+
+}  // namespace
+
+void unscale_check(const Tensor& grad, const Tensor& found_inf, double inv_scale) {
+  const int64_t n = grad.numel();
+  std::atomic<bool> any{false};
+  auto run = [&]<class T>(T* g) {
+    parallel_for(0, n, 1 << 16, [&](int64_t b, int64_t e) {
+      if (unscale_chunk<T>(g, b, e, T(inv_scale))) any.store(true, std::memory_order_relaxed);
+    });
+  };
+  if (grad.dtype() == kF32) run(grad.data_ptr<float>());
+  else if (grad.dtype() == kF64) run(grad.data_ptr<double>());
+  else MDL_FAIL("amp_unscale_check: expected an f32 or f64 gradient, got ", dtype_name(grad.dtype()));
+  if (any.load()) *found_inf.data_ptr<float>() = 1.0f;
+}
+
+}  // namespace mdl::cpu
+

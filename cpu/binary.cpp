@@ -1,0 +1,130 @@
+// Elementwise binary ops with broadcasting (operands arrive expanded: stride 0 on broadcast
+// dims). Arithmetic runs in acc_t (f16/bf16 in blocks of floats); comparisons write bool. Integer
+// division by zero is reported after the loop, never a SIGFPE.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+
+#include "kernels/convert.h"
+#include "cpu/kernels.h"
+#include "cpu/float_block.h"
+#include "cpu/loops.h"
+
+namespace mdl::cpu {
+
+namespace {
+
+template <class A>
+inline A int_pow(A base, A exp, bool& bad) {
+  if (exp < 0) { bad = true; return 0; }
+  using U = std::make_unsigned_t<A>;
+  U result = 1, b = U(base);
+  for (auto e = exp; e > 0; e >>= 1) {
+    if (e & 1) result *= b;
+    b *= b;
+  }
+  return A(result);
+}
+
+// Returns op(a, b); sets `bad` for integer division by zero or negative integer powers.
+template <BinaryOp OP, class A>
+inline auto apply(A a, A b, bool& bad) {
+  if constexpr (OP == BinaryOp::Add) return A(a + b);
+  else if constexpr (OP == BinaryOp::Sub) return A(a - b);
+  else if constexpr (OP == BinaryOp::Mul) return A(a * b);
+  else if constexpr (OP == BinaryOp::Div) {
+    if constexpr (std::is_integral_v<A>) {
+      if (b == 0) { bad = true; return A(0); }
+      if (b == A(-1)) return A(std::make_unsigned_t<A>(0) - std::make_unsigned_t<A>(a));
+      return A(a / b);
+    } else {
+      return A(a / b);
+    }
+  } else if constexpr (OP == BinaryOp::Pow) {
+    if constexpr (std::is_integral_v<A>) return int_pow(a, b, bad);
+    else return A(std::pow(a, b));
+  } else if constexpr (OP == BinaryOp::Maximum) return (a != a) ? a : (b != b) ? b : (a > b ? a : b);
+  else if constexpr (OP == BinaryOp::Minimum) return (a != a) ? a : (b != b) ? b : (a < b ? a : b);
+  else if constexpr (OP == BinaryOp::Eq) return a == b;
+  else if constexpr (OP == BinaryOp::Ne) return a != b;
+  else if constexpr (OP == BinaryOp::Lt) return a < b;
+  else if constexpr (OP == BinaryOp::Le) return a <= b;
+  else if constexpr (OP == BinaryOp::Gt) return a > b;
+  else return a >= b;
+}
+
+// A run of 16-bit operands: blocks of floats (float_block.h), the arithmetic in float, one rounding.
+template <class T, BinaryOp OP>
+void binary_half_run(char* const* p, const int64_t* s, int64_t n) {
+  float x[kFloatBlock], y[kFloatBlock], r[kFloatBlock];
+  bool unused = false;
+  for (int64_t i0 = 0; i0 < n; i0 += kFloatBlock) {
+    const int64_t m = std::min(kFloatBlock, n - i0);
+    load_floats<T>(p[1] + i0 * s[1], s[1], x, m);
+    load_floats<T>(p[2] + i0 * s[2], s[2], y, m);
+    if constexpr (is_comparison(OP)) {
+      char* o = p[0] + i0 * s[0];
+      if (s[0] == 1) {
+        for (int64_t i = 0; i < m; ++i) reinterpret_cast<bool*>(o)[i] = apply<OP, float>(x[i], y[i], unused);
+      } else {
+        for (int64_t i = 0; i < m; ++i) *reinterpret_cast<bool*>(o + i * s[0]) = apply<OP, float>(x[i], y[i], unused);
+      }
+    } else {
+      for (int64_t i = 0; i < m; ++i) r[i] = apply<OP, float>(x[i], y[i], unused);
+      store_floats<T>(p[0] + i0 * s[0], s[0], r, m);
+    }
+  }
+}
+
+template <class T, BinaryOp OP>
+void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b) {
+  // bool arithmetic runs in int64 so that True + True is not UB-adjacent; the result is != 0.
+  using A = std::conditional_t<std::is_same_v<T, bool>, int64_t, acc_t<T>>;
+  using O = std::conditional_t<is_comparison(OP), bool, T>;
+  std::atomic<bool> any_bad{false};
+  StridedLoop<3> loop({&out, &a, &b});
+  loop.run([&](char* const* p, const int64_t* s, int64_t n) {
+    if constexpr (is_half_v<T>) return binary_half_run<T, OP>(p, s, n);
+    bool bad = false;
+    O* o = reinterpret_cast<O*>(p[0]);
+    const char* pa = p[1];
+    const char* pb = p[2];
+    auto out_at = [&](int64_t i, auto v) { *reinterpret_cast<O*>(p[0] + i * s[0]) = convert<O>(v); };
+    if (s[0] == sizeof(O) && s[1] == sizeof(T) && s[2] == sizeof(T)) {
+      const T* x = reinterpret_cast<const T*>(pa);
+      const T* y = reinterpret_cast<const T*>(pb);
+      for (int64_t i = 0; i < n; ++i) o[i] = convert<O>(apply<OP, A>(A(x[i]), A(y[i]), bad));
+    } else if (s[0] == sizeof(O) && s[1] == sizeof(T) && s[2] == 0) {
+      const T* x = reinterpret_cast<const T*>(pa);
+      const A y = A(*reinterpret_cast<const T*>(pb));
+      for (int64_t i = 0; i < n; ++i) o[i] = convert<O>(apply<OP, A>(A(x[i]), y, bad));
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        A x = A(*reinterpret_cast<const T*>(pa + i * s[1]));
+        A y = A(*reinterpret_cast<const T*>(pb + i * s[2]));
+        out_at(i, apply<OP, A>(x, y, bad));
+      }
+    }
+    if (bad) any_bad.store(true, std::memory_order_relaxed);
+  });
+  if (any_bad.load()) {
+    if (OP == BinaryOp::Pow) MDL_FAIL("pow: integers to negative integer powers are not allowed (dtype ", a.dtype(), ")");
+    MDL_FAIL("div: integer division by zero (dtype ", a.dtype(), ")");
+  }
+}
+
+template <class T, BinaryOp... OPS>
+void binary_switch(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  ((op == OPS ? binary_loop<T, OPS>(out, a, b) : void()), ...);
+}
+
+}  // namespace
+
+void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  dispatch(a.dtype(), "binary", [&]<class T>() {
+    using enum BinaryOp;
+    binary_switch<T, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge>(op, out, a, b);
+  });
+}
+
+}  // namespace mdl::cpu

@@ -1,0 +1,106 @@
+// Free lists of large CPU blocks keyed by rounded size, bounded in total bytes.
+#include "cpu/block_cache.h"
+
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+namespace mdl::cpu_cache {
+
+namespace detail_cache {
+
+constexpr size_t kMinBlock = size_t(1) << 20;          // smaller blocks: malloc reuses them well
+constexpr size_t kMaxCached = size_t(2) << 30;         // never hold more than 2 GiB free
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kDefaultOn = false;
+#else
+constexpr bool kDefaultOn = true;
+#endif
+
+struct Cache {
+  std::mutex mu;
+  std::multimap<size_t, void*> free;  // rounded size -> block
+  size_t cached = 0;
+  int64_t hits = 0, misses = 0;
+  bool on = kDefaultOn;
+};
+
+// Never destroyed: tensors in other static objects may be freed after main returns.
+Cache& cache() {
+  static Cache* c = new Cache;
+  return *c;
+}
+
+// Large sizes round up to 1/8 of their power of two, so near sizes share blocks.
+size_t round_size(size_t n) {
+  size_t p = 1;
+  while (p < n) p <<= 1;
+  const size_t step = p / 8 > 64 ? p / 8 : 64;
+  return (n + step - 1) / step * step;
+}
+
+void drain_locked(Cache& c) {
+  for (auto& [size, p] : c.free) std::free(p);
+  c.free.clear();
+  c.cached = 0;
+}
+
+}  // namespace detail_cache
+
+using namespace detail_cache;
+
+void* take(size_t block) {
+  if (block < kMinBlock) return nullptr;
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (!c.on) return nullptr;
+  auto it = c.free.find(block);
+  if (it == c.free.end()) {
+    ++c.misses;
+    return nullptr;
+  }
+  void* p = it->second;
+  c.free.erase(it);
+  c.cached -= block;
+  ++c.hits;
+  return p;
+}
+
+bool give(void* p, size_t block) {
+  if (block < kMinBlock) return false;
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  if (!c.on || c.cached + block > kMaxCached) return false;
+  c.free.emplace(block, p);
+  c.cached += block;
+  return true;
+}
+
+size_t block_size(size_t rounded) { return rounded < kMinBlock ? rounded : round_size(rounded); }
+
+Stats stats() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return {int64_t(c.cached), c.hits, c.misses};
+}
+
+void set_enabled(bool on) {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.on = on;
+  if (!on) drain_locked(c);
+}
+
+bool enabled() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  return c.on;
+}
+
+void empty() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  drain_locked(c);
+}
+
+}  // namespace mdl::cpu_cache

@@ -1,0 +1,331 @@
+// CPU convolution by im2col + GEMM: per group, the forward, the weight gradient and the input
+// gradient are each one GEMM against a column matrix unfolded from a chunk of the batch; threads
+// split the batch when it is large enough, else share each GEMM. Depthwise convs go direct.
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "cpu/kernels.h"
+#include "cpu/gemm.h"
+#include "kernels/conv.h"
+#include "cpu/conv.h"
+#include "tensor/parallel.h"
+
+namespace mdl::cpu {
+
+namespace {
+
+std::atomic<bool> g_depthwise_direct{true};
+
+void gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa, const float* B,
+          int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
+  gemm_f32(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
+}
+void gemm(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa, const double* B,
+          int64_t rsb, int64_t csb, double beta, double* C, int64_t rsc, int64_t csc) {
+  gemm_f64(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
+}
+
+Tensor contiguous_copy(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor c = make_tensor(t.shape(), t.dtype(), t.device());
+  copy(c, t);
+  return c;
+}
+
+struct Geom {
+  int64_t N, C, H, W, Cout, kh, kw, Ho, Wo, G, Cig, Cog, Kg, P;
+  kernels::Conv2dParams p;
+  int64_t xs[4];  // x's strides (elements)
+
+  Geom(const Tensor& x, const Tensor& w, const Tensor& out_like, const kernels::Conv2dParams& prm)
+      : N(x.size(0)), C(x.size(1)), H(x.size(2)), W(x.size(3)), Cout(w.size(0)), kh(w.size(2)), kw(w.size(3)),
+        Ho(out_like.size(2)), Wo(out_like.size(3)), G(prm.groups), Cig(C / prm.groups), Cog(w.size(0) / prm.groups),
+        Kg(Cig * kh * kw), P(Ho * Wo), p(prm) {
+    for (int d = 0; d < 4; ++d) xs[d] = x.stride(d);
+  }
+};
+
+// The outputs o in [0, n) whose input position o * stride + off falls inside [0, size).
+struct Range { int64_t lo, hi; };
+Range valid_range(int64_t off, int64_t stride, int64_t size, int64_t n) {
+  auto ceil_div_pos = [](int64_t a, int64_t b) { return a <= 0 ? int64_t(0) : (a + b - 1) / b; };
+  int64_t hi = std::min(n, ceil_div_pos(size - off, stride));
+  int64_t lo = std::min(hi, ceil_div_pos(-off, stride));
+  return {lo, hi};
+}
+
+// A chunk of the batch: samples [n0, n0 + B) whole (p0 = 0, len = P), or, for a map too large to
+// unfold at once, pixels [p0, p0 + len) of one sample (B = 1). Its columns are (b, pixel).
+struct Chunk { int64_t n0, B, p0, len; };
+
+// Calls f(b, oh, ow0, ow1, q) for each run of the chunk's pixels along one output row: row oh of
+// sample b, columns [ow0, ow1), the first at column q of the chunk.
+template <class F>
+void for_each_run(const Geom& g, const Chunk& ch, const F& f) {
+  for (int64_t b = 0; b < ch.B; ++b)
+    for (int64_t p = ch.p0, q = b * ch.len; p < ch.p0 + ch.len;) {
+      const int64_t oh = p / g.Wo, ow0 = p % g.Wo, ow1 = std::min(g.Wo, ow0 + ch.p0 + ch.len - p);
+      f(b, oh, ow0, ow1, q);
+      p += ow1 - ow0;
+      q += ow1 - ow0;
+    }
+}
+
+// col (Kg, B*len) for the chunk, group grp: row (c, ki, kj), column (b, pixel).
+template <class T>
+void im2col(const Geom& g, const T* x, const Chunk& ch, int64_t grp, T* col) {
+  const int64_t BP = ch.B * ch.len, kk = g.kh * g.kw;
+  parallel_for(0, g.Kg, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(BP, 1)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t c = r / kk, ki = (r / g.kw) % g.kh, kj = r % g.kw;
+      const int64_t offw = kj * g.p.dil_w - g.p.pad_w, sw = g.p.stride_w, s3 = g.xs[3];
+      const Range rw = valid_range(offw, sw, g.W, g.Wo);
+      for_each_run(g, ch, [&](int64_t b, int64_t oh, int64_t ow0, int64_t ow1, int64_t q) {
+        T* dst = col + r * BP + q - ow0;  // dst[ow] for ow in [ow0, ow1)
+        const int64_t ih = oh * g.p.stride_h - g.p.pad_h + ki * g.p.dil_h;
+        if (ih < 0 || ih >= g.H) {
+          std::fill(dst + ow0, dst + ow1, T(0));
+          return;
+        }
+        const T* src = x + (ch.n0 + b) * g.xs[0] + (grp * g.Cig + c) * g.xs[1] + ih * g.xs[2];
+        const int64_t lo = std::clamp(rw.lo, ow0, ow1), hi = std::clamp(rw.hi, lo, ow1);
+        std::fill(dst + ow0, dst + lo, T(0));
+        if (sw == 1 && s3 == 1) std::memcpy(dst + lo, src + lo + offw, size_t(hi - lo) * sizeof(T));
+        else
+          for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[(ow * sw + offw) * s3];
+        std::fill(dst + hi, dst + ow1, T(0));
+      });
+    }
+  });
+}
+
+// dx (N, C, H, W contiguous) += col2im(col (Kg, B*len)) for the chunk, group grp.
+// Threads split the channels, so no two write the same element.
+template <class T>
+void col2im(const Geom& g, const T* col, const Chunk& ch, int64_t grp, T* dx) {
+  const int64_t BP = ch.B * ch.len, kk = g.kh * g.kw;
+  parallel_for(0, g.Cig, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(BP * kk, 1)), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c)
+      for (int64_t k = 0; k < kk; ++k) {
+        const int64_t ki = k / g.kw, kj = k % g.kw;
+        const int64_t offw = kj * g.p.dil_w - g.p.pad_w, sw = g.p.stride_w;
+        const Range rw = valid_range(offw, sw, g.W, g.Wo);
+        const T* row = col + (c * kk + k) * BP;
+        for_each_run(g, ch, [&](int64_t b, int64_t oh, int64_t ow0, int64_t ow1, int64_t q) {
+          const int64_t ih = oh * g.p.stride_h - g.p.pad_h + ki * g.p.dil_h;
+          if (ih < 0 || ih >= g.H) return;
+          const T* src = row + q - ow0;
+          T* d = dx + ((ch.n0 + b) * g.C + grp * g.Cig + c) * g.H * g.W + ih * g.W + offw;
+          const int64_t lo = std::clamp(rw.lo, ow0, ow1), hi = std::clamp(rw.hi, lo, ow1);
+          for (int64_t ow = lo; ow < hi; ++ow) d[ow * sw] += src[ow];
+        });
+      }
+  });
+}
+
+// How the batch is cut: per-thread slices when there are enough samples, and chunks whose
+// columns stay near kChunkCols wide and under kMaxColElems elements (2 MiB of f32). Maps of 512
+// pixels or more go one sample at a time, which measured as fast as wider chunks; smaller maps
+// are batched so that each GEMM stays wide and reads the weights once; a sample whose columns
+// exceed kMaxColElems is cut into pixel tiles of at least kMinTile.
+constexpr int64_t kChunkCols = 512;
+constexpr int64_t kMaxColElems = int64_t(1) << 19;
+constexpr int64_t kMinTile = 256;
+
+struct Plan {
+  bool batch_parallel;
+  int threads;
+  int64_t chunk;  // samples per chunk
+  int64_t tile;   // pixels per chunk when chunk == 1 (P when the sample fits)
+  int64_t cols() const { return chunk > 1 ? chunk * tile : tile; }
+};
+
+Plan plan(const Geom& g) {
+  const int nt = get_num_threads();
+  const bool bp = nt > 1 && !in_parallel_region() && g.N >= nt && (g.N % nt == 0 || g.N >= 4 * nt);
+  const int64_t per_thread = bp ? (g.N + nt - 1) / nt : g.N;
+  const int64_t P = std::max<int64_t>(g.P, 1);
+  int64_t chunk = std::max<int64_t>(1, kChunkCols / P);
+  chunk = std::min(chunk, std::max<int64_t>(1, kMaxColElems / (g.Kg * P)));
+  chunk = std::max<int64_t>(1, std::min(chunk, per_thread));
+  const int64_t tile = g.Kg * P <= kMaxColElems ? P : std::min(P, std::max(kMinTile, kMaxColElems / g.Kg));
+  return {bp, bp ? nt : 1, chunk, tile};
+}
+
+// Calls body(chunk, tid) for each chunk of the batch, per the plan.
+template <class F>
+void for_each_chunk(const Geom& g, const Plan& pl, const F& body) {
+  auto run = [&](int64_t b0, int64_t b1) {
+    const int tid = pl.batch_parallel ? thread_index() : 0;
+    for (int64_t n0 = b0; n0 < b1; n0 += pl.chunk) {
+      const int64_t B = std::min(pl.chunk, b1 - n0);
+      if (B > 1 || pl.tile == g.P) body(Chunk{n0, B, 0, g.P}, tid);
+      else
+        for (int64_t p0 = 0; p0 < g.P; p0 += pl.tile) body(Chunk{n0, 1, p0, std::min(pl.tile, g.P - p0)}, tid);
+    }
+  };
+  if (pl.batch_parallel) parallel_for(0, g.N, 1, run);
+  else run(0, g.N);
+}
+
+// With col (Kg, B*len) unfolded from a chunk, Kg = Cin/G * kH * kW, and dout the chunk's gradient:
+//   forward       out_g  (Cog, B*len) = w_g (Cog, Kg) @ col_g
+//   grad weight   dw_g^T (Kg, Cog)   += col_g @ dout_g^T   (this orientation measured faster)
+//   grad input    dcol_g (Kg, B*len)  = w_g^T (Kg, Cog) @ dout_g, folded back into dx by col2im
+// When threads split the batch, each has its own buffers and single-threaded GEMMs, and the
+// partial weight gradients are summed in thread order.
+template <class T>
+void forward_impl(const Tensor& out, const Tensor& x, const Tensor& w_, const Tensor& b_, const Geom& g) {
+  const Tensor w = contiguous_copy(w_), b = b_.defined() ? contiguous_copy(b_) : b_;
+  const T* xp = static_cast<const T*>(x.raw_data());
+  const T* wp = w.data_ptr<T>();
+  const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
+  T* op = out.data_ptr<T>();
+  const Plan pl = plan(g);
+  const int64_t cols = pl.cols();
+  std::vector<T> colbuf(size_t(pl.threads * g.Kg * cols)), tmp(size_t(pl.chunk > 1 ? pl.threads * g.Cog * cols : 0));
+  for_each_chunk(g, pl, [&](const Chunk& ch, int tid) {
+    const int64_t BP = ch.B * ch.len;
+    T* col = colbuf.data() + tid * g.Kg * cols;
+    for (int64_t grp = 0; grp < g.G; ++grp) {
+      im2col(g, xp, ch, grp, col);
+      const T* wg = wp + grp * g.Cog * g.Kg;
+      if (ch.B == 1) {  // one sample (or tile): the product lands in out directly
+        T* o = op + (ch.n0 * g.Cout + grp * g.Cog) * g.P + ch.p0;
+        gemm(g.Cog, BP, g.Kg, T(1), wg, g.Kg, 1, col, BP, 1, T(0), o, g.P, 1);
+        if (bp)
+          for (int64_t co = 0; co < g.Cog; ++co)
+            for (int64_t q = 0; q < BP; ++q) o[co * g.P + q] += bp[grp * g.Cog + co];
+        continue;
+      }
+      T* t = tmp.data() + tid * g.Cog * cols;  // (Cog, B*P), scattered to (B, Cog, P) with the bias
+      gemm(g.Cog, BP, g.Kg, T(1), wg, g.Kg, 1, col, BP, 1, T(0), t, BP, 1);
+      for (int64_t bb = 0; bb < ch.B; ++bb)
+        for (int64_t co = 0; co < g.Cog; ++co) {
+          T* o = op + ((ch.n0 + bb) * g.Cout + grp * g.Cog + co) * g.P;
+          const T* src = t + co * BP + bb * g.P;
+          const T bias = bp ? bp[grp * g.Cog + co] : T(0);
+          for (int64_t q = 0; q < g.P; ++q) o[q] = src[q] + bias;
+        }
+    }
+  });
+}
+
+template <class T>
+void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& go_, const Tensor& x,
+                   const Tensor& w_, const Geom& g) {
+  const Tensor go = contiguous_copy(go_), w = contiguous_copy(w_);
+  const T* gop = go.data_ptr<T>();
+  const T* xp = static_cast<const T*>(x.raw_data());
+  const T* wp = w.data_ptr<T>();
+  T* gxp = gx.defined() ? gx.data_ptr<T>() : nullptr;
+  T* gwp = gw.defined() ? gw.data_ptr<T>() : nullptr;
+  const int64_t wn = g.Cout * g.Kg;
+  const Plan pl = plan(g);
+  const int64_t cols = pl.cols();
+  const bool need_cols = gxp || gwp;
+  std::vector<T> colbuf(size_t(need_cols ? pl.threads * g.Kg * cols : 0));
+  std::vector<T> douts(size_t(pl.chunk > 1 ? pl.threads * g.Cout * cols : 0));
+  // Weight gradients: straight into gw when one thread walks the batch, else per-thread partials.
+  std::vector<T> dw_parts(size_t(gwp && pl.batch_parallel ? pl.threads * wn : 0), T(0));
+  std::vector<double> db_parts(size_t(gb.defined() ? pl.threads * g.Cout : 0), 0.0);
+  if (gwp && !pl.batch_parallel) std::fill(gwp, gwp + wn, T(0));
+
+  for_each_chunk(g, pl, [&](const Chunk& ch, int tid) {
+    const int64_t BP = ch.B * ch.len, n0 = ch.n0;
+    if (gxp && ch.p0 == 0) std::fill(gxp + n0 * g.C * g.H * g.W, gxp + (n0 + ch.B) * g.C * g.H * g.W, T(0));
+    // dout (Cout, B*len) with row stride ld: in place when B == 1, else gathered.
+    const T* d = gop + n0 * g.Cout * g.P + ch.p0;
+    int64_t ld = g.P;
+    if (ch.B > 1) {
+      T* buf = douts.data() + tid * g.Cout * cols;
+      for (int64_t bb = 0; bb < ch.B; ++bb)
+        for (int64_t co = 0; co < g.Cout; ++co)
+          std::memcpy(buf + co * BP + bb * g.P, gop + ((n0 + bb) * g.Cout + co) * g.P, size_t(g.P) * sizeof(T));
+      d = buf;
+      ld = BP;
+    }
+    if (!db_parts.empty()) {
+      double* db = db_parts.data() + tid * g.Cout;
+      for (int64_t co = 0; co < g.Cout; ++co) {
+        double s = 0;
+        for (int64_t q = 0; q < BP; ++q) s += double(d[co * ld + q]);
+        db[co] += s;
+      }
+    }
+    T* col = need_cols ? colbuf.data() + tid * g.Kg * cols : nullptr;
+    T* dw = gwp ? (pl.batch_parallel ? dw_parts.data() + tid * wn : gwp) : nullptr;
+    for (int64_t grp = 0; grp < g.G; ++grp) {
+      const T* dg = d + grp * g.Cog * ld;
+      if (dw) {
+        im2col(g, xp, ch, grp, col);
+        gemm(g.Kg, g.Cog, BP, T(1), col, BP, 1, dg, 1, ld, T(1), dw + grp * g.Cog * g.Kg, 1, g.Kg);
+      }
+      if (gxp) {
+        gemm(g.Kg, BP, g.Cog, T(1), wp + grp * g.Cog * g.Kg, 1, g.Kg, dg, ld, 1, T(0), col, BP, 1);
+        col2im(g, col, ch, grp, gxp);
+      }
+    }
+  });
+
+  if (gwp && pl.batch_parallel)
+    for (int64_t i = 0; i < wn; ++i) {
+      T s = dw_parts[size_t(i)];
+      for (int t = 1; t < pl.threads; ++t) s += dw_parts[size_t(t * wn + i)];
+      gwp[i] = s;
+    }
+  if (gb.defined()) {
+    T* gbp = gb.data_ptr<T>();
+    for (int64_t co = 0; co < g.Cout; ++co) {
+      double s = 0;
+      for (int t = 0; t < pl.threads; ++t) s += db_parts[size_t(t * g.Cout + co)];
+      gbp[co] = T(s);
+    }
+  }
+}
+
+// One input channel per group (depthwise, and also Cin == 1): the direct kernel, which
+// bench_conv measured faster than im2col there, unless switched off.
+bool use_depthwise(const Tensor& x, const kernels::Conv2dParams& p) {
+  return g_depthwise_direct.load(std::memory_order_relaxed) && p.groups == x.size(1);
+}
+
+}  // namespace
+
+void set_depthwise_direct(bool on) { g_depthwise_direct.store(on, std::memory_order_relaxed); }
+bool depthwise_direct() { return g_depthwise_direct.load(std::memory_order_relaxed); }
+
+// out (N, Cout, Ho, Wo) contiguous; x (N, Cin, H, W) any strides; w (Cout, Cin/G, kH, kW).
+void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b,
+                    const kernels::Conv2dParams& p) {
+  if (out.numel() == 0) return;
+  if (use_depthwise(x, p)) return depthwise_conv2d_forward(out, x, w, b, p);
+  const Geom g(x, w, out, p);
+  dispatch_floating(out.dtype(), "conv2d", [&]<class T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) forward_impl<T>(out, x, w, b, g);
+    else MDL_FAIL("conv2d: the CPU kernel takes f32 or f64, got ", out.dtype());
+  });
+}
+
+void conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& go, const Tensor& x,
+                     const Tensor& w, const kernels::Conv2dParams& p) {
+  if (go.numel() == 0) {  // nothing flows back: every gradient is zero
+    for (const Tensor* t : {&gx, &gw, &gb})
+      if (t->defined()) fill(*t, 0.0);
+    return;
+  }
+  if (use_depthwise(x, p)) return depthwise_conv2d_backward(gx, gw, gb, go, x, w, p);
+  const Geom g(x, w, go, p);
+  dispatch_floating(go.dtype(), "conv2d_backward", [&]<class T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      backward_impl<T>(gx, gw, gb, go, x, w, g);
+    } else {
+      MDL_FAIL("conv2d_backward: the CPU kernel takes f32 or f64, got ", go.dtype());
+    }
+  });
+}
+
+}  // namespace mdl::cpu
+

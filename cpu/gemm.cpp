@@ -1,0 +1,291 @@
+// The GEMM driver after BLIS/GotoBLAS: the jc/pc/ic loops cut C into NC x KC x MC blocks sized for
+// L3/L1/L2, pack A and B into zero-padded micro-panels (any strides), and run an MR x NR
+// micro-kernel over each tile; OpenMP gives each thread one slab of C.
+#include "cpu/gemm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+
+#include "cpu/cpu_features.h"
+#include "tensor/error.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace mdl::cpu {
+
+namespace detail {
+void sgemm_kernel_6x16_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t rsc, int64_t csc,
+                            float alpha, float beta);
+}  // namespace detail
+
+namespace {
+
+template <class T>
+using Kernel = void (*)(int64_t kc, const T* a, const T* b, T* c, int64_t rsc, int64_t csc, T alpha, T beta);
+
+template <class T>
+struct Blocking;
+// f32: a 6x16 tile fills 12 of 16 ymm registers; a KC x NR B micro-panel (16 KiB) sits in L1,
+// an MC x KC A block (144 KiB) in L2, a KC x NC B block (4 MiB) in L3.
+template <>
+struct Blocking<float> {
+  static constexpr int64_t MR = 6, NR = 16, MC = 144, KC = 256, NC = 4080;
+};
+template <>
+struct Blocking<double> {
+  static constexpr int64_t MR = 4, NR = 8, MC = 96, KC = 256, NC = 2048;
+};
+
+// The portable micro-kernel, same contract as the AVX2 one: a is kc x MR, b is kc x NR, packed.
+template <class T, int64_t MR, int64_t NR>
+void kernel_scalar(int64_t kc, const T* a, const T* b, T* c, int64_t rsc, int64_t csc, T alpha, T beta) {
+  T acc[MR][NR] = {};
+  for (int64_t p = 0; p < kc; ++p, a += MR, b += NR)
+    for (int64_t i = 0; i < MR; ++i)
+      for (int64_t j = 0; j < NR; ++j) acc[i][j] += a[i] * b[j];
+  for (int64_t i = 0; i < MR; ++i)
+    for (int64_t j = 0; j < NR; ++j) {
+      T& cij = c[i * rsc + j * csc];
+      cij = beta == T(0) ? alpha * acc[i][j] : alpha * acc[i][j] + beta * cij;
+    }
+}
+
+Kernel<float> pick_f32_kernel() {
+#if defined(__x86_64__) || defined(__i386__)
+  if (has_avx2_fma()) return detail::sgemm_kernel_6x16_avx2;
+#endif
+  return kernel_scalar<float, 6, 16>;
+}
+
+Kernel<float> f32_kernel() {
+  static const Kernel<float> k = pick_f32_kernel();
+  return k;
+}
+
+// Per-thread, 64-byte aligned scratch that only grows; slot 0 holds packed A, slot 1 packed B.
+template <class T>
+T* scratch(int slot, int64_t n) {
+  struct Free {
+    void operator()(void* p) const { std::free(p); }
+  };
+  thread_local std::unique_ptr<T, Free> buf[2];
+  thread_local int64_t cap[2] = {0, 0};
+  if (n > cap[slot]) {
+    size_t bytes = (size_t(n) * sizeof(T) + 63) / 64 * 64;
+    buf[slot].reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
+    MDL_CHECK(buf[slot], "gemm: cannot allocate ", bytes, " bytes of packing scratch");
+    cap[slot] = n;
+  }
+  return buf[slot].get();
+}
+
+// A block (mc x kc) -> ceil(mc/MR) panels, each kc x MR (buf[p*MR + i]), short panels zero-padded.
+template <class T, int64_t MR>
+void pack_a(int64_t mc, int64_t kc, const T* A, int64_t rsa, int64_t csa, T* buf) {
+  for (int64_t ir = 0; ir < mc; ir += MR, buf += kc * MR) {
+    const int64_t mr = std::min(MR, mc - ir);
+    const T* a = A + ir * rsa;
+    if (mr == MR && csa == 1) {
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t i = 0; i < MR; ++i) buf[p * MR + i] = a[i * rsa + p];
+    } else if (mr == MR && rsa == 1) {
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t i = 0; i < MR; ++i) buf[p * MR + i] = a[p * csa + i];
+    } else {
+      for (int64_t p = 0; p < kc; ++p)
+        for (int64_t i = 0; i < MR; ++i) buf[p * MR + i] = i < mr ? a[i * rsa + p * csa] : T(0);
+    }
+  }
+}
+
+// One B panel (kc x nr, nr <= NR) -> kc x NR (buf[p*NR + j]), zero-padded.
+template <class T, int64_t NR>
+void pack_b_panel(int64_t kc, int64_t nr, const T* b, int64_t rsb, int64_t csb, T* buf) {
+  if (nr == NR && csb == 1) {
+    for (int64_t p = 0; p < kc; ++p) std::memcpy(buf + p * NR, b + p * rsb, NR * sizeof(T));
+  } else if (nr == NR && rsb == 1) {
+    for (int64_t p = 0; p < kc; ++p)
+      for (int64_t j = 0; j < NR; ++j) buf[p * NR + j] = b[j * csb + p];
+  } else {
+    for (int64_t p = 0; p < kc; ++p)
+      for (int64_t j = 0; j < NR; ++j) buf[p * NR + j] = j < nr ? b[j * csb + p * rsb] : T(0);
+  }
+}
+
+// C block (mc x nc) = alpha * packed A @ packed B + beta * C, one micro-tile at a time.
+// Edge tiles go through a full-size scratch tile so the kernel never sees a short one.
+template <class T>
+void macro_kernel(int64_t mc, int64_t nc, int64_t kc, T alpha, const T* a, const T* b, T beta, T* C,
+                  int64_t rsc, int64_t csc, Kernel<T> kernel) {
+  constexpr int64_t MR = Blocking<T>::MR, NR = Blocking<T>::NR;
+  for (int64_t jr = 0; jr < nc; jr += NR) {
+    const int64_t nr = std::min(NR, nc - jr);
+    for (int64_t ir = 0; ir < mc; ir += MR) {
+      const int64_t mr = std::min(MR, mc - ir);
+      T* c = C + ir * rsc + jr * csc;
+      if (mr == MR && nr == NR) {
+        kernel(kc, a + ir * kc, b + jr * kc, c, rsc, csc, alpha, beta);
+        continue;
+      }
+      alignas(64) T t[MR * NR];
+      kernel(kc, a + ir * kc, b + jr * kc, t, NR, 1, alpha, T(0));
+      for (int64_t i = 0; i < mr; ++i)
+        for (int64_t j = 0; j < nr; ++j) {
+          T& cij = c[i * rsc + j * csc];
+          cij = beta == T(0) ? t[i * NR + j] : t[i * NR + j] + beta * cij;
+        }
+    }
+  }
+}
+
+// One thread's GEMM over the whole (sub)problem; M, N, K > 0.
+template <class T>
+void gemm_serial(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa, const T* B,
+                 int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, Kernel<T> kernel) {
+  using Bk = Blocking<T>;
+  const int64_t kc_max = std::min(Bk::KC, K);
+  T* abuf = scratch<T>(0, kc_max * std::min(Bk::MC, (M + Bk::MR - 1) / Bk::MR * Bk::MR));
+  T* bbuf = scratch<T>(1, kc_max * std::min(Bk::NC, (N + Bk::NR - 1) / Bk::NR * Bk::NR));
+  for (int64_t jc = 0; jc < N; jc += Bk::NC) {
+    const int64_t nc = std::min(Bk::NC, N - jc);
+    for (int64_t pc = 0; pc < K; pc += Bk::KC) {
+      const int64_t kc = std::min(Bk::KC, K - pc);
+      for (int64_t jr = 0; jr < nc; jr += Bk::NR)
+        pack_b_panel<T, Bk::NR>(kc, std::min(Bk::NR, nc - jr), B + pc * rsb + (jc + jr) * csb, rsb, csb, bbuf + jr * kc);
+      const T beta_pc = pc == 0 ? beta : T(1);
+      for (int64_t ic = 0; ic < M; ic += Bk::MC) {
+        const int64_t mc = std::min(Bk::MC, M - ic);
+        pack_a<T, Bk::MR>(mc, kc, A + ic * rsa + pc * csa, rsa, csa, abuf);
+        macro_kernel<T>(mc, nc, kc, alpha, abuf, bbuf, beta_pc, C + ic * rsc + jc * csc, rsc, csc, kernel);
+      }
+    }
+  }
+}
+
+// Below this many multiply-adds a second thread costs more to wake than it saves.
+constexpr int64_t kParallelMinMacs = int64_t(1) << 19;
+
+int threads_for(int64_t M, int64_t N, int64_t K) {
+#ifdef _OPENMP
+  if (omp_in_parallel() || M * N * K < kParallelMinMacs) return 1;
+  return omp_get_max_threads();
+#else
+  (void)M, (void)N, (void)K;
+  return 1;
+#endif
+}
+
+// C = beta * C without reading C when beta == 0.
+template <class T>
+void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t rsc, int64_t csc) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      T& cij = C[i * rsc + j * csc];
+      cij = beta == T(0) ? T(0) : beta * cij;
+    }
+}
+
+// Cuts C into one slab of whole micro-tiles per thread, along N when N is the wider side, else M;
+// each thread runs the serial loops on its slab with its own packing buffers. One barrier per call:
+// a shared packed B would need two per KC step, and measured slower here whenever another process
+// takes a core. Redundant packing (A twice, or B twice) costs a few percent. A tile is computed
+// the same way on any thread, so results never depend on the thread count. M, N, K > 0.
+template <class T>
+void gemm_parallel(int nt, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa,
+                   const T* B, int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, Kernel<T> kernel) {
+  const bool split_n = N >= M;
+  const int64_t unit = split_n ? Blocking<T>::NR : Blocking<T>::MR, extent = split_n ? N : M;
+  const int64_t tiles = (extent + unit - 1) / unit;
+  std::exception_ptr error;
+#pragma omp parallel num_threads(nt)
+  {
+#ifdef _OPENMP
+    const int64_t t = omp_get_thread_num(), team = omp_get_num_threads();
+#else
+    const int64_t t = 0, team = 1;
+    (void)nt;
+#endif
+    const int64_t lo = std::min(extent, tiles * t / team * unit);
+    const int64_t hi = std::min(extent, tiles * (t + 1) / team * unit);
+    try {
+      if (hi > lo && split_n)
+        gemm_serial(M, hi - lo, K, alpha, A, rsa, csa, B + lo * csb, rsb, csb, beta, C + lo * csc, rsc, csc, kernel);
+      else if (hi > lo)
+        gemm_serial(hi - lo, N, K, alpha, A + lo * rsa, rsa, csa, B, rsb, csb, beta, C + lo * rsc, rsc, csc, kernel);
+    } catch (...) {  // a failed scratch allocation must not escape the parallel region
+#pragma omp critical(mdl_gemm_error)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+template <class T>
+void gemm_any(const char* name, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa,
+              const T* B, int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, Kernel<T> kernel) {
+  MDL_CHECK(M >= 0 && N >= 0 && K >= 0, name, ": negative size M=", M, " N=", N, " K=", K);
+  if (M == 0 || N == 0) return;
+  if (K == 0 || alpha == T(0)) return scale_c(M, N, beta, C, rsc, csc);
+  const int nt = threads_for(M, N, K);
+  if (nt <= 1) return gemm_serial(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, kernel);
+  gemm_parallel(nt, M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, kernel);
+}
+
+}  // namespace
+
+void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa,
+              const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
+  gemm_any<float>("gemm_f32", M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, f32_kernel());
+}
+
+void gemm_f64(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa,
+              const double* B, int64_t rsb, int64_t csb, double beta, double* C, int64_t rsc, int64_t csc) {
+  gemm_any<double>("gemm_f64", M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc,
+                   kernel_scalar<double, Blocking<double>::MR, Blocking<double>::NR>);
+}
+
+void gemm_f32_naive(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float s = 0.0f;
+      for (int64_t p = 0; p < K; ++p) s += A[i * K + p] * B[p * N + j];
+      C[i * N + j] = s;
+    }
+}
+
+// i-p-j order inside 64 x 256 x 512 blocks: the j loop streams rows of B and C (the compiler
+// vectorizes it), a 256 x 512 block of B (512 KiB) is reused from L2 by 64 rows of A.
+void gemm_f32_blocked(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
+  constexpr int64_t MB = 64, KB = 256, NB = 512;
+  std::fill(C, C + M * N, 0.0f);
+  for (int64_t jj = 0; jj < N; jj += NB)
+    for (int64_t pp = 0; pp < K; pp += KB)
+      for (int64_t ii = 0; ii < M; ii += MB) {
+        const int64_t ie = std::min(M, ii + MB), pe = std::min(K, pp + KB), je = std::min(N, jj + NB);
+        for (int64_t i = ii; i < ie; ++i) {
+          float* c = C + i * N;
+          for (int64_t p = pp; p < pe; ++p) {
+            const float a = A[i * K + p];
+            const float* b = B + p * N;
+            for (int64_t j = jj; j < je; ++j) c[j] += a * b[j];
+          }
+        }
+      }
+}
+
+void gemm_f32_packed(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) return std::fill(C, C + M * N, 0.0f);
+  gemm_serial<float>(M, N, K, 1.0f, A, K, 1, B, N, 1, 0.0f, C, N, 1, f32_kernel());
+}
+
+const char* gemm_f32_kernel_name() {
+  return f32_kernel() == kernel_scalar<float, 6, 16> ? "scalar 6x16" : "avx2-fma 6x16";
+}
+
+}  // namespace mdl::cpu

@@ -1,0 +1,171 @@
+// The fused linear layer on the CPU: our GEMM writes x @ w^T, then ONE pass adds the bias and
+// applies the activation (keeping the pre-activation for GELU), instead of separate matmul, add
+// and activation passes over the output. The backward's activation gradient and the bias
+// gradient are one pass too. f16/bf16 run in f32 and round once, as a GPU epilogue does; GELU on
+// f32 runs on float vectors.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "cpu/kernels.h"
+#include "kernels/convert.h"
+#include "cpu/gelu_math.h"
+#include "cpu/gemm.h"
+#include "cpu/select_bits.h"
+#include "cpu/vec_map.h"
+#include "kernels/linear_act.h"
+#include "tensor/parallel.h"
+
+namespace mdl::cpu {
+
+namespace {
+
+template <class A> A act_forward(Activation act, A v) {
+  if (act == Activation::Relu) return v > A(0) ? v : A(0);
+  if (act == Activation::GeluTanh) return gelu_math::gelu_tanh(v);
+  return v;
+}
+
+// d act / d pre, from the saved tensor's value s (out for Relu, pre for GeluTanh).
+template <class A> A act_derivative(Activation act, A s) {
+  if (act == Activation::Relu) return s > A(0) ? A(1) : A(0);
+  if (act == Activation::GeluTanh) return gelu_math::gelu_tanh_grad(s);
+  return A(1);
+}
+
+// The activation (forward: v -> act(v); derivative: s -> act'(s)) over a block of compute-type
+// values in place; GELU on floats runs on float vectors (vec_map.h), the rest element by element.
+template <class A> void act_forward_block(Activation act, A* v, int64_t n) {
+  if constexpr (std::is_same_v<A, float>)
+    if (act == Activation::GeluTanh) return vec_map(VecFn::GeluTanh, v, v, n);
+  for (int64_t i = 0; i < n; ++i) v[i] = act_forward(act, v[i]);
+}
+template <class A> void act_derivative_block(Activation act, A* s, int64_t n) {
+  if constexpr (std::is_same_v<A, float>)
+    if (act == Activation::GeluTanh) return vec_map(VecFn::GeluTanhGrad, s, s, n);
+  for (int64_t i = 0; i < n; ++i) s[i] = act_derivative(act, s[i]);
+}
+constexpr int64_t kBlock = 256;
+
+template <class T> using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+// Widens n elements of a 16-bit (or f32/f64) buffer into the compute type.
+template <class T> std::vector<compute_t<T>> widened(const T* p, int64_t n) {
+  std::vector<compute_t<T>> v(size_t(std::max<int64_t>(n, 0)));
+  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = compute_t<T>(p[i]);
+  return v;
+}
+
+void gemm(int64_t M, int64_t N, int64_t K, const float* x, const float* w, float* y) {
+  // y (M, N) = x (M, K) @ w^T, w (N, K): B's element (p, j) is w[j * K + p].
+  gemm_f32(M, N, K, 1.0f, x, K, 1, w, 1, K, 0.0f, y, N, 1);
+}
+void gemm(int64_t M, int64_t N, int64_t K, const double* x, const double* w, double* y) {
+  gemm_f64(M, N, K, 1.0, x, K, 1, w, 1, K, 0.0, y, N, 1);
+}
+
+template <class T>
+void forward(const Tensor& out, const Tensor& pre, const Tensor& x, const Tensor& w, const Tensor& bias,
+             Activation act) {
+  using A = compute_t<T>;
+  const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
+  if (M == 0 || N == 0) return;
+  // acc (M, N): the GEMM's result in the compute type; out itself unless out is 16-bit.
+  std::unique_ptr<A[]> scratch;
+  A* acc = nullptr;
+  if constexpr (std::is_same_v<T, A>) {
+    acc = out.data_ptr<T>();
+    gemm(M, N, K, x.data_ptr<T>(), w.data_ptr<T>(), acc);
+  } else {
+    const std::vector<A> xa = widened(x.data_ptr<T>(), M * K), wa = widened(w.data_ptr<T>(), N * K);
+    scratch.reset(new A[size_t(M * N)]);
+    acc = scratch.get();
+    gemm(M, N, K, xa.data(), wa.data(), acc);
+  }
+  const std::vector<A> b = bias.defined() ? widened(bias.data_ptr<T>(), N) : std::vector<A>(size_t(N), A(0));
+  T* o = out.data_ptr<T>();
+  T* p = pre.defined() ? pre.data_ptr<T>() : nullptr;
+  // The epilogue: one pass over (M, N), rows split over threads.
+  parallel_for(0, M, std::max<int64_t>(1, kGrainSize / 8 / N), [&](int64_t r0, int64_t r1) {
+    A v[kBlock];
+    for (int64_t i = r0; i < r1; ++i)
+      for (int64_t j0 = 0; j0 < N; j0 += kBlock) {
+        const int64_t m = std::min(kBlock, N - j0);
+        const A* a = acc + i * N + j0;
+        for (int64_t j = 0; j < m; ++j) v[j] = a[j] + b[size_t(j0 + j)];
+        if (p)
+          for (int64_t j = 0; j < m; ++j) p[i * N + j0 + j] = convert<T>(v[j]);
+        act_forward_block(act, v, m);
+        for (int64_t j = 0; j < m; ++j) o[i * N + j0 + j] = convert<T>(v[j]);
+      }
+  });
+}
+
+template <class T>
+void backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& grad_out, const Tensor& saved,
+              Activation act) {
+  using A = compute_t<T>;
+  const int64_t M = grad_out.size(0), N = grad_out.size(1);
+  const T* g = grad_out.data_ptr<T>();
+  const T* s = saved.defined() ? saved.data_ptr<T>() : nullptr;
+  T* gp = grad_pre.data_ptr<T>();
+  T* gb = grad_bias.defined() ? grad_bias.data_ptr<T>() : nullptr;
+  // Columns split over threads, each walking every row in order: the bias sums are deterministic
+  // whatever the thread count, and each row's slice of columns is contiguous.
+  parallel_for(0, N, std::max<int64_t>(1, kGrainSize / 8 / std::max<int64_t>(M, 1)), [&](int64_t c0, int64_t c1) {
+    std::vector<A> sum(size_t(c1 - c0), A(0));
+    A d[kBlock];
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j0 = c0; j0 < c1; j0 += kBlock) {
+        const int64_t m = std::min(kBlock, c1 - j0), k0 = i * N + j0;
+        if (act == Activation::Relu) {  // g where pre > 0, else 0: a select on the bits, no branch
+          for (int64_t j = 0; j < m; ++j) {
+            const T v = convert<T>(select_bits(A(s[k0 + j]) > A(0), A(g[k0 + j]), A(0)));
+            gp[k0 + j] = v;
+            sum[size_t(j0 - c0 + j)] += A(v);
+          }
+          continue;
+        }
+        if (s) {
+          for (int64_t j = 0; j < m; ++j) d[j] = A(s[k0 + j]);
+          act_derivative_block(act, d, m);
+        } else {
+          std::fill(d, d + m, A(1));
+        }
+        for (int64_t j = 0; j < m; ++j) {
+          const T v = convert<T>(A(g[k0 + j]) * d[j]);
+          gp[k0 + j] = v;
+          sum[size_t(j0 - c0 + j)] += A(v);
+        }
+      }
+    if (gb)
+      for (int64_t j = c0; j < c1; ++j) gb[j] = convert<T>(sum[size_t(j - c0)]);
+  });
+}
+
+template <class F>
+void dispatch_linear(DType t, const char* op, const F& f) {
+  switch (t) {
+    case kF32: return f.template operator()<float>();
+    case kF64: return f.template operator()<double>();
+    case kF16: return f.template operator()<Half>();
+    case kBF16: return f.template operator()<BFloat16>();
+    default: MDL_FAIL(op, ": expected a floating dtype (f32, f16, bf16, f64), got ", dtype_name(t));
+  }
+}
+
+}  // namespace
+
+void linear_act_forward(const Tensor& out, const Tensor& pre, const Tensor& x, const Tensor& w, const Tensor& bias,
+                        Activation act) {
+  dispatch_linear(out.dtype(), "linear_act", [&]<class T>() { forward<T>(out, pre, x, w, bias, act); });
+}
+
+void linear_act_backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& grad_out, const Tensor& saved,
+                         Activation act) {
+  dispatch_linear(grad_out.dtype(), "linear_act_backward",
+                  [&]<class T>() { backward<T>(grad_pre, grad_bias, grad_out, act == Activation::None ? Tensor() : saved, act); });
+}
+
+}  // namespace mdl::cpu

@@ -1,0 +1,425 @@
+// CPU kernels for the fused normalisations (batch norm; group norm, with layer norm as its
+// one-group case) and dropout. Inputs arrive contiguous as (N, C, S). Statistics are two-pass
+// (mean, then squared deviations) and every sum runs in double in a fixed order per channel or
+// per row, so results do not depend on the thread count.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <type_traits>
+#include <vector>
+
+#include "cpu/kernels.h"
+#include "cpu/loops.h"
+#include "cpu/select_bits.h"
+#include "kernels/norm.h"
+#include "kernels/dropout.h"
+#include "tensor/parallel.h"
+#include "kernels/philox.h"
+
+namespace mdl::cpu {
+
+namespace {
+
+constexpr int kLanes = 4;  // independent accumulators per sum: ILP without reassociation flags
+
+template <int K>
+using Sums = std::array<double, K>;
+
+template <int K>
+Sums<K> fold(const double (&l)[kLanes][K]) {
+  Sums<K> r;
+  for (int k = 0; k < K; ++k) r[k] = (l[0][k] + l[1][k]) + (l[2][k] + l[3][k]);
+  return r;
+}
+
+// Sums of f(i, c) over one row of K channels x S elements starting at element i0, channel c0.
+template <int K, class F>
+Sums<K> row_sum(int64_t i0, int64_t c0, int64_t nch, int64_t S, const F& f) {
+  double l[kLanes][K] = {};
+  auto add = [&](int lane, const Sums<K>& v) {
+    for (int k = 0; k < K; ++k) l[lane][k] += v[k];
+  };
+  if (S == 1) {  // one element per channel: lanes run along the channels
+    int64_t j = 0;
+    for (; j + kLanes <= nch; j += kLanes)
+      for (int q = 0; q < kLanes; ++q) add(q, f(i0 + j + q, c0 + j + q));
+    for (; j < nch; ++j) add(0, f(i0 + j, c0 + j));
+    return fold(l);
+  }
+  for (int64_t c = 0; c < nch; ++c) {
+    const int64_t b = i0 + c * S;
+    int64_t s = 0;
+    for (; s + kLanes <= S; s += kLanes)
+      for (int q = 0; q < kLanes; ++q) add(q, f(b + s + q, c0 + c));
+    for (; s < S; ++s) add(0, f(b + s, c0 + c));
+  }
+  return fold(l);
+}
+
+// out[k][c] = sum over (n, s) of f(i, n, c)[k] for (N, C, S). Threads split the channels; each
+// channel adds its (n, s) elements in order, so the sums are the serial ones.
+template <int K, class F>
+void channel_sums(int64_t N, int64_t C, int64_t S, std::array<double*, K> out, const F& f) {
+  parallel_for(0, C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, N * S)), [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c)
+      for (int k = 0; k < K; ++k) out[k][c] = 0.0;
+    for (int64_t n = 0; n < N; ++n) {
+      const int64_t row = n * C;
+      for (int64_t c = cb; c < ce; ++c) {
+        auto at = [&](int64_t i, int64_t ch) { return f(i, n, ch); };
+        const Sums<K> v = S == 1 ? f(row + c, n, c) : row_sum<K>((row + c) * S, c, 1, S, at);
+        for (int k = 0; k < K; ++k) out[k][c] += v[k];
+      }
+    }
+  });
+}
+
+// Calls f(i, end, n, c) for each run [i, end) of elements of (N, C, S) within one (n, c), threads
+// splitting the elements.
+template <class F>
+void for_each_run(int64_t N, int64_t C, int64_t S, const F& f) {
+  parallel_for(0, N * C * S, kGrainSize, [&](int64_t b, int64_t e) {
+    int64_t row = b / S, n = row / C, c = row % C, i = b;
+    while (i < e) {
+      const int64_t end = std::min(e, (row + 1) * S);
+      f(i, end, n, c);
+      i = end;
+      ++row;
+      if (++c == C) {
+        c = 0;
+        ++n;
+      }
+    }
+  });
+}
+
+// A per-channel parameter as an array of A, or `fallback` everywhere when undefined.
+template <class A>
+std::vector<A> param(const Tensor& p, int64_t C, A fallback) {
+  std::vector<A> v(static_cast<size_t>(C), fallback);
+  if (p.defined()) {
+    const A* d = p.data_ptr<A>();
+    for (int64_t c = 0; c < C; ++c) v[size_t(c)] = d[c];
+  }
+  return v;
+}
+
+}  // namespace
+
+// ---- batch norm ----------------------------------------------------------------------------
+
+void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var, const Tensor& invstd, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias, bool training, double eps) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2);
+  dispatch_floating(x.dtype(), "batch_norm", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* xp = x.data_ptr<T>();
+    T* yp = out.data_ptr<T>();
+    A* mp = mean.data_ptr<A>();
+    A* ip = invstd.data_ptr<A>();
+    if (training) {
+      // x (N, C, S) -> mean, var (C), over N * S values each.
+      const double M = double(N * S);
+      std::vector<double> sum(static_cast<size_t>(C)), sq(static_cast<size_t>(C));
+      channel_sums<1>(N, C, S, {sum.data()}, [&](int64_t i, int64_t, int64_t) { return Sums<1>{double(A(xp[i]))}; });
+      for (double& s : sum) s /= M;
+      channel_sums<1>(N, C, S, {sq.data()}, [&](int64_t i, int64_t, int64_t c) {
+        const double d = double(A(xp[i])) - sum[size_t(c)];
+        return Sums<1>{d * d};
+      });
+      A* vp = var.data_ptr<A>();
+      for (int64_t c = 0; c < C; ++c) {
+        const double v = sq[size_t(c)] / M;
+        mp[c] = A(sum[size_t(c)]);
+        vp[c] = A(v);
+        ip[c] = A(1.0 / std::sqrt(v + eps));
+      }
+    }
+    // y = x * a[c] + b[c]
+    std::vector<A> a = param<A>(weight, C, A(1)), b = param<A>(bias, C, A(0));
+    for (int64_t c = 0; c < C; ++c) {
+      a[size_t(c)] *= ip[c];
+      b[size_t(c)] -= mp[c] * a[size_t(c)];
+    }
+    for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
+      const A ac = a[size_t(c)], bc = b[size_t(c)];
+      for (; i < end; ++i) yp[i] = T(A(xp[i]) * ac + bc);
+    });
+  });
+}
+
+void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
+                         const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                         bool training) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2);
+  dispatch_floating(x.dtype(), "batch_norm_backward", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* xp = x.data_ptr<T>();
+    const T* gp = grad_out.data_ptr<T>();
+    const A* mp = mean.data_ptr<A>();
+    const A* ip = invstd.data_ptr<A>();
+    // sdy[c] = sum gy, sdx[c] = sum gy * (x - mean): (C)
+    std::vector<double> sdy(static_cast<size_t>(C)), sdx(static_cast<size_t>(C));
+    if (training || grad_w.defined() || grad_b.defined())
+      channel_sums<2>(N, C, S, {sdy.data(), sdx.data()}, [&](int64_t i, int64_t, int64_t c) {
+        const double g = double(A(gp[i]));
+        return Sums<2>{g, g * (double(A(xp[i])) - double(mp[c]))};
+      });
+    if (grad_w.defined()) {
+      A* gw = grad_w.data_ptr<A>();
+      for (int64_t c = 0; c < C; ++c) gw[c] = A(sdx[size_t(c)] * double(ip[c]));
+    }
+    if (grad_b.defined()) {
+      A* gb = grad_b.data_ptr<A>();
+      for (int64_t c = 0; c < C; ++c) gb[c] = A(sdy[size_t(c)]);
+    }
+    if (!grad_x.defined()) return;
+    // gx = gy * p[c] + x * q[c] + r[c]; training: a (gy - mean(gy) - xhat * mean(gy * xhat)), a = w * invstd.
+    std::vector<A> p = param<A>(weight, C, A(1)), q(size_t(C), A(0)), r(size_t(C), A(0));
+    const double M = double(N * S);
+    for (int64_t c = 0; c < C; ++c) {
+      const double a = double(p[size_t(c)]) * double(ip[c]);
+      p[size_t(c)] = A(a);
+      if (training) {
+        const double k = a * double(ip[c]) * double(ip[c]) * sdx[size_t(c)] / M;  // a * invstd * mean(gy * xhat)
+        q[size_t(c)] = A(-k);
+        r[size_t(c)] = A(k * double(mp[c]) - a * sdy[size_t(c)] / M);
+      }
+    }
+    T* gx = grad_x.data_ptr<T>();
+    for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
+      const A pc = p[size_t(c)], qc = q[size_t(c)], rc = r[size_t(c)];
+      for (; i < end; ++i) gx[i] = T(A(gp[i]) * pc + A(xp[i]) * qc + rc);
+    });
+  });
+}
+
+// ---- group norm (and layer norm) -------------------------------------------------------------
+
+// Layer norm on f32 (one group, one element per channel) runs on float vectors: each row's sums
+// are float partials over blocks of kSumBlock elements, vectorised (omp simd), added in double;
+// the same order whatever the thread count.
+namespace {
+
+constexpr int64_t kSumBlock = 64;
+
+template <class F>
+double block_sum(int64_t n, const F& f) {
+  double total = 0;
+  for (int64_t j0 = 0; j0 < n; j0 += kSumBlock) {
+    const int64_t j1 = std::min(n, j0 + kSumBlock);
+    float part = 0;
+#pragma omp simd reduction(+ : part)
+    for (int64_t j = j0; j < j1; ++j) part += f(j);
+    total += double(part);
+  }
+  return total;
+}
+
+void layer_norm_rows_f32(int64_t N, int64_t C, const float* x, float* y, float* mean, float* rstd, const float* w,
+                         const float* b, double eps) {
+  parallel_for(0, N, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, C)), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const float* xr = x + r * C;
+      float* yr = y + r * C;
+      const float m = float(block_sum(C, [&](int64_t j) { return xr[j]; }) / double(C));
+      const double var = block_sum(C, [&](int64_t j) {
+                           const float d = xr[j] - m;
+                           return d * d;
+                         }) / double(C);
+      const float rs = float(1.0 / std::sqrt(var + eps));
+      mean[r] = m;
+      rstd[r] = rs;
+#pragma omp simd
+      for (int64_t j = 0; j < C; ++j) yr[j] = (xr[j] - m) * (rs * w[j]) + b[j];
+    }
+  });
+}
+
+// gx, and (when asked) gw[c] = sum over rows of gy * xhat and gb[c] = sum of gy, in double.
+void layer_norm_backward_rows_f32(int64_t N, int64_t C, const float* x, const float* g, const float* mean,
+                                  const float* rstd, const float* w, float* gx, float* gw, float* gb) {
+  if (gw || gb) {  // threads split the channels; each walks the rows in order
+    parallel_for(0, C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, N)), [&](int64_t cb, int64_t ce) {
+      std::vector<double> sw(size_t(ce - cb), 0.0), sb(size_t(ce - cb), 0.0);
+      for (int64_t n = 0; n < N; ++n) {
+        const float* xr = x + n * C;
+        const float* gr = g + n * C;
+        const float m = mean[n], rs = rstd[n];
+#pragma omp simd
+        for (int64_t c = cb; c < ce; ++c) {
+          sw[size_t(c - cb)] += double(gr[c] * ((xr[c] - m) * rs));
+          sb[size_t(c - cb)] += double(gr[c]);
+        }
+      }
+      for (int64_t c = cb; c < ce; ++c) {
+        if (gw) gw[c] = float(sw[size_t(c - cb)]);
+        if (gb) gb[c] = float(sb[size_t(c - cb)]);
+      }
+    });
+  }
+  if (!gx) return;
+  // Per row, h = gy * w: gx = rstd * (h - mean(h) - xhat * mean(h * xhat)).
+  parallel_for(0, N, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, C)), [&](int64_t rb, int64_t re) {
+    for (int64_t r = rb; r < re; ++r) {
+      const float* xr = x + r * C;
+      const float* gr = g + r * C;
+      float* o = gx + r * C;
+      const float m = mean[r];
+      const double rs = double(rstd[r]);
+      const double sh_sum = block_sum(C, [&](int64_t j) { return gr[j] * w[j]; });
+      const double shx_sum = block_sum(C, [&](int64_t j) { return gr[j] * w[j] * (xr[j] - m); });
+      const double mh = sh_sum / double(C), k = rs * rs * shx_sum / double(C);  // mean(h), mean(h * xhat) * rstd
+      const float rsf = float(rs), q = float(-rs * k), sh = float(-rs * mh);
+#pragma omp simd
+      for (int64_t j = 0; j < C; ++j) o[j] = gr[j] * (rsf * w[j]) + (xr[j] - m) * q + sh;
+    }
+  });
+}
+
+}  // namespace
+
+void group_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias, int64_t groups, double eps) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2), K = C / groups, L = K * S;
+  dispatch_floating(x.dtype(), "group_norm", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* xp = x.data_ptr<T>();
+    T* yp = out.data_ptr<T>();
+    A* mp = mean.data_ptr<A>();
+    A* rp = rstd.data_ptr<A>();
+    const std::vector<A> w = param<A>(weight, C, A(1)), b = param<A>(bias, C, A(0));
+    if constexpr (std::is_same_v<T, float>) {
+      if (S == 1 && groups == 1) return layer_norm_rows_f32(N, C, xp, yp, mp, rp, w.data(), b.data(), eps);
+    }
+    // One (n, g) row of K channels x S: its stats, then y = (x - mean) * rstd * w[c] + b[c].
+    const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, L));
+    parallel_for(0, N * groups, grain, [&](int64_t rb, int64_t re) {
+      for (int64_t r = rb; r < re; ++r) {
+        const int64_t i0 = r * L, c0 = (r % groups) * K;
+        auto value = [&](int64_t i, int64_t) { return Sums<1>{double(A(xp[i]))}; };
+        const double mu = row_sum<1>(i0, c0, K, S, value)[0] / double(L);
+        auto sq_dev = [&](int64_t i, int64_t) {
+          const double d = double(A(xp[i])) - mu;
+          return Sums<1>{d * d};
+        };
+        const double v = row_sum<1>(i0, c0, K, S, sq_dev)[0] / double(L);
+        const A m = A(mu), rs = A(1.0 / std::sqrt(v + eps));
+        mp[r] = m;
+        rp[r] = rs;
+        for (int64_t k = 0; k < K; ++k) {
+          const A a = rs * w[size_t(c0 + k)], sh = b[size_t(c0 + k)] - m * a;
+          const int64_t o = i0 + k * S;
+          for (int64_t s = 0; s < S; ++s) yp[o + s] = T(A(xp[o + s]) * a + sh);
+        }
+      }
+    });
+  });
+}
+
+void group_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
+                         const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                         int64_t groups) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2), K = C / groups, L = K * S;
+  dispatch_floating(x.dtype(), "group_norm_backward", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* xp = x.data_ptr<T>();
+    const T* gp = grad_out.data_ptr<T>();
+    const A* mp = mean.data_ptr<A>();
+    const A* rp = rstd.data_ptr<A>();
+    const std::vector<A> w = param<A>(weight, C, A(1));
+    if constexpr (std::is_same_v<T, float>) {
+      if (S == 1 && groups == 1)
+        return layer_norm_backward_rows_f32(N, C, xp, gp, mp, rp, w.data(),
+                                            grad_x.defined() ? grad_x.data_ptr<float>() : nullptr,
+                                            grad_w.defined() ? grad_w.data_ptr<float>() : nullptr,
+                                            grad_b.defined() ? grad_b.data_ptr<float>() : nullptr);
+    }
+    // gw[c] = sum gy * xhat, gb[c] = sum gy, over (n, s).
+    if (grad_w.defined() || grad_b.defined()) {
+      std::vector<double> sw(static_cast<size_t>(C)), sb(static_cast<size_t>(C));
+      channel_sums<2>(N, C, S, {sw.data(), sb.data()}, [&](int64_t i, int64_t n, int64_t c) {
+        const int64_t r = groups == 1 ? n : n * groups + c / K;
+        const double g = double(A(gp[i]));
+        return Sums<2>{g * (double(A(xp[i])) - double(mp[r])) * double(rp[r]), g};
+      });
+      if (grad_w.defined()) {
+        A* gw = grad_w.data_ptr<A>();
+        for (int64_t c = 0; c < C; ++c) gw[c] = A(sw[size_t(c)]);
+      }
+      if (grad_b.defined()) {
+        A* gb = grad_b.data_ptr<A>();
+        for (int64_t c = 0; c < C; ++c) gb[c] = A(sb[size_t(c)]);
+      }
+    }
+    if (!grad_x.defined()) return;
+    // Per row, h = gy * w: gx = rstd * (h - mean(h) - xhat * mean(h * xhat)).
+    T* gx = grad_x.data_ptr<T>();
+    const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, L));
+    parallel_for(0, N * groups, grain, [&](int64_t rb, int64_t re) {
+      for (int64_t r = rb; r < re; ++r) {
+        const int64_t i0 = r * L, c0 = (r % groups) * K;
+        const double mu = double(mp[r]), rs = double(rp[r]);
+        const Sums<2> s = row_sum<2>(i0, c0, K, S, [&](int64_t i, int64_t c) {
+          const double h = double(A(gp[i])) * double(w[size_t(c)]);
+          return Sums<2>{h, h * (double(A(xp[i])) - mu)};
+        });
+        const double mh = s[0] / double(L), k = rs * rs * s[1] / double(L);  // mean(h), mean(h * xhat) * rstd
+        for (int64_t c = 0; c < K; ++c) {
+          const A a = A(rs * double(w[size_t(c0 + c)])), q = A(-rs * k), sh = A(rs * (k * mu - mh));
+          const int64_t o = i0 + c * S;
+          for (int64_t j = 0; j < S; ++j) gx[o + j] = T(A(gp[o + j]) * a + A(xp[o + j]) * q + sh);
+        }
+      }
+    });
+  });
+}
+
+// ---- dropout -------------------------------------------------------------------------------
+
+// Keep element i when word i % 4 of Philox(seed, offset + i / 4) >= p * 2^32, compared as integers
+// (w >= ceil(p * 2^32), the same test for a 32-bit word), with Philox inlined into the loop.
+void dropout_mask(const Tensor& mask, double p, uint64_t seed, uint64_t offset) {
+  const int64_t n = mask.numel();
+  bool* m = mask.data_ptr<bool>();
+  const uint64_t threshold = uint64_t(std::ceil(p * 4294967296.0));
+  parallel_for(0, (n + 3) / 4, kGrainSize / 16, [&](int64_t b, int64_t e) {
+    for (int64_t blk = b; blk < e; ++blk) {
+      const PhiloxWords r = philox4x32_10(seed, offset + uint64_t(blk));
+      const int64_t i = blk * 4;
+      if (i + 4 <= n) {
+        for (int j = 0; j < 4; ++j) m[i + j] = uint64_t(r.w[j]) >= threshold;
+      } else {
+        for (int j = 0; i + j < n; ++j) m[i + j] = uint64_t(r.w[j]) >= threshold;
+      }
+    }
+  });
+}
+
+// out = mask ? in * scale : 0 (dropout forward, and its backward on the gradient). Contiguous
+// operands select on the bits (select_bits.h): a branch on a random mask mispredicts.
+void masked_scale(const Tensor& out, const Tensor& in, const Tensor& mask, double scale) {
+  if (out.numel() == 0) return;
+  StridedLoop<3> loop({&out, &in, &mask});
+  dispatch_floating(out.dtype(), "dropout", [&]<class T>() {
+    using A = acc_t<T>;
+    const A s = A(scale);
+    loop.run([&](char* const* p, const int64_t* st, int64_t n) {
+      if (st[0] == sizeof(T) && st[1] == sizeof(T) && st[2] == 1) {
+        T* o = reinterpret_cast<T*>(p[0]);
+        const T* x = reinterpret_cast<const T*>(p[1]);
+        const bool* keep = reinterpret_cast<const bool*>(p[2]);
+        const T zero = T(A(0));
+        for (int64_t i = 0; i < n; ++i) o[i] = select_bits(bool_at(keep + i), T(A(x[i]) * s), zero);
+        return;
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        const bool keep = *reinterpret_cast<const bool*>(p[2] + i * st[2]);
+        *reinterpret_cast<T*>(p[0] + i * st[0]) = T(keep ? A(*reinterpret_cast<const T*>(p[1] + i * st[1])) * s : A(0));
+      }
+    });
+  });
+}
+
+}  // namespace mdl::cpu
+

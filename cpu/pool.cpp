@@ -1,0 +1,346 @@
+// CPU pooling: max, average and adaptive average over 2-D windows, forward and backward. Each
+// (n, c) plane is independent, so threads split the planes and every backward scatters into its
+// own plane only: no atomics, and sums run in a fixed order. f16/bf16 compute in float. The
+// common 2x2 / stride 2 max pool runs on 4-float vectors (f16/bf16 rows converted in blocks).
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "cpu/kernels.h"
+#include "kernels/convert.h"
+#include "cpu/float_block.h"
+#include "kernels/pool.h"
+#include "cpu/pool.h"
+#include "tensor/parallel.h"
+
+
+namespace mdl::cpu {
+
+namespace {
+
+// Element (n, c, h, w) of a 4-D tensor of any strides.
+struct Strided4 {
+  int64_t s[4];
+  explicit Strided4(const Tensor& t) {
+    for (int d = 0; d < 4; ++d) s[d] = t.stride(d);
+  }
+  int64_t plane(int64_t q, int64_t C) const { return (q / C) * s[0] + (q % C) * s[1]; }
+};
+
+// Calls f(q) for each of the N * C planes, threaded; `work` is the cost of one plane.
+template <class F>
+void for_planes(int64_t planes, int64_t work, const F& f) {
+  parallel_for(0, planes, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(work, 1)), [&](int64_t b, int64_t e) {
+    for (int64_t q = b; q < e; ++q) f(q);
+  });
+}
+
+// Where a backward accumulates one (H, W) plane: in place for f32/f64, in a per-thread float
+// plane (allocated before the threads start) for f16/bf16, rounded once at the end.
+template <class T>
+struct PlaneAcc {
+  using A = acc_t<T>;
+  static constexpr bool kInPlace = std::is_same_v<T, A>;
+  int64_t hw;
+  bool nested = in_parallel_region();  // then the planes run on the calling thread alone
+  std::vector<A> scratch;
+  explicit PlaneAcc(int64_t hw_) : hw(hw_), scratch(kInPlace ? 0 : size_t((nested ? 1 : get_num_threads()) * hw_)) {}
+  A* begin(T* d) {
+    A* a;
+    if constexpr (kInPlace) {
+      a = d;
+    } else {
+      a = scratch.data() + (nested ? 0 : thread_index()) * hw;
+    }
+    std::fill(a, a + hw, A(0));
+    return a;
+  }
+  void finish(const A* a, T* d) const {
+    if constexpr (!kInPlace)
+      for (int64_t i = 0; i < hw; i += kFloatBlock)
+        store_floats<T>(reinterpret_cast<char*>(d + i), sizeof(T), a + i, std::min(kFloatBlock, hw - i));
+  }
+};
+
+// The window of output position o: [o * stride - pad, + kernel) clipped to [0, size).
+struct Window { int64_t lo, hi, padded; };
+Window window(int64_t o, int64_t stride, int64_t pad, int64_t kernel, int64_t size) {
+  const int64_t s = o * stride - pad, e = std::min(s + kernel, size + pad);
+  return {std::max<int64_t>(s, 0), std::min(e, size), e - s};
+}
+
+// Adaptive window of output cell i of n over size: [floor(i size / n), ceil((i + 1) size / n)).
+Window adaptive(int64_t i, int64_t n, int64_t size) {
+  const int64_t lo = i * size / n, hi = ((i + 1) * size + n - 1) / n;
+  return {lo, hi, hi - lo};
+}
+
+std::atomic<bool> g_max_pool_vectorized{true};
+
+// One output row of the 2x2 / stride 2 max pool on floats, 4 outputs at a time: rows r0 and r1
+// (unit stride) are split into even and odd columns by shuffles, and each window's winner is a
+// select, in the scalar loop's visiting order and NaN rule. base is r0's first element's index in
+// the plane (of width W); a row of Wo >= 4 outputs ends with a vector that overlaps the one
+// before it, which recomputes the same values.
+void max_pool_2x2_row(const float* r0, const float* r1, int64_t base, int64_t W, int64_t Wo, float* out,
+                      int64_t* idx) {
+  using f4 = float __attribute__((vector_size(16)));
+  using i4 = int32_t __attribute__((vector_size(16)));
+  for (int64_t ow = 0;; ow += 4) {
+    if (ow + 4 > Wo) ow = Wo - 4;
+    f4 a, b, c, d;
+    std::memcpy(&a, r0 + 2 * ow, sizeof a);
+    std::memcpy(&b, r0 + 2 * ow + 4, sizeof b);
+    std::memcpy(&c, r1 + 2 * ow, sizeof c);
+    std::memcpy(&d, r1 + 2 * ow + 4, sizeof d);
+    const i4 at = i4{0, 2, 4, 6} + int32_t(base + 2 * ow);
+    f4 best = __builtin_shufflevector(a, b, 0, 2, 4, 6);
+    i4 arg = at;
+    auto visit = [&](f4 v, i4 cand) {
+      const i4 take = (v > best) | (v != v);
+      best = take ? v : best;
+      arg = take ? cand : arg;
+    };
+    visit(__builtin_shufflevector(a, b, 1, 3, 5, 7), at + 1);
+    visit(__builtin_shufflevector(c, d, 0, 2, 4, 6), at + int32_t(W));
+    visit(__builtin_shufflevector(c, d, 1, 3, 5, 7), at + int32_t(W + 1));
+    std::memcpy(out + ow, &best, sizeof best);
+    for (int l = 0; l < 4; ++l) idx[ow + l] = arg[l];
+    if (ow + 4 >= Wo) break;
+  }
+}
+
+// One output row of the 2x2 / stride 2 max pool, element by element; branch-free selects so the
+// loop vectorises. The same arguments as max_pool_2x2_row.
+template <class T>
+void max_pool_2x2_row_scalar(const T* r0, const T* r1, int64_t base, int64_t W, int64_t Wo, T* out, int64_t* idx) {
+  using A = acc_t<T>;
+  for (int64_t ow = 0; ow < Wo; ++ow) {
+    const int64_t w = 2 * ow;
+    A best = A(r0[w]);
+    int64_t arg = base + w;
+    auto visit = [&](A v, int64_t at) {
+      const bool take = (v > best) | (v != v);
+      best = take ? v : best;
+      arg = take ? at : arg;
+    };
+    visit(A(r0[w + 1]), base + w + 1);
+    visit(A(r1[w]), base + W + w);
+    visit(A(r1[w + 1]), base + W + w + 1);
+    out[ow] = T(best);
+    idx[ow] = arg;
+  }
+}
+
+}  // namespace
+
+void set_max_pool_vectorized(bool on) { g_max_pool_vectorized.store(on, std::memory_order_relaxed); }
+bool max_pool_vectorized() { return g_max_pool_vectorized.load(std::memory_order_relaxed); }
+
+void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const kernels::Pool2dParams& p) {
+  const int64_t C = x.size(1), H = x.size(2), W = x.size(3), Ho = out.size(2), Wo = out.size(3);
+  if (out.numel() == 0) return;
+  const Strided4 xs(x);
+  dispatch_floating(x.dtype(), "max_pool2d", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* xp = static_cast<const T*>(x.raw_data());
+    T* op = out.data_ptr<T>();
+    int64_t* ip = indices.data_ptr<int64_t>();
+    // The common 2x2 / stride 2 / no padding window over rows with unit stride, without the
+    // window arithmetic; the same visiting order and NaN rule as the general loop below.
+    const bool two_by_two = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 &&
+                            p.pad_h == 0 && p.pad_w == 0 && xs.s[3] == 1;
+    if (two_by_two) {
+      const bool vectorize = max_pool_vectorized() && H * W <= INT32_MAX;
+      auto float_row = [&](const float* r0, const float* r1, int64_t base, int64_t wo, float* o, int64_t* i) {
+        if (vectorize && wo >= 4) return max_pool_2x2_row(r0, r1, base, W, wo, o, i);
+        max_pool_2x2_row_scalar(r0, r1, base, W, wo, o, i);
+      };
+      for_planes(out.size(0) * C, Ho * Wo * 4, [&](int64_t q) {
+        const T* xq = xp + xs.plane(q, C);
+        T* oq = op + q * Ho * Wo;
+        int64_t* iq = ip + q * Ho * Wo;
+        for (int64_t oh = 0; oh < Ho; ++oh) {
+          const T* r0 = xq + 2 * oh * xs.s[2];
+          const T* r1 = r0 + xs.s[2];
+          const int64_t base = 2 * oh * W;
+          if constexpr (std::is_same_v<T, float>) {
+            float_row(r0, r1, base, Wo, oq + oh * Wo, iq + oh * Wo);
+          } else if constexpr (is_half_v<T>) {  // through float blocks of 128 outputs
+            constexpr int64_t kOut = kFloatBlock / 2;
+            float a[kFloatBlock], b[kFloatBlock], o[kOut];
+            for (int64_t ow = 0; ow < Wo; ow += kOut) {
+              const int64_t n = std::min(kOut, Wo - ow);
+              load_floats<T>(reinterpret_cast<const char*>(r0 + 2 * ow), sizeof(T), a, 2 * n);
+              load_floats<T>(reinterpret_cast<const char*>(r1 + 2 * ow), sizeof(T), b, 2 * n);
+              float_row(a, b, base + 2 * ow, n, o, iq + oh * Wo + ow);
+              store_floats<T>(reinterpret_cast<char*>(oq + oh * Wo + ow), sizeof(T), o, n);
+            }
+          } else {
+            max_pool_2x2_row_scalar(r0, r1, base, W, Wo, oq + oh * Wo, iq + oh * Wo);
+          }
+        }
+      });
+      return;
+    }
+    for_planes(out.size(0) * C, Ho * Wo * p.kernel_h * p.kernel_w, [&](int64_t q) {
+      const T* xq = xp + xs.plane(q, C);
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        const Window wh = window(oh, p.stride_h, p.pad_h, p.kernel_h, H);
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const Window ww = window(ow, p.stride_w, p.pad_w, p.kernel_w, W);
+          A best = -std::numeric_limits<A>::infinity();
+          int64_t arg = wh.lo * W + ww.lo;
+          for (int64_t h = wh.lo; h < wh.hi; ++h)
+            for (int64_t w = ww.lo; w < ww.hi; ++w) {
+              const A v = A(xq[h * xs.s[2] + w * xs.s[3]]);
+              if (v > best || std::isnan(v)) {
+                best = v;
+                arg = h * W + w;
+              }
+            }
+          op[(q * Ho + oh) * Wo + ow] = T(best);
+          ip[(q * Ho + oh) * Wo + ow] = arg;
+        }
+      }
+    });
+  });
+}
+
+void max_pool2d_backward(const Tensor& gx, const Tensor& go, const Tensor& indices) {
+  const int64_t C = gx.size(1), HW = gx.size(2) * gx.size(3), Ho = go.size(2), Wo = go.size(3);
+  if (gx.numel() == 0) return;
+  const Strided4 gs(go), is(indices);
+  dispatch_floating(gx.dtype(), "max_pool2d_backward", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* gp = static_cast<const T*>(go.raw_data());
+    const int64_t* ip = static_cast<const int64_t*>(indices.raw_data());
+    T* dp = gx.data_ptr<T>();
+    PlaneAcc<T> pa(HW);
+    for_planes(gx.size(0) * C, HW + Ho * Wo, [&](int64_t q) {
+      A* acc = pa.begin(dp + q * HW);
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        const T* g = gp + gs.plane(q, C) + oh * gs.s[2];  // (Wo) at stride gs.s[3]
+        const int64_t* i = ip + is.plane(q, C) + oh * is.s[2];
+        if constexpr (is_half_v<T>) {
+          float gf[kFloatBlock];
+          for (int64_t ow = 0; ow < Wo; ow += kFloatBlock) {
+            const int64_t n = std::min(kFloatBlock, Wo - ow);
+            load_floats<T>(reinterpret_cast<const char*>(g + ow * gs.s[3]), gs.s[3] * int64_t(sizeof(T)), gf, n);
+            for (int64_t k = 0; k < n; ++k) acc[i[(ow + k) * is.s[3]]] += gf[k];
+          }
+        } else {
+          for (int64_t ow = 0; ow < Wo; ++ow) acc[i[ow * is.s[3]]] += A(g[ow * gs.s[3]]);
+        }
+      }
+      pa.finish(acc, dp + q * HW);
+    });
+  });
+}
+
+void avg_pool2d_forward(const Tensor& out, const Tensor& x, const kernels::Pool2dParams& p, bool count_include_pad) {
+  const int64_t C = x.size(1), H = x.size(2), W = x.size(3), Ho = out.size(2), Wo = out.size(3);
+  if (out.numel() == 0) return;
+  const Strided4 xs(x);
+  dispatch_floating(x.dtype(), "avg_pool2d", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* xp = static_cast<const T*>(x.raw_data());
+    T* op = out.data_ptr<T>();
+    for_planes(out.size(0) * C, Ho * Wo * p.kernel_h * p.kernel_w, [&](int64_t q) {
+      const T* xq = xp + xs.plane(q, C);
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        const Window wh = window(oh, p.stride_h, p.pad_h, p.kernel_h, H);
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const Window ww = window(ow, p.stride_w, p.pad_w, p.kernel_w, W);
+          A s = 0;
+          for (int64_t h = wh.lo; h < wh.hi; ++h)
+            for (int64_t w = ww.lo; w < ww.hi; ++w) s += A(xq[h * xs.s[2] + w * xs.s[3]]);
+          const int64_t div = count_include_pad ? wh.padded * ww.padded : (wh.hi - wh.lo) * (ww.hi - ww.lo);
+          op[(q * Ho + oh) * Wo + ow] = T(s / A(div));
+        }
+      }
+    });
+  });
+}
+
+void avg_pool2d_backward(const Tensor& gx, const Tensor& go, const kernels::Pool2dParams& p, bool count_include_pad) {
+  const int64_t C = gx.size(1), H = gx.size(2), W = gx.size(3), Ho = go.size(2), Wo = go.size(3);
+  if (gx.numel() == 0) return;
+  const Strided4 gs(go);
+  dispatch_floating(gx.dtype(), "avg_pool2d_backward", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* gp = static_cast<const T*>(go.raw_data());
+    T* dp = gx.data_ptr<T>();
+    PlaneAcc<T> pa(H * W);
+    for_planes(gx.size(0) * C, H * W + Ho * Wo * p.kernel_h * p.kernel_w, [&](int64_t q) {
+      A* acc = pa.begin(dp + q * H * W);  // (H, W)
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        const Window wh = window(oh, p.stride_h, p.pad_h, p.kernel_h, H);
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const Window ww = window(ow, p.stride_w, p.pad_w, p.kernel_w, W);
+          const int64_t div = count_include_pad ? wh.padded * ww.padded : (wh.hi - wh.lo) * (ww.hi - ww.lo);
+          const A v = A(gp[gs.plane(q, C) + oh * gs.s[2] + ow * gs.s[3]]) / A(div);
+          for (int64_t h = wh.lo; h < wh.hi; ++h)
+            for (int64_t w = ww.lo; w < ww.hi; ++w) acc[h * W + w] += v;
+        }
+      }
+      pa.finish(acc, dp + q * H * W);
+    });
+  });
+}
+
+void adaptive_avg_pool2d_forward(const Tensor& out, const Tensor& x) {
+  const int64_t C = x.size(1), H = x.size(2), W = x.size(3), Ho = out.size(2), Wo = out.size(3);
+  if (out.numel() == 0) return;
+  const Strided4 xs(x);
+  dispatch_floating(x.dtype(), "adaptive_avg_pool2d", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* xp = static_cast<const T*>(x.raw_data());
+    T* op = out.data_ptr<T>();
+    for_planes(out.size(0) * C, H * W + Ho * Wo, [&](int64_t q) {
+      const T* xq = xp + xs.plane(q, C);
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        const Window wh = adaptive(oh, Ho, H);
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const Window ww = adaptive(ow, Wo, W);
+          A s = 0;
+          for (int64_t h = wh.lo; h < wh.hi; ++h)
+            for (int64_t w = ww.lo; w < ww.hi; ++w) s += A(xq[h * xs.s[2] + w * xs.s[3]]);
+          op[(q * Ho + oh) * Wo + ow] = T(s / A(wh.padded * ww.padded));
+        }
+      }
+    });
+  });
+}
+
+void adaptive_avg_pool2d_backward(const Tensor& gx, const Tensor& go) {
+  const int64_t C = gx.size(1), H = gx.size(2), W = gx.size(3), Ho = go.size(2), Wo = go.size(3);
+  if (gx.numel() == 0) return;
+  const Strided4 gs(go);
+  dispatch_floating(gx.dtype(), "adaptive_avg_pool2d_backward", [&]<class T>() {
+    using A = acc_t<T>;
+    const T* gp = static_cast<const T*>(go.raw_data());
+    T* dp = gx.data_ptr<T>();
+    PlaneAcc<T> pa(H * W);
+    for_planes(gx.size(0) * C, H * W + Ho * Wo, [&](int64_t q) {
+      A* acc = pa.begin(dp + q * H * W);  // (H, W)
+      for (int64_t oh = 0; oh < Ho; ++oh) {
+        const Window wh = adaptive(oh, Ho, H);
+        for (int64_t ow = 0; ow < Wo; ++ow) {
+          const Window ww = adaptive(ow, Wo, W);
+          const A v = A(gp[gs.plane(q, C) + oh * gs.s[2] + ow * gs.s[3]]) / A(wh.padded * ww.padded);
+          for (int64_t h = wh.lo; h < wh.hi; ++h)
+            for (int64_t w = ww.lo; w < ww.hi; ++w) acc[h * W + w] += v;
+        }
+      }
+      pa.finish(acc, dp + q * H * W);
+    });
+  });
+}
+
+}  // namespace mdl::cpu

@@ -1,0 +1,44 @@
+// The CUDA controls in a build without the CUDA backend (cuda/*.cu define them otherwise),
+// and the TF32 switch, which is plain state in both builds.
+#include "cuda/api.h"
+
+#include <atomic>
+
+namespace mdl::cuda {
+
+namespace {
+std::atomic<bool> g_allow_tf32{false};
+}
+void set_allow_tf32(bool on) { g_allow_tf32.store(on); }
+bool allow_tf32() { return g_allow_tf32.load(); }
+
+#ifndef MDL_WITH_CUDA
+CacheStats cache_stats() { return {}; }
+void reset_peak_cache_stats() {}
+void empty_cache() {}
+void set_caching_enabled(bool) {}
+bool caching_enabled() { return true; }
+void synchronize() {}
+Allocator* pinned_allocator() { MDL_FAIL("pin_memory: no CUDA in this build"); }
+Tensor pin_memory(const Tensor&) { MDL_FAIL("pin_memory: no CUDA in this build"); }
+bool is_pinned(const Tensor&) { return false; }
+
+struct Graph::Impl {};
+Graph::Graph() = default;
+Graph::~Graph() = default;
+void Graph::capture_begin() { MDL_FAIL("cuda::Graph: no CUDA in this build"); }
+void Graph::capture_end() { MDL_FAIL("cuda::Graph: no CUDA in this build"); }
+void Graph::replay() { MDL_FAIL("cuda::Graph: no CUDA in this build"); }
+bool Graph::captured() const { return false; }
+
+CacheStats cache_stats(int) { return {}; }
+std::vector<int> cache_devices() { return {}; }
+int64_t linear_act_fallbacks() { return 0; }
+struct CopyStream::Impl {};
+CopyStream::CopyStream(Device device) { MDL_FAIL("CopyStream: ", device, " was asked for, but this build has no CUDA (CUDA=0)"); }
+CopyStream::~CopyStream() = default;
+CopyStream::Copy CopyStream::copy(const Tensor&) { MDL_FAIL("CopyStream: no CUDA in this build"); }
+Tensor CopyStream::wait(Copy&&) { MDL_FAIL("CopyStream: no CUDA in this build"); }
+#endif
+
+}  // namespace mdl::cuda

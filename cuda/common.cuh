@@ -1,0 +1,163 @@
+// What the CUDA kernels share: the device type behind each DType, conversions that match the CPU
+// backend's (floats to integers saturate and NaN gives 0; anything to bool is != 0; one rounding
+// to f16/bf16), dtype dispatch, and Geo, the strided geometry of up to NT operands passed to a
+// kernel by value (dims of size 1 dropped, neighbours contiguous in every operand merged).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "kernels/convert.h"
+#include "cuda/runtime/context.cuh"
+#include "tensor/tensor.h"
+
+namespace mdl::cuda::detail {
+
+using half = __half;
+using bf16 = __nv_bfloat16;
+
+template <class T> struct acc { using type = T; };
+template <> struct acc<half> { using type = float; };
+template <> struct acc<bf16> { using type = float; };
+template <class T> using acc_t = typename acc<T>::type;
+template <class T> inline constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bf16>;
+template <class T> inline constexpr bool is_float_v = std::is_floating_point_v<T> || is_half_v<T>;
+
+template <class T> __device__ __forceinline__ acc_t<T> to_acc(T x) {
+  if constexpr (std::is_same_v<T, half>) return __half2float(x);
+  else if constexpr (std::is_same_v<T, bf16>) return __bfloat162float(x);
+  else return x;
+}
+
+template <class To, class From>
+__device__ __forceinline__ To convert(From x) {
+  if constexpr (std::is_same_v<To, From>) {
+    return x;
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return to_acc(x) != acc_t<From>(0);
+  } else if constexpr (is_half_v<To> && (std::is_same_v<From, double> || std::is_integral_v<From>)) {
+    if constexpr (std::is_same_v<To, half>) return __double2half(double(x));  // one rounding
+    else return __double2bfloat16(double(x));
+  } else if constexpr (std::is_same_v<To, half>) {
+    return __float2half_rn(to_acc(x));
+  } else if constexpr (std::is_same_v<To, bf16>) {
+    return __float2bfloat16_rn(to_acc(x));
+  } else if constexpr (std::is_integral_v<To> && !std::is_integral_v<From>) {
+    const double v = double(to_acc(x));
+    if (v != v) return To(0);
+    if (v <= double(std::numeric_limits<To>::min())) return std::numeric_limits<To>::min();
+    if (v >= double(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
+    return static_cast<To>(v);
+  } else {
+    return static_cast<To>(to_acc(x));
+  }
+}
+
+// Calls f.template operator()<T>() with T the device type of t.
+template <class F>
+void dispatch_all(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::F32: return f.template operator()<float>();
+    case DType::F16: return f.template operator()<half>();
+    case DType::BF16: return f.template operator()<bf16>();
+    case DType::F64: return f.template operator()<double>();
+    case DType::I32: return f.template operator()<int32_t>();
+    case DType::I64: return f.template operator()<int64_t>();
+    case DType::U8: return f.template operator()<uint8_t>();
+    case DType::Bool: return f.template operator()<bool>();
+  }
+  MDL_FAIL(op, ": unknown dtype");
+}
+template <class F>
+void dispatch_float(DType t, const char* op, F&& f) {
+  switch (t) {
+    case DType::F32: return f.template operator()<float>();
+    case DType::F16: return f.template operator()<half>();
+    case DType::BF16: return f.template operator()<bf16>();
+    case DType::F64: return f.template operator()<double>();
+    default: MDL_FAIL(op, ": expected a floating dtype (f32, f16, bf16, f64), got ", dtype_name(t));
+  }
+}
+
+constexpr int kMaxDims = 8;
+
+// Element offsets (in elements of each operand) of the i-th element in row-major order.
+template <int NT>
+struct Geo {
+  int ndim = 0;
+  int64_t size[kMaxDims];
+  int64_t stride[NT][kMaxDims];
+
+  __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[NT]) const {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) off[t] = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+      const int64_t q = i / size[d], r = i - q * size[d];
+      i = q;
+#pragma unroll
+      for (int t = 0; t < NT; ++t) off[t] += r * stride[t][d];
+    }
+  }
+  bool contiguous() const {  // one run with unit strides in every operand
+    for (int t = 0; t < NT; ++t)
+      if (ndim != 1 || stride[t][0] != 1) return false;
+    return true;
+  }
+};
+
+// Operand 0 gives the shape; the others have that shape (expanded beforehand).
+template <int NT>
+Geo<NT> make_geo(const char* op, const std::array<const Tensor*, NT>& ts) {
+  Geo<NT> g;
+  const Shape& sh = ts[0]->shape();
+  for (size_t d = 0; d < sh.size(); ++d) {
+    if (sh[d] == 1) continue;
+    bool merge = g.ndim > 0;
+    for (int t = 0; t < NT && merge; ++t) merge = g.stride[t][g.ndim - 1] == ts[t]->stride(int64_t(d)) * sh[d];
+    if (merge) {
+      g.size[g.ndim - 1] *= sh[d];
+      for (int t = 0; t < NT; ++t) g.stride[t][g.ndim - 1] = ts[t]->stride(int64_t(d));
+      continue;
+    }
+    MDL_CHECK(g.ndim < kMaxDims, op, ": CUDA kernels take at most ", kMaxDims,
+              " non-mergeable dims, got shape ", shape_str(sh));
+    g.size[g.ndim] = sh[d];
+    for (int t = 0; t < NT; ++t) g.stride[t][g.ndim] = ts[t]->stride(int64_t(d));
+    ++g.ndim;
+  }
+  if (g.ndim == 0) {
+    g.ndim = 1;
+    g.size[0] = 1;
+    for (int t = 0; t < NT; ++t) g.stride[t][0] = 1;
+  }
+  return g;
+}
+
+// A host value as device type T, rounded as the CPU backend rounds it.
+template <class T>
+T convert_host(double v) {
+  if constexpr (std::is_same_v<T, half>) {
+    __half_raw r;
+    r.x = cpu::convert<Half>(v).bits;
+    return half(r);
+  } else if constexpr (std::is_same_v<T, bf16>) {
+    __nv_bfloat16_raw r;
+    r.x = cpu::convert<BFloat16>(v).bits;
+    return bf16(r);
+  } else {
+    return cpu::convert<T>(v);
+  }
+}
+
+template <class T> __device__ __forceinline__ bool negative(T x) {
+  if constexpr (std::is_signed_v<T>) return x < T(0);
+  else return false;
+}
+
+template <class T> T* ptr(const Tensor& t) { return static_cast<T*>(t.raw_data()); }
+
+}  // namespace mdl::cuda::detail

@@ -1,0 +1,322 @@
+// 2-D convolution through cuDNN, forward beside backward (data, filter; the bias gradient by our
+// own deterministic reduction). Each (direction, dtype, shapes, params, TF32 setting) gets its
+// algorithm once: benchmarked with cudnnFind*AlgorithmEx (as cudnn.benchmark does), keeping the
+// fastest deterministic one, or from the v7 heuristics while a CUDA Graph is being captured;
+// the choice is cached in a map keyed by that tuple. Workspaces come from the caching allocator.
+// f32 (TF32 only when cuda::allow_tf32()), f64, and f16/bf16 with f32 compute.
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "cuda/kernels.cuh"
+#include "cuda/common.cuh"
+#include "cuda/api.h"
+#include "kernels/views.h"
+
+namespace mdl::cuda {
+
+using namespace detail;
+
+namespace {
+
+enum class Dir : int { Forward, BackwardData, BackwardFilter };
+
+// ---- descriptors ------------------------------------------------------------------------------
+
+struct TensorDesc {
+  cudnnTensorDescriptor_t d = nullptr;
+  TensorDesc(const char* op, cudnnDataType_t t, const std::array<int, 4>& s) {
+    CUDNN_CHECK(op, cudnnCreateTensorDescriptor(&d));
+    CUDNN_CHECK(op, cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, t, s[0], s[1], s[2], s[3]));
+  }
+  ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
+  TensorDesc(const TensorDesc&) = delete;
+  TensorDesc& operator=(const TensorDesc&) = delete;
+};
+
+struct FilterDesc {
+  cudnnFilterDescriptor_t d = nullptr;
+  FilterDesc(const char* op, cudnnDataType_t t, const std::array<int, 4>& s) {
+    CUDNN_CHECK(op, cudnnCreateFilterDescriptor(&d));
+    CUDNN_CHECK(op, cudnnSetFilter4dDescriptor(d, t, CUDNN_TENSOR_NCHW, s[0], s[1], s[2], s[3]));
+  }
+  ~FilterDesc() { cudnnDestroyFilterDescriptor(d); }
+  FilterDesc(const FilterDesc&) = delete;
+  FilterDesc& operator=(const FilterDesc&) = delete;
+};
+
+struct ConvDesc {
+  cudnnConvolutionDescriptor_t d = nullptr;
+  ConvDesc(const char* op, const kernels::Conv2dParams& p, cudnnDataType_t compute, cudnnMathType_t math) {
+    CUDNN_CHECK(op, cudnnCreateConvolutionDescriptor(&d));
+    CUDNN_CHECK(op, cudnnSetConvolution2dDescriptor(d, int(p.pad_h), int(p.pad_w), int(p.stride_h), int(p.stride_w),
+                                                    int(p.dil_h), int(p.dil_w), CUDNN_CROSS_CORRELATION, compute));
+    CUDNN_CHECK(op, cudnnSetConvolutionGroupCount(d, int(p.groups)));
+    CUDNN_CHECK(op, cudnnSetConvolutionMathType(d, math));
+  }
+  ~ConvDesc() { cudnnDestroyConvolutionDescriptor(d); }
+  ConvDesc(const ConvDesc&) = delete;
+  ConvDesc& operator=(const ConvDesc&) = delete;
+};
+
+// Storage type, compute type and default math of one mdl dtype.
+struct Types {
+  cudnnDataType_t data, compute;
+  cudnnMathType_t math;
+};
+Types types_for(const char* op, DType t) {
+  switch (t) {
+    case kF32: return {CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH};
+    case kF64: return {CUDNN_DATA_DOUBLE, CUDNN_DATA_DOUBLE, CUDNN_DEFAULT_MATH};
+    case kF16: return {CUDNN_DATA_HALF, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH};
+    case kBF16: return {CUDNN_DATA_BFLOAT16, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH};
+    default: MDL_FAIL(op, ": expected an f32, f64, f16 or bf16 tensor on CUDA, got ", dtype_name(t));
+  }
+}
+
+std::array<int, 4> dims4(const char* op, const Tensor& t) {
+  std::array<int, 4> d;
+  for (int i = 0; i < 4; ++i) {
+    MDL_CHECK(t.size(i) <= INT_MAX, op, ": shape ", shape_str(t.shape()), " exceeds cuDNN's int range");
+    d[size_t(i)] = int(t.size(i));
+  }
+  return d;
+}
+
+// Everything the algorithm choice depends on.
+struct Key {
+  int dir;
+  DType dtype;
+  bool tf32;
+  std::array<int, 4> x, w;
+  std::array<int64_t, 7> p;
+  auto tie() const { return std::tie(dir, dtype, tf32, x, w, p); }
+  bool operator<(const Key& o) const { return tie() < o.tie(); }
+};
+
+struct Choice {
+  int algo;                // the cudnnConvolution*Algo_t
+  cudnnMathType_t math;    // set on the descriptor before running it
+  size_t workspace;        // bytes
+};
+
+std::mutex g_cache_mutex;
+std::map<Key, Choice> g_cache;
+
+// The largest workspace an algorithm may use while being benchmarked.
+size_t find_workspace_limit() {
+  size_t free_b = 0, total_b = 0;
+  CUDA_CHECK("conv2d", cudaMemGetInfo(&free_b, &total_b));
+  return std::min<size_t>(size_t(256) << 20, free_b / 2);
+}
+
+// A device buffer of `bytes` from the caching allocator (undefined for 0).
+Tensor workspace(size_t bytes) {
+  if (bytes == 0) return Tensor();
+  return make_tensor({int64_t(bytes)}, kU8, Device::cuda(0));
+}
+void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
+
+// The first successful, deterministic result of a sorted perf list (cuDNN sorts by time).
+template <class Perf>
+Choice pick(const char* op, const Perf* perf, int n) {
+  for (int i = 0; i < n; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC)
+      return {int(perf[i].algo), perf[i].mathType, perf[i].memory};
+  for (int i = 0; i < n; ++i)  // none deterministic: the fastest that works
+    if (perf[i].status == CUDNN_STATUS_SUCCESS) return {int(perf[i].algo), perf[i].mathType, perf[i].memory};
+  MDL_FAIL(op, ": cuDNN found no algorithm for this convolution");
+}
+
+// The operands of one convolution call, described for cuDNN.
+struct Problem {
+  const char* op;
+  Types ty;
+  kernels::Conv2dParams p;
+  TensorDesc x, y;
+  FilterDesc w;
+  ConvDesc conv;
+  Key key;
+
+  Problem(const char* op_, Dir dir, DType dt, const Tensor& xt, const Tensor& wt, const Tensor& yt,
+          const kernels::Conv2dParams& p_)
+      : op(op_), ty(types_for(op_, dt)), p(p_), x(op_, ty.data, dims4(op_, xt)), y(op_, ty.data, dims4(op_, yt)),
+        w(op_, ty.data, dims4(op_, wt)), conv(op_, p_, ty.compute, ty.math) {
+    key = {int(dir), dt, allow_tf32(), dims4(op_, xt), dims4(op_, wt),
+           {p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w, p.groups}};
+  }
+
+  // The cached choice, or a new one from `find` (benchmark) or `heuristic` (under capture).
+  template <class Find, class Heuristic>
+  Choice choose(Find&& find, Heuristic&& heuristic) {
+    {
+      std::lock_guard<std::mutex> lock(g_cache_mutex);
+      auto it = g_cache.find(key);
+      if (it != g_cache.end()) return it->second;
+    }
+    const Choice c = capturing() ? heuristic() : find();
+    if (!capturing()) {  // a heuristic pick is not cached: the next eager call benchmarks
+      std::lock_guard<std::mutex> lock(g_cache_mutex);
+      g_cache[key] = c;
+    }
+    return c;
+  }
+  // Runs the choice's math, except that f32 without TF32 stays on FMA math whatever the search used.
+  void use(const Choice& c) {
+    CUDNN_CHECK(op, cudnnSetConvolutionMathType(conv.d, ty.math == CUDNN_FMA_MATH ? CUDNN_FMA_MATH : c.math));
+  }
+};
+
+// alpha = 1, beta = 0 in the scaling type cuDNN expects: double for f64 data, float otherwise.
+struct Scaling {
+  float f1 = 1.f, f0 = 0.f;
+  double d1 = 1.0, d0 = 0.0;
+  bool dbl;
+  explicit Scaling(DType t) : dbl(t == kF64) {}
+  const void* one() const { return dbl ? static_cast<const void*>(&d1) : &f1; }
+  const void* zero() const { return dbl ? static_cast<const void*>(&d0) : &f0; }
+};
+
+constexpr int kMaxAlgos = 16;
+
+void conv_forward(Problem& P, const Tensor& out, const Tensor& x, const Tensor& w) {
+  const char* op = P.op;
+  const Choice c = P.choose(
+      [&] {
+        Tensor ws = workspace(find_workspace_limit());
+        cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgos];
+        int n = 0;
+        CUDNN_CHECK(op, cudnnFindConvolutionForwardAlgorithmEx(cudnn(), P.x.d, x.raw_data(), P.w.d, w.raw_data(),
+                                                                P.conv.d, P.y.d, out.raw_data(), kMaxAlgos, &n, perf,
+                                                                data_or_null(ws), size_t(ws.numel())));
+        return pick(op, perf, n);
+      },
+      [&] {
+        cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgos];
+        int n = 0;
+        CUDNN_CHECK(op, cudnnGetConvolutionForwardAlgorithm_v7(cudnn(), P.x.d, P.w.d, P.conv.d, P.y.d, kMaxAlgos, &n,
+                                                               perf));
+        return pick(op, perf, n);
+      });
+  P.use(c);
+  Tensor ws = workspace(c.workspace);
+  const Scaling s(out.dtype());
+  CUDNN_CHECK(op, cudnnConvolutionForward(cudnn(), s.one(), P.x.d, x.raw_data(), P.w.d, w.raw_data(), P.conv.d,
+                                          cudnnConvolutionFwdAlgo_t(c.algo), data_or_null(ws), c.workspace, s.zero(),
+                                          P.y.d, out.raw_data()));
+}
+
+void conv_backward_data(Problem& P, const Tensor& gx, const Tensor& gy, const Tensor& w) {
+  const char* op = P.op;
+  const Choice c = P.choose(
+      [&] {
+        Tensor ws = workspace(find_workspace_limit());
+        cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxAlgos];
+        int n = 0;
+        CUDNN_CHECK(op, cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn(), P.w.d, w.raw_data(), P.y.d, gy.raw_data(),
+                                                                     P.conv.d, P.x.d, gx.raw_data(), kMaxAlgos, &n,
+                                                                     perf, data_or_null(ws), size_t(ws.numel())));
+        return pick(op, perf, n);
+      },
+      [&] {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxAlgos];
+        int n = 0;
+        CUDNN_CHECK(op, cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn(), P.w.d, P.y.d, P.conv.d, P.x.d, kMaxAlgos,
+                                                                    &n, perf));
+        return pick(op, perf, n);
+      });
+  P.use(c);
+  Tensor ws = workspace(c.workspace);
+  const Scaling s(gx.dtype());
+  CUDNN_CHECK(op, cudnnConvolutionBackwardData(cudnn(), s.one(), P.w.d, w.raw_data(), P.y.d, gy.raw_data(), P.conv.d,
+                                               cudnnConvolutionBwdDataAlgo_t(c.algo), data_or_null(ws), c.workspace,
+                                               s.zero(), P.x.d, gx.raw_data()));
+}
+
+void conv_backward_filter(Problem& P, const Tensor& gw, const Tensor& gy, const Tensor& x) {
+  const char* op = P.op;
+  const Choice c = P.choose(
+      [&] {
+        Tensor ws = workspace(find_workspace_limit());
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxAlgos];
+        int n = 0;
+        CUDNN_CHECK(op, cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnn(), P.x.d, x.raw_data(), P.y.d,
+                                                                       gy.raw_data(), P.conv.d, P.w.d, gw.raw_data(),
+                                                                       kMaxAlgos, &n, perf, data_or_null(ws),
+                                                                       size_t(ws.numel())));
+        return pick(op, perf, n);
+      },
+      [&] {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxAlgos];
+        int n = 0;
+        CUDNN_CHECK(op, cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn(), P.x.d, P.y.d, P.conv.d, P.w.d,
+                                                                      kMaxAlgos, &n, perf));
+        return pick(op, perf, n);
+      });
+  P.use(c);
+  Tensor ws = workspace(c.workspace);
+  const Scaling s(gw.dtype());
+  CUDNN_CHECK(op, cudnnConvolutionBackwardFilter(cudnn(), s.one(), P.x.d, x.raw_data(), P.y.d, gy.raw_data(),
+                                                 P.conv.d, cudnnConvolutionBwdFilterAlgo_t(c.algo), data_or_null(ws),
+                                                 c.workspace, s.zero(), P.w.d, gw.raw_data()));
+}
+
+// out (N, Cout, Ho, Wo) += b[c], broadcast over (N, Ho, Wo).
+template <class T>
+__global__ void add_bias_kernel(T* out, const T* b, int64_t n, int64_t C, int64_t HW) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = convert<T>(to_acc(out[i]) + to_acc(b[(i / HW) % C]));
+}
+
+}  // namespace
+
+void conv2d_forward(const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& b,
+                    const kernels::Conv2dParams& p) {
+  const char* op = "conv2d";
+  if (out.numel() == 0) return;
+  const Tensor x = kernels::contiguous(x_in), w = kernels::contiguous(w_in);
+  if (x.numel() > 0) {
+    Problem P(op, Dir::Forward, out.dtype(), x, w, out, p);
+    conv_forward(P, out, x, w);
+  } else {  // an empty input plane under padding: the bias alone
+    cuda::fill(out, 0.0);
+  }
+  if (b.defined()) {
+    const Tensor bc = kernels::contiguous(b);
+    const int64_t n = out.numel(), C = out.size(1), HW = out.size(2) * out.size(3);
+    dispatch_float(out.dtype(), op, [&]<class T>() {
+      add_bias_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(out), ptr<const T>(bc), n, C, HW);
+      CUDA_CHECK_LAUNCH(op);
+    });
+  }
+}
+
+void conv2d_backward(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
+                     const Tensor& x_in, const Tensor& w_in, const kernels::Conv2dParams& p) {
+  const char* op = "conv2d_backward";
+  const Tensor gy = kernels::contiguous(grad_out);
+  const bool empty = gy.numel() == 0 || x_in.numel() == 0 || w_in.numel() == 0;
+  if (grad_b.defined()) {
+    if (gy.numel() == 0) cuda::fill(grad_b, 0.0);
+    else cuda::reduce(ReduceOp::Sum, kernels::view_contiguous(grad_b, {1, grad_b.size(0), 1, 1}), gy, {true, false, true, true});
+  }
+  if (empty) {  // nothing flows: every wanted gradient is zero
+    if (grad_x.defined() && grad_x.numel()) cuda::fill(grad_x, 0.0);
+    if (grad_w.defined() && grad_w.numel()) cuda::fill(grad_w, 0.0);
+    return;
+  }
+  const Tensor x = kernels::contiguous(x_in), w = kernels::contiguous(w_in);
+  if (grad_x.defined()) {
+    Problem P(op, Dir::BackwardData, x.dtype(), x, w, gy, p);
+    conv_backward_data(P, grad_x, gy, w);
+  }
+  if (grad_w.defined()) {
+    Problem P(op, Dir::BackwardFilter, x.dtype(), x, w, gy, p);
+    conv_backward_filter(P, grad_w, gy, x);
+  }
+}
+
+}  // namespace mdl::cuda

@@ -1,0 +1,158 @@
+// Indexing on the GPU: index_select, gather, scatter_add, index_add and tril/triu. Indices are I64
+// and already range-checked by the ops. The accumulating kernels give each thread one position
+// that can never collide with another's and walk the colliding steps in order: deterministic sums,
+// no atomics, every dtype.
+#include "cuda/common.cuh"
+#include "cuda/kernels.cuh"
+
+namespace mdl::cuda {
+
+using namespace detail;
+
+namespace {
+
+Tensor restride(const Tensor& t, Shape shape, int64_t zero_dim = -1) {
+  Shape strides = t.strides();
+  if (zero_dim >= 0) strides[size_t(zero_dim)] = 0;
+  return make_view(t, shape, strides, t.offset());
+}
+Shape with_size(Shape s, int64_t dim, int64_t n) {
+  s[size_t(dim)] = n;
+  return s;
+}
+
+template <class T>
+__device__ __forceinline__ void add_into(T& o, T v) {
+  if constexpr (std::is_same_v<T, bool>) o = o || v;
+  else o = convert<T>(to_acc(o) + to_acc(v));
+}
+
+// g: (out slice, in slice); item i = (index entry j, slice element e).
+template <class T>
+__global__ void index_select_kernel(int64_t total, int64_t m, Geo<2> g, T* out, const T* in, const int64_t* idx,
+                                    int64_t idx_stride, int64_t out_step, int64_t in_step) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t j = i / m;
+    int64_t off[2];
+    g.offsets(i - j * m, off);
+    out[off[0] + j * out_step] = in[off[1] + idx[j * idx_stride] * in_step];
+  }
+}
+
+// g: (out, index, in with stride 0 along dim).
+template <class T>
+__global__ void gather_kernel(int64_t n, Geo<3> g, T* out, const int64_t* idx, const T* in, int64_t in_step) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t off[3];
+    g.offsets(i, off);
+    out[off[0]] = in[off[2] + idx[off[1]] * in_step];
+  }
+}
+
+// g: (out, index, src) over index's shape with dim collapsed; steps j along dim in order.
+template <class T>
+__global__ void scatter_add_kernel(int64_t n, Geo<3> g, T* out, const int64_t* idx, const T* src, int64_t len,
+                                   int64_t out_step, int64_t idx_step, int64_t src_step) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t off[3];
+    g.offsets(i, off);
+    for (int64_t j = 0; j < len; ++j) add_into(out[off[0] + idx[off[1] + j * idx_step] * out_step], src[off[2] + j * src_step]);
+  }
+}
+
+// g: (out slice, src slice); each slice element walks the index entries in order.
+template <class T>
+__global__ void index_add_kernel(int64_t n, Geo<2> g, T* out, const T* src, const int64_t* idx, int64_t n_index,
+                                 int64_t idx_stride, int64_t out_step, int64_t src_step) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t off[2];
+    g.offsets(i, off);
+    for (int64_t j = 0; j < n_index; ++j) add_into(out[off[0] + idx[j * idx_stride] * out_step], src[off[1] + j * src_step]);
+  }
+}
+
+// out (rows, C) contiguous; g maps a row to in's offset; element (r, c) kept when in the triangle.
+template <class T>
+__global__ void tri_kernel(int64_t n, int64_t R, int64_t C, Geo<1> rows, int64_t col_stride, T* out, const T* in,
+                           int64_t k, bool upper) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = i / C, c = i - row * C, r = row % R;
+    const bool keep = upper ? c - r >= k : c - r <= k;
+    int64_t off[1];
+    rows.offsets(row, off);
+    out[i] = keep ? in[off[0] + c * col_stride] : T{};
+  }
+}
+
+}  // namespace
+
+void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
+  if (out.numel() == 0) return;
+  const Shape slice = with_size(out.shape(), dim, 1);
+  Tensor out_s = restride(out, slice), in_s = restride(in, slice);
+  const Geo<2> g = make_geo<2>("index_select", {&out_s, &in_s});
+  const int64_t m = out_s.numel(), n_index = index.numel();
+  const int64_t idx_stride = index.dim() ? index.stride(0) : 0;
+  dispatch_all(out.dtype(), "index_select", [&]<class T>() {
+    index_select_kernel<T><<<blocks_for(n_index * m), kThreads, 0, stream()>>>(
+        n_index * m, m, g, ptr<T>(out), ptr<const T>(in), ptr<const int64_t>(index), idx_stride, out.stride(dim),
+        in.stride(dim));
+    CUDA_CHECK_LAUNCH("index_select");
+  });
+}
+
+void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
+  if (out.numel() == 0) return;
+  Tensor in_v = restride(in, index.shape(), dim);
+  const Geo<3> g = make_geo<3>("gather", {&out, &index, &in_v});
+  dispatch_all(out.dtype(), "gather", [&]<class T>() {
+    gather_kernel<T><<<blocks_for(out.numel()), kThreads, 0, stream()>>>(
+        out.numel(), g, ptr<T>(out), ptr<const int64_t>(index), ptr<const T>(in), in.stride(dim));
+    CUDA_CHECK_LAUNCH("gather");
+  });
+}
+
+void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  if (index.numel() == 0) return;
+  const Shape rest = with_size(index.shape(), dim, 1);
+  Tensor out_v = restride(out, rest), idx_v = restride(index, rest), src_v = restride(src, rest);
+  const Geo<3> g = make_geo<3>("scatter_add", {&out_v, &idx_v, &src_v});
+  dispatch_all(out.dtype(), "scatter_add", [&]<class T>() {
+    scatter_add_kernel<T><<<blocks_for(out_v.numel()), kThreads, 0, stream()>>>(
+        out_v.numel(), g, ptr<T>(out), ptr<const int64_t>(index), ptr<const T>(src), index.size(dim), out.stride(dim),
+        index.stride(dim), src.stride(dim));
+    CUDA_CHECK_LAUNCH("scatter_add");
+  });
+}
+
+void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  const int64_t n_index = index.numel();
+  if (src.numel() == 0 || n_index == 0) return;
+  const Shape slice = with_size(src.shape(), dim, 1);
+  Tensor out_s = restride(out, slice), src_s = restride(src, slice);
+  const Geo<2> g = make_geo<2>("index_add", {&out_s, &src_s});
+  const int64_t idx_stride = index.dim() ? index.stride(0) : 0;
+  dispatch_all(out.dtype(), "index_add", [&]<class T>() {
+    index_add_kernel<T><<<blocks_for(out_s.numel()), kThreads, 0, stream()>>>(
+        out_s.numel(), g, ptr<T>(out), ptr<const T>(src), ptr<const int64_t>(index), n_index, idx_stride,
+        out.stride(dim), src.stride(dim));
+    CUDA_CHECK_LAUNCH("index_add");
+  });
+}
+
+void tri(const Tensor& out, const Tensor& in, int64_t k, bool upper) {
+  if (out.numel() == 0) return;
+  const int64_t R = in.size(-2), C = in.size(-1);
+  k = std::clamp(k, -R - 1, C + 1);
+  // Rows of in: all dims but the last, as a one-operand geometry.
+  Shape rshape(in.shape().begin(), in.shape().end() - 1), rstrides(in.strides().begin(), in.strides().end() - 1);
+  Tensor rows_v = make_view(in, rshape, rstrides, in.offset());
+  const Geo<1> rows = make_geo<1>(upper ? "triu" : "tril", {&rows_v});
+  dispatch_all(out.dtype(), upper ? "triu" : "tril", [&]<class T>() {
+    tri_kernel<T><<<blocks_for(out.numel()), kThreads, 0, stream()>>>(out.numel(), R, C, rows, in.stride(-1),
+                                                                       ptr<T>(out), ptr<const T>(in), k, upper);
+    CUDA_CHECK_LAUNCH(upper ? "triu" : "tril");
+  });
+}
+
+}  // namespace mdl::cuda

@@ -1,0 +1,230 @@
+// The fused linear layer on CUDA: one cublasLtMatmul whose epilogue adds the bias and applies
+// ReLU or GELU (BIAS, RELU_BIAS, GELU_AUX_BIAS, which also writes GELU's input for the backward),
+// f32 (TF32 when cuda::allow_tf32()), f16 and bf16 with f32 compute. The algorithm comes from
+// cublasLtMatmulAlgoGetHeuristic once per (dtype, TF32, epilogue, shape, operand alignments) and
+// is cached. Where cuBLASLt has no algorithm (f64, GELU with out_features not a multiple of 8),
+// the GEMM runs through cuBLAS and one kernel of ours adds the bias and applies the activation.
+// The backward's activation gradient is our kernel; the bias gradient our column reduction.
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "cuda/common.cuh"
+#include "cuda/runtime/cublaslt.cuh"
+#include "cuda/kernels.cuh"
+#include "cuda/api.h"
+#include "kernels/linear_act.h"
+#include "kernels/views.h"
+
+namespace mdl::cuda {
+
+using namespace detail;
+
+namespace {
+
+constexpr double kSqrt2OverPi = 0.7978845608028654;
+constexpr double kGeluCubic = 0.044715;
+
+template <class A> __device__ __forceinline__ A tanh_of(A v) {
+  if constexpr (std::is_same_v<A, double>) return tanh(v);
+  else return tanhf(v);
+}
+
+template <class A> __device__ __forceinline__ A act_forward(Activation act, A v) {
+  if (act == Activation::Relu) return v > A(0) ? v : A(0);
+  if (act == Activation::GeluTanh) return A(0.5) * v * (A(1) + tanh_of(A(kSqrt2OverPi) * (v + A(kGeluCubic) * v * v * v)));
+  return v;
+}
+
+template <class A> __device__ __forceinline__ A act_derivative(Activation act, A s) {
+  if (act == Activation::Relu) return s > A(0) ? A(1) : A(0);
+  if (act == Activation::GeluTanh) {
+    const A t = tanh_of(A(kSqrt2OverPi) * (s + A(kGeluCubic) * s * s * s));
+    return A(0.5) * (A(1) + t) + A(0.5) * s * (A(1) - t * t) * A(kSqrt2OverPi) * (A(1) + A(3 * kGeluCubic) * s * s);
+  }
+  return A(1);
+}
+
+// The fallback epilogue, in place on out (M, N): pre = out + bias; out = act(pre).
+template <class T>
+__global__ void bias_act_kernel(int64_t M, int64_t N, T* out, T* pre, const T* bias, Activation act) {
+  using A = acc_t<T>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < M * N; i += int64_t(gridDim.x) * blockDim.x) {
+    const A v = to_acc(out[i]) + (bias ? to_acc(bias[i % N]) : A(0));
+    if (pre) pre[i] = convert<T>(v);
+    out[i] = convert<T>(act_forward(act, v));
+  }
+}
+
+// grad_pre (n) = grad_out * act'(saved); saved is null for None.
+template <class T>
+__global__ void act_backward_kernel(int64_t n, T* grad_pre, const T* grad_out, const T* saved, Activation act) {
+  using A = acc_t<T>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    grad_pre[i] = convert<T>(to_acc(grad_out[i]) * (saved ? act_derivative(act, to_acc(saved[i])) : A(1)));
+}
+
+// The largest power of two (up to 256) dividing the address: what cuBLASLt may assume of it.
+uint32_t alignment(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  uint32_t r = 256;
+  while (r > 1 && a % r) r /= 2;
+  return r;
+}
+
+// The cuBLASLt descriptors of one call, destroyed on every path out.
+struct LtDescs {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  LtDescs() = default;
+  LtDescs(const LtDescs&) = delete;
+  LtDescs& operator=(const LtDescs&) = delete;
+  ~LtDescs() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+// (dtype, tf32, epilogue, M, N, K, alignment of w, x, out, bias, pre) -> the heuristic's choice,
+// or nothing when cuBLASLt offered none (the fallback runs).
+using AlgoKey = std::tuple<int, bool, uint32_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>;
+std::mutex g_algo_mu;
+std::atomic<int64_t> g_fallbacks{0};
+struct Choice {
+  bool found = false;  // false: no algorithm, the fallback runs
+  cublasLtMatmulAlgo_t algo{};
+};
+std::map<AlgoKey, Choice> g_algos;
+
+cublasLtEpilogue_t epilogue_for(Activation act, bool bias) {
+  switch (act) {
+    case Activation::Relu: return bias ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    case Activation::GeluTanh: return bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX;
+    default: return bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  }
+}
+
+// Row-major out (M, N) = x (M, K) @ w^T is column-major out^T (N, M) = op(A) B with A = w stored
+// column-major as (K, N) (transposed by TRANSA) and B = x stored column-major as (K, M). The bias
+// runs along D's rows (out_features) and GELU's aux matrix has D's layout (ld N). Returns false
+// when cuBLASLt has no algorithm for this case.
+bool lt_matmul(const Tensor& out, const Tensor& pre, const Tensor& x, const Tensor& w, const Tensor& bias,
+               Activation act) {
+  const DType t = out.dtype();
+  if (t == kF64) return false;  // cuBLASLt's epilogues are for f32 and narrower types
+  const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
+  constexpr int64_t kMaxInt = std::numeric_limits<int>::max();
+  if (M > kMaxInt || N > kMaxInt || K > kMaxInt) return false;
+  if (act == Activation::GeluTanh && N % 8 != 0) return false;  // the aux ld must be a multiple of 8
+  const cudaDataType_t dt = t == kF16 ? CUDA_R_16F : t == kBF16 ? CUDA_R_16BF : CUDA_R_32F;
+  const bool tf32 = t == kF32 && allow_tf32();
+  const cublasComputeType_t ct = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const cublasLtEpilogue_t epi = epilogue_for(act, bias.defined());
+  const void* bias_ptr = bias.defined() ? bias.raw_data() : nullptr;
+  void* aux_ptr = pre.defined() ? pre.raw_data() : nullptr;
+
+  LtDescs desc;
+  const char* op = "linear_act";
+  CUBLAS_CHECK(op, cublasLtMatmulDescCreate(&desc.op, ct, CUDA_R_32F));
+  const int32_t transa = CUBLAS_OP_T, transb = CUBLAS_OP_N;
+  const uint32_t epi_u = uint32_t(epi);
+  CUBLAS_CHECK(op, cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSA, &transa, sizeof(transa)));
+  CUBLAS_CHECK(op, cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)));
+  CUBLAS_CHECK(op, cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi_u, sizeof(epi_u)));
+  if (bias_ptr)
+    CUBLAS_CHECK(op, cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)));
+  if (act == Activation::GeluTanh) {
+    const int64_t aux_ld = N;
+    CUBLAS_CHECK(op, cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux_ptr,
+                                                    sizeof(aux_ptr)));
+    CUBLAS_CHECK(op, cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+  }
+  CUBLAS_CHECK(op, cublasLtMatrixLayoutCreate(&desc.a, dt, uint64_t(K), uint64_t(N), K));
+  CUBLAS_CHECK(op, cublasLtMatrixLayoutCreate(&desc.b, dt, uint64_t(K), uint64_t(M), K));
+  CUBLAS_CHECK(op, cublasLtMatrixLayoutCreate(&desc.d, dt, uint64_t(N), uint64_t(M), N));
+
+  const uint32_t al_a = alignment(w.raw_data()), al_b = alignment(x.raw_data()), al_d = alignment(out.raw_data());
+  const AlgoKey key{int(t), tf32, epi_u, M, N, K, al_a, al_b, al_d, alignment(bias_ptr), alignment(aux_ptr)};
+  Choice choice;
+  {
+    std::lock_guard<std::mutex> lock(g_algo_mu);
+    auto it = g_algos.find(key);
+    if (it != g_algos.end()) {
+      choice = it->second;
+    } else {
+      CUBLAS_CHECK(op, cublasLtMatmulPreferenceCreate(&desc.pref));
+      const uint64_t ws = kCublasLtWorkspaceBytes;
+      CUBLAS_CHECK(op, cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+      const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
+          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al_a},
+          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, al_b},
+          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, al_d},
+          {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, al_d}};
+      for (const auto& [attr, value] : aligns)
+        CUBLAS_CHECK(op, cublasLtMatmulPreferenceSetAttribute(desc.pref, attr, &value, sizeof(value)));
+      cublasLtMatmulHeuristicResult_t result{};
+      int found = 0;
+      const cublasStatus_t s = cublasLtMatmulAlgoGetHeuristic(cublaslt(), desc.op, desc.a, desc.b, desc.d, desc.d,
+                                                              desc.pref, 1, &result, &found);
+      // NOT_SUPPORTED or INVALID_VALUE here means "no kernel for this combination": the fallback runs.
+      if (s != CUBLAS_STATUS_NOT_SUPPORTED && s != CUBLAS_STATUS_INVALID_VALUE) CUBLAS_CHECK(op, s);
+      if (s == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS &&
+          result.workspaceSize <= kCublasLtWorkspaceBytes)
+        choice = {true, result.algo};
+      g_algos.emplace(key, choice);
+    }
+  }
+  if (!choice.found) return false;
+  const float one = 1.0f, zero = 0.0f;
+  const cublasStatus_t s = cublasLtMatmul(cublaslt(), desc.op, &one, w.raw_data(), desc.a, x.raw_data(), desc.b,
+                                          &zero, out.raw_data(), desc.d, out.raw_data(), desc.d, &choice.algo,
+                                          cublaslt_workspace(), kCublasLtWorkspaceBytes, stream());
+  if (s == CUBLAS_STATUS_NOT_SUPPORTED) {  // refused before launching anything: remember, and fall back
+    std::lock_guard<std::mutex> lock(g_algo_mu);
+    g_algos[key] = Choice{};
+    return false;
+  }
+  CUBLAS_CHECK(op, s);
+  return true;
+}
+
+}  // namespace
+
+void linear_act_forward(const Tensor& out, const Tensor& pre, const Tensor& x, const Tensor& w, const Tensor& bias,
+                        Activation act) {
+  for (const Tensor* t : {&out, &pre, &x, &w, &bias}) check_on_gpu("linear_act", *t, "an operand");
+  if (lt_matmul(out, pre, x, w, bias, act)) return;
+  // The fallback: the GEMM through cuBLAS, then one bias+activation pass.
+  g_fallbacks.fetch_add(1, std::memory_order_relaxed);
+  const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
+  cuda::bmm(kernels::view_contiguous(out, {1, M, N}), kernels::view_contiguous(x, {1, M, K}), kernels::unsqueezed(kernels::transposed(w, 0, 1), 0));
+  if (!bias.defined() && act == Activation::None) return;
+  dispatch_float(out.dtype(), "linear_act", [&]<class T>() {
+    bias_act_kernel<T><<<blocks_for(M * N), kThreads, 0, stream()>>>(
+        M, N, ptr<T>(out), pre.defined() ? ptr<T>(pre) : nullptr, bias.defined() ? ptr<const T>(bias) : nullptr, act);
+    CUDA_CHECK_LAUNCH("linear_act");
+  });
+}
+
+void linear_act_backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& grad_out, const Tensor& saved,
+                         Activation act) {
+  for (const Tensor* t : {&grad_pre, &grad_bias, &grad_out, &saved}) check_on_gpu("linear_act_backward", *t, "an operand");
+  const int64_t M = grad_out.size(0), N = grad_out.size(1);
+  if (act != Activation::None || grad_pre.raw_data() != grad_out.raw_data()) {
+    dispatch_float(grad_out.dtype(), "linear_act_backward", [&]<class T>() {
+      act_backward_kernel<T><<<blocks_for(M * N), kThreads, 0, stream()>>>(
+          M * N, ptr<T>(grad_pre), ptr<const T>(grad_out), act == Activation::None ? nullptr : ptr<const T>(saved), act);
+      CUDA_CHECK_LAUNCH("linear_act_backward");
+    });
+  }
+  if (grad_bias.defined()) cuda::reduce(ReduceOp::Sum, kernels::view_contiguous(grad_bias, {1, N}), grad_pre, {true, false});
+}
+
+int64_t linear_act_fallbacks() { return g_fallbacks.load(std::memory_order_relaxed); }
+
+}  // namespace mdl::cuda

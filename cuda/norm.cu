@@ -1,0 +1,262 @@
+// Batch norm and group norm (layer norm is its one-group case) on the GPU, each forward beside its
+// backward, with the arithmetic of cpu/norm.cpp: two-pass statistics, every sum in double,
+// per-channel or per-row coefficients rounded to the stat type A, then y = x * a + b elementwise.
+// One block per channel (batch norm, parameter gradients) or per (n, group) row (group norm).
+#include "cuda/kernels.cuh"
+#include "cuda/rows.cuh"
+
+namespace mdl::cuda {
+
+using namespace detail;
+
+namespace {
+
+template <class A> __device__ __forceinline__ A param_or(const A* p, int64_t c, A fallback) {
+  return p ? p[c] : fallback;
+}
+
+unsigned grid_for(int64_t blocks) { return unsigned(std::min<int64_t>(std::max<int64_t>(blocks, 1), 1 << 20)); }
+
+// ---- batch norm: x (N, C, S) ------------------------------------------------------------------
+
+// Block c: mean, var (biased), invstd of channel c over its N * S values.
+template <class T>
+__global__ void bn_stats_kernel(const T* x, int64_t N, int64_t C, int64_t S, double eps, acc_t<T>* mean,
+                                acc_t<T>* var, acc_t<T>* invstd) {
+  using A = acc_t<T>;
+  const int64_t M = N * S;
+  for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < M; j += kRowBlock) s += double(to_acc(x[((j / S) * C + c) * S + j % S]));
+    const double mu = block_sum(s) / double(M);
+    double q = 0;
+    for (int64_t j = threadIdx.x; j < M; j += kRowBlock) {
+      const double d = double(to_acc(x[((j / S) * C + c) * S + j % S])) - mu;
+      q += d * d;
+    }
+    const double v = block_sum(q) / double(M);
+    if (threadIdx.x == 0) {
+      mean[c] = A(mu);
+      var[c] = A(v);
+      invstd[c] = A(1.0 / sqrt(v + eps));
+    }
+  }
+}
+
+// y = x * a[c] + b[c] with a = w * invstd and b = bias - mean * a, in A as the CPU rounds them.
+template <class T>
+__global__ void bn_apply_kernel(T* y, const T* x, int64_t n, int64_t C, int64_t S, const acc_t<T>* mean,
+                                const acc_t<T>* invstd, const acc_t<T>* w, const acc_t<T>* b) {
+  using A = acc_t<T>;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = (i / S) % C;
+    const A a = param_or(w, c, A(1)) * invstd[c];
+    const A sh = param_or(b, c, A(0)) - mean[c] * a;
+    y[i] = convert<T>(to_acc(x[i]) * a + sh);
+  }
+}
+
+// Block c: sdy = sum gy and sdx = sum gy * (x - mean) over channel c; then grad_w, grad_b and the
+// coefficients of gx = gy * p + x * q + r into coef (3, C).
+template <class T>
+__global__ void bn_backward_sums_kernel(const T* gy, const T* x, int64_t N, int64_t C, int64_t S,
+                                        const acc_t<T>* mean, const acc_t<T>* invstd, const acc_t<T>* w, bool training,
+                                        acc_t<T>* grad_w, acc_t<T>* grad_b, acc_t<T>* coef) {
+  using A = acc_t<T>;
+  const int64_t M = N * S;
+  for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
+    double sdy = 0, sdx = 0;
+    const double mu = double(mean[c]);
+    for (int64_t j = threadIdx.x; j < M; j += kRowBlock) {
+      const int64_t i = ((j / S) * C + c) * S + j % S;
+      const double g = double(to_acc(gy[i]));
+      sdy += g;
+      sdx += g * (double(to_acc(x[i])) - mu);
+    }
+    sdy = block_sum(sdy);
+    sdx = block_sum(sdx);
+    if (threadIdx.x != 0) continue;
+    const double is = double(invstd[c]);
+    if (grad_w) grad_w[c] = A(sdx * is);
+    if (grad_b) grad_b[c] = A(sdy);
+    if (!coef) continue;
+    const double a = double(param_or(w, c, A(1))) * is;
+    A q = 0, r = 0;
+    if (training) {
+      const double k = a * is * is * sdx / double(M);  // a * invstd * mean(gy * xhat)
+      q = A(-k);
+      r = A(k * mu - a * sdy / double(M));
+    }
+    coef[c] = A(a);
+    coef[C + c] = q;
+    coef[2 * C + c] = r;
+  }
+}
+
+template <class T>
+__global__ void bn_grad_x_kernel(T* gx, const T* gy, const T* x, int64_t n, int64_t C, int64_t S,
+                                 const acc_t<T>* coef) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = (i / S) % C;
+    gx[i] = convert<T>(to_acc(gy[i]) * coef[c] + to_acc(x[i]) * coef[C + c] + coef[2 * C + c]);
+  }
+}
+
+// ---- group norm: x (N, C, S), rows (n, g) of L = K * S contiguous values, K = C / groups --------
+
+template <class T>
+__global__ void gn_forward_kernel(T* y, const T* x, int64_t rows, int64_t groups, int64_t K, int64_t S, double eps,
+                                  const acc_t<T>* w, const acc_t<T>* b, acc_t<T>* mean, acc_t<T>* rstd) {
+  using A = acc_t<T>;
+  const int64_t L = K * S;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * L;
+    T* yr = y + r * L;
+    const int64_t c0 = (r % groups) * K;
+    double s = 0;
+    for (int64_t j = threadIdx.x; j < L; j += kRowBlock) s += double(to_acc(xr[j]));
+    const double mu = block_sum(s) / double(L);
+    double q = 0;
+    for (int64_t j = threadIdx.x; j < L; j += kRowBlock) {
+      const double d = double(to_acc(xr[j])) - mu;
+      q += d * d;
+    }
+    const double v = block_sum(q) / double(L);
+    const A m = A(mu), rs = A(1.0 / sqrt(v + eps));
+    if (threadIdx.x == 0) mean[r] = m, rstd[r] = rs;
+    for (int64_t j = threadIdx.x; j < L; j += kRowBlock) {
+      const int64_t c = c0 + j / S;
+      const A a = rs * param_or(w, c, A(1)), sh = param_or(b, c, A(0)) - m * a;
+      yr[j] = convert<T>(to_acc(xr[j]) * a + sh);
+    }
+  }
+}
+
+// Block c: grad_w[c] = sum gy * xhat, grad_b[c] = sum gy over (n, s).
+template <class T>
+__global__ void gn_param_grad_kernel(const T* gy, const T* x, int64_t N, int64_t C, int64_t S, int64_t groups,
+                                     const acc_t<T>* mean, const acc_t<T>* rstd, acc_t<T>* grad_w, acc_t<T>* grad_b) {
+  using A = acc_t<T>;
+  const int64_t K = C / groups, M = N * S;
+  for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
+    double sw = 0, sb = 0;
+    for (int64_t j = threadIdx.x; j < M; j += kRowBlock) {
+      const int64_t n = j / S, i = (n * C + c) * S + j % S, r = n * groups + c / K;
+      const double g = double(to_acc(gy[i]));
+      sw += g * (double(to_acc(x[i])) - double(mean[r])) * double(rstd[r]);
+      sb += g;
+    }
+    sw = block_sum(sw);
+    sb = block_sum(sb);
+    if (threadIdx.x == 0) {
+      if (grad_w) grad_w[c] = A(sw);
+      if (grad_b) grad_b[c] = A(sb);
+    }
+  }
+}
+
+// Per row, h = gy * w: gx = rstd * (h - mean(h) - xhat * mean(h * xhat)).
+template <class T>
+__global__ void gn_grad_x_kernel(T* gx, const T* gy, const T* x, int64_t rows, int64_t groups, int64_t K, int64_t S,
+                                 const acc_t<T>* w, const acc_t<T>* mean, const acc_t<T>* rstd) {
+  using A = acc_t<T>;
+  const int64_t L = K * S;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * L;
+    const T* gr = gy + r * L;
+    const int64_t c0 = (r % groups) * K;
+    const double mu = double(mean[r]), rs = double(rstd[r]);
+    double s0 = 0, s1 = 0;
+    for (int64_t j = threadIdx.x; j < L; j += kRowBlock) {
+      const double h = double(to_acc(gr[j])) * double(param_or(w, c0 + j / S, A(1)));
+      s0 += h;
+      s1 += h * (double(to_acc(xr[j])) - mu);
+    }
+    s0 = block_sum(s0);
+    s1 = block_sum(s1);
+    const double mh = s0 / double(L), k = rs * rs * s1 / double(L);
+    const A q = A(-rs * k), sh = A(rs * (k * mu - mh));
+    for (int64_t j = threadIdx.x; j < L; j += kRowBlock) {
+      const A a = A(rs * double(param_or(w, c0 + j / S, A(1))));
+      gx[r * L + j] = convert<T>(to_acc(gr[j]) * a + to_acc(xr[j]) * q + sh);
+    }
+  }
+}
+
+template <class A> const A* cptr_or_null(const Tensor& t) { return t.defined() ? ptr<const A>(t) : nullptr; }
+template <class A> A* ptr_or_null(const Tensor& t) { return t.defined() ? ptr<A>(t) : nullptr; }
+
+}  // namespace
+
+void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var, const Tensor& invstd, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias, bool training, double eps) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2), n = x.numel();
+  dispatch_float(x.dtype(), "batch_norm", [&]<class T>() {
+    using A = acc_t<T>;
+    if (training && C > 0) {
+      bn_stats_kernel<T><<<grid_for(C), kRowBlock, 0, stream()>>>(ptr<const T>(x), N, C, S, eps, ptr<A>(mean),
+                                                                  ptr<A>(var), ptr<A>(invstd));
+      CUDA_CHECK_LAUNCH("batch_norm");
+    }
+    if (n == 0) return;
+    bn_apply_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(out), ptr<const T>(x), n, C, S,
+                                                                 ptr<const A>(mean), ptr<const A>(invstd),
+                                                                 cptr_or_null<A>(weight), cptr_or_null<A>(bias));
+    CUDA_CHECK_LAUNCH("batch_norm");
+  });
+}
+
+void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
+                         const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                         bool training) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2), n = x.numel();
+  if (C == 0) return;
+  dispatch_float(x.dtype(), "batch_norm_backward", [&]<class T>() {
+    using A = acc_t<T>;
+    Tensor coef;
+    if (grad_x.defined()) coef = make_tensor({3, C}, mean.dtype(), x.device());  // (3, C): p, q, r
+    bn_backward_sums_kernel<T><<<grid_for(C), kRowBlock, 0, stream()>>>(
+        ptr<const T>(grad_out), ptr<const T>(x), N, C, S, ptr<const A>(mean), ptr<const A>(invstd),
+        cptr_or_null<A>(weight), training, ptr_or_null<A>(grad_w), ptr_or_null<A>(grad_b), ptr_or_null<A>(coef));
+    CUDA_CHECK_LAUNCH("batch_norm_backward");
+    if (!grad_x.defined() || n == 0) return;
+    bn_grad_x_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(grad_x), ptr<const T>(grad_out),
+                                                                  ptr<const T>(x), n, C, S, ptr<const A>(coef));
+    CUDA_CHECK_LAUNCH("batch_norm_backward");
+  });
+}
+
+void group_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias, int64_t groups, double eps) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2), rows = N * groups;
+  if (rows == 0) return;
+  dispatch_float(x.dtype(), "group_norm", [&]<class T>() {
+    using A = acc_t<T>;
+    gn_forward_kernel<T><<<grid_for(rows), kRowBlock, 0, stream()>>>(
+        ptr<T>(out), ptr<const T>(x), rows, groups, C / groups, S, eps, cptr_or_null<A>(weight),
+        cptr_or_null<A>(bias), ptr<A>(mean), ptr<A>(rstd));
+    CUDA_CHECK_LAUNCH("group_norm");
+  });
+}
+
+void group_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
+                         const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
+                         int64_t groups) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2), rows = N * groups;
+  dispatch_float(x.dtype(), "group_norm_backward", [&]<class T>() {
+    using A = acc_t<T>;
+    if ((grad_w.defined() || grad_b.defined()) && C > 0) {
+      gn_param_grad_kernel<T><<<grid_for(C), kRowBlock, 0, stream()>>>(
+          ptr<const T>(grad_out), ptr<const T>(x), N, C, S, groups, ptr<const A>(mean), ptr<const A>(rstd),
+          ptr_or_null<A>(grad_w), ptr_or_null<A>(grad_b));
+      CUDA_CHECK_LAUNCH("group_norm_backward");
+    }
+    if (!grad_x.defined() || rows == 0) return;
+    gn_grad_x_kernel<T><<<grid_for(rows), kRowBlock, 0, stream()>>>(
+        ptr<T>(grad_x), ptr<const T>(grad_out), ptr<const T>(x), rows, groups, C / groups, S, cptr_or_null<A>(weight),
+        ptr<const A>(mean), ptr<const A>(rstd));
+    CUDA_CHECK_LAUNCH("group_norm_backward");
+  });
+}
+
+}  // namespace mdl::cuda

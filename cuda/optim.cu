@@ -1,0 +1,97 @@
+// Fused optimizer steps on the GPU: one pass per parameter updating it and its f32 state, the same
+// arithmetic as cpu/optim.cpp (f32 compute, f64 for f64 params, one rounding into the param);
+// and the sum of squares behind clip_grad_norm_, reduced in f64.
+#include "cuda/kernels.cuh"
+#include "cuda/reduce_all.cuh"
+
+namespace mdl::cuda {
+
+using namespace detail;
+
+namespace {
+
+template <class P, class C>
+struct AdamConsts {
+  C b1, b2, eps, scale, l2, keep, step_size, bc2_sqrt;
+  bool ams;
+};
+
+template <class P, class C>
+__global__ void adam_kernel(int64_t n, P* p, const P* g, float* m, float* v, float* vmax, AdamConsts<P, C> k) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    C pi = C(to_acc(p[i]));
+    const C gi = C(to_acc(g[i])) * k.scale + k.l2 * pi;
+    pi *= k.keep;
+    const C mi = k.b1 * C(m[i]) + (C(1) - k.b1) * gi;
+    const C vi = k.b2 * C(v[i]) + (C(1) - k.b2) * gi * gi;
+    m[i] = float(mi);
+    v[i] = float(vi);
+    C vd = vi;
+    if (k.ams) {
+      vd = C(vmax[i]) > vi ? C(vmax[i]) : vi;
+      vmax[i] = float(vd);
+    }
+    const C denom = sqrt(vd) / k.bc2_sqrt + k.eps;
+    p[i] = convert<P>(pi - k.step_size * mi / denom);
+  }
+}
+
+template <class P, class C>
+__global__ void sgd_kernel(int64_t n, P* p, const P* g, float* buf, C lr, C mom, C damp, C wd, C scale, bool first,
+                           bool nesterov) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const C pi = C(to_acc(p[i]));
+    C gi = C(to_acc(g[i])) * scale + wd * pi;
+    if (buf) {
+      const C bi = first ? gi : mom * C(buf[i]) + damp * gi;
+      buf[i] = float(bi);
+      gi = nesterov ? gi + mom * bi : bi;
+    }
+    p[i] = convert<P>(pi - lr * gi);
+  }
+}
+
+}  // namespace
+
+void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+               const Tensor& max_exp_avg_sq, const kernels::AdamParams& hp) {
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  float* vmax = hp.amsgrad ? ptr<float>(max_exp_avg_sq) : nullptr;
+  dispatch_float(param.dtype(), "adam_step", [&]<class P>() {
+    using C = std::conditional_t<std::is_same_v<P, double>, double, float>;
+    AdamConsts<P, C> k;
+    k.b1 = C(hp.beta1), k.b2 = C(hp.beta2), k.eps = C(hp.eps), k.scale = C(hp.grad_scale);
+    k.bc2_sqrt = C(std::sqrt(1.0 - std::pow(hp.beta2, double(hp.step))));
+    k.step_size = C(hp.lr) / C(1.0 - std::pow(hp.beta1, double(hp.step)));
+    k.l2 = hp.decoupled ? C(0) : C(hp.weight_decay);
+    k.keep = hp.decoupled ? C(1.0 - hp.lr * hp.weight_decay) : C(1);
+    k.ams = hp.amsgrad;
+    adam_kernel<P, C><<<blocks_for(n), kThreads, 0, stream()>>>(n, ptr<P>(param), ptr<const P>(grad),
+                                                                ptr<float>(exp_avg), ptr<float>(exp_avg_sq), vmax, k);
+    CUDA_CHECK_LAUNCH("adam_step");
+  });
+}
+
+void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const kernels::SGDParams& hp) {
+  const int64_t n = param.numel();
+  if (n == 0) return;
+  float* buf = momentum_buffer.defined() ? ptr<float>(momentum_buffer) : nullptr;
+  dispatch_float(param.dtype(), "sgd_step", [&]<class P>() {
+    using C = std::conditional_t<std::is_same_v<P, double>, double, float>;
+    sgd_kernel<P, C><<<blocks_for(n), kThreads, 0, stream()>>>(n, ptr<P>(param), ptr<const P>(grad), buf, C(hp.lr),
+                                                               C(hp.momentum), C(1.0 - hp.dampening),
+                                                               C(hp.weight_decay), C(hp.grad_scale), hp.first,
+                                                               hp.nesterov);
+    CUDA_CHECK_LAUNCH("sgd_step");
+  });
+}
+
+double sum_squares(const Tensor& t) {
+  if (t.numel() == 0) return 0.0;
+  double r = 0;
+  dispatch_float(t.dtype(), "sum_squares", [&]<class T>() { r = sum_of_squares<T>(ptr<const T>(t), t.numel()); });
+  return r;
+}
+
+}  // namespace mdl::cuda

@@ -1,0 +1,70 @@
+// The kernel contract's basic primitives (fill, copy, elementwise, reductions, softmax, batched
+// matmul, indexing), which every backend implements. Each is a Stub (kernels/stub.h); ops
+// (ops/native/native.h) check arguments, allocate outputs and call the stub for the tensors' device.
+// Kernels receive outputs already allocated with the right shape and dtype; inputs may have any
+// strides (including 0 for broadcast dims) unless the primitive says otherwise.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/op_kinds.h"
+#include "kernels/stub.h"
+
+namespace mdl {
+namespace kernels {
+
+// out[...] = value.
+using FillFn = void(const Tensor& out, double value);
+// dst[...] = cast(src[...]); same shape, any strides and dtypes, same device.
+using CopyFn = void(const Tensor& dst, const Tensor& src);
+// out = op(in); out contiguous; same dtype (floating unless op is Neg/Abs/Square/Sign).
+using UnaryFn = void(UnaryOp op, const Tensor& out, const Tensor& in);
+// out = op(a, b); a and b expanded to out's shape, both of the compute dtype;
+// out has that dtype, or Bool for comparisons.
+using BinaryFn = void(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
+// out = cond ? a : b; all expanded to out's shape; cond Bool; a, b of out's dtype.
+using WhereFn = void(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+// out = reduce(in) over the dims where reduce_mask[d] is true; out has in's rank (keepdim form).
+using ReduceFn = void(ReduceOp op, const Tensor& out, const Tensor& in, const std::vector<bool>& reduce_mask);
+// values and indices (I64) of max/min along dim; both in keepdim form.
+using ArgReduceFn = void(bool is_max, const Tensor& values, const Tensor& indices, const Tensor& in, int64_t dim);
+// out = sum((in - mean)^2) / (N - correction) over the masked dims; keepdim form.
+using VarFn = void(const Tensor& out, const Tensor& in, const std::vector<bool>& reduce_mask, int64_t correction);
+// out = softmax(in) (or log_softmax) along dim; out contiguous.
+using SoftmaxFn = void(const Tensor& out, const Tensor& in, int64_t dim, bool log);
+// grad_in from grad_out and the forward output, along dim.
+using SoftmaxBackwardFn = void(const Tensor& grad_in, const Tensor& grad_out, const Tensor& out, int64_t dim, bool log);
+// out[b] = a[b] @ b[b] for 3-D a (B,M,K), b (B,K,N), out (B,M,N) contiguous; any strides in a, b.
+using BmmFn = void(const Tensor& out, const Tensor& a, const Tensor& b);
+// out = in.index_select(dim, index); index 1-D I64 (checked in range by the op).
+using IndexSelectFn = void(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);
+// out[i][j] = in[i][index[i][j]] (along dim); index I64, out contiguous with index's shape.
+using GatherFn = void(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);
+// out (already holding a copy of self) += src scattered along dim at index.
+using ScatterAddFn = void(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+// out = index_add: out.index_select(dim, index) += src, accumulating repeats (backward of index_select).
+using IndexAddFn = void(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+// Keeps the lower (upper=false) or upper triangle of the last two dims, offset k; zeros elsewhere.
+using TriFn = void(const Tensor& out, const Tensor& in, int64_t k, bool upper);
+
+#define MDL_CORE_KERNELS(X) \
+  X(fill, FillFn, "fill", BOTH) \
+  X(copy, CopyFn, "copy", BOTH) \
+  X(unary, UnaryFn, "unary", BOTH) \
+  X(binary, BinaryFn, "binary", BOTH) \
+  X(where, WhereFn, "where", BOTH) \
+  X(reduce, ReduceFn, "reduce", BOTH) \
+  X(arg_reduce, ArgReduceFn, "max/min", BOTH) \
+  X(var, VarFn, "var", BOTH) \
+  X(softmax, SoftmaxFn, "softmax", BOTH) \
+  X(softmax_backward, SoftmaxBackwardFn, "softmax_backward", BOTH) \
+  X(bmm, BmmFn, "matmul", BOTH) \
+  X(index_select, IndexSelectFn, "index_select", BOTH) \
+  X(gather, GatherFn, "gather", BOTH) \
+  X(scatter_add, ScatterAddFn, "scatter_add", BOTH) \
+  X(index_add, IndexAddFn, "index_add", BOTH) \
+  X(tri, TriFn, "tril/triu", BOTH)
+MDL_CORE_KERNELS(MDL_DEFINE_STUB)
+
+}  // namespace kernels
+}  // namespace mdl

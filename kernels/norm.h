@@ -1,0 +1,39 @@
+// The kernel contract for the fused normalisations (batch norm; group norm, with layer norm as its
+// one-group case), each forward paired with its backward. The callers (nn/functional_norm.cpp)
+// check arguments and hand contiguous inputs of the documented layouts.
+#pragma once
+#include <cstdint>
+
+#include "kernels/core.h"
+
+namespace mdl::kernels {
+
+// "Stat" tensors (means, inverse stds, affine parameters, parameter gradients, losses) are f64
+// for f64 inputs and f32 for f32, f16 and bf16 inputs. Undefined weight/bias mean 1 and 0;
+// an undefined gradient output is not computed.
+
+// x, out (N, C, S); mean, invstd (C). training: mean, var (biased) and invstd = 1/sqrt(var + eps)
+// come from the batch; otherwise mean and invstd are inputs (var unused). out = (x - mean) * invstd * w + b.
+using BatchNormForwardFn = void(const Tensor& out, const Tensor& mean, const Tensor& var, const Tensor& invstd,
+                                const Tensor& x, const Tensor& weight, const Tensor& bias, bool training, double eps);
+// grad_x (N, C, S) of x's dtype, grad_w and grad_b (C), from grad_out (N, C, S) of x's dtype.
+// training also carries the gradient through the batch statistics.
+using BatchNormBackwardFn = void(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b,
+                                 const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& invstd,
+                                 const Tensor& weight, bool training);
+// x, out (N, C, S) in `groups` groups of C/groups channels; mean, rstd (N, groups): statistics over
+// each (n, group), weight and bias per channel. Layer norm is (M, features, 1) with one group.
+using GroupNormForwardFn = void(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                                const Tensor& weight, const Tensor& bias, int64_t groups, double eps);
+using GroupNormBackwardFn = void(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b,
+                                 const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                 const Tensor& weight, int64_t groups);
+
+#define MDL_NORM_KERNELS(X) \
+  X(batch_norm_forward, BatchNormForwardFn, "batch_norm", BOTH) \
+  X(batch_norm_backward, BatchNormBackwardFn, "batch_norm_backward", BOTH) \
+  X(group_norm_forward, GroupNormForwardFn, "group_norm", BOTH) \
+  X(group_norm_backward, GroupNormBackwardFn, "group_norm_backward", BOTH)
+MDL_NORM_KERNELS(MDL_DEFINE_STUB)
+
+}  // namespace mdl::kernels

@@ -1,0 +1,42 @@
+// The views and copies a backend makes of its operands inside a kernel, built on the tensor core
+// (make_view, make_tensor) and the copy stub, so backends need nothing from the ops layer above.
+#pragma once
+#include <utility>
+
+#include "kernels/core.h"
+
+namespace mdl::kernels {
+
+// x (contiguous) seen with another shape of the same element count.
+inline Tensor view_contiguous(const Tensor& x, const Shape& shape) {
+  MDL_CHECK(x.is_contiguous() && shape_numel(shape) == x.numel(), "view_contiguous: shape ", shape_str(shape),
+            " does not fit contiguous ", shape_str(x.shape()));
+  return make_view(x, shape, contiguous_strides(shape), x.offset());
+}
+
+// x with dims a and b swapped (no copy).
+inline Tensor transposed(const Tensor& x, int64_t a, int64_t b) {
+  Shape shape = x.shape(), strides = x.strides();
+  std::swap(shape[size_t(a)], shape[size_t(b)]);
+  std::swap(strides[size_t(a)], strides[size_t(b)]);
+  return make_view(x, shape, strides, x.offset());
+}
+
+// x with a dim of size 1 inserted at d.
+inline Tensor unsqueezed(const Tensor& x, int64_t d) {
+  Shape shape = x.shape(), strides = x.strides();
+  const int64_t stride = d < x.dim() ? x.stride(d) * x.size(d) : 1;
+  shape.insert(shape.begin() + d, 1);
+  strides.insert(strides.begin() + d, stride);
+  return make_view(x, shape, strides, x.offset());
+}
+
+// x itself when contiguous, else a contiguous copy on x's device.
+inline Tensor contiguous(const Tensor& x) {
+  if (x.is_contiguous()) return x;
+  Tensor out = make_tensor(x.shape(), x.dtype(), x.device());
+  if (out.numel()) copy(x.device(), out, x);
+  return out;
+}
+
+}  // namespace mdl::kernels

@@ -1,0 +1,70 @@
+// Native elementwise ops: dtype promotion, broadcasting, allocation, then the kernel.
+#include <cmath>
+
+#include "ops/factory.h"
+#include "ops/native/native.h"
+
+namespace mdl::native {
+
+namespace {
+void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
+  MDL_CHECK(a.defined() && b.defined(), op, ": undefined tensor");
+  MDL_CHECK(a.device() == b.device() || a.dim() == 0 || b.dim() == 0, op, ": tensors on different devices, ",
+            a.device(), " and ", b.device());
+}
+
+bool allows_integral(UnaryOp op) {
+  return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Square || op == UnaryOp::Sign;
+}
+
+// PyTorch's rule: a 0-dim operand does not widen a dimensioned one of the same category.
+DType result_type(const Tensor& a, const Tensor& b) {
+  bool sa = a.dim() == 0, sb = b.dim() == 0;
+  if (sa != sb && is_floating(a.dtype()) == is_floating(b.dtype()) && a.dtype() != kBool && b.dtype() != kBool)
+    return sa ? b.dtype() : a.dtype();
+  return promote_types(a.dtype(), b.dtype());
+}
+}  // namespace
+
+Tensor unary(UnaryOp op, const Tensor& x) {
+  MDL_CHECK(x.defined(), unary_op_name(op), ": undefined tensor");
+  Tensor in = x;
+  if (!is_floating(x.dtype()) && !allows_integral(op)) in = to_dtype(x, kF32);  // exp of an int is a float
+  MDL_CHECK(!(x.dtype() == kBool && op == UnaryOp::Neg), "neg: not defined for bool tensors (use logical not)");
+  Tensor out = make_tensor(in.shape(), in.dtype(), in.device());
+  if (out.numel()) kernels::unary(in.device(), op, out, in);
+  return out;
+}
+
+Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
+  const char* name = binary_op_name(op);
+  check_same_device(a, b, name);
+  DType compute = result_type(a, b);
+  if (op == BinaryOp::Div && !is_floating(compute)) compute = kF32;  // true division, as torch.div
+  if (compute == kBool && (op == BinaryOp::Sub || op == BinaryOp::Div || op == BinaryOp::Pow))
+    MDL_FAIL(name, ": not defined for bool tensors");
+  Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
+  Device dev = a.dim() == 0 && b.dim() != 0 ? b.device() : a.device();
+  Tensor ca = expand(to_device(a.dtype() == compute ? a : to_dtype(a, compute), dev), shape);
+  Tensor cb = expand(to_device(b.dtype() == compute ? b : to_dtype(b, compute), dev), shape);
+  Tensor out = make_tensor(shape, is_comparison(op) ? kBool : compute, dev);
+  if (out.numel()) kernels::binary(dev, op, out, ca, cb);
+  return out;
+}
+
+Tensor scalar_like(double value, const Tensor& like) {
+  DType t = like.dtype();
+  bool whole = std::floor(value) == value && std::isfinite(value);
+  if (!is_floating(t)) t = whole ? (t == kBool ? kI64 : t) : kF32;
+  return full({}, value, {t, like.device()});
+}
+
+Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+  MDL_CHECK(lo || hi, "clamp: at least one of min and max must be given");
+  Tensor r = x;
+  if (lo) r = binary(BinaryOp::Maximum, r, scalar_like(*lo, x));
+  if (hi) r = binary(BinaryOp::Minimum, r, scalar_like(*hi, x));
+  return r;
+}
+
+}  // namespace mdl::native

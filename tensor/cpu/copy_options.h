@@ -1,9 +1,0 @@
-// Switches of the CPU copy kernel (tensor/cpu/copy.cpp), for benchmarks and cross-checks.
-#pragma once
-
-namespace mdl::cpu {
-
-// Whether a transposed matrix is copied in cache-sized tiles (default true); false copies it row by row.
-void set_tiled_transpose(bool on);
-
-}  // namespace mdl::cpu

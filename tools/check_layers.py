@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""The layer check: every #include "..." in the library must point to its own layer or a lower one.
+
+The layers, lowest first. Folders on one line form one layer and may include each other; a
+subfolder belongs to the nearest listed folder above it (nn/models is nn). Folders named in
+INDEPENDENT share a layer's rank but must not include each other (the two backends).
+tools/, bench/ and tests/ sit above everything and are not checked.
+Usage: tools/check_layers.py [ROOT]   exit 0 when clean, 1 with one line per upward include.
+"""
+import os
+import re
+import sys
+
+LAYERS = [
+    "tensor",            # Tensor, Storage, DType, Device, allocators' interface, grad mode, profiler hooks
+    "io",                # JSON and safetensors
+    "profiler",          # sessions, tables, traces
+    "kernels",           # the kernel contracts and the math both backends share
+    "cpu cuda",          # the CPU backend; the CUDA backend (cuda/runtime and its kernels)
+    "ops autograd",      # native ops, public ops with their backward, autocast; the backward engine
+    "nn",                # modules, functional layers, models
+    "optim",             # optimizers, schedules, clipping
+    "amp",               # GradScaler and keep_f32, above nn and optim
+    "data",              # datasets, transforms, the loader and its cache
+    "dist",              # process groups and DistributedDataParallel
+    "train",             # the training loop and its helpers
+]
+INDEPENDENT = [("cpu", "cuda")]
+SOURCE = re.compile(r"\.(cpp|h|cu|cuh)$")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def rank_table():
+    return {folder: rank for rank, line in enumerate(LAYERS) for folder in line.split()}
+
+
+def folder_of(path, ranks):
+    """The listed folder a path belongs to, or None (top-level files, tools, bench, tests)."""
+    parts = path.split("/")[:-1]
+    while parts:
+        name = "/".join(parts)
+        if name in ranks:
+            return name
+        parts.pop()
+    return None
+
+
+def violations(root):
+    ranks = rank_table()
+    independent = {frozenset(p) for p in INDEPENDENT}
+    found = []
+    for folder in ranks:
+        for dirpath, _, files in os.walk(os.path.join(root, folder)):
+            for f in sorted(files):
+                if not SOURCE.search(f):
+                    continue
+                path = os.path.relpath(os.path.join(dirpath, f), root)
+                src = folder_of(path, ranks)
+                with open(os.path.join(root, path), encoding="utf-8", errors="replace") as fh:
+                    for lineno, line in enumerate(fh, 1):
+                        m = INCLUDE.match(line)
+                        if not m:
+                            continue
+                        dst = folder_of(m.group(1), ranks)
+                        if dst is None or dst == src:
+                            continue
+                        if ranks[dst] > ranks[src]:
+                            found.append(f"{path}:{lineno}: includes {m.group(1)}, but {dst}/ is above {src}/")
+                        elif frozenset((src, dst)) in independent:
+                            found.append(f"{path}:{lineno}: includes {m.group(1)}, but {src}/ and {dst}/ are independent")
+    return found
+
+
+def main():
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+    found = violations(root)
+    for v in found:
+        print(v)
+    if found:
+        print(f"layer check: {len(found)} include(s) run up the layers (order in tools/check_layers.py)")
+        return 1
+    print(f"layer check: clean ({len(rank_table())} folders in {len(LAYERS)} layers)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
