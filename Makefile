@@ -124,7 +124,7 @@ endif
 $(BUILD)/dist/nccl_group.o: CPPFLAGS += -I$(CUDA_HOME)/include $(if $(filter-out $(CUDA_HOME),$(CUDNN_HOME)),-I$(CUDNN_HOME)/include,) \
   $(if $(filter-out $(CUDA_HOME),$(NCCL_HOME)),-I$(NCCL_HOME)/include,)
 
-LIB_DIRS := tensor io profiler kernels cpu cuda ops ops/native autograd nn nn/models optim amp data train $(if $(filter 1,$(WITH_DIST)),dist,)
+LIB_DIRS := tensor io profiler kernels cpu cuda ops ops/native autograd nn nn/models optim amp data switches train $(if $(filter 1,$(WITH_DIST)),dist,)
 LIB_SRCS := $(filter-out $(if $(filter 1,$(WITH_MPI)),,dist/mpi_group.cpp) $(if $(filter 1,$(WITH_NCCL)),,dist/nccl_group.cpp),\
   $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp)))
 CU_SRCS  := $(if $(filter 1,$(WITH_CUDA)),$(wildcard cuda/*.cu cuda/runtime/*.cu),)

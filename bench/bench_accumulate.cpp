@@ -7,6 +7,7 @@
 #include "mdl.h"
 #include "nn/functional.h"
 #include "nn/models/models.h"
+#include "bench/switch_bench.h"
 
 using namespace mdl;
 
@@ -40,6 +41,15 @@ void step(benchmark::State& state, int64_t micro_batches) {
 
 }  // namespace
 
-BENCHMARK_CAPTURE(step, batch512, 1)->Name("simplecnn_step_512/one_batch")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_CAPTURE(step, accum4x128, 4)->Name("simplecnn_step_512/accumulate_4x128")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_MAIN();
+// Off: one batch of 512; on: 4 micro-batches of 128.
+int main(int argc, char** argv) {
+  for (bool accumulate : {false, true})
+    bench::register_switch("grad_accumulation", accumulate, "simplecnn_step_512",
+                           [](benchmark::State& s, bool accumulate) { step(s, accumulate ? 4 : 1); })
+        ->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

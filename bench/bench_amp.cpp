@@ -13,6 +13,7 @@
 #include "ops/autocast.h"
 #include "amp/grad_scaler.h"
 #include "cpu/float_block.h"  // cpu::set_bulk_half_conversion
+#include "bench/switch_bench.h"
 #include "mdl.h"
 #include "nn/functional.h"
 #include "nn/models/models.h"
@@ -149,16 +150,17 @@ int main(int argc, char** argv) {
     benchmark::RegisterBenchmark(("conv_32to64_14x14_b128/" + name).c_str(), [t = t](benchmark::State& s) { bm_conv(s, t); })
         ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
   for (bool mixed : {false, true})
-    benchmark::RegisterBenchmark(mixed ? "simplecnn_train_step_b128/autocast_f16" : "simplecnn_train_step_b128/f32",
-                                 [mixed](benchmark::State& s) { bm_train_step(s, mixed); })
+    bench::register_switch("autocast", mixed, "simplecnn_train_step_b128",
+                           [](benchmark::State& s, bool mixed) { bm_train_step(s, mixed); })
         ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
-  benchmark::RegisterBenchmark("simplecnn_train_step_b128/autocast_f16_per_element",
-                               [](benchmark::State& s) { bm_train_step(s, true, false); })
-      ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+  for (bool bulk : {false, true})
+    bench::register_switch("bulk_half_conversion", bulk, "simplecnn_train_step_b128_autocast_f16",
+                           [](benchmark::State& s, bool bulk) { bm_train_step(s, true, bulk); })
+        ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
   for (const char* kernel : {"relu", "le_zero", "add", "max_pool_fwd_bwd"})
     for (bool bulk : {false, true})
-      benchmark::RegisterBenchmark(("f16_" + std::string(kernel) + "_b128_c32_28x28/" + (bulk ? "bulk" : "per_element")).c_str(),
-                                   [kernel = std::string(kernel), bulk](benchmark::State& s) { bm_half_kernel(s, kernel, bulk); })
+      bench::register_switch("bulk_half_conversion", bulk, "f16_" + std::string(kernel) + "_b128_c32_28x28",
+                             [kernel = std::string(kernel)](benchmark::State& s, bool bulk) { bm_half_kernel(s, kernel, bulk); })
           ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
 
   benchmark::Initialize(&argc, argv);
@@ -180,15 +182,16 @@ int main(int argc, char** argv) {
     const auto h = speedup(base + "f16", base + "f32"), b = speedup(base + "bf16", base + "f32");
     std::printf("  %-28s f16 %.2fx / %.2fx   bf16 %.2fx / %.2fx\n", base.c_str(), h.first, h.second, b.first, b.second);
   }
-  const auto step = speedup("simplecnn_train_step_b128/autocast_f16", "simplecnn_train_step_b128/f32");
+  auto pair_speedup = [&](const char* name, const std::string& case_name) {
+    return speedup(bench::switch_benchmark(name, true, case_name), bench::switch_benchmark(name, false, case_name));
+  };
+  const auto step = pair_speedup("autocast", "simplecnn_train_step_b128");
   std::printf("  %-28s autocast f16 + GradScaler %.2fx / %.2fx\n", "simplecnn train step", step.first, step.second);
   std::printf("\nf16 on the CPU: 16-bit values converted one by one -> in F16C blocks, by real time / CPU time:\n");
-  for (const char* base : {"simplecnn_train_step_b128/autocast_f16", "f16_relu_b128_c32_28x28", "f16_le_zero_b128_c32_28x28",
-                           "f16_add_b128_c32_28x28", "f16_max_pool_fwd_bwd_b128_c32_28x28"}) {
-    const std::string b(base);
-    const bool step_row = b.starts_with("simplecnn");
-    const auto r = step_row ? speedup(b, b + "_per_element") : speedup(b + "/bulk", b + "/per_element");
-    std::printf("  %-40s %.2fx / %.2fx\n", base, r.first, r.second);
+  for (const char* case_name : {"simplecnn_train_step_b128_autocast_f16", "f16_relu_b128_c32_28x28", "f16_le_zero_b128_c32_28x28",
+                                "f16_add_b128_c32_28x28", "f16_max_pool_fwd_bwd_b128_c32_28x28"}) {
+    const auto r = pair_speedup("bulk_half_conversion", case_name);
+    std::printf("  %-40s %.2fx / %.2fx\n", case_name, r.first, r.second);
   }
 
   std::printf("\nactivation memory of a training-mode forward (MB): held for backward, and peak\n");

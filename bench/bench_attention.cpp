@@ -11,6 +11,7 @@
 #include <string>
 
 #include "bench/recording_reporter.h"
+#include "bench/switch_bench.h"
 #include "mdl.h"
 #include "nn/functional.h"
 
@@ -70,19 +71,15 @@ void run(benchmark::State& state, const F& forward, bool backward) {
   }
 }
 
-void BM_FusedForward(benchmark::State& s) { run(s, fused, false); }
-void BM_ComposedForward(benchmark::State& s) { run(s, composed, false); }
-void BM_FusedForwardBackward(benchmark::State& s) { run(s, fused, true); }
-void BM_ComposedForwardBackward(benchmark::State& s) { run(s, composed, true); }
-
-BENCHMARK(BM_FusedForward)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_ComposedForward)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_FusedForwardBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_ComposedForwardBackward)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (const char* pass : {"fwd", "fwd_bwd"})
+    for (bool on : {false, true})
+      bench::register_switch("fused_attention", on, pass,
+                             [bwd = std::string(pass) == "fwd_bwd"](benchmark::State& s, bool on) { run(s, on ? fused : composed, bwd); })
+          ->Unit(benchmark::kMillisecond)->UseRealTime();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RecordingReporter reporter;
@@ -90,8 +87,9 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
   std::printf("\ncausal attention B=%lld H=%lld L=S=%lld D=%lld f32, threads: %d\n", (long long)kB, (long long)kH,
               (long long)kL, (long long)kD, get_num_threads());
-  for (const char* pass : {"Forward", "ForwardBackward"}) {
-    auto f = reporter.ms.find(std::string("BM_Fused") + pass), c = reporter.ms.find(std::string("BM_Composed") + pass);
+  for (const char* pass : {"fwd", "fwd_bwd"}) {
+    auto f = reporter.ms.find(bench::switch_benchmark("fused_attention", true, pass));
+    auto c = reporter.ms.find(bench::switch_benchmark("fused_attention", false, pass));
     if (f != reporter.ms.end() && c != reporter.ms.end())
       std::printf("%-16s fused %8.2f ms  composed %8.2f ms  speed-up x%.2f\n", pass, f->second, c->second,
                   c->second / f->second);

@@ -18,6 +18,7 @@
 #include "kernels/pool.h"
 #include "cpu/conv.h"
 #include "cpu/pool.h"
+#include "bench/switch_bench.h"
 
 using namespace mdl;
 namespace F = mdl::nn::functional;
@@ -84,7 +85,7 @@ void backward(benchmark::State& state, const Layer& l, bool direct, bool with_in
 }
 
 // SimpleCNN's first max pool, 2x2 / stride 2 over (128, 32, 28, 28) f32: the scalar loop vs
-// 4-float vectors (cpu::set_max_pool_vectorized).
+// 4-float vectors (the max_pool_vectorized switch).
 void max_pool(benchmark::State& state, bool vectorized) {
   cpu::set_max_pool_vectorized(vectorized);
   Generator g(42);
@@ -144,38 +145,36 @@ class RecordingReporter : public benchmark::ConsoleReporter {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> paired;  // layers run both ways
+  // Convs with one input channel per group run under the depthwise_direct switch, off (im2col)
+  // and on (direct): depthwise_direct/{off,on}/<pass>/<layer>; the others as <pass>/<layer>.
+  std::vector<std::string> paired;
   for (const Layer& l : kLayers) {
     const bool one_channel_groups = l.Cin == l.groups;
-    for (bool direct : {true, false}) {
-      if (!direct && !one_channel_groups) continue;
-      const std::string suffix = one_channel_groups ? (direct ? "/direct" : "/im2col") : "";
-      benchmark::RegisterBenchmark(("fwd/" + std::string(l.name) + suffix).c_str(),
-                                   [l, direct](benchmark::State& s) { forward(s, l, direct); })
-          ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
-      benchmark::RegisterBenchmark(("bwd/" + std::string(l.name) + suffix).c_str(),
-                                   [l, direct](benchmark::State& s) { backward(s, l, direct, true); })
-          ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
-      if (l.Cin == 1)  // a first layer: its backward computes grad_w and grad_b only
-        benchmark::RegisterBenchmark(("bwd_weight/" + std::string(l.name) + suffix).c_str(),
-                                     [l, direct](benchmark::State& s) { backward(s, l, direct, false); })
+    auto add = [&](const char* pass, auto fn) {
+      const std::string id = std::string(pass) + "/" + l.name;
+      if (!one_channel_groups) {
+        benchmark::RegisterBenchmark(id.c_str(), [fn](benchmark::State& s) { fn(s, true); })
             ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
-    }
+        return;
+      }
+      for (bool direct : {true, false})
+        bench::register_switch("depthwise_direct", direct, id, fn)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+    };
+    add("fwd", [l](benchmark::State& s, bool direct) { forward(s, l, direct); });
+    add("bwd", [l](benchmark::State& s, bool direct) { backward(s, l, direct, true); });
+    if (l.Cin == 1)  // a first layer: its backward computes grad_w and grad_b only
+      add("bwd_weight", [l](benchmark::State& s, bool direct) { backward(s, l, direct, false); });
     if (one_channel_groups) paired.push_back(l.name);
   }
 
   for (bool vectorized : {false, true})
-    benchmark::RegisterBenchmark(vectorized ? "max_pool_2x2_b128_c32_28x28/vector" : "max_pool_2x2_b128_c32_28x28/scalar",
-                                 [vectorized](benchmark::State& s) { max_pool(s, vectorized); })
+    bench::register_switch("max_pool_vectorized", vectorized, "b128_c32_28x28", max_pool)
         ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
 
   for (bool separable : {false, true}) {
-    benchmark::RegisterBenchmark(
-        separable ? "conv_3x3_64to128_32x32_b32_fwd_bwd/separable" : "conv_3x3_64to128_32x32_b32_fwd_bwd/standard",
-        [separable](benchmark::State& s) { conv_block(s, separable); })
+    bench::register_switch("separable_conv", separable, "conv_3x3_64to128_32x32_b32_fwd_bwd", conv_block)
         ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
-    benchmark::RegisterBenchmark(separable ? "cnn_train_step_b128/separable_cnn" : "cnn_train_step_b128/simple_cnn",
-                                 [separable](benchmark::State& s) { cnn_step(s, separable); })
+    bench::register_switch("separable_conv", separable, "cnn_train_step_b128", cnn_step)
         ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
   }
 
@@ -190,8 +189,9 @@ int main(int argc, char** argv) {
   std::printf("%-36s %10s %16s %16s %8s\n", "layer", "pass", "direct GFLOP/s", "im2col GFLOP/s", "ratio");
   for (const std::string& name : paired)
     for (const char* pass : {"fwd", "bwd", "bwd_weight"}) {
-      auto d = reporter.gflops.find(std::string(pass) + "/" + name + "/direct");
-      auto i = reporter.gflops.find(std::string(pass) + "/" + name + "/im2col");
+      const std::string id = std::string(pass) + "/" + name;
+      auto d = reporter.gflops.find(bench::switch_benchmark("depthwise_direct", true, id));
+      auto i = reporter.gflops.find(bench::switch_benchmark("depthwise_direct", false, id));
       if (d == reporter.gflops.end() || i == reporter.gflops.end()) continue;
       std::printf("%-36s %10s %16.2f %16.2f %7.2fx\n", name.c_str(), pass, d->second, i->second, d->second / i->second);
     }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "bench/recording_reporter.h"
+#include "bench/switch_bench.h"
 #include "mdl.h"
 #include "cpu/block_cache.h"
 
@@ -32,11 +33,10 @@ void BM_Add(benchmark::State& state, int64_t n, bool cached) {
 int main(int argc, char** argv) {
   const std::pair<const char*, int64_t> sizes[] = {{"4M", 4 << 20}, {"16M", 16 << 20}};
   for (const auto& [label, n] : sizes)
-    for (bool cached : {false, true}) {
-      const std::string name = std::string("add_fresh_output_") + label + (cached ? "/cached" : "/uncached");
-      benchmark::RegisterBenchmark(name.c_str(), [cached, n = n](benchmark::State& s) { BM_Add(s, n, cached); })
+    for (bool cached : {false, true})
+      bench::register_switch("cpu_block_cache", cached, std::string("add_fresh_output_") + label,
+                             [n = n](benchmark::State& s, bool cached) { BM_Add(s, n, cached); })
           ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
-    }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RecordingReporter reporter;
@@ -44,8 +44,9 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
   std::printf("\nadd into a fresh output, large-block cache off vs on (threads %d):\n", get_num_threads());
   for (const auto& [label, n] : sizes) {
-    auto off = reporter.ms.find(std::string("add_fresh_output_") + label + "/uncached");
-    auto on = reporter.ms.find(std::string("add_fresh_output_") + label + "/cached");
+    const std::string case_name = std::string("add_fresh_output_") + label;
+    auto off = reporter.ms.find(bench::switch_benchmark("cpu_block_cache", false, case_name));
+    auto on = reporter.ms.find(bench::switch_benchmark("cpu_block_cache", true, case_name));
     if (off != reporter.ms.end() && on != reporter.ms.end())
       std::printf("  %4s f32: off %8.2f ms  on %8.2f ms  speed-up x%.2f\n", label, off->second, on->second,
                   off->second / on->second);

@@ -11,6 +11,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
+#include <utility>
 
 #include "ops/autocast.h"
 #include "amp/grad_scaler.h"
@@ -21,6 +22,7 @@
 #include "nn/linear_act.h"
 #include "nn/models/models.h"
 #include "cuda/api.h"
+#include "bench/switch_bench.h"
 
 using namespace mdl;
 
@@ -44,12 +46,8 @@ void gemm(benchmark::State& st, DType t, bool tf32) {
 }
 void BM_gemm_f16(benchmark::State& st) { gemm(st, kF16, false); }
 void BM_gemm_bf16(benchmark::State& st) { gemm(st, kBF16, false); }
-void BM_gemm_f32(benchmark::State& st) { gemm(st, kF32, false); }
-void BM_gemm_f32_tf32(benchmark::State& st) { gemm(st, kF32, true); }
 BENCHMARK(BM_gemm_f16)->Arg(1024)->Arg(4096)->Arg(8192)->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_gemm_bf16)->Arg(8192)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_gemm_f32)->Arg(4096)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_gemm_f32_tf32)->Arg(4096)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // out = a + b over 64M floats: all contiguous (16-byte vector loads) vs b read transposed.
 void add(benchmark::State& st, bool strided) {
@@ -92,14 +90,6 @@ void linear_act(benchmark::State& st, Activation act, bool fused) {
   st.counters["TFLOP/s"] = benchmark::Counter(2.0 * double(M) * double(N) * double(K) * double(st.iterations()) / 1e12,
                                               benchmark::Counter::kIsRate);
 }
-void BM_linear_relu_fused(benchmark::State& st) { linear_act(st, Activation::Relu, true); }
-void BM_linear_relu_unfused(benchmark::State& st) { linear_act(st, Activation::Relu, false); }
-void BM_linear_gelu_fused(benchmark::State& st) { linear_act(st, Activation::GeluTanh, true); }
-void BM_linear_gelu_unfused(benchmark::State& st) { linear_act(st, Activation::GeluTanh, false); }
-BENCHMARK(BM_linear_relu_unfused)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_linear_relu_fused)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_linear_gelu_unfused)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_linear_gelu_fused)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // 256 MiB host -> device, from pageable vs pinned memory.
 void h2d(benchmark::State& st, bool pinned) {
@@ -142,10 +132,6 @@ void loader_epoch(benchmark::State& st, bool side_stream) {
   st.counters["ms/epoch"] = s.epochs ? 1e3 * s.epoch_seconds / double(s.epochs) : 0.0;
   st.counters["wait_%"] = 100.0 * s.wait_fraction();
 }
-void BM_loader_copy_sync(benchmark::State& st) { loader_epoch(st, false); }
-void BM_loader_copy_side_stream(benchmark::State& st) { loader_epoch(st, true); }
-BENCHMARK(BM_loader_copy_sync)->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(3);
-BENCHMARK(BM_loader_copy_side_stream)->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(3);
 
 // Allocate and free a 4 MiB tensor: from the cache vs cudaMalloc/cudaFree each time.
 void alloc(benchmark::State& st, bool caching) {
@@ -156,10 +142,6 @@ void alloc(benchmark::State& st, bool caching) {
   }
   cuda::set_caching_enabled(true);
 }
-void BM_alloc_caching(benchmark::State& st) { alloc(st, true); }
-void BM_alloc_cudamalloc(benchmark::State& st) { alloc(st, false); }
-BENCHMARK(BM_alloc_caching)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_alloc_cudamalloc)->Unit(benchmark::kMicrosecond);
 
 // 20 small elementwise ops (launch-bound): eager launches vs one graph replay.
 Tensor chain(const Tensor& x) {
@@ -167,7 +149,7 @@ Tensor chain(const Tensor& x) {
   for (int i = 0; i < 10; ++i) y = tanh(y * 1.01 + 0.1);
   return y;
 }
-void BM_chain_eager(benchmark::State& st) {
+void chain_eager(benchmark::State& st) {
   NoGradGuard ng;
   Tensor x = randn({4096}, kGpu);
   for (auto _ : st) {
@@ -175,7 +157,7 @@ void BM_chain_eager(benchmark::State& st) {
     cuda::synchronize();
   }
 }
-void BM_chain_graph(benchmark::State& st) {
+void chain_graph(benchmark::State& st) {
   NoGradGuard ng;
   Tensor x = randn({4096}, kGpu), out = empty({4096}, kGpu);
   chain(x);
@@ -188,8 +170,6 @@ void BM_chain_graph(benchmark::State& st) {
     cuda::synchronize();
   }
 }
-BENCHMARK(BM_chain_eager)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_chain_graph)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // One training step: forward, cross-entropy, backward, SGD with momentum; under autocast f16 with
 // a GradScaler when amp. Reports images/s (tokens/s for a language model).
@@ -271,6 +251,24 @@ int main(int argc, char** argv) {
     std::printf("bench_cuda: skipped, %s\n", cuda::compiled() ? "no GPU found" : "built without CUDA (CUDA=0)");
     return 0;
   }
+  // The switches' pairs, <switch>/off/<case> then <switch>/on/<case>, after the suite's other benchmarks.
+  for (bool on : {false, true})
+    bench::register_switch("allow_tf32", on, "gemm", [](benchmark::State& st, bool tf32) { gemm(st, kF32, tf32); })
+        ->Arg(4096)->UseRealTime()->Unit(benchmark::kMicrosecond);
+  for (const auto& [name, act] : {std::pair{"f16/relu", Activation::Relu}, std::pair{"f16/gelu", Activation::GeluTanh}})
+    for (bool on : {false, true})
+      bench::register_switch("fused_linear_act", on, name,
+                             [act = act](benchmark::State& st, bool fused) { linear_act(st, act, fused); })
+          ->UseRealTime()->Unit(benchmark::kMicrosecond);
+  for (bool on : {false, true})
+    bench::register_switch("loader_side_stream", on, "epoch", loader_epoch)
+        ->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+  for (bool on : {false, true})
+    bench::register_switch("cuda_caching_allocator", on, "alloc_4MiB", alloc)->Unit(benchmark::kMicrosecond);
+  for (bool on : {false, true})
+    bench::register_switch("cuda_graphs", on, "op_chain",
+                           [](benchmark::State& st, bool graph) { graph ? chain_graph(st) : chain_eager(st); })
+        ->UseRealTime()->Unit(benchmark::kMicrosecond);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -24,6 +24,7 @@
 #include "data/pinned.h"
 #include "mdl.h"
 #include "cuda/api.h"
+#include "bench/switch_bench.h"
 
 using namespace mdl;
 namespace fs = std::filesystem;
@@ -147,23 +148,31 @@ int main(int argc, char** argv) {
               static_cast<long long>(dataset().size()), png_dir().c_str());
   calibrate();
 
+  // Each loader switch as a pair that differs in that switch alone, then combinations of them.
   using data::Cache;
-  const std::vector<Config> configs = {
-      {"load/none/w1/p4", Cache::None, 1, 4, false},      {"load/none/w2/p4", Cache::None, 2, 4, false},
-      {"load/memory/w1/p4", Cache::Memory, 1, 4, false},  {"load/memory/w2/p4", Cache::Memory, 2, 4, false},
-      {"load/file/w1/p4", Cache::File, 1, 4, false},      {"load/file/w2/p4", Cache::File, 2, 4, false},
-      {"compute/none/w0", Cache::None, 0, 0, true},       {"compute/none/w1/p0", Cache::None, 1, 0, true},
-      {"compute/none/w1/p4", Cache::None, 1, 4, true},    {"compute/none/w2/p4", Cache::None, 2, 4, true},
-      {"compute/memory/w1/p0", Cache::Memory, 1, 0, true}, {"compute/memory/w1/p4", Cache::Memory, 1, 4, true},
-      {"compute/memory/w2/p4", Cache::Memory, 2, 4, true}, {"compute/file/w2/p4", Cache::File, 2, 4, true},
+  std::vector<Config> configs;
+  auto add_pair = [&](const char* name, const char* case_name, Config off, Config on) {
+    off.name = bench::switch_benchmark(name, false, case_name);
+    on.name = bench::switch_benchmark(name, true, case_name);
+    configs.push_back(off);
+    configs.push_back(on);
   };
+  add_pair("loader_memory_cache", "load_w1_p4", {"", Cache::None, 1, 4, false}, {"", Cache::Memory, 1, 4, false});
+  add_pair("loader_file_cache", "load_w1_p4", {"", Cache::None, 1, 4, false}, {"", Cache::File, 1, 4, false});
+  add_pair("loader_workers", "load_no_cache_p4", {"", Cache::None, 1, 4, false}, {"", Cache::None, 2, 4, false});
+  add_pair("prefetch", "compute_no_cache_w1", {"", Cache::None, 1, 0, true}, {"", Cache::None, 1, 4, true});
+  for (const Config& c : std::vector<Config>{
+           {"load/memory/w2/p4", Cache::Memory, 2, 4, false},   {"load/file/w2/p4", Cache::File, 2, 4, false},
+           {"compute/none/w0", Cache::None, 0, 0, true},        {"compute/none/w2/p4", Cache::None, 2, 4, true},
+           {"compute/memory/w1/p0", Cache::Memory, 1, 0, true}, {"compute/memory/w1/p4", Cache::Memory, 1, 4, true},
+           {"compute/memory/w2/p4", Cache::Memory, 2, 4, true}, {"compute/file/w2/p4", Cache::File, 2, 4, true}})
+    configs.push_back(c);
   for (const Config& c : configs)
     benchmark::RegisterBenchmark(c.name.c_str(), [c](benchmark::State& s) { epoch(s, c); })
         ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
-  if (cuda::is_available()) {
-    benchmark::RegisterBenchmark("h2d/pageable", [](benchmark::State& s) { h2d(s, false); })->Arg(128 * 784)->Arg(16 << 20)->UseRealTime();
-    benchmark::RegisterBenchmark("h2d/pinned", [](benchmark::State& s) { h2d(s, true); })->Arg(128 * 784)->Arg(16 << 20)->UseRealTime();
-  }
+  if (cuda::is_available())
+    for (bool pinned : {false, true})
+      bench::register_switch("pin_memory", pinned, "h2d", h2d)->Arg(128 * 784)->Arg(16 << 20)->UseRealTime();
 
   benchmark::Initialize(&rest_argc, rest.data());
   if (benchmark::ReportUnrecognizedArguments(rest_argc, rest.data())) return 1;
@@ -172,21 +181,25 @@ int main(int argc, char** argv) {
   if (!cuda::is_available())
     std::printf("\npinned vs pageable host-to-device: not measured (%s)\n", cuda::compiled() ? "no GPU found" : "no CUDA in this build");
 
-  auto get = [](const char* name) { return g_results.count(name) ? g_results[name] : Measured{}; };
-  std::printf("\n%-22s %12s %8s %10s\n", "config", "ms/epoch", "wait%", "img/s");
+  auto get = [](const std::string& name) { return g_results.count(name) ? g_results[name] : Measured{}; };
+  std::printf("\n%-40s %12s %8s %10s\n", "config", "ms/epoch", "wait%", "img/s");
   for (const Config& c : configs)
     if (g_results.count(c.name))
-      std::printf("%-22s %12.1f %8.1f %10.0f\n", c.name.c_str(), get(c.name.c_str()).ms_per_epoch, get(c.name.c_str()).wait_pct,
+      std::printf("%-40s %12.1f %8.1f %10.0f\n", c.name.c_str(), get(c.name.c_str()).ms_per_epoch, get(c.name.c_str()).wait_pct,
                   get(c.name.c_str()).images_per_s);
-  auto ratio = [&](const char* what, const char* slow, const char* fast) {
+  auto ratio = [&](const char* what, const std::string& slow, const std::string& fast) {
     if (g_results.count(slow) && g_results.count(fast))
-      std::printf("%-44s %6.2fx  (%s vs %s)\n", what, get(slow).ms_per_epoch / get(fast).ms_per_epoch, fast, slow);
+      std::printf("%-44s %6.2fx  (%s vs %s)\n", what, get(slow).ms_per_epoch / get(fast).ms_per_epoch, fast.c_str(),
+                  slow.c_str());
+  };
+  auto switch_ratio = [&](const char* what, const char* name, const char* case_name) {
+    ratio(what, bench::switch_benchmark(name, false, case_name), bench::switch_benchmark(name, true, case_name));
   };
   std::printf("\nspeed-ups (epoch time, slow / fast):\n");
-  ratio("memory cache over none (1 worker, no compute)", "load/none/w1/p4", "load/memory/w1/p4");
-  ratio("file cache over none (1 worker, no compute)", "load/none/w1/p4", "load/file/w1/p4");
-  ratio("2 workers over 1 (no cache, no compute)", "load/none/w1/p4", "load/none/w2/p4");
-  ratio("prefetch 4 over 0 (no cache, compute)", "compute/none/w1/p0", "compute/none/w1/p4");
+  switch_ratio("memory cache over none (1 worker, no compute)", "loader_memory_cache", "load_w1_p4");
+  switch_ratio("file cache over none (1 worker, no compute)", "loader_file_cache", "load_w1_p4");
+  switch_ratio("2 workers over 1 (no cache, no compute)", "loader_workers", "load_no_cache_p4");
+  switch_ratio("prefetch 4 over 0 (no cache, compute)", "prefetch", "compute_no_cache_w1");
   ratio("prefetch 4 over 0 (memory cache, compute)", "compute/memory/w1/p0", "compute/memory/w1/p4");
   ratio("workers+prefetch over synchronous (compute)", "compute/none/w0", "compute/none/w2/p4");
   if (g_results.count("compute/memory/w2/p4"))

@@ -10,6 +10,7 @@
 #include "mdl.h"
 #include "kernels/core.h"          // kernels::binary, for the allocation-free add
 #include "cpu/copy_options.h"  // cpu::set_tiled_transpose
+#include "bench/switch_bench.h"
 #include "kernels/gelu.h"      // kernels::gelu_backward, the fused backward alone
 
 using namespace mdl;
@@ -170,8 +171,6 @@ void transposed_copy(benchmark::State& state, bool tiled) {
   run(state, 2 * kSide * kSide * 4, [&] { return a.t().contiguous(); });
   cpu::set_tiled_transpose(true);
 }
-void BM_TransposedCopy(benchmark::State& state) { transposed_copy(state, true); }
-void BM_TransposedCopyRows(benchmark::State& state) { transposed_copy(state, false); }
 
 void BM_CastF16(benchmark::State& state) {
   Tensor a = input({k16M});
@@ -216,12 +215,20 @@ BENCHMARK(BM_GeluBackwardFused)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_MaskedFillTernary)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_MaskedFill)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_BroadcastAdd)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_TransposedCopyRows)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_TransposedCopy)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_CastF16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_SumAll)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_SumLastDim)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_SumDim0)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Softmax)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-BENCHMARK_MAIN();
+
+int main(int argc, char** argv) {
+  for (bool tiled : {false, true})
+    bench::register_switch("tiled_transpose", tiled, "f32_4096x4096", transposed_copy)
+        ->Unit(benchmark::kMicrosecond)->UseRealTime();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -6,6 +6,7 @@
 
 #include "mdl.h"
 #include "nn/functional.h"
+#include "bench/switch_bench.h"
 
 using namespace mdl;
 namespace F = mdl::nn::functional;
@@ -59,8 +60,18 @@ void BM_LayerNorm(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_CrossEntropy<true>)->Name("cross_entropy_fwd_bwd/fused")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_CrossEntropy<false>)->Name("cross_entropy_fwd_bwd/composed")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_LayerNorm<true>)->Name("layer_norm_fwd_bwd/fused")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_LayerNorm<false>)->Name("layer_norm_fwd_bwd/composed")->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  for (bool fused : {false, true}) {
+    bench::register_switch("fused_cross_entropy", fused, "2048x8192_fwd_bwd",
+                           [](benchmark::State& s, bool fused) { fused ? BM_CrossEntropy<true>(s) : BM_CrossEntropy<false>(s); })
+        ->Unit(benchmark::kMillisecond)->UseRealTime();
+    bench::register_switch("fused_layer_norm", fused, "4096x768_fwd_bwd",
+                           [](benchmark::State& s, bool fused) { fused ? BM_LayerNorm<true>(s) : BM_LayerNorm<false>(s); })
+        ->Unit(benchmark::kMillisecond)->UseRealTime();
+  }
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

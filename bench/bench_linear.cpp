@@ -10,6 +10,7 @@
 #include <string>
 
 #include "bench/recording_reporter.h"
+#include "bench/switch_bench.h"
 #include "mdl.h"
 #include "nn/functional.h"
 #include "nn/linear_act.h"
@@ -49,12 +50,12 @@ void run(benchmark::State& state, Activation act, bool fused, bool backward) {
 
 int main(int argc, char** argv) {
   const std::pair<const char*, Activation> acts[] = {{"relu", Activation::Relu}, {"gelu", Activation::GeluTanh}};
-  for (const char* pass : {"linear_fwd", "linear_fwd_bwd"})
+  for (const char* pass : {"fwd", "fwd_bwd"})
     for (const auto& [name, act] : acts)
       for (bool fused : {false, true}) {
-        const bool bwd = std::string(pass) == "linear_fwd_bwd";
-        const std::string id = std::string(pass) + "/" + name + (fused ? "/fused" : "/composed");
-        benchmark::RegisterBenchmark(id.c_str(), [act, fused, bwd](benchmark::State& s) { run(s, act, fused, bwd); })
+        const bool bwd = std::string(pass) == "fwd_bwd";
+        bench::register_switch("fused_linear_act", fused, std::string(pass) + "/" + name,
+                               [act, bwd](benchmark::State& s, bool fused) { run(s, act, fused, bwd); })
             ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
       }
   benchmark::Initialize(&argc, argv);
@@ -64,10 +65,11 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
   std::printf("\nlinear %lldx%lld -> %lld f32, threads %d: fused (GEMM + one epilogue pass) vs composed\n",
               (long long)kBatch, (long long)kIn, (long long)kOut, get_num_threads());
-  for (const char* pass : {"linear_fwd", "linear_fwd_bwd"})
+  for (const char* pass : {"fwd", "fwd_bwd"})
     for (const char* act : {"relu", "gelu"}) {
       const std::string base = std::string(pass) + "/" + act;
-      auto f = reporter.ms.find(base + "/fused"), c = reporter.ms.find(base + "/composed");
+      auto f = reporter.ms.find(bench::switch_benchmark("fused_linear_act", true, base));
+      auto c = reporter.ms.find(bench::switch_benchmark("fused_linear_act", false, base));
       if (f != reporter.ms.end() && c != reporter.ms.end())
         std::printf("%-22s composed %8.2f ms  fused %8.2f ms  speed-up x%.2f\n", base.c_str(), c->second, f->second,
                     c->second / f->second);

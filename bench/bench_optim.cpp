@@ -9,6 +9,7 @@
 #include "mdl.h"
 #include "optim/adam.h"
 #include "optim/clip.h"
+#include "bench/switch_bench.h"
 
 using namespace mdl;
 
@@ -78,8 +79,15 @@ void BM_ClipGradNorm(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK(BM_TriadCeiling)->Arg(k10M)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_AdamWFused)->Arg(k10M)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_AdamWUnfused)->Arg(k10M)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_ClipGradNorm)->Arg(k10M)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK_MAIN();
+int main(int argc, char** argv) {
+  benchmark::RegisterBenchmark("BM_TriadCeiling", BM_TriadCeiling)->Arg(k10M)->Unit(benchmark::kMillisecond)->UseRealTime();
+  for (bool fused : {false, true})
+    bench::register_switch("fused_adamw", fused, "", [](benchmark::State& s, bool fused) { fused ? BM_AdamWFused(s) : BM_AdamWUnfused(s); })
+        ->Arg(k10M)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_ClipGradNorm", BM_ClipGradNorm)->Arg(k10M)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

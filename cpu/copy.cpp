@@ -89,6 +89,7 @@ bool transposed_copy(const Tensor& dst, const Tensor& src) {
 }  // namespace
 
 void set_tiled_transpose(bool on) { g_tiled_transpose.store(on, std::memory_order_relaxed); }
+bool tiled_transpose() { return g_tiled_transpose.load(std::memory_order_relaxed); }
 
 void copy(const Tensor& dst, const Tensor& src) {
   MDL_CHECK(dst.device().is_cpu() && src.device().is_cpu(), "copy: CPU kernel given tensors on ", dst.device(),

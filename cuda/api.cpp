@@ -13,11 +13,14 @@ void set_allow_tf32(bool on) { g_allow_tf32.store(on); }
 bool allow_tf32() { return g_allow_tf32.load(); }
 
 #ifndef MDL_WITH_CUDA
+namespace {
+std::atomic<bool> g_caching{true};  // kept so the switch reads back what was set; there is nothing to cache
+}
 CacheStats cache_stats() { return {}; }
 void reset_peak_cache_stats() {}
 void empty_cache() {}
-void set_caching_enabled(bool) {}
-bool caching_enabled() { return true; }
+void set_caching_enabled(bool on) { g_caching.store(on); }
+bool caching_enabled() { return g_caching.load(); }
 void synchronize() {}
 Allocator* pinned_allocator() { MDL_FAIL("pin_memory: no CUDA in this build"); }
 Tensor pin_memory(const Tensor&) { MDL_FAIL("pin_memory: no CUDA in this build"); }

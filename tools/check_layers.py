@@ -23,6 +23,7 @@ LAYERS = [
     "amp",               # GradScaler and keep_f32, above nn and optim
     "data",              # datasets, transforms, the loader and its cache
     "dist",              # process groups and DistributedDataParallel
+    "switches",          # every optimization switch: name, default, setter, benchmark pair
     "train",             # the training loop and its helpers
 ]
 INDEPENDENT = [("cpu", "cuda")]

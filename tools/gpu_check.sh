@@ -99,15 +99,16 @@ for r in errors: print(f'{r["name"]:40s} ERROR: {r.get("error_message", "")[:120
 print()
 ratio("BM_add_contiguous_vec16/real_time", "BM_add_strided/real_time", "elementwise: vectorised contiguous vs strided (speedup)")
 ratio("BM_h2d_pinned/real_time", "BM_h2d_pageable/real_time", "host->device copy: pinned vs pageable (speedup)")
-ratio("BM_alloc_caching", "BM_alloc_cudamalloc", "allocation: caching allocator vs cudaMalloc (speedup)")
-ratio("BM_chain_graph/real_time", "BM_chain_eager/real_time", "20 small ops: CUDA Graph replay vs eager (speedup)")
-ratio("BM_linear_relu_fused/real_time", "BM_linear_relu_unfused/real_time", "linear+bias+relu: cuBLASLt epilogue vs separate kernels (speedup)")
-ratio("BM_linear_gelu_fused/real_time", "BM_linear_gelu_unfused/real_time", "linear+bias+gelu: cuBLASLt epilogue vs separate kernels (speedup)")
-ratio("BM_loader_copy_side_stream/iterations:3/real_time", "BM_loader_copy_sync/iterations:3/real_time",
+ratio("cuda_caching_allocator/on/alloc_4MiB", "cuda_caching_allocator/off/alloc_4MiB", "allocation: caching allocator vs cudaMalloc (speedup)")
+ratio("cuda_graphs/on/op_chain/real_time", "cuda_graphs/off/op_chain/real_time", "20 small ops: CUDA Graph replay vs eager (speedup)")
+ratio("fused_linear_act/on/f16/relu/real_time", "fused_linear_act/off/f16/relu/real_time", "linear+bias+relu: cuBLASLt epilogue vs separate kernels (speedup)")
+ratio("fused_linear_act/on/f16/gelu/real_time", "fused_linear_act/off/f16/gelu/real_time", "linear+bias+gelu: cuBLASLt epilogue vs separate kernels (speedup)")
+ratio("allow_tf32/on/gemm/4096/real_time", "allow_tf32/off/gemm/4096/real_time", "f32 GEMM 4096: TF32 vs full f32 (speedup)")
+ratio("loader_side_stream/on/epoch/iterations:3/real_time", "loader_side_stream/off/epoch/iterations:3/real_time",
       "DataLoader epoch: side-stream copy vs copy on mdl's stream (speedup)")
-for name in ("BM_loader_copy_sync", "BM_loader_copy_side_stream"):
-    r = by.get(f"{name}/iterations:3/real_time")
-    if r and "wait_%" in r: print(f'{name + ": waiting for data":60s} {r["wait_%"]:6.1f} % of the epoch')
+for side in ("off", "on"):
+    r = by.get(f"loader_side_stream/{side}/epoch/iterations:3/real_time")
+    if r and "wait_%" in r: print(f'{"loader_side_stream/" + side + ": waiting for data":60s} {r["wait_%"]:6.1f} % of the epoch')
 # PyTorch's lines: ms per training step, or TFLOP/s for its (cuBLAS) f16 GEMMs.
 torch_ms = {}
 try:

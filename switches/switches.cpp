@@ -1,0 +1,174 @@
+// The list of optimization switches: the toggles wired to their backends' setters, the per-run
+// options with the flag or API that chooses them, each with its benchmark pair.
+#include "switches/switches.h"
+
+#include "cpu/block_cache.h"
+#include "cpu/conv.h"
+#include "cpu/copy_options.h"
+#include "cpu/float_block.h"
+#include "cpu/pool.h"
+#include "cuda/api.h"
+#include "io/json.h"
+#include "tensor/error.h"
+
+namespace mdl::switches {
+
+namespace {
+
+std::vector<Switch> make_list() {
+  using enum Kind;
+  return {
+      // Toggles: process-wide, on unless said otherwise.
+      {"depthwise_direct", toggle, "cpu::set_depthwise_direct", "on", "cpu",
+       "conv2d runs convs with one input channel per group (depthwise) in a direct kernel instead of im2col + GEMM.",
+       {{"bench_conv", "fwd/depthwise_3x3_c128_32x32_b32", "time", "cpu"},
+        {"bench_conv", "bwd/depthwise_3x3_c128_32x32_b32", "time", "cpu"}},
+       cpu::set_depthwise_direct, cpu::depthwise_direct},
+      {"max_pool_vectorized", toggle, "cpu::set_max_pool_vectorized", "on", "cpu",
+       "The 2x2 / stride 2 f32 max pool runs on 4-float vectors instead of a scalar loop.",
+       {{"bench_conv", "b128_c32_28x28", "time", "cpu"}},
+       cpu::set_max_pool_vectorized, cpu::max_pool_vectorized},
+      {"tiled_transpose", toggle, "cpu::set_tiled_transpose", "on", "cpu",
+       "A transposed matrix is copied in 32x32 tiles instead of row by row.",
+       {{"bench_elementwise", "f32_4096x4096", "time", "cpu"}},
+       cpu::set_tiled_transpose, cpu::tiled_transpose},
+      {"cpu_block_cache", toggle, "cpu_cache::set_enabled", "on (off in sanitizer builds)", "cpu",
+       "Freed CPU blocks of 1 MiB or more are kept for the next request of that size instead of going back to "
+       "the system, so large outputs skip first-touch page faults.",
+       {{"bench_cpu_cache", "add_fresh_output_16M", "time", "cpu"}},
+       cpu_cache::set_enabled, cpu_cache::enabled},
+      {"bulk_half_conversion", toggle, "cpu::set_bulk_half_conversion", "on", "cpu",
+       "CPU kernels convert f16/bf16 values in blocks (F16C for f16) instead of one by one.",
+       {{"bench_amp", "simplecnn_train_step_b128_autocast_f16", "time", "cpu"},
+        {"bench_amp", "f16_add_b128_c32_28x28", "time", "cpu"}},
+       cpu::set_bulk_half_conversion, cpu::bulk_half_conversion},
+      {"cuda_caching_allocator", toggle, "cuda::set_caching_enabled", "on", "cuda",
+       "Freed device blocks go back to per-stream free lists and are reused instead of cudaFree/cudaMalloc each time.",
+       {{"bench_cuda", "alloc_4MiB", "time", "cuda"}},
+       cuda::set_caching_enabled, cuda::caching_enabled},
+      {"allow_tf32", toggle, "cuda::set_allow_tf32", "off", "cuda",
+       "f32 matmuls and convs may use TF32 tensor cores (10-bit mantissa products).",
+       {{"bench_cuda", "gemm/4096", "TFLOP/s", "cuda"}},
+       cuda::set_allow_tf32, cuda::allow_tf32},
+
+      // Options: chosen per run.
+      {"autocast", option, "mdl-train --amp f16|bf16; amp::AutocastGuard + amp::GradScaler", "none", "cpu, cuda",
+       "Matmuls and convs run on 16-bit operands with f32 accumulation, the loss scaled against f16 underflow.",
+       {{"bench_amp", "simplecnn_train_step_b128", "time", "cpu"}}},
+      {"grad_accumulation", option, "mdl-train --grad-accum N; optim::accumulate_step", "1", "cpu, cuda",
+       "A batch runs as N micro-batches whose gradients add up before one optimizer step, holding one "
+       "micro-batch's activations at a time.",
+       {{"bench_accumulate", "simplecnn_step_512", "peak_MB", "cpu"}}},
+      {"fused_cross_entropy", option, "nn::functional::cross_entropy (fused) vs log-softmax and NLL composed of ops",
+       "fused", "cpu, cuda",
+       "Log-softmax and NLL run as one pass over the logits forward and one backward.",
+       {{"bench_fusion", "2048x8192_fwd_bwd", "time", "cpu"}}},
+      {"fused_layer_norm", option, "nn::functional::layer_norm (fused) vs mean/var/rsqrt composed of ops", "fused",
+       "cpu, cuda", "Layer norm computes its statistics and output in two passes, with a fused backward.",
+       {{"bench_fusion", "4096x768_fwd_bwd", "time", "cpu"}}},
+      {"fused_linear_act", option, "nn::functional::linear with an activation; nn::LinearAct", "fused", "cpu, cuda",
+       "Bias and activation run in the GEMM's epilogue (cuBLASLt on the GPU) instead of as separate passes.",
+       {{"bench_linear", "fwd_bwd/relu", "time", "cpu"}, {"bench_cuda", "f16/relu", "time", "cuda"}}},
+      {"fused_attention", option, "nn::functional::scaled_dot_product_attention vs softmax(QK^T)V composed of ops",
+       "fused", "cpu, cuda", "Attention runs per block of query rows in one kernel (scores, softmax, P v), its backward recomputing "
+       "the probabilities from the saved logsumexp.",
+       {{"bench_attention", "fwd_bwd", "time", "cpu"}}},
+      {"fused_adamw", option, "optim::AdamW (fused) vs its update composed of tensor ops", "fused", "cpu, cuda",
+       "The AdamW update reads and writes each parameter, gradient and moment once in one pass.",
+       {{"bench_optim", "10000000", "time", "cpu"}}},
+      {"separable_conv", option, "mdl-train --model cnn-separable; nn::SeparableConv2d", "off (--model cnn)", "cpu, cuda",
+       "A 3x3 conv becomes a depthwise 3x3 followed by a pointwise 1x1, with about 8x fewer multiply-adds.",
+       {{"bench_conv", "conv_3x3_64to128_32x32_b32_fwd_bwd", "time", "cpu"},
+        {"bench_conv", "cnn_train_step_b128", "time", "cpu"}}},
+      {"loader_memory_cache", option, "mdl-train --cache memory; DataLoaderOptions::cache", "none", "cpu",
+       "Decoded samples are kept in memory after the first epoch instead of being decoded again.",
+       {{"bench_data", "load_w1_p4", "ms/epoch", "cpu"}}},
+      {"loader_file_cache", option, "mdl-train --cache file; DataLoaderOptions::cache", "none", "cpu",
+       "Decoded samples are written to a file cache that later epochs and runs read instead of decoding.",
+       {{"bench_data", "load_w1_p4", "ms/epoch", "cpu"}}},
+      {"loader_workers", option, "mdl-train --workers N; DataLoaderOptions::num_workers", "0", "cpu",
+       "Batches are decoded by N threads instead of one.",
+       {{"bench_data", "load_no_cache_p4", "ms/epoch", "cpu"}}},
+      {"prefetch", option, "mdl-train --prefetch N; DataLoaderOptions::prefetch", "0", "cpu",
+       "The loader prepares N batches ahead, so loading overlaps the training step.",
+       {{"bench_data", "compute_no_cache_w1", "ms/epoch", "cpu"}}},
+      {"pin_memory", option, "mdl-train --pin-memory; DataLoaderOptions::pin_memory", "off", "cuda",
+       "Batches are collated into page-locked host memory, which copies to the GPU faster.",
+       {{"bench_data", "h2d/16777216", "time", "cuda"}}},
+      {"loader_side_stream", option, "DataLoaderOptions::device (mdl-train --device cuda)", "off (device cpu)", "cuda",
+       "The loader copies each batch to the GPU on a side stream, overlapping the previous step's compute.",
+       {{"bench_cuda", "epoch", "time", "cuda"}}},
+      {"cuda_graphs", option, "cuda::Graph capture_begin / capture_end / replay", "off", "cuda",
+       "A captured sequence of kernels is replayed with one launch instead of one launch per op.",
+       {{"bench_cuda", "op_chain", "time", "cuda"}}},
+  };
+}
+
+io::json::Value str(std::string_view s) { return io::json::Value::make_string(std::string(s)); }
+
+}  // namespace
+
+const char* kind_name(Kind k) { return k == Kind::toggle ? "toggle" : "option"; }
+
+const std::vector<Switch>& all() {
+  static const std::vector<Switch> list = make_list();
+  return list;
+}
+
+const Switch& find(std::string_view name) {
+  std::string known;
+  for (const Switch& s : all()) {
+    if (s.name == name) return s;
+    known.append(known.empty() ? "" : ", ").append(s.name);
+  }
+  MDL_FAIL("switches: no switch named '", name, "' (known: ", known, ")");
+}
+
+void set(std::string_view name, bool on) {
+  const Switch& s = find(name);
+  MDL_CHECK(s.kind == Kind::toggle, "switches::set: '", name, "' is a per-run option, set by ", s.set_by);
+  s.set(on);
+}
+
+bool get(std::string_view name) {
+  const Switch& s = find(name);
+  MDL_CHECK(s.kind == Kind::toggle, "switches::get: '", name, "' is a per-run option, set by ", s.set_by);
+  return s.get();
+}
+
+std::string bench_name(std::string_view name, bool on, std::string_view case_name) {
+  std::string out(find(name).name);
+  out.append(on ? "/on" : "/off");
+  if (!case_name.empty()) out.append("/").append(case_name);
+  return out;
+}
+
+std::string to_json() {
+  using io::json::Value;
+  Value list = Value::make_array();
+  for (const Switch& s : all()) {
+    Value benches = Value::make_array();
+    for (const BenchPair& b : s.benches) {
+      Value pair = Value::make_object();
+      pair.add("suite", str(b.suite));
+      pair.add("case", str(b.case_name));
+      pair.add("off", str(bench_name(s.name, false, b.case_name)));
+      pair.add("on", str(bench_name(s.name, true, b.case_name)));
+      pair.add("metric", str(b.metric));
+      pair.add("device", str(b.device));
+      benches.push(std::move(pair));
+    }
+    Value entry = Value::make_object();
+    entry.add("name", str(s.name));
+    entry.add("kind", str(kind_name(s.kind)));
+    entry.add("set_by", str(s.set_by));
+    entry.add("default", str(s.default_value));
+    entry.add("device", str(s.device));
+    entry.add("changes", str(s.changes));
+    entry.add("benches", std::move(benches));
+    list.push(std::move(entry));
+  }
+  return io::json::dump(list);
+}
+
+}  // namespace mdl::switches
