@@ -1,4 +1,4 @@
-// make_data, make_model, make_optimizer, make_schedule: options into objects.
+// make_data, the loaders, make_model, make_optimizer, make_schedule: options into objects.
 #include "train/setup.h"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include "data/text.h"
 #include "nn/layers.h"
 #include "nn/models/models.h"
+#include "ops/factory.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
 
@@ -97,6 +98,23 @@ DataBundle make_data(const TrainOptions& o) {
   return d;
 }
 
+data::LoaderOptions make_loader_options(const TrainOptions& o, const DataBundle& d) {
+  data::LoaderOptions lo;
+  lo.batch_size = o.batch, lo.shuffle = true, lo.num_workers = int(o.workers), lo.prefetch = int(o.prefetch);
+  lo.cache = o.cache == "memory" ? data::Cache::Memory : o.cache == "file" ? data::Cache::File : data::Cache::None;
+  lo.cache_dir = o.cache_dir, lo.pin_memory = o.pin_memory, lo.seed = o.seed;
+  lo.transform = d.transform;
+  return lo;
+}
+
+std::unique_ptr<data::DataLoader> make_validation_loader(const TrainOptions& o, const DataBundle& d,
+                                                         const data::LoaderOptions& train) {
+  if (!d.test) return nullptr;
+  data::LoaderOptions vo = train;
+  vo.batch_size = std::max<int64_t>(o.batch, 256), vo.shuffle = false, vo.sampler = nullptr;
+  return std::make_unique<data::DataLoader>(*d.test, vo);
+}
+
 nn::ModulePtr make_model(const TrainOptions& o, const DataBundle& d) {
   namespace M = nn::models;
   if (o.model == "gpt") {
@@ -123,6 +141,10 @@ nn::ModulePtr make_model(const TrainOptions& o, const DataBundle& d) {
                                                   .in_channels = d.channels, .classes = d.classes});
   }
   throw UsageError("mdl-train: unknown --model '" + o.model + "'");
+}
+
+Tensor example_input(const DataBundle& d) {
+  return d.vocab ? zeros({1, d.context}, kI64) : zeros({1, d.channels, d.image_size, d.image_size});
 }
 
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, nn::Module& model) {

@@ -1,11 +1,13 @@
-// What mdl-train builds from its options: the datasets (with the transform each needs), the
-// model sized to the data, the optimizer with its weight-decay groups, and the LR schedule.
+// What mdl-train builds from its options: the datasets (with the transform each needs), their
+// loaders, the model sized to the data, the optimizer with its weight-decay groups, and the LR
+// schedule.
 #pragma once
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "data/dataset.h"
+#include "data/loader.h"
 #include "data/transforms.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
@@ -24,7 +26,16 @@ struct DataBundle {
 };
 
 DataBundle make_data(const TrainOptions& o);
+// The training loader's options: batch, shuffle, workers, prefetch, cache, pinned memory, seed
+// and the data's transform.
+data::LoaderOptions make_loader_options(const TrainOptions& o, const DataBundle& d);
+// The held-out split's loader: the training loader's options with batches of at least 256, in
+// order; null without a held-out split.
+std::unique_ptr<data::DataLoader> make_validation_loader(const TrainOptions& o, const DataBundle& d,
+                                                         const data::LoaderOptions& train);
 nn::ModulePtr make_model(const TrainOptions& o, const DataBundle& d);
+// One sample of zeros shaped as the model's input (for nn::summary).
+Tensor example_input(const DataBundle& d);
 // Weight decay skips biases and norm parameters (param_groups_no_decay).
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, nn::Module& model);
 // Stepped once per optimizer step; null for --schedule none.

@@ -1,0 +1,49 @@
+// EpochMeter: rates are over the epoch's wall time so far (floored at 1 ns); loss and accuracy
+// are means over the samples (or tokens) seen.
+#include "train/epoch_meter.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace mdl::train {
+
+EpochMeter::EpochMeter(const data::DataLoader& loader, std::FILE* out, bool terminal, int64_t epoch, int64_t epochs,
+                       int world)
+    : loader_(loader), show_(out != nullptr), epoch_(epoch), world_(world), before_(loader.stats()),
+      progress_(out ? out : stdout, terminal, epoch, epochs, loader.size()),
+      start_(std::chrono::steady_clock::now()) {}
+
+double EpochMeter::elapsed() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+void EpochMeter::show_progress(int64_t step, const EpochTotals& totals) {
+  if (!show_) return;
+  const data::LoaderStats now = loader_.stats();
+  const double seconds = elapsed();
+  const double seen = double(std::max<int64_t>(totals.seen, 1));
+  progress_.update(step, totals.loss_sum / seen, double(totals.correct) / seen,
+                   double(now.samples - before_.samples) * world_ / std::max(seconds, 1e-9),
+                   (now.wait_seconds - before_.wait_seconds) / std::max(seconds, 1e-9));
+}
+
+void EpochMeter::end_progress() {
+  if (show_) progress_.finish();
+}
+
+EpochRecord EpochMeter::record(const EpochTotals& totals, DataParallel& dp) const {
+  EpochRecord r;
+  r.epoch = epoch_;
+  r.seconds = elapsed();
+  const data::LoaderStats after = loader_.stats();
+  r.wait_fraction = (after.wait_seconds - before_.wait_seconds) / std::max(r.seconds, 1e-9);
+  std::vector<double> sums = {totals.loss_sum, double(totals.correct), double(totals.seen),
+                              double(after.samples - before_.samples)};
+  dp.sum(sums);  // the whole job's figures, not one shard's
+  r.samples_per_second = sums[3] / std::max(r.seconds, 1e-9);
+  r.train_loss = sums[0] / std::max(sums[2], 1.0);
+  r.train_accuracy = sums[1] / std::max(sums[2], 1.0);
+  return r;
+}
+
+}  // namespace mdl::train

@@ -1,0 +1,26 @@
+// Validation after each epoch: the model in eval mode, without gradients, under the same
+// autocast as training, over the whole held-out split: its mean loss, accuracy, macro-F1 and
+// confusion matrix.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/loader.h"
+#include "nn/module.h"
+#include "tensor/device.h"
+#include "tensor/dtype.h"
+
+namespace mdl::train {
+
+struct Validation {
+  double loss = NAN, accuracy = NAN, macro_f1 = NAN;  // NaN for an empty split
+  std::string confusion;                             // printed, rows labelled with names
+};
+
+// Leaves the model in training mode.
+Validation validate(nn::Module& model, data::DataLoader& loader, Device device, bool autocast, DType amp_dtype,
+                    int64_t classes, const std::vector<std::string>& names);
+
+}  // namespace mdl::train
