@@ -5,7 +5,8 @@
 #include <atomic>
 #include <cmath>
 
-#include "kernels/convert.h"
+#include "kernels/binary_math.h"
+#include "cpu/convert.h"
 #include "cpu/kernels.h"
 #include "cpu/float_block.h"
 #include "cpu/loops.h"
@@ -13,45 +14,6 @@
 namespace mdl::cpu {
 
 namespace {
-
-template <class A>
-inline A int_pow(A base, A exp, bool& bad) {
-  if (exp < 0) { bad = true; return 0; }
-  using U = std::make_unsigned_t<A>;
-  U result = 1, b = U(base);
-  for (auto e = exp; e > 0; e >>= 1) {
-    if (e & 1) result *= b;
-    b *= b;
-  }
-  return A(result);
-}
-
-// Returns op(a, b); sets `bad` for integer division by zero or negative integer powers.
-template <BinaryOp OP, class A>
-inline auto apply(A a, A b, bool& bad) {
-  if constexpr (OP == BinaryOp::Add) return A(a + b);
-  else if constexpr (OP == BinaryOp::Sub) return A(a - b);
-  else if constexpr (OP == BinaryOp::Mul) return A(a * b);
-  else if constexpr (OP == BinaryOp::Div) {
-    if constexpr (std::is_integral_v<A>) {
-      if (b == 0) { bad = true; return A(0); }
-      if (b == A(-1)) return A(std::make_unsigned_t<A>(0) - std::make_unsigned_t<A>(a));
-      return A(a / b);
-    } else {
-      return A(a / b);
-    }
-  } else if constexpr (OP == BinaryOp::Pow) {
-    if constexpr (std::is_integral_v<A>) return int_pow(a, b, bad);
-    else return A(std::pow(a, b));
-  } else if constexpr (OP == BinaryOp::Maximum) return (a != a) ? a : (b != b) ? b : (a > b ? a : b);
-  else if constexpr (OP == BinaryOp::Minimum) return (a != a) ? a : (b != b) ? b : (a < b ? a : b);
-  else if constexpr (OP == BinaryOp::Eq) return a == b;
-  else if constexpr (OP == BinaryOp::Ne) return a != b;
-  else if constexpr (OP == BinaryOp::Lt) return a < b;
-  else if constexpr (OP == BinaryOp::Le) return a <= b;
-  else if constexpr (OP == BinaryOp::Gt) return a > b;
-  else return a >= b;
-}
 
 // A run of 16-bit operands: blocks of floats (float_block.h), the arithmetic in float, one rounding.
 template <class T, BinaryOp OP>
@@ -65,12 +27,12 @@ void binary_half_run(char* const* p, const int64_t* s, int64_t n) {
     if constexpr (is_comparison(OP)) {
       char* o = p[0] + i0 * s[0];
       if (s[0] == 1) {
-        for (int64_t i = 0; i < m; ++i) reinterpret_cast<bool*>(o)[i] = apply<OP, float>(x[i], y[i], unused);
+        for (int64_t i = 0; i < m; ++i) reinterpret_cast<bool*>(o)[i] = binary_apply<OP, float>(x[i], y[i], unused);
       } else {
-        for (int64_t i = 0; i < m; ++i) *reinterpret_cast<bool*>(o + i * s[0]) = apply<OP, float>(x[i], y[i], unused);
+        for (int64_t i = 0; i < m; ++i) *reinterpret_cast<bool*>(o + i * s[0]) = binary_apply<OP, float>(x[i], y[i], unused);
       }
     } else {
-      for (int64_t i = 0; i < m; ++i) r[i] = apply<OP, float>(x[i], y[i], unused);
+      for (int64_t i = 0; i < m; ++i) r[i] = binary_apply<OP, float>(x[i], y[i], unused);
       store_floats<T>(p[0] + i0 * s[0], s[0], r, m);
     }
   }
@@ -93,16 +55,16 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b) {
     if (s[0] == sizeof(O) && s[1] == sizeof(T) && s[2] == sizeof(T)) {
       const T* x = reinterpret_cast<const T*>(pa);
       const T* y = reinterpret_cast<const T*>(pb);
-      for (int64_t i = 0; i < n; ++i) o[i] = convert<O>(apply<OP, A>(A(x[i]), A(y[i]), bad));
+      for (int64_t i = 0; i < n; ++i) o[i] = convert<O>(binary_apply<OP, A>(A(x[i]), A(y[i]), bad));
     } else if (s[0] == sizeof(O) && s[1] == sizeof(T) && s[2] == 0) {
       const T* x = reinterpret_cast<const T*>(pa);
       const A y = A(*reinterpret_cast<const T*>(pb));
-      for (int64_t i = 0; i < n; ++i) o[i] = convert<O>(apply<OP, A>(A(x[i]), y, bad));
+      for (int64_t i = 0; i < n; ++i) o[i] = convert<O>(binary_apply<OP, A>(A(x[i]), y, bad));
     } else {
       for (int64_t i = 0; i < n; ++i) {
         A x = A(*reinterpret_cast<const T*>(pa + i * s[1]));
         A y = A(*reinterpret_cast<const T*>(pb + i * s[2]));
-        out_at(i, apply<OP, A>(x, y, bad));
+        out_at(i, binary_apply<OP, A>(x, y, bad));
       }
     }
     if (bad) any_bad.store(true, std::memory_order_relaxed);

@@ -5,7 +5,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "kernels/convert.h"
+#include "cpu/convert.h"
 #include "cpu/copy_options.h"
 #include "cpu/kernels.h"
 #include "cpu/float_block.h"

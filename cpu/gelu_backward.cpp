@@ -2,10 +2,10 @@
 // derivative on float vectors (vec_map.h) a block at a time (float_block.h); f64 runs <cmath>.
 #include <algorithm>
 
-#include "kernels/convert.h"
+#include "cpu/convert.h"
 #include "cpu/kernels.h"
 #include "cpu/float_block.h"
-#include "cpu/gelu_math.h"
+#include "kernels/gelu_math.h"
 #include "cpu/loops.h"
 #include "cpu/vec_map.h"
 #include "kernels/gelu.h"

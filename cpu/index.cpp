@@ -6,24 +6,13 @@
 #include <cstring>
 
 #include "cpu/kernels.h"
+#include "kernels/views.h"
 #include "cpu/loops.h"
 #include "cpu/select_bits.h"
 
 namespace mdl::cpu {
 
 namespace {
-
-// A view of t's storage with t's strides but another shape; stride 0 along `zero_dim` if >= 0.
-Tensor restride(const Tensor& t, Shape shape, int64_t zero_dim = -1) {
-  Shape strides = t.strides();
-  if (zero_dim >= 0) strides[size_t(zero_dim)] = 0;
-  return make_view(t, shape, strides, t.offset());
-}
-
-Shape with_size(Shape s, int64_t dim, int64_t n) {
-  s[size_t(dim)] = n;
-  return s;
-}
 
 int64_t index_at(const char* p, int64_t stride_bytes, int64_t i) {
   return *reinterpret_cast<const int64_t*>(p + i * stride_bytes);
@@ -64,8 +53,8 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
 void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
   const int64_t n_index = index.numel();
   if (out.numel() == 0) return;
-  const Shape slice = with_size(out.shape(), dim, 1);
-  Tensor out_s = restride(out, slice), in_s = restride(in, slice);
+  const Shape slice = kernels::with_size(out.shape(), dim, 1);
+  Tensor out_s = kernels::restride(out, slice), in_s = kernels::restride(in, slice);
   const StridedLoop<2> loop({&out_s, &in_s});
   const int64_t m = loop.numel;
   const int64_t es = int64_t(out.element_size());
@@ -95,7 +84,7 @@ void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor
 // out[i..] = in[i.. with coordinate dim replaced by index[i..]]; out and index share a shape.
 void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
   if (out.numel() == 0) return;
-  Tensor in_v = restride(in, index.shape(), dim);
+  Tensor in_v = kernels::restride(in, index.shape(), dim);
   const StridedLoop<3> loop({&out, &index, &in_v});
   const int64_t in_step = in.stride(dim) * int64_t(in.element_size());
   dispatch(out.dtype(), "gather", [&]<class T>() {
@@ -134,8 +123,8 @@ void for_each_step(const StridedLoop<NT>& loop, int op, int64_t step, int64_t le
 // Two positions collide only if they differ along dim, so threads split the other coordinates.
 void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
   if (index.numel() == 0) return;
-  const Shape rest = with_size(index.shape(), dim, 1);
-  Tensor out_v = restride(out, rest), idx_v = restride(index, rest), src_v = restride(src, rest);
+  const Shape rest = kernels::with_size(index.shape(), dim, 1);
+  Tensor out_v = kernels::restride(out, rest), idx_v = kernels::restride(index, rest), src_v = kernels::restride(src, rest);
   const StridedLoop<3> loop({&out_v, &idx_v, &src_v});
   const int64_t es = int64_t(out.element_size());
   const int64_t out_step = out.stride(dim) * es, idx_step = index.stride(dim) * 8, src_step = src.stride(dim) * es;
@@ -151,8 +140,8 @@ void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tens
 void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
   const int64_t n_index = index.numel();
   if (src.numel() == 0 || n_index == 0) return;
-  const Shape slice = with_size(src.shape(), dim, 1);
-  Tensor out_s = restride(out, slice), src_s = restride(src, slice);
+  const Shape slice = kernels::with_size(src.shape(), dim, 1);
+  Tensor out_s = kernels::restride(out, slice), src_s = kernels::restride(src, slice);
   const StridedLoop<2> loop({&out_s, &src_s});
   const int64_t es = int64_t(out.element_size());
   const int64_t out_step = out.stride(dim) * es, src_step = src.stride(dim) * es;
@@ -170,7 +159,7 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor
 void tri(const Tensor& out, const Tensor& in, int64_t k, bool upper) {
   if (out.numel() == 0) return;
   const int nd = int(in.dim()) - 1;  // leading dims, the row dim last
-  MDL_CHECK(nd < kMaxDims, "tril/triu: tensors of more than ", kMaxDims, " dims are not supported");
+  MDL_CHECK(nd < kMaxDimsCpu, "tril/triu: tensors of more than ", kMaxDimsCpu, " dims are not supported");
   const int64_t R = in.size(-2), C = in.size(-1), rows = out.numel() / C, col_stride = in.stride(-1);
   k = std::clamp(k, -R - 1, C + 1);  // beyond these every row is all kept or all zero; no overflow
   const Shape& shape = in.shape();
@@ -179,7 +168,7 @@ void tri(const Tensor& out, const Tensor& in, int64_t k, bool upper) {
     const T* src = static_cast<const T*>(in.raw_data());
     T* dst = static_cast<T*>(out.raw_data());
     parallel_for(0, rows, std::max<int64_t>(1, kGrainSize / C), [&](int64_t b, int64_t e) {
-      int64_t coord[kMaxDims], off = 0, rem = b;
+      int64_t coord[kMaxDimsCpu], off = 0, rem = b;
       for (int d = nd - 1; d >= 0; --d) {
         coord[d] = rem % shape[d];
         rem /= shape[d];

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "cpu/kernels.h"
-#include "kernels/convert.h"
-#include "cpu/gelu_math.h"
+#include "cpu/convert.h"
+#include "kernels/gelu_math.h"
 #include "cpu/gemm.h"
 #include "cpu/select_bits.h"
 #include "cpu/vec_map.h"
@@ -20,19 +20,6 @@
 namespace mdl::cpu {
 
 namespace {
-
-template <class A> A act_forward(Activation act, A v) {
-  if (act == Activation::Relu) return v > A(0) ? v : A(0);
-  if (act == Activation::GeluTanh) return gelu_math::gelu_tanh(v);
-  return v;
-}
-
-// d act / d pre, from the saved tensor's value s (out for Relu, pre for GeluTanh).
-template <class A> A act_derivative(Activation act, A s) {
-  if (act == Activation::Relu) return s > A(0) ? A(1) : A(0);
-  if (act == Activation::GeluTanh) return gelu_math::gelu_tanh_grad(s);
-  return A(1);
-}
 
 // The activation (forward: v -> act(v); derivative: s -> act'(s)) over a block of compute-type
 // values in place; GELU on floats runs on float vectors (vec_map.h), the rest element by element.

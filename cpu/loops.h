@@ -6,26 +6,25 @@
 #include <array>
 #include <cstdint>
 
+#include "kernels/core.h"
 #include "tensor/error.h"
 #include "tensor/parallel.h"
 #include "tensor/tensor.h"
 
 namespace mdl::cpu {
 
-inline constexpr int kMaxDims = 16;
-
 template <int NT>
 struct StridedLoop {
   int ndim = 0;
-  int64_t shape[kMaxDims];
-  int64_t strides[NT][kMaxDims];  // bytes
+  int64_t shape[kMaxDimsCpu];
+  int64_t strides[NT][kMaxDimsCpu];  // bytes
   char* base[NT];
   int64_t numel = 1;
 
   // Operand 0 defines the shape; the others must have that shape (expanded beforehand).
   explicit StridedLoop(const std::array<const Tensor*, NT>& ts) {
     const Shape& sh = ts[0]->shape();
-    MDL_CHECK(sh.size() <= size_t(kMaxDims), "cpu kernel: tensors of more than ", kMaxDims, " dims are not supported");
+    MDL_CHECK(sh.size() <= size_t(kMaxDimsCpu), "cpu kernel: tensors of more than ", kMaxDimsCpu, " dims are not supported");
     for (int t = 0; t < NT; ++t) base[t] = static_cast<char*>(ts[t]->raw_data());
     // Keep the dims of size != 1, in order, then merge neighbours that are contiguous in all operands.
     for (size_t d = 0; d < sh.size(); ++d) {
@@ -55,7 +54,7 @@ struct StridedLoop {
   template <class Inner>
   void run_range(int64_t begin, int64_t end, const Inner& inner) const {
     if (begin >= end) return;
-    int64_t idx[kMaxDims];
+    int64_t idx[kMaxDimsCpu];
     int64_t rem = begin;
     for (int d = ndim - 1; d >= 0; --d) { idx[d] = rem % shape[d]; rem /= shape[d]; }
     int64_t inner_strides[NT];

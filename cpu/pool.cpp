@@ -12,9 +12,10 @@
 #include <vector>
 
 #include "cpu/kernels.h"
-#include "kernels/convert.h"
+#include "cpu/convert.h"
 #include "cpu/float_block.h"
 #include "kernels/pool.h"
+#include "kernels/pool_windows.h"
 #include "cpu/pool.h"
 #include "tensor/parallel.h"
 
@@ -66,19 +67,6 @@ struct PlaneAcc {
         store_floats<T>(reinterpret_cast<char*>(d + i), sizeof(T), a + i, std::min(kFloatBlock, hw - i));
   }
 };
-
-// The window of output position o: [o * stride - pad, + kernel) clipped to [0, size).
-struct Window { int64_t lo, hi, padded; };
-Window window(int64_t o, int64_t stride, int64_t pad, int64_t kernel, int64_t size) {
-  const int64_t s = o * stride - pad, e = std::min(s + kernel, size + pad);
-  return {std::max<int64_t>(s, 0), std::min(e, size), e - s};
-}
-
-// Adaptive window of output cell i of n over size: [floor(i size / n), ceil((i + 1) size / n)).
-Window adaptive(int64_t i, int64_t n, int64_t size) {
-  const int64_t lo = i * size / n, hi = ((i + 1) * size + n - 1) / n;
-  return {lo, hi, hi - lo};
-}
 
 std::atomic<bool> g_max_pool_vectorized{true};
 
@@ -191,9 +179,9 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
     for_planes(out.size(0) * C, Ho * Wo * p.kernel_h * p.kernel_w, [&](int64_t q) {
       const T* xq = xp + xs.plane(q, C);
       for (int64_t oh = 0; oh < Ho; ++oh) {
-        const Window wh = window(oh, p.stride_h, p.pad_h, p.kernel_h, H);
+        const PoolWindow wh = pool_window(oh, p.stride_h, p.pad_h, p.kernel_h, H);
         for (int64_t ow = 0; ow < Wo; ++ow) {
-          const Window ww = window(ow, p.stride_w, p.pad_w, p.kernel_w, W);
+          const PoolWindow ww = pool_window(ow, p.stride_w, p.pad_w, p.kernel_w, W);
           A best = -std::numeric_limits<A>::infinity();
           int64_t arg = wh.lo * W + ww.lo;
           for (int64_t h = wh.lo; h < wh.hi; ++h)
@@ -254,9 +242,9 @@ void avg_pool2d_forward(const Tensor& out, const Tensor& x, const kernels::Pool2
     for_planes(out.size(0) * C, Ho * Wo * p.kernel_h * p.kernel_w, [&](int64_t q) {
       const T* xq = xp + xs.plane(q, C);
       for (int64_t oh = 0; oh < Ho; ++oh) {
-        const Window wh = window(oh, p.stride_h, p.pad_h, p.kernel_h, H);
+        const PoolWindow wh = pool_window(oh, p.stride_h, p.pad_h, p.kernel_h, H);
         for (int64_t ow = 0; ow < Wo; ++ow) {
-          const Window ww = window(ow, p.stride_w, p.pad_w, p.kernel_w, W);
+          const PoolWindow ww = pool_window(ow, p.stride_w, p.pad_w, p.kernel_w, W);
           A s = 0;
           for (int64_t h = wh.lo; h < wh.hi; ++h)
             for (int64_t w = ww.lo; w < ww.hi; ++w) s += A(xq[h * xs.s[2] + w * xs.s[3]]);
@@ -280,9 +268,9 @@ void avg_pool2d_backward(const Tensor& gx, const Tensor& go, const kernels::Pool
     for_planes(gx.size(0) * C, H * W + Ho * Wo * p.kernel_h * p.kernel_w, [&](int64_t q) {
       A* acc = pa.begin(dp + q * H * W);  // (H, W)
       for (int64_t oh = 0; oh < Ho; ++oh) {
-        const Window wh = window(oh, p.stride_h, p.pad_h, p.kernel_h, H);
+        const PoolWindow wh = pool_window(oh, p.stride_h, p.pad_h, p.kernel_h, H);
         for (int64_t ow = 0; ow < Wo; ++ow) {
-          const Window ww = window(ow, p.stride_w, p.pad_w, p.kernel_w, W);
+          const PoolWindow ww = pool_window(ow, p.stride_w, p.pad_w, p.kernel_w, W);
           const int64_t div = count_include_pad ? wh.padded * ww.padded : (wh.hi - wh.lo) * (ww.hi - ww.lo);
           const A v = A(gp[gs.plane(q, C) + oh * gs.s[2] + ow * gs.s[3]]) / A(div);
           for (int64_t h = wh.lo; h < wh.hi; ++h)
@@ -305,9 +293,9 @@ void adaptive_avg_pool2d_forward(const Tensor& out, const Tensor& x) {
     for_planes(out.size(0) * C, H * W + Ho * Wo, [&](int64_t q) {
       const T* xq = xp + xs.plane(q, C);
       for (int64_t oh = 0; oh < Ho; ++oh) {
-        const Window wh = adaptive(oh, Ho, H);
+        const PoolWindow wh = adaptive_window(oh, Ho, H);
         for (int64_t ow = 0; ow < Wo; ++ow) {
-          const Window ww = adaptive(ow, Wo, W);
+          const PoolWindow ww = adaptive_window(ow, Wo, W);
           A s = 0;
           for (int64_t h = wh.lo; h < wh.hi; ++h)
             for (int64_t w = ww.lo; w < ww.hi; ++w) s += A(xq[h * xs.s[2] + w * xs.s[3]]);
@@ -330,9 +318,9 @@ void adaptive_avg_pool2d_backward(const Tensor& gx, const Tensor& go) {
     for_planes(gx.size(0) * C, H * W + Ho * Wo, [&](int64_t q) {
       A* acc = pa.begin(dp + q * H * W);  // (H, W)
       for (int64_t oh = 0; oh < Ho; ++oh) {
-        const Window wh = adaptive(oh, Ho, H);
+        const PoolWindow wh = adaptive_window(oh, Ho, H);
         for (int64_t ow = 0; ow < Wo; ++ow) {
-          const Window ww = adaptive(ow, Wo, W);
+          const PoolWindow ww = adaptive_window(ow, Wo, W);
           const A v = A(gp[gs.plane(q, C) + oh * gs.s[2] + ow * gs.s[3]]) / A(wh.padded * ww.padded);
           for (int64_t h = wh.lo; h < wh.hi; ++h)
             for (int64_t w = ww.lo; w < ww.hi; ++w) acc[h * W + w] += v;

@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/convert.h"
+#include "cpu/convert.h"
 #include "cpu/kernels.h"
 #include "cpu/loops.h"
 #include "tensor/parallel.h"
@@ -272,9 +272,9 @@ struct Dim {
 template <int NS>
 struct Odometer {
   int n = 0;
-  int64_t size[kMaxDims];
-  int64_t stride[NS][kMaxDims];
-  int64_t idx[kMaxDims];
+  int64_t size[kMaxDimsCpu];
+  int64_t stride[NS][kMaxDimsCpu];
+  int64_t idx[kMaxDimsCpu];
   int64_t off[NS] = {};
 
   Odometer() = default;
@@ -523,7 +523,7 @@ double empty_value(ReduceOp op) {
 }
 
 void check_geometry(const char* op, const Tensor& out, const Tensor& in, size_t mask_size) {
-  MDL_CHECK(in.dim() <= kMaxDims, op, ": tensors of more than ", kMaxDims, " dims are not supported, got shape ",
+  MDL_CHECK(in.dim() <= kMaxDimsCpu, op, ": tensors of more than ", kMaxDimsCpu, " dims are not supported, got shape ",
             in.shape());
   MDL_CHECK(out.dim() == in.dim() && mask_size == size_t(in.dim()), op, ": output ", out.shape(),
             " is not the keepdim form of input ", in.shape());
@@ -650,7 +650,7 @@ void arg_reduce_impl(const Tensor& values, const Tensor& indices, const Tensor& 
   const size_t nodo = merged.size() - (outer ? 1 : 0);
   struct Geo {
     int n = 0;
-    int64_t size[kMaxDims], s[3][kMaxDims];
+    int64_t size[kMaxDimsCpu], s[3][kMaxDimsCpu];
   } g;
   for (size_t d = 0; d < nodo; ++d, ++g.n) {
     g.size[g.n] = merged[d].size;
@@ -723,7 +723,7 @@ void arg_reduce_impl(const Tensor& values, const Tensor& indices, const Tensor& 
 
 void arg_reduce(bool is_max, const Tensor& values, const Tensor& indices, const Tensor& in, int64_t dim) {
   const char* name = is_max ? "max" : "min";
-  MDL_CHECK(in.dim() <= kMaxDims, name, ": tensors of more than ", kMaxDims, " dims are not supported");
+  MDL_CHECK(in.dim() <= kMaxDimsCpu, name, ": tensors of more than ", kMaxDimsCpu, " dims are not supported");
   MDL_CHECK(dim >= 0 && dim < in.dim(), name, ": dim ", dim, " out of range for shape ", in.shape());
   MDL_CHECK(values.dim() == in.dim() && indices.dim() == in.dim() && indices.dtype() == kI64, name,
             ": values ", values.shape(), " and indices ", indices.shape(), " (", indices.dtype(),

@@ -1,54 +1,19 @@
 // Elementwise unary math: out = op(in), computed in acc_t (float for f16/bf16) and rounded once.
 // 16-bit and strided inputs go through blocks of floats (float_block.h), so the math loop runs on
 // plain floats; exp, sigmoid, silu, tanh and both GELUs run on float vectors (vec_map.h), the rest
-// through <cmath>.
+// through the shared scalar math (kernels/unary_math.h).
 #include <cmath>
 
-#include "kernels/convert.h"
+#include "cpu/convert.h"
 #include "cpu/kernels.h"
 #include "cpu/float_block.h"
-#include "cpu/gelu_math.h"
+#include "kernels/unary_math.h"
 #include "cpu/loops.h"
 #include "cpu/vec_map.h"
 
 namespace mdl::cpu {
 
 namespace {
-
-template <class A>
-inline A sigmoid_of(A x) {
-  if (x >= A(0)) return A(1) / (A(1) + std::exp(-x));
-  A e = std::exp(x);
-  return e / (A(1) + e);
-}
-
-template <class A>
-struct UnaryMath {
-  static A apply(UnaryOp op, A x) {
-    switch (op) {
-      case UnaryOp::Neg: return -x;
-      case UnaryOp::Abs: return std::abs(x);
-      case UnaryOp::Exp: return std::exp(x);
-      case UnaryOp::Log: return std::log(x);
-      case UnaryOp::Sqrt: return std::sqrt(x);
-      case UnaryOp::Rsqrt: return A(1) / std::sqrt(x);
-      case UnaryOp::Sin: return std::sin(x);
-      case UnaryOp::Cos: return std::cos(x);
-      case UnaryOp::Tanh: return std::tanh(x);
-      case UnaryOp::Sigmoid: return sigmoid_of(x);
-      case UnaryOp::Relu: return x > A(0) ? x : (x != x ? x : A(0));
-      case UnaryOp::Gelu: return gelu_math::gelu(x);
-      case UnaryOp::GeluTanh: return gelu_math::gelu_tanh(x);
-      case UnaryOp::Silu: return x * sigmoid_of(x);
-      case UnaryOp::Square: return x * x;
-      case UnaryOp::Reciprocal: return A(1) / x;
-      case UnaryOp::Sign: return A((x > A(0)) - (x < A(0)));
-      case UnaryOp::Log1p: return std::log1p(x);
-      case UnaryOp::Expm1: return std::expm1(x);
-    }
-    return x;
-  }
-};
 
 // exp and the activations built on it run on float vectors (vec_map.h); the rest element by element.
 template <UnaryOp OP>
@@ -59,7 +24,7 @@ void unary_floats(float* o, const float* x, int64_t n) {
   if constexpr (OP == UnaryOp::Tanh) return vec_map(VecFn::Tanh, o, x, n);
   if constexpr (OP == UnaryOp::Gelu) return vec_map(VecFn::Gelu, o, x, n);
   if constexpr (OP == UnaryOp::GeluTanh) return vec_map(VecFn::GeluTanh, o, x, n);
-  for (int64_t i = 0; i < n; ++i) o[i] = UnaryMath<float>::apply(OP, x[i]);
+  for (int64_t i = 0; i < n; ++i) o[i] = unary_apply<OP>(x[i]);
 }
 
 // The loop for one op, so the switch is hoisted out of the element loop.
@@ -84,10 +49,10 @@ void unary_loop(const Tensor& out, const Tensor& in) {
     } else if (contiguous) {
       T* o = reinterpret_cast<T*>(p[0]);
       const T* x = reinterpret_cast<const T*>(p[1]);
-      for (int64_t i = 0; i < n; ++i) o[i] = T(UnaryMath<A>::apply(OP, A(x[i])));
+      for (int64_t i = 0; i < n; ++i) o[i] = T(unary_apply<OP>(A(x[i])));
     } else {
       for (int64_t i = 0; i < n; ++i)
-        *reinterpret_cast<T*>(p[0] + i * s[0]) = T(UnaryMath<A>::apply(OP, A(*reinterpret_cast<const T*>(p[1] + i * s[1]))));
+        *reinterpret_cast<T*>(p[0] + i * s[0]) = T(unary_apply<OP>(A(*reinterpret_cast<const T*>(p[1] + i * s[1]))));
     }
   });
 }

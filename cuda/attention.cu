@@ -268,7 +268,7 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, co
   const Geometry G = geometry(op, q, k, v, mask, Tensor(), causal, scale);
   const int64_t rows = G.g.count * G.L;
   if (rows == 0) return;
-  dispatch_float(q.dtype(), op, [&]<class T>() {
+  dispatch_floating<DeviceTypes>(q.dtype(), op, [&]<class T>() {
     using A = acc_t<T>;
     const size_t sh = shared_bytes(op, G.E + G.Ev + kTile, sizeof(A), q, v);
     attention_forward_kernel<T><<<grid_for(rows), kTile, sh, stream()>>>(G, ptr<T>(out), ptr<A>(lse), ptr<const T>(q),
@@ -283,7 +283,7 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
   const char* op = "scaled_dot_product_attention_backward";
   const Geometry G = geometry(op, q, k, v, mask, grad_out, causal, scale);
   const int64_t rows = G.g.count * G.L, cols = G.g.count * G.S;
-  dispatch_float(q.dtype(), op, [&]<class T>() {
+  dispatch_floating<DeviceTypes>(q.dtype(), op, [&]<class T>() {
     using A = acc_t<T>;
     if (rows == 0 || G.S == 0) {  // nothing to attend: every wanted gradient is zero
       for (const Tensor* t : {&dq, &dk, &dv})

@@ -3,6 +3,7 @@
 // and negative integer powers raise a device flag that the host turns into an mdl::Error.
 #include "cuda/elementwise.cuh"
 #include "cuda/kernels.cuh"
+#include "kernels/binary_math.h"
 
 namespace mdl::cuda {
 
@@ -17,39 +18,10 @@ struct BinaryMath {
   using O = std::conditional_t<is_comparison(OP), bool, T>;
   __device__ O operator()(T xa, T xb) const {
     const A a = A(to_acc(xa)), b = A(to_acc(xb));
-    if constexpr (OP == BinaryOp::Add) return convert<O>(A(a + b));
-    else if constexpr (OP == BinaryOp::Sub) return convert<O>(A(a - b));
-    else if constexpr (OP == BinaryOp::Mul) return convert<O>(A(a * b));
-    else if constexpr (OP == BinaryOp::Div) {
-      if constexpr (std::is_integral_v<A>) {
-        using U = std::make_unsigned_t<A>;
-        if (b == 0) { *bad = 1; return convert<O>(A(0)); }
-        if (b == A(-1)) return convert<O>(A(U(0) - U(a)));
-        return convert<O>(A(a / b));
-      } else {
-        return convert<O>(A(a / b));
-      }
-    } else if constexpr (OP == BinaryOp::Pow) {
-      if constexpr (std::is_integral_v<A>) {
-        if (negative(b)) { *bad = 1; return convert<O>(A(0)); }
-        using U = std::make_unsigned_t<A>;
-        U r = 1, base = U(a);
-        for (A e = b; e > 0; e >>= 1) {
-          if (e & 1) r *= base;
-          base *= base;
-        }
-        return convert<O>(A(r));
-      } else {
-        return convert<O>(A(pow(a, b)));
-      }
-    } else if constexpr (OP == BinaryOp::Maximum) return convert<O>((a != a) ? a : (b != b) ? b : (a > b ? a : b));
-    else if constexpr (OP == BinaryOp::Minimum) return convert<O>((a != a) ? a : (b != b) ? b : (a < b ? a : b));
-    else if constexpr (OP == BinaryOp::Eq) return a == b;
-    else if constexpr (OP == BinaryOp::Ne) return a != b;
-    else if constexpr (OP == BinaryOp::Lt) return a < b;
-    else if constexpr (OP == BinaryOp::Le) return a <= b;
-    else if constexpr (OP == BinaryOp::Gt) return a > b;
-    else return a >= b;
+    bool flagged = false;
+    const auto r = binary_apply<OP, A>(a, b, flagged);
+    if (flagged) *bad = 1;
+    return convert<O>(r);
   }
 };
 
@@ -85,14 +57,14 @@ struct Select {
 }  // namespace
 
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
-  dispatch_all(a.dtype(), "binary", [&]<class T>() {
+  dispatch<DeviceTypes>(a.dtype(), "binary", [&]<class T>() {
     using enum BinaryOp;
     binary_switch<T, Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge>(op, out, a, b);
   });
 }
 
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
-  dispatch_all(out.dtype(), "where", [&]<class T>() {
+  dispatch<DeviceTypes>(out.dtype(), "where", [&]<class T>() {
     launch_map<T, bool, T, T>("where", out, {&cond, &a, &b}, Select<T>{});
   });
 }

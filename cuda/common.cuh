@@ -11,7 +11,7 @@
 #include <limits>
 #include <type_traits>
 
-#include "kernels/convert.h"
+#include "kernels/core.h"
 #include "cuda/runtime/context.cuh"
 #include "tensor/tensor.h"
 
@@ -57,40 +57,19 @@ __device__ __forceinline__ To convert(From x) {
   }
 }
 
-// Calls f.template operator()<T>() with T the device type of t.
-template <class F>
-void dispatch_all(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::F32: return f.template operator()<float>();
-    case DType::F16: return f.template operator()<half>();
-    case DType::BF16: return f.template operator()<bf16>();
-    case DType::F64: return f.template operator()<double>();
-    case DType::I32: return f.template operator()<int32_t>();
-    case DType::I64: return f.template operator()<int64_t>();
-    case DType::U8: return f.template operator()<uint8_t>();
-    case DType::Bool: return f.template operator()<bool>();
-  }
-  MDL_FAIL(op, ": unknown dtype");
-}
-template <class F>
-void dispatch_float(DType t, const char* op, F&& f) {
-  switch (t) {
-    case DType::F32: return f.template operator()<float>();
-    case DType::F16: return f.template operator()<half>();
-    case DType::BF16: return f.template operator()<bf16>();
-    case DType::F64: return f.template operator()<double>();
-    default: MDL_FAIL(op, ": expected a floating dtype (f32, f16, bf16, f64), got ", dtype_name(t));
-  }
-}
-
-constexpr int kMaxDims = 8;
+// The device types behind f16 and bf16, for the dtype dispatchers of tensor/dtype.h:
+//   dispatch<DeviceTypes>(t, "op", [&]<class T>() { ... });
+struct DeviceTypes {
+  using f16 = __half;
+  using bf16 = __nv_bfloat16;
+};
 
 // Element offsets (in elements of each operand) of the i-th element in row-major order.
 template <int NT>
 struct Geo {
   int ndim = 0;
-  int64_t size[kMaxDims];
-  int64_t stride[NT][kMaxDims];
+  int64_t size[kMaxDimsCuda];
+  int64_t stride[NT][kMaxDimsCuda];
 
   __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[NT]) const {
 #pragma unroll
@@ -123,7 +102,7 @@ Geo<NT> make_geo(const char* op, const std::array<const Tensor*, NT>& ts) {
       for (int t = 0; t < NT; ++t) g.stride[t][g.ndim - 1] = ts[t]->stride(int64_t(d));
       continue;
     }
-    MDL_CHECK(g.ndim < kMaxDims, op, ": CUDA kernels take at most ", kMaxDims,
+    MDL_CHECK(g.ndim < kMaxDimsCuda, op, ": CUDA kernels take at most ", kMaxDimsCuda,
               " non-mergeable dims, got shape ", shape_str(sh));
     g.size[g.ndim] = sh[d];
     for (int t = 0; t < NT; ++t) g.stride[t][g.ndim] = ts[t]->stride(int64_t(d));

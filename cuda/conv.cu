@@ -287,7 +287,7 @@ void conv2d_forward(const Tensor& out, const Tensor& x_in, const Tensor& w_in, c
   if (b.defined()) {
     const Tensor bc = kernels::contiguous(b);
     const int64_t n = out.numel(), C = out.size(1), HW = out.size(2) * out.size(3);
-    dispatch_float(out.dtype(), op, [&]<class T>() {
+    dispatch_floating<DeviceTypes>(out.dtype(), op, [&]<class T>() {
       add_bias_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(out), ptr<const T>(bc), n, C, HW);
       CUDA_CHECK_LAUNCH(op);
     });

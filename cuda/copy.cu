@@ -23,8 +23,8 @@ struct Cast {
 };
 
 void device_copy(const Tensor& dst, const Tensor& src) {
-  dispatch_all(dst.dtype(), "copy", [&]<class To>() {
-    dispatch_all(src.dtype(), "copy", [&]<class From>() {
+  dispatch<DeviceTypes>(dst.dtype(), "copy", [&]<class To>() {
+    dispatch<DeviceTypes>(src.dtype(), "copy", [&]<class From>() {
       launch_map<To, From>("copy", dst, {&src}, Cast<To, From>{});
     });
   });
@@ -41,7 +41,7 @@ void memcpy_sync(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
 }  // namespace
 
 void fill(const Tensor& out, double value) {
-  dispatch_all(out.dtype(), "fill", [&]<class T>() {
+  dispatch<DeviceTypes>(out.dtype(), "fill", [&]<class T>() {
     launch_map<T>("fill", out, {}, Constant<T>{convert_host<T>(value)});
   });
 }

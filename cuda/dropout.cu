@@ -36,7 +36,7 @@ void dropout_mask(const Tensor& mask, double p, uint64_t seed, uint64_t offset) 
 }
 
 void masked_scale(const Tensor& out, const Tensor& in, const Tensor& mask, double scale) {
-  dispatch_float(out.dtype(), "dropout", [&]<class T>() {
+  dispatch_floating<DeviceTypes>(out.dtype(), "dropout", [&]<class T>() {
     launch_map<T, T, bool>("dropout", out, {&in, &mask}, MaskScale<T>{acc_t<T>(scale)});
   });
 }

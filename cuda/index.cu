@@ -4,22 +4,13 @@
 // no atomics, every dtype.
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
+#include "kernels/views.h"
 
 namespace mdl::cuda {
 
 using namespace detail;
 
 namespace {
-
-Tensor restride(const Tensor& t, Shape shape, int64_t zero_dim = -1) {
-  Shape strides = t.strides();
-  if (zero_dim >= 0) strides[size_t(zero_dim)] = 0;
-  return make_view(t, shape, strides, t.offset());
-}
-Shape with_size(Shape s, int64_t dim, int64_t n) {
-  s[size_t(dim)] = n;
-  return s;
-}
 
 template <class T>
 __device__ __forceinline__ void add_into(T& o, T v) {
@@ -88,12 +79,12 @@ __global__ void tri_kernel(int64_t n, int64_t R, int64_t C, Geo<1> rows, int64_t
 
 void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
   if (out.numel() == 0) return;
-  const Shape slice = with_size(out.shape(), dim, 1);
-  Tensor out_s = restride(out, slice), in_s = restride(in, slice);
+  const Shape slice = kernels::with_size(out.shape(), dim, 1);
+  Tensor out_s = kernels::restride(out, slice), in_s = kernels::restride(in, slice);
   const Geo<2> g = make_geo<2>("index_select", {&out_s, &in_s});
   const int64_t m = out_s.numel(), n_index = index.numel();
   const int64_t idx_stride = index.dim() ? index.stride(0) : 0;
-  dispatch_all(out.dtype(), "index_select", [&]<class T>() {
+  dispatch<DeviceTypes>(out.dtype(), "index_select", [&]<class T>() {
     index_select_kernel<T><<<blocks_for(n_index * m), kThreads, 0, stream()>>>(
         n_index * m, m, g, ptr<T>(out), ptr<const T>(in), ptr<const int64_t>(index), idx_stride, out.stride(dim),
         in.stride(dim));
@@ -103,9 +94,9 @@ void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor
 
 void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index) {
   if (out.numel() == 0) return;
-  Tensor in_v = restride(in, index.shape(), dim);
+  Tensor in_v = kernels::restride(in, index.shape(), dim);
   const Geo<3> g = make_geo<3>("gather", {&out, &index, &in_v});
-  dispatch_all(out.dtype(), "gather", [&]<class T>() {
+  dispatch<DeviceTypes>(out.dtype(), "gather", [&]<class T>() {
     gather_kernel<T><<<blocks_for(out.numel()), kThreads, 0, stream()>>>(
         out.numel(), g, ptr<T>(out), ptr<const int64_t>(index), ptr<const T>(in), in.stride(dim));
     CUDA_CHECK_LAUNCH("gather");
@@ -114,10 +105,10 @@ void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& inde
 
 void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
   if (index.numel() == 0) return;
-  const Shape rest = with_size(index.shape(), dim, 1);
-  Tensor out_v = restride(out, rest), idx_v = restride(index, rest), src_v = restride(src, rest);
+  const Shape rest = kernels::with_size(index.shape(), dim, 1);
+  Tensor out_v = kernels::restride(out, rest), idx_v = kernels::restride(index, rest), src_v = kernels::restride(src, rest);
   const Geo<3> g = make_geo<3>("scatter_add", {&out_v, &idx_v, &src_v});
-  dispatch_all(out.dtype(), "scatter_add", [&]<class T>() {
+  dispatch<DeviceTypes>(out.dtype(), "scatter_add", [&]<class T>() {
     scatter_add_kernel<T><<<blocks_for(out_v.numel()), kThreads, 0, stream()>>>(
         out_v.numel(), g, ptr<T>(out), ptr<const int64_t>(index), ptr<const T>(src), index.size(dim), out.stride(dim),
         index.stride(dim), src.stride(dim));
@@ -128,11 +119,11 @@ void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tens
 void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
   const int64_t n_index = index.numel();
   if (src.numel() == 0 || n_index == 0) return;
-  const Shape slice = with_size(src.shape(), dim, 1);
-  Tensor out_s = restride(out, slice), src_s = restride(src, slice);
+  const Shape slice = kernels::with_size(src.shape(), dim, 1);
+  Tensor out_s = kernels::restride(out, slice), src_s = kernels::restride(src, slice);
   const Geo<2> g = make_geo<2>("index_add", {&out_s, &src_s});
   const int64_t idx_stride = index.dim() ? index.stride(0) : 0;
-  dispatch_all(out.dtype(), "index_add", [&]<class T>() {
+  dispatch<DeviceTypes>(out.dtype(), "index_add", [&]<class T>() {
     index_add_kernel<T><<<blocks_for(out_s.numel()), kThreads, 0, stream()>>>(
         out_s.numel(), g, ptr<T>(out), ptr<const T>(src), ptr<const int64_t>(index), n_index, idx_stride,
         out.stride(dim), src.stride(dim));
@@ -148,7 +139,7 @@ void tri(const Tensor& out, const Tensor& in, int64_t k, bool upper) {
   Shape rshape(in.shape().begin(), in.shape().end() - 1), rstrides(in.strides().begin(), in.strides().end() - 1);
   Tensor rows_v = make_view(in, rshape, rstrides, in.offset());
   const Geo<1> rows = make_geo<1>(upper ? "triu" : "tril", {&rows_v});
-  dispatch_all(out.dtype(), upper ? "triu" : "tril", [&]<class T>() {
+  dispatch<DeviceTypes>(out.dtype(), upper ? "triu" : "tril", [&]<class T>() {
     tri_kernel<T><<<blocks_for(out.numel()), kThreads, 0, stream()>>>(out.numel(), R, C, rows, in.stride(-1),
                                                                        ptr<T>(out), ptr<const T>(in), k, upper);
     CUDA_CHECK_LAUNCH(upper ? "triu" : "tril");

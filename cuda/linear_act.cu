@@ -23,29 +23,6 @@ using namespace detail;
 
 namespace {
 
-constexpr double kSqrt2OverPi = 0.7978845608028654;
-constexpr double kGeluCubic = 0.044715;
-
-template <class A> __device__ __forceinline__ A tanh_of(A v) {
-  if constexpr (std::is_same_v<A, double>) return tanh(v);
-  else return tanhf(v);
-}
-
-template <class A> __device__ __forceinline__ A act_forward(Activation act, A v) {
-  if (act == Activation::Relu) return v > A(0) ? v : A(0);
-  if (act == Activation::GeluTanh) return A(0.5) * v * (A(1) + tanh_of(A(kSqrt2OverPi) * (v + A(kGeluCubic) * v * v * v)));
-  return v;
-}
-
-template <class A> __device__ __forceinline__ A act_derivative(Activation act, A s) {
-  if (act == Activation::Relu) return s > A(0) ? A(1) : A(0);
-  if (act == Activation::GeluTanh) {
-    const A t = tanh_of(A(kSqrt2OverPi) * (s + A(kGeluCubic) * s * s * s));
-    return A(0.5) * (A(1) + t) + A(0.5) * s * (A(1) - t * t) * A(kSqrt2OverPi) * (A(1) + A(3 * kGeluCubic) * s * s);
-  }
-  return A(1);
-}
-
 // The fallback epilogue, in place on out (M, N): pre = out + bias; out = act(pre).
 template <class T>
 __global__ void bias_act_kernel(int64_t M, int64_t N, T* out, T* pre, const T* bias, Activation act) {
@@ -204,7 +181,7 @@ void linear_act_forward(const Tensor& out, const Tensor& pre, const Tensor& x, c
   const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
   cuda::bmm(kernels::view_contiguous(out, {1, M, N}), kernels::view_contiguous(x, {1, M, K}), kernels::unsqueezed(kernels::transposed(w, 0, 1), 0));
   if (!bias.defined() && act == Activation::None) return;
-  dispatch_float(out.dtype(), "linear_act", [&]<class T>() {
+  dispatch_floating<DeviceTypes>(out.dtype(), "linear_act", [&]<class T>() {
     bias_act_kernel<T><<<blocks_for(M * N), kThreads, 0, stream()>>>(
         M, N, ptr<T>(out), pre.defined() ? ptr<T>(pre) : nullptr, bias.defined() ? ptr<const T>(bias) : nullptr, act);
     CUDA_CHECK_LAUNCH("linear_act");
@@ -216,7 +193,7 @@ void linear_act_backward(const Tensor& grad_pre, const Tensor& grad_bias, const 
   for (const Tensor* t : {&grad_pre, &grad_bias, &grad_out, &saved}) check_on_gpu("linear_act_backward", *t, "an operand");
   const int64_t M = grad_out.size(0), N = grad_out.size(1);
   if (act != Activation::None || grad_pre.raw_data() != grad_out.raw_data()) {
-    dispatch_float(grad_out.dtype(), "linear_act_backward", [&]<class T>() {
+    dispatch_floating<DeviceTypes>(grad_out.dtype(), "linear_act_backward", [&]<class T>() {
       act_backward_kernel<T><<<blocks_for(M * N), kThreads, 0, stream()>>>(
           M * N, ptr<T>(grad_pre), ptr<const T>(grad_out), act == Activation::None ? nullptr : ptr<const T>(saved), act);
       CUDA_CHECK_LAUNCH("linear_act_backward");

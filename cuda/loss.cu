@@ -85,7 +85,7 @@ void cross_entropy_forward(const Tensor& loss, const Tensor& logsum, const Tenso
                            int64_t ignore_index, double label_smoothing) {
   const int64_t N = logits.size(0), C = logits.size(1), D = logits.size(2);
   if (N * D == 0) return;
-  dispatch_float(logits.dtype(), "cross_entropy", [&]<class T>() {
+  dispatch_floating<DeviceTypes>(logits.dtype(), "cross_entropy", [&]<class T>() {
     using A = acc_t<T>;
     ce_forward_kernel<T><<<grid_for_rows(N * D), kRowBlock, 0, stream()>>>(
         ptr<A>(loss), ptr<A>(logsum), ptr<const T>(logits), ptr<const int64_t>(target), N, C, D, ignore_index,
@@ -98,7 +98,7 @@ void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss, 
                             const Tensor& target, const Tensor& logsum, int64_t ignore_index, double label_smoothing) {
   const int64_t N = logits.size(0), C = logits.size(1), D = logits.size(2);
   if (N * D == 0 || C == 0) return;
-  dispatch_float(logits.dtype(), "cross_entropy_backward", [&]<class T>() {
+  dispatch_floating<DeviceTypes>(logits.dtype(), "cross_entropy_backward", [&]<class T>() {
     using A = acc_t<T>;
     ce_backward_kernel<T><<<grid_for_rows(N * D), kRowBlock, 0, stream()>>>(
         ptr<T>(grad_logits), ptr<const A>(grad_loss), grad_loss.stride(0), grad_loss.stride(1), ptr<const T>(logits),

@@ -51,7 +51,7 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
   if (B == 0 || M == 0 || N == 0) return;
   const DType t = out.dtype();
   if (!is_floating(t)) {
-    dispatch_all(t, "matmul", [&]<class T>() {
+    dispatch<DeviceTypes>(t, "matmul", [&]<class T>() {
       if constexpr (!is_float_v<T>) {
       int_bmm_kernel<T><<<blocks_for(B * M * N), kThreads, 0, stream()>>>(
           B, M, N, K, ptr<const T>(a), a.stride(0), a.stride(1), a.stride(2), ptr<const T>(b), b.stride(0), b.stride(1),

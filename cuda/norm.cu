@@ -191,7 +191,7 @@ template <class A> A* ptr_or_null(const Tensor& t) { return t.defined() ? ptr<A>
 void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var, const Tensor& invstd, const Tensor& x,
                         const Tensor& weight, const Tensor& bias, bool training, double eps) {
   const int64_t N = x.size(0), C = x.size(1), S = x.size(2), n = x.numel();
-  dispatch_float(x.dtype(), "batch_norm", [&]<class T>() {
+  dispatch_floating<DeviceTypes>(x.dtype(), "batch_norm", [&]<class T>() {
     using A = acc_t<T>;
     if (training && C > 0) {
       bn_stats_kernel<T><<<grid_for(C), kRowBlock, 0, stream()>>>(ptr<const T>(x), N, C, S, eps, ptr<A>(mean),
@@ -211,7 +211,7 @@ void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tenso
                          bool training) {
   const int64_t N = x.size(0), C = x.size(1), S = x.size(2), n = x.numel();
   if (C == 0) return;
-  dispatch_float(x.dtype(), "batch_norm_backward", [&]<class T>() {
+  dispatch_floating<DeviceTypes>(x.dtype(), "batch_norm_backward", [&]<class T>() {
     using A = acc_t<T>;
     Tensor coef;
     if (grad_x.defined()) coef = make_tensor({3, C}, mean.dtype(), x.device());  // (3, C): p, q, r
@@ -230,7 +230,7 @@ void group_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rst
                         const Tensor& weight, const Tensor& bias, int64_t groups, double eps) {
   const int64_t N = x.size(0), C = x.size(1), S = x.size(2), rows = N * groups;
   if (rows == 0) return;
-  dispatch_float(x.dtype(), "group_norm", [&]<class T>() {
+  dispatch_floating<DeviceTypes>(x.dtype(), "group_norm", [&]<class T>() {
     using A = acc_t<T>;
     gn_forward_kernel<T><<<grid_for(rows), kRowBlock, 0, stream()>>>(
         ptr<T>(out), ptr<const T>(x), rows, groups, C / groups, S, eps, cptr_or_null<A>(weight),
@@ -243,7 +243,7 @@ void group_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tenso
                          const Tensor& x, const Tensor& mean, const Tensor& rstd, const Tensor& weight,
                          int64_t groups) {
   const int64_t N = x.size(0), C = x.size(1), S = x.size(2), rows = N * groups;
-  dispatch_float(x.dtype(), "group_norm_backward", [&]<class T>() {
+  dispatch_floating<DeviceTypes>(x.dtype(), "group_norm_backward", [&]<class T>() {
     using A = acc_t<T>;
     if ((grad_w.defined() || grad_b.defined()) && C > 0) {
       gn_param_grad_kernel<T><<<grid_for(C), kRowBlock, 0, stream()>>>(

@@ -58,7 +58,7 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
   const int64_t n = param.numel();
   if (n == 0) return;
   float* vmax = hp.amsgrad ? ptr<float>(max_exp_avg_sq) : nullptr;
-  dispatch_float(param.dtype(), "adam_step", [&]<class P>() {
+  dispatch_floating<DeviceTypes>(param.dtype(), "adam_step", [&]<class P>() {
     using C = std::conditional_t<std::is_same_v<P, double>, double, float>;
     AdamConsts<P, C> k;
     k.b1 = C(hp.beta1), k.b2 = C(hp.beta2), k.eps = C(hp.eps), k.scale = C(hp.grad_scale);
@@ -77,7 +77,7 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
   const int64_t n = param.numel();
   if (n == 0) return;
   float* buf = momentum_buffer.defined() ? ptr<float>(momentum_buffer) : nullptr;
-  dispatch_float(param.dtype(), "sgd_step", [&]<class P>() {
+  dispatch_floating<DeviceTypes>(param.dtype(), "sgd_step", [&]<class P>() {
     using C = std::conditional_t<std::is_same_v<P, double>, double, float>;
     sgd_kernel<P, C><<<blocks_for(n), kThreads, 0, stream()>>>(n, ptr<P>(param), ptr<const P>(grad), buf, C(hp.lr),
                                                                C(hp.momentum), C(1.0 - hp.dampening),
@@ -90,7 +90,7 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
 double sum_squares(const Tensor& t) {
   if (t.numel() == 0) return 0.0;
   double r = 0;
-  dispatch_float(t.dtype(), "sum_squares", [&]<class T>() { r = sum_of_squares<T>(ptr<const T>(t), t.numel()); });
+  dispatch_floating<DeviceTypes>(t.dtype(), "sum_squares", [&]<class T>() { r = sum_of_squares<T>(ptr<const T>(t), t.numel()); });
   return r;
 }
 

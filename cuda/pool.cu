@@ -4,6 +4,7 @@
 // the max backward, which gets the winners but not the window geometry, walks each (n, c) plane
 // in order on one thread. No atomics: results are deterministic, f16/bf16 sums run in float.
 #include "cuda/kernels.cuh"
+#include "kernels/pool_windows.h"
 #include "cuda/common.cuh"
 
 namespace mdl::cuda {
@@ -18,20 +19,6 @@ struct Strides4 {
   explicit Strides4(const Tensor& t) : s0(t.stride(0)), s1(t.stride(1)), s2(t.stride(2)), s3(t.stride(3)) {}
   __device__ int64_t at(int64_t n, int64_t c, int64_t h, int64_t w) const { return n * s0 + c * s1 + h * s2 + w * s3; }
 };
-
-struct Window { int64_t lo, hi, padded; };
-
-// The window of output o: [o * stride - pad, + kernel) clipped to [0, size).
-__device__ __forceinline__ Window window(int64_t o, int64_t stride, int64_t pad, int64_t kernel, int64_t size) {
-  const int64_t s = o * stride - pad, e = min(s + kernel, size + pad);
-  return {max(s, int64_t(0)), min(e, size), e - s};
-}
-
-// Adaptive window of output cell i of n over size: [floor(i size / n), ceil((i + 1) size / n)).
-__device__ __forceinline__ Window adaptive(int64_t i, int64_t n, int64_t size) {
-  const int64_t lo = i * size / n, hi = ((i + 1) * size + n - 1) / n;
-  return {lo, hi, hi - lo};
-}
 
 // Output i of a contiguous (N, C, Ho, Wo) as (n, c, oh, ow).
 struct Pos { int64_t n, c, h, w; };
@@ -49,8 +36,8 @@ __global__ void max_pool_kernel(T* out, int64_t* idx, const T* x, Strides4 xs, i
   using A = acc_t<T>;
   GRID_STRIDE(i, n) {
     const Pos o = unflatten(i, C, Ho, Wo);
-    const Window wh = window(o.h, p.stride_h, p.pad_h, p.kernel_h, H);
-    const Window ww = window(o.w, p.stride_w, p.pad_w, p.kernel_w, W);
+    const PoolWindow wh = pool_window(o.h, p.stride_h, p.pad_h, p.kernel_h, H);
+    const PoolWindow ww = pool_window(o.w, p.stride_w, p.pad_w, p.kernel_w, W);
     A best = -INFINITY;
     int64_t arg = wh.lo * W + ww.lo;
     for (int64_t h = wh.lo; h < wh.hi; ++h)
@@ -85,8 +72,8 @@ __global__ void avg_pool_kernel(T* out, const T* x, Strides4 xs, int64_t n, int6
   using A = acc_t<T>;
   GRID_STRIDE(i, n) {
     const Pos o = unflatten(i, C, Ho, Wo);
-    const Window wh = window(o.h, p.stride_h, p.pad_h, p.kernel_h, H);
-    const Window ww = window(o.w, p.stride_w, p.pad_w, p.kernel_w, W);
+    const PoolWindow wh = pool_window(o.h, p.stride_h, p.pad_h, p.kernel_h, H);
+    const PoolWindow ww = pool_window(o.w, p.stride_w, p.pad_w, p.kernel_w, W);
     A s = 0;
     for (int64_t h = wh.lo; h < wh.hi; ++h)
       for (int64_t w = ww.lo; w < ww.hi; ++w) s += to_acc(x[xs.at(o.n, o.c, h, w)]);
@@ -109,10 +96,10 @@ __global__ void avg_pool_backward_kernel(T* gx, const T* go, Strides4 gs, int64_
     const int64_t ow1 = min(Wo - 1, (x.w + p.pad_w) / p.stride_w);
     A s = 0;
     for (int64_t oh = oh0; oh <= oh1; ++oh) {
-      const Window wh = window(oh, p.stride_h, p.pad_h, p.kernel_h, H);
+      const PoolWindow wh = pool_window(oh, p.stride_h, p.pad_h, p.kernel_h, H);
       if (x.h < wh.lo || x.h >= wh.hi) continue;
       for (int64_t ow = ow0; ow <= ow1; ++ow) {
-        const Window ww = window(ow, p.stride_w, p.pad_w, p.kernel_w, W);
+        const PoolWindow ww = pool_window(ow, p.stride_w, p.pad_w, p.kernel_w, W);
         if (x.w < ww.lo || x.w >= ww.hi) continue;
         const int64_t div = count_include_pad ? wh.padded * ww.padded : (wh.hi - wh.lo) * (ww.hi - ww.lo);
         s += to_acc(go[gs.at(x.n, x.c, oh, ow)]) / A(div);
@@ -128,7 +115,7 @@ __global__ void adaptive_avg_kernel(T* out, const T* x, Strides4 xs, int64_t n, 
   using A = acc_t<T>;
   GRID_STRIDE(i, n) {
     const Pos o = unflatten(i, C, Ho, Wo);
-    const Window wh = adaptive(o.h, Ho, H), ww = adaptive(o.w, Wo, W);
+    const PoolWindow wh = adaptive_window(o.h, Ho, H), ww = adaptive_window(o.w, Wo, W);
     A s = 0;
     for (int64_t h = wh.lo; h < wh.hi; ++h)
       for (int64_t w = ww.lo; w < ww.hi; ++w) s += to_acc(x[xs.at(o.n, o.c, h, w)]);
@@ -147,10 +134,10 @@ __global__ void adaptive_avg_backward_kernel(T* gx, const T* go, Strides4 gs, in
     const int64_t ow0 = x.w * Wo / W, ow1 = min(Wo, ((x.w + 1) * Wo + W - 1) / W);
     A s = 0;
     for (int64_t oh = oh0; oh < oh1; ++oh) {
-      const Window wh = adaptive(oh, Ho, H);
+      const PoolWindow wh = adaptive_window(oh, Ho, H);
       if (x.h < wh.lo || x.h >= wh.hi) continue;
       for (int64_t ow = ow0; ow < ow1; ++ow) {
-        const Window ww = adaptive(ow, Wo, W);
+        const PoolWindow ww = adaptive_window(ow, Wo, W);
         if (x.w < ww.lo || x.w >= ww.hi) continue;
         s += to_acc(go[gs.at(x.n, x.c, oh, ow)]) / A(wh.padded * ww.padded);
       }
@@ -166,7 +153,7 @@ __global__ void adaptive_avg_backward_kernel(T* gx, const T* go, Strides4 gs, in
 void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const kernels::Pool2dParams& p) {
   const int64_t n = out.numel();
   if (n == 0) return;
-  dispatch_float(x.dtype(), "max_pool2d", [&]<class T>() {
+  dispatch_floating<DeviceTypes>(x.dtype(), "max_pool2d", [&]<class T>() {
     max_pool_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(out), ptr<int64_t>(indices), ptr<const T>(x),
                                                                  Strides4(x), n, x.size(1), x.size(2), x.size(3),
                                                                  out.size(2), out.size(3), p);
@@ -177,7 +164,7 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
 void max_pool2d_backward(const Tensor& grad_x, const Tensor& grad_out, const Tensor& indices) {
   if (grad_x.numel() == 0) return;
   const int64_t C = grad_x.size(1), HW = grad_x.size(2) * grad_x.size(3), planes = grad_x.size(0) * C;
-  dispatch_float(grad_x.dtype(), "max_pool2d_backward", [&]<class T>() {
+  dispatch_floating<DeviceTypes>(grad_x.dtype(), "max_pool2d_backward", [&]<class T>() {
     using A = acc_t<T>;
     constexpr bool kInPlace = std::is_same_v<T, A>;
     const Tensor acc = kInPlace ? grad_x : make_tensor(grad_x.shape(), kF32, grad_x.device());
@@ -195,7 +182,7 @@ void max_pool2d_backward(const Tensor& grad_x, const Tensor& grad_out, const Ten
 void avg_pool2d_forward(const Tensor& out, const Tensor& x, const kernels::Pool2dParams& p, bool count_include_pad) {
   const int64_t n = out.numel();
   if (n == 0) return;
-  dispatch_float(x.dtype(), "avg_pool2d", [&]<class T>() {
+  dispatch_floating<DeviceTypes>(x.dtype(), "avg_pool2d", [&]<class T>() {
     avg_pool_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(out), ptr<const T>(x), Strides4(x), n,
                                                                  x.size(1), x.size(2), x.size(3), out.size(2),
                                                                  out.size(3), p, count_include_pad);
@@ -207,7 +194,7 @@ void avg_pool2d_backward(const Tensor& grad_x, const Tensor& grad_out, const ker
                          bool count_include_pad) {
   const int64_t n = grad_x.numel();
   if (n == 0) return;
-  dispatch_float(grad_x.dtype(), "avg_pool2d_backward", [&]<class T>() {
+  dispatch_floating<DeviceTypes>(grad_x.dtype(), "avg_pool2d_backward", [&]<class T>() {
     avg_pool_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(
         ptr<T>(grad_x), ptr<const T>(grad_out), Strides4(grad_out), n, grad_x.size(1), grad_x.size(2), grad_x.size(3),
         grad_out.size(2), grad_out.size(3), p, count_include_pad);
@@ -218,7 +205,7 @@ void avg_pool2d_backward(const Tensor& grad_x, const Tensor& grad_out, const ker
 void adaptive_avg_pool2d_forward(const Tensor& out, const Tensor& x) {
   const int64_t n = out.numel();
   if (n == 0) return;
-  dispatch_float(x.dtype(), "adaptive_avg_pool2d", [&]<class T>() {
+  dispatch_floating<DeviceTypes>(x.dtype(), "adaptive_avg_pool2d", [&]<class T>() {
     adaptive_avg_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(out), ptr<const T>(x), Strides4(x), n,
                                                                      x.size(1), x.size(2), x.size(3), out.size(2),
                                                                      out.size(3));
@@ -229,7 +216,7 @@ void adaptive_avg_pool2d_forward(const Tensor& out, const Tensor& x) {
 void adaptive_avg_pool2d_backward(const Tensor& grad_x, const Tensor& grad_out) {
   const int64_t n = grad_x.numel();
   if (n == 0) return;
-  dispatch_float(grad_x.dtype(), "adaptive_avg_pool2d_backward", [&]<class T>() {
+  dispatch_floating<DeviceTypes>(grad_x.dtype(), "adaptive_avg_pool2d_backward", [&]<class T>() {
     adaptive_avg_backward_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(
         ptr<T>(grad_x), ptr<const T>(grad_out), Strides4(grad_out), n, grad_x.size(1), grad_x.size(2), grad_x.size(3),
         grad_out.size(2), grad_out.size(3));

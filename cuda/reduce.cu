@@ -20,8 +20,8 @@ constexpr int kBlock = 256;
 
 struct Split {
   int nk = 0, nr = 0;
-  int64_t ksize[kMaxDims], kin[kMaxDims], kout[kMaxDims];
-  int64_t rsize[kMaxDims], rin[kMaxDims];
+  int64_t ksize[kMaxDimsCuda], kin[kMaxDimsCuda], kout[kMaxDimsCuda];
+  int64_t rsize[kMaxDimsCuda], rin[kMaxDimsCuda];
   int64_t M = 1, R = 1;
 
   __device__ __forceinline__ void kept(int64_t m, int64_t& in_off, int64_t& out_off) const {
@@ -48,8 +48,8 @@ Split make_split(const char* op, const Tensor& out, const Tensor& in, const std:
   Split s;
   for (int64_t d = 0; d < in.dim(); ++d) {
     if (in.size(d) == 1) continue;
-    MDL_CHECK((mask[size_t(d)] ? s.nr : s.nk) < kMaxDims, op, ": CUDA reductions take at most ", kMaxDims,
-              " kept and ", kMaxDims, " reduced dims, got shape ", shape_str(in.shape()));
+    MDL_CHECK((mask[size_t(d)] ? s.nr : s.nk) < kMaxDimsCuda, op, ": CUDA reductions take at most ", kMaxDimsCuda,
+              " kept and ", kMaxDimsCuda, " reduced dims, got shape ", shape_str(in.shape()));
     if (mask[size_t(d)]) {
       s.rsize[s.nr] = in.size(d), s.rin[s.nr] = in.stride(d), ++s.nr;
       s.R *= in.size(d);
@@ -200,7 +200,7 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const std::vector<
     return;
   }
   const Split s = make_split(name, out, in, reduce_mask);
-  dispatch_all(in.dtype(), name, [&]<class T>() {
+  dispatch<DeviceTypes>(in.dtype(), name, [&]<class T>() {
     if constexpr (is_float_v<T>) {
       switch (op) {
         case ReduceOp::Sum: return launch_reduce<T, T, Kind::Sum>(name, s, in, out, 1.0);
@@ -234,7 +234,7 @@ void var(const Tensor& out, const Tensor& in, const std::vector<bool>& reduce_ma
   if (in.numel() == 0) return fill(out, std::numeric_limits<double>::quiet_NaN());
   const Split s = make_split("var", out, in, reduce_mask);
   const double denom = double(std::max<int64_t>(0, s.R - correction));
-  dispatch_float(in.dtype(), "var", [&]<class T>() { launch_reduce<T, T, Kind::Var>("var", s, in, out, denom); });
+  dispatch_floating<DeviceTypes>(in.dtype(), "var", [&]<class T>() { launch_reduce<T, T, Kind::Var>("var", s, in, out, denom); });
 }
 
 // ---- max/min with indices along one dim ----------------------------------------------------------
@@ -302,7 +302,7 @@ void arg_reduce(bool is_max, const Tensor& values, const Tensor& indices, const 
   mask[size_t(dim)] = true;
   Split s = make_split(name, values, in, mask), si = make_split(name, indices, in, mask);
   if (s.nr == 0) s.nr = 1, s.rsize[0] = 1, s.rin[0] = 0;  // dim of size 1
-  dispatch_all(in.dtype(), name, [&]<class B>() {
+  dispatch<DeviceTypes>(in.dtype(), name, [&]<class B>() {
     using T = std::conditional_t<std::is_same_v<B, bool>, uint8_t, B>;
     const unsigned grid = unsigned(std::min<int64_t>(s.M, 1 << 20));
     if (is_max)

@@ -11,7 +11,7 @@ constexpr int kRowBlock = 256;
 template <int NT>
 struct Rows {
   int nk = 0;
-  int64_t ksize[kMaxDims], kstride[NT][kMaxDims];
+  int64_t ksize[kMaxDimsCuda], kstride[NT][kMaxDimsCuda];
   int64_t n = 1, rstride[NT] = {}, M = 1;
 
   __device__ __forceinline__ void row(int64_t m, int64_t (&off)[NT]) const {
@@ -38,7 +38,7 @@ Rows<NT> make_rows(const char* op, const std::array<const Tensor*, NT>& ts, int6
       continue;
     }
     if (x.size(d) == 1) continue;
-    MDL_CHECK(g.nk < kMaxDims, op, ": CUDA kernels take at most ", kMaxDims, " dims, got shape ",
+    MDL_CHECK(g.nk < kMaxDimsCuda, op, ": CUDA kernels take at most ", kMaxDimsCuda, " dims, got shape ",
               shape_str(x.shape()));
     g.ksize[g.nk] = x.size(d);
     for (int t = 0; t < NT; ++t) g.kstride[t][g.nk] = ts[size_t(t)]->stride(d);

@@ -62,7 +62,7 @@ void softmax(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
   if (out.numel() == 0) return;
   const int64_t d = in.dim() == 0 ? -1 : dim;
   const Rows<2> g = make_rows<2>("softmax", {&out, &in}, d);
-  dispatch_float(in.dtype(), "softmax", [&]<class T>() {
+  dispatch_floating<DeviceTypes>(in.dtype(), "softmax", [&]<class T>() {
     softmax_kernel<T><<<grid_for_rows(g.M), kRowBlock, 0, stream()>>>(g, ptr<T>(out), ptr<const T>(in), log);
     CUDA_CHECK_LAUNCH("softmax");
   });
@@ -72,7 +72,7 @@ void softmax_backward(const Tensor& grad_in, const Tensor& grad_out, const Tenso
   if (grad_in.numel() == 0) return;
   const int64_t d = out.dim() == 0 ? -1 : dim;
   const Rows<3> r = make_rows<3>("softmax_backward", {&grad_in, &grad_out, &out}, d);
-  dispatch_float(out.dtype(), "softmax_backward", [&]<class T>() {
+  dispatch_floating<DeviceTypes>(out.dtype(), "softmax_backward", [&]<class T>() {
     softmax_backward_kernel<T><<<grid_for_rows(r.M), kRowBlock, 0, stream()>>>(
         r, ptr<T>(grad_in), ptr<const T>(grad_out), ptr<const T>(out), log);
     CUDA_CHECK_LAUNCH("softmax_backward");

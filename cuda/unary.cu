@@ -2,6 +2,7 @@
 // rounded once, as the CPU backend does. Integer dtypes take Neg/Abs/Square/Sign (wrapping).
 #include "cuda/elementwise.cuh"
 #include "cuda/kernels.cuh"
+#include "kernels/unary_math.h"
 
 namespace mdl::cuda {
 
@@ -9,42 +10,10 @@ using namespace detail;
 
 namespace {
 
-template <class A>
-__device__ __forceinline__ A sigmoid_of(A x) {
-  if (x >= A(0)) return A(1) / (A(1) + exp(-x));
-  const A e = exp(x);
-  return e / (A(1) + e);
-}
-
+// The math is kernels/unary_math.h's, the CPU's expression for each op.
 template <class T, UnaryOp OP>
 struct UnaryFloat {
-  __device__ T operator()(T in) const {
-    using A = acc_t<T>;
-    const A x = to_acc(in);
-    constexpr A kSqrt1_2 = A(0.70710678118654752440);
-    constexpr A kSqrt2OverPi = A(0.79788456080286535588);
-    A r;
-    if constexpr (OP == UnaryOp::Neg) r = -x;
-    else if constexpr (OP == UnaryOp::Abs) r = fabs(x);
-    else if constexpr (OP == UnaryOp::Exp) r = exp(x);
-    else if constexpr (OP == UnaryOp::Log) r = log(x);
-    else if constexpr (OP == UnaryOp::Sqrt) r = sqrt(x);
-    else if constexpr (OP == UnaryOp::Rsqrt) r = A(1) / sqrt(x);
-    else if constexpr (OP == UnaryOp::Sin) r = sin(x);
-    else if constexpr (OP == UnaryOp::Cos) r = cos(x);
-    else if constexpr (OP == UnaryOp::Tanh) r = tanh(x);
-    else if constexpr (OP == UnaryOp::Sigmoid) r = sigmoid_of(x);
-    else if constexpr (OP == UnaryOp::Relu) r = x > A(0) ? x : (x != x ? x : A(0));
-    else if constexpr (OP == UnaryOp::Gelu) r = A(0.5) * x * (A(1) + erf(x * kSqrt1_2));
-    else if constexpr (OP == UnaryOp::GeluTanh) r = A(0.5) * x * (A(1) + tanh(kSqrt2OverPi * (x + A(0.044715) * x * x * x)));
-    else if constexpr (OP == UnaryOp::Silu) r = x * sigmoid_of(x);
-    else if constexpr (OP == UnaryOp::Square) r = x * x;
-    else if constexpr (OP == UnaryOp::Reciprocal) r = A(1) / x;
-    else if constexpr (OP == UnaryOp::Sign) r = A((x > A(0)) - (x < A(0)));
-    else if constexpr (OP == UnaryOp::Log1p) r = log1p(x);
-    else r = expm1(x);
-    return convert<T>(r);
-  }
+  __device__ T operator()(T in) const { return convert<T>(unary_apply<OP>(to_acc(in))); }
 };
 
 template <class T>
@@ -74,7 +43,7 @@ void unary_switch(UnaryOp op, const Tensor& out, const Tensor& in) {
 }  // namespace
 
 void unary(UnaryOp op, const Tensor& out, const Tensor& in) {
-  dispatch_all(in.dtype(), "unary", [&]<class T>() {
+  dispatch<DeviceTypes>(in.dtype(), "unary", [&]<class T>() {
     if constexpr (!is_float_v<T>) {
       launch_map<T, T>("unary", out, {&in}, UnaryInt<T>{op});
     } else {

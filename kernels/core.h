@@ -11,6 +11,12 @@
 #include "kernels/stub.h"
 
 namespace mdl {
+
+// The most dims a kernel takes: shapes and strides travel in fixed arrays (on CUDA as kernel
+// arguments, where smaller is cheaper). Ops on more dims fail with an mdl::Error naming the op.
+inline constexpr int kMaxDimsCpu = 16;
+inline constexpr int kMaxDimsCuda = 8;
+
 namespace kernels {
 
 // out[...] = value.

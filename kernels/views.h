@@ -31,6 +31,20 @@ inline Tensor unsqueezed(const Tensor& x, int64_t d) {
   return make_view(x, shape, strides, x.offset());
 }
 
+// t's storage with t's strides but another shape, and stride 0 along zero_dim when it is >= 0:
+// the index kernels walk an operand over the index's shape this way.
+inline Tensor restride(const Tensor& t, const Shape& shape, int64_t zero_dim = -1) {
+  Shape strides = t.strides();
+  if (zero_dim >= 0) strides[size_t(zero_dim)] = 0;
+  return make_view(t, shape, strides, t.offset());
+}
+
+// s with dim's size set to n.
+inline Shape with_size(Shape s, int64_t dim, int64_t n) {
+  s[size_t(dim)] = n;
+  return s;
+}
+
 // x itself when contiguous, else a contiguous copy on x's device.
 inline Tensor contiguous(const Tensor& x) {
   if (x.is_contiguous()) return x;

@@ -43,14 +43,21 @@ template <> struct acc_type<Half> { using type = float; };
 template <> struct acc_type<BFloat16> { using type = float; };
 template <class T> using acc_t = typename acc_type<T>::type;
 
+// The types behind f16 and bf16 on the host; CUDA kernels dispatch with their device types
+// (cuda/common.cuh's DeviceTypes) through the same dispatchers.
+struct HostTypes {
+  using f16 = Half;
+  using bf16 = BFloat16;
+};
+
 // Calls f.template operator()<T>() with T the C++ type of `t`:
 //   dispatch(t, "relu", [&]<class T>() { ... });
-template <class F>
+template <class Types = HostTypes, class F>
 decltype(auto) dispatch(DType t, const char* op, F&& f) {
   switch (t) {
     case DType::F32: return f.template operator()<float>();
-    case DType::F16: return f.template operator()<Half>();
-    case DType::BF16: return f.template operator()<BFloat16>();
+    case DType::F16: return f.template operator()<typename Types::f16>();
+    case DType::BF16: return f.template operator()<typename Types::bf16>();
     case DType::F64: return f.template operator()<double>();
     case DType::I32: return f.template operator()<int32_t>();
     case DType::I64: return f.template operator()<int64_t>();
@@ -61,12 +68,12 @@ decltype(auto) dispatch(DType t, const char* op, F&& f) {
 }
 
 // Same, over the floating types only; anything else throws naming the op and dtype.
-template <class F>
+template <class Types = HostTypes, class F>
 decltype(auto) dispatch_floating(DType t, const char* op, F&& f) {
   switch (t) {
     case DType::F32: return f.template operator()<float>();
-    case DType::F16: return f.template operator()<Half>();
-    case DType::BF16: return f.template operator()<BFloat16>();
+    case DType::F16: return f.template operator()<typename Types::f16>();
+    case DType::BF16: return f.template operator()<typename Types::bf16>();
     case DType::F64: return f.template operator()<double>();
     default: MDL_FAIL(op, ": expected a floating dtype (f32, f16, bf16, f64), got ", dtype_name(t));
   }

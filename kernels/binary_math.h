@@ -1,0 +1,66 @@
+// The binary ops on two values of the compute type A, written once for both backends
+// (cpu/binary.cpp, cuda/binary.cu). Integer division by zero and integer powers with a negative
+// exponent set `bad` (the caller turns it into an mdl::Error) instead of trapping; integer
+// arithmetic wraps like two's complement, never undefined behaviour.
+#pragma once
+#include <cmath>
+#include <type_traits>
+
+#include "kernels/host_device.h"
+#include "kernels/op_kinds.h"
+
+namespace mdl {
+
+template <class A>
+MDL_HOST_DEVICE bool is_negative(A x) {
+  if constexpr (std::is_signed_v<A>) return x < A(0);
+  else return false;
+}
+
+template <class A>
+MDL_HOST_DEVICE A int_pow(A base, A exp, bool& bad) {
+  if (is_negative(exp)) {
+    bad = true;
+    return A(0);
+  }
+  using U = std::make_unsigned_t<A>;
+  U result = 1, b = U(base);
+  for (A e = exp; e > 0; e >>= 1) {
+    if (e & 1) result *= b;
+    b *= b;
+  }
+  return A(result);
+}
+
+// op(a, b): A for arithmetic, bool for comparisons. maximum/minimum propagate NaN.
+template <BinaryOp OP, class A>
+MDL_HOST_DEVICE auto binary_apply(A a, A b, bool& bad) {
+  if constexpr (OP == BinaryOp::Add) return A(a + b);
+  else if constexpr (OP == BinaryOp::Sub) return A(a - b);
+  else if constexpr (OP == BinaryOp::Mul) return A(a * b);
+  else if constexpr (OP == BinaryOp::Div) {
+    if constexpr (std::is_integral_v<A>) {
+      using U = std::make_unsigned_t<A>;
+      if (b == 0) {
+        bad = true;
+        return A(0);
+      }
+      if (b == A(-1)) return A(U(0) - U(a));  // INT_MIN / -1 wraps instead of trapping
+      return A(a / b);
+    } else {
+      return A(a / b);
+    }
+  } else if constexpr (OP == BinaryOp::Pow) {
+    if constexpr (std::is_integral_v<A>) return int_pow(a, b, bad);
+    else return A(std::pow(a, b));
+  } else if constexpr (OP == BinaryOp::Maximum) return (a != a) ? a : (b != b) ? b : (a > b ? a : b);
+  else if constexpr (OP == BinaryOp::Minimum) return (a != a) ? a : (b != b) ? b : (a < b ? a : b);
+  else if constexpr (OP == BinaryOp::Eq) return a == b;
+  else if constexpr (OP == BinaryOp::Ne) return a != b;
+  else if constexpr (OP == BinaryOp::Lt) return a < b;
+  else if constexpr (OP == BinaryOp::Le) return a <= b;
+  else if constexpr (OP == BinaryOp::Gt) return a > b;
+  else return a >= b;
+}
+
+}  // namespace mdl
