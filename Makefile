@@ -3,7 +3,13 @@
 #   make test       build and run every test          make bench   build and run the benchmarks
 #   make deps       install the Debian packages        make install PREFIX=/usr/local
 #   make bench-dist all_reduce bandwidth and SimpleCNN scaling at 1 and 2 ranks (MPI builds)
+#   make print-build  the configuration's folder (build/latest links to the last one built)
+#   make format     clang-format every source in place    make format-check   the same, as a check
+#   make compile_commands.json   the compile commands of this configuration, for editors
+#   test, bench, bench-dist and study install the Debian packages first when the list changed;
+#   run-tests, run-benches, run-bench-dist and run-study skip that step.
 # Switches: CUDA=auto|0|1  MPI=auto|0|1  NCCL=auto|0|1  SANITIZE=address,undefined  DEBUG=1  MDL_CUDA_ARCH="80 90"
+#           WERROR=1 (warnings fail the build; CI)  BUILD=path (another folder)
 #           CUDNN_HOME=, NCCL_HOME= where cuDNN or NCCL live outside the CUDA toolkit (include/, lib/)
 
 CXX      ?= g++
@@ -13,11 +19,13 @@ NCCL     ?= auto
 PREFIX   ?= /usr/local
 SANITIZE ?=
 DEBUG    ?=
+WERROR   ?=
 
 NVCC := $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 # nvcc may be a wrapper script outside the toolkit (/usr/local/bin/nvcc), so the toolkit
 # is /usr/local/cuda when that exists, and libcudart is looked for where toolkits put it.
-CUDA_HOME ?= $(if $(wildcard /usr/local/cuda/bin/nvcc),/usr/local/cuda,$(patsubst %/bin/nvcc,%,$(NVCC)))
+CUDA_HOME_FOUND := $(if $(wildcard /usr/local/cuda/bin/nvcc),/usr/local/cuda,$(patsubst %/bin/nvcc,%,$(NVCC)))
+CUDA_HOME ?= $(CUDA_HOME_FOUND)
 CUDA_LIBDIR := $(patsubst %/,%,$(dir $(firstword $(wildcard $(foreach d,lib64 lib targets/x86_64-linux/lib,$(CUDA_HOME)/$(d)/libcudart.so) /usr/lib/x86_64-linux-gnu/libcudart.so))))
 ifeq ($(CUDA),auto)
   WITH_CUDA := $(if $(and $(NVCC),$(CUDA_LIBDIR)),1,0)
@@ -71,19 +79,30 @@ ifeq ($(WITH_MPI),1)
   endif
 endif
 
-# One build folder per configuration, so switches never mix objects.
-BUILD := build
-ifneq ($(SANITIZE),)
-  BUILD := build/san
-endif
-ifneq ($(DEBUG),)
-  BUILD := $(BUILD)/debug
-endif
-ifeq ($(WITH_CUDA),0)
-  ifeq ($(CUDA),0)
-    BUILD := $(BUILD)/nocuda
+# One build folder per configuration, named by what changes the compiled code: build/cpu-mpi,
+# build/cuda-mpi-nccl, build/cpu-mpi-asan-ubsan-werror, build/cuda-nccl-sm90-3f9a1c ... (a CUDA_HOME,
+# CUDNN_HOME or NCCL_HOME other than the toolkit found adds a short hash of the three). $(BUILD)/flags
+# holds the full compile and link flags; when they change anyway (CXXFLAGS=..., another MPI), the
+# folder rebuilds. build/latest links to the last folder built.
+MDL_CUDA_ARCH ?= 80 90
+comma := ,
+san_address := asan
+san_undefined := ubsan
+san_thread := tsan
+san_leak := lsan
+CXX_NAME := $(notdir $(lastword $(CXX)))
+BUILD_NAME := $(if $(filter 1,$(WITH_CUDA)),cuda,cpu) $(if $(filter 1,$(WITH_MPI)),mpi) $(if $(filter 1,$(WITH_NCCL)),nccl)
+ifeq ($(WITH_CUDA),1)
+  ifneq ($(strip $(MDL_CUDA_ARCH)),80 90)
+    BUILD_NAME += sm$(subst $() ,-,$(strip $(MDL_CUDA_ARCH)))
+  endif
+  ifneq ($(CUDA_HOME_FOUND) $(CUDA_HOME) $(CUDA_HOME),$(CUDA_HOME) $(CUDNN_HOME) $(NCCL_HOME))
+    BUILD_NAME += $(shell echo '$(CUDA_HOME) $(CUDNN_HOME) $(NCCL_HOME)' | md5sum | cut -c1-6)
   endif
 endif
+BUILD_NAME += $(foreach s,$(subst $(comma), ,$(SANITIZE)),$(or $(san_$(s)),$(s))) $(if $(DEBUG),debug)
+BUILD_NAME += $(if $(filter 1,$(WERROR)),werror) $(filter-out g++,$(CXX_NAME))
+BUILD := build/$(subst $() ,-,$(strip $(BUILD_NAME)))
 
 OPT      := $(if $(DEBUG),-O0 -g,-O3 -g1)
 SANFLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all,)
@@ -93,10 +112,14 @@ CPPFLAGS := -I. -MMD -MP $(if $(filter 1,$(WITH_CUDA)),-DMDL_WITH_CUDA,)
 CXXFLAGS := -std=c++20 $(OPT) -fopenmp -Wall -Wextra -Wno-psabi -pthread $(SANFLAGS)
 LDLIBS   := -lz -pthread -fopenmp
 
-MDL_CUDA_ARCH ?= 80 90
 NVCCFLAGS := -std=c++20 -O3 -I. -Xcompiler -fopenmp,-Wall,-Wextra -DMDL_WITH_CUDA --extended-lambda --expt-relaxed-constexpr \
   $(foreach a,$(MDL_CUDA_ARCH),-gencode arch=compute_$(a),code=sm_$(a)) \
   -gencode arch=compute_$(lastword $(MDL_CUDA_ARCH)),code=compute_$(lastword $(MDL_CUDA_ARCH))
+# WERROR=1: g++'s warnings, nvcc's own and those of its host compiler fail the build.
+ifeq ($(WERROR),1)
+  CXXFLAGS  += -Werror
+  NVCCFLAGS += -Xcompiler -Werror -Werror all-warnings
+endif
 ifeq ($(WITH_CUDA),1)
   LDLIBS += -L$(CUDA_LIBDIR) -Wl,-rpath,$(CUDA_LIBDIR) -lcublasLt -lcublas -lcudart
   ifeq ($(CUDNN_LIB),)
@@ -150,18 +173,32 @@ TOOL_BINS := $(TOOL_SRCS:tools/%.cpp=$(BUILD)/%)
 DEB_PACKAGES := g++ make pkg-config python3 doctest-dev libstb-dev libbenchmark-dev zlib1g-dev dataset-fashion-mnist libopenblas-dev \
   libopenmpi-dev openmpi-bin
 
-.PHONY: all lib tests benches tools test bench bench-dist study deps install clean gpu-check
+.PHONY: all lib tests benches tools test bench bench-dist study run-tests run-benches run-bench-dist run-study \
+  deps install clean gpu-check print-build latest format format-check compile_commands.json
 all: lib tests benches tools
 lib: $(LIB)
 tests: $(TEST_BIN) $(DIST_WORKER)
 benches: $(BENCH_BINS)
 tools: $(TOOL_BINS)
 
-$(BUILD)/%.o: %.cpp
+# Every object and program depends on $(BUILD)/flags, rewritten only when the flags differ from it.
+FLAGS := $(BUILD)/flags
+FLAGS_TEXT := $(CXX) $(CPPFLAGS) $(CXXFLAGS) $(if $(filter 1,$(WITH_CUDA)),| $(NVCC) $(NVCCFLAGS) )| $(BENCH_FLAGS) | $(LDLIBS) $(BENCH_LIBS)
+ifneq ($(file <$(FLAGS)),$(FLAGS_TEXT))
+  $(FLAGS): FORCE
+endif
+$(FLAGS): | latest
+	@mkdir -p $(dir $@)
+	@echo '$(FLAGS_TEXT)' > $@
+latest:
+	@$(if $(filter build/%,$(BUILD)),mkdir -p build && ln -sfn $(patsubst build/%,%,$(BUILD)) build/latest,:)
+FORCE:
+
+$(BUILD)/%.o: %.cpp $(FLAGS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
-$(BUILD)/%.cu.o: %.cu
+$(BUILD)/%.cu.o: %.cu $(FLAGS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
@@ -169,36 +206,48 @@ $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(TEST_BIN): $(TEST_OBJS) $(LIB)
+$(TEST_BIN): $(TEST_OBJS) $(LIB) $(FLAGS)
 	$(CXX) $(CXXFLAGS) -o $@ $(TEST_OBJS) $(LIB) $(LDLIBS)
 
-$(BUILD)/mdl_dist_worker: tests/dist/worker.cpp $(LIB)
+$(BUILD)/mdl_dist_worker: tests/dist/worker.cpp $(LIB) $(FLAGS)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-$(BUILD)/bench/%: bench/%.cpp $(LIB)
+$(BUILD)/bench/%: bench/%.cpp $(LIB) $(FLAGS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(BENCH_FLAGS) $(CXXFLAGS) -o $@ $< $(LIB) $(BENCH_LIBS) $(LDLIBS)
 
-$(BUILD)/%: tools/%.cpp $(LIB)
+$(BUILD)/%: tools/%.cpp $(LIB) $(FLAGS)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
-# Installs what is missing, with sudo only when not root.
-deps:
-	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+print-build:
+	@echo $(BUILD)
+
+# make deps installs what is missing (with sudo only when not root) and records the package list in
+# build/deps.stamp; test, bench, bench-dist and study run it only when that record differs from
+# DEB_PACKAGES, then build and run in a new make, which sees what was installed (mpicxx: MPI=auto).
+install_missing = missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
-	  echo "make deps: installing$$missing"; \
+	  echo "make: installing$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing; \
 	fi
+DEPS_STAMP := build/deps.stamp
+deps:
+	@$(call install_missing,$(DEB_PACKAGES))
+	@mkdir -p $(dir $(DEPS_STAMP)) && echo '$(DEB_PACKAGES)' > $(DEPS_STAMP)
 
-test: deps
+$(DEPS_STAMP): $(if $(filter-out $(file <$(DEPS_STAMP)),$(DEB_PACKAGES))$(filter-out $(DEB_PACKAGES),$(file <$(DEPS_STAMP))),deps,)
+
+test: $(DEPS_STAMP)
 	python3 tools/check_layers.py
-	$(MAKE) tests
+	$(MAKE) run-tests
+run-tests: tests
 	$(TEST_BIN) $(TEST_ARGS)
 
 # Each suite writes its JSON beside the binaries; bench/summary.py closes with one row per optimization.
-bench: deps
-	$(MAKE) benches
+bench: $(DEPS_STAMP)
+	$(MAKE) run-benches
+run-benches: benches
 	@mkdir -p $(BUILD)/bench/results
 	@for b in $(BENCH_BINS); do echo "== $$b"; \
 	  $$b --benchmark_out=$(BUILD)/bench/results/$$(basename $$b).json --benchmark_out_format=json $(BENCH_ARGS) || exit 1; done
@@ -207,16 +256,18 @@ bench: deps
 # Data parallel: one run under mpirun -np 2 (SimpleCNN alone on rank 0 and on both ranks, and
 # all_reduce from 1 MB to 256 MB); about a minute. MPI_RUN_FLAGS adds mpirun options (in a container
 # that blocks CMA: MPI_RUN_FLAGS="--mca btl_vader_single_copy_mechanism none").
-bench-dist: deps
-	$(MAKE) $(BUILD)/bench/bench_dist
+bench-dist: $(DEPS_STAMP)
+	$(MAKE) run-bench-dist
+run-bench-dist: $(BUILD)/bench/bench_dist
 	@mkdir -p $(BUILD)/bench/results
 	mpirun -np 2 --oversubscribe --bind-to none $$( [ "$$(id -u)" = 0 ] && echo --allow-run-as-root ) $(MPI_RUN_FLAGS) \
 	  $(BUILD)/bench/bench_dist --benchmark_out=$(BUILD)/bench/results/bench_dist.json --benchmark_out_format=json $(BENCH_ARGS)
 
 # The optimization study on Fashion-MNIST: reports/study.md, CSV logs and PNG plots.
 # STUDY_EPOCHS, STUDY_SUBSET, STUDY_MODELS, STUDY_OUT scale and steer it (tools/mdl-study.cpp).
-study: deps
-	$(MAKE) $(BUILD)/mdl-study
+study: $(DEPS_STAMP)
+	$(MAKE) run-study
+run-study: $(BUILD)/mdl-study
 	$(BUILD)/mdl-study
 
 install: lib
@@ -231,6 +282,38 @@ install: lib
 # One run on a GPU machine: build with CUDA, run the CUDA tests and benchmarks, print one table.
 gpu-check:
 	MAKE="$(MAKE)" tools/gpu_check.sh
+
+# .clang-format is written for clang-format 14; another version formats some lines differently.
+FORMAT_FILES = $(shell git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')
+CLANG_FORMAT = $(or $(shell command -v clang-format-14),$(shell clang-format --version 2>/dev/null | grep -q 'version 14\.' && echo clang-format))
+need_clang_format = $(if $(CLANG_FORMAT),,$(call install_missing,clang-format-14))
+format:
+	@$(need_clang_format)
+	$(or $(CLANG_FORMAT),clang-format-14) -i $(FORMAT_FILES)
+
+format-check:
+	@$(need_clang_format)
+	@mkdir -p build
+	@$(or $(CLANG_FORMAT),clang-format-14) --dry-run -Werror $(FORMAT_FILES) 2>$(FORMAT_LOG) || { \
+	  files=$$(grep -o '^[^:]*:[0-9]*:[0-9]*: error' $(FORMAT_LOG) | cut -d: -f1 | sort -u); \
+	  echo "$$files" | head -n 20 | sed 's/^/  /'; \
+	  echo "make format-check: $$(echo "$$files" | wc -l) files (the first 20 above) are not formatted as .clang-format asks" \
+	    "(clang-format 14; the details: $(FORMAT_LOG)). Run \`make format\` to format them."; \
+	  exit 1; }
+FORMAT_LOG = build/format-check.log
+
+# The compile command of every source this configuration builds, as the rules above run them
+# (make -n -B prints them without compiling), for clangd and other tools.
+compile_commands.json:
+	@$(MAKE) --no-print-directory -n -B lib tests benches tools | awk -v dir='$(CURDIR)' ' \
+	  BEGIN { printf "[" } \
+	  index($$0, "$(CXX) ") == 1 || index($$0, "$(NVCC) ") == 1 { \
+	    file = ""; for (i = 2; i <= NF; i++) if ($$i ~ /\.(cpp|cu)$$/) file = $$i; \
+	    if (file == "") next; \
+	    gsub(/\\/, "\\\\"); gsub(/"/, "\\\""); \
+	    printf "%s\n  {\"directory\": \"%s\", \"file\": \"%s\", \"command\": \"%s\"}", sep, dir, file, $$0; sep = "," } \
+	  END { print "\n]" }' > $@.tmp && mv $@.tmp $@
+	@echo "compile_commands.json: $$(grep -c '"file"' $@) commands for $(BUILD)"
 
 clean:
 	rm -rf build

@@ -2,7 +2,8 @@
 # make gpu-check: the one run on a GPU machine. Builds with CUDA for sm_90, runs the CUDA test
 # cases, then the rest of the suite, then bench/bench_cuda and (where python3 has PyTorch with
 # CUDA) bench/torch_gpu_step.py, and prints one table. A failing step is named and the next one
-# still runs; the exit status is nonzero if any step failed. Logs go to build/gpu-check/logs/.
+# still runs; the exit status is nonzero if any step failed. Logs go to build/gpu-check/logs/; the
+# binaries to the configuration's folder (build/cuda-...-sm90, printed as "build:").
 # Budget: under 8 minutes in all; the step timeouts add up to 480 s.
 # What it records (issue #12): f16 tensor-core GEMM TFLOP/s at 4096 and 8192 next to cuBLAS's own
 # (PyTorch's matmul); SimpleCNN, ResNet-18 (32x32) and GPT (6 x 384, context 256) training steps in
@@ -13,8 +14,7 @@
 set -u
 cd "$(dirname "$0")/.."
 MAKE=${MAKE:-make}
-B=build/gpu-check
-LOG=$B/logs
+LOG=build/gpu-check/logs
 mkdir -p "$LOG"
 JOBS=-j$(nproc)
 declare -a STEPS RESULTS DETAILS
@@ -64,7 +64,10 @@ done
 MPI_SWITCH=0
 command -v mpicxx >/dev/null 2>&1 && MPI_SWITCH=1
 echo "== libraries: MPI=$MPI_SWITCH ${HOMES[*]:-(cuDNN and NCCL from $CUDA_HOME)}"
-step build 220 $MAKE $JOBS CUDA=1 MPI=$MPI_SWITCH "${HOMES[@]}" MDL_CUDA_ARCH=90 BUILD=$B $B/mdl_tests $B/bench/bench_cuda
+SWITCHES=(CUDA=1 MPI=$MPI_SWITCH "${HOMES[@]}" MDL_CUDA_ARCH=90)
+B=$($MAKE -s --no-print-directory print-build "${SWITCHES[@]}")
+echo "== build: $B"
+step build 220 $MAKE $JOBS "${SWITCHES[@]}" $B/mdl_tests $B/bench/bench_cuda
 step cuda-tests 60 $B/mdl_tests -tc='cuda:*'
 step other-tests 70 $B/mdl_tests -tce='cuda:*'
 step bench-cuda 90 $B/bench/bench_cuda --benchmark_min_time=0.1s --benchmark_out="$LOG/bench_cuda.json" \
