@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "kernels/binary_math.h"
-#include "cpu/convert.h"
+#include "kernels/convert.h"
 #include "cpu/kernels.h"
 #include "cpu/float_block.h"
 #include "cpu/loops.h"

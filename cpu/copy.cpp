@@ -5,7 +5,7 @@
 #include <atomic>
 #include <cstring>
 
-#include "cpu/convert.h"
+#include "kernels/convert.h"
 #include "cpu/copy_options.h"
 #include "cpu/kernels.h"
 #include "cpu/float_block.h"

@@ -2,7 +2,7 @@
 // derivative on float vectors (vec_map.h) a block at a time (float_block.h); f64 runs <cmath>.
 #include <algorithm>
 
-#include "cpu/convert.h"
+#include "kernels/convert.h"
 #include "cpu/kernels.h"
 #include "cpu/float_block.h"
 #include "kernels/gelu_math.h"

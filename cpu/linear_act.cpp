@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cpu/kernels.h"
-#include "cpu/convert.h"
+#include "kernels/convert.h"
 #include "kernels/gelu_math.h"
 #include "cpu/gemm.h"
 #include "cpu/select_bits.h"

@@ -5,7 +5,7 @@
 #include <memory>
 #include <utility>
 
-#include "cpu/convert.h"
+#include "kernels/convert.h"
 #include "cpu/kernels.h"
 #include "cpu/gemm.h"
 #include "tensor/parallel.h"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "cpu/kernels.h"
-#include "cpu/convert.h"
+#include "kernels/convert.h"
 #include "cpu/float_block.h"
 #include "kernels/pool.h"
 #include "kernels/pool_windows.h"

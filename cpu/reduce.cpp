@@ -10,7 +10,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "cpu/convert.h"
+#include "kernels/convert.h"
 #include "cpu/kernels.h"
 #include "cpu/loops.h"
 #include "tensor/parallel.h"

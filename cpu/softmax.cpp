@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "cpu/vec4.h"
-#include "cpu/convert.h"
+#include "kernels/convert.h"
 #include "cpu/kernels.h"
 #include "tensor/parallel.h"
 

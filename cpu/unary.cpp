@@ -4,7 +4,7 @@
 // through the shared scalar math (kernels/unary_math.h).
 #include <cmath>
 
-#include "cpu/convert.h"
+#include "kernels/convert.h"
 #include "cpu/kernels.h"
 #include "cpu/float_block.h"
 #include "kernels/unary_math.h"

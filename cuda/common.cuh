@@ -13,6 +13,7 @@
 
 #include "kernels/core.h"
 #include "cuda/runtime/context.cuh"
+#include "kernels/convert.h"
 #include "tensor/tensor.h"
 
 namespace mdl::cuda::detail {

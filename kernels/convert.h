@@ -1,6 +1,7 @@
-// Value conversion between element types, as the copy and cast kernels do it: floats to
-// integers saturate (NaN gives 0) instead of invoking undefined behaviour; anything to bool
-// is "!= 0"; doubles reach f16/bf16 with a single rounding.
+// Value conversion between element types on the host, as the CPU's copy and cast kernels do it:
+// floats to integers saturate (NaN gives 0) instead of invoking undefined behaviour; anything to
+// bool is "!= 0"; doubles reach f16/bf16 with a single rounding. CUDA rounds host scalars through
+// it too (convert_host in cuda/common.cuh); its device-side convert follows the same rules.
 #pragma once
 #include <cmath>
 #include <limits>
