@@ -13,10 +13,20 @@
 #include "kernels/optim.h"
 #include "kernels/pool.h"
 
-#define MDL_ALL_KERNELS(X)                                                                                    \
-  MDL_CORE_KERNELS(X) MDL_CONV_KERNELS(X) MDL_POOL_KERNELS(X) MDL_NORM_KERNELS(X) MDL_DROPOUT_KERNELS(X)  \
-  MDL_LOSS_KERNELS(X) MDL_ATTENTION_KERNELS(X) MDL_LINEAR_ACT_KERNELS(X) MDL_GELU_KERNELS(X)              \
-  MDL_OPTIM_KERNELS(X) MDL_AMP_KERNELS(X)
+// clang-format off
+#define MDL_ALL_KERNELS(X)  \
+  MDL_CORE_KERNELS(X)       \
+  MDL_CONV_KERNELS(X)       \
+  MDL_POOL_KERNELS(X)       \
+  MDL_NORM_KERNELS(X)       \
+  MDL_DROPOUT_KERNELS(X)    \
+  MDL_LOSS_KERNELS(X)       \
+  MDL_ATTENTION_KERNELS(X)  \
+  MDL_LINEAR_ACT_KERNELS(X) \
+  MDL_GELU_KERNELS(X)       \
+  MDL_OPTIM_KERNELS(X)      \
+  MDL_AMP_KERNELS(X)
+// clang-format on
 
 namespace mdl::kernels {
 

@@ -5,19 +5,50 @@
 #include <cstdint>
 
 // X(Enum, "name", differentiable)
-#define MDL_UNARY_OPS(X)                                                                                 \
-  X(Neg, "neg", true) X(Abs, "abs", true) X(Exp, "exp", true) X(Log, "log", true) X(Sqrt, "sqrt", true) \
-  X(Rsqrt, "rsqrt", true) X(Sin, "sin", true) X(Cos, "cos", true) X(Tanh, "tanh", true)                 \
-  X(Sigmoid, "sigmoid", true) X(Relu, "relu", true) X(Gelu, "gelu", true) X(GeluTanh, "gelu_tanh", true) \
-  X(Silu, "silu", true) X(Square, "square", true) X(Reciprocal, "reciprocal", false)                    \
-  X(Sign, "sign", false) X(Log1p, "log1p", false) X(Expm1, "expm1", false)
+// clang-format off
+#define MDL_UNARY_OPS(X)             \
+  X(Neg, "neg", true)                \
+  X(Abs, "abs", true)                \
+  X(Exp, "exp", true)                \
+  X(Log, "log", true)                \
+  X(Sqrt, "sqrt", true)              \
+  X(Rsqrt, "rsqrt", true)            \
+  X(Sin, "sin", true)                \
+  X(Cos, "cos", true)                \
+  X(Tanh, "tanh", true)              \
+  X(Sigmoid, "sigmoid", true)        \
+  X(Relu, "relu", true)              \
+  X(Gelu, "gelu", true)              \
+  X(GeluTanh, "gelu_tanh", true)     \
+  X(Silu, "silu", true)              \
+  X(Square, "square", true)          \
+  X(Reciprocal, "reciprocal", false) \
+  X(Sign, "sign", false)             \
+  X(Log1p, "log1p", false)           \
+  X(Expm1, "expm1", false)
 // Comparisons come last (is_comparison relies on it).
-#define MDL_BINARY_OPS(X)                                                                                  \
-  X(Add, "add", true) X(Sub, "sub", true) X(Mul, "mul", true) X(Div, "div", true) X(Pow, "pow", true)     \
-  X(Maximum, "maximum", true) X(Minimum, "minimum", true) X(Eq, "eq", false) X(Ne, "ne", false)           \
-  X(Lt, "lt", false) X(Le, "le", false) X(Gt, "gt", false) X(Ge, "ge", false)
+#define MDL_BINARY_OPS(X)     \
+  X(Add, "add", true)         \
+  X(Sub, "sub", true)         \
+  X(Mul, "mul", true)         \
+  X(Div, "div", true)         \
+  X(Pow, "pow", true)         \
+  X(Maximum, "maximum", true) \
+  X(Minimum, "minimum", true) \
+  X(Eq, "eq", false)          \
+  X(Ne, "ne", false)          \
+  X(Lt, "lt", false)          \
+  X(Le, "le", false)          \
+  X(Gt, "gt", false)          \
+  X(Ge, "ge", false)
 // Reductions have their own nodes (sum, mean, max_dim, ...) in autograd/registry.cpp.
-#define MDL_REDUCE_OPS(X) X(Sum, "sum", false) X(Mean, "mean", false) X(Max, "max", false) X(Min, "min", false) X(Prod, "prod", false)
+#define MDL_REDUCE_OPS(X) \
+  X(Sum, "sum", false)    \
+  X(Mean, "mean", false)  \
+  X(Max, "max", false)    \
+  X(Min, "min", false)    \
+  X(Prod, "prod", false)
+// clang-format on
 
 namespace mdl {
 

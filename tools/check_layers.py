@@ -78,7 +78,7 @@ def main():
     for v in found:
         print(v)
     if found:
-        print(f"layer check: {len(found)} include(s) run up the layers (order in tools/check_layers.py)")
+        print(f"layer check: {len(found)} include(s) break the layer order (tools/check_layers.py)")
         return 1
     print(f"layer check: clean ({len(rank_table())} folders in {len(LAYERS)} layers)")
     return 0
