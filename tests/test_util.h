@@ -1,6 +1,6 @@
 // What the tests share: reading a tensor's values through a plain strided loop (no kernel checks
-// itself), one elementwise comparison with absolute and relative tolerances, the devices to run
-// on, the CUDA-only decorator, and a seeded sample that is the same in every dtype.
+// itself), one elementwise comparison with absolute and relative tolerances, the CUDA-only
+// decorator, and a seeded sample that is the same in every dtype.
 #pragma once
 #include <doctest/doctest.h>
 
@@ -127,13 +127,6 @@ inline double max_rel_diff(const Tensor& a, const Tensor& b) {
     diff = std::max(diff, std::abs(x[i] - y[i]));
   }
   return diff / std::max(scale, 1e-300);
-}
-
-// The CPU always, CUDA when a GPU is present.
-inline std::vector<Device> test_devices() {
-  std::vector<Device> d{Device::cpu()};
-  if (cuda::is_available()) d.push_back(Device::cuda());
-  return d;
 }
 
 // Marks a CUDA-only test case skipped (reported skipped, not passed) without a GPU. Evaluated at
