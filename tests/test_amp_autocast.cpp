@@ -11,7 +11,7 @@
 #include "ops/autocast.h"
 #include "amp/keep_f32.h"
 #include "mdl.h"
-#include "tests/compare_util.h"
+#include "tests/test_util.h"
 #include "nn/functional.h"
 #include "nn/models/models.h"
 

@@ -15,36 +15,18 @@
 #include "autograd/node.h"
 #include "mdl.h"
 #include "nn/functional.h"
+#include "tests/gradcheck_cases.h"
+#include "tests/test_util.h"
 
 using namespace mdl;
+using namespace mdl::test;
 namespace F = mdl::nn::functional;
 using V = std::vector<double>;
 
 namespace {
 
-// The ops this file gradchecks, for the lead's coverage reconciliation.
-const char* kMyGradcheckedOps[] = {"scaled_dot_product_attention"};
 
 // The elements of t in row-major order of its shape, read through its strides.
-V values(const Tensor& t) {
-  V out;
-  if (t.numel() == 0) return out;
-  dispatch(t.dtype(), "values", [&]<class T>() {
-    const T* base = static_cast<const T*>(t.raw_data());
-    std::vector<int64_t> idx(size_t(t.dim()), 0);
-    for (int64_t n = 0; n < t.numel(); ++n) {
-      int64_t off = 0;
-      for (int64_t d = 0; d < t.dim(); ++d) off += idx[size_t(d)] * t.stride(d);
-      out.push_back(double(acc_t<T>(base[off])));
-      for (int64_t d = t.dim() - 1; d >= 0; --d) {
-        if (++idx[size_t(d)] < t.size(d)) break;
-        idx[size_t(d)] = 0;
-      }
-    }
-  });
-  return out;
-}
-
 Shape batch_of(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
 Shape cat_shape(Shape a, const Shape& b) {
   a.insert(a.end(), b.begin(), b.end());
@@ -84,19 +66,6 @@ V reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mas
   return out;
 }
 
-void check_close(const Tensor& got, const V& want, double atol, double rtol) {
-  const V g = values(got);
-  REQUIRE(g.size() == want.size());
-  double worst = 0.0;
-  size_t at = 0;
-  for (size_t i = 0; i < g.size(); ++i) {
-    const double excess = std::abs(g[i] - want[i]) - (atol + rtol * std::abs(want[i]));
-    if (!(excess <= worst)) worst = excess, at = i;
-  }
-  INFO("element ", at, ": got ", g.empty() ? 0.0 : g[at], ", want ", want.empty() ? 0.0 : want[at]);
-  CHECK(worst <= 0.0);
-}
-
 Tensor randn_t(const Shape& s, DType t, Generator& g) { return randn(s, kF64, &g).to(t); }
 // Bool from 0/1 values.
 Tensor bool_mask(const std::vector<int64_t>& v, const Shape& s) { return from_vector(v, s).to(kBool); }
@@ -122,7 +91,7 @@ TEST_CASE("attention: forward without a mask, f32, against the double loop") {
   Tensor out = F::scaled_dot_product_attention(q, k, v);
   CHECK(out.shape() == Shape{2, 3, 5, 8});
   CHECK(out.dtype() == kF32);
-  check_close(out, reference(q, k, v), 1e-5, 1e-4);
+  check_close(out, reference(q, k, v), {.rtol = 1e-4, .atol = 1e-5});
 }
 
 TEST_CASE("attention: causal with L == S, L < S and L > S (top-left aligned)") {
@@ -131,8 +100,8 @@ TEST_CASE("attention: causal with L == S, L < S and L > S (top-left aligned)") {
     CAPTURE(L);
     CAPTURE(S);
     Tensor q = randn_t({2, 2, L, 4}, kF32, g), k = randn_t({2, 2, S, 4}, kF32, g), v = randn_t({2, 2, S, 3}, kF32, g);
-    check_close(F::scaled_dot_product_attention(q, k, v, Tensor(), true), reference(q, k, v, Tensor(), true), 1e-5,
-                1e-4);
+    check_close(F::scaled_dot_product_attention(q, k, v, Tensor(), true), reference(q, k, v, Tensor(), true),
+                {.rtol = 1e-4, .atol = 1e-5});
   }
 }
 
@@ -141,11 +110,13 @@ TEST_CASE("attention: padding mask (B, 1, 1, S), full (L, S) mask, and both with
   const int64_t B = 2, H = 3, L = 4, S = 5, E = 6;
   Tensor q = randn_t({B, H, L, E}, kF32, g), k = randn_t({B, H, S, E}, kF32, g), v = randn_t({B, H, S, E}, kF32, g);
   Tensor pad = bool_mask({1, 1, 1, 0, 0, 1, 1, 1, 1, 1}, {B, 1, 1, S});
-  check_close(F::scaled_dot_product_attention(q, k, v, pad), reference(q, k, v, pad), 1e-5, 1e-4);
+  check_close(F::scaled_dot_product_attention(q, k, v, pad), reference(q, k, v, pad), {.rtol = 1e-4, .atol = 1e-5});
   Tensor full = bool_mask({1, 0, 1, 1, 0, 0, 1, 1, 0, 1, 1, 1, 1, 1, 1, 0, 1, 0, 1, 1}, {L, S});
-  check_close(F::scaled_dot_product_attention(q, k, v, full), reference(q, k, v, full), 1e-5, 1e-4);
-  check_close(F::scaled_dot_product_attention(q, k, v, pad, true), reference(q, k, v, pad, true), 1e-5, 1e-4);
-  check_close(F::scaled_dot_product_attention(q, k, v, full, true), reference(q, k, v, full, true), 1e-5, 1e-4);
+  check_close(F::scaled_dot_product_attention(q, k, v, full), reference(q, k, v, full), {.rtol = 1e-4, .atol = 1e-5});
+  check_close(F::scaled_dot_product_attention(q, k, v, pad, true), reference(q, k, v, pad, true),
+              {.rtol = 1e-4, .atol = 1e-5});
+  check_close(F::scaled_dot_product_attention(q, k, v, full, true), reference(q, k, v, full, true),
+              {.rtol = 1e-4, .atol = 1e-5});
 }
 
 TEST_CASE("attention: many leading dims, broadcast batch dims, Ev != E, custom scale") {
@@ -154,15 +125,15 @@ TEST_CASE("attention: many leading dims, broadcast batch dims, Ev != E, custom s
   Tensor v = randn_t({2, 2, 3, 6, 7}, kF32, g);
   Tensor out = F::scaled_dot_product_attention(q, k, v, Tensor(), false, 0.3);
   CHECK(out.shape() == Shape{2, 2, 3, 4, 7});
-  check_close(out, reference(q, k, v, Tensor(), false, 0.3), 1e-5, 1e-4);
+  check_close(out, reference(q, k, v, Tensor(), false, 0.3), {.rtol = 1e-4, .atol = 1e-5});
   // k and v shared across the first batch dim, q without it.
   Tensor kb = randn_t({1, 3, 6, 5}, kF32, g), vb = randn_t({3, 6, 7}, kF32, g), qb = randn_t({2, 3, 4, 5}, kF32, g);
   Tensor ob = F::scaled_dot_product_attention(qb, kb, vb, Tensor(), true);
   CHECK(ob.shape() == Shape{2, 3, 4, 7});
-  check_close(ob, reference(qb, kb, vb, Tensor(), true), 1e-5, 1e-4);
+  check_close(ob, reference(qb, kb, vb, Tensor(), true), {.rtol = 1e-4, .atol = 1e-5});
   // A plain 2-D (L, E) problem.
   Tensor q2 = randn_t({3, 5}, kF32, g), k2 = randn_t({4, 5}, kF32, g), v2 = randn_t({4, 2}, kF32, g);
-  check_close(F::scaled_dot_product_attention(q2, k2, v2), reference(q2, k2, v2), 1e-5, 1e-4);
+  check_close(F::scaled_dot_product_attention(q2, k2, v2), reference(q2, k2, v2), {.rtol = 1e-4, .atol = 1e-5});
 }
 
 TEST_CASE("attention: transposed (B, L, H, D) views and several query blocks") {
@@ -175,8 +146,9 @@ TEST_CASE("attention: transposed (B, L, H, D) views and several query blocks") {
     Tensor v = heads(randn_t({B, S, H, D}, kF32, g));
     REQUIRE(!q.is_contiguous());
     Tensor mask = gt(rand({B, 1, L, S}, kF32, &g), scalar_tensor(0.3, kF32));
-    check_close(F::scaled_dot_product_attention(q, k, v), reference(q, k, v), 1e-5, 1e-4);
-    check_close(F::scaled_dot_product_attention(q, k, v, mask, true), reference(q, k, v, mask, true), 1e-5, 1e-4);
+    check_close(F::scaled_dot_product_attention(q, k, v), reference(q, k, v), {.rtol = 1e-4, .atol = 1e-5});
+    check_close(F::scaled_dot_product_attention(q, k, v, mask, true), reference(q, k, v, mask, true),
+                {.rtol = 1e-4, .atol = 1e-5});
   }
 }
 
@@ -186,14 +158,14 @@ TEST_CASE("attention: f64 exact, f16 and bf16 compute in f32 and round the outpu
   Tensor pad = bool_mask({1, 1, 0}, {3}).expand({11, 3}).reshape({33});
   Tensor out = F::scaled_dot_product_attention(q, k, v, pad, true);
   CHECK(out.dtype() == kF64);
-  check_close(out, reference(q, k, v, pad, true), 1e-12, 1e-10);
+  check_close(out, reference(q, k, v, pad, true), {.rtol = 1e-10, .atol = 1e-12});
   for (DType t : {kF16, kBF16}) {
     CAPTURE(t);
     Tensor qh = q.to(t), kh = k.to(t), vh = v.to(t);
     Tensor oh = F::scaled_dot_product_attention(qh, kh, vh, pad, true);
     CHECK(oh.dtype() == t);
     const double tol = t == kF16 ? 2e-3 : 1.6e-2;  // one rounding of the output
-    check_close(oh, reference(qh, kh, vh, pad, true), tol, tol);
+    check_close(oh, reference(qh, kh, vh, pad, true), {.rtol = tol, .atol = tol});
   }
 }
 
@@ -203,7 +175,7 @@ TEST_CASE("attention: rows with every key masked give zeros and zero gradients, 
   Tensor v = randn_t({2, 5, 3}, kF64, g).requires_grad_();
   Tensor mask = bool_mask({1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 1}, {3, 5});  // row 1 sees nothing
   Tensor out = F::scaled_dot_product_attention(q, k, v, mask, false);
-  check_close(out, reference(q, k, v, mask), 1e-12, 1e-10);
+  check_close(out, reference(q, k, v, mask), {.rtol = 1e-10, .atol = 1e-12});
   const V o = values(out);
   for (int64_t b = 0; b < 2; ++b)
     for (int64_t e = 0; e < 3; ++e) CHECK(o[size_t((b * 3 + 1) * 3 + e)] == 0.0);
@@ -228,55 +200,48 @@ TEST_CASE("attention: zero sizes") {
   Tensor q = ones({2, 3, 0}, kF64).requires_grad_(), k = ones({2, 5, 0}, kF64).requires_grad_();
   Tensor v = randn({2, 5, 2}, kF64).requires_grad_();
   Tensor c = F::scaled_dot_product_attention(q, k, v);  // E = 0: uniform weights
-  check_close(c, reference(q, k, v, Tensor(), false, 1.0), 1e-12, 1e-10);
+  check_close(c, reference(q, k, v, Tensor(), false, 1.0), {.rtol = 1e-10, .atol = 1e-12});
   sum(c).backward();
   CHECK(q.grad().shape() == Shape{2, 3, 0});
-  check_close(v.grad(), V(20, 3.0 / 5.0), 1e-12, 1e-10);
+  check_close(v.grad(), V(20, 3.0 / 5.0), {.rtol = 1e-10, .atol = 1e-12});
 }
 
-TEST_CASE("attention: gradcheck (f64) with causal, padding and full masks, views and broadcast batch") {
+// f64, with causal, padding and full masks, views and a broadcast batch.
+const test::GradcheckCases kAttentionGradcheckCases([](std::vector<test::GradcheckCase>& t) {
   using VT = std::vector<Tensor>;
   Generator g(8);
   auto leaf = [&](const Shape& s) { return (rand(s, kF64, &g) * 2.0 - 1.0).requires_grad_(); };
-  struct Case {
-    const char* what;
-    VT inputs;
-    autograd::GradcheckFn fn;
-  };
   Tensor pad = bool_mask({1, 1, 1, 1, 0, 1, 1, 0, 0, 1}, {2, 1, 1, 5});
   Tensor full = bool_mask({1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1, 1}, {3, 5});  // row 1 fully masked
-  std::vector<Case> cases = {
-      {"causal, (B, L, H, D) views, L == S", {leaf({2, 5, 2, 3}), leaf({2, 5, 2, 3}), leaf({2, 5, 2, 3})},
+  const test::GradcheckCase cases[] = {
+      {"scaled_dot_product_attention", "causal, (B, L, H, D) views, L == S",
+       {leaf({2, 5, 2, 3}), leaf({2, 5, 2, 3}), leaf({2, 5, 2, 3})},
        [](const VT& x) { return F::scaled_dot_product_attention(heads(x[0]), heads(x[1]), heads(x[2]), Tensor(), true); }},
-      {"causal, L < S, Ev != E", {leaf({2, 3, 4}), leaf({2, 5, 4}), leaf({2, 5, 2})},
+      {"scaled_dot_product_attention", "causal, L < S, Ev != E", {leaf({2, 3, 4}), leaf({2, 5, 4}), leaf({2, 5, 2})},
        [](const VT& x) { return F::scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), true); }},
-      {"causal, L > S, custom scale", {leaf({1, 6, 3}), leaf({1, 4, 3}), leaf({1, 4, 3})},
+      {"scaled_dot_product_attention", "causal, L > S, custom scale",
+       {leaf({1, 6, 3}), leaf({1, 4, 3}), leaf({1, 4, 3})},
        [](const VT& x) { return F::scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), true, 0.7); }},
-      {"padding mask (B, 1, 1, S), (B, H, L, E) with H = 2", {leaf({2, 2, 3, 3}), leaf({2, 2, 5, 3}), leaf({2, 2, 5, 2})},
+      {"scaled_dot_product_attention", "padding mask (B, 1, 1, S), (B, H, L, E) with H = 2",
+       {leaf({2, 2, 3, 3}), leaf({2, 2, 5, 3}), leaf({2, 2, 5, 2})},
        [pad](const VT& x) { return F::scaled_dot_product_attention(x[0], x[1], x[2], pad); }},
-      {"padding mask and causal, transposed k", {leaf({2, 2, 4, 3}), leaf({2, 2, 3, 5}), leaf({2, 2, 5, 3})},
+      {"scaled_dot_product_attention", "padding mask and causal, transposed k",
+       {leaf({2, 2, 4, 3}), leaf({2, 2, 3, 5}), leaf({2, 2, 5, 3})},
        [pad](const VT& x) {
          return F::scaled_dot_product_attention(x[0], transpose(x[1], -2, -1), x[2], pad, true);
        }},
-      {"full (L, S) mask with a fully masked row", {leaf({2, 3, 2}), leaf({2, 5, 2}), leaf({2, 5, 3})},
+      {"scaled_dot_product_attention", "full (L, S) mask with a fully masked row",
+       {leaf({2, 3, 2}), leaf({2, 5, 2}), leaf({2, 5, 3})},
        [full](const VT& x) { return F::scaled_dot_product_attention(x[0], x[1], x[2], full); }},
-      {"k and v broadcast over the batch", {leaf({2, 3, 4, 2}), leaf({3, 5, 2}), leaf({1, 3, 5, 2})},
+      {"scaled_dot_product_attention", "k and v broadcast over the batch",
+       {leaf({2, 3, 4, 2}), leaf({3, 5, 2}), leaf({1, 3, 5, 2})},
        [](const VT& x) { return F::scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), true); }},
-      {"two query blocks (L = 70), causal", {leaf({1, 70, 2}), leaf({1, 70, 2}), leaf({1, 70, 2})},
+      {"scaled_dot_product_attention", "two query blocks (L = 70), causal",
+       {leaf({1, 70, 2}), leaf({1, 70, 2}), leaf({1, 70, 2})},
        [](const VT& x) { return F::scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), true); }},
   };
-  for (const auto& c : cases) {
-    CAPTURE(c.what);
-    auto r = autograd::gradcheck(c.fn, c.inputs, 1e-6, 1e-5, 1e-3);
-    INFO(r.report);
-    CHECK(r.ok);
-  }
-  const auto& registry = autograd::differentiable_ops();
-  for (const char* op : kMyGradcheckedOps) {
-    INFO(op);
-    CHECK(std::find(registry.begin(), registry.end(), std::string(op)) != registry.end());
-  }
-}
+  t.insert(t.end(), std::begin(cases), std::end(cases));
+});
 
 TEST_CASE("attention: backward matches the composed ops over several blocks; f16 backward") {
   Generator g(9);
@@ -297,13 +262,13 @@ TEST_CASE("attention: backward matches the composed ops over several blocks; f16
   auto want = grads(false, kF64), got = grads(true, kF64);
   for (size_t i = 0; i < 4; ++i) {
     CAPTURE(i);
-    check_close(got[i], values(want[i]), 1e-10, 1e-8);
+    check_close(got[i], want[i], {.rtol = 1e-8, .atol = 1e-10});
   }
   auto half = grads(true, kF16);
   for (size_t i = 0; i < 4; ++i) {
     CAPTURE(i);
     CHECK(half[i].dtype() == kF16);
-    check_close(half[i], values(want[i]), 2e-2, 2e-2);
+    check_close(half[i], want[i], {.rtol = 2e-2, .atol = 2e-2});
   }
 }
 

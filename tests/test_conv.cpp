@@ -13,18 +13,17 @@
 #include "nn/functional.h"
 #include "kernels/conv.h"
 #include "cpu/conv.h"
+#include "tests/gradcheck_cases.h"
+#include "tests/test_util.h"
 
 using namespace mdl;
+using namespace mdl::test;
 namespace F = mdl::nn::functional;
 using F::Pair;
 using V = std::vector<double>;
 
 namespace {
 
-// The ops this file gradchecks, for the lead's registry-coverage reconciliation.
-const char* kMyGradcheckedOps[] = {"linear", "conv2d"};
-
-V values(const Tensor& t) { return t.to_vector<double>(); }
 
 double max_abs(const V& v) {
   double m = 0;
@@ -290,7 +289,8 @@ TEST_CASE("conv2d: unbatched input, empty batch, zero output channels") {
   CHECK(F::conv2d(zeros({2, 3, 5, 5}), zeros({0, 3, 3, 3})).shape() == Shape{2, 0, 3, 3});
 }
 
-TEST_CASE("conv2d: gradcheck w.r.t. input, weight and bias") {
+// conv2d w.r.t. input, weight and bias, through both depthwise paths.
+const test::GradcheckCases kConv2dGradcheckCases([](std::vector<test::GradcheckCase>& t) {
   Generator gen(13);
   struct G { ConvCase c; bool x_grad; bool direct; };
   const G cases[] = {
@@ -304,8 +304,6 @@ TEST_CASE("conv2d: gradcheck w.r.t. input, weight and bias") {
   };
   for (const G& k : cases) {
     const ConvCase& c = k.c;
-    INFO(describe(c), k.direct ? " direct" : " im2col");
-    DepthwiseDirect dd(k.direct);
     Tensor x = randn(leaf_shape({c.N, c.C, c.H, c.W}, c.layout), kF64, &gen);
     Tensor w = randn({c.Cout, c.C / c.g, c.kh, c.kw}, kF64, &gen), b = randn({c.Cout}, kF64, &gen);
     if (k.x_grad) x.requires_grad_();
@@ -313,14 +311,14 @@ TEST_CASE("conv2d: gradcheck w.r.t. input, weight and bias") {
     b.requires_grad_();
     std::vector<Tensor> in{x, w};
     if (c.bias) in.push_back(b);
-    auto fn = [c](const std::vector<Tensor>& v) {
-      return F::conv2d(view_of(v[0], c.layout), v[1], c.bias ? v[2] : Tensor(), c.s, c.p, c.d, c.g);
-    };
-    CHECK(std::string(fn(in).grad_fn()->name()) == "conv2d");
-    auto res = autograd::gradcheck(fn, in);
-    CHECK_MESSAGE(res.ok, res.report);
+    const bool direct = k.direct;
+    t.push_back({"conv2d", describe(c) + (direct ? " direct" : " im2col"), in,
+                 [c, direct](const std::vector<Tensor>& v) {
+                   DepthwiseDirect dd(direct);
+                   return F::conv2d(view_of(v[0], c.layout), v[1], c.bias ? v[2] : Tensor(), c.s, c.p, c.d, c.g);
+                 }});
   }
-}
+});
 
 TEST_CASE("conv2d: errors name the op, the shapes and the options") {
   const Tensor x = zeros({2, 3, 8, 8}), w = zeros({4, 3, 3, 3});
@@ -378,7 +376,7 @@ TEST_CASE("linear: forward matches the reference for 1-D, 2-D, 3-D and transpose
   }
 }
 
-TEST_CASE("linear: gradcheck") {
+const test::GradcheckCases kLinearGradcheckCases([](std::vector<test::GradcheckCase>& t) {
   Generator gen(21);
   auto leaf = [&](const Shape& s) {
     Tensor t = randn(s, kF64, &gen);
@@ -386,21 +384,21 @@ TEST_CASE("linear: gradcheck") {
     return t;
   };
   using Vt = std::vector<Tensor>;
-  struct E { const char* what; Vt in; autograd::GradcheckFn fn; };
-  const E cases[] = {
-      {"2-D with bias", {leaf({4, 5}), leaf({3, 5}), leaf({3})}, [](const Vt& v) { return F::linear(v[0], v[1], v[2]); }},
-      {"3-D with bias", {leaf({2, 3, 5}), leaf({4, 5}), leaf({4})}, [](const Vt& v) { return F::linear(v[0], v[1], v[2]); }},
-      {"1-D, no bias", {leaf({5}), leaf({3, 5})}, [](const Vt& v) { return F::linear(v[0], v[1]); }},
-      {"transposed input and weight", {leaf({5, 4}), leaf({5, 3}), leaf({3})},
+  const test::GradcheckCase cases[] = {
+      {"linear", "2-D with bias", {leaf({4, 5}), leaf({3, 5}), leaf({3})},
+       [](const Vt& v) { return F::linear(v[0], v[1], v[2]); }},
+      {"linear", "3-D with bias", {leaf({2, 3, 5}), leaf({4, 5}), leaf({4})},
+       [](const Vt& v) { return F::linear(v[0], v[1], v[2]); }},
+      {"linear", "1-D, no bias", {leaf({5}), leaf({3, 5})}, [](const Vt& v) { return F::linear(v[0], v[1]); }},
+      {"linear", "transposed input and weight", {leaf({5, 4}), leaf({5, 3}), leaf({3})},
        [](const Vt& v) { return F::linear(transpose(v[0], 0, 1), transpose(v[1], 0, 1), v[2]); }},
   };
-  for (const E& e : cases) {
-    INFO(e.what);
-    CHECK(std::string(e.fn(e.in).grad_fn()->name()) == "linear");
-    auto res = autograd::gradcheck(e.fn, e.in);
-    CHECK_MESSAGE(res.ok, res.report);
-  }
-  // Only the weight needs a gradient: the others come back undefined.
+  t.insert(t.end(), std::begin(cases), std::end(cases));
+});
+
+TEST_CASE("linear: only the inputs that need a gradient get one") {
+  Generator gen(22);
+  auto leaf = [&](const Shape& s) { return randn(s, kF64, &gen).requires_grad_(); };
   Tensor x = randn({4, 5}, kF64, &gen), w = leaf({3, 5}), b = randn({3}, kF64, &gen);
   sum(F::linear(x, w, b)).backward();
   CHECK(w.grad().defined());
@@ -417,14 +415,6 @@ TEST_CASE("linear: errors name the op and the shapes") {
   throws([] { F::linear(zeros({4, 3}), zeros({5, 3}), zeros({5}, kF16)); }, "linear: bias [5] is f16 but the input [4,3] is f32");
   throws([] { F::linear(zeros({4, 3}, kI32), zeros({5, 3}, kI32)); },
          "linear: expected a floating input (f32, f16, bf16, f64), got i32 of shape [4,3]");
-}
-
-TEST_CASE("conv2d: every op this file gradchecks is registered") {
-  const auto& reg = autograd::differentiable_ops();
-  for (const char* op : kMyGradcheckedOps) {
-    INFO(op);
-    CHECK(std::find(reg.begin(), reg.end(), std::string(op)) != reg.end());
-  }
 }
 
 TEST_CASE("conv2d: called from inside a caller's parallel region") {

@@ -7,11 +7,10 @@
 #include "mdl.h"
 #include "nn/functional.h"
 #include "kernels/attention.h"
-#include "tests/device_param.h"
+#include "tests/test_util.h"
 
 using namespace mdl;
-using mdl::test::check_close;
-using mdl::test::sample;
+using namespace mdl::test;
 namespace F = mdl::nn::functional;
 
 namespace {
@@ -32,8 +31,10 @@ void compare(const std::string& what, const Tensor& q, const Tensor& k, const Te
   };
   const auto c = run(Device::cpu()), g = run(kGpu);
   const char* names[] = {"out", "dq", "dk", "dv"};
-  const double tol = q.dtype() == kF32 ? 1e-4 : q.dtype() == kF16 ? 5e-3 : -1;  // sums over keys in other orders
-  for (size_t i = 0; i < c.size(); ++i) check_close(c[i], g[i], what + " " + names[i] + " " + dtype_name(q.dtype()), tol);
+  // Sums over keys in other orders.
+  const Tol tol = q.dtype() == kF32 ? same_tol(1e-4) : q.dtype() == kF16 ? same_tol(5e-3) : dtype_tol(q.dtype());
+  for (size_t i = 0; i < c.size(); ++i) check_close(g[i], c[i], tol,
+                                                    what + " " + names[i] + " " + dtype_name(q.dtype()));
 }
 
 }  // namespace

@@ -5,16 +5,16 @@
 #include <doctest/doctest.h>
 
 #include <functional>
+#include <optional>
 
 #include "mdl.h"
 #include "nn/functional.h"
 #include "kernels/conv.h"
 #include "kernels/pool.h"
-#include "tests/device_param.h"
+#include "tests/test_util.h"
 
 using namespace mdl;
-using mdl::test::check_close;
-using mdl::test::sample;
+using namespace mdl::test;
 namespace F = mdl::nn::functional;
 
 namespace {
@@ -25,7 +25,7 @@ const Device kGpu = Device::cuda();
 // Runs f on the CPU and the GPU on leaf copies of inputs; compares f's output and every input's
 // gradient after back-propagating sum(out * fixed random weight).
 void compare_devices(const std::string& what, const std::vector<Tensor>& inputs,
-                     const std::function<Tensor(const std::vector<Tensor>&)>& f, double tol = -1) {
+                     const std::function<Tensor(const std::vector<Tensor>&)>& f, std::optional<Tol> tol = {}) {
   auto run = [&](Device d) {
     std::vector<Tensor> in;
     for (const Tensor& t : inputs) in.push_back(t.defined() ? t.to(d).detach().requires_grad_() : Tensor());
@@ -37,7 +37,8 @@ void compare_devices(const std::string& what, const std::vector<Tensor>& inputs,
     return out;
   };
   const std::vector<Tensor> c = run(Device::cpu()), g = run(kGpu);
-  for (size_t i = 0; i < c.size(); ++i) check_close(c[i], g[i], what + " result " + std::to_string(i), tol);
+  for (size_t i = 0; i < c.size(); ++i)
+    check_close(g[i], c[i], tol.value_or(dtype_tol(c[i].dtype())), what + " result " + std::to_string(i));
 }
 
 struct ConvCase {
@@ -66,14 +67,14 @@ TEST_CASE("cuda: conv2d through cuDNN matches the CPU, forward and backward" * M
                       [&](const std::vector<Tensor>& in) {
                         return F::conv2d(in[0], in[1], in[2], k.stride, k.padding, k.dilation, k.groups);
                       },
-                      t == kF32 ? 3e-4 : 1e-9);  // cuDNN may pick Winograd or FFT in f32
+                      same_tol(t == kF32 ? 3e-4 : 1e-9));  // cuDNN may pick Winograd or FFT in f32
     }
   // A strided (non-contiguous) input, and the same shape again (the cached algorithm).
   Tensor x = sample({2, 9, 3, 8}, kF32, 4).permute({0, 2, 1, 3}), w = sample({5, 3, 3, 3}, kF32, 5);
   for (int rep = 0; rep < 2; ++rep)
     compare_devices("conv2d strided input, repeat " + std::to_string(rep), {x, w},
                     [](const std::vector<Tensor>& in) { return F::conv2d(in[0], in[1], Tensor(), {1, 1}, {1, 1}); },
-                    3e-4);
+                    same_tol(3e-4));
 }
 
 TEST_CASE("cuda: f16 and bf16 convs run on cuDNN and stay close to the f32 result" * MDL_CUDA_ONLY) {
@@ -85,21 +86,21 @@ TEST_CASE("cuda: f16 and bf16 convs run on cuDNN and stay close to the f32 resul
     kernels::conv2d_forward(Device::cpu(), want, x.to(kF32), w.to(kF32), b.to(kF32), p);
     Tensor got = empty({2, 16, 10, 10}, TensorOptions(t, kGpu));
     kernels::conv2d_forward(kGpu, got, x.to(kGpu), w.to(kGpu), b.to(kGpu), p);
-    check_close(want, got.to(kF32), std::string("conv2d forward ") + dtype_name(t), t == kF16 ? 5e-3 : 3e-2);
+    check_close(got.to(kF32), want, same_tol(t == kF16 ? 5e-3 : 3e-2), std::string("conv2d forward ") + dtype_name(t));
     Tensor gy = sample({2, 16, 10, 10}, t, 4);
     Tensor gx = empty(x.shape()), gw = empty(w.shape()), gb = empty({16});
     kernels::conv2d_backward(Device::cpu(), gx, gw, gb, gy.to(kF32), x.to(kF32), w.to(kF32), p);
     const TensorOptions o(t, kGpu);
     Tensor ggx = empty(x.shape(), o), ggw = empty(w.shape(), o), ggb = empty({16}, o);
     kernels::conv2d_backward(kGpu, ggx, ggw, ggb, gy.to(kGpu), x.to(kGpu), w.to(kGpu), p);
-    const double tol = t == kF16 ? 1e-2 : 5e-2;
-    check_close(gx, ggx.to(kF32), std::string("conv2d grad_x ") + dtype_name(t), tol);
-    check_close(gw, ggw.to(kF32), std::string("conv2d grad_w ") + dtype_name(t), tol);
-    check_close(gb, ggb.to(kF32), std::string("conv2d grad_b ") + dtype_name(t), tol);
-    // Through nn::functional the f16 conv now stays f16 on the GPU.
+    const Tol tol = same_tol(t == kF16 ? 1e-2 : 5e-2);
+    check_close(ggx.to(kF32), gx, tol, std::string("conv2d grad_x ") + dtype_name(t));
+    check_close(ggw.to(kF32), gw, tol, std::string("conv2d grad_w ") + dtype_name(t));
+    check_close(ggb.to(kF32), gb, tol, std::string("conv2d grad_b ") + dtype_name(t));
+    // Through nn::functional the f16 conv stays f16 on the GPU.
     Tensor y = F::conv2d(x.to(kGpu), w.to(kGpu), b.to(kGpu), {1, 1}, {1, 1});
     CHECK(y.dtype() == t);
-    check_close(want, y.to(kF32), std::string("functional conv2d ") + dtype_name(t), t == kF16 ? 5e-3 : 3e-2);
+    check_close(y.to(kF32), want, same_tol(t == kF16 ? 5e-3 : 3e-2), std::string("functional conv2d ") + dtype_name(t));
   }
 }
 
@@ -126,6 +127,6 @@ TEST_CASE("cuda: max, average and adaptive pooling match the CPU, forward and ba
   Tensor nan = sample({1, 1, 4, 4}, kF32, 3);
   nan.slice(2, 1, 2).slice(3, 2, 3).fill_(NAN);
   Tensor c = F::max_pool2d(nan, {2, 2}), g = F::max_pool2d(nan.to(kGpu), {2, 2});
-  check_close(c, g, "max_pool2d with NaN", 0);
+  check_close(g, c, kExact, "max_pool2d with NaN");
   CHECK(std::isnan(g.cpu().to_vector<float>()[1]));
 }

@@ -11,11 +11,11 @@
 #include "profiler/cuda_timer.h"
 #include "profiler/session.h"
 #include "cuda/api.h"
-#include "tests/device_param.h"
+#include "tests/test_util.h"
 #include "tests/profiler_test_util.h"
 
 using namespace mdl;
-using mdl::test::check_close;
+using namespace mdl::test;
 
 namespace {
 
@@ -42,8 +42,8 @@ TEST_CASE("data: DataLoader with device = cpu hands out the same batches as the 
   REQUIRE(a.size() == 5);
   REQUIRE(b.size() == a.size());
   for (size_t i = 0; i < a.size(); ++i) {
-    check_close(a[i].x, b[i].x, "x", 0);
-    check_close(a[i].y, b[i].y, "y", 0);
+    check_close(b[i].x, a[i].x, kExact, "x");
+    check_close(b[i].y, a[i].y, kExact, "y");
     CHECK(b[i].x.device() == Device::cpu());
   }
 }
@@ -75,8 +75,8 @@ TEST_CASE("cuda: DataLoader copies batches to the GPU on a side stream, equal to
           CHECK(b.x.device() == Device::cuda());
           CHECK(b.y.device() == Device::cuda());
           // Compute on mdl's stream right away: it must see the copied data.
-          check_close(want[i].x * 2.0, (b.x * 2.0).cpu(), "x on the GPU", 0);
-          check_close(want[i].y, b.y.cpu(), "y on the GPU", 0);
+          check_close((b.x * 2.0).cpu(), want[i].x * 2.0, kExact, "x on the GPU");
+          check_close(b.y.cpu(), want[i].y, kExact, "y on the GPU");
           ++i;
         }
         CHECK(i == want.size());

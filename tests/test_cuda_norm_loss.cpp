@@ -5,14 +5,19 @@
 #include <doctest/doctest.h>
 
 #include <functional>
+#include <optional>
 
 #include "mdl.h"
 #include "nn/functional.h"
 #include "kernels/amp.h"
-#include "tests/device_param.h"
+#include "tests/test_util.h"
 
 using namespace mdl;
 using mdl::test::check_close;
+using mdl::test::dtype_tol;
+using mdl::test::kExact;
+using mdl::test::same_tol;
+using mdl::test::Tol;
 namespace F = mdl::nn::functional;
 
 namespace {
@@ -35,7 +40,8 @@ std::vector<Tensor> leaves(const std::vector<Tensor>& ts, Device d) {
 // (its first one is reduced against a fixed random weight and back-propagated). Compares the
 // outputs and every input's gradient.
 void compare_devices(const std::string& what, const std::vector<Tensor>& inputs,
-                     const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& f, double tol = -1) {
+                     const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& f,
+                     std::optional<Tol> tol = {}) {
   auto run = [&](Device d) {
     std::vector<Tensor> in = leaves(inputs, d);
     std::vector<Tensor> out = f(in);
@@ -51,7 +57,7 @@ void compare_devices(const std::string& what, const std::vector<Tensor>& inputs,
   REQUIRE(c.size() == g.size());
   for (size_t i = 0; i < c.size(); ++i) {
     REQUIRE_MESSAGE(g[i].device() == kGpu, what, ": result ", i, " is on ", g[i].device());
-    check_close(c[i], g[i], what + " result " + std::to_string(i), tol);
+    check_close(g[i], c[i], tol.value_or(dtype_tol(c[i].dtype())), what + " result " + std::to_string(i));
   }
 }
 
@@ -73,8 +79,8 @@ TEST_CASE("cuda: batch_norm training, eval and running statistics match the CPU"
                           return std::vector<Tensor>{F::batch_norm(in[0], gpu ? rm_g : rm_c, gpu ? rv_g : rv_c, in[1],
                                                                    in[2], training, 0.1, 1e-5)};
                         });
-        check_close(rm_c, rm_g, name("running_mean", t));
-        check_close(rv_c, rv_g, name("running_var", t));
+        check_close(rm_g, rm_c, dtype_tol(kF32), name("running_mean", t));
+        check_close(rv_g, rv_c, dtype_tol(kF32), name("running_var", t));
       }
       compare_devices(name("batch_norm without affine or running stats", t), {x}, [&](const std::vector<Tensor>& in) {
         return std::vector<Tensor>{F::batch_norm(in[0], Tensor(), Tensor(), Tensor(), Tensor(), true)};
@@ -140,7 +146,7 @@ TEST_CASE("cuda: GradScaler's unscale-and-check flags inf and NaN and unscales l
       Tensor fc = zeros({}), fg = zeros({}, kGpu);
       kernels::unscale_check(Device::cpu(), gc, fc, 1.0 / 1024.0);
       kernels::unscale_check(kGpu, gg, fg, 1.0 / 1024.0);
-      check_close(gc, gg, name("unscaled gradient", t), 0);
+      check_close(gg, gc, kExact, name("unscaled gradient", t));
       CHECK(fg.item<float>() == fc.item<float>());
       CHECK(fg.item<float>() == (bad == 0.0 ? 0.0f : 1.0f));
     }

@@ -64,7 +64,7 @@ TEST_CASE("dist: file rendezvous refuses a file it did not write") {
 }
 
 #ifdef MDL_WITH_NCCL
-#include "device_param.h"
+#include "tests/test_util.h"
 #include "dist/ddp.h"
 #include "dist/nccl_group.h"
 #include "nn/layers.h"

@@ -14,34 +14,16 @@
 #include <vector>
 
 #include "mdl.h"
+#include "tests/test_util.h"
 #include "kernels/core.h"  // kernels::binary, to reach the integer division kernel directly
 
 using namespace mdl;
+using namespace mdl::test;
 using V = std::vector<double>;
 
 namespace {
 
 // The elements of t in row-major order of its shape, read straight from storage.
-V values(const Tensor& t) {
-  V out;
-  if (t.numel() == 0) return out;
-  out.reserve(size_t(t.numel()));
-  dispatch(t.dtype(), "values", [&]<class T>() {
-    const T* base = static_cast<const T*>(t.raw_data());
-    std::vector<int64_t> idx(size_t(t.dim()), 0);
-    for (int64_t n = 0; n < t.numel(); ++n) {
-      int64_t off = 0;
-      for (int64_t d = 0; d < t.dim(); ++d) off += idx[size_t(d)] * t.stride(d);
-      out.push_back(double(acc_t<T>(base[off])));
-      for (int64_t d = t.dim() - 1; d >= 0; --d) {
-        if (++idx[size_t(d)] < t.size(d)) break;
-        idx[size_t(d)] = 0;
-      }
-    }
-  });
-  return out;
-}
-
 // v (row-major, shape `from`) broadcast to shape `to`, by NumPy's rules.
 V broadcast(const V& v, const Shape& from, const Shape& to) {
   const int64_t n = shape_numel(to), lead = int64_t(to.size()) - int64_t(from.size());
@@ -101,9 +83,6 @@ Tensor make_input(const Shape& shape, DType dtype, Layout layout, double lo, dou
   return t;
 }
 
-struct Tol {
-  double rtol, atol;
-};
 Tol tol_for(DType t) {
   switch (t) {
     case DType::F64: return {1e-13, 1e-14};
@@ -122,20 +101,6 @@ double round_to(double r, DType t) {
     case DType::BF16: return double(float(BFloat16(r)));
     default: return r;
   }
-}
-
-// Checks got against want elementwise (NaN matches NaN), reporting the first mismatch.
-void check_close(const V& got, const V& want, Tol tol, const std::string& what) {
-  REQUIRE(got.size() == want.size());
-  int64_t bad = 0, first = -1;
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double g = got[i], w = want[i];
-    const bool ok = std::isnan(w) ? std::isnan(g) : (g == w || std::abs(g - w) <= tol.atol + tol.rtol * std::abs(w));
-    if (!ok && bad++ == 0) first = int64_t(i);
-  }
-  INFO(what, ": ", bad, " of ", got.size(), " wrong; first at ", first, ": got ", first >= 0 ? got[size_t(first)] : 0,
-       ", want ", first >= 0 ? want[size_t(first)] : 0);
-  CHECK(bad == 0);
 }
 
 double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
@@ -238,7 +203,7 @@ void check_binary(const BinaryCase& c, const Tensor& a, const Tensor& b, const s
     want[i] = c.ref(av[i], bv[i]);
     if (c.kind == BinaryCase::Rounded) want[i] = round_to(want[i], want_dtype);
   }
-  check_close(values(out), want, c.kind == BinaryCase::Approximate ? tol_for(want_dtype) : Tol{0, 0}, what);
+  check_close(values(out), want, c.kind == BinaryCase::Approximate ? tol_for(want_dtype) : kExact, what);
 }
 
 const DType kDtypes[] = {kF32, kF64, kF16, kBF16, kI32, kI64};
@@ -390,15 +355,15 @@ TEST_CASE("elementwise: large tensors go through the threaded path and stay exac
   V want(av.size());
 
   for (size_t i = 0; i < av.size(); ++i) want[i] = double(float(av[i] + bv[i]));
-  check_close(values(a + b), want, {0, 0}, "add");
+  check_close(values(a + b), want, kExact, "add");
   for (size_t i = 0; i < av.size(); ++i) want[i] = double(float(av[i] * btv[i]));
-  check_close(values(a * bt), want, {0, 0}, "mul with a transposed operand");
+  check_close(values(a * bt), want, kExact, "mul with a transposed operand");
   for (size_t i = 0; i < av.size(); ++i) want[i] = double(float(av[i] + rv[i]));
-  check_close(values(a + row), want, {0, 0}, "broadcast add of a row");
+  check_close(values(a + row), want, kExact, "broadcast add of a row");
   for (size_t i = 0; i < av.size(); ++i) want[i] = double(float(av[i] - 2.5f));
-  check_close(values(a - 2.5), want, {0, 0}, "sub of a scalar");
+  check_close(values(a - 2.5), want, kExact, "sub of a scalar");
   for (size_t i = 0; i < av.size(); ++i) want[i] = av[i] < btv[i];
-  check_close(values(lt(a, bt)), want, {0, 0}, "lt");
+  check_close(values(lt(a, bt)), want, kExact, "lt");
   for (size_t i = 0; i < av.size(); ++i) want[i] = std::exp(btv[i] / 4);
   check_close(values(exp(bt / 4)), want, tol_for(kF32), "exp of a transposed operand");
   for (size_t i = 0; i < av.size(); ++i) want[i] = std::tanh(av[i]);
@@ -407,13 +372,13 @@ TEST_CASE("elementwise: large tensors go through the threaded path and stay exac
   Tensor ah = a.to(kF16), bh = bt.to(kF16);
   const V ahv = values(ah), bhv = values(bh);
   for (size_t i = 0; i < av.size(); ++i) want[i] = round_to(ahv[i] * bhv[i], kF16);
-  check_close(values(ah * bh), want, {0, 0}, "f16 mul");
+  check_close(values(ah * bh), want, kExact, "f16 mul");
   for (size_t i = 0; i < av.size(); ++i) want[i] = ahv[i] > 0 ? ahv[i] : 0;
-  check_close(values(relu(ah)), want, {0, 0}, "f16 relu");
+  check_close(values(relu(ah)), want, kExact, "f16 relu");
   Tensor ai = make_input(shape, kI64, Layout::Stepped, -1000, 1000, 5);
   const V aiv = values(ai);
   for (size_t i = 0; i < av.size(); ++i) want[i] = aiv[i] * aiv[i] - aiv[i];
-  check_close(values(square(ai) - ai), want, {0, 0}, "i64 square minus self");
+  check_close(values(square(ai) - ai), want, kExact, "i64 square minus self");
 }
 
 TEST_CASE("elementwise: maximum, minimum, relu and clamp propagate NaN") {

@@ -1,6 +1,7 @@
-// Gradcheck for every differentiable op: a table of entries built from contiguous f64 leaves,
-// each reaching its op through a non-contiguous view and, where the op broadcasts, through
-// broadcast shapes. A name in autograd::differentiable_ops() with no entry fails the suite.
+// Gradcheck for every differentiable op. The table (tests/gradcheck_cases.h) holds the cases of this
+// file, built from contiguous f64 leaves that reach their op through a non-contiguous view and,
+// where the op broadcasts, through broadcast shapes, and the cases the nn ops' own test files add.
+// Its op names must be exactly autograd::differentiable_ops(), and every case must pass.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "nn/linear_act.h"
 #include "ops/factory.h"
 #include "ops/ops.h"
+#include "tests/gradcheck_cases.h"
 
 using namespace mdl;
 namespace F = mdl::nn::functional;
@@ -23,13 +25,7 @@ namespace {
 
 using V = std::vector<Tensor>;
 
-struct Entry {
-  std::string op;    // the registry name this entry covers
-  std::string what;  // the case, for failure messages
-  V inputs;          // f64 leaves requiring grad; index and mask tensors need none
-  autograd::GradcheckFn fn;
-  double eps = 1e-6, atol = 1e-5, rtol = 1e-3;
-};
+using Entry = test::GradcheckCase;
 
 // Leaf makers, all drawing from one seeded generator so the table is the same on every run.
 struct Maker {
@@ -273,8 +269,7 @@ void add_index_ops(std::vector<Entry>& t, Maker& m) {
                [Tl](const V& v) { return matmul(v[0], Tl(v[1])); }});
 }
 
-// The nn ops, once each here so that the table covers the whole registry; their own suites
-// (test_norm, test_conv, test_pool, test_loss, test_attention) check them in depth.
+// The nn ops on this file's views and generator; their own test files add cases of their own.
 void add_nn_ops(std::vector<Entry>& t, Maker& m) {
   t.push_back({"linear", "[2,3,4] permuted x, bias", {m.uniform({4, 2, 3}), m.uniform({5, 4}), m.uniform({5})},
                [](const V& v) { return F::linear(permute(v[0], {1, 2, 0}), v[1], v[2]); }});
@@ -336,18 +331,16 @@ void add_nn_ops(std::vector<Entry>& t, Maker& m) {
                [](const V& v) { return F::scaled_dot_product_attention(v[0], v[1], v[2], Tensor(), true, 0.7); }});
 }
 
-std::vector<Entry> table() {
-  std::vector<Entry> t;
+const test::GradcheckCases kViewAndBroadcastCases([](std::vector<Entry>& t) {
   Maker m;
   add_elementwise(t, m);
   add_reductions(t, m);
   add_shape_ops(t, m);
   add_index_ops(t, m);
   add_nn_ops(t, m);
-  return t;
-}
+});
 
-// Whether a node named `op` is reachable from out's grad_fn: the entry exercises its op.
+// Whether a node named `op` is reachable from out's grad_fn: the case exercises its op.
 bool records(const Tensor& out, const std::string& op) {
   std::vector<autograd::Node*> stack;
   std::set<autograd::Node*> seen;
@@ -371,21 +364,21 @@ std::string join(const std::vector<std::string>& names) {
 
 }  // namespace
 
-TEST_CASE("gradcheck: every registered op has an entry") {
+TEST_CASE("gradcheck: the cases' ops are exactly the differentiable ops") {
   std::set<std::string> covered;
-  for (const Entry& e : table()) covered.insert(e.op);
+  for (const Entry& e : test::gradcheck_cases()) covered.insert(e.op);
   const auto& registry = autograd::differentiable_ops();
   std::vector<std::string> missing, unknown;
   for (const std::string& op : registry)
     if (!covered.count(op)) missing.push_back(op);
   for (const std::string& op : covered)
     if (std::find(registry.begin(), registry.end(), op) == registry.end()) unknown.push_back(op);
-  CHECK_MESSAGE(missing.empty(), "ops with a backward but no gradcheck entry: ", join(missing));
-  CHECK_MESSAGE(unknown.empty(), "gradcheck entries for ops missing from the registry: ", join(unknown));
+  CHECK_MESSAGE(missing.empty(), "ops with a backward but no gradcheck case: ", join(missing));
+  CHECK_MESSAGE(unknown.empty(), "gradcheck cases for ops missing from the registry: ", join(unknown));
 }
 
-TEST_CASE("gradcheck: every entry passes") {
-  for (const Entry& e : table()) {
+TEST_CASE("gradcheck: every case records its op and passes") {
+  for (const Entry& e : test::gradcheck_cases()) {
     std::string name = e.op + " (" + e.what + ")";
     INFO(name);
     try {

@@ -10,8 +10,10 @@
 #include "ops/native/native.h"
 #include "ops/ops.h"
 #include "tensor/parallel.h"
+#include "tests/test_util.h"
 
 using namespace mdl;
+using namespace mdl::test;
 
 namespace {
 
@@ -35,8 +37,6 @@ Tensor sliced(const Tensor& x) {
 
 // The same values as x, laid out with the first and last dims swapped in memory.
 Tensor transposed(const Tensor& x) { return x.dim() < 2 ? sliced(x) : x.transpose(0, -1).contiguous().transpose(0, -1); }
-
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
 
 Shape unravel(int64_t i, const Shape& s) {
   Shape c(s.size());
@@ -69,7 +69,7 @@ void check_thread_independent(F f) {
   Tensor one = f();
   set_num_threads(threads);
   Tensor many = f();
-  CHECK(vals(one) == vals(many));
+  CHECK(values(one) == values(many));
 }
 
 }  // namespace
@@ -87,7 +87,7 @@ TEST_CASE("index where: broadcast, promotion and strides against a loop") {
       Tensor out = where(cond, a, b);
       CHECK(out.shape() == Shape{3, 5, 4});
       CHECK(out.dtype() == promote_types(ta, tb));
-      auto c = vals(cond), av = vals(a), bv = vals(b), o = vals(out);
+      auto c = values(cond), av = values(a), bv = values(b), o = values(out);
       std::vector<double> want(o.size());
       for (int64_t i = 0; i < out.numel(); ++i) {
         Shape co = unravel(i, out.shape());
@@ -103,12 +103,12 @@ TEST_CASE("index where: large, 0-dim and zero-size") {
   Tensor cond = rnd({300, 257}, kBool).t();
   Tensor a = randn({257, 300}), b = randn({300, 257}, kF64).t();
   Tensor out = where(cond, a, b);
-  auto c = vals(cond), av = vals(a), bv = vals(b), o = vals(out);
+  auto c = values(cond), av = values(a), bv = values(b), o = values(out);
   bool ok = true;
   for (size_t i = 0; i < o.size(); ++i) ok &= o[i] == (c[i] ? double(float(av[i])) : bv[i]);
   CHECK(ok);
   Tensor c2 = rnd({1000, 70}, kBool), a2 = randn({1000, 70}), b2 = randn({1000, 70});
-  auto cv = vals(c2), a2v = vals(a2), b2v = vals(b2), o2 = vals(where(c2, a2, b2));
+  auto cv = values(c2), a2v = values(a2), b2v = values(b2), o2 = values(where(c2, a2, b2));
   for (size_t i = 0; i < o2.size(); ++i) ok &= o2[i] == (cv[i] ? a2v[i] : b2v[i]);
   CHECK(ok);
 
@@ -116,7 +116,7 @@ TEST_CASE("index where: large, 0-dim and zero-size") {
   CHECK(s.dim() == 0);
   CHECK(s.item<float>() == 2.0f);
   CHECK(where(zeros({0, 3}, kBool), ones({3}), zeros({1, 3})).shape() == Shape{0, 3});
-  CHECK(vals(where(zeros({2}, kBool), scalar_tensor(1.0), scalar_tensor(5.0))) == std::vector<double>{5, 5});
+  CHECK(values(where(zeros({2}, kBool), scalar_tensor(1.0), scalar_tensor(5.0))) == std::vector<double>{5, 5});
 }
 
 TEST_CASE("index where: errors") {
@@ -141,14 +141,14 @@ TEST_CASE("index masked_fill: broadcast masks, strides and dtypes") {
         Tensor out = masked_fill(x, mask, 1.0);
         CHECK(out.shape() == x.shape());
         CHECK(out.dtype() == t);
-        auto xv = vals(x), mv = vals(mask), o = vals(out);
+        auto xv = values(x), mv = values(mask), o = values(out);
         std::vector<double> want(o.size());
         for (int64_t i = 0; i < x.numel(); ++i)
           want[size_t(i)] = mv[size_t(bcast_index(unravel(i, x.shape()), ms))] ? 1.0 : xv[size_t(i)];
         CHECK(o == want);
       }
   }
-  CHECK(vals(masked_fill(from_vector<float>({1, 2}), from_vector<bool>({true, false}), -2.5)) ==
+  CHECK(values(masked_fill(from_vector<float>({1, 2}), from_vector<bool>({true, false}), -2.5)) ==
         std::vector<double>{-2.5, 2});
   CHECK(masked_fill(zeros({0, 2}), ones({2}, kBool), 1.0).shape() == Shape{0, 2});
 }
@@ -172,7 +172,7 @@ void check_index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   want_shape[size_t(d)] = index.numel();
   REQUIRE(out.shape() == want_shape);
   CHECK(out.dtype() == x.dtype());
-  auto xv = vals(x), iv = vals(index), o = vals(out);
+  auto xv = values(x), iv = values(index), o = values(out);
   std::vector<double> want(o.size());
   for (int64_t i = 0; i < out.numel(); ++i) {
     Shape c = unravel(i, out.shape());
@@ -231,7 +231,7 @@ void check_index_add(const Tensor& x, int64_t dim, const Tensor& index, const Te
   int64_t d = dim < 0 ? dim + x.dim() : dim;
   REQUIRE(out.shape() == x.shape());
   CHECK(out.dtype() == x.dtype());
-  auto xv = vals(x), iv = vals(index), sv = vals(src), o = vals(out);
+  auto xv = values(x), iv = values(index), sv = values(src), o = values(out);
   std::vector<double> want = xv;
   for (int64_t i = 0; i < src.numel(); ++i) {
     Shape c = unravel(i, src.shape());
@@ -299,7 +299,7 @@ void check_gather(const Tensor& x, int64_t dim, const Tensor& index) {
   int64_t d = dim < 0 ? dim + x.dim() : dim;
   REQUIRE(out.shape() == index.shape());
   CHECK(out.dtype() == x.dtype());
-  auto xv = vals(x), iv = vals(index), o = vals(out);
+  auto xv = values(x), iv = values(index), o = values(out);
   std::vector<double> want(o.size());
   for (int64_t i = 0; i < out.numel(); ++i) {
     Shape c = unravel(i, index.shape());
@@ -355,7 +355,7 @@ void check_scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const 
   int64_t d = dim < 0 ? dim + x.dim() : dim;
   REQUIRE(out.shape() == x.shape());
   CHECK(out.dtype() == x.dtype());
-  auto xv = vals(x), iv = vals(index), sv = vals(src), o = vals(out);
+  auto xv = values(x), iv = values(index), sv = values(src), o = values(out);
   std::vector<double> want = xv;
   for (int64_t i = 0; i < index.numel(); ++i) {
     Shape c = unravel(i, index.shape());
@@ -428,7 +428,7 @@ TEST_CASE("index tril/triu: diagonals, batches, strides") {
         Tensor x = rnd(s, t);
         for (const Tensor& in : {x, transposed(x), sliced(x)}) {
           Tensor lo = tril(in, k), up = triu(in, k);
-          auto xv = vals(in), lv = vals(lo), uv = vals(up);
+          auto xv = values(in), lv = values(lo), uv = values(up);
           REQUIRE(lo.shape() == s);
           std::vector<double> wl(xv.size()), wu(xv.size());
           for (int64_t i = 0; i < in.numel(); ++i) {
@@ -443,7 +443,7 @@ TEST_CASE("index tril/triu: diagonals, batches, strides") {
       }
   // Threaded.
   Tensor x = randn({3, 300, 200}).transpose(1, 2);
-  auto xv = vals(x), lv = vals(tril(x, 5));
+  auto xv = values(x), lv = values(tril(x, 5));
   bool ok = true;
   for (int64_t i = 0; i < x.numel(); ++i) {
     Shape c = unravel(i, x.shape());
@@ -469,19 +469,19 @@ TEST_CASE("index one_hot: against a loop") {
       Tensor idx = sliced(randint(0, 5, s).to(t));
       for (int64_t nc : {-1, 5, 8}) {
         Tensor out = one_hot(idx, nc);
-        auto iv = vals(idx);
+        auto iv = values(idx);
         int64_t c = nc == -1 ? int64_t(*std::max_element(iv.begin(), iv.end())) + 1 : nc;
         Shape want_shape = s;
         want_shape.push_back(c);
         REQUIRE(out.shape() == want_shape);
         CHECK(out.dtype() == kI64);
-        auto o = vals(out);
+        auto o = values(out);
         std::vector<double> want(o.size(), 0.0);
         for (size_t i = 0; i < iv.size(); ++i) want[i * size_t(c) + size_t(iv[i])] = 1.0;
         CHECK(o == want);
       }
     }
-  CHECK(vals(one_hot(from_vector<int64_t>({2, 0}))) == std::vector<double>{0, 0, 1, 1, 0, 0});
+  CHECK(values(one_hot(from_vector<int64_t>({2, 0}))) == std::vector<double>{0, 0, 1, 1, 0, 0});
   CHECK(one_hot(zeros({0}, kI64), 4).shape() == Shape{0, 4});
   CHECK(one_hot(zeros({2, 0}, kI64), 0).shape() == Shape{2, 0, 0});
 }

@@ -8,8 +8,10 @@
 #include "ops/factory.h"
 #include "ops/native/native.h"
 #include "ops/ops.h"
+#include "tests/test_util.h"
 
 using namespace mdl;
+using namespace mdl::test;
 
 namespace {
 
@@ -23,8 +25,6 @@ Tensor transposed(const Tensor& x) {
   if (x.dim() < 2) return x;
   return x.transpose(0, -1).contiguous().transpose(0, -1);
 }
-
-std::vector<double> vals(const Tensor& t) { return t.to_vector<double>(); }
 
 Shape unravel(int64_t i, const Shape& s) {
   Shape c(s.size());
@@ -44,8 +44,8 @@ int64_t ravel(const Shape& c, const Shape& s) {
 // Checks out == cat(xs, d) by finding, for each output element, the input and offset it came from.
 void check_cat(const Tensor& out, const std::vector<Tensor>& xs, int64_t d) {
   std::vector<std::vector<double>> xv;
-  for (const Tensor& x : xs) xv.push_back(vals(x));
-  auto o = vals(out);
+  for (const Tensor& x : xs) xv.push_back(values(x));
+  auto o = values(out);
   std::vector<double> want(o.size());
   for (int64_t i = 0; i < out.numel(); ++i) {
     Shape c = unravel(i, out.shape());
@@ -81,7 +81,7 @@ TEST_CASE("join cat: every dim against a loop") {
     }
   // One tensor; a large one (threaded copies); 1-D.
   Tensor x = randn({5, 7});
-  CHECK(vals(native::cat({x}, 1)) == vals(x));
+  CHECK(values(native::cat({x}, 1)) == values(x));
   std::vector<Tensor> big = {randn({300, 200}), randn({200, 300}).t(), randn({300, 1})};
   check_cat(native::cat(big, 1), big, 1);
   check_cat(native::cat({arange(3.0), arange(2.0)}, 0), {arange(3.0), arange(2.0)}, 0);
@@ -91,7 +91,7 @@ TEST_CASE("join cat: promotion, empty 1-D tensors and zero-size results") {
   Tensor a = ones({2, 2}), b = full({1, 2}, 2.0, kF64), c = full({1, 2}, 3.0, kI64);
   Tensor out = native::cat({a, b, c}, 0);
   CHECK(out.dtype() == kF64);
-  CHECK(vals(out) == std::vector<double>{1, 1, 1, 1, 2, 2, 3, 3});
+  CHECK(values(out) == std::vector<double>{1, 1, 1, 1, 2, 2, 3, 3});
   CHECK(native::cat({full({1}, 1.0, kI64), full({1}, 2.5, kF16)}, 0).dtype() == kF16);
   // As in PyTorch, 1-D empty tensors are skipped whatever the others' shapes.
   Tensor e = native::cat({zeros({0}), a, zeros({0})}, 1);
@@ -123,19 +123,19 @@ TEST_CASE("join stack: every dim") {
     Shape want = {3, 4};
     want.insert(want.begin() + d, 3);
     REQUIRE(out.shape() == want);
-    auto o = vals(out);
+    auto o = values(out);
     bool ok = true;
     for (int64_t i = 0; i < out.numel(); ++i) {
       Shape c = unravel(i, out.shape());
       int64_t k = c[size_t(d)];
       c.erase(c.begin() + d);
-      ok &= o[size_t(i)] == vals(xs[size_t(k)])[size_t(ravel(c, {3, 4}))];
+      ok &= o[size_t(i)] == values(xs[size_t(k)])[size_t(ravel(c, {3, 4}))];
     }
     CHECK(ok);
   }
   Tensor s = native::stack({scalar_tensor(1.0), scalar_tensor(2.0)}, 0);
   CHECK(s.shape() == Shape{2});
-  CHECK(vals(s) == std::vector<double>{1, 2});
+  CHECK(values(s) == std::vector<double>{1, 2});
   CHECK(native::stack({zeros({0, 2}), zeros({0, 2})}, 1).shape() == Shape{0, 2, 2});
 }
 
@@ -160,7 +160,7 @@ TEST_CASE("join split: views of equal pieces, the last smaller") {
       for (const Tensor& p : parts) {
         CHECK(p.storage() == x.storage());  // a view
         CHECK(p.size(d) == std::min(size, n - off));
-        CHECK(vals(p) == vals(x.narrow(d, off, p.size(d))));
+        CHECK(values(p) == values(x.narrow(d, off, p.size(d))));
         off += p.size(d);
       }
       CHECK(off == n);
@@ -168,7 +168,7 @@ TEST_CASE("join split: views of equal pieces, the last smaller") {
     }
   }
   auto t = native::split(x.t(), 3, 1);  // non-contiguous input
-  CHECK(vals(t[1]) == vals(x.t().narrow(1, 3, 2)));
+  CHECK(values(t[1]) == values(x.t().narrow(1, 3, 2)));
   auto e = native::split(zeros({0, 3}), 2, 0);
   REQUIRE(e.size() == 1);
   CHECK(e[0].shape() == Shape{0, 3});
@@ -178,14 +178,14 @@ TEST_CASE("join split: views of equal pieces, the last smaller") {
 TEST_CASE("join public ops agree with the native ones") {
   manual_seed(13);
   Tensor x = randn({4, 6}), y = randn({4, 2});
-  CHECK(vals(cat({x, y}, -1)) == vals(native::cat({x, y}, -1)));
-  CHECK(vals(stack({x, x}, 1)) == vals(native::stack({x, x}, 1)));
+  CHECK(values(cat({x, y}, -1)) == values(native::cat({x, y}, -1)));
+  CHECK(values(stack({x, x}, 1)) == values(native::stack({x, x}, 1)));
   auto a = split(x, 4, 1), b = native::split(x, 4, 1);
   REQUIRE(a.size() == b.size());
-  for (size_t i = 0; i < a.size(); ++i) CHECK(vals(a[i]) == vals(b[i]));
+  for (size_t i = 0; i < a.size(); ++i) CHECK(values(a[i]) == values(b[i]));
   auto c = split(x, std::vector<int64_t>{1, 3}, 0);
   REQUIRE(c.size() == 2);
-  CHECK(vals(c[1]) == vals(x.narrow(0, 1, 3)));
+  CHECK(values(c[1]) == values(x.narrow(0, 1, 3)));
   auto d = chunk(arange(10.0), 3);
   REQUIRE(d.size() == 3);
   CHECK(d[2].numel() == 2);
@@ -206,11 +206,11 @@ TEST_CASE("join split_with_sizes: pieces, zero sizes, errors") {
   int64_t off = 0;
   for (const Tensor& p : parts) {
     CHECK(p.storage() == x.storage());
-    CHECK(vals(p) == vals(x.narrow(0, off, p.size(0))));
+    CHECK(values(p) == values(x.narrow(0, off, p.size(0))));
     off += p.size(0);
   }
   check_cat(native::cat(parts, 0), parts, 0);
-  CHECK(vals(native::cat(native::split_with_sizes(x, std::vector<int64_t>{4}, -1), -1)) == vals(x));
+  CHECK(values(native::cat(native::split_with_sizes(x, std::vector<int64_t>{4}, -1), -1)) == values(x));
   CHECK(native::split_with_sizes(zeros({0, 2}), {0, 0}, 0).size() == 2);
 
   CHECK_THROWS_WITH_AS(native::split_with_sizes(x, std::vector<int64_t>{1, 2}, 0),

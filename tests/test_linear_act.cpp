@@ -13,11 +13,11 @@
 #include "mdl.h"
 #include "nn/linear_act.h"
 #include "cuda/api.h"
-#include "tests/device_param.h"
+#include "tests/gradcheck_cases.h"
+#include "tests/test_util.h"
 
 using namespace mdl;
-using mdl::test::check_close;
-using mdl::test::sample;
+using namespace mdl::test;
 
 namespace {
 
@@ -55,7 +55,8 @@ TEST_CASE("linear_act: forward matches matmul + bias + activation in every float
         Tensor got = nn::functional::linear(x, w, b, act);
         CHECK(got.dtype() == t);
         Tensor want = composed(x.to(kF64), w.to(kF64), b.defined() ? b.to(kF64) : b, act);  // exact reference
-        check_close(want, got.to(kF64), name(act, bias, t), t == kF64 ? 1e-12 : t == kF32 ? 1e-5 : mdl::test::tolerance(t) * 4);
+        check_close(got.to(kF64), want, same_tol(t == kF64 ? 1e-12 : t == kF32 ? 1e-5 : dtype_tol(t).rtol * 4),
+                    name(act, bias, t));
       }
 }
 
@@ -65,22 +66,21 @@ TEST_CASE("linear_act: relu and gelu really act (negative pre-activations change
   Tensor r = nn::functional::linear(x, w, b, Activation::Relu);
   REQUIRE(min(lin).item<float>() < 0.0f);
   CHECK(min(r).item<float>() == 0.0f);
-  check_close(nn::functional::linear(x, w, b), lin, "none equals plain linear");
+  check_close(lin, nn::functional::linear(x, w, b), dtype_tol(kF32), "none equals plain linear");
 }
 
-TEST_CASE("linear_act: gradcheck in f64 for every activation, with and without bias") {
+// f64, every activation, with and without bias.
+const test::GradcheckCases kLinearActGradcheckCases([](std::vector<test::GradcheckCase>& cases) {
   for (Activation act : kActs)
     for (bool bias : {true, false}) {
       Tensor x = sample({3, 2, 5}, kF64, 7).requires_grad_(), w = sample({4, 5}, kF64, 8).requires_grad_();
       Tensor b = sample({4}, kF64, 9).requires_grad_();
-      std::vector<Tensor> inputs{x, w};
-      if (bias) inputs.push_back(b);
-      auto r = autograd::gradcheck(
-          [&](const std::vector<Tensor>& in) { return nn::functional::linear(in[0], in[1], bias ? in[2] : Tensor(), act); },
-          inputs);
-      CHECK_MESSAGE(r.ok, name(act, bias, kF64), ": ", r.report);
+      std::vector<Tensor> inputs = bias ? std::vector<Tensor>{x, w, b} : std::vector<Tensor>{x, w};
+      cases.push_back({"linear_act", name(act, bias, kF64), inputs, [act, bias](const std::vector<Tensor>& in) {
+                         return nn::functional::linear(in[0], in[1], bias ? in[2] : Tensor(), act);
+                       }});
     }
-}
+});
 
 TEST_CASE("linear_act: gradients match the composed backward in f32 and f16") {
   for (DType t : {kF32, kF16})
@@ -90,12 +90,12 @@ TEST_CASE("linear_act: gradients match the composed backward in f32 and f16") {
         Tensor r = sample({6, 9}, t, 13);
         auto want = grads(false, x.to(kF64), w.to(kF64), b.defined() ? b.to(kF64) : b, act, r.to(kF64));
         auto got = grads(true, x, w, b, act, r);
-        const double tol = t == kF32 ? 1e-4 : 2e-2;
+        const Tol tol = same_tol(t == kF32 ? 1e-4 : 2e-2);
         const char* what[] = {"grad x", "grad w", "grad b"};
         for (int i = 0; i < (bias ? 3 : 2); ++i) {
           REQUIRE(got[size_t(i)].defined());
           CHECK(got[size_t(i)].dtype() == t);
-          check_close(want[size_t(i)], got[size_t(i)].to(kF64), name(act, bias, t) + " " + what[i], tol);
+          check_close(got[size_t(i)].to(kF64), want[size_t(i)], tol, name(act, bias, t) + " " + what[i]);
         }
       }
 }
@@ -124,7 +124,7 @@ TEST_CASE("linear_act: only the inputs that need a gradient get one; empty batch
   Tensor e = nn::functional::linear(zeros({0, 3}), w, b, Activation::GeluTanh);
   CHECK(e.shape() == Shape{0, 2});
   Tensor k0 = nn::functional::linear(zeros({2, 0}), zeros({3, 0}), full({3}, -1.0), Activation::Relu);
-  check_close(zeros({2, 3}), k0, "in_features 0: relu(bias)");
+  check_close(k0, zeros({2, 3}), dtype_tol(kF32), "in_features 0: relu(bias)");
 }
 
 TEST_CASE("linear_act: ReLU's backward passes the gradient where pre > 0 and zero elsewhere, even an infinite one") {
@@ -155,13 +155,6 @@ TEST_CASE("linear_act: bad shapes, dtypes and devices throw naming them") {
   CHECK_THROWS_WITH_AS(nn::functional::linear(x, w, b, Activation(7)), doctest::Contains("unknown activation 7"), Error);
 }
 
-TEST_CASE("linear_act: the op is registered as differentiable (so test_gradcheck's table covers it)") {
-  const auto& reg = autograd::differentiable_ops();
-  CHECK(std::find(reg.begin(), reg.end(), std::string("linear_act")) != reg.end());
-  Tensor w = zeros({2, 3}).requires_grad_();
-  CHECK(std::string(nn::functional::linear(zeros({1, 3}), w, Tensor(), Activation::Relu).grad_fn()->name()) == "linear_act");
-}
-
 TEST_CASE("linear_act: LinearAct names its parameters as Linear and runs the fused op") {
   manual_seed(3);
   auto layer = std::make_shared<nn::LinearAct>(6, 4, Activation::GeluTanh);
@@ -170,7 +163,8 @@ TEST_CASE("linear_act: LinearAct names its parameters as Linear and runs the fus
   CHECK(params[0].first == "weight");
   CHECK(params[1].first == "bias");
   Tensor x = sample({3, 6}, kF32, 17);
-  check_close(composed(x, layer->weight, layer->bias, Activation::GeluTanh), layer->forward(x), "LinearAct forward");
+  check_close(layer->forward(x), composed(x, layer->weight, layer->bias, Activation::GeluTanh), dtype_tol(kF32),
+              "LinearAct forward");
   CHECK(layer->extra_repr().find("activation=gelu_tanh") != std::string::npos);
   CHECK_THROWS_WITH_AS(nn::LinearAct(0, 4, Activation::Relu), doctest::Contains("must be positive"), Error);
 }
@@ -184,7 +178,7 @@ TEST_CASE("linear_act: TransformerEncoderLayer runs linear1 fused for relu and g
     Tensor y = x + layer.self_attn->forward(h, h, h);
     Tensor f = (*layer.linear1)((*layer.norm2)(y));
     f = std::string(act) == "relu" ? relu(f) : gelu(f, "tanh");
-    check_close(y + (*layer.linear2)(f), layer.forward(x), std::string("encoder layer ") + act);
+    check_close(layer.forward(x), y + (*layer.linear2)(f), dtype_tol(kF32), std::string("encoder layer ") + act);
   }
   CHECK_THROWS_WITH_AS(nn::TransformerEncoderLayer(8, 2, {.activation = "swish"}), doctest::Contains("gelu, relu or gelu_tanh"),
                        Error);
@@ -210,13 +204,13 @@ TEST_CASE("cuda: linear_act (cuBLASLt epilogues) matches the CPU, forward and ba
       for (bool bias : {true, false}) {
         Tensor x = sample({2, 33, 40}, t, 21), w = sample({24, 40}, t, 22), b = bias ? sample({24}, t, 23) : Tensor();
         Tensor r = sample({2, 33, 24}, t, 24);
-        const double tol = t == kF64 ? 1e-10 : t == kF32 ? 1e-4 : t == kF16 ? 1e-2 : 5e-2;
-        check_close(nn::functional::linear(x, w, b, act), nn::functional::linear(x.to(gpu), w.to(gpu), b.defined() ? b.to(gpu) : b, act).cpu(),
-                    name(act, bias, t) + " forward", tol);
+        const Tol tol = same_tol(t == kF64 ? 1e-10 : t == kF32 ? 1e-4 : t == kF16 ? 1e-2 : 5e-2);
+        check_close(nn::functional::linear(x.to(gpu), w.to(gpu), b.defined() ? b.to(gpu) : b, act).cpu(),
+                    nn::functional::linear(x, w, b, act), tol, name(act, bias, t) + " forward");
         auto want = grads(true, x, w, b, act, r);
         auto got = grads(true, x.to(gpu), w.to(gpu), b.defined() ? b.to(gpu) : b, act, r.to(gpu));
         for (int i = 0; i < (bias ? 3 : 2); ++i)
-          check_close(want[size_t(i)], got[size_t(i)].cpu(), name(act, bias, t) + " grad " + std::to_string(i), tol);
+          check_close(got[size_t(i)].cpu(), want[size_t(i)], tol, name(act, bias, t) + " grad " + std::to_string(i));
       }
 }
 
@@ -228,22 +222,23 @@ TEST_CASE("cuda: linear_act takes operands at any alignment, TF32 on, and repeat
     Tensor xb = sample({9, 15}, t, 25), w = sample({7, 15}, t, 26), b = sample({7}, t, 27);
     Tensor xd = xb.to(gpu).slice(0, 1, 9);
     for (int rep = 0; rep < 2; ++rep)
-      check_close(nn::functional::linear(xb.slice(0, 1, 9), w, b, Activation::GeluTanh),
-                  nn::functional::linear(xd, w.to(gpu), b.to(gpu), Activation::GeluTanh).cpu(), name(Activation::GeluTanh, true, t) + " offset",
-                  t == kF16 ? 1e-2 : 1e-4);
+      check_close(nn::functional::linear(xd, w.to(gpu), b.to(gpu), Activation::GeluTanh).cpu(),
+                  nn::functional::linear(xb.slice(0, 1, 9), w, b, Activation::GeluTanh),
+                  same_tol(t == kF16 ? 1e-2 : 1e-4), name(Activation::GeluTanh, true, t) + " offset");
   }
   // Aligned f16/bf16/f32 shapes take cuBLASLt's epilogue (not the fallback), every activation.
   const int64_t fallbacks = cuda::linear_act_fallbacks();
   for (DType t : {kF16, kBF16, kF32})
     for (Activation act : kActs) {
       Tensor x = sample({64, 64}, t, 31), w = sample({32, 64}, t, 32), b = sample({32}, t, 33);
-      check_close(nn::functional::linear(x, w, b, act), nn::functional::linear(x.to(gpu), w.to(gpu), b.to(gpu), act).cpu(),
-                  name(act, true, t) + " aligned", t == kF32 ? 1e-4 : t == kF16 ? 1e-2 : 5e-2);
+      check_close(nn::functional::linear(x.to(gpu), w.to(gpu), b.to(gpu), act).cpu(),
+                  nn::functional::linear(x, w, b, act), same_tol(t == kF32 ? 1e-4 : t == kF16 ? 1e-2 : 5e-2),
+                  name(act, true, t) + " aligned");
     }
   CHECK(cuda::linear_act_fallbacks() == fallbacks);
   cuda::set_allow_tf32(true);
   Tensor x = sample({64, 64}, kF32, 28), w = sample({32, 64}, kF32, 29), b = sample({32}, kF32, 30);
-  check_close(nn::functional::linear(x, w, b, Activation::Relu), nn::functional::linear(x.to(gpu), w.to(gpu), b.to(gpu), Activation::Relu).cpu(),
-              "tf32 relu", 2e-2);
+  check_close(nn::functional::linear(x.to(gpu), w.to(gpu), b.to(gpu), Activation::Relu).cpu(),
+              nn::functional::linear(x, w, b, Activation::Relu), {2e-2, 2e-2}, "tf32 relu");
   cuda::set_allow_tf32(false);
 }

@@ -10,33 +10,15 @@
 #include <vector>
 
 #include "mdl.h"
+#include "tests/test_util.h"
 
 using namespace mdl;
+using namespace mdl::test;
 using V = std::vector<double>;
 
 namespace {
 
 // The elements of t in row-major order of its shape, read straight from storage.
-V values(const Tensor& t) {
-  V out;
-  if (t.numel() == 0) return out;
-  out.reserve(size_t(t.numel()));
-  dispatch(t.dtype(), "values", [&]<class T>() {
-    const T* base = static_cast<const T*>(t.raw_data());
-    std::vector<int64_t> idx(size_t(t.dim()), 0);
-    for (int64_t n = 0; n < t.numel(); ++n) {
-      int64_t off = 0;
-      for (int64_t d = 0; d < t.dim(); ++d) off += idx[size_t(d)] * t.stride(d);
-      out.push_back(double(acc_t<T>(base[off])));
-      for (int64_t d = t.dim() - 1; d >= 0; --d) {
-        if (++idx[size_t(d)] < t.size(d)) break;
-        idx[size_t(d)] = 0;
-      }
-    }
-  });
-  return out;
-}
-
 // For each element of `to` (row-major), the flat index of the element of `from` it broadcasts from.
 std::vector<int64_t> broadcast_index(const Shape& from, const Shape& to) {
   const int64_t n = shape_numel(to), lead = int64_t(to.size()) - int64_t(from.size());

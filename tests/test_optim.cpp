@@ -17,8 +17,10 @@
 #include "optim/clip.h"
 #include "optim/regularization.h"
 #include "optim/sgd.h"
+#include "tests/test_util.h"
 
 using namespace mdl;
+using namespace mdl::test;
 using Vec = std::vector<double>;
 
 namespace {
@@ -35,16 +37,7 @@ Tensor param_from(const Vec& v, DType t = kF32) {
   std::vector<float> f(v.begin(), v.end());
   return from_vector(f, {2, 3}).to(t);
 }
-Vec values(const Tensor& t) {
-  auto f = t.to(kF64).to_vector<double>();
-  return Vec(f.begin(), f.end());
-}
 void set_grad_at(const Tensor& p, int t) { p.set_grad(param_from(grad_at(t), p.dtype())); }
-
-void check_close(const Vec& got, const Vec& want, double rtol = 1e-6) {
-  REQUIRE(got.size() == want.size());
-  for (size_t i = 0; i < got.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= rtol * std::abs(want[i]) + 1e-7);
-}
 
 // The reference SGD of torch.optim.SGD:
 //   g = grad + wd * p; buf = g (first step) else momentum * buf + (1 - dampening) * g;
@@ -109,7 +102,7 @@ TEST_CASE("optim: SGD matches torch.optim.SGD's formulas") {
     CAPTURE(c.mom); CAPTURE(c.damp); CAPTURE(c.wd); CAPTURE(c.nesterov);
     Tensor p = param_from(kP0);
     optim::SGD opt({p}, {.lr = c.lr, .momentum = c.mom, .dampening = c.damp, .weight_decay = c.wd, .nesterov = c.nesterov});
-    check_close(run_steps(opt, p, 4), ref_sgd(4, c.lr, c.mom, c.damp, c.wd, c.nesterov));
+    check_close(run_steps(opt, p, 4), ref_sgd(4, c.lr, c.mom, c.damp, c.wd, c.nesterov), {.rtol = 1e-6, .atol = 1e-7});
     CHECK(opt.step_count() == 4);
   }
 }
@@ -128,7 +121,7 @@ TEST_CASE("optim: Adam and AdamW match torch.optim's formulas, with weight decay
           optim::Adam opt({p}, {.lr = 0.05, .betas = {0.8, 0.95}, .eps = 1e-6, .weight_decay = wd, .amsgrad = amsgrad});
           got = run_steps(opt, p, 5);
         }
-        check_close(got, ref_adam(5, 0.05, 0.8, 0.95, 1e-6, wd, decoupled, amsgrad));
+        check_close(got, ref_adam(5, 0.05, 0.8, 0.95, 1e-6, wd, decoupled, amsgrad), {.rtol = 1e-6, .atol = 1e-7});
       }
 }
 
@@ -158,8 +151,8 @@ TEST_CASE("optim: AdamW defaults and per-group options") {
   set_grad_at(w, 1);
   bias.set_grad(param_from(grad_at(1)).flatten());
   opt.step();
-  check_close(values(w), ref_adam(1, 0.05, 0.8, 0.95, 1e-6, 0.1, true, false));
-  check_close(values(bias), ref_adam(1, 0.05, 0.8, 0.95, 1e-6, 0.0, true, false));
+  check_close(w, ref_adam(1, 0.05, 0.8, 0.95, 1e-6, 0.1, true, false), {.rtol = 1e-6, .atol = 1e-7});
+  check_close(bias, ref_adam(1, 0.05, 0.8, 0.95, 1e-6, 0.0, true, false), {.rtol = 1e-6, .atol = 1e-7});
 
   optim::AdamW defaults({param_from(kP0)});
   CHECK(defaults.lr() == 1e-3);
@@ -178,8 +171,8 @@ TEST_CASE("optim: a second group with its own lr; params without grad are skippe
   set_grad_at(b, 1);
   uint64_t va = a.version(), vc = c.version();
   opt.step();
-  check_close(values(a), ref_sgd(1, 0.1, 0, 0, 0, false));
-  check_close(values(b), ref_sgd(1, 0.01, 0, 0, 0, false));
+  check_close(a, ref_sgd(1, 0.1, 0, 0, 0, false), {.rtol = 1e-6, .atol = 1e-7});
+  check_close(b, ref_sgd(1, 0.01, 0, 0, 0, false), {.rtol = 1e-6, .atol = 1e-7});
   CHECK(values(c) == values(param_from(kP0)));
   CHECK(a.version() > va);
   CHECK(c.version() == vc);
@@ -218,7 +211,7 @@ TEST_CASE("optim: f16 and bf16 parameters keep f32 state and round once per step
 TEST_CASE("optim: f64 parameters update in double") {
   Tensor p = param_from(kP0, kF64);
   optim::SGD opt({p}, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01});
-  check_close(run_steps(opt, p, 3), ref_sgd(3, 0.1, 0.9, 0, 0.01, false), 1e-6);
+  check_close(run_steps(opt, p, 3), ref_sgd(3, 0.1, 0.9, 0, 0.01, false), {.rtol = 1e-6, .atol = 1e-7});
 }
 
 TEST_CASE("optim: save/load mid-training resumes bit-identically") {
@@ -335,8 +328,8 @@ TEST_CASE("optim: l2_penalty as a loss term equals SGD's weight_decay") {
     (sum(square(p2 * x + bias2)) + optim::l2_penalty({p2}, wd)).backward();
     with_penalty.step();
   }
-  check_close(values(p2), values(p1));
-  check_close(values(bias2), values(bias1));
+  check_close(p2, p1, {.rtol = 1e-6, .atol = 1e-7});
+  check_close(bias2, bias1, {.rtol = 1e-6, .atol = 1e-7});
 }
 
 TEST_CASE("optim: k micro-batches of b give the update of one batch of k*b") {
@@ -359,8 +352,8 @@ TEST_CASE("optim: k micro-batches of b give the update of one batch of k*b") {
     });
     CHECK(lm.item<float>() == doctest::Approx(l.item<float>()).epsilon(1e-5));
   }
-  check_close(values(w2), values(w1), 1e-5);
-  check_close(values(b2), values(b1), 1e-5);
+  check_close(w2, w1, {.rtol = 1e-5, .atol = 1e-7});
+  check_close(b2, b1, {.rtol = 1e-5, .atol = 1e-7});
 }
 
 TEST_CASE("optim: bad options throw naming the optimizer") {

@@ -14,18 +14,17 @@
 #include "nn/functional.h"
 #include "kernels/pool.h"
 #include "cpu/pool.h"
+#include "tests/gradcheck_cases.h"
+#include "tests/test_util.h"
 
 using namespace mdl;
+using namespace mdl::test;
 namespace F = mdl::nn::functional;
 using F::Pair;
 using V = std::vector<double>;
 
 namespace {
 
-// The ops this file gradchecks, for the lead's registry-coverage reconciliation.
-const char* kMyGradcheckedOps[] = {"max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"};
-
-V values(const Tensor& t) { return t.to_vector<double>(); }
 
 double max_err(const V& a, const V& b) {
   REQUIRE(a.size() == b.size());
@@ -241,7 +240,7 @@ TEST_CASE("pool: known values, NaN propagation, unbatched input") {
   CHECK(F::adaptive_avg_pool2d(u, {2, 1}).shape() == Shape{3, 2, 1});
 }
 
-TEST_CASE("pool: gradcheck") {
+const test::GradcheckCases kPoolGradcheckCases([](std::vector<test::GradcheckCase>& t) {
   Generator gen(33);
   using Vt = std::vector<Tensor>;
   auto leaf = [](Tensor t) {
@@ -249,8 +248,7 @@ TEST_CASE("pool: gradcheck") {
     return t;
   };
   auto T = [](const Tensor& t) { return transpose(t, 2, 3); };
-  struct E { const char* op; const char* what; Vt in; autograd::GradcheckFn fn; };
-  const E cases[] = {
+  const test::GradcheckCase cases[] = {
       {"max_pool2d", "3x3 stride 2 pad 1, transposed input", {leaf(distinct({2, 2, 7, 6}, gen))},
        [T](const Vt& v) { return F::max_pool2d(T(v[0]), {3, 3}, {2, 2}, {1, 1}); }},
       {"max_pool2d", "2x2 overlapping (stride 1), non-square", {leaf(distinct({1, 3, 5, 4}, gen))},
@@ -264,13 +262,8 @@ TEST_CASE("pool: gradcheck") {
       {"adaptive_avg_pool2d", "3x3 -> 5x2, transposed input", {leaf(randn({1, 2, 3, 3}, kF64, &gen))},
        [T](const Vt& v) { return F::adaptive_avg_pool2d(T(v[0]), {5, 2}); }},
   };
-  for (const E& e : cases) {
-    INFO(e.op, " (", e.what, ")");
-    CHECK(std::string(e.fn(e.in).grad_fn()->name()) == e.op);
-    auto res = autograd::gradcheck(e.fn, e.in);
-    CHECK_MESSAGE(res.ok, res.report);
-  }
-}
+  t.insert(t.end(), std::begin(cases), std::end(cases));
+});
 
 TEST_CASE("pool: errors name the op, the shapes and the options") {
   auto throws = [](auto f, const char* msg) { CHECK_THROWS_WITH_AS(f(), doctest::Contains(msg), mdl::Error); };
@@ -294,14 +287,6 @@ TEST_CASE("pool: errors name the op, the shapes and the options") {
          "adaptive_avg_pool2d: input [2,3,0,4] has an empty spatial dim");
   throws([] { F::adaptive_avg_pool2d(zeros({2, 3}), {2, 2}); },
          "adaptive_avg_pool2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape [2,3]");
-}
-
-TEST_CASE("pool: every op this file gradchecks is registered") {
-  const auto& reg = autograd::differentiable_ops();
-  for (const char* op : kMyGradcheckedOps) {
-    INFO(op);
-    CHECK(std::find(reg.begin(), reg.end(), std::string(op)) != reg.end());
-  }
 }
 
 TEST_CASE("pool: called from inside a caller's parallel region") {

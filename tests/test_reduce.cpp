@@ -12,10 +12,12 @@
 #include <vector>
 
 #include "mdl.h"
+#include "tests/test_util.h"
 #include "ops/native/native.h"    // native::reduce for prod, native::sum_to
 #include "tensor/parallel.h"  // set_num_threads
 
 using namespace mdl;
+using namespace mdl::test;
 using V = std::vector<double>;
 
 namespace {
@@ -78,22 +80,6 @@ V ref_var(const V& v, const Shape& shape, const std::vector<bool>& mask, int64_t
   }
   for (double& s : ss) s /= double(std::max<int64_t>(0, n - correction));
   return ss;
-}
-
-// One CHECK per comparison (not per element), naming the first few mismatches.
-void check_close(const V& got, const V& want, double rtol, double atol, const std::string& what) {
-  INFO(what);
-  REQUIRE(got.size() == want.size());
-  int64_t bad = 0;
-  std::ostringstream first;
-  first.precision(9);
-  for (size_t i = 0; i < got.size(); ++i) {
-    const bool ok = std::isnan(want[i])   ? std::isnan(got[i])
-                    : std::isinf(want[i]) ? got[i] == want[i]
-                                          : std::abs(got[i] - want[i]) <= atol + rtol * std::abs(want[i]);
-    if (!ok && bad++ < 5) first << " [" << i << "] got " << got[i] << " want " << want[i];
-  }
-  CHECK_MESSAGE(bad == 0, bad, " of ", got.size(), " differ:", first.str());
 }
 
 std::vector<bool> mask_of(int64_t bits, int64_t ndim) {
@@ -159,7 +145,7 @@ TEST_CASE("reduce: every op, dim set, layout and floating dtype against a double
               CHECK(r.dtype() == t);
               CHECK(r.shape() == (keepdim ? ks : squeezed(x.shape(), mm)));
               const double rtol = rtol_for(t) * (op == ReduceOp::Prod ? 4 : 1);
-              check_close(r.to_vector<double>(), ref_reduce(op, xv, x.shape(), mm), rtol, rtol, what);
+              check_close(r, ref_reduce(op, xv, x.shape(), mm), {.rtol = rtol, .atol = rtol}, what);
             }
       }
 }
@@ -172,7 +158,7 @@ TEST_CASE("reduce: four dims, including the batch-norm set {0,2,3} and the bias 
     const std::vector<bool> m = mask_of(bits, 4);
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max}) {
       const Tensor r = native::reduce(op, x, dims_of(m, false), true);
-      check_close(r.to_vector<double>(), ref_reduce(op, xv, x.shape(), m), 2e-6, 2e-6,
+      check_close(r, ref_reduce(op, xv, x.shape(), m), {.rtol = 2e-6, .atol = 2e-6},
                   std::string(reduce_op_name(op)) + " dims " + shape_str(dims_of(m, false)));
     }
   }
@@ -182,11 +168,10 @@ TEST_CASE("reduce: the public sum, mean, max, min") {
   manual_seed(3);
   const Tensor x = randn({6, 7});
   const V xv = x.to_vector<double>();
-  check_close(sum(x).to_vector<double>(), ref_reduce(ReduceOp::Sum, xv, {6, 7}, {true, true}), 1e-6, 1e-6, "sum");
-  check_close(sum(x, {1}).to_vector<double>(), ref_reduce(ReduceOp::Sum, xv, {6, 7}, {false, true}), 1e-6, 1e-6,
-              "sum 1");
-  check_close(mean(x, {0}, true).to_vector<double>(), ref_reduce(ReduceOp::Mean, xv, {6, 7}, {true, false}), 1e-6,
-              1e-6, "mean 0");
+  check_close(sum(x), ref_reduce(ReduceOp::Sum, xv, {6, 7}, {true, true}), {.rtol = 1e-6, .atol = 1e-6}, "sum");
+  check_close(sum(x, {1}), ref_reduce(ReduceOp::Sum, xv, {6, 7}, {false, true}), {.rtol = 1e-6, .atol = 1e-6}, "sum 1");
+  check_close(mean(x, {0}, true), ref_reduce(ReduceOp::Mean, xv, {6, 7}, {true, false}), {.rtol = 1e-6, .atol = 1e-6},
+              "mean 0");
   CHECK(sum(x).dim() == 0);
   CHECK(mean(x, {0}, true).shape() == Shape{1, 7});
   CHECK(max(x).item<double>() == ref_reduce(ReduceOp::Max, xv, {6, 7}, {true, true})[0]);
@@ -205,11 +190,11 @@ TEST_CASE("reduce: integer and bool inputs (sums widen to i64, max/min keep the 
       INFO(dtype_name(t), " dims ", shape_str(dims_of(m, false)));
       const Tensor s = native::reduce(ReduceOp::Sum, x, dims_of(m, false), false);
       CHECK(s.dtype() == kI64);
-      check_close(s.to_vector<double>(), ref_reduce(ReduceOp::Sum, xv, x.shape(), m), 0, 0, "sum");
+      check_close(s, ref_reduce(ReduceOp::Sum, xv, x.shape(), m), kExact, "sum");
       for (ReduceOp op : {ReduceOp::Max, ReduceOp::Min}) {
         const Tensor r = native::reduce(op, x, dims_of(m, false), false);
         CHECK(r.dtype() == t);
-        check_close(r.to_vector<double>(), ref_reduce(op, xv, x.shape(), m), 0, 0, reduce_op_name(op));
+        check_close(r, ref_reduce(op, xv, x.shape(), m), kExact, reduce_op_name(op));
       }
     }
   }
@@ -253,8 +238,8 @@ TEST_CASE("reduce: NaN wins max and min, and propagates through sums") {
   for (ReduceOp op : kOps)
     for (int64_t bits = 1; bits < 4; ++bits) {
       const std::vector<bool> m = mask_of(bits, 2);
-      check_close(native::reduce(op, x, dims_of(m, false), true).to_vector<double>(),
-                  ref_reduce(op, xv, x.shape(), m), 1e-6, 1e-6, reduce_op_name(op));
+      check_close(native::reduce(op, x, dims_of(m, false), true), ref_reduce(op, xv, x.shape(), m),
+                  {.rtol = 1e-6, .atol = 1e-6}, reduce_op_name(op));
     }
   // Long rows take the vectorised path; a NaN in any lane wins.
   Tensor big = randn({3, 1000});
@@ -292,8 +277,7 @@ TEST_CASE("reduce: large tensors cross the parallel grain, all loop shapes, thre
     const std::string what = shape_str(c.shape) + " dims " + shape_str(c.dims);
     for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Mean, ReduceOp::Max}) {
       const Tensor r = native::reduce(op, x, c.dims, false);
-      check_close(r.to_vector<double>(), ref_reduce(op, xv, c.shape, m), 1e-6, 1e-6,
-                  what + " " + reduce_op_name(op));
+      check_close(r, ref_reduce(op, xv, c.shape, m), {.rtol = 1e-6, .atol = 1e-6}, what + " " + reduce_op_name(op));
       const int before = get_num_threads();
       set_num_threads(1);
       const Tensor r1 = native::reduce(op, x, c.dims, false);
@@ -301,10 +285,10 @@ TEST_CASE("reduce: large tensors cross the parallel grain, all loop shapes, thre
       CHECK_MESSAGE(r1.to_vector<float>() == r.to_vector<float>(), what, " differs on one thread");
     }
     const Tensor h = x.to(kF16);
-    check_close(native::reduce(ReduceOp::Mean, h, c.dims, false).to_vector<double>(),
-                ref_reduce(ReduceOp::Mean, h.to_vector<double>(), c.shape, m), 1e-3, 1e-3, what + " f16");
-    check_close(var(x, c.dims, 1, false).to_vector<double>(), ref_var(xv, c.shape, m, 1), 1e-5, 1e-6,
-                what + " var");
+    check_close(native::reduce(ReduceOp::Mean, h, c.dims, false),
+                ref_reduce(ReduceOp::Mean, h.to_vector<double>(), c.shape, m), {.rtol = 1e-3, .atol = 1e-3},
+                what + " f16");
+    check_close(var(x, c.dims, 1, false), ref_var(xv, c.shape, m, 1), {.rtol = 1e-5, .atol = 1e-6}, what + " var");
   }
 }
 
@@ -393,17 +377,17 @@ TEST_CASE("reduce: var and std over dim sets, corrections and dtypes") {
           const std::string what = std::string(dtype_name(t)) + " " + layout + " dims " +
                                    shape_str(dims_of(m, false)) + " correction " + std::to_string(correction);
           const V want = ref_var(xv, x.shape(), m, correction);
-          check_close(r.to_vector<double>(), want, rtol_for(t) * 4, rtol_for(t) * 4, what);
+          check_close(r, want, {.rtol = rtol_for(t) * 4, .atol = rtol_for(t) * 4}, what);
           V sd = want;
           for (double& s : sd) s = std::sqrt(s);
-          check_close(mdl::std(x, dims_of(m, false), correction, true).to_vector<double>(), sd, rtol_for(t) * 4,
-                      rtol_for(t) * 4, what + " std");
+          check_close(mdl::std(x, dims_of(m, false), correction, true), sd,
+                      {.rtol = rtol_for(t) * 4, .atol = rtol_for(t) * 4}, what + " std");
         }
     }
   // Two-pass: a large offset does not cost precision.
   const Tensor x = randn({4, 5000}, kF64).to(kF32) + 1e4;
-  check_close(var(x, {1}).to_vector<double>(), ref_var(x.to_vector<double>(), {4, 5000}, {false, true}, 1), 1e-5,
-              0, "offset 1e4");
+  check_close(var(x, {1}), ref_var(x.to_vector<double>(), {4, 5000}, {false, true}, 1), {.rtol = 1e-5, .atol = 0},
+              "offset 1e4");
   // One element with correction 1: 0/0.
   CHECK(std::isnan(var(ones({3, 1}), {1}).to_vector<float>()[0]));
   CHECK(var(ones({3, 1}), {1}, 0).to_vector<float>()[0] == 0.0f);
@@ -417,10 +401,10 @@ TEST_CASE("reduce: sum_to undoes broadcasting") {
   const V xv = x.to_vector<double>();
   CHECK(native::sum_to(x, {2, 3, 4}).is_same(x));
   auto want = [&](std::vector<bool> m) { return ref_reduce(ReduceOp::Sum, xv, {2, 3, 4}, m); };
-  check_close(native::sum_to(x, {3, 4}).to_vector<double>(), want({true, false, false}), 1e-6, 1e-6, "[3,4]");
-  check_close(native::sum_to(x, {1, 4}).to_vector<double>(), want({true, true, false}), 1e-6, 1e-6, "[1,4]");
-  check_close(native::sum_to(x, {2, 1, 4}).to_vector<double>(), want({false, true, false}), 1e-6, 1e-6, "[2,1,4]");
-  check_close(native::sum_to(x, {3, 1}).to_vector<double>(), want({true, false, true}), 1e-6, 1e-6, "[3,1]");
+  check_close(native::sum_to(x, {3, 4}), want({true, false, false}), {.rtol = 1e-6, .atol = 1e-6}, "[3,4]");
+  check_close(native::sum_to(x, {1, 4}), want({true, true, false}), {.rtol = 1e-6, .atol = 1e-6}, "[1,4]");
+  check_close(native::sum_to(x, {2, 1, 4}), want({false, true, false}), {.rtol = 1e-6, .atol = 1e-6}, "[2,1,4]");
+  check_close(native::sum_to(x, {3, 1}), want({true, false, true}), {.rtol = 1e-6, .atol = 1e-6}, "[3,1]");
   const Tensor s = native::sum_to(x, {});
   CHECK(s.dim() == 0);
   CHECK(s.item<double>() == doctest::Approx(want({true, true, true})[0]).epsilon(1e-6));

@@ -11,9 +11,11 @@
 #include <vector>
 
 #include "mdl.h"
+#include "tests/test_util.h"
 #include "ops/native/native.h"  // native::softmax_backward
 
 using namespace mdl;
+using namespace mdl::test;
 using V = std::vector<double>;
 
 namespace {
@@ -63,22 +65,6 @@ V ref_backward(const V& g, const V& y, const Shape& shape, int64_t dim, bool log
   return gi;
 }
 
-// One CHECK per comparison (not per element), naming the first few mismatches.
-void check_close(const V& got, const V& want, double rtol, double atol, const std::string& what) {
-  INFO(what);
-  REQUIRE(got.size() == want.size());
-  int64_t bad = 0;
-  std::ostringstream first;
-  first.precision(9);
-  for (size_t i = 0; i < got.size(); ++i) {
-    const bool ok = std::isnan(want[i])   ? std::isnan(got[i])
-                    : std::isinf(want[i]) ? got[i] == want[i]
-                                          : std::abs(got[i] - want[i]) <= atol + rtol * std::abs(want[i]);
-    if (!ok && bad++ < 5) first << " [" << i << "] got " << got[i] << " want " << want[i];
-  }
-  CHECK_MESSAGE(bad == 0, bad, " of ", got.size(), " differ:", first.str());
-}
-
 double tol_for(DType t) { return t == kF16 ? 2e-3 : t == kBF16 ? 1.6e-2 : t == kF32 ? 2e-6 : 1e-12; }
 
 Tensor run(const Tensor& x, int64_t dim, bool log) { return log ? log_softmax(x, dim) : softmax(x, dim); }
@@ -108,7 +94,7 @@ TEST_CASE("softmax: every dim, layout and dtype against a double loop") {
           CHECK(y.is_contiguous());
           const double tol = tol_for(t);
           const V want = ref_softmax(x.to_vector<double>(), x.shape(), dim < 0 ? dim + 3 : dim, log);
-          check_close(y.to_vector<double>(), want, tol, tol, what);
+          check_close(y, want, {.rtol = tol, .atol = tol}, what);
         }
 }
 
@@ -129,8 +115,8 @@ TEST_CASE("softmax: long rows, wide column tiles and threaded sizes") {
       const Tensor x = randn(c.shape, c.t) * 4.0;
       const std::string what = shape_str(c.shape) + " dim " + std::to_string(c.dim) + " " + dtype_name(c.t) +
                                (log ? " log" : "");
-      check_close(run(x, c.dim, log).to_vector<double>(), ref_softmax(x.to_vector<double>(), c.shape, c.dim, log),
-                  tol_for(c.t), tol_for(c.t), what);
+      check_close(run(x, c.dim, log), ref_softmax(x.to_vector<double>(), c.shape, c.dim, log),
+                  {.rtol = tol_for(c.t), .atol = tol_for(c.t)}, what);
     }
 }
 
@@ -144,8 +130,8 @@ TEST_CASE("softmax: huge logits, -inf, NaN, 0-dim and zero-size") {
     const std::vector<float> s = sum(softmax(x, dim), {dim}).to_vector<float>();
     for (float v : s) CHECK(v == doctest::Approx(1.0).epsilon(1e-5));
     for (float v : log_softmax(x, dim).to_vector<float>()) CHECK(std::isfinite(v));
-    check_close(log_softmax(x, dim).to_vector<double>(), ref_softmax(x.to_vector<double>(), {6, 50}, dim, true),
-                1e-6, 1e-2, "log_softmax 1e4");
+    check_close(log_softmax(x, dim), ref_softmax(x.to_vector<double>(), {6, 50}, dim, true),
+                {.rtol = 1e-6, .atol = 1e-2}, "log_softmax 1e4");
   }
   const Tensor same = full({2, 5}, 1e4);
   for (float v : softmax(same, 1).to_vector<float>()) CHECK(v == doctest::Approx(0.2));
@@ -190,9 +176,10 @@ TEST_CASE("softmax: backward against the formula in double, every dim and dtype"
         CHECK(gi.shape() == x.shape());
         CHECK(gi.dtype() == t);
         const double tol = tol_for(t) * 2;
-        check_close(gi.to_vector<double>(),
+        check_close(gi,
                     ref_backward(g.to_vector<double>(), y.to_vector<double>(), x.shape(), dim < 0 ? dim + 3 : dim, log),
-                    tol, tol, std::string(dtype_name(t)) + " dim " + std::to_string(dim) + (log ? " log" : ""));
+                    {.rtol = tol, .atol = tol},
+                    std::string(dtype_name(t)) + " dim " + std::to_string(dim) + (log ? " log" : ""));
       }
   // Big enough to thread, rows and tiles.
   for (int64_t dim : {0, 1})
@@ -200,9 +187,9 @@ TEST_CASE("softmax: backward against the formula in double, every dim and dtype"
       const Tensor x = randn({700, 600});
       const Tensor y = run(x, dim, log);
       const Tensor g = randn({700, 600});
-      check_close(native::softmax_backward(g, y, dim, log).to_vector<double>(),
-                  ref_backward(g.to_vector<double>(), y.to_vector<double>(), {700, 600}, dim, log), 1e-5, 1e-6,
-                  "big dim " + std::to_string(dim));
+      check_close(native::softmax_backward(g, y, dim, log),
+                  ref_backward(g.to_vector<double>(), y.to_vector<double>(), {700, 600}, dim, log),
+                  {.rtol = 1e-5, .atol = 1e-6}, "big dim " + std::to_string(dim));
     }
 }
 
