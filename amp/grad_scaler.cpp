@@ -16,8 +16,8 @@
 namespace mdl::amp {
 
 GradScaler::GradScaler(GradScalerOptions options) : opt_(options), scale_(options.init_scale) {
-  MDL_CHECK(std::isfinite(opt_.init_scale) && opt_.init_scale > 0, "GradScaler: init_scale must be positive and finite, got ",
-            opt_.init_scale);
+  MDL_CHECK(std::isfinite(opt_.init_scale) && opt_.init_scale > 0,
+            "GradScaler: init_scale must be positive and finite, got ", opt_.init_scale);
   MDL_CHECK(opt_.growth_factor > 1.0 && std::isfinite(opt_.growth_factor),
             "GradScaler: growth_factor must be finite and greater than 1, got ", opt_.growth_factor);
   MDL_CHECK(opt_.backoff_factor > 0.0 && opt_.backoff_factor < 1.0,

@@ -72,8 +72,8 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
 
 void record(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
   static const auto& registry = differentiable_ops();
-  MDL_CHECK(std::find(registry.begin(), registry.end(), node->name()) != registry.end(), "autograd: op ",
-            node->name(), " has a backward but is missing from the registry of differentiable ops");
+  MDL_CHECK(std::find(registry.begin(), registry.end(), node->name()) != registry.end(), "autograd: op ", node->name(),
+            " has a backward but is missing from the registry of differentiable ops");
   node->sequence_nr = g_sequence.fetch_add(1);
   node->next_edges.reserve(inputs.size());
   for (const Tensor& in : inputs) {
@@ -115,7 +115,8 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   // Leaves with post-accumulate-grad hooks: how many of their AccumulateGrad nodes are still to run.
   const bool hooks = detail::has_post_accumulate_grad_hooks();
   std::unordered_map<TensorImpl*, int> pending_accumulations;
-  for (const Tensor& r : roots) if (r.grad_fn()) visit(r.grad_fn().get());
+  for (const Tensor& r : roots)
+    if (r.grad_fn()) visit(r.grad_fn().get());
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
@@ -147,7 +148,8 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
   // 3. Run ready nodes, latest-created first (a valid topological order among the ready ones).
   auto later = [](Node* a, Node* b) { return a->sequence_nr < b->sequence_nr; };
   std::priority_queue<Node*, std::vector<Node*>, decltype(later)> ready(later);
-  for (auto& [n, d] : deps) if (d == 0) ready.push(n);
+  for (auto& [n, d] : deps)
+    if (d == 0) ready.push(n);
   while (!ready.empty()) {
     Node* n = ready.top();
     ready.pop();
@@ -164,7 +166,8 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     std::vector<Tensor> out;
     {
       profiler::detail::ScopedRange range;  // kernels of this node's backward nest under it
-      if (profiler::detail::recording()) range.open(profiler::detail::backward_name(n->name()), profiler::EventKind::Backward);
+      if (profiler::detail::recording())
+        range.open(profiler::detail::backward_name(n->name()), profiler::EventKind::Backward);
       out = n->apply(std::move(in));
     }
     if (!retain_graph) {
@@ -173,7 +176,8 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
     }
     if (!pending_accumulations.empty())
       if (auto* acc = dynamic_cast<AccumulateGrad*>(n))
-        if (auto it = pending_accumulations.find(acc->leaf().get()); it != pending_accumulations.end() && --it->second == 0)
+        if (auto it = pending_accumulations.find(acc->leaf().get());
+            it != pending_accumulations.end() && --it->second == 0)
           detail::run_post_accumulate_grad_hooks(acc->leaf());
     for (size_t i = 0; i < n->next_edges.size() && i < out.size(); ++i) {
       const Edge& e = n->next_edges[i];

@@ -19,7 +19,8 @@ Grads FnNode::apply(Grads&& grad_outputs) {
   // An output that got no gradient (unused by the loss) contributes zeros.
   for (size_t k = 0; k < grad_outputs.size(); ++k) {
     auto o = k < outputs.size() ? outputs[k].lock() : nullptr;
-    if (!grad_outputs[k].defined() && o) grad_outputs[k] = native::to_dtype(native::scalar_like(0.0, Tensor(o)), o->dtype);
+    if (!grad_outputs[k].defined() && o)
+      grad_outputs[k] = native::to_dtype(native::scalar_like(0.0, Tensor(o)), o->dtype);
     if (!grad_outputs[k].defined()) continue;
     if (o && grad_outputs[k].shape() != o->shape) grad_outputs[k] = native::expand(grad_outputs[k], o->shape);
   }

@@ -23,7 +23,7 @@ class FnNode final : public Node {
   const char* name() const override { return name_; }
   void release_saved() override { saved_.clear(); }
 
-  Tensor saved(size_t i) const;                      // unpacks saved tensor i (checked)
+  Tensor saved(size_t i) const;  // unpacks saved tensor i (checked)
   bool needs(size_t input) const { return input < next_edges.size() && next_edges[input].fn != nullptr; }
 
  private:

@@ -43,8 +43,8 @@ class Node {
 
   std::vector<Edge> next_edges;
   std::vector<std::weak_ptr<TensorImpl>> outputs;  // for retain_grad on non-leaves
-  bool released = false;                             // saved tensors already freed
-  uint64_t sequence_nr = 0;                          // creation order: later nodes run first
+  bool released = false;                           // saved tensors already freed
+  uint64_t sequence_nr = 0;                        // creation order: later nodes run first
 };
 
 // The sink for a leaf: adds the incoming gradient into leaf.grad().

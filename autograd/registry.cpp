@@ -15,21 +15,20 @@ const std::vector<std::string>& differentiable_ops() {
     MDL_BINARY_OPS(MDL_ADD_IF_DIFFERENTIABLE)
     MDL_UNARY_OPS(MDL_ADD_IF_DIFFERENTIABLE)
 #undef MDL_ADD_IF_DIFFERENTIABLE
-    for (const char* name : {
-             // elementwise beyond the op kinds
-             "clamp", "where", "masked_fill",
-             // reductions
-             "sum", "mean", "max", "min", "max_dim", "min_dim", "var", "softmax", "log_softmax",
-             // views, copies, joining
-             "view", "reshape", "squeeze", "unsqueeze", "permute", "transpose", "expand", "slice", "narrow",
-             "select", "clone", "to_dtype", "to_device", "cat", "tril", "triu",
-             // indexing, linear algebra
-             "index_select", "gather", "scatter_add", "matmul",
-             // nn: norms, dropout, embedding, losses, attention
-             "batch_norm", "layer_norm", "group_norm", "dropout", "embedding", "cross_entropy", "bce_with_logits",
-             "scaled_dot_product_attention",
-             // nn: linear, convolution, pooling
-             "linear", "linear_act", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"})
+    for (const char* name : {// elementwise beyond the op kinds
+                             "clamp", "where", "masked_fill",
+                             // reductions
+                             "sum", "mean", "max", "min", "max_dim", "min_dim", "var", "softmax", "log_softmax",
+                             // views, copies, joining
+                             "view", "reshape", "squeeze", "unsqueeze", "permute", "transpose", "expand", "slice",
+                             "narrow", "select", "clone", "to_dtype", "to_device", "cat", "tril", "triu",
+                             // indexing, linear algebra
+                             "index_select", "gather", "scatter_add", "matmul",
+                             // nn: norms, dropout, embedding, losses, attention
+                             "batch_norm", "layer_norm", "group_norm", "dropout", "embedding", "cross_entropy",
+                             "bce_with_logits", "scaled_dot_product_attention",
+                             // nn: linear, convolution, pooling
+                             "linear", "linear_act", "conv2d", "max_pool2d", "avg_pool2d", "adaptive_avg_pool2d"})
       v.push_back(name);
     return v;
   }();

@@ -46,7 +46,8 @@ int main(int argc, char** argv) {
   for (bool accumulate : {false, true})
     bench::register_switch("grad_accumulation", accumulate, "simplecnn_step_512",
                            [](benchmark::State& s, bool accumulate) { step(s, accumulate ? 4 : 1); })
-        ->Unit(benchmark::kMillisecond)->UseRealTime();
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -24,8 +24,8 @@ namespace F = mdl::nn::functional;
 namespace {
 
 void set_gflops(benchmark::State& state, double flops) {
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
 }
 
 // C (n, n) = A (n, n) @ B (n, n) with both operands of dtype t.
@@ -145,23 +145,35 @@ int main(int argc, char** argv) {
     for (const auto& [t, name] : dtypes)
       benchmark::RegisterBenchmark(("matmul/" + std::to_string(n) + "/" + name).c_str(),
                                    [n, t = t](benchmark::State& s) { bm_matmul(s, n, t); })
-          ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime()
+          ->MinTime(0.3);
   for (const auto& [t, name] : dtypes)
-    benchmark::RegisterBenchmark(("conv_32to64_14x14_b128/" + name).c_str(), [t = t](benchmark::State& s) { bm_conv(s, t); })
-        ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+    benchmark::RegisterBenchmark(("conv_32to64_14x14_b128/" + name).c_str(),
+                                 [t = t](benchmark::State& s) { bm_conv(s, t); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(0.3);
   for (bool mixed : {false, true})
     bench::register_switch("autocast", mixed, "simplecnn_train_step_b128",
                            [](benchmark::State& s, bool mixed) { bm_train_step(s, mixed); })
-        ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(1.0);
   for (bool bulk : {false, true})
     bench::register_switch("bulk_half_conversion", bulk, "simplecnn_train_step_b128_autocast_f16",
                            [](benchmark::State& s, bool bulk) { bm_train_step(s, true, bulk); })
-        ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(1.0);
   for (const char* kernel : {"relu", "le_zero", "add", "max_pool_fwd_bwd"})
     for (bool bulk : {false, true})
-      bench::register_switch("bulk_half_conversion", bulk, "f16_" + std::string(kernel) + "_b128_c32_28x28",
-                             [kernel = std::string(kernel)](benchmark::State& s, bool bulk) { bm_half_kernel(s, kernel, bulk); })
-          ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+      bench::register_switch(
+          "bulk_half_conversion", bulk, "f16_" + std::string(kernel) + "_b128_c32_28x28",
+          [kernel = std::string(kernel)](benchmark::State& s, bool bulk) { bm_half_kernel(s, kernel, bulk); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime()
+          ->MinTime(0.3);
 
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
@@ -177,8 +189,8 @@ int main(int argc, char** argv) {
   };
   std::printf("\nthreads: %d; speed of 16-bit operands relative to f32 (>1: faster), by real time / CPU time:\n",
               get_num_threads());
-  for (const std::string& base : {std::string("matmul/256/"), std::string("matmul/1024/"),
-                                  std::string("conv_32to64_14x14_b128/")}) {
+  for (const std::string& base :
+       {std::string("matmul/256/"), std::string("matmul/1024/"), std::string("conv_32to64_14x14_b128/")}) {
     const auto h = speedup(base + "f16", base + "f32"), b = speedup(base + "bf16", base + "f32");
     std::printf("  %-28s f16 %.2fx / %.2fx   bf16 %.2fx / %.2fx\n", base.c_str(), h.first, h.second, b.first, b.second);
   }
@@ -188,8 +200,9 @@ int main(int argc, char** argv) {
   const auto step = pair_speedup("autocast", "simplecnn_train_step_b128");
   std::printf("  %-28s autocast f16 + GradScaler %.2fx / %.2fx\n", "simplecnn train step", step.first, step.second);
   std::printf("\nf16 on the CPU: 16-bit values converted one by one -> in F16C blocks, by real time / CPU time:\n");
-  for (const char* case_name : {"simplecnn_train_step_b128_autocast_f16", "f16_relu_b128_c32_28x28", "f16_le_zero_b128_c32_28x28",
-                                "f16_add_b128_c32_28x28", "f16_max_pool_fwd_bwd_b128_c32_28x28"}) {
+  for (const char* case_name :
+       {"simplecnn_train_step_b128_autocast_f16", "f16_relu_b128_c32_28x28", "f16_le_zero_b128_c32_28x28",
+        "f16_add_b128_c32_28x28", "f16_max_pool_fwd_bwd_b128_c32_28x28"}) {
     const auto r = pair_speedup("bulk_half_conversion", case_name);
     std::printf("  %-40s %.2fx / %.2fx\n", case_name, r.first, r.second);
   }
@@ -205,9 +218,14 @@ int main(int argc, char** argv) {
   manual_seed(4);
   auto cnn = nn::models::SimpleCNN(1, 10);
   report("SimpleCNN, batch 128", *cnn, randn({128, 1, 28, 28}));
-  auto vit = std::make_shared<nn::models::ViT>(nn::models::ViTOptions{
-      .image_size = 28, .patch_size = 7, .in_channels = 1, .classes = 10, .dim = 128, .depth = 4, .heads = 4,
-      .mlp_dim = 256});
+  auto vit = std::make_shared<nn::models::ViT>(nn::models::ViTOptions{.image_size = 28,
+                                                                      .patch_size = 7,
+                                                                      .in_channels = 1,
+                                                                      .classes = 10,
+                                                                      .dim = 128,
+                                                                      .depth = 4,
+                                                                      .heads = 4,
+                                                                      .mlp_dim = 256});
   report("ViT dim 128, depth 4, batch 64", *vit, randn({64, 1, 28, 28}));
   return 0;
 }

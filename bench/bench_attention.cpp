@@ -38,7 +38,9 @@ Inputs& inputs() {
   return in;
 }
 
-Tensor fused(const Inputs& in) { return nn::functional::scaled_dot_product_attention(in.q, in.k, in.v, Tensor(), true); }
+Tensor fused(const Inputs& in) {
+  return nn::functional::scaled_dot_product_attention(in.q, in.k, in.v, Tensor(), true);
+}
 
 Tensor composed(const Inputs& in) {
   Tensor s = matmul(in.q, transpose(in.k, -2, -1)) * (1.0 / std::sqrt(double(kD)));
@@ -77,9 +79,11 @@ void run(benchmark::State& state, const F& forward, bool backward) {
 int main(int argc, char** argv) {
   for (const char* pass : {"fwd", "fwd_bwd"})
     for (bool on : {false, true})
-      bench::register_switch("fused_attention", on, pass,
-                             [bwd = std::string(pass) == "fwd_bwd"](benchmark::State& s, bool on) { run(s, on ? fused : composed, bwd); })
-          ->Unit(benchmark::kMillisecond)->UseRealTime();
+      bench::register_switch(
+          "fused_attention", on, pass,
+          [bwd = std::string(pass) == "fwd_bwd"](benchmark::State& s, bool on) { run(s, on ? fused : composed, bwd); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RecordingReporter reporter;

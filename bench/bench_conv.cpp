@@ -53,7 +53,8 @@ struct Inputs {
 };
 
 void set_counter(benchmark::State& state, double flops) {
-  state.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
 }
 
 void forward(benchmark::State& state, const Layer& l, bool direct) {
@@ -136,7 +137,8 @@ class RecordingReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
       auto it = r.counters.find("GFLOP/s");
-      if (it != r.counters.end() && r.run_type == Run::RT_Iteration) gflops[r.run_name.function_name] = it->second.value / 1e9;
+      if (it != r.counters.end() && r.run_type == Run::RT_Iteration)
+        gflops[r.run_name.function_name] = it->second.value / 1e9;
     }
     ConsoleReporter::ReportRuns(runs);
   }
@@ -154,11 +156,16 @@ int main(int argc, char** argv) {
       const std::string id = std::string(pass) + "/" + l.name;
       if (!one_channel_groups) {
         benchmark::RegisterBenchmark(id.c_str(), [fn](benchmark::State& s) { fn(s, true); })
-            ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime()
+            ->MinTime(0.3);
         return;
       }
       for (bool direct : {true, false})
-        bench::register_switch("depthwise_direct", direct, id, fn)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+        bench::register_switch("depthwise_direct", direct, id, fn)
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime()
+            ->MinTime(0.3);
     };
     add("fwd", [l](benchmark::State& s, bool direct) { forward(s, l, direct); });
     add("bwd", [l](benchmark::State& s, bool direct) { backward(s, l, direct, true); });
@@ -169,13 +176,19 @@ int main(int argc, char** argv) {
 
   for (bool vectorized : {false, true})
     bench::register_switch("max_pool_vectorized", vectorized, "b128_c32_28x28", max_pool)
-        ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(0.3);
 
   for (bool separable : {false, true}) {
     bench::register_switch("separable_conv", separable, "conv_3x3_64to128_32x32_b32_fwd_bwd", conv_block)
-        ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(0.3);
     bench::register_switch("separable_conv", separable, "cnn_train_step_b128", cnn_step)
-        ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(0.5);
   }
 
   benchmark::Initialize(&argc, argv);

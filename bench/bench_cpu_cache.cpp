@@ -36,7 +36,9 @@ int main(int argc, char** argv) {
     for (bool cached : {false, true})
       bench::register_switch("cpu_block_cache", cached, std::string("add_fresh_output_") + label,
                              [n = n](benchmark::State& s, bool cached) { BM_Add(s, n, cached); })
-          ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.5);
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime()
+          ->MinTime(0.5);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RecordingReporter reporter;

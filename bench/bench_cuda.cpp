@@ -113,7 +113,10 @@ BENCHMARK(BM_h2d_pinned)->UseRealTime()->Unit(benchmark::kMicrosecond);
 void loader_epoch(benchmark::State& st, bool side_stream) {
   NoGradGuard ng;
   static const data::TensorDataset ds(randn({4096, 3, 64, 64}), randint(0, 10, {4096}, kI64));
-  data::DataLoader loader(ds, {.batch_size = 128, .num_workers = 1, .prefetch = 4, .pin_memory = true,
+  data::DataLoader loader(ds, {.batch_size = 128,
+                               .num_workers = 1,
+                               .prefetch = 4,
+                               .pin_memory = true,
                                .device = side_stream ? kGpu : Device::cpu()});
   Tensor w = randn({2048, 2048}, kGpu) * 0.02;
   auto step = [&](const Tensor& x) {
@@ -220,20 +223,33 @@ void train_step(benchmark::State& st, std::shared_ptr<nn::Module> model, const S
     }
   }
   const double samples = vocab ? double(input[0] * input[1]) : double(input[0]);
-  st.counters[vocab ? "tokens/s" : "images/s"] = benchmark::Counter(samples * double(st.iterations()), benchmark::Counter::kIsRate);
+  st.counters[vocab ? "tokens/s" : "images/s"] = benchmark::Counter(samples * double(st.iterations()),
+                                                                    benchmark::Counter::kIsRate);
 }
-void BM_simplecnn_step_f32(benchmark::State& st) { train_step(st, nn::models::SimpleCNN(1, 10, 28), {128, 1, 28, 28}, false); }
-void BM_simplecnn_step_amp(benchmark::State& st) { train_step(st, nn::models::SimpleCNN(1, 10, 28), {128, 1, 28, 28}, true); }
-void BM_resnet18_step_f32(benchmark::State& st) { train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, false); }
+void BM_simplecnn_step_f32(benchmark::State& st) {
+  train_step(st, nn::models::SimpleCNN(1, 10, 28), {128, 1, 28, 28}, false);
+}
+void BM_simplecnn_step_amp(benchmark::State& st) {
+  train_step(st, nn::models::SimpleCNN(1, 10, 28), {128, 1, 28, 28}, true);
+}
+void BM_resnet18_step_f32(benchmark::State& st) {
+  train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, false);
+}
 void BM_resnet18_step_amp(benchmark::State& st) { train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, true); }
 // GPT: 6 layers, width 384, 6 heads, context 256, vocabulary 65, batch 32 x 256 tokens.
-void BM_gpt_step_f32(benchmark::State& st) { train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, false, 65); }
+void BM_gpt_step_f32(benchmark::State& st) {
+  train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, false, 65);
+}
 void BM_gpt_step_amp(benchmark::State& st) { train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, true, 65); }
 void BM_simplecnn_step_f32_graph(benchmark::State& st) {
   train_step(st, nn::models::SimpleCNN(1, 10, 28), {128, 1, 28, 28}, false, 0, true);
 }
-void BM_resnet18_step_f32_graph(benchmark::State& st) { train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, false, 0, true); }
-void BM_gpt_step_f32_graph(benchmark::State& st) { train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, false, 65, true); }
+void BM_resnet18_step_f32_graph(benchmark::State& st) {
+  train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, false, 0, true);
+}
+void BM_gpt_step_f32_graph(benchmark::State& st) {
+  train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, false, 65, true);
+}
 BENCHMARK(BM_simplecnn_step_f32)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_simplecnn_step_amp)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_resnet18_step_f32)->UseRealTime()->Unit(benchmark::kMillisecond);
@@ -254,21 +270,27 @@ int main(int argc, char** argv) {
   // The switches' pairs, <switch>/off/<case> then <switch>/on/<case>, after the suite's other benchmarks.
   for (bool on : {false, true})
     bench::register_switch("allow_tf32", on, "gemm", [](benchmark::State& st, bool tf32) { gemm(st, kF32, tf32); })
-        ->Arg(4096)->UseRealTime()->Unit(benchmark::kMicrosecond);
+        ->Arg(4096)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
   for (const auto& [name, act] : {std::pair{"f16/relu", Activation::Relu}, std::pair{"f16/gelu", Activation::GeluTanh}})
     for (bool on : {false, true})
       bench::register_switch("fused_linear_act", on, name,
                              [act = act](benchmark::State& st, bool fused) { linear_act(st, act, fused); })
-          ->UseRealTime()->Unit(benchmark::kMicrosecond);
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
   for (bool on : {false, true})
     bench::register_switch("loader_side_stream", on, "epoch", loader_epoch)
-        ->UseRealTime()->Unit(benchmark::kMillisecond)->Iterations(3);
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond)
+        ->Iterations(3);
   for (bool on : {false, true})
     bench::register_switch("cuda_caching_allocator", on, "alloc_4MiB", alloc)->Unit(benchmark::kMicrosecond);
   for (bool on : {false, true})
     bench::register_switch("cuda_graphs", on, "op_chain",
                            [](benchmark::State& st, bool graph) { graph ? chain_graph(st) : chain_eager(st); })
-        ->UseRealTime()->Unit(benchmark::kMicrosecond);
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -45,7 +45,8 @@ void ensure_png_folder() {
   fs::remove_all(png_dir());
   const auto t0 = Clock::now();
   data::FashionMNIST train;
-  data::export_image_folder(train, png_dir().string(), data::FashionMNIST::classes(), {.limit = g_images, .threads = 2});
+  data::export_image_folder(train, png_dir().string(), data::FashionMNIST::classes(),
+                            {.limit = g_images, .threads = 2});
   std::ofstream(done) << g_images << "\n";
   std::printf("exported %lld PNGs to %s in %.1f s\n", static_cast<long long>(g_images), png_dir().c_str(),
               std::chrono::duration<double>(Clock::now() - t0).count());
@@ -57,13 +58,14 @@ const data::ImageFolder& dataset() {
 }
 
 data::TransformPtr augment() {
-  return std::make_shared<data::Compose>(std::vector<data::TransformPtr>{
-      std::make_shared<data::RandomCrop>(28, 2), std::make_shared<data::RandomHorizontalFlip>(),
-      std::make_shared<data::ToTensor>()});
+  return std::make_shared<data::Compose>(std::vector<data::TransformPtr>{std::make_shared<data::RandomCrop>(28, 2),
+                                                                         std::make_shared<data::RandomHorizontalFlip>(),
+                                                                         std::make_shared<data::ToTensor>()});
 }
 
 void busy_wait_ms(double ms) {
-  const auto end = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(ms));
+  const auto end = Clock::now() +
+                   std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::milli>(ms));
   while (Clock::now() < end) {}
 }
 
@@ -75,8 +77,14 @@ struct Config {
 };
 
 data::LoaderOptions options(const Config& c) {
-  return {.batch_size = 128, .shuffle = true, .num_workers = c.workers, .prefetch = c.prefetch, .cache = c.cache,
-          .cache_dir = (kRoot / "cache").string(), .seed = 0, .transform = augment()};
+  return {.batch_size = 128,
+          .shuffle = true,
+          .num_workers = c.workers,
+          .prefetch = c.prefetch,
+          .cache = c.cache,
+          .cache_dir = (kRoot / "cache").string(),
+          .seed = 0,
+          .transform = augment()};
 }
 
 struct Measured {
@@ -144,8 +152,9 @@ int main(int argc, char** argv) {
   }
   int rest_argc = int(rest.size());
   ensure_png_folder();
-  std::printf("dataset: %lld Fashion-MNIST training images as PNG in %s; batch 128, RandomCrop(28, 2) + flip + ToTensor\n",
-              static_cast<long long>(dataset().size()), png_dir().c_str());
+  std::printf(
+      "dataset: %lld Fashion-MNIST training images as PNG in %s; batch 128, RandomCrop(28, 2) + flip + ToTensor\n",
+      static_cast<long long>(dataset().size()), png_dir().c_str());
   calibrate();
 
   // Each loader switch as a pair that differs in that switch alone, then combinations of them.
@@ -161,15 +170,20 @@ int main(int argc, char** argv) {
   add_pair("loader_file_cache", "load_w1_p4", {"", Cache::None, 1, 4, false}, {"", Cache::File, 1, 4, false});
   add_pair("loader_workers", "load_no_cache_p4", {"", Cache::None, 1, 4, false}, {"", Cache::None, 2, 4, false});
   add_pair("prefetch", "compute_no_cache_w1", {"", Cache::None, 1, 0, true}, {"", Cache::None, 1, 4, true});
-  for (const Config& c : std::vector<Config>{
-           {"load/memory/w2/p4", Cache::Memory, 2, 4, false},   {"load/file/w2/p4", Cache::File, 2, 4, false},
-           {"compute/none/w0", Cache::None, 0, 0, true},        {"compute/none/w2/p4", Cache::None, 2, 4, true},
-           {"compute/memory/w1/p0", Cache::Memory, 1, 0, true}, {"compute/memory/w1/p4", Cache::Memory, 1, 4, true},
-           {"compute/memory/w2/p4", Cache::Memory, 2, 4, true}, {"compute/file/w2/p4", Cache::File, 2, 4, true}})
+  for (const Config& c : std::vector<Config>{{"load/memory/w2/p4", Cache::Memory, 2, 4, false},
+                                             {"load/file/w2/p4", Cache::File, 2, 4, false},
+                                             {"compute/none/w0", Cache::None, 0, 0, true},
+                                             {"compute/none/w2/p4", Cache::None, 2, 4, true},
+                                             {"compute/memory/w1/p0", Cache::Memory, 1, 0, true},
+                                             {"compute/memory/w1/p4", Cache::Memory, 1, 4, true},
+                                             {"compute/memory/w2/p4", Cache::Memory, 2, 4, true},
+                                             {"compute/file/w2/p4", Cache::File, 2, 4, true}})
     configs.push_back(c);
   for (const Config& c : configs)
     benchmark::RegisterBenchmark(c.name.c_str(), [c](benchmark::State& s) { epoch(s, c); })
-        ->Unit(benchmark::kMillisecond)->UseRealTime()->Iterations(2);
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->Iterations(2);
   if (cuda::is_available())
     for (bool pinned : {false, true})
       bench::register_switch("pin_memory", pinned, "h2d", h2d)->Arg(128 * 784)->Arg(16 << 20)->UseRealTime();
@@ -179,14 +193,15 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   if (!cuda::is_available())
-    std::printf("\npinned vs pageable host-to-device: not measured (%s)\n", cuda::compiled() ? "no GPU found" : "no CUDA in this build");
+    std::printf("\npinned vs pageable host-to-device: not measured (%s)\n",
+                cuda::compiled() ? "no GPU found" : "no CUDA in this build");
 
   auto get = [](const std::string& name) { return g_results.count(name) ? g_results[name] : Measured{}; };
   std::printf("\n%-40s %12s %8s %10s\n", "config", "ms/epoch", "wait%", "img/s");
   for (const Config& c : configs)
     if (g_results.count(c.name))
-      std::printf("%-40s %12.1f %8.1f %10.0f\n", c.name.c_str(), get(c.name.c_str()).ms_per_epoch, get(c.name.c_str()).wait_pct,
-                  get(c.name.c_str()).images_per_s);
+      std::printf("%-40s %12.1f %8.1f %10.0f\n", c.name.c_str(), get(c.name.c_str()).ms_per_epoch,
+                  get(c.name.c_str()).wait_pct, get(c.name.c_str()).images_per_s);
   auto ratio = [&](const char* what, const std::string& slow, const std::string& fast) {
     if (g_results.count(slow) && g_results.count(fast))
       std::printf("%-44s %6.2fx  (%s vs %s)\n", what, get(slow).ms_per_epoch / get(fast).ms_per_epoch, fast.c_str(),
@@ -203,7 +218,9 @@ int main(int argc, char** argv) {
   ratio("prefetch 4 over 0 (memory cache, compute)", "compute/memory/w1/p0", "compute/memory/w1/p4");
   ratio("workers+prefetch over synchronous (compute)", "compute/none/w0", "compute/none/w2/p4");
   if (g_results.count("compute/memory/w2/p4"))
-    std::printf("\nmemory cache + prefetch 4 + 2 workers, compute %.2f ms/batch: the consumer waited %.1f%% of the epoch "
-                "(goal < 5%%)\n", g_compute_ms, get("compute/memory/w2/p4").wait_pct);
+    std::printf(
+        "\nmemory cache + prefetch 4 + 2 workers, compute %.2f ms/batch: the consumer waited %.1f%% of the epoch "
+        "(goal < 5%%)\n",
+        g_compute_ms, get("compute/memory/w2/p4").wait_pct);
   return 0;
 }

@@ -36,11 +36,10 @@ void BM_AllReduce(benchmark::State& state) {
   g_pg->all_reduce(t);  // warm-up: connections and buffers
   for (auto _ : state) g_pg->all_reduce(t);
   const double n = g_pg->world_size();
-  state.counters["algbw"] =
-      benchmark::Counter(double(bytes), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
-  state.counters["busbw"] = benchmark::Counter(double(bytes) * 2 * (n - 1) / n,
-                                                    benchmark::Counter::kIsIterationInvariantRate,
-                                                    benchmark::Counter::kIs1000);
+  state.counters["algbw"] = benchmark::Counter(double(bytes), benchmark::Counter::kIsIterationInvariantRate,
+                                               benchmark::Counter::kIs1000);
+  state.counters["busbw"] = benchmark::Counter(
+      double(bytes) * 2 * (n - 1) / n, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.SetLabel(std::to_string(int(n)) + " ranks");
 }
 
@@ -73,17 +72,30 @@ void BM_SimpleCnnStep(benchmark::State& state) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   g_pg->barrier();  // rank 1 waits here (sleeping) while rank 0 trains alone
   const double samples = double(kBatch) * (all_ranks ? g_pg->world_size() : 1);
-  state.counters["samples/s"] =
-      benchmark::Counter(samples, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["samples/s"] = benchmark::Counter(samples, benchmark::Counter::kIsIterationInvariantRate);
   const char* names[] = {"1 rank, 2 threads", "1 rank, 1 thread", "2 ranks (DDP), 1 thread each"};
   state.SetLabel(names[mode]);
   g_samples_per_second[names[mode]] = samples * double(steps) / seconds;
   set_num_threads(2);
 }
 
-BENCHMARK(BM_AllReduce)->ArgName("MB")->Arg(1)->Arg(4)->Arg(16)->Arg(64)->Arg(256)->Iterations(8)->UseRealTime()
+BENCHMARK(BM_AllReduce)
+    ->ArgName("MB")
+    ->Arg(1)
+    ->Arg(4)
+    ->Arg(16)
+    ->Arg(64)
+    ->Arg(256)
+    ->Iterations(8)
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_SimpleCnnStep)->ArgName("mode")->Arg(0)->Arg(1)->Arg(2)->Iterations(15)->UseRealTime()
+BENCHMARK(BM_SimpleCnnStep)
+    ->ArgName("mode")
+    ->Arg(0)
+    ->Arg(1)
+    ->Arg(2)
+    ->Iterations(15)
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 }  // namespace
@@ -107,7 +119,8 @@ int main(int argc, char** argv) {
     benchmark::RunSpecifiedBenchmarks(&silent);
   }
   if (pg.rank() == 0 && g_samples_per_second.size() == 3) {
-    const double one = g_samples_per_second["1 rank, 1 thread"], two_threads = g_samples_per_second["1 rank, 2 threads"];
+    const double one = g_samples_per_second["1 rank, 1 thread"],
+                 two_threads = g_samples_per_second["1 rank, 2 threads"];
     const double ddp = g_samples_per_second["2 ranks (DDP), 1 thread each"];
     std::printf("\nSimpleCNN training, batch %lld per rank, %d ranks:\n", (long long)kBatch, pg.world_size());
     for (auto& [k, v] : g_samples_per_second) std::printf("  %-30s %8.1f samples/s\n", k.c_str(), v);

@@ -8,10 +8,10 @@
 #include <cmath>
 
 #include "mdl.h"
-#include "kernels/core.h"          // kernels::binary, for the allocation-free add
+#include "kernels/core.h"      // kernels::binary, for the allocation-free add
 #include "cpu/copy_options.h"  // cpu::set_tiled_transpose
 #include "bench/switch_bench.h"
-#include "kernels/gelu.h"      // kernels::gelu_backward, the fused backward alone
+#include "kernels/gelu.h"  // kernels::gelu_backward, the fused backward alone
 
 using namespace mdl;
 
@@ -225,7 +225,8 @@ BENCHMARK(BM_Softmax)->Unit(benchmark::kMicrosecond)->UseRealTime();
 int main(int argc, char** argv) {
   for (bool tiled : {false, true})
     bench::register_switch("tiled_transpose", tiled, "f32_4096x4096", transposed_copy)
-        ->Unit(benchmark::kMicrosecond)->UseRealTime();
+        ->Unit(benchmark::kMicrosecond)
+        ->UseRealTime();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

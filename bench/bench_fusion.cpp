@@ -62,12 +62,16 @@ void BM_LayerNorm(benchmark::State& state) {
 
 int main(int argc, char** argv) {
   for (bool fused : {false, true}) {
-    bench::register_switch("fused_cross_entropy", fused, "2048x8192_fwd_bwd",
-                           [](benchmark::State& s, bool fused) { fused ? BM_CrossEntropy<true>(s) : BM_CrossEntropy<false>(s); })
-        ->Unit(benchmark::kMillisecond)->UseRealTime();
-    bench::register_switch("fused_layer_norm", fused, "4096x768_fwd_bwd",
-                           [](benchmark::State& s, bool fused) { fused ? BM_LayerNorm<true>(s) : BM_LayerNorm<false>(s); })
-        ->Unit(benchmark::kMillisecond)->UseRealTime();
+    bench::register_switch(
+        "fused_cross_entropy", fused, "2048x8192_fwd_bwd",
+        [](benchmark::State& s, bool fused) { fused ? BM_CrossEntropy<true>(s) : BM_CrossEntropy<false>(s); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    bench::register_switch(
+        "fused_layer_norm", fused, "4096x768_fwd_bwd",
+        [](benchmark::State& s, bool fused) { fused ? BM_LayerNorm<true>(s) : BM_LayerNorm<false>(s); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

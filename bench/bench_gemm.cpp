@@ -35,8 +35,8 @@ void run_gemm(benchmark::State& state, int64_t n, const GemmFn& fn) {
     benchmark::DoNotOptimize(C.data());
     benchmark::ClobberMemory();
   }
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * double(n) * n * n, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(n) * n * n, benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
 }
 
 void threaded(int64_t n, const float* A, const float* B, float* C) {
@@ -50,7 +50,8 @@ class RecordingReporter : public benchmark::ConsoleReporter {
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
       auto it = r.counters.find("GFLOP/s");
-      if (it != r.counters.end() && r.run_type == Run::RT_Iteration) gflops[r.run_name.function_name] = it->second.value / 1e9;
+      if (it != r.counters.end() && r.run_type == Run::RT_Iteration)
+        gflops[r.run_name.function_name] = it->second.value / 1e9;
     }
     ConsoleReporter::ReportRuns(runs);
   }
@@ -75,16 +76,22 @@ int main(int argc, char** argv) {
           ->UseRealTime();
     };
     if (n <= 1024) {
-      auto* b = reg("naive", [](int64_t m, const float* A, const float* B, float* C) { mdl::cpu::gemm_f32_naive(m, m, m, A, B, C); });
+      auto* b = reg("naive", [](int64_t m, const float* A, const float* B, float* C) {
+        mdl::cpu::gemm_f32_naive(m, m, m, A, B, C);
+      });
       if (n == 1024) b->Iterations(1);
     }
-    auto* b = reg("blocked", [](int64_t m, const float* A, const float* B, float* C) { mdl::cpu::gemm_f32_blocked(m, m, m, A, B, C); });
+    auto* b = reg("blocked", [](int64_t m, const float* A, const float* B, float* C) {
+      mdl::cpu::gemm_f32_blocked(m, m, m, A, B, C);
+    });
     if (n == 2048) b->Iterations(1);
-    reg("packed_1thread", [](int64_t m, const float* A, const float* B, float* C) { mdl::cpu::gemm_f32_packed(m, m, m, A, B, C); });
+    reg("packed_1thread",
+        [](int64_t m, const float* A, const float* B, float* C) { mdl::cpu::gemm_f32_packed(m, m, m, A, B, C); });
     reg("threaded", threaded);
 #ifdef MDL_HAVE_OPENBLAS
     reg("openblas", [](int64_t m, const float* A, const float* B, float* C) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(m), int(m), 1.0f, A, int(m), B, int(m), 0.0f, C, int(m));
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(m), int(m), 1.0f, A, int(m), B, int(m), 0.0f,
+                  C, int(m));
     });
 #endif
   }
@@ -101,10 +108,10 @@ int main(int argc, char** argv) {
     const std::string s = std::to_string(n);
     auto ours = reporter.gflops.find("threaded/" + s), ref = reporter.gflops.find("openblas/" + s);
     if (ours == reporter.gflops.end()) continue;
-    if (ref == reporter.gflops.end())
-      std::printf("%8s %18.1f %18s %8s\n", s.c_str(), ours->second, "-", "-");
+    if (ref == reporter.gflops.end()) std::printf("%8s %18.1f %18s %8s\n", s.c_str(), ours->second, "-", "-");
     else
-      std::printf("%8s %18.1f %18.1f %7.0f%%\n", s.c_str(), ours->second, ref->second, 100.0 * ours->second / ref->second);
+      std::printf("%8s %18.1f %18.1f %7.0f%%\n", s.c_str(), ours->second, ref->second,
+                  100.0 * ours->second / ref->second);
   }
   return 0;
 }

@@ -56,7 +56,9 @@ int main(int argc, char** argv) {
         const bool bwd = std::string(pass) == "fwd_bwd";
         bench::register_switch("fused_linear_act", fused, std::string(pass) + "/" + name,
                                [act, bwd](benchmark::State& s, bool fused) { run(s, act, fused, bwd); })
-            ->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(0.3);
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime()
+            ->MinTime(0.3);
       }
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

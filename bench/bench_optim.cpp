@@ -80,11 +80,20 @@ void BM_ClipGradNorm(benchmark::State& state) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  benchmark::RegisterBenchmark("BM_TriadCeiling", BM_TriadCeiling)->Arg(k10M)->Unit(benchmark::kMillisecond)->UseRealTime();
+  benchmark::RegisterBenchmark("BM_TriadCeiling", BM_TriadCeiling)
+      ->Arg(k10M)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
   for (bool fused : {false, true})
-    bench::register_switch("fused_adamw", fused, "", [](benchmark::State& s, bool fused) { fused ? BM_AdamWFused(s) : BM_AdamWUnfused(s); })
-        ->Arg(k10M)->Unit(benchmark::kMillisecond)->UseRealTime();
-  benchmark::RegisterBenchmark("BM_ClipGradNorm", BM_ClipGradNorm)->Arg(k10M)->Unit(benchmark::kMillisecond)->UseRealTime();
+    bench::register_switch("fused_adamw", fused, "",
+                           [](benchmark::State& s, bool fused) { fused ? BM_AdamWFused(s) : BM_AdamWUnfused(s); })
+        ->Arg(k10M)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_ClipGradNorm", BM_ClipGradNorm)
+      ->Arg(k10M)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

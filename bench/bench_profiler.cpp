@@ -31,9 +31,18 @@ struct CnnStep {
   void run() {
     opt.zero_grad();
     Tensor loss;
-    { profiler::Phase p(profiler::kForward); loss = nn::functional::cross_entropy((*model)(x), y); }
-    { profiler::Phase p(profiler::kBackward); loss.backward(); }
-    { profiler::Phase p(profiler::kOptimizer); opt.step(); }
+    {
+      profiler::Phase p(profiler::kForward);
+      loss = nn::functional::cross_entropy((*model)(x), y);
+    }
+    {
+      profiler::Phase p(profiler::kBackward);
+      loss.backward();
+    }
+    {
+      profiler::Phase p(profiler::kOptimizer);
+      opt.step();
+    }
   }
 };
 
@@ -63,7 +72,8 @@ void BM_KernelCall(benchmark::State& state) {
   Tensor a = randn({16}), out = empty({16});
   kernels::binary(Device::cpu(), BinaryOp::Add, out, a, a);
   std::unique_ptr<profiler::Session> prof;
-  if (mode == 2) prof = std::make_unique<profiler::Session>(profiler::Options{.memory = false, .record_modules = false});
+  if (mode == 2)
+    prof = std::make_unique<profiler::Session>(profiler::Options{.memory = false, .record_modules = false});
   for (auto _ : state) {
     if (mode == 0) kernels::binary.cpu(BinaryOp::Add, out, a, a);
     else kernels::binary(Device::cpu(), BinaryOp::Add, out, a, a);
@@ -77,7 +87,9 @@ void BM_KernelCall(benchmark::State& state) {
 // run. Under load CPU time is the steadier measure.
 class RecordingReporter : public benchmark::ConsoleReporter {
  public:
-  struct Times { double real = 0, cpu = 0; };
+  struct Times {
+    double real = 0, cpu = 0;
+  };
   std::map<std::pair<std::string, int64_t>, Times> time;
   void ReportRuns(const std::vector<Run>& runs) override {
     for (const Run& r : runs) {
@@ -126,10 +138,20 @@ int main(int argc, char** argv) {
   if (table || trace) print_profile(trace);
 
   benchmark::RegisterBenchmark("simple_cnn_step/batch128", BM_CnnStep)
-      ->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
+      ->Arg(0)
+      ->Arg(1)
+      ->Arg(2)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime()
+      ->MinTime(2.0);
   // A fixed count bounds the recorded session's memory (about 300 bytes per event).
   benchmark::RegisterBenchmark("kernel_call/add16", BM_KernelCall)
-      ->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kNanosecond)->UseRealTime()->Iterations(200'000);
+      ->Arg(0)
+      ->Arg(1)
+      ->Arg(2)
+      ->Unit(benchmark::kNanosecond)
+      ->UseRealTime()
+      ->Iterations(200'000);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   RecordingReporter reporter;
@@ -144,11 +166,12 @@ int main(int argc, char** argv) {
     };
     const char* clock = cpu ? "CPU " : "real";
     if (double off = t(step, 0); off > 0 && t(step, 1) > 0 && t(step, 2) > 0)
-      std::printf("%s: SimpleCNN step, batch %lld: off %.1f ms, on %.1f ms (%.3fx), on with shapes %.1f ms (%.3fx)\n", clock,
-                  (long long)kBatch, off, t(step, 1), t(step, 1) / off, t(step, 2), t(step, 2) / off);
+      std::printf("%s: SimpleCNN step, batch %lld: off %.1f ms, on %.1f ms (%.3fx), on with shapes %.1f ms (%.3fx)\n",
+                  clock, (long long)kBatch, off, t(step, 1), t(step, 1) / off, t(step, 2), t(step, 2) / off);
     if (double direct = t(call, 0); direct > 0 && t(call, 1) > 0 && t(call, 2) > 0)
-      std::printf("%s: kernel call (16-element add): slot %.1f ns, hook off %.1f ns (%+.1f ns), recorded %.1f ns (%+.1f ns per event)\n",
-                  clock, direct, t(call, 1), t(call, 1) - direct, t(call, 2), t(call, 2) - direct);
+      std::printf(
+          "%s: kernel call (16-element add): slot %.1f ns, hook off %.1f ns (%+.1f ns), recorded %.1f ns (%+.1f ns per event)\n",
+          clock, direct, t(call, 1), t(call, 1) - direct, t(call, 2), t(call, 2) - direct);
   }
   return 0;
 }

@@ -12,9 +12,18 @@
 namespace mdl::cpu {
 namespace {
 
-template <class T> struct FloatBits;
-template <> struct FloatBits<float> { using U = uint32_t; static constexpr U kExp = 0x7f800000u; };
-template <> struct FloatBits<double> { using U = uint64_t; static constexpr U kExp = 0x7ff0000000000000ull; };
+template <class T>
+struct FloatBits;
+template <>
+struct FloatBits<float> {
+  using U = uint32_t;
+  static constexpr U kExp = 0x7f800000u;
+};
+template <>
+struct FloatBits<double> {
+  using U = uint64_t;
+  static constexpr U kExp = 0x7ff0000000000000ull;
+};
 
 // g [b, e) of T: g *= inv; returns whether any element was inf or NaN.
 template <class T>
@@ -47,4 +56,3 @@ void unscale_check(const Tensor& grad, const Tensor& found_inf, double inv_scale
 }
 
 }  // namespace mdl::cpu
-

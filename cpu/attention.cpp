@@ -23,7 +23,7 @@ namespace mdl::cpu {
 
 namespace {
 
-constexpr int64_t kBlock = 64;  // query rows per task
+constexpr int64_t kBlock = 64;                      // query rows per task
 constexpr int64_t kMinTaskMacs = int64_t(1) << 18;  // per thread; below it, waking a thread costs more
 
 template <class A>
@@ -147,9 +147,16 @@ void exp_row(double* row, int64_t n, double lse) {
 
 using f4 = float __attribute__((vector_size(16)));
 using f8 = float __attribute__((vector_size(32)));
-template <int W> struct Vec;
-template <> struct Vec<4> { using F = f4; };
-template <> struct Vec<8> { using F = f8; };
+template <int W>
+struct Vec;
+template <>
+struct Vec<4> {
+  using F = f4;
+};
+template <>
+struct Vec<8> {
+  using F = f8;
+};
 // Vectors travel by reference: passing 32-byte vectors by value outside AVX code changes the ABI.
 
 // row[j] = e^(row[j] - sub) in place; returns the sum.
@@ -205,7 +212,9 @@ template <int W>
 [[gnu::target("avx2,fma")]] float softmax_row_avx2(float* row, int64_t n) { return softmax_row_v<8>(row, n); }
 [[gnu::target("avx2,fma")]] void exp_row_avx2(float* row, int64_t n, float lse) { exp_sub<8>(row, n, lse); }
 
-float softmax_row(float* row, int64_t n) { return has_avx2_fma() ? softmax_row_avx2(row, n) : softmax_row_v<4>(row, n); }
+float softmax_row(float* row, int64_t n) {
+  return has_avx2_fma() ? softmax_row_avx2(row, n) : softmax_row_v<4>(row, n);
+}
 void exp_row(float* row, int64_t n, float lse) {
   if (has_avx2_fma()) exp_row_avx2(row, n, lse);
   else exp_sub<4>(row, n, lse);
@@ -226,8 +235,8 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
     std::vector<A> s, qbuf, kbuf, vbuf, obuf;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / P.blocks, i0 = t % P.blocks * kBlock, m = std::min(kBlock, L - i0), sk = P.keys(i0, m);
-      const Mat<A> qm = widen<A>(matrix<T>(q, P.qo[size_t(b)], i0), m, E, qbuf);  // (m, E)
-      const Mat<A> km = widen<A>(matrix<T>(k, P.ko[size_t(b)], 0), sk, E, kbuf);  // (sk, E)
+      const Mat<A> qm = widen<A>(matrix<T>(q, P.qo[size_t(b)], i0), m, E, qbuf);   // (m, E)
+      const Mat<A> km = widen<A>(matrix<T>(k, P.ko[size_t(b)], 0), sk, E, kbuf);   // (sk, E)
       const Mat<A> vm = widen<A>(matrix<T>(v, P.vo[size_t(b)], 0), sk, Ev, vbuf);  // (sk, Ev)
       s.resize(size_t(m * sk));
       // s (m, sk) = q (m, E) @ k^T (E, sk) * scale
@@ -287,7 +296,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
       }
       for (int64_t i0 = 0; i0 < L; i0 += kBlock) {
         const int64_t m = std::min(kBlock, L - i0), sk = P.keys(i0, m);
-        const Mat<A> qm = widen<A>(matrix<T>(q, P.qo[size_t(b)], i0), m, E, qbuf);     // (m, E)
+        const Mat<A> qm = widen<A>(matrix<T>(q, P.qo[size_t(b)], i0), m, E, qbuf);      // (m, E)
         const Mat<A> gm = widen<A>(matrix<T>(go, go_off[size_t(b)], i0), m, Ev, gbuf);  // (m, Ev)
         // p (m, sk) = exp(q k^T * scale - lse), hidden keys 0
         p.resize(size_t(m * sk));
@@ -337,18 +346,15 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
 
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& mask, bool causal, double scale) {
-  dispatch_floating(q.dtype(), "scaled_dot_product_attention", [&]<class T>() {
-    forward_impl<T>(out, lse, q, k, v, mask, causal, scale);
-  });
+  dispatch_floating(q.dtype(), "scaled_dot_product_attention",
+                    [&]<class T>() { forward_impl<T>(out, lse, q, k, v, mask, causal, scale); });
 }
 
-void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out,
-                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                        const Tensor& mask, bool causal, double scale) {
-  dispatch_floating(q.dtype(), "scaled_dot_product_attention_backward", [&]<class T>() {
-    backward_impl<T>(dq, dk, dv, grad_out, q, k, v, out, lse, mask, causal, scale);
-  });
+void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out, const Tensor& q,
+                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, const Tensor& mask,
+                        bool causal, double scale) {
+  dispatch_floating(q.dtype(), "scaled_dot_product_attention_backward",
+                    [&]<class T>() { backward_impl<T>(dq, dk, dv, grad_out, q, k, v, out, lse, mask, causal, scale); });
 }
 
 }  // namespace mdl::cpu
-

@@ -29,7 +29,8 @@ void binary_half_run(char* const* p, const int64_t* s, int64_t n) {
       if (s[0] == 1) {
         for (int64_t i = 0; i < m; ++i) reinterpret_cast<bool*>(o)[i] = binary_apply<OP, float>(x[i], y[i], unused);
       } else {
-        for (int64_t i = 0; i < m; ++i) *reinterpret_cast<bool*>(o + i * s[0]) = binary_apply<OP, float>(x[i], y[i], unused);
+        for (int64_t i = 0; i < m; ++i)
+          *reinterpret_cast<bool*>(o + i * s[0]) = binary_apply<OP, float>(x[i], y[i], unused);
       }
     } else {
       for (int64_t i = 0; i < m; ++i) r[i] = binary_apply<OP, float>(x[i], y[i], unused);
@@ -70,7 +71,8 @@ void binary_loop(const Tensor& out, const Tensor& a, const Tensor& b) {
     if (bad) any_bad.store(true, std::memory_order_relaxed);
   });
   if (any_bad.load()) {
-    if (OP == BinaryOp::Pow) MDL_FAIL("pow: integers to negative integer powers are not allowed (dtype ", a.dtype(), ")");
+    if (OP == BinaryOp::Pow)
+      MDL_FAIL("pow: integers to negative integer powers are not allowed (dtype ", a.dtype(), ")");
     MDL_FAIL("div: integer division by zero (dtype ", a.dtype(), ")");
   }
 }

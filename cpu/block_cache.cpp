@@ -9,8 +9,8 @@ namespace mdl::cpu_cache {
 
 namespace detail_cache {
 
-constexpr size_t kMinBlock = size_t(1) << 20;          // smaller blocks: malloc reuses them well
-constexpr size_t kMaxCached = size_t(2) << 30;         // never hold more than 2 GiB free
+constexpr size_t kMinBlock = size_t(1) << 20;   // smaller blocks: malloc reuses them well
+constexpr size_t kMaxCached = size_t(2) << 30;  // never hold more than 2 GiB free
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kDefaultOn = false;
 #else

@@ -48,7 +48,9 @@ struct Geom {
 };
 
 // The outputs o in [0, n) whose input position o * stride + off falls inside [0, size).
-struct Range { int64_t lo, hi; };
+struct Range {
+  int64_t lo, hi;
+};
 Range valid_range(int64_t off, int64_t stride, int64_t size, int64_t n) {
   auto ceil_div_pos = [](int64_t a, int64_t b) { return a <= 0 ? int64_t(0) : (a + b - 1) / b; };
   int64_t hi = std::min(n, ceil_div_pos(size - off, stride));
@@ -58,7 +60,9 @@ Range valid_range(int64_t off, int64_t stride, int64_t size, int64_t n) {
 
 // A chunk of the batch: samples [n0, n0 + B) whole (p0 = 0, len = P), or, for a map too large to
 // unfold at once, pixels [p0, p0 + len) of one sample (B = 1). Its columns are (b, pixel).
-struct Chunk { int64_t n0, B, p0, len; };
+struct Chunk {
+  int64_t n0, B, p0, len;
+};
 
 // Calls f(b, oh, ow0, ow1, q) for each run of the chunk's pixels along one output row: row oh of
 // sample b, columns [ow0, ow1), the first at column q of the chunk.
@@ -328,4 +332,3 @@ void conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const
 }
 
 }  // namespace mdl::cpu
-

@@ -72,7 +72,8 @@ bool transposed_copy(const Tensor& dst, const Tensor& src) {
     return false;
   const int64_t R = dst.size(n - 2), C = dst.size(n - 1), ld = src.stride(n - 1);
   if (src.stride(n - 2) != 1 || ld < R || R < 16 || C < 16 || dst.numel() < (int64_t(1) << 14)) return false;
-  const Shape lead_sizes(dst.shape().begin(), dst.shape().end() - 2), lead_strides(src.strides().begin(), src.strides().end() - 2);
+  const Shape lead_sizes(dst.shape().begin(), dst.shape().end() - 2),
+      lead_strides(src.strides().begin(), src.strides().end() - 2);
   int64_t batch = 1;
   for (int64_t s : lead_sizes) batch *= s;
   char* o = static_cast<char*>(dst.raw_data());
@@ -92,8 +93,8 @@ void set_tiled_transpose(bool on) { g_tiled_transpose.store(on, std::memory_orde
 bool tiled_transpose() { return g_tiled_transpose.load(std::memory_order_relaxed); }
 
 void copy(const Tensor& dst, const Tensor& src) {
-  MDL_CHECK(dst.device().is_cpu() && src.device().is_cpu(), "copy: CPU kernel given tensors on ", dst.device(),
-            " and ", src.device());
+  MDL_CHECK(dst.device().is_cpu() && src.device().is_cpu(), "copy: CPU kernel given tensors on ", dst.device(), " and ",
+            src.device());
   if (transposed_copy(dst, src)) return;
   StridedLoop<2> loop({&dst, &src});
   dispatch(dst.dtype(), "copy", [&]<class To>() {
@@ -111,9 +112,9 @@ void copy(const Tensor& dst, const Tensor& src) {
         }
         // Any other mix of f32, f16 and bf16 (strided, or bf16): blocks of floats, exact on the
         // way in, one rounding on the way out.
-        constexpr bool kThroughFloat = (is_half_v<To> || is_half_v<From>) && !std::is_same_v<To, From> &&
-                                       (is_half_v<To> || std::is_same_v<To, float>) &&
-                                       (is_half_v<From> || std::is_same_v<From, float>);
+        constexpr bool kThroughFloat = (is_half_v<To> || is_half_v<From>)&&!std::is_same_v<To, From> &&
+                                       (is_half_v<To> || std::is_same_v<To, float>)&&(is_half_v<From> ||
+                                                                                      std::is_same_v<From, float>);
         if constexpr (kThroughFloat) {
           float buf[kFloatBlock];
           for (int64_t i0 = 0; i0 < n; i0 += kFloatBlock) {

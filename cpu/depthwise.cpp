@@ -22,9 +22,13 @@ template <class K>
 #if defined(__x86_64__) || defined(__i386__)
 [[gnu::target("avx2,fma")]]
 #endif
-void run_avx2(const K& k, int64_t b, int64_t e) { k(b, e); }
+void run_avx2(const K& k, int64_t b, int64_t e) {
+  k(b, e);
+}
 template <class K>
-void run_plain(const K& k, int64_t b, int64_t e) { k(b, e); }
+void run_plain(const K& k, int64_t b, int64_t e) {
+  k(b, e);
+}
 template <class K>
 void run(const K& k, int64_t n, int64_t work_per_item) {
   parallel_for(0, n, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(work_per_item, 1)), [&](int64_t b, int64_t e) {
@@ -50,8 +54,8 @@ Tensor contiguous_copy(const Tensor& t) {
 // buffer (Hb, Wb) holds exactly the input rows and columns the windows reach (ph, pw < 0 crop).
 struct Corr {
   int64_t Hi, Wi, Ho, Wo, kh, kw, sh, sw, ph, pw, dh, dw, Hb, Wb;
-  Corr(int64_t hi, int64_t wi, int64_t ho, int64_t wo, int64_t kh_, int64_t kw_, int64_t sh_, int64_t sw_,
-       int64_t ph_, int64_t pw_, int64_t dh_, int64_t dw_)
+  Corr(int64_t hi, int64_t wi, int64_t ho, int64_t wo, int64_t kh_, int64_t kw_, int64_t sh_, int64_t sw_, int64_t ph_,
+       int64_t pw_, int64_t dh_, int64_t dw_)
       : Hi(hi), Wi(wi), Ho(ho), Wo(wo), kh(kh_), kw(kw_), sh(sh_), sw(sw_), ph(ph_), pw(pw_), dh(dh_), dw(dw_),
         Hb((ho - 1) * sh_ + dh_ * (kh_ - 1) + 1), Wb((wo - 1) * sw_ + dw_ * (kw_ - 1) + 1) {}
   bool flat() const { return sh == 1 && sw == 1; }
@@ -83,8 +87,8 @@ MDL_INLINE void pad_into(const Corr& c, const T* in, T* buf) {
 // out (Ho, Wo) = (accumulate ? out : base) + the correlation of buf with w (kh * kw taps).
 // KH, KW > 0 unroll the taps for the common kernel sizes; 0 takes them from c.
 template <class T, int KH, int KW>
-MDL_INLINE void correlate(const Corr& c, const T* __restrict__ buf, const T* w, T* __restrict__ out, T* __restrict__ tmp,
-                          T base, bool accumulate) {
+MDL_INLINE void correlate(const Corr& c, const T* __restrict__ buf, const T* w, T* __restrict__ out,
+                          T* __restrict__ tmp, T base, bool accumulate) {
   constexpr int KK = KH * KW;
   const int64_t kk = KK > 0 ? KK : c.kk();
   if (c.flat()) {  // one loop over the plane at the buffer's row pitch
@@ -196,8 +200,8 @@ MDL_INLINE void tap_sums(const Corr& c, const T* __restrict__ buf, const T* __re
 
 struct Geom {
   int64_t N, C, H, W, Cout, mult, kh, kw, Ho, Wo;
-  Corr fwd;   // x plane -> out plane
-  Corr bwd;   // at stride 1: padded grad_out plane -> grad_x plane, with the flipped kernel
+  Corr fwd;  // x plane -> out plane
+  Corr bwd;  // at stride 1: padded grad_out plane -> grad_x plane, with the flipped kernel
   Geom(const Tensor& x, const Tensor& w, const Tensor& out_like, const kernels::Conv2dParams& p)
       : N(x.size(0)), C(x.size(1)), H(x.size(2)), W(x.size(3)), Cout(w.size(0)), mult(w.size(0) / x.size(1)),
         kh(w.size(2)), kw(w.size(3)), Ho(out_like.size(2)), Wo(out_like.size(3)),
@@ -232,7 +236,8 @@ struct Forward {
       pad_into(g.fwd, x + q * g.H * g.W, bp);
       for (int64_t m = 0; m < g.mult; ++m) {
         const int64_t co = ci * g.mult + m;
-        correlate_any(g.fwd, bp, w + co * g.kh * g.kw, out + (n * g.Cout + co) * g.Ho * g.Wo, tp, b ? b[co] : T(0), false);
+        correlate_any(g.fwd, bp, w + co * g.kh * g.kw, out + (n * g.Cout + co) * g.Ho * g.Wo, tp, b ? b[co] : T(0),
+                      false);
       }
     }
   }
@@ -331,7 +336,8 @@ void depthwise_conv2d_forward(const Tensor& out, const Tensor& x_, const Tensor&
   const Geom g(x, w, out, p);
   dispatch_conv_type(out.dtype(), "conv2d", [&]<class T>() {
     Scratch<T> buf(g.fwd.buf_elems()), tmp(g.fwd.tmp_elems());
-    Forward<T> k{g, x.data_ptr<T>(), w.data_ptr<T>(), b.defined() ? b.data_ptr<T>() : nullptr, out.data_ptr<T>(), buf, tmp};
+    Forward<T> k{g,  x.data_ptr<T>(), w.data_ptr<T>(), b.defined() ? b.data_ptr<T>() : nullptr, out.data_ptr<T>(), buf,
+                 tmp};
     run(k, g.N * g.C, g.mult * g.Ho * g.Wo * g.kh * g.kw);
   });
 }
@@ -351,8 +357,14 @@ void depthwise_conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor&
     if (gw.defined() || gb.defined()) {
       Scratch<T> buf(g.fwd.buf_elems()), tmp(g.fwd.tmp_elems());
       std::vector<double> sums(size_t(g.Cout * (kk + 1)));
-      BackwardWeight<T> k{g, go.data_ptr<T>(), x.data_ptr<T>(), gw.defined() ? gw.data_ptr<T>() : nullptr,
-                          gb.defined() ? gb.data_ptr<T>() : nullptr, buf, tmp, sums.data()};
+      BackwardWeight<T> k{g,
+                          go.data_ptr<T>(),
+                          x.data_ptr<T>(),
+                          gw.defined() ? gw.data_ptr<T>() : nullptr,
+                          gb.defined() ? gb.data_ptr<T>() : nullptr,
+                          buf,
+                          tmp,
+                          sums.data()};
       run(k, g.Cout, g.N * g.Ho * g.Wo * kk);
     }
   });

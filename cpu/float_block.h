@@ -35,7 +35,8 @@ void load_floats(const char* p, int64_t stride, float* dst, int64_t n) {
       return to_f32(bits, dst, n);
     }
   }
-  if (stride == int64_t(sizeof(T)) && std::is_same_v<T, float>) return (void)std::memcpy(dst, p, size_t(n) * sizeof(float));
+  if (stride == int64_t(sizeof(T)) && std::is_same_v<T, float>)
+    return (void)std::memcpy(dst, p, size_t(n) * sizeof(float));
   for (int64_t i = 0; i < n; ++i) dst[i] = float(*reinterpret_cast<const T*>(p + i * stride));
 }
 
@@ -51,7 +52,8 @@ void store_floats(char* p, int64_t stride, const float* src, int64_t n) {
       return;
     }
   }
-  if (stride == int64_t(sizeof(T)) && std::is_same_v<T, float>) return (void)std::memcpy(p, src, size_t(n) * sizeof(float));
+  if (stride == int64_t(sizeof(T)) && std::is_same_v<T, float>)
+    return (void)std::memcpy(p, src, size_t(n) * sizeof(float));
   for (int64_t i = 0; i < n; ++i) *reinterpret_cast<T*>(p + i * stride) = T(src[i]);
 }
 

@@ -19,8 +19,8 @@
 namespace mdl::cpu {
 
 namespace detail {
-void sgemm_kernel_6x16_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t rsc, int64_t csc,
-                            float alpha, float beta);
+void sgemm_kernel_6x16_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t rsc, int64_t csc, float alpha,
+                            float beta);
 }  // namespace detail
 
 namespace {
@@ -120,8 +120,8 @@ void pack_b_panel(int64_t kc, int64_t nr, const T* b, int64_t rsb, int64_t csb, 
 // C block (mc x nc) = alpha * packed A @ packed B + beta * C, one micro-tile at a time.
 // Edge tiles go through a full-size scratch tile so the kernel never sees a short one.
 template <class T>
-void macro_kernel(int64_t mc, int64_t nc, int64_t kc, T alpha, const T* a, const T* b, T beta, T* C,
-                  int64_t rsc, int64_t csc, Kernel<T> kernel) {
+void macro_kernel(int64_t mc, int64_t nc, int64_t kc, T alpha, const T* a, const T* b, T beta, T* C, int64_t rsc,
+                  int64_t csc, Kernel<T> kernel) {
   constexpr int64_t MR = Blocking<T>::MR, NR = Blocking<T>::NR;
   for (int64_t jr = 0; jr < nc; jr += NR) {
     const int64_t nr = std::min(NR, nc - jr);
@@ -156,7 +156,8 @@ void gemm_serial(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t r
     for (int64_t pc = 0; pc < K; pc += Bk::KC) {
       const int64_t kc = std::min(Bk::KC, K - pc);
       for (int64_t jr = 0; jr < nc; jr += Bk::NR)
-        pack_b_panel<T, Bk::NR>(kc, std::min(Bk::NR, nc - jr), B + pc * rsb + (jc + jr) * csb, rsb, csb, bbuf + jr * kc);
+        pack_b_panel<T, Bk::NR>(kc, std::min(Bk::NR, nc - jr), B + pc * rsb + (jc + jr) * csb, rsb, csb,
+                                bbuf + jr * kc);
       const T beta_pc = pc == 0 ? beta : T(1);
       for (int64_t ic = 0; ic < M; ic += Bk::MC) {
         const int64_t mc = std::min(Bk::MC, M - ic);
@@ -196,8 +197,8 @@ void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t rsc, int64_t csc) {
 // takes a core. Redundant packing (A twice, or B twice) costs a few percent. A tile is computed
 // the same way on any thread, so results never depend on the thread count. M, N, K > 0.
 template <class T>
-void gemm_parallel(int nt, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa,
-                   const T* B, int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, Kernel<T> kernel) {
+void gemm_parallel(int nt, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa, const T* B,
+                   int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, Kernel<T> kernel) {
   const bool split_n = N >= M;
   const int64_t unit = split_n ? Blocking<T>::NR : Blocking<T>::MR, extent = split_n ? N : M;
   const int64_t tiles = (extent + unit - 1) / unit;
@@ -238,13 +239,13 @@ void gemm_any(const char* name, int64_t M, int64_t N, int64_t K, T alpha, const 
 
 }  // namespace
 
-void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa,
-              const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
+void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa, const float* B,
+              int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
   gemm_any<float>("gemm_f32", M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, f32_kernel());
 }
 
-void gemm_f64(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa,
-              const double* B, int64_t rsb, int64_t csb, double beta, double* C, int64_t rsc, int64_t csc) {
+void gemm_f64(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa, const double* B,
+              int64_t rsb, int64_t csb, double beta, double* C, int64_t rsc, int64_t csc) {
   gemm_any<double>("gemm_f64", M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc,
                    kernel_scalar<double, Blocking<double>::MR, Blocking<double>::NR>);
 }

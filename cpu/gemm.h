@@ -12,10 +12,10 @@ namespace mdl::cpu {
 // when alpha == 0 or K == 0, A and B are not read.
 // Threads: omp_get_max_threads(), or one thread for small problems and inside a parallel region.
 // Deterministic: each element of C sums over K in the same order whatever the thread count.
-void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa,
-              const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc);
-void gemm_f64(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa,
-              const double* B, int64_t rsb, int64_t csb, double beta, double* C, int64_t rsc, int64_t csc);
+void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa, const float* B,
+              int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc);
+void gemm_f64(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa, const double* B,
+              int64_t rsb, int64_t csb, double beta, double* C, int64_t rsc, int64_t csc);
 
 // The rungs of the ladder: row-major contiguous, C = A @ B (C not read).
 void gemm_f32_naive(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);    // i,j,p loops

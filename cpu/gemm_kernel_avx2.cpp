@@ -9,9 +9,8 @@ namespace mdl::cpu::detail {
 
 // a: kc x 6 (a[p*6 + i]), b: kc x 16 (b[p*16 + j]), both 32-byte aligned.
 // C tile (6x16) at c[i*rsc + j*csc] = alpha * a^T b + beta * C; C is not read when beta == 0.
-__attribute__((target("avx2,fma")))
-void sgemm_kernel_6x16_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t rsc, int64_t csc,
-                            float alpha, float beta) {
+__attribute__((target("avx2,fma"))) void sgemm_kernel_6x16_avx2(int64_t kc, const float* a, const float* b, float* c,
+                                                                int64_t rsc, int64_t csc, float alpha, float beta) {
   __m256 c00 = _mm256_setzero_ps(), c01 = _mm256_setzero_ps();
   __m256 c10 = _mm256_setzero_ps(), c11 = _mm256_setzero_ps();
   __m256 c20 = _mm256_setzero_ps(), c21 = _mm256_setzero_ps();

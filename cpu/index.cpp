@@ -90,8 +90,8 @@ void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& inde
   dispatch(out.dtype(), "gather", [&]<class T>() {
     loop.run([&](char* const* p, const int64_t* s, int64_t n) {
       for (int64_t i = 0; i < n; ++i)
-        *reinterpret_cast<T*>(p[0] + i * s[0]) =
-            *reinterpret_cast<const T*>(p[2] + i * s[2] + index_at(p[1], s[1], i) * in_step);
+        *reinterpret_cast<T*>(p[0] + i * s[0]) = *reinterpret_cast<const T*>(p[2] + i * s[2] +
+                                                                             index_at(p[1], s[1], i) * in_step);
     });
   });
 }
@@ -105,10 +105,12 @@ template <int NT, class At>
 void for_each_step(const StridedLoop<NT>& loop, int op, int64_t step, int64_t len, const At& at) {
   const int64_t grain = std::max<int64_t>(1, kGrainSize / len);
   if (loop.numel == 1 || std::abs(step) <= std::abs(loop.strides[op][loop.ndim - 1])) {
-    loop.run([&](char* const* p, const int64_t* s, int64_t n) {
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < len; ++j) at(p, s, i, j);
-    }, grain);
+    loop.run(
+        [&](char* const* p, const int64_t* s, int64_t n) {
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t j = 0; j < len; ++j) at(p, s, i, j);
+        },
+        grain);
     return;
   }
   parallel_for(0, loop.numel, grain, [&](int64_t b, int64_t e) {
@@ -124,7 +126,8 @@ void for_each_step(const StridedLoop<NT>& loop, int op, int64_t step, int64_t le
 void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
   if (index.numel() == 0) return;
   const Shape rest = kernels::with_size(index.shape(), dim, 1);
-  Tensor out_v = kernels::restride(out, rest), idx_v = kernels::restride(index, rest), src_v = kernels::restride(src, rest);
+  Tensor out_v = kernels::restride(out, rest), idx_v = kernels::restride(index, rest),
+         src_v = kernels::restride(src, rest);
   const StridedLoop<3> loop({&out_v, &idx_v, &src_v});
   const int64_t es = int64_t(out.element_size());
   const int64_t out_step = out.stride(dim) * es, idx_step = index.stride(dim) * 8, src_step = src.stride(dim) * es;

@@ -23,22 +23,26 @@ namespace {
 
 // The activation (forward: v -> act(v); derivative: s -> act'(s)) over a block of compute-type
 // values in place; GELU on floats runs on float vectors (vec_map.h), the rest element by element.
-template <class A> void act_forward_block(Activation act, A* v, int64_t n) {
+template <class A>
+void act_forward_block(Activation act, A* v, int64_t n) {
   if constexpr (std::is_same_v<A, float>)
     if (act == Activation::GeluTanh) return vec_map(VecFn::GeluTanh, v, v, n);
   for (int64_t i = 0; i < n; ++i) v[i] = act_forward(act, v[i]);
 }
-template <class A> void act_derivative_block(Activation act, A* s, int64_t n) {
+template <class A>
+void act_derivative_block(Activation act, A* s, int64_t n) {
   if constexpr (std::is_same_v<A, float>)
     if (act == Activation::GeluTanh) return vec_map(VecFn::GeluTanhGrad, s, s, n);
   for (int64_t i = 0; i < n; ++i) s[i] = act_derivative(act, s[i]);
 }
 constexpr int64_t kBlock = 256;
 
-template <class T> using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+template <class T>
+using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 
 // Widens n elements of a 16-bit (or f32/f64) buffer into the compute type.
-template <class T> std::vector<compute_t<T>> widened(const T* p, int64_t n) {
+template <class T>
+std::vector<compute_t<T>> widened(const T* p, int64_t n) {
   std::vector<compute_t<T>> v(size_t(std::max<int64_t>(n, 0)));
   for (int64_t i = 0; i < n; ++i) v[size_t(i)] = compute_t<T>(p[i]);
   return v;
@@ -151,8 +155,9 @@ void linear_act_forward(const Tensor& out, const Tensor& pre, const Tensor& x, c
 
 void linear_act_backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& grad_out, const Tensor& saved,
                          Activation act) {
-  dispatch_linear(grad_out.dtype(), "linear_act_backward",
-                  [&]<class T>() { backward<T>(grad_pre, grad_bias, grad_out, act == Activation::None ? Tensor() : saved, act); });
+  dispatch_linear(grad_out.dtype(), "linear_act_backward", [&]<class T>() {
+    backward<T>(grad_pre, grad_bias, grad_out, act == Activation::None ? Tensor() : saved, act);
+  });
 }
 
 }  // namespace mdl::cpu

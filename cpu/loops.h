@@ -24,7 +24,8 @@ struct StridedLoop {
   // Operand 0 defines the shape; the others must have that shape (expanded beforehand).
   explicit StridedLoop(const std::array<const Tensor*, NT>& ts) {
     const Shape& sh = ts[0]->shape();
-    MDL_CHECK(sh.size() <= size_t(kMaxDimsCpu), "cpu kernel: tensors of more than ", kMaxDimsCpu, " dims are not supported");
+    MDL_CHECK(sh.size() <= size_t(kMaxDimsCpu), "cpu kernel: tensors of more than ", kMaxDimsCpu,
+              " dims are not supported");
     for (int t = 0; t < NT; ++t) base[t] = static_cast<char*>(ts[t]->raw_data());
     // Keep the dims of size != 1, in order, then merge neighbours that are contiguous in all operands.
     for (size_t d = 0; d < sh.size(); ++d) {
@@ -56,7 +57,10 @@ struct StridedLoop {
     if (begin >= end) return;
     int64_t idx[kMaxDimsCpu];
     int64_t rem = begin;
-    for (int d = ndim - 1; d >= 0; --d) { idx[d] = rem % shape[d]; rem /= shape[d]; }
+    for (int d = ndim - 1; d >= 0; --d) {
+      idx[d] = rem % shape[d];
+      rem /= shape[d];
+    }
     int64_t inner_strides[NT];
     for (int t = 0; t < NT; ++t) inner_strides[t] = strides[t][ndim - 1];
     const int last = ndim - 1;
@@ -71,7 +75,10 @@ struct StridedLoop {
       inner(ptrs, inner_strides, n);
       begin += n;
       idx[last] += n;
-      for (int d = last; d > 0 && idx[d] == shape[d]; --d) { idx[d] = 0; ++idx[d - 1]; }
+      for (int d = last; d > 0 && idx[d] == shape[d]; --d) {
+        idx[d] = 0;
+        ++idx[d - 1];
+      }
     }
   }
 

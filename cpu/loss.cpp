@@ -166,4 +166,3 @@ void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss, 
 }
 
 }  // namespace mdl::cpu
-

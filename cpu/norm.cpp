@@ -223,10 +223,12 @@ void layer_norm_rows_f32(int64_t N, int64_t C, const float* x, float* y, float* 
       const float* xr = x + r * C;
       float* yr = y + r * C;
       const float m = float(block_sum(C, [&](int64_t j) { return xr[j]; }) / double(C));
-      const double var = block_sum(C, [&](int64_t j) {
-                           const float d = xr[j] - m;
-                           return d * d;
-                         }) / double(C);
+      const double var = block_sum(C,
+                                   [&](int64_t j) {
+                                     const float d = xr[j] - m;
+                                     return d * d;
+                                   }) /
+                         double(C);
       const float rs = float(1.0 / std::sqrt(var + eps));
       mean[r] = m;
       rstd[r] = rs;
@@ -422,4 +424,3 @@ void masked_scale(const Tensor& out, const Tensor& in, const Tensor& mask, doubl
 }
 
 }  // namespace mdl::cpu
-

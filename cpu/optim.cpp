@@ -16,8 +16,8 @@ constexpr int64_t kOptimGrain = 1 << 16;
 
 // p, g (n) of type P; m, v, vmax (n) f32. C is the compute type: double for f64 params, else float.
 template <class P, bool kAms, class C>
-void adam_chunk(P* p, const P* g, float* m, float* v, float* vmax, int64_t b, int64_t e, C b1, C b2, C eps,
-                C scale, C l2, C keep, C step_size, C bc2_sqrt) {
+void adam_chunk(P* p, const P* g, float* m, float* v, float* vmax, int64_t b, int64_t e, C b1, C b2, C eps, C scale,
+                C l2, C keep, C step_size, C bc2_sqrt) {
   for (int64_t i = b; i < e; ++i) {
     C pi = C(p[i]);
     C gi = C(g[i]) * scale + l2 * pi;
@@ -87,9 +87,8 @@ void sgd_loop(P* p, const P* g, float* buf, int64_t n, const kernels::SGDParams&
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const kernels::SGDParams& hp) {
   float* buf = momentum_buffer.defined() ? momentum_buffer.data_ptr<float>() : nullptr;
-  dispatch_floating(param.dtype(), "sgd_step", [&]<class P>() {
-    sgd_loop<P>(param.data_ptr<P>(), grad.data_ptr<P>(), buf, param.numel(), hp);
-  });
+  dispatch_floating(param.dtype(), "sgd_step",
+                    [&]<class P>() { sgd_loop<P>(param.data_ptr<P>(), grad.data_ptr<P>(), buf, param.numel(), hp); });
 }
 
 // Per-chunk f64 partials, combined in chunk order: deterministic for a given thread count.
@@ -118,4 +117,3 @@ double sum_squares(const Tensor& t) {
 }
 
 }  // namespace mdl::cpu
-

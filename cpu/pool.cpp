@@ -75,8 +75,7 @@ std::atomic<bool> g_max_pool_vectorized{true};
 // select, in the scalar loop's visiting order and NaN rule. base is r0's first element's index in
 // the plane (of width W); a row of Wo >= 4 outputs ends with a vector that overlaps the one
 // before it, which recomputes the same values.
-void max_pool_2x2_row(const float* r0, const float* r1, int64_t base, int64_t W, int64_t Wo, float* out,
-                      int64_t* idx) {
+void max_pool_2x2_row(const float* r0, const float* r1, int64_t base, int64_t W, int64_t Wo, float* out, int64_t* idx) {
   using f4 = float __attribute__((vector_size(16)));
   using i4 = int32_t __attribute__((vector_size(16)));
   for (int64_t ow = 0;; ow += 4) {
@@ -141,8 +140,8 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
     int64_t* ip = indices.data_ptr<int64_t>();
     // The common 2x2 / stride 2 / no padding window over rows with unit stride, without the
     // window arithmetic; the same visiting order and NaN rule as the general loop below.
-    const bool two_by_two = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 &&
-                            p.pad_h == 0 && p.pad_w == 0 && xs.s[3] == 1;
+    const bool two_by_two = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
+                            p.pad_w == 0 && xs.s[3] == 1;
     if (two_by_two) {
       const bool vectorize = max_pool_vectorized() && H * W <= INT32_MAX;
       auto float_row = [&](const float* r0, const float* r1, int64_t base, int64_t wo, float* o, int64_t* i) {

@@ -35,12 +35,12 @@ void to_float(const T* p, int64_t n, int64_t stride, float* dst) {
   }
 }
 
-constexpr int64_t kConvChunk = 256;         // f16/bf16 elements converted per step
-constexpr int64_t kBlock = 4096;            // elements per block of a sum (float lanes inside)
-constexpr int64_t kMaxPartials = 1 << 22;   // per-block partials kept when splitting a reduction
-constexpr int64_t kShort = 16;              // reductions this short skip the lanes
-constexpr int64_t kShortRow = 256;          // outputs per call when they do
-constexpr int64_t kArgLanes = 64;           // max/min with indices: rows this long use lanes first
+constexpr int64_t kConvChunk = 256;        // f16/bf16 elements converted per step
+constexpr int64_t kBlock = 4096;           // elements per block of a sum (float lanes inside)
+constexpr int64_t kMaxPartials = 1 << 22;  // per-block partials kept when splitting a reduction
+constexpr int64_t kShort = 16;             // reductions this short skip the lanes
+constexpr int64_t kShortRow = 256;         // outputs per call when they do
+constexpr int64_t kArgLanes = 64;          // max/min with indices: rows this long use lanes first
 
 // ---- The reductions --------------------------------------------------------------------------
 // Each has Lane accumulators (identity, step, combine) whose per-block results fold into one Outer
@@ -120,13 +120,11 @@ inline constexpr int kLanes = int(std::min<size_t>(32, 128 / sizeof(typename Op:
 
 // lanes[j] accumulates elements j, j+L, j+2L, ... of the run p[0], p[s], ..., p[(n-1)s].
 template <class Op, class U>
-[[gnu::noinline]] void lanes_run(typename Op::Lane* lanes, const U* p, int64_t n, int64_t s,
-                                 typename Op::Lane c) {
+[[gnu::noinline]] void lanes_run(typename Op::Lane* lanes, const U* p, int64_t n, int64_t s, typename Op::Lane c) {
   using X = typename Op::X;
   constexpr int L = kLanes<Op>;
   if (s != 1) {
-    for (int64_t i = 0, j = 0; i < n; ++i, j = j + 1 == L ? 0 : j + 1)
-      lanes[j] = Op::step(lanes[j], X(p[i * s]), c);
+    for (int64_t i = 0, j = 0; i < n; ++i, j = j + 1 == L ? 0 : j + 1) lanes[j] = Op::step(lanes[j], X(p[i * s]), c);
     return;
   }
   typename Op::Lane a[L];  // local, so the compiler knows it does not alias p
@@ -162,7 +160,7 @@ template <class Op>
 // acc[j] = step(acc[j], p[j*s], c[j]) for j < n: one input row into a row of outputs.
 template <class Op, class U>
 [[gnu::noinline]] void row_run(typename Op::Lane* __restrict acc, const U* __restrict p, int64_t n, int64_t s,
-                    const typename Op::Lane* __restrict c) {
+                               const typename Op::Lane* __restrict c) {
   using X = typename Op::X;
   using Lane = typename Op::Lane;
   if (s == 1) {
@@ -216,16 +214,15 @@ struct Source {
 template <class Op, class T>
 Source<Op> source_of(const Tensor& in) {
   using Lane = typename Op::Lane;
-  return {static_cast<const char*>(in.raw_data()), int64_t(sizeof(T)),
-          [](Lane* l, const void* p, int64_t n, int64_t s, Lane c) {
-            accum_run<Op>(l, static_cast<const T*>(p), n, s, c);
-          },
-          [](Lane* a, const void* p, int64_t n, int64_t s, const Lane* c) {
-            accum_row<Op>(a, static_cast<const T*>(p), n, s, c);
-          },
-          [](Lane* r, const void* p, int64_t count, int64_t rs, int64_t n, int64_t s, const Lane* c) {
-            short_runs<Op>(r, static_cast<const T*>(p), count, rs, n, s, c);
-          }};
+  return {
+      static_cast<const char*>(in.raw_data()), int64_t(sizeof(T)),
+      [](Lane* l, const void* p, int64_t n, int64_t s, Lane c) { accum_run<Op>(l, static_cast<const T*>(p), n, s, c); },
+      [](Lane* a, const void* p, int64_t n, int64_t s, const Lane* c) {
+        accum_row<Op>(a, static_cast<const T*>(p), n, s, c);
+      },
+      [](Lane* r, const void* p, int64_t count, int64_t rs, int64_t n, int64_t s, const Lane* c) {
+        short_runs<Op>(r, static_cast<const T*>(p), count, rs, n, s, c);
+      }};
 }
 
 // Receives finished floating results: out[off] (or buf[m]) = o / div, in the destination's dtype.
@@ -256,7 +253,8 @@ struct IntSink {
     switch (t) {
       case kI64: reinterpret_cast<int64_t*>(dst)[off] = int64_t(o); break;
       case kI32: reinterpret_cast<int32_t*>(dst)[off] = int32_t(o); break;
-      case kU8: case kBool: reinterpret_cast<uint8_t*>(dst)[off] = uint8_t(o); break;
+      case kU8:
+      case kBool: reinterpret_cast<uint8_t*>(dst)[off] = uint8_t(o); break;
       default: break;
     }
   }
@@ -398,8 +396,7 @@ void run_inner(const Plan& p, const Source<Op>& src, const typename Op::Lane* ce
   }
 
   const int nt = get_num_threads();
-  const bool split = nt > 1 && M < 4 * nt && nblocks >= 2 && M * R >= 2 * kGrainSize &&
-                     M * nblocks <= kMaxPartials;
+  const bool split = nt > 1 && M < 4 * nt && nblocks >= 2 && M * R >= 2 * kGrainSize && M * nblocks <= kMaxPartials;
   if (!split) {
     parallel_for(0, M, std::max<int64_t>(1, kGrainSize / R), [&](int64_t mb, int64_t me) {
       Odometer<2> ko = kept0;
@@ -536,8 +533,7 @@ void check_geometry(const char* op, const Tensor& out, const Tensor& in, size_t 
 void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const std::vector<bool>& reduce_mask) {
   const char* name = reduce_op_name(op);
   check_geometry(name, out, in, reduce_mask.size());
-  MDL_CHECK(op != ReduceOp::Mean || in.is_floating_point(), name, ": expected a floating dtype, got ",
-            in.dtype());
+  MDL_CHECK(op != ReduceOp::Mean || in.is_floating_point(), name, ": expected a floating dtype, got ", in.dtype());
   const DType nat = natural_dtype(op, in.dtype());
   if (out.dtype() != nat) {
     Tensor tmp = make_tensor(out.shape(), nat, out.device());
@@ -725,8 +721,8 @@ void arg_reduce(bool is_max, const Tensor& values, const Tensor& indices, const 
   const char* name = is_max ? "max" : "min";
   MDL_CHECK(in.dim() <= kMaxDimsCpu, name, ": tensors of more than ", kMaxDimsCpu, " dims are not supported");
   MDL_CHECK(dim >= 0 && dim < in.dim(), name, ": dim ", dim, " out of range for shape ", in.shape());
-  MDL_CHECK(values.dim() == in.dim() && indices.dim() == in.dim() && indices.dtype() == kI64, name,
-            ": values ", values.shape(), " and indices ", indices.shape(), " (", indices.dtype(),
+  MDL_CHECK(values.dim() == in.dim() && indices.dim() == in.dim() && indices.dtype() == kI64, name, ": values ",
+            values.shape(), " and indices ", indices.shape(), " (", indices.dtype(),
             ") are not the keepdim form of input ", in.shape());
   if (values.dtype() != in.dtype()) {
     Tensor tmp = make_tensor(values.shape(), in.dtype(), values.device());

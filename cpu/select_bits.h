@@ -10,8 +10,9 @@ namespace mdl::cpu {
 
 // The unsigned integer as wide as T.
 template <class T>
-using bits_t = std::conditional_t<sizeof(T) == 1, uint8_t,
-               std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
+using bits_t = std::conditional_t<
+    sizeof(T) == 1, uint8_t,
+    std::conditional_t<sizeof(T) == 2, uint16_t, std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>>>;
 
 // A bool tensor's element, read as a byte (any nonzero byte is true).
 inline bool bool_at(const bool* c) {

@@ -385,8 +385,8 @@ const char* op_name(bool log) { return log ? "log_softmax" : "softmax"; }
 void check_args(const char* name, const Tensor& out, const Tensor& in, int64_t dim) {
   MDL_CHECK(dim >= 0 && dim < std::max<int64_t>(in.dim(), 1), name, ": dim ", dim, " out of range for shape ",
             in.shape());
-  MDL_CHECK(out.shape() == in.shape() && out.dtype() == in.dtype(), name, ": output ", out.shape(), " ",
-            out.dtype(), " does not match input ", in.shape(), " ", in.dtype());
+  MDL_CHECK(out.shape() == in.shape() && out.dtype() == in.dtype(), name, ": output ", out.shape(), " ", out.dtype(),
+            " does not match input ", in.shape(), " ", in.dtype());
 }
 
 }  // namespace

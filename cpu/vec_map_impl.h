@@ -31,15 +31,17 @@ template <class V, class F>
 
 // Function objects rather than lambdas: GCC does not give a lambda the target of the
 // #pragma around it, and an 8-float lambda compiled for SSE2 would be slow.
-#define MDL_VEC_FN(Name, expr)                                    \
-  struct Name {                                                   \
-    template <class V>                                            \
-    [[gnu::always_inline]] V operator()(V v) const { return expr; } \
+#define MDL_VEC_FN(Name, expr)                       \
+  struct Name {                                      \
+    template <class V>                               \
+    [[gnu::always_inline]] V operator()(V v) const { \
+      return expr;                                   \
+    }                                                \
   }
 MDL_VEC_FN(ExpFn, vecmath::exp_v(v));
 MDL_VEC_FN(TanhFn, vecmath::tanh_v(v));
 MDL_VEC_FN(SigmoidFn, vecmath::sigmoid_v(v));
-MDL_VEC_FN(SiluFn, v * vecmath::sigmoid_v(v));
+MDL_VEC_FN(SiluFn, v* vecmath::sigmoid_v(v));
 MDL_VEC_FN(GeluFn, vecmath::gelu_v(v));
 MDL_VEC_FN(GeluGradFn, vecmath::gelu_grad_v(v));
 MDL_VEC_FN(GeluTanhFn, vecmath::gelu_tanh_v(v));

@@ -13,9 +13,9 @@ namespace mdl::cpu::vecmath {
 // come out subnormal and those above the largest come out +inf; NaN stays NaN.
 template <class V>
 MDL_VEC_INLINE V exp_v(V x) {
-  using I = decltype(x < x);            // the int32 vector of V's width
-  const V magic = V{} + 12582912.0f;    // 1.5 * 2^23: adding it rounds to an integer
-  V xc = x > 89.0f ? V{} + 89.0f : x;   // e^89 overflows, e^-104 rounds to 0
+  using I = decltype(x < x);           // the int32 vector of V's width
+  const V magic = V{} + 12582912.0f;   // 1.5 * 2^23: adding it rounds to an integer
+  V xc = x > 89.0f ? V{} + 89.0f : x;  // e^89 overflows, e^-104 rounds to 0
   xc = xc < -104.0f ? V{} - 104.0f : xc;
   const V t = xc * 1.44269504088896341f + magic;
   const V n = t - magic;
@@ -81,8 +81,9 @@ MDL_VEC_INLINE V erf_v(V x) {
   const V ax = x < 0.0f ? -x : x;
   const V z = x * x;
   const V taylor = x * 1.12837916709551257f *
-                   (1.0f + z * (-0.333333333333f + z * (0.1f + z * (-0.0238095238095f + z * (0.00462962962963f +
-                                                                                            z * -0.000757575757576f)))));
+                   (1.0f +
+                    z * (-0.333333333333f +
+                         z * (0.1f + z * (-0.0238095238095f + z * (0.00462962962963f + z * -0.000757575757576f)))));
   const V t = 1.0f / (1.0f + 0.3275911f * ax);
   const V y = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f) * t;
   const V r = 1.0f - y * exp_v(-z);

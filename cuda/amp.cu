@@ -40,8 +40,7 @@ void unscale_check(const Tensor& grad, const Tensor& found_inf, double inv_scale
     unscale_check_kernel<float><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<float>(grad), n, float(inv_scale), flag);
   else if (grad.dtype() == kF64)
     unscale_check_kernel<double><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<double>(grad), n, inv_scale, flag);
-  else
-    MDL_FAIL("amp_unscale_check: expected an f32 or f64 gradient, got ", dtype_name(grad.dtype()));
+  else MDL_FAIL("amp_unscale_check: expected an f32 or f64 gradient, got ", dtype_name(grad.dtype()));
   CUDA_CHECK_LAUNCH("amp_unscale_check");
 }
 

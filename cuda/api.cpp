@@ -38,7 +38,9 @@ CacheStats cache_stats(int) { return {}; }
 std::vector<int> cache_devices() { return {}; }
 int64_t linear_act_fallbacks() { return 0; }
 struct CopyStream::Impl {};
-CopyStream::CopyStream(Device device) { MDL_FAIL("CopyStream: ", device, " was asked for, but this build has no CUDA (CUDA=0)"); }
+CopyStream::CopyStream(Device device) {
+  MDL_FAIL("CopyStream: ", device, " was asked for, but this build has no CUDA (CUDA=0)");
+}
 CopyStream::~CopyStream() = default;
 CopyStream::Copy CopyStream::copy(const Tensor&) { MDL_FAIL("CopyStream: no CUDA in this build"); }
 Tensor CopyStream::wait(Copy&&) { MDL_FAIL("CopyStream: no CUDA in this build"); }

@@ -21,11 +21,11 @@ struct CacheStats {
   int64_t reserved_bytes = 0;        // obtained from cudaMalloc and not yet released
   int64_t peak_allocated_bytes = 0;  // since the last reset_peak_cache_stats()
   int64_t peak_reserved_bytes = 0;
-  int64_t allocations = 0;           // allocate() calls
-  int64_t cache_hits = 0;            // of those, served from the free lists
-  int64_t device_mallocs = 0;        // cudaMalloc calls
-  int64_t device_frees = 0;          // cudaFree calls
-  int64_t oom_retries = 0;           // cudaMalloc failures that emptied the cache and retried
+  int64_t allocations = 0;     // allocate() calls
+  int64_t cache_hits = 0;      // of those, served from the free lists
+  int64_t device_mallocs = 0;  // cudaMalloc calls
+  int64_t device_frees = 0;    // cudaFree calls
+  int64_t oom_retries = 0;     // cudaMalloc failures that emptied the cache and retried
 };
 CacheStats cache_stats();
 void reset_peak_cache_stats();

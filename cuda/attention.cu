@@ -70,7 +70,10 @@ struct Geometry {
   }
 };
 
-template <class A> __device__ __forceinline__ A nan_max(A m, A v) { return (v > m || v != v) && m == m ? v : m; }
+template <class A>
+__device__ __forceinline__ A nan_max(A m, A v) {
+  return (v > m || v != v) && m == m ? v : m;
+}
 
 // sum_e a[e] * x[e * stride] with a in shared memory.
 template <class T, class A>
@@ -109,7 +112,7 @@ __global__ void attention_forward_kernel(Geometry G, T* out, acc_t<T>* lse, cons
       const A alpha = exp(m - mn);    // 0 on the first visible tile
       const A p = s == -INFINITY ? A(0) : exp(s - mn);
       sp[threadIdx.x] = p;
-      l = l * alpha + block_sum(p);   // block_sum's barriers publish sp
+      l = l * alpha + block_sum(p);  // block_sum's barriers publish sp
       for (int64_t e = threadIdx.x; e < G.Ev; e += kTile) {
         A a = acc[e] * alpha;
         for (int64_t t = 0; t < n; ++t) a += sp[t] * to_acc(vb[(j0 + t) * G.v.rs + e * G.v.cs]);
@@ -145,8 +148,8 @@ __global__ void attention_delta_kernel(Geometry G, acc_t<T>* D, const T* go, con
 
 // One block per query row: dq (E). Shared: sq (E), sg (Ev), acc (E), sp (kTile).
 template <class T>
-__global__ void attention_dq_kernel(Geometry G, T* dq, const acc_t<T>* lse, const acc_t<T>* D, const T* q,
-                                    const T* k, const T* v, const T* go) {
+__global__ void attention_dq_kernel(Geometry G, T* dq, const acc_t<T>* lse, const acc_t<T>* D, const T* q, const T* k,
+                                    const T* v, const T* go) {
   using A = acc_t<T>;
   extern __shared__ unsigned char smem[];
   A* sq = reinterpret_cast<A*>(smem);
@@ -277,9 +280,9 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, co
   });
 }
 
-void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out,
-                        const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse,
-                        const Tensor& mask, bool causal, double scale) {
+void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out, const Tensor& q,
+                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, const Tensor& mask,
+                        bool causal, double scale) {
   const char* op = "scaled_dot_product_attention_backward";
   const Geometry G = geometry(op, q, k, v, mask, grad_out, causal, scale);
   const int64_t rows = G.g.count * G.L, cols = G.g.count * G.S;
@@ -291,14 +294,13 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
       return;
     }
     Tensor D = make_tensor({rows}, lse.dtype(), q.device());
-    attention_delta_kernel<T><<<grid_for(rows), kTile, 0, stream()>>>(G, ptr<A>(D), ptr<const T>(grad_out),
-                                                                      ptr<const T>(out));
+    attention_delta_kernel<T>
+        <<<grid_for(rows), kTile, 0, stream()>>>(G, ptr<A>(D), ptr<const T>(grad_out), ptr<const T>(out));
     CUDA_CHECK_LAUNCH(op);
     if (dq.defined()) {
       const size_t sh = shared_bytes(op, 2 * G.E + G.Ev + kTile, sizeof(A), q, v);
-      attention_dq_kernel<T><<<grid_for(rows), kTile, sh, stream()>>>(G, ptr<T>(dq), ptr<const A>(lse),
-                                                                      ptr<const A>(D), ptr<const T>(q),
-                                                                      ptr<const T>(k), ptr<const T>(v),
+      attention_dq_kernel<T><<<grid_for(rows), kTile, sh, stream()>>>(G, ptr<T>(dq), ptr<const A>(lse), ptr<const A>(D),
+                                                                      ptr<const T>(q), ptr<const T>(k), ptr<const T>(v),
                                                                       ptr<const T>(grad_out));
       CUDA_CHECK_LAUNCH(op);
     }

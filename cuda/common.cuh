@@ -21,14 +21,27 @@ namespace mdl::cuda::detail {
 using half = __half;
 using bf16 = __nv_bfloat16;
 
-template <class T> struct acc { using type = T; };
-template <> struct acc<half> { using type = float; };
-template <> struct acc<bf16> { using type = float; };
-template <class T> using acc_t = typename acc<T>::type;
-template <class T> inline constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bf16>;
-template <class T> inline constexpr bool is_float_v = std::is_floating_point_v<T> || is_half_v<T>;
+template <class T>
+struct acc {
+  using type = T;
+};
+template <>
+struct acc<half> {
+  using type = float;
+};
+template <>
+struct acc<bf16> {
+  using type = float;
+};
+template <class T>
+using acc_t = typename acc<T>::type;
+template <class T>
+inline constexpr bool is_half_v = std::is_same_v<T, half> || std::is_same_v<T, bf16>;
+template <class T>
+inline constexpr bool is_float_v = std::is_floating_point_v<T> || is_half_v<T>;
 
-template <class T> __device__ __forceinline__ acc_t<T> to_acc(T x) {
+template <class T>
+__device__ __forceinline__ acc_t<T> to_acc(T x) {
   if constexpr (std::is_same_v<T, half>) return __half2float(x);
   else if constexpr (std::is_same_v<T, bf16>) return __bfloat162float(x);
   else return x;
@@ -133,11 +146,15 @@ T convert_host(double v) {
   }
 }
 
-template <class T> __device__ __forceinline__ bool negative(T x) {
+template <class T>
+__device__ __forceinline__ bool negative(T x) {
   if constexpr (std::is_signed_v<T>) return x < T(0);
   else return false;
 }
 
-template <class T> T* ptr(const Tensor& t) { return static_cast<T*>(t.raw_data()); }
+template <class T>
+T* ptr(const Tensor& t) {
+  return static_cast<T*>(t.raw_data());
+}
 
 }  // namespace mdl::cuda::detail

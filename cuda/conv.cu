@@ -98,9 +98,9 @@ struct Key {
 };
 
 struct Choice {
-  int algo;                // the cudnnConvolution*Algo_t
-  cudnnMathType_t math;    // set on the descriptor before running it
-  size_t workspace;        // bytes
+  int algo;              // the cudnnConvolution*Algo_t
+  cudnnMathType_t math;  // set on the descriptor before running it
+  size_t workspace;      // bytes
 };
 
 std::mutex g_cache_mutex;
@@ -145,8 +145,9 @@ struct Problem {
           const kernels::Conv2dParams& p_)
       : op(op_), ty(types_for(op_, dt)), p(p_), x(op_, ty.data, dims4(op_, xt)), y(op_, ty.data, dims4(op_, yt)),
         w(op_, ty.data, dims4(op_, wt)), conv(op_, p_, ty.compute, ty.math) {
-    key = {int(dir), dt, allow_tf32(), dims4(op_, xt), dims4(op_, wt),
-           {p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w, p.groups}};
+    key = {int(dir),       dt,
+           allow_tf32(),   dims4(op_, xt),
+           dims4(op_, wt), {p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w, p.groups}};
   }
 
   // The cached choice, or a new one from `find` (benchmark) or `heuristic` (under capture).
@@ -190,15 +191,15 @@ void conv_forward(Problem& P, const Tensor& out, const Tensor& x, const Tensor& 
         cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgos];
         int n = 0;
         CUDNN_CHECK(op, cudnnFindConvolutionForwardAlgorithmEx(cudnn(), P.x.d, x.raw_data(), P.w.d, w.raw_data(),
-                                                                P.conv.d, P.y.d, out.raw_data(), kMaxAlgos, &n, perf,
-                                                                data_or_null(ws), size_t(ws.numel())));
+                                                               P.conv.d, P.y.d, out.raw_data(), kMaxAlgos, &n, perf,
+                                                               data_or_null(ws), size_t(ws.numel())));
         return pick(op, perf, n);
       },
       [&] {
         cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgos];
         int n = 0;
-        CUDNN_CHECK(op, cudnnGetConvolutionForwardAlgorithm_v7(cudnn(), P.x.d, P.w.d, P.conv.d, P.y.d, kMaxAlgos, &n,
-                                                               perf));
+        CUDNN_CHECK(
+            op, cudnnGetConvolutionForwardAlgorithm_v7(cudnn(), P.x.d, P.w.d, P.conv.d, P.y.d, kMaxAlgos, &n, perf));
         return pick(op, perf, n);
       });
   P.use(c);
@@ -217,8 +218,8 @@ void conv_backward_data(Problem& P, const Tensor& gx, const Tensor& gy, const Te
         cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxAlgos];
         int n = 0;
         CUDNN_CHECK(op, cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn(), P.w.d, w.raw_data(), P.y.d, gy.raw_data(),
-                                                                     P.conv.d, P.x.d, gx.raw_data(), kMaxAlgos, &n,
-                                                                     perf, data_or_null(ws), size_t(ws.numel())));
+                                                                    P.conv.d, P.x.d, gx.raw_data(), kMaxAlgos, &n, perf,
+                                                                    data_or_null(ws), size_t(ws.numel())));
         return pick(op, perf, n);
       },
       [&] {
@@ -243,25 +244,24 @@ void conv_backward_filter(Problem& P, const Tensor& gw, const Tensor& gy, const 
         Tensor ws = workspace(find_workspace_limit());
         cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxAlgos];
         int n = 0;
-        CUDNN_CHECK(op, cudnnFindConvolutionBackwardFilterAlgorithmEx(cudnn(), P.x.d, x.raw_data(), P.y.d,
-                                                                       gy.raw_data(), P.conv.d, P.w.d, gw.raw_data(),
-                                                                       kMaxAlgos, &n, perf, data_or_null(ws),
-                                                                       size_t(ws.numel())));
+        CUDNN_CHECK(op, cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                            cudnn(), P.x.d, x.raw_data(), P.y.d, gy.raw_data(), P.conv.d, P.w.d, gw.raw_data(),
+                            kMaxAlgos, &n, perf, data_or_null(ws), size_t(ws.numel())));
         return pick(op, perf, n);
       },
       [&] {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxAlgos];
         int n = 0;
-        CUDNN_CHECK(op, cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn(), P.x.d, P.y.d, P.conv.d, P.w.d,
-                                                                      kMaxAlgos, &n, perf));
+        CUDNN_CHECK(op, cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn(), P.x.d, P.y.d, P.conv.d, P.w.d, kMaxAlgos,
+                                                                      &n, perf));
         return pick(op, perf, n);
       });
   P.use(c);
   Tensor ws = workspace(c.workspace);
   const Scaling s(gw.dtype());
-  CUDNN_CHECK(op, cudnnConvolutionBackwardFilter(cudnn(), s.one(), P.x.d, x.raw_data(), P.y.d, gy.raw_data(),
-                                                 P.conv.d, cudnnConvolutionBwdFilterAlgo_t(c.algo), data_or_null(ws),
-                                                 c.workspace, s.zero(), P.w.d, gw.raw_data()));
+  CUDNN_CHECK(op, cudnnConvolutionBackwardFilter(cudnn(), s.one(), P.x.d, x.raw_data(), P.y.d, gy.raw_data(), P.conv.d,
+                                                 cudnnConvolutionBwdFilterAlgo_t(c.algo), data_or_null(ws), c.workspace,
+                                                 s.zero(), P.w.d, gw.raw_data()));
 }
 
 // out (N, Cout, Ho, Wo) += b[c], broadcast over (N, Ho, Wo).
@@ -301,7 +301,9 @@ void conv2d_backward(const Tensor& grad_x, const Tensor& grad_w, const Tensor& g
   const bool empty = gy.numel() == 0 || x_in.numel() == 0 || w_in.numel() == 0;
   if (grad_b.defined()) {
     if (gy.numel() == 0) cuda::fill(grad_b, 0.0);
-    else cuda::reduce(ReduceOp::Sum, kernels::view_contiguous(grad_b, {1, grad_b.size(0), 1, 1}), gy, {true, false, true, true});
+    else
+      cuda::reduce(ReduceOp::Sum, kernels::view_contiguous(grad_b, {1, grad_b.size(0), 1, 1}), gy,
+                   {true, false, true, true});
   }
   if (empty) {  // nothing flows: every wanted gradient is zero
     if (grad_x.defined() && grad_x.numel()) cuda::fill(grad_x, 0.0);

@@ -24,9 +24,8 @@ struct Cast {
 
 void device_copy(const Tensor& dst, const Tensor& src) {
   dispatch<DeviceTypes>(dst.dtype(), "copy", [&]<class To>() {
-    dispatch<DeviceTypes>(src.dtype(), "copy", [&]<class From>() {
-      launch_map<To, From>("copy", dst, {&src}, Cast<To, From>{});
-    });
+    dispatch<DeviceTypes>(src.dtype(), "copy",
+                          [&]<class From>() { launch_map<To, From>("copy", dst, {&src}, Cast<To, From>{}); });
   });
 }
 
@@ -41,9 +40,8 @@ void memcpy_sync(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
 }  // namespace
 
 void fill(const Tensor& out, double value) {
-  dispatch<DeviceTypes>(out.dtype(), "fill", [&]<class T>() {
-    launch_map<T>("fill", out, {}, Constant<T>{convert_host<T>(value)});
-  });
+  dispatch<DeviceTypes>(out.dtype(), "fill",
+                        [&]<class T>() { launch_map<T>("fill", out, {}, Constant<T>{convert_host<T>(value)}); });
 }
 
 void copy(const Tensor& dst, const Tensor& src) {

@@ -31,7 +31,7 @@ void dropout_mask(const Tensor& mask, double p, uint64_t seed, uint64_t offset) 
   const int64_t n = mask.numel();
   if (n == 0) return;
   dropout_mask_kernel<<<blocks_for((n + 3) / 4), kThreads, 0, stream()>>>(ptr<bool>(mask), n, p * 4294967296.0, seed,
-                                                                         offset);
+                                                                          offset);
   CUDA_CHECK_LAUNCH("dropout");
 }
 

@@ -56,7 +56,8 @@ __global__ void map_strided_kernel(int64_t n, Geo<1 + sizeof...(In)> g, Out* out
   }
 }
 
-template <class T> constexpr int vec_width() {
+template <class T>
+constexpr int vec_width() {
   constexpr int w = int(16 / sizeof(T));
   return w > 8 ? 8 : w < 1 ? 1 : w;
 }

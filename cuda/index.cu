@@ -47,7 +47,8 @@ __global__ void scatter_add_kernel(int64_t n, Geo<3> g, T* out, const int64_t* i
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[3];
     g.offsets(i, off);
-    for (int64_t j = 0; j < len; ++j) add_into(out[off[0] + idx[off[1] + j * idx_step] * out_step], src[off[2] + j * src_step]);
+    for (int64_t j = 0; j < len; ++j)
+      add_into(out[off[0] + idx[off[1] + j * idx_step] * out_step], src[off[2] + j * src_step]);
   }
 }
 
@@ -58,7 +59,8 @@ __global__ void index_add_kernel(int64_t n, Geo<2> g, T* out, const T* src, cons
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[2];
     g.offsets(i, off);
-    for (int64_t j = 0; j < n_index; ++j) add_into(out[off[0] + idx[j * idx_stride] * out_step], src[off[1] + j * src_step]);
+    for (int64_t j = 0; j < n_index; ++j)
+      add_into(out[off[0] + idx[j * idx_stride] * out_step], src[off[1] + j * src_step]);
   }
 }
 
@@ -106,7 +108,8 @@ void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& inde
 void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
   if (index.numel() == 0) return;
   const Shape rest = kernels::with_size(index.shape(), dim, 1);
-  Tensor out_v = kernels::restride(out, rest), idx_v = kernels::restride(index, rest), src_v = kernels::restride(src, rest);
+  Tensor out_v = kernels::restride(out, rest), idx_v = kernels::restride(index, rest),
+         src_v = kernels::restride(src, rest);
   const Geo<3> g = make_geo<3>("scatter_add", {&out_v, &idx_v, &src_v});
   dispatch<DeviceTypes>(out.dtype(), "scatter_add", [&]<class T>() {
     scatter_add_kernel<T><<<blocks_for(out_v.numel()), kThreads, 0, stream()>>>(
@@ -141,7 +144,7 @@ void tri(const Tensor& out, const Tensor& in, int64_t k, bool upper) {
   const Geo<1> rows = make_geo<1>(upper ? "triu" : "tril", {&rows_v});
   dispatch<DeviceTypes>(out.dtype(), upper ? "triu" : "tril", [&]<class T>() {
     tri_kernel<T><<<blocks_for(out.numel()), kThreads, 0, stream()>>>(out.numel(), R, C, rows, in.stride(-1),
-                                                                       ptr<T>(out), ptr<const T>(in), k, upper);
+                                                                      ptr<T>(out), ptr<const T>(in), k, upper);
     CUDA_CHECK_LAUNCH(upper ? "triu" : "tril");
   });
 }

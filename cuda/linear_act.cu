@@ -69,7 +69,8 @@ struct LtDescs {
 
 // (dtype, tf32, epilogue, M, N, K, alignment of w, x, out, bias, pre) -> the heuristic's choice,
 // or nothing when cuBLASLt offered none (the fallback runs).
-using AlgoKey = std::tuple<int, bool, uint32_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>;
+using AlgoKey =
+    std::tuple<int, bool, uint32_t, int64_t, int64_t, int64_t, uint32_t, uint32_t, uint32_t, uint32_t, uint32_t>;
 std::mutex g_algo_mu;
 std::atomic<int64_t> g_fallbacks{0};
 struct Choice {
@@ -114,12 +115,14 @@ bool lt_matmul(const Tensor& out, const Tensor& pre, const Tensor& x, const Tens
   CUBLAS_CHECK(op, cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_TRANSB, &transb, sizeof(transb)));
   CUBLAS_CHECK(op, cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi_u, sizeof(epi_u)));
   if (bias_ptr)
-    CUBLAS_CHECK(op, cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)));
+    CUBLAS_CHECK(
+        op, cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_ptr, sizeof(bias_ptr)));
   if (act == Activation::GeluTanh) {
     const int64_t aux_ld = N;
     CUBLAS_CHECK(op, cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux_ptr,
                                                     sizeof(aux_ptr)));
-    CUBLAS_CHECK(op, cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
+    CUBLAS_CHECK(
+        op, cublasLtMatmulDescSetAttribute(desc.op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &aux_ld, sizeof(aux_ld)));
   }
   CUBLAS_CHECK(op, cublasLtMatrixLayoutCreate(&desc.a, dt, uint64_t(K), uint64_t(N), K));
   CUBLAS_CHECK(op, cublasLtMatrixLayoutCreate(&desc.b, dt, uint64_t(K), uint64_t(M), K));
@@ -136,7 +139,8 @@ bool lt_matmul(const Tensor& out, const Tensor& pre, const Tensor& x, const Tens
     } else {
       CUBLAS_CHECK(op, cublasLtMatmulPreferenceCreate(&desc.pref));
       const uint64_t ws = kCublasLtWorkspaceBytes;
-      CUBLAS_CHECK(op, cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+      CUBLAS_CHECK(op, cublasLtMatmulPreferenceSetAttribute(desc.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                            sizeof(ws)));
       const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, al_a},
           {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, al_b},
@@ -158,8 +162,8 @@ bool lt_matmul(const Tensor& out, const Tensor& pre, const Tensor& x, const Tens
   }
   if (!choice.found) return false;
   const float one = 1.0f, zero = 0.0f;
-  const cublasStatus_t s = cublasLtMatmul(cublaslt(), desc.op, &one, w.raw_data(), desc.a, x.raw_data(), desc.b,
-                                          &zero, out.raw_data(), desc.d, out.raw_data(), desc.d, &choice.algo,
+  const cublasStatus_t s = cublasLtMatmul(cublaslt(), desc.op, &one, w.raw_data(), desc.a, x.raw_data(), desc.b, &zero,
+                                          out.raw_data(), desc.d, out.raw_data(), desc.d, &choice.algo,
                                           cublaslt_workspace(), kCublasLtWorkspaceBytes, stream());
   if (s == CUBLAS_STATUS_NOT_SUPPORTED) {  // refused before launching anything: remember, and fall back
     std::lock_guard<std::mutex> lock(g_algo_mu);
@@ -179,7 +183,8 @@ void linear_act_forward(const Tensor& out, const Tensor& pre, const Tensor& x, c
   // The fallback: the GEMM through cuBLAS, then one bias+activation pass.
   g_fallbacks.fetch_add(1, std::memory_order_relaxed);
   const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
-  cuda::bmm(kernels::view_contiguous(out, {1, M, N}), kernels::view_contiguous(x, {1, M, K}), kernels::unsqueezed(kernels::transposed(w, 0, 1), 0));
+  cuda::bmm(kernels::view_contiguous(out, {1, M, N}), kernels::view_contiguous(x, {1, M, K}),
+            kernels::unsqueezed(kernels::transposed(w, 0, 1), 0));
   if (!bias.defined() && act == Activation::None) return;
   dispatch_floating<DeviceTypes>(out.dtype(), "linear_act", [&]<class T>() {
     bias_act_kernel<T><<<blocks_for(M * N), kThreads, 0, stream()>>>(
@@ -190,16 +195,19 @@ void linear_act_forward(const Tensor& out, const Tensor& pre, const Tensor& x, c
 
 void linear_act_backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& grad_out, const Tensor& saved,
                          Activation act) {
-  for (const Tensor* t : {&grad_pre, &grad_bias, &grad_out, &saved}) check_on_gpu("linear_act_backward", *t, "an operand");
+  for (const Tensor* t : {&grad_pre, &grad_bias, &grad_out, &saved})
+    check_on_gpu("linear_act_backward", *t, "an operand");
   const int64_t M = grad_out.size(0), N = grad_out.size(1);
   if (act != Activation::None || grad_pre.raw_data() != grad_out.raw_data()) {
     dispatch_floating<DeviceTypes>(grad_out.dtype(), "linear_act_backward", [&]<class T>() {
-      act_backward_kernel<T><<<blocks_for(M * N), kThreads, 0, stream()>>>(
-          M * N, ptr<T>(grad_pre), ptr<const T>(grad_out), act == Activation::None ? nullptr : ptr<const T>(saved), act);
+      act_backward_kernel<T>
+          <<<blocks_for(M * N), kThreads, 0, stream()>>>(M * N, ptr<T>(grad_pre), ptr<const T>(grad_out),
+                                                         act == Activation::None ? nullptr : ptr<const T>(saved), act);
       CUDA_CHECK_LAUNCH("linear_act_backward");
     });
   }
-  if (grad_bias.defined()) cuda::reduce(ReduceOp::Sum, kernels::view_contiguous(grad_bias, {1, N}), grad_pre, {true, false});
+  if (grad_bias.defined())
+    cuda::reduce(ReduceOp::Sum, kernels::view_contiguous(grad_bias, {1, N}), grad_pre, {true, false});
 }
 
 int64_t linear_act_fallbacks() { return g_fallbacks.load(std::memory_order_relaxed); }

@@ -11,7 +11,10 @@ using namespace detail;
 
 namespace {
 
-template <class A> __device__ __forceinline__ A nan_max(A m, A v) { return (v > m || v != v) && m == m ? v : m; }
+template <class A>
+__device__ __forceinline__ A nan_max(A m, A v) {
+  return (v > m || v != v) && m == m ? v : m;
+}
 
 // The max over row r of logits (N, C, D): elements x[(n * C + c) * D + d].
 template <class T>

@@ -36,7 +36,8 @@ template <class T>
 __global__ void int_bmm_kernel(int64_t B, int64_t M, int64_t N, int64_t K, const T* a, int64_t sab, int64_t sam,
                                int64_t sak, const T* b, int64_t sbb, int64_t sbk, int64_t sbn, T* out) {
   using U = std::make_unsigned_t<std::conditional_t<std::is_same_v<T, bool>, uint64_t, T>>;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < B * M * N; i += int64_t(gridDim.x) * blockDim.x) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < B * M * N;
+       i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t bi = i / (M * N), m = i / N % M, n = i % N;
     U acc = 0;
     for (int64_t k = 0; k < K; ++k) acc += U(a[bi * sab + m * sam + k * sak]) * U(b[bi * sbb + k * sbk + n * sbn]);
@@ -53,10 +54,10 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
   if (!is_floating(t)) {
     dispatch<DeviceTypes>(t, "matmul", [&]<class T>() {
       if constexpr (!is_float_v<T>) {
-      int_bmm_kernel<T><<<blocks_for(B * M * N), kThreads, 0, stream()>>>(
-          B, M, N, K, ptr<const T>(a), a.stride(0), a.stride(1), a.stride(2), ptr<const T>(b), b.stride(0), b.stride(1),
-          b.stride(2), ptr<T>(out));
-      CUDA_CHECK_LAUNCH("matmul");
+        int_bmm_kernel<T><<<blocks_for(B * M * N), kThreads, 0, stream()>>>(
+            B, M, N, K, ptr<const T>(a), a.stride(0), a.stride(1), a.stride(2), ptr<const T>(b), b.stride(0),
+            b.stride(1), b.stride(2), ptr<T>(out));
+        CUDA_CHECK_LAUNCH("matmul");
       }
     });
     return;
@@ -76,11 +77,10 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
   if (t == kF16) dt = CUDA_R_16F, ct = CUBLAS_COMPUTE_32F;
   if (t == kBF16) dt = CUDA_R_16BF, ct = CUBLAS_COMPUTE_32F;
   CUBLAS_CHECK("matmul", cublasSetMathMode(cublas(), CUBLAS_DEFAULT_MATH));
-  CUBLAS_CHECK("matmul", cublasGemmStridedBatchedEx(cublas(), ob.op, oa.op, int(N), int(M), int(K), alpha,
-                                                    ob.t.raw_data(), dt, int(ob.ld), ob.batch_stride,
-                                                    oa.t.raw_data(), dt, int(oa.ld), oa.batch_stride, beta,
-                                                    out.raw_data(), dt, int(N), M * N, int(B), ct,
-                                                    CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK("matmul",
+               cublasGemmStridedBatchedEx(cublas(), ob.op, oa.op, int(N), int(M), int(K), alpha, ob.t.raw_data(), dt,
+                                          int(ob.ld), ob.batch_stride, oa.t.raw_data(), dt, int(oa.ld), oa.batch_stride,
+                                          beta, out.raw_data(), dt, int(N), M * N, int(B), ct, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace mdl::cuda

@@ -11,7 +11,8 @@ using namespace detail;
 
 namespace {
 
-template <class A> __device__ __forceinline__ A param_or(const A* p, int64_t c, A fallback) {
+template <class A>
+__device__ __forceinline__ A param_or(const A* p, int64_t c, A fallback) {
   return p ? p[c] : fallback;
 }
 
@@ -21,8 +22,8 @@ unsigned grid_for(int64_t blocks) { return unsigned(std::min<int64_t>(std::max<i
 
 // Block c: mean, var (biased), invstd of channel c over its N * S values.
 template <class T>
-__global__ void bn_stats_kernel(const T* x, int64_t N, int64_t C, int64_t S, double eps, acc_t<T>* mean,
-                                acc_t<T>* var, acc_t<T>* invstd) {
+__global__ void bn_stats_kernel(const T* x, int64_t N, int64_t C, int64_t S, double eps, acc_t<T>* mean, acc_t<T>* var,
+                                acc_t<T>* invstd) {
   using A = acc_t<T>;
   const int64_t M = N * S;
   for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
@@ -59,9 +60,9 @@ __global__ void bn_apply_kernel(T* y, const T* x, int64_t n, int64_t C, int64_t 
 // Block c: sdy = sum gy and sdx = sum gy * (x - mean) over channel c; then grad_w, grad_b and the
 // coefficients of gx = gy * p + x * q + r into coef (3, C).
 template <class T>
-__global__ void bn_backward_sums_kernel(const T* gy, const T* x, int64_t N, int64_t C, int64_t S,
-                                        const acc_t<T>* mean, const acc_t<T>* invstd, const acc_t<T>* w, bool training,
-                                        acc_t<T>* grad_w, acc_t<T>* grad_b, acc_t<T>* coef) {
+__global__ void bn_backward_sums_kernel(const T* gy, const T* x, int64_t N, int64_t C, int64_t S, const acc_t<T>* mean,
+                                        const acc_t<T>* invstd, const acc_t<T>* w, bool training, acc_t<T>* grad_w,
+                                        acc_t<T>* grad_b, acc_t<T>* coef) {
   using A = acc_t<T>;
   const int64_t M = N * S;
   for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
@@ -183,8 +184,14 @@ __global__ void gn_grad_x_kernel(T* gx, const T* gy, const T* x, int64_t rows, i
   }
 }
 
-template <class A> const A* cptr_or_null(const Tensor& t) { return t.defined() ? ptr<const A>(t) : nullptr; }
-template <class A> A* ptr_or_null(const Tensor& t) { return t.defined() ? ptr<A>(t) : nullptr; }
+template <class A>
+const A* cptr_or_null(const Tensor& t) {
+  return t.defined() ? ptr<const A>(t) : nullptr;
+}
+template <class A>
+A* ptr_or_null(const Tensor& t) {
+  return t.defined() ? ptr<A>(t) : nullptr;
+}
 
 }  // namespace
 
@@ -232,9 +239,9 @@ void group_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rst
   if (rows == 0) return;
   dispatch_floating<DeviceTypes>(x.dtype(), "group_norm", [&]<class T>() {
     using A = acc_t<T>;
-    gn_forward_kernel<T><<<grid_for(rows), kRowBlock, 0, stream()>>>(
-        ptr<T>(out), ptr<const T>(x), rows, groups, C / groups, S, eps, cptr_or_null<A>(weight),
-        cptr_or_null<A>(bias), ptr<A>(mean), ptr<A>(rstd));
+    gn_forward_kernel<T><<<grid_for(rows), kRowBlock, 0, stream()>>>(ptr<T>(out), ptr<const T>(x), rows, groups,
+                                                                     C / groups, S, eps, cptr_or_null<A>(weight),
+                                                                     cptr_or_null<A>(bias), ptr<A>(mean), ptr<A>(rstd));
     CUDA_CHECK_LAUNCH("group_norm");
   });
 }
@@ -246,9 +253,9 @@ void group_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tenso
   dispatch_floating<DeviceTypes>(x.dtype(), "group_norm_backward", [&]<class T>() {
     using A = acc_t<T>;
     if ((grad_w.defined() || grad_b.defined()) && C > 0) {
-      gn_param_grad_kernel<T><<<grid_for(C), kRowBlock, 0, stream()>>>(
-          ptr<const T>(grad_out), ptr<const T>(x), N, C, S, groups, ptr<const A>(mean), ptr<const A>(rstd),
-          ptr_or_null<A>(grad_w), ptr_or_null<A>(grad_b));
+      gn_param_grad_kernel<T><<<grid_for(C), kRowBlock, 0, stream()>>>(ptr<const T>(grad_out), ptr<const T>(x), N, C, S,
+                                                                       groups, ptr<const A>(mean), ptr<const A>(rstd),
+                                                                       ptr_or_null<A>(grad_w), ptr_or_null<A>(grad_b));
       CUDA_CHECK_LAUNCH("group_norm_backward");
     }
     if (!grad_x.defined() || rows == 0) return;

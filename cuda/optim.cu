@@ -79,10 +79,9 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
   float* buf = momentum_buffer.defined() ? ptr<float>(momentum_buffer) : nullptr;
   dispatch_floating<DeviceTypes>(param.dtype(), "sgd_step", [&]<class P>() {
     using C = std::conditional_t<std::is_same_v<P, double>, double, float>;
-    sgd_kernel<P, C><<<blocks_for(n), kThreads, 0, stream()>>>(n, ptr<P>(param), ptr<const P>(grad), buf, C(hp.lr),
-                                                               C(hp.momentum), C(1.0 - hp.dampening),
-                                                               C(hp.weight_decay), C(hp.grad_scale), hp.first,
-                                                               hp.nesterov);
+    sgd_kernel<P, C><<<blocks_for(n), kThreads, 0, stream()>>>(
+        n, ptr<P>(param), ptr<const P>(grad), buf, C(hp.lr), C(hp.momentum), C(1.0 - hp.dampening), C(hp.weight_decay),
+        C(hp.grad_scale), hp.first, hp.nesterov);
     CUDA_CHECK_LAUNCH("sgd_step");
   });
 }
@@ -90,7 +89,8 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
 double sum_squares(const Tensor& t) {
   if (t.numel() == 0) return 0.0;
   double r = 0;
-  dispatch_floating<DeviceTypes>(t.dtype(), "sum_squares", [&]<class T>() { r = sum_of_squares<T>(ptr<const T>(t), t.numel()); });
+  dispatch_floating<DeviceTypes>(t.dtype(), "sum_squares",
+                                 [&]<class T>() { r = sum_of_squares<T>(ptr<const T>(t), t.numel()); });
   return r;
 }
 

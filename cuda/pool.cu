@@ -21,7 +21,9 @@ struct Strides4 {
 };
 
 // Output i of a contiguous (N, C, Ho, Wo) as (n, c, oh, ow).
-struct Pos { int64_t n, c, h, w; };
+struct Pos {
+  int64_t n, c, h, w;
+};
 __device__ __forceinline__ Pos unflatten(int64_t i, int64_t C, int64_t H, int64_t W) {
   const int64_t w = i % W, h = i / W % H, c = i / (W * H) % C, n = i / (W * H * C);
   return {n, c, h, w};
@@ -67,8 +69,8 @@ __global__ void max_pool_backward_kernel(acc_t<T>* acc, const T* go, Strides4 gs
 }
 
 template <class T>
-__global__ void avg_pool_kernel(T* out, const T* x, Strides4 xs, int64_t n, int64_t C, int64_t H, int64_t W,
-                                int64_t Ho, int64_t Wo, kernels::Pool2dParams p, bool count_include_pad) {
+__global__ void avg_pool_kernel(T* out, const T* x, Strides4 xs, int64_t n, int64_t C, int64_t H, int64_t W, int64_t Ho,
+                                int64_t Wo, kernels::Pool2dParams p, bool count_include_pad) {
   using A = acc_t<T>;
   GRID_STRIDE(i, n) {
     const Pos o = unflatten(i, C, Ho, Wo);
@@ -206,9 +208,8 @@ void adaptive_avg_pool2d_forward(const Tensor& out, const Tensor& x) {
   const int64_t n = out.numel();
   if (n == 0) return;
   dispatch_floating<DeviceTypes>(x.dtype(), "adaptive_avg_pool2d", [&]<class T>() {
-    adaptive_avg_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(out), ptr<const T>(x), Strides4(x), n,
-                                                                     x.size(1), x.size(2), x.size(3), out.size(2),
-                                                                     out.size(3));
+    adaptive_avg_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(
+        ptr<T>(out), ptr<const T>(x), Strides4(x), n, x.size(1), x.size(2), x.size(3), out.size(2), out.size(3));
     CUDA_CHECK_LAUNCH("adaptive_avg_pool2d");
   });
 }

@@ -67,8 +67,7 @@ template <class T, Kind K>
 struct Reducer {
   using X = acc_t<T>;
   static constexpr bool kFloat = is_float_v<T>;
-  using Acc = std::conditional_t<K == Kind::Max || K == Kind::Min, X,
-                                 std::conditional_t<kFloat, double, uint64_t>>;
+  using Acc = std::conditional_t<K == Kind::Max || K == Kind::Min, X, std::conditional_t<kFloat, double, uint64_t>>;
   __device__ static Acc identity() {
     if constexpr (K == Kind::Prod) return Acc(1);
     else if constexpr (K == Kind::Max && kFloat) return Acc(-INFINITY);
@@ -161,10 +160,9 @@ template <class T, class O, Kind K>
 void launch_reduce(const char* op, const Split& s, const Tensor& in, const Tensor& out, double div) {
   const bool by_block = s.R >= 256 || (s.R >= 32 && s.M < 2048);
   if (by_block)
-    reduce_block_kernel<T, O, K><<<unsigned(std::min<int64_t>(s.M, 1 << 20)), kBlock, 0, stream()>>>(
-        s, ptr<const T>(in), ptr<O>(out), div);
-  else
-    reduce_thread_kernel<T, O, K><<<blocks_for(s.M), kThreads, 0, stream()>>>(s, ptr<const T>(in), ptr<O>(out), div);
+    reduce_block_kernel<T, O, K>
+        <<<unsigned(std::min<int64_t>(s.M, 1 << 20)), kBlock, 0, stream()>>>(s, ptr<const T>(in), ptr<O>(out), div);
+  else reduce_thread_kernel<T, O, K><<<blocks_for(s.M), kThreads, 0, stream()>>>(s, ptr<const T>(in), ptr<O>(out), div);
   CUDA_CHECK_LAUNCH(op);
 }
 
@@ -193,9 +191,11 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const std::vector<
   }
   if (out.numel() == 0) return;
   if (in.numel() == 0) {
-    const double empty = op == ReduceOp::Sum ? 0.0 : op == ReduceOp::Prod ? 1.0
+    const double empty = op == ReduceOp::Sum    ? 0.0
+                         : op == ReduceOp::Prod ? 1.0
                          : op == ReduceOp::Mean ? std::numeric_limits<double>::quiet_NaN()
-                         : op == ReduceOp::Max ? -INFINITY : INFINITY;
+                         : op == ReduceOp::Max  ? -INFINITY
+                                                : INFINITY;
     fill(out, empty);
     return;
   }
@@ -234,7 +234,8 @@ void var(const Tensor& out, const Tensor& in, const std::vector<bool>& reduce_ma
   if (in.numel() == 0) return fill(out, std::numeric_limits<double>::quiet_NaN());
   const Split s = make_split("var", out, in, reduce_mask);
   const double denom = double(std::max<int64_t>(0, s.R - correction));
-  dispatch_floating<DeviceTypes>(in.dtype(), "var", [&]<class T>() { launch_reduce<T, T, Kind::Var>("var", s, in, out, denom); });
+  dispatch_floating<DeviceTypes>(in.dtype(), "var",
+                                 [&]<class T>() { launch_reduce<T, T, Kind::Var>("var", s, in, out, denom); });
 }
 
 // ---- max/min with indices along one dim ----------------------------------------------------------
@@ -270,7 +271,8 @@ __global__ void arg_reduce_kernel(Split s, const T* in, T* values, int64_t* indi
     bi[threadIdx.x] = besti;
     __syncthreads();
     for (int w = kBlock / 2; w > 0; w /= 2) {
-      if (int(threadIdx.x) < w && better<IsMax>(bv[threadIdx.x + w], bi[threadIdx.x + w], bv[threadIdx.x], bi[threadIdx.x]))
+      if (int(threadIdx.x) < w &&
+          better<IsMax>(bv[threadIdx.x + w], bi[threadIdx.x + w], bv[threadIdx.x], bi[threadIdx.x]))
         bv[threadIdx.x] = bv[threadIdx.x + w], bi[threadIdx.x] = bi[threadIdx.x + w];
       __syncthreads();
     }
@@ -306,9 +308,11 @@ void arg_reduce(bool is_max, const Tensor& values, const Tensor& indices, const 
     using T = std::conditional_t<std::is_same_v<B, bool>, uint8_t, B>;
     const unsigned grid = unsigned(std::min<int64_t>(s.M, 1 << 20));
     if (is_max)
-      arg_reduce_kernel<T, true><<<grid, kBlock, 0, stream()>>>(s, ptr<const T>(in), ptr<T>(values), ptr<int64_t>(indices), si);
+      arg_reduce_kernel<T, true>
+          <<<grid, kBlock, 0, stream()>>>(s, ptr<const T>(in), ptr<T>(values), ptr<int64_t>(indices), si);
     else
-      arg_reduce_kernel<T, false><<<grid, kBlock, 0, stream()>>>(s, ptr<const T>(in), ptr<T>(values), ptr<int64_t>(indices), si);
+      arg_reduce_kernel<T, false>
+          <<<grid, kBlock, 0, stream()>>>(s, ptr<const T>(in), ptr<T>(values), ptr<int64_t>(indices), si);
     CUDA_CHECK_LAUNCH(name);
   });
 }

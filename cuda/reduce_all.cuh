@@ -25,8 +25,8 @@ double sum_of_squares(const T* x, int64_t n) {
   sum_squares_kernel<T><<<blocks, kRowBlock, 0, stream()>>>(x, n, ptr<double>(part));
   CUDA_CHECK_LAUNCH("sum_squares");
   std::vector<double> host(blocks);
-  CUDA_CHECK("sum_squares", cudaMemcpyAsync(host.data(), part.raw_data(), blocks * sizeof(double),
-                                            cudaMemcpyDeviceToHost, stream()));
+  CUDA_CHECK("sum_squares",
+             cudaMemcpyAsync(host.data(), part.raw_data(), blocks * sizeof(double), cudaMemcpyDeviceToHost, stream()));
   CUDA_CHECK("sum_squares", cudaStreamSynchronize(stream()));
   double s = 0;
   for (double v : host) s += v;

@@ -62,8 +62,12 @@ __device__ A block_reduce(A v, F f) {
   __syncthreads();
   return r;
 }
-template <class A> __device__ A block_sum(A v) { return block_reduce(v, [](A a, A b) { return a + b; }); }
-template <class A> __device__ A block_max(A v) {  // NaN wins
+template <class A>
+__device__ A block_sum(A v) {
+  return block_reduce(v, [](A a, A b) { return a + b; });
+}
+template <class A>
+__device__ A block_max(A v) {  // NaN wins
   return block_reduce(v, [](A a, A b) { return (b > a || b != b) && a == a ? b : a; });
 }
 

@@ -42,7 +42,7 @@ void MemoryCache::store_failure(int64_t index, const std::string& what) {
 namespace {
 
 constexpr char kMagic[8] = {'M', 'D', 'L', 'C', 'A', 'C', 'H', 'E'};
-constexpr uint64_t kVersion = 2;  // 2: records start with a kind byte
+constexpr uint64_t kVersion = 2;       // 2: records start with a kind byte
 constexpr size_t kFooter = 8 + 4 * 8;  // magic, version, count, index offset, key hash
 
 void put_u64(std::string& s, uint64_t v) { s.append(reinterpret_cast<const char*>(&v), 8); }

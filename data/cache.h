@@ -56,8 +56,8 @@ class FileCache : public SampleCache {
   void store(int64_t index, const Sample& sample) override;
   void store_failure(int64_t index, const std::string& what) override;
 
-  bool complete() const;                  // every sample is in the file
-  bool reused() const { return reused_; } // opened a complete file left by an earlier run
+  bool complete() const;                   // every sample is in the file
+  bool reused() const { return reused_; }  // opened a complete file left by an earlier run
   const std::string& path() const { return final_path_; }
 
  private:

@@ -17,8 +17,7 @@ Cifar10Binary::Cifar10Binary(const std::string& root, bool train) {
   std::vector<std::string> names;
   if (train)
     for (int b = 1; b <= 5; ++b) names.push_back("data_batch_" + std::to_string(b) + ".bin");
-  else
-    names.push_back("test_batch.bin");
+  else names.push_back("test_batch.bin");
   identity_ = "Cifar10Binary(";
   for (const std::string& name : names) {
     const std::string path = (std::filesystem::path(root) / name).string();

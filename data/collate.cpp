@@ -22,11 +22,13 @@ Tensor stack_field(const std::vector<Sample>& samples, const std::vector<int64_t
   auto* dst = static_cast<uint8_t*>(out.raw_data());
   for (size_t i = 0; i < samples.size(); ++i) {
     const Tensor& t = field(i);
-    MDL_CHECK(t.defined() && t.shape() == first.shape() && t.dtype() == first.dtype(), "DataLoader: cannot batch sample ",
-              indices[i], ": its ", name, " is ", t.defined() ? dtype_name(t.dtype()) : "undefined", " ",
-              t.defined() ? shape_str(t.shape()) : "", " but sample ", indices[0], "'s is ", dtype_name(first.dtype()), " ",
-              shape_str(first.shape()), " (resize or crop images to one size)");
-    MDL_CHECK(t.device().is_cpu(), "DataLoader: sample ", indices[i], "'s ", name, " is on ", t.device(), ", not the CPU");
+    MDL_CHECK(t.defined() && t.shape() == first.shape() && t.dtype() == first.dtype(),
+              "DataLoader: cannot batch sample ", indices[i], ": its ", name, " is ",
+              t.defined() ? dtype_name(t.dtype()) : "undefined", " ", t.defined() ? shape_str(t.shape()) : "",
+              " but sample ", indices[0], "'s is ", dtype_name(first.dtype()), " ", shape_str(first.shape()),
+              " (resize or crop images to one size)");
+    MDL_CHECK(t.device().is_cpu(), "DataLoader: sample ", indices[i], "'s ", name, " is on ", t.device(),
+              ", not the CPU");
     const Tensor c = t.contiguous();
     std::memcpy(dst + i * row, c.raw_data(), row);
   }

@@ -21,8 +21,8 @@ std::string padded(int64_t v, size_t width) {
 }
 }  // namespace
 
-int64_t export_image_folder(const Dataset& dataset, const std::string& root, const std::vector<std::string>& class_names,
-                            ExportOptions options) {
+int64_t export_image_folder(const Dataset& dataset, const std::string& root,
+                            const std::vector<std::string>& class_names, ExportOptions options) {
   MDL_CHECK(!class_names.empty(), "export_image_folder: no class names given");
   MDL_CHECK(options.threads >= 1, "export_image_folder: threads must be >= 1, got ", options.threads);
   const int64_t n = options.limit < 0 ? dataset.size() : std::min(options.limit, dataset.size());

@@ -31,7 +31,8 @@ std::vector<uint8_t> read_file(const std::string& path, const char* who) {
     if (n <= 0) {
       int err = errno;
       ::close(fd);
-      MDL_FAIL(who, ": cannot read '", path, "' at offset ", done, ": ", n == 0 ? "file shrank while reading" : std::strerror(err));
+      MDL_FAIL(who, ": cannot read '", path, "' at offset ", done, ": ",
+               n == 0 ? "file shrank while reading" : std::strerror(err));
     }
     done += size_t(n);
   }

@@ -17,7 +17,8 @@ IdxArray read_idx(const std::string& path) {
   MDL_CHECK(bytes[2] == 0x08, "IdxDataset: '", path, "' has dtype code 0x", std::hex, int(bytes[2]), std::dec,
             " at offset 2; only 0x08 (unsigned byte) is supported");
   const int ndim = bytes[3];
-  MDL_CHECK(ndim >= 1 && ndim <= 4, "IdxDataset: '", path, "' declares ", ndim, " dimensions at offset 3 (expected 1 to 4)");
+  MDL_CHECK(ndim >= 1 && ndim <= 4, "IdxDataset: '", path, "' declares ", ndim,
+            " dimensions at offset 3 (expected 1 to 4)");
   const size_t header = 4 + 4 * size_t(ndim);
   MDL_CHECK(bytes.size() >= header, "IdxDataset: '", path, "' is truncated in its header (", bytes.size(),
             " bytes, the header needs ", header, ")");
@@ -28,7 +29,8 @@ IdxArray read_idx(const std::string& path) {
     int64_t v = int64_t(uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]));
     a.dims.push_back(v);
     numel *= v;
-    MDL_CHECK(numel < (int64_t(1) << 40), "IdxDataset: '", path, "' declares implausible dimensions at offset ", 4 + 4 * d);
+    MDL_CHECK(numel < (int64_t(1) << 40), "IdxDataset: '", path, "' declares implausible dimensions at offset ",
+              4 + 4 * d);
   }
   const size_t expected = header + size_t(numel);
   MDL_CHECK(bytes.size() >= expected, "IdxDataset: '", path, "' is truncated: the header declares ", numel,

@@ -34,9 +34,11 @@ ImageFolder::ImageFolder(const std::string& root, Channels channels) : root_(roo
     const fs::path dir = fs::path(root) / classes_[c];
     std::vector<std::string> names;
     for (const auto& e : fs::directory_iterator(dir, ec))
-      if (!e.is_directory() && is_image_file(e.path().filename().string())) names.push_back(e.path().filename().string());
+      if (!e.is_directory() && is_image_file(e.path().filename().string()))
+        names.push_back(e.path().filename().string());
     MDL_CHECK(!ec, "ImageFolder: cannot list '", dir.string(), "': ", ec.message());
-    MDL_CHECK(!names.empty(), "ImageFolder: class folder '", dir.string(), "' has no images (png, jpg, jpeg, bmp, gif, pnm, ppm, pgm)");
+    MDL_CHECK(!names.empty(), "ImageFolder: class folder '", dir.string(),
+              "' has no images (png, jpg, jpeg, bmp, gif, pnm, ppm, pgm)");
     std::sort(names.begin(), names.end());
     for (const std::string& n : names) {
       files_.push_back((dir / n).string());

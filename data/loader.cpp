@@ -22,8 +22,9 @@ DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options) : dataset_
   MDL_CHECK(opt_.num_workers >= 0 && opt_.num_workers <= 256, "DataLoader: num_workers must be in [0, 256], got ",
             opt_.num_workers);
   MDL_CHECK(opt_.prefetch >= 0, "DataLoader: prefetch must be >= 0, got ", opt_.prefetch);
-  MDL_CHECK(!opt_.before_cache || !opt_.before_cache->is_random(), "DataLoader: before_cache must be deterministic, but ",
-            opt_.before_cache->name(), " is random (put random transforms in transform, after the cache)");
+  MDL_CHECK(!opt_.before_cache || !opt_.before_cache->is_random(),
+            "DataLoader: before_cache must be deterministic, but ", opt_.before_cache->name(),
+            " is random (put random transforms in transform, after the cache)");
   MDL_CHECK(!(opt_.sampler && opt_.shuffle), "DataLoader: shuffle and sampler are mutually exclusive (the sampler ",
             "decides the order; DistributedSampler shuffles itself)");
   seed_ = opt_.seed.value_or(default_generator().seed());
@@ -33,7 +34,8 @@ DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options) : dataset_
   } else if (opt_.cache == Cache::File) {
     const std::string dir = opt_.cache_dir.empty() ? (std::filesystem::temp_directory_path() / "mdl-cache").string()
                                                    : opt_.cache_dir;
-    const std::string key = dataset_.identity() + "|before_cache=" + (opt_.before_cache ? opt_.before_cache->name() : "");
+    const std::string key = dataset_.identity() +
+                            "|before_cache=" + (opt_.before_cache ? opt_.before_cache->name() : "");
     auto file = std::make_unique<FileCache>(dir, key, n);
     file_cache_reused_ = file->reused();
     cache_ = std::move(file);
@@ -86,7 +88,8 @@ DataLoader::Iterator::~Iterator() {
 }
 
 DataLoader::Iterator& DataLoader::Iterator::operator++() {
-  MDL_CHECK(loader_ && loader_->serial_ == serial_, "DataLoader: iterator used after another begin() started a new epoch");
+  MDL_CHECK(loader_ && loader_->serial_ == serial_,
+            "DataLoader: iterator used after another begin() started a new epoch");
   MDL_CHECK(!loader_->at_end_, "DataLoader: iterator advanced past the end of the epoch");
   loader_->advance();
   return *this;
@@ -169,7 +172,8 @@ void DataLoader::worker_loop() {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     // Back-pressure: batch k is started only once the consumer has asked for k - prefetch.
-    work_cv_.wait(lock, [&] { return stop_ || next_claim_ >= n_batches_ || next_claim_ <= requested_ + opt_.prefetch; });
+    work_cv_.wait(lock,
+                  [&] { return stop_ || next_claim_ >= n_batches_ || next_claim_ <= requested_ + opt_.prefetch; });
     if (stop_ || next_claim_ >= n_batches_) return;
     const int64_t b = next_claim_++;
     lock.unlock();

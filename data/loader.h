@@ -30,7 +30,9 @@
 #include "data/sampler.h"
 #include "data/transforms.h"
 
-namespace mdl::cuda { class CopyStream; }
+namespace mdl::cuda {
+class CopyStream;
+}
 
 namespace mdl::data {
 
@@ -38,13 +40,13 @@ enum class OnError : uint8_t { Raise, Skip };
 
 struct LoaderOptions {
   int64_t batch_size = 1;
-  bool shuffle = false;           // a new permutation each epoch, from (seed, epoch)
-  bool drop_last = false;         // drop the last, smaller batch
-  int num_workers = 0;            // 0: load in the consumer's thread
-  int prefetch = 2;               // batches prepared ahead of the one asked for (with workers)
-  Cache cache = Cache::None;      // None, Memory, or File (under cache_dir)
-  std::string cache_dir = {};     // default: <temp dir>/mdl-cache
-  bool pin_memory = false;        // batch buffers in page-locked memory (when CUDA and a GPU are present)
+  bool shuffle = false;        // a new permutation each epoch, from (seed, epoch)
+  bool drop_last = false;      // drop the last, smaller batch
+  int num_workers = 0;         // 0: load in the consumer's thread
+  int prefetch = 2;            // batches prepared ahead of the one asked for (with workers)
+  Cache cache = Cache::None;   // None, Memory, or File (under cache_dir)
+  std::string cache_dir = {};  // default: <temp dir>/mdl-cache
+  bool pin_memory = false;     // batch buffers in page-locked memory (when CUDA and a GPU are present)
   // Where batches are handed out. A CUDA device: each collated batch is copied there on a side
   // stream as it is built, and mdl's stream waits on the copy's event when the batch is handed
   // out, so the copy of the next batches overlaps compute on this one (use with pin_memory).
@@ -69,9 +71,9 @@ struct LoaderStats {
   int64_t samples = 0;
   int64_t cache_hits = 0;
   int64_t cache_misses = 0;
-  int64_t bytes_read = 0;    // from files: images, cache files
-  int64_t skipped = 0;       // bad samples left out (on_error = Skip)
-  bool pinned = false;       // batches are in page-locked memory
+  int64_t bytes_read = 0;          // from files: images, cache files
+  int64_t skipped = 0;             // bad samples left out (on_error = Skip)
+  bool pinned = false;             // batches are in page-locked memory
   bool file_cache_reused = false;  // the file cache was complete when opened (an earlier run built it)
   double wait_fraction() const { return epoch_seconds > 0 ? wait_seconds / epoch_seconds : 0.0; }
 };
@@ -107,7 +109,7 @@ class DataLoader {
   Iterator begin();
   std::default_sentinel_t end() const { return {}; }
 
-  int64_t size() const;  // batches per epoch
+  int64_t size() const;                          // batches per epoch
   int64_t epoch() const { return next_epoch_; }  // the epoch the next begin() runs
   void set_epoch(int64_t e) { next_epoch_ = e; }
   uint64_t seed() const { return seed_; }
@@ -121,7 +123,7 @@ class DataLoader {
   struct Result {
     Batch batch;
     std::exception_ptr error;
-    bool empty = false;  // every sample skipped
+    bool empty = false;               // every sample skipped
     uint64_t x_copy = 0, y_copy = 0;  // the device copies' tickets (options.device CUDA)
   };
 

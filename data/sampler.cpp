@@ -13,7 +13,8 @@ namespace {
 constexpr uint64_t kDistributedStream = 0xd157ull;  // keeps this shuffle apart from the loader's
 }
 
-DistributedSampler::DistributedSampler(int64_t dataset_size, int rank, int world_size, DistributedSamplerOptions options)
+DistributedSampler::DistributedSampler(int64_t dataset_size, int rank, int world_size,
+                                       DistributedSamplerOptions options)
     : n_(dataset_size), rank_(rank), world_(world_size), opt_(options) {
   MDL_CHECK(world_size >= 1, "DistributedSampler: world_size must be at least 1, got ", world_size);
   MDL_CHECK(rank >= 0 && rank < world_size, "DistributedSampler: rank ", rank, " is outside [0, ", world_size, ")");

@@ -11,8 +11,8 @@ namespace mdl::data {
 TensorDataset::TensorDataset(Tensor x, Tensor y) : x_(x.detach().contiguous()), y_(y.detach().contiguous()) {
   MDL_CHECK(x_.dim() >= 1 && y_.dim() >= 1, "TensorDataset: x and y need a first (sample) dimension, got ",
             shape_str(x_.shape()), " and ", shape_str(y_.shape()));
-  MDL_CHECK(x_.size(0) == y_.size(0), "TensorDataset: x has ", x_.size(0), " rows but y has ", y_.size(0),
-            " (shapes ", shape_str(x_.shape()), " and ", shape_str(y_.shape()), ")");
+  MDL_CHECK(x_.size(0) == y_.size(0), "TensorDataset: x has ", x_.size(0), " rows but y has ", y_.size(0), " (shapes ",
+            shape_str(x_.shape()), " and ", shape_str(y_.shape()), ")");
   MDL_CHECK(x_.device().is_cpu() && y_.device().is_cpu(), "TensorDataset: x and y must be on the CPU");
 }
 

@@ -16,7 +16,8 @@ std::vector<char32_t> utf8_decode(const std::string& s, const std::string& name)
   while (i < s.size()) {
     const auto b0 = uint8_t(s[i]);
     int len = b0 < 0x80 ? 1 : (b0 >> 5) == 0x6 ? 2 : (b0 >> 4) == 0xe ? 3 : (b0 >> 3) == 0x1e ? 4 : 0;
-    MDL_CHECK(len > 0 && i + size_t(len) <= s.size(), "TextDataset: '", name, "' is not valid UTF-8 at byte offset ", i);
+    MDL_CHECK(len > 0 && i + size_t(len) <= s.size(), "TextDataset: '", name, "' is not valid UTF-8 at byte offset ",
+              i);
     char32_t cp = len == 1 ? b0 : len == 2 ? (b0 & 0x1f) : len == 3 ? (b0 & 0x0f) : (b0 & 0x07);
     for (int k = 1; k < len; ++k) {
       const auto b = uint8_t(s[i + size_t(k)]);
@@ -89,7 +90,8 @@ std::vector<int64_t> TextDataset::encode(const std::string& text) const {
 std::string TextDataset::decode(const std::vector<int64_t>& ids) const {
   std::string s;
   for (int64_t id : ids) {
-    MDL_CHECK(id >= 0 && id < vocab_size(), "TextDataset::decode: token ", id, " outside the vocabulary of ", vocab_size());
+    MDL_CHECK(id >= 0 && id < vocab_size(), "TextDataset::decode: token ", id, " outside the vocabulary of ",
+              vocab_size());
     s += utf8_encode(vocab_[size_t(id)]);
   }
   return s;

@@ -101,8 +101,9 @@ ToTensor::ToTensor(DType dtype) : dtype_(dtype) {
 }
 
 Tensor ToTensor::operator()(const Tensor& x, Generator&) const {
-  MDL_CHECK(x.defined() && x.dtype() == kU8 && (x.dim() == 2 || x.dim() == 3), "ToTensor: expected a u8 (H, W[, C]) image, got ",
-            x.defined() ? dtype_name(x.dtype()) : "undefined", " ", x.defined() ? shape_str(x.shape()) : "");
+  MDL_CHECK(x.defined() && x.dtype() == kU8 && (x.dim() == 2 || x.dim() == 3),
+            "ToTensor: expected a u8 (H, W[, C]) image, got ", x.defined() ? dtype_name(x.dtype()) : "undefined", " ",
+            x.defined() ? shape_str(x.shape()) : "");
   const Geom g = image_geom(x, "ToTensor");
   static const std::array<float, 256> scaled = [] {  // v / 255, exactly as a division gives it
     std::array<float, 256> t{};
@@ -125,18 +126,18 @@ Tensor ToTensor::operator()(const Tensor& x, Generator&) const {
 std::string ToTensor::name() const { return std::string("ToTensor(") + dtype_name(dtype_) + ")"; }
 
 Normalize::Normalize(std::vector<double> mean, std::vector<double> std) : mean_(std::move(mean)), std_(std::move(std)) {
-  MDL_CHECK(!mean_.empty() && mean_.size() == std_.size(), "Normalize: mean and std need the same, nonzero length, got ",
-            mean_.size(), " and ", std_.size());
+  MDL_CHECK(!mean_.empty() && mean_.size() == std_.size(),
+            "Normalize: mean and std need the same, nonzero length, got ", mean_.size(), " and ", std_.size());
   for (double s : std_) MDL_CHECK(s != 0.0, "Normalize: std contains 0 (", join(std_), ")");
 }
 
 Tensor Normalize::operator()(const Tensor& x, Generator&) const {
-  MDL_CHECK(x.defined() && x.is_floating_point() && x.dim() == 3, "Normalize: expected a floating (C, H, W) image, got ",
-            x.defined() ? dtype_name(x.dtype()) : "undefined", " ", x.defined() ? shape_str(x.shape()) : "",
-            " (apply ToTensor first)");
+  MDL_CHECK(x.defined() && x.is_floating_point() && x.dim() == 3,
+            "Normalize: expected a floating (C, H, W) image, got ", x.defined() ? dtype_name(x.dtype()) : "undefined",
+            " ", x.defined() ? shape_str(x.shape()) : "", " (apply ToTensor first)");
   const int64_t c = x.size(0), hw = x.size(1) * x.size(2);
-  MDL_CHECK(mean_.size() == 1 || int64_t(mean_.size()) == c, "Normalize: ", mean_.size(), " means for an image with ", c,
-            " channels");
+  MDL_CHECK(mean_.size() == 1 || int64_t(mean_.size()) == c, "Normalize: ", mean_.size(), " means for an image with ",
+            c, " channels");
   const Tensor in = x.contiguous();
   Tensor out = make_tensor(x.shape(), x.dtype(), Device::cpu());
   dispatch_floating(x.dtype(), "Normalize", [&]<class T>() {
@@ -196,7 +197,8 @@ Tensor Resize::operator()(const Tensor& x, Generator&) const {
   Tensor out = make_image(g, h_, w_, x.dtype());
   int ok = 1;
   if (x.dtype() == kU8) {
-    ok = stbir_resize_uint8(in.data_ptr<uint8_t>(), int(g.w), int(g.h), 0, out.data_ptr<uint8_t>(), int(w_), int(h_), 0, int(g.c));
+    ok = stbir_resize_uint8(in.data_ptr<uint8_t>(), int(g.w), int(g.h), 0, out.data_ptr<uint8_t>(), int(w_), int(h_), 0,
+                            int(g.c));
   } else {
     for (int64_t c = 0; c < g.c && ok; ++c)  // one plane at a time
       ok = stbir_resize_float(in.data_ptr<float>() + c * g.h * g.w, int(g.w), int(g.h), 0,

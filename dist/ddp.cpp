@@ -15,7 +15,8 @@ namespace mdl::dist {
 DistributedDataParallel::DistributedDataParallel(nn::ModulePtr module, ProcessGroup& group, DdpOptions options)
     : module_(std::move(module)), group_(group), opt_(options) {
   MDL_CHECK(module_ != nullptr, "DistributedDataParallel: the module is null");
-  MDL_CHECK(opt_.bucket_cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got ", opt_.bucket_cap_mb);
+  MDL_CHECK(opt_.bucket_cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got ",
+            opt_.bucket_cap_mb);
   NoGradGuard no_grad;
   // Every rank starts from rank 0's weights and buffers.
   for (const auto& [name, t] : module_->state_dict()) group_.broadcast(t, 0);
@@ -53,9 +54,8 @@ DistributedDataParallel::DistributedDataParallel(nn::ModulePtr module, ProcessGr
   }
   ready_.assign(slots_.size(), false);
   for (size_t i = 0; i < slots_.size(); ++i)
-    hooks_.push_back(autograd::register_post_accumulate_grad_hook(slots_[i].param, [this, i](const Tensor&) {
-      on_grad_ready(i);
-    }));
+    hooks_.push_back(
+        autograd::register_post_accumulate_grad_hook(slots_[i].param, [this, i](const Tensor&) { on_grad_ready(i); }));
 }
 
 DistributedDataParallel::~DistributedDataParallel() {

@@ -28,8 +28,8 @@
 namespace mdl::dist {
 
 struct DdpOptions {
-  double bucket_cap_mb = 25;     // MiB of gradients per all_reduce
-  bool broadcast_buffers = true; // rank 0's buffers (BatchNorm statistics) to all at each forward
+  double bucket_cap_mb = 25;      // MiB of gradients per all_reduce
+  bool broadcast_buffers = true;  // rank 0's buffers (BatchNorm statistics) to all at each forward
 };
 
 class DistributedDataParallel {
@@ -52,7 +52,10 @@ class DistributedDataParallel {
     NoSyncGuard(NoSyncGuard&& o) noexcept : d_(std::exchange(o.d_, nullptr)), prev_(o.prev_) {}
     NoSyncGuard(const NoSyncGuard&) = delete;
     NoSyncGuard& operator=(const NoSyncGuard&) = delete;
-    ~NoSyncGuard() { if (d_) d_->sync_ = prev_; }
+    ~NoSyncGuard() {
+      if (d_) d_->sync_ = prev_;
+    }
+
    private:
     DistributedDataParallel* d_;
     bool prev_;
@@ -77,7 +80,7 @@ class DistributedDataParallel {
     int64_t bucket = 0, offset = 0;  // where its gradient sits in the bucket's flat buffer
   };
   struct Bucket {
-    Tensor flat;                 // (numel,) the gradients, back to back
+    Tensor flat;  // (numel,) the gradients, back to back
     std::vector<size_t> slots;
     int64_t pending = 0;         // gradients still to come in this backward
     std::unique_ptr<Work> work;  // its all_reduce, once started

@@ -70,7 +70,8 @@ void check_tensor(const Tensor& t, const char* op) {
 }
 
 // Polls `req` until it completes or `timeout` seconds pass; a timeout throws and marks MPI broken.
-void wait_request(MPI_Request& req, const std::string& what, int rank, int size, double timeout, Clock::time_point start) {
+void wait_request(MPI_Request& req, const std::string& what, int rank, int size, double timeout,
+                  Clock::time_point start) {
   int done = 0;
   for (;;) {
     const int rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
@@ -160,8 +161,8 @@ std::unique_ptr<Work> MpiProcessGroup::all_reduce_async(const Tensor& t, ReduceO
   const std::string what = detail::concat("all_reduce (", reduce_op_name(op), ") of ", t.numel(), " ",
                                           dtype_name(t.dtype()), " values");
   MPI_Request req = MPI_REQUEST_NULL;
-  const int rc = MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), int(t.numel()), type, op == ReduceOp::Max ? MPI_MAX : MPI_SUM,
-                                comm_of(comm_), &req);
+  const int rc = MPI_Iallreduce(MPI_IN_PLACE, t.raw_data(), int(t.numel()), type,
+                                op == ReduceOp::Max ? MPI_MAX : MPI_SUM, comm_of(comm_), &req);
   MDL_CHECK(rc == MPI_SUCCESS, "dist::", what, " failed to start on rank ", rank_, ": ", mpi_error(rc));
   t.bump_version();
   return std::make_unique<MpiWork>(req, t, op, what, rank_, size_, opt_.timeout_seconds);
@@ -170,7 +171,8 @@ std::unique_ptr<Work> MpiProcessGroup::all_reduce_async(const Tensor& t, ReduceO
 void MpiProcessGroup::broadcast(const Tensor& t, int root) {
   check_tensor(t, "broadcast");
   MDL_CHECK(root >= 0 && root < size_, "dist::broadcast: root ", root, " is not a rank of this group of ", size_);
-  MDL_CHECK(t.nbytes() <= size_t(INT_MAX), "dist::broadcast: ", t.nbytes(), " bytes are more than one MPI call carries");
+  MDL_CHECK(t.nbytes() <= size_t(INT_MAX), "dist::broadcast: ", t.nbytes(),
+            " bytes are more than one MPI call carries");
   const std::string what = detail::concat("broadcast from rank ", root, " of ", t.numel(), " ", dtype_name(t.dtype()),
                                           " values");
   MPI_Request req = MPI_REQUEST_NULL;

@@ -28,9 +28,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-#define NCCL_CHECK(what, call)                                                                        \
-  do {                                                                                                \
-    const ncclResult_t r_ = (call);                                                                   \
+#define NCCL_CHECK(what, call)                                                                         \
+  do {                                                                                                 \
+    const ncclResult_t r_ = (call);                                                                    \
     if (r_ != ncclSuccess) MDL_FAIL("dist::", what, ": ", #call, " failed: ", ncclGetErrorString(r_)); \
   } while (0)
 

@@ -20,14 +20,14 @@ size_t utf8_length(std::string_view s, size_t i) {
   if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
   if (c >= 0xE0 && c <= 0xEF) {
     uint8_t c1 = byte(1);
-    if (c == 0xE0 && c1 < 0xA0) return 0;  // overlong
-    if (c == 0xED && c1 >= 0xA0) return 0; // surrogate
+    if (c == 0xE0 && c1 < 0xA0) return 0;   // overlong
+    if (c == 0xED && c1 >= 0xA0) return 0;  // surrogate
     return cont(1) && cont(2) ? 3 : 0;
   }
   if (c >= 0xF0 && c <= 0xF4) {
     uint8_t c1 = byte(1);
-    if (c == 0xF0 && c1 < 0x90) return 0;  // overlong
-    if (c == 0xF4 && c1 >= 0x90) return 0; // past U+10FFFF
+    if (c == 0xF0 && c1 < 0x90) return 0;   // overlong
+    if (c == 0xF4 && c1 >= 0x90) return 0;  // past U+10FFFF
     return cont(1) && cont(2) && cont(3) ? 4 : 0;
   }
   return 0;
@@ -101,8 +101,17 @@ class Parser {
     }
     if (c == '"') return Value::make_string(string());
     if (c == '-' || (c >= '0' && c <= '9')) return number();
-    if (literal("true")) { Value v; v.kind = Value::Kind::Bool; v.boolean = true; return v; }
-    if (literal("false")) { Value v; v.kind = Value::Kind::Bool; return v; }
+    if (literal("true")) {
+      Value v;
+      v.kind = Value::Kind::Bool;
+      v.boolean = true;
+      return v;
+    }
+    if (literal("false")) {
+      Value v;
+      v.kind = Value::Kind::Bool;
+      return v;
+    }
     if (literal("null")) return Value{};
     fail("unexpected ", describe(c), ", expected a value");
   }
@@ -118,7 +127,10 @@ class Parser {
     std::unordered_set<std::string> seen;
     ++pos_;
     skip_ws();
-    if (peek() == '}') { ++pos_; return v; }
+    if (peek() == '}') {
+      ++pos_;
+      return v;
+    }
     for (;;) {
       skip_ws();
       if (peek() != '"') {
@@ -137,8 +149,14 @@ class Parser {
       Value member = value(depth);
       v.add(std::move(key), std::move(member));
       skip_ws();
-      if (peek() == ',') { ++pos_; continue; }
-      if (peek() == '}') { ++pos_; return v; }
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (peek() == '}') {
+        ++pos_;
+        return v;
+      }
       if (at_end()) fail("unexpected end of input, expected ',' or '}'");
       fail("expected ',' or '}', got ", describe(peek()));
     }
@@ -148,13 +166,22 @@ class Parser {
     Value v = Value::make_array();
     ++pos_;
     skip_ws();
-    if (peek() == ']') { ++pos_; return v; }
+    if (peek() == ']') {
+      ++pos_;
+      return v;
+    }
     for (;;) {
       skip_ws();
       v.push(value(depth));
       skip_ws();
-      if (peek() == ',') { ++pos_; continue; }
-      if (peek() == ']') { ++pos_; return v; }
+      if (peek() == ',') {
+        ++pos_;
+        continue;
+      }
+      if (peek() == ']') {
+        ++pos_;
+        return v;
+      }
       if (at_end()) fail("unexpected end of input, expected ',' or ']'");
       fail("expected ',' or ']', got ", describe(peek()));
     }
@@ -165,9 +192,10 @@ class Parser {
     uint32_t cp = 0;
     for (int k = 0; k < 4; ++k) {
       char c = s_[pos_];
-      uint32_t d = c >= '0' && c <= '9' ? uint32_t(c - '0')
-                 : c >= 'a' && c <= 'f' ? uint32_t(c - 'a' + 10)
-                 : c >= 'A' && c <= 'F' ? uint32_t(c - 'A' + 10) : 16u;
+      uint32_t d = c >= '0' && c <= '9'   ? uint32_t(c - '0')
+                   : c >= 'a' && c <= 'f' ? uint32_t(c - 'a' + 10)
+                   : c >= 'A' && c <= 'F' ? uint32_t(c - 'A' + 10)
+                                          : 16u;
       if (d == 16) fail("bad hex digit ", describe(c), " in a \\u escape");
       cp = cp * 16 + d;
       ++pos_;
@@ -181,7 +209,10 @@ class Parser {
     for (;;) {
       if (at_end()) fail("unterminated string");
       char c = s_[pos_];
-      if (c == '"') { ++pos_; return out; }
+      if (c == '"') {
+        ++pos_;
+        return out;
+      }
       if (uint8_t(c) < 0x20) fail("unescaped control character ", describe(c), " in a string");
       if (c == '\\') {
         ++pos_;
@@ -224,18 +255,30 @@ class Parser {
     size_t start = pos_;
     Value v;
     v.kind = Value::Kind::Int;
-    if (peek() == '-') { v.negative = true; ++pos_; }
+    if (peek() == '-') {
+      v.negative = true;
+      ++pos_;
+    }
     if (!(peek() >= '0' && peek() <= '9')) fail("expected a digit after '-'");
     if (peek() == '0' && pos_ + 1 < s_.size() && s_[pos_ + 1] >= '0' && s_[pos_ + 1] <= '9')
       fail("leading zeros are not allowed");
     while (peek() >= '0' && peek() <= '9') {
       uint64_t d = uint64_t(s_[pos_] - '0');
-      if (v.magnitude > (UINT64_MAX - d) / 10) { pos_ = start; fail("integer out of range (more than 64 bits)"); }
+      if (v.magnitude > (UINT64_MAX - d) / 10) {
+        pos_ = start;
+        fail("integer out of range (more than 64 bits)");
+      }
       v.magnitude = v.magnitude * 10 + d;
       ++pos_;
     }
-    if (peek() == '.' || peek() == 'e' || peek() == 'E') { pos_ = start; fail("floating-point numbers are not supported"); }
-    if (v.negative && v.magnitude > uint64_t(INT64_MAX) + 1) { pos_ = start; fail("integer out of range (below -2^63)"); }
+    if (peek() == '.' || peek() == 'e' || peek() == 'E') {
+      pos_ = start;
+      fail("floating-point numbers are not supported");
+    }
+    if (v.negative && v.magnitude > uint64_t(INT64_MAX) + 1) {
+      pos_ = start;
+      fail("integer out of range (below -2^63)");
+    }
     if (v.magnitude == 0) v.negative = false;
     return v;
   }

@@ -16,11 +16,11 @@ struct Value {
 
   Kind kind = Kind::Null;
   bool boolean = false;
-  bool negative = false;           // Int: the sign; -0 parses as 0
-  uint64_t magnitude = 0;          // Int: |value|
-  std::string str;                 // String
-  std::vector<Value> items;        // Array elements, or Object values
-  std::vector<std::string> keys;   // Object keys, parallel to items
+  bool negative = false;          // Int: the sign; -0 parses as 0
+  uint64_t magnitude = 0;         // Int: |value|
+  std::string str;                // String
+  std::vector<Value> items;       // Array elements, or Object values
+  std::vector<std::string> keys;  // Object keys, parallel to items
 
   static Value make_string(std::string s);
   static Value make_int(int64_t v);
@@ -43,7 +43,7 @@ struct Value {
 };
 
 struct Limits {
-  int max_depth = 64;                // arrays and objects nested deeper are refused
+  int max_depth = 64;                   // arrays and objects nested deeper are refused
   size_t max_values = size_t(1) << 20;  // about 100,000 safetensors entries
 };
 

@@ -47,9 +47,7 @@ const char* safetensors_name(DType t) {
 
 std::string errno_text(int e) { return std::error_code(e, std::generic_category()).message(); }
 
-std::string offsets_str(uint64_t begin, uint64_t end) {
-  return detail::concat("[", begin, ", ", end, "]");
-}
+std::string offsets_str(uint64_t begin, uint64_t end) { return detail::concat("[", begin, ", ", end, "]"); }
 
 // ---------------------------------------------------------------- writing
 
@@ -221,7 +219,8 @@ DType parse_dtype(const Context& c, const std::string& name, const json::Value& 
     if (v.str == d.name) return d.dtype;
   for (const char* f : kForeignDTypes)
     if (v.str == f)
-      bad(c, "tensor '", name, "' has dtype ", f, ", which mdl does not support (supported: F32, F16, BF16, F64, I32, I64, U8, BOOL)");
+      bad(c, "tensor '", name, "' has dtype ", f,
+          ", which mdl does not support (supported: F32, F16, BF16, F64, I32, I64, U8, BOOL)");
   bad(c, "tensor '", name, "' has unknown dtype '", v.str, "'");
 }
 
@@ -242,7 +241,8 @@ Shape parse_shape(const Context& c, const std::string& name, const json::Value& 
 }
 
 Entry parse_entry(const Context& c, const std::string& name, const json::Value& v, uint64_t buffer_size) {
-  if (!v.is_object()) bad(c, "tensor '", name, "' must be an object with dtype, shape and data_offsets, got ", v.kind_name());
+  if (!v.is_object())
+    bad(c, "tensor '", name, "' must be an object with dtype, shape and data_offsets, got ", v.kind_name());
   for (const std::string& key : v.keys)
     if (key != "dtype" && key != "shape" && key != "data_offsets")
       bad(c, "tensor '", name, "' has an unexpected key '", key, "' (expected dtype, shape, data_offsets)");
@@ -345,7 +345,8 @@ SafetensorsContents read_file(const std::string& path, const char* op) {
     if (e.dtype == kBool) {
       const uint8_t* p = static_cast<const uint8_t*>(t.raw_data());
       for (uint64_t i = 0; i < bytes; ++i)
-        if (p[i] > 1) bad(c, "tensor '", e.name, "' of dtype BOOL holds byte ", int(p[i]), " at element ", i, " (expected 0 or 1)");
+        if (p[i] > 1)
+          bad(c, "tensor '", e.name, "' of dtype BOOL holds byte ", int(p[i]), " at element ", i, " (expected 0 or 1)");
     }
     out.tensors.emplace_back(e.name, std::move(t));
   }

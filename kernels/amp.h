@@ -11,8 +11,7 @@ namespace mdl::kernels {
 // to 1 when any element of grad was inf or NaN before scaling, and left alone otherwise.
 using UnscaleCheckFn = void(const Tensor& grad, const Tensor& found_inf, double inv_scale);
 
-#define MDL_AMP_KERNELS(X) \
-  X(unscale_check, UnscaleCheckFn, "amp_unscale_check", BOTH)
+#define MDL_AMP_KERNELS(X) X(unscale_check, UnscaleCheckFn, "amp_unscale_check", BOTH)
 MDL_AMP_KERNELS(MDL_DEFINE_STUB)
 
 }  // namespace mdl::kernels

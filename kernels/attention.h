@@ -15,15 +15,15 @@ namespace mdl::kernels {
 
 // q (*, L, E), k (*, S, E), v (*, S, Ev); out (*, L, Ev) contiguous of q's dtype; lse (*, L)
 // contiguous, f64 for f64 inputs and f32 otherwise: log of each row's softmax denominator.
-using AttentionForwardFn = void(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
-                                const Tensor& v, const Tensor& mask, bool causal, double scale);
+using AttentionForwardFn = void(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
+                                const Tensor& mask, bool causal, double scale);
 // dq (*, L, E), dk (*, S, E), dv (*, S, Ev): contiguous of q's dtype, each undefined when not
 // wanted; grad_out (*, L, Ev) of q's dtype; out and lse as the forward left them.
 using AttentionBackwardFn = void(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out,
                                  const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                  const Tensor& lse, const Tensor& mask, bool causal, double scale);
 
-#define MDL_ATTENTION_KERNELS(X) \
+#define MDL_ATTENTION_KERNELS(X)                                                 \
   X(attention_forward, AttentionForwardFn, "scaled_dot_product_attention", BOTH) \
   X(attention_backward, AttentionBackwardFn, "scaled_dot_product_attention_backward", BOTH)
 MDL_ATTENTION_KERNELS(MDL_DEFINE_STUB)

@@ -17,10 +17,10 @@ using Conv2dForwardFn = void(const Tensor& out, const Tensor& x, const Tensor& w
                              const Conv2dParams& p);
 // grad_x (N, Cin, H, W), grad_w (Cout, Cin/groups, kH, kW), grad_b (Cout) from grad_out (N, Cout, Ho, Wo);
 // an undefined gradient is not computed. Each defined gradient is overwritten, not accumulated.
-using Conv2dBackwardFn = void(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b,
-                              const Tensor& grad_out, const Tensor& x, const Tensor& w, const Conv2dParams& p);
+using Conv2dBackwardFn = void(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
+                              const Tensor& x, const Tensor& w, const Conv2dParams& p);
 
-#define MDL_CONV_KERNELS(X) \
+#define MDL_CONV_KERNELS(X)                          \
   X(conv2d_forward, Conv2dForwardFn, "conv2d", BOTH) \
   X(conv2d_backward, Conv2dBackwardFn, "conv2d_backward", BOTH)
 MDL_CONV_KERNELS(MDL_DEFINE_STUB)

@@ -11,7 +11,8 @@
 
 namespace mdl::cpu {
 
-template <class T> inline constexpr bool is_half_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+template <class T>
+inline constexpr bool is_half_v = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
 template <class To, class From>
 inline To convert(From x) {

@@ -53,22 +53,22 @@ using IndexAddFn = void(const Tensor& out, int64_t dim, const Tensor& index, con
 // Keeps the lower (upper=false) or upper triangle of the last two dims, offset k; zeros elsewhere.
 using TriFn = void(const Tensor& out, const Tensor& in, int64_t k, bool upper);
 
-#define MDL_CORE_KERNELS(X) \
-  X(fill, FillFn, "fill", BOTH) \
-  X(copy, CopyFn, "copy", BOTH) \
-  X(unary, UnaryFn, "unary", BOTH) \
-  X(binary, BinaryFn, "binary", BOTH) \
-  X(where, WhereFn, "where", BOTH) \
-  X(reduce, ReduceFn, "reduce", BOTH) \
-  X(arg_reduce, ArgReduceFn, "max/min", BOTH) \
-  X(var, VarFn, "var", BOTH) \
-  X(softmax, SoftmaxFn, "softmax", BOTH) \
+#define MDL_CORE_KERNELS(X)                                        \
+  X(fill, FillFn, "fill", BOTH)                                    \
+  X(copy, CopyFn, "copy", BOTH)                                    \
+  X(unary, UnaryFn, "unary", BOTH)                                 \
+  X(binary, BinaryFn, "binary", BOTH)                              \
+  X(where, WhereFn, "where", BOTH)                                 \
+  X(reduce, ReduceFn, "reduce", BOTH)                              \
+  X(arg_reduce, ArgReduceFn, "max/min", BOTH)                      \
+  X(var, VarFn, "var", BOTH)                                       \
+  X(softmax, SoftmaxFn, "softmax", BOTH)                           \
   X(softmax_backward, SoftmaxBackwardFn, "softmax_backward", BOTH) \
-  X(bmm, BmmFn, "matmul", BOTH) \
-  X(index_select, IndexSelectFn, "index_select", BOTH) \
-  X(gather, GatherFn, "gather", BOTH) \
-  X(scatter_add, ScatterAddFn, "scatter_add", BOTH) \
-  X(index_add, IndexAddFn, "index_add", BOTH) \
+  X(bmm, BmmFn, "matmul", BOTH)                                    \
+  X(index_select, IndexSelectFn, "index_select", BOTH)             \
+  X(gather, GatherFn, "gather", BOTH)                              \
+  X(scatter_add, ScatterAddFn, "scatter_add", BOTH)                \
+  X(index_add, IndexAddFn, "index_add", BOTH)                      \
   X(tri, TriFn, "tril/triu", BOTH)
 MDL_CORE_KERNELS(MDL_DEFINE_STUB)
 

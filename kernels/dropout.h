@@ -14,7 +14,7 @@ using DropoutMaskFn = void(const Tensor& mask, double p, uint64_t seed, uint64_t
 // out (contiguous) = mask ? in * scale : 0; in and mask of out's shape, any strides.
 using MaskedScaleFn = void(const Tensor& out, const Tensor& in, const Tensor& mask, double scale);
 
-#define MDL_DROPOUT_KERNELS(X) \
+#define MDL_DROPOUT_KERNELS(X)                    \
   X(dropout_mask, DropoutMaskFn, "dropout", BOTH) \
   X(masked_scale, MaskedScaleFn, "dropout_scale", BOTH)
 MDL_DROPOUT_KERNELS(MDL_DEFINE_STUB)

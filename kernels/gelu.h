@@ -8,8 +8,7 @@
 namespace mdl::kernels {
 using GeluBackwardFn = void(const Tensor& grad_x, const Tensor& grad_out, const Tensor& x, bool tanh_approx);
 
-#define MDL_GELU_KERNELS(X) \
-  X(gelu_backward, GeluBackwardFn, "gelu_backward", BOTH)
+#define MDL_GELU_KERNELS(X) X(gelu_backward, GeluBackwardFn, "gelu_backward", BOTH)
 MDL_GELU_KERNELS(MDL_DEFINE_STUB)
 
 }  // namespace mdl::kernels

@@ -20,7 +20,7 @@ using LinearActForwardFn = void(const Tensor& out, const Tensor& pre, const Tens
 using LinearActBackwardFn = void(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& grad_out,
                                  const Tensor& saved, Activation act);
 
-#define MDL_LINEAR_ACT_KERNELS(X) \
+#define MDL_LINEAR_ACT_KERNELS(X)                               \
   X(linear_act_forward, LinearActForwardFn, "linear_act", BOTH) \
   X(linear_act_backward, LinearActBackwardFn, "linear_act_backward", BOTH)
 MDL_LINEAR_ACT_KERNELS(MDL_DEFINE_STUB)

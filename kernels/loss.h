@@ -19,7 +19,7 @@ using CrossEntropyBackwardFn = void(const Tensor& grad_logits, const Tensor& gra
                                     const Tensor& target, const Tensor& logsum, int64_t ignore_index,
                                     double label_smoothing);
 
-#define MDL_LOSS_KERNELS(X) \
+#define MDL_LOSS_KERNELS(X)                                              \
   X(cross_entropy_forward, CrossEntropyForwardFn, "cross_entropy", BOTH) \
   X(cross_entropy_backward, CrossEntropyBackwardFn, "cross_entropy_backward", BOTH)
 MDL_LOSS_KERNELS(MDL_DEFINE_STUB)

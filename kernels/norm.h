@@ -29,10 +29,10 @@ using GroupNormBackwardFn = void(const Tensor& grad_x, const Tensor& grad_w, con
                                  const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                                  const Tensor& weight, int64_t groups);
 
-#define MDL_NORM_KERNELS(X) \
-  X(batch_norm_forward, BatchNormForwardFn, "batch_norm", BOTH) \
+#define MDL_NORM_KERNELS(X)                                                \
+  X(batch_norm_forward, BatchNormForwardFn, "batch_norm", BOTH)            \
   X(batch_norm_backward, BatchNormBackwardFn, "batch_norm_backward", BOTH) \
-  X(group_norm_forward, GroupNormForwardFn, "group_norm", BOTH) \
+  X(group_norm_forward, GroupNormForwardFn, "group_norm", BOTH)            \
   X(group_norm_backward, GroupNormBackwardFn, "group_norm_backward", BOTH)
 MDL_NORM_KERNELS(MDL_DEFINE_STUB)
 

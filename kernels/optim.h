@@ -11,7 +11,7 @@ namespace mdl::kernels {
 // Hyperparameters of one Adam/AdamW step. step counts from 1 (bias correction).
 struct AdamParams {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
-  bool decoupled = false;   // AdamW: p *= 1 - lr*wd; Adam: g += wd*p
+  bool decoupled = false;  // AdamW: p *= 1 - lr*wd; Adam: g += wd*p
   bool amsgrad = false;
   int64_t step = 1;
   double grad_scale = 1.0;  // grads are multiplied by this first (GradScaler passes 1/scale)
@@ -19,7 +19,7 @@ struct AdamParams {
 struct SGDParams {
   double lr = 1e-2, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
   bool nesterov = false;
-  bool first = true;        // momentum buffer is set to g on the first step, as PyTorch
+  bool first = true;  // momentum buffer is set to g on the first step, as PyTorch
   double grad_scale = 1.0;
 };
 
@@ -33,9 +33,9 @@ using SGDStepFn = void(const Tensor& param, const Tensor& grad, const Tensor& mo
 // sum of squares of a contiguous floating tensor, accumulated in f64 (clip_grad_norm_).
 using SumSquaresFn = double(const Tensor& t);
 
-#define MDL_OPTIM_KERNELS(X) \
+#define MDL_OPTIM_KERNELS(X)                  \
   X(adam_step, AdamStepFn, "adam_step", BOTH) \
-  X(sgd_step, SGDStepFn, "sgd_step", BOTH) \
+  X(sgd_step, SGDStepFn, "sgd_step", BOTH)    \
   X(sum_squares, SumSquaresFn, "sum_squares", BOTH)
 MDL_OPTIM_KERNELS(MDL_DEFINE_STUB)
 

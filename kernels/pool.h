@@ -26,11 +26,11 @@ using AvgPool2dBackwardFn = void(const Tensor& grad_x, const Tensor& grad_out, c
 using AdaptiveAvgPool2dForwardFn = void(const Tensor& out, const Tensor& x);
 using AdaptiveAvgPool2dBackwardFn = void(const Tensor& grad_x, const Tensor& grad_out);
 
-#define MDL_POOL_KERNELS(X) \
-  X(max_pool2d_forward, MaxPool2dForwardFn, "max_pool2d", BOTH) \
-  X(max_pool2d_backward, MaxPool2dBackwardFn, "max_pool2d_backward", BOTH) \
-  X(avg_pool2d_forward, AvgPool2dForwardFn, "avg_pool2d", BOTH) \
-  X(avg_pool2d_backward, AvgPool2dBackwardFn, "avg_pool2d_backward", BOTH) \
+#define MDL_POOL_KERNELS(X)                                                               \
+  X(max_pool2d_forward, MaxPool2dForwardFn, "max_pool2d", BOTH)                           \
+  X(max_pool2d_backward, MaxPool2dBackwardFn, "max_pool2d_backward", BOTH)                \
+  X(avg_pool2d_forward, AvgPool2dForwardFn, "avg_pool2d", BOTH)                           \
+  X(avg_pool2d_backward, AvgPool2dBackwardFn, "avg_pool2d_backward", BOTH)                \
   X(adaptive_avg_pool2d_forward, AdaptiveAvgPool2dForwardFn, "adaptive_avg_pool2d", BOTH) \
   X(adaptive_avg_pool2d_backward, AdaptiveAvgPool2dBackwardFn, "adaptive_avg_pool2d_backward", BOTH)
 MDL_POOL_KERNELS(MDL_DEFINE_STUB)

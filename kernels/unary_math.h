@@ -46,8 +46,7 @@ template <class A>
 MDL_HOST_DEVICE A unary_apply(UnaryOp op, A x) {
   switch (op) {
 #define MDL_UNARY_CASE(e, name, differentiable) \
-  case UnaryOp::e:                              \
-    return unary_apply<UnaryOp::e>(x);
+  case UnaryOp::e: return unary_apply<UnaryOp::e>(x);
     MDL_UNARY_OPS(MDL_UNARY_CASE)
 #undef MDL_UNARY_CASE
   }

@@ -17,8 +17,8 @@ using Pair = std::array<int64_t, 2>;
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 
 // x (N, C_in, H, W), w (C_out, C_in/groups, kH, kW), b (C_out) or undefined.
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(), Pair stride = {1, 1},
-              Pair padding = {0, 0}, Pair dilation = {1, 1}, int64_t groups = 1);
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(), Pair stride = {1, 1}, Pair padding = {0, 0},
+              Pair dilation = {1, 1}, int64_t groups = 1);
 Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0} /* 0: = kernel */, Pair padding = {0, 0});
 Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0},
                   bool count_include_pad = true);

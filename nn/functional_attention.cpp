@@ -60,8 +60,7 @@ Shape check(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mas
     }
   }
   if (mask.defined()) {
-    MDL_CHECK(mask.dtype() == kBool, kOp, ": mask must be Bool (true = attend), got ", mask.dtype(), " ",
-              mask.shape());
+    MDL_CHECK(mask.dtype() == kBool, kOp, ": mask must be Bool (true = attend), got ", mask.dtype(), " ", mask.shape());
     MDL_CHECK(mask.device() == q.device(), kOp, ": mask is on ", mask.device(), ", q on ", q.device());
     const Shape target = with_matrix(batch, q.size(-2), k.size(-2));
     MDL_CHECK(broadcasts_to(mask.shape(), target), kOp, ": mask of shape ", mask.shape(),
@@ -70,7 +69,9 @@ Shape check(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mas
   return batch;
 }
 
-Tensor expand_to(const Tensor& t, const Shape& batch) { return native::expand(t, with_matrix(batch, t.size(-2), t.size(-1))); }
+Tensor expand_to(const Tensor& t, const Shape& batch) {
+  return native::expand(t, with_matrix(batch, t.size(-2), t.size(-1)));
+}
 
 }  // namespace
 
@@ -90,21 +91,22 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
 
   std::vector<Tensor> to_save = {q, k, v, out, lse};
   if (mask.defined()) to_save.push_back(me);
-  autograd::record_fn(kOp, {q, k, v}, {out}, to_save,
-                      [batch, has_mask = mask.defined(), causal, s](const autograd::Grads& g, const autograd::FnNode& n) {
-    const Tensor q = n.saved(0), k = n.saved(1), v = n.saved(2), out = n.saved(3), lse = n.saved(4);
-    const Tensor m = has_mask ? n.saved(5) : Tensor();
-    const Tensor go = g[0].dtype() == out.dtype() ? g[0] : native::to_dtype(g[0], out.dtype());
-    // Gradients in the broadcast batch shape, summed back to each input's own.
-    auto grad_buffer = [&](size_t i, const Tensor& t) {
-      return n.needs(i) ? make_tensor(with_matrix(batch, t.size(-2), t.size(-1)), t.dtype(), t.device()) : Tensor();
-    };
-    Tensor dq = grad_buffer(0, q), dk = grad_buffer(1, k), dv = grad_buffer(2, v);
-    kernels::attention_backward(q.device(), dq, dk, dv, go, expand_to(q, batch), expand_to(k, batch),
-                                expand_to(v, batch), out, lse, m, causal, s);
-    auto back = [](const Tensor& d, const Tensor& t) { return d.defined() ? native::sum_to(d, t.shape()) : d; };
-    return autograd::Grads{back(dq, q), back(dk, k), back(dv, v)};
-  });
+  autograd::record_fn(
+      kOp, {q, k, v}, {out}, to_save,
+      [batch, has_mask = mask.defined(), causal, s](const autograd::Grads& g, const autograd::FnNode& n) {
+        const Tensor q = n.saved(0), k = n.saved(1), v = n.saved(2), out = n.saved(3), lse = n.saved(4);
+        const Tensor m = has_mask ? n.saved(5) : Tensor();
+        const Tensor go = g[0].dtype() == out.dtype() ? g[0] : native::to_dtype(g[0], out.dtype());
+        // Gradients in the broadcast batch shape, summed back to each input's own.
+        auto grad_buffer = [&](size_t i, const Tensor& t) {
+          return n.needs(i) ? make_tensor(with_matrix(batch, t.size(-2), t.size(-1)), t.dtype(), t.device()) : Tensor();
+        };
+        Tensor dq = grad_buffer(0, q), dk = grad_buffer(1, k), dv = grad_buffer(2, v);
+        kernels::attention_backward(q.device(), dq, dk, dv, go, expand_to(q, batch), expand_to(k, batch),
+                                    expand_to(v, batch), out, lse, m, causal, s);
+        auto back = [](const Tensor& d, const Tensor& t) { return d.defined() ? native::sum_to(d, t.shape()) : d; };
+        return autograd::Grads{back(dq, q), back(dk, k), back(dv, v)};
+      });
   return out;
 }
 

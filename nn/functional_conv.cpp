@@ -32,16 +32,18 @@ Tensor conv2d(const Tensor& input_in, const Tensor& w_in, const Tensor& b_in, Pa
     MDL_CHECK(padding[0] >= 0 && padding[1] >= 0, "conv2d: padding must be non-negative, got ", pair(padding));
     const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
     const int64_t Cout = w.size(0), kh = w.size(2), kw = w.size(3);
-    MDL_CHECK(w.size(1) > 0 && kh > 0 && kw > 0, "conv2d: weight ", w.shape(), " has an empty input-channel or kernel dim");
-    MDL_CHECK(Cout % groups == 0, "conv2d: weight ", w.shape(), " has ", Cout, " output channels, which groups=", groups,
-              " does not divide");
+    MDL_CHECK(w.size(1) > 0 && kh > 0 && kw > 0, "conv2d: weight ", w.shape(),
+              " has an empty input-channel or kernel dim");
+    MDL_CHECK(Cout % groups == 0, "conv2d: weight ", w.shape(), " has ", Cout,
+              " output channels, which groups=", groups, " does not divide");
     MDL_CHECK(C == w.size(1) * groups, "conv2d: input ", x.shape(), " has ", C, " channels but weight ", w.shape(),
               " expects ", w.size(1) * groups, " (groups=", groups, ")");
     check_bias("conv2d", b, Cout, x);
     const int64_t ekh = dilation[0] * (kh - 1) + 1, ekw = dilation[1] * (kw - 1) + 1;
     const int64_t Hp = H + 2 * padding[0], Wp = W + 2 * padding[1];
-    MDL_CHECK(ekh <= Hp && ekw <= Wp, "conv2d: kernel ", hw(kh, kw), " (", hw(ekh, ekw), " dilated) is larger than the ",
-              "padded input ", hw(Hp, Wp), " (input ", x.shape(), ", padding ", pair(padding), ")");
+    MDL_CHECK(ekh <= Hp && ekw <= Wp, "conv2d: kernel ", hw(kh, kw), " (", hw(ekh, ekw),
+              " dilated) is larger than the ", "padded input ", hw(Hp, Wp), " (input ", x.shape(), ", padding ",
+              pair(padding), ")");
     const int64_t Ho = (Hp - ekh) / stride[0] + 1, Wo = (Wp - ekw) / stride[1] + 1;
     const kernels::Conv2dParams p{stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], groups};
 

@@ -57,7 +57,9 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activa
   auto [x, w, b] = amp::autocast_lower(x_in, w_in, b_in);
   MDL_CHECK(act == Activation::None || act == Activation::Relu || act == Activation::GeluTanh,
             "linear_act: unknown activation ", int(act), " (expected none, relu or gelu_tanh)");
-  const char* op = act == Activation::None ? "linear_act(none)" : act == Activation::Relu ? "linear_act(relu)" : "linear_act(gelu_tanh)";
+  const char* op = act == Activation::None   ? "linear_act(none)"
+                   : act == Activation::Relu ? "linear_act(relu)"
+                                             : "linear_act(gelu_tanh)";
   MDL_CHECK(x.defined() && w.defined(), op, ": undefined input or weight");
   MDL_CHECK(x.dim() >= 1, op, ": expected an input of at least 1 dim, got shape ", x.shape());
   MDL_CHECK(w.dim() == 2, op, ": expected a 2-D weight (out, in), got shape ", w.shape());

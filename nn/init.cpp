@@ -11,7 +11,8 @@
 namespace mdl::nn::init {
 
 Fans compute_fans(const Tensor& t) {
-  MDL_CHECK(t.dim() >= 2, "init: fan in and fan out need a tensor with at least 2 dims, got shape ", shape_str(t.shape()));
+  MDL_CHECK(t.dim() >= 2, "init: fan in and fan out need a tensor with at least 2 dims, got shape ",
+            shape_str(t.shape()));
   int64_t receptive = 1;
   for (int64_t d = 2; d < t.dim(); ++d) receptive *= t.size(d);
   return {t.size(1) * receptive, t.size(0) * receptive};

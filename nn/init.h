@@ -7,7 +7,9 @@
 
 namespace mdl::nn::init {
 
-struct Fans { int64_t fan_in, fan_out; };
+struct Fans {
+  int64_t fan_in, fan_out;
+};
 Fans compute_fans(const Tensor& t);  // (out, in, *kernel): fan_in = in * prod(kernel)
 double calculate_gain(const std::string& nonlinearity, double param = 0.01);
 

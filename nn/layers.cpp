@@ -135,7 +135,9 @@ Embedding::Embedding(int64_t n, int64_t dim) : Module("Embedding"), num_embeddin
   init::normal_(weight);
 }
 Tensor Embedding::forward(const Tensor& index) { return F::embedding(index, weight); }
-std::string Embedding::extra_repr() const { return std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim); }
+std::string Embedding::extra_repr() const {
+  return std::to_string(num_embeddings) + ", " + std::to_string(embedding_dim);
+}
 
 Tensor Flatten::forward(const Tensor& x) { return flatten(x, start_dim, end_dim); }
 Tensor ReLU::forward(const Tensor& x) { return relu(x); }

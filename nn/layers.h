@@ -111,7 +111,8 @@ class Embedding : public Module {
 // Flattens dims start_dim..end_dim (default: all but the batch dim).
 class Flatten : public Module {
  public:
-  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1) : Module("Flatten"), start_dim(start_dim), end_dim(end_dim) {}
+  explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1)
+      : Module("Flatten"), start_dim(start_dim), end_dim(end_dim) {}
   Tensor forward(const Tensor& x) override;
   int64_t start_dim, end_dim;
 };

@@ -28,9 +28,7 @@ void rebind(const Tensor& t, const Tensor& moved) {
 }
 }  // namespace
 
-Tensor Module::forward(const Tensor&) {
-  MDL_FAIL(type_name_, ": this module has no single-input forward(x)");
-}
+Tensor Module::forward(const Tensor&) { MDL_FAIL(type_name_, ": this module has no single-input forward(x)"); }
 
 Tensor Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
   MDL_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name_, ": invalid parameter name '", name, "'");
@@ -104,8 +102,10 @@ void Module::train(bool on) {
 
 void Module::to(Device d) {
   NoGradGuard no_grad;
-  for (auto& [n, p] : named_parameters()) if (p.device() != d) rebind(p, native::to_device(p, d));
-  for (auto& [n, b] : named_buffers()) if (b.device() != d) rebind(b, native::to_device(b, d));
+  for (auto& [n, p] : named_parameters())
+    if (p.device() != d) rebind(p, native::to_device(p, d));
+  for (auto& [n, b] : named_buffers())
+    if (b.device() != d) rebind(b, native::to_device(b, d));
 }
 
 void Module::to(DType t) {
@@ -152,8 +152,14 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   if (strict && (!missing.empty() || !unexpected.empty())) {
     std::ostringstream s;
     s << "load_state_dict: " << type_name_ << ":";
-    if (!missing.empty()) { s << " missing"; for (auto& n : missing) s << " '" << n << "'"; }
-    if (!unexpected.empty()) { s << " unexpected"; for (auto& n : unexpected) s << " '" << n << "'"; }
+    if (!missing.empty()) {
+      s << " missing";
+      for (auto& n : missing) s << " '" << n << "'";
+    }
+    if (!unexpected.empty()) {
+      s << " unexpected";
+      for (auto& n : unexpected) s << " '" << n << "'";
+    }
     throw Error(s.str());
   }
 }
@@ -191,7 +197,8 @@ std::string Module::str(int indent) const {
   s << type_name_ << "(" << extra_repr();
   if (!children_.empty()) {
     s << "\n";
-    for (auto& [n, c] : children_) s << std::string(size_t(indent + 2), ' ') << "(" << n << "): " << c->str(indent + 2) << "\n";
+    for (auto& [n, c] : children_)
+      s << std::string(size_t(indent + 2), ' ') << "(" << n << "): " << c->str(indent + 2) << "\n";
     s << std::string(size_t(indent), ' ');
   }
   s << ")";

@@ -57,7 +57,9 @@ std::string summary(Module& model, const Tensor& example, SummaryOptions opts) {
     model(example);
   }
 
-  struct Row { std::string layer, shape, params; };
+  struct Row {
+    std::string layer, shape, params;
+  };
   std::vector<Row> rows;
   for (auto& [name, m] : model.named_modules()) {
     if (m.get() == &model) continue;

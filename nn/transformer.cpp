@@ -79,18 +79,19 @@ Tensor TransformerEncoderLayer::forward(const Tensor& x, const Tensor& key_paddi
   self_attn->note_output(a);
   Tensor y = x + (*dropout1)(a);
   // relu and gelu_tanh run linear1 fused with its activation (one GEMM with a bias+activation epilogue).
-  Tensor f = opts.activation == "gelu"
-                 ? gelu((*linear1)((*norm2)(y)))
-                 : F::linear((*norm2)(y), linear1->weight, linear1->bias,
-                             opts.activation == "relu" ? Activation::Relu : Activation::GeluTanh);
+  Tensor f = opts.activation == "gelu" ? gelu((*linear1)((*norm2)(y)))
+                                       : F::linear((*norm2)(y), linear1->weight, linear1->bias,
+                                                   opts.activation == "relu" ? Activation::Relu : Activation::GeluTanh);
   return y + (*dropout2)((*linear2)((*dropout)(f)));
 }
 
 PatchEmbedding::PatchEmbedding(int64_t image, int64_t patch, int64_t in_channels, int64_t e)
     : Module("PatchEmbedding"), image_size(image), patch_size(patch) {
-  MDL_CHECK(patch > 0 && image % patch == 0, "PatchEmbedding: image_size ", image, " must be a multiple of patch_size ", patch);
+  MDL_CHECK(patch > 0 && image % patch == 0, "PatchEmbedding: image_size ", image, " must be a multiple of patch_size ",
+            patch);
   num_patches = (image / patch) * (image / patch);
-  proj = register_module("proj", std::make_shared<Conv2d>(in_channels, e, Pair{patch, patch}, Conv2dOptions{.stride = {patch, patch}}));
+  proj = register_module(
+      "proj", std::make_shared<Conv2d>(in_channels, e, Pair{patch, patch}, Conv2dOptions{.stride = {patch, patch}}));
   class_token = register_parameter("class_token", zeros({1, 1, e}));
   pos_embedding = register_parameter("pos_embedding", empty({1, num_patches + 1, e}));
   init::normal_(pos_embedding, 0.0, 0.02);

@@ -26,7 +26,7 @@ struct TransformerEncoderLayerOptions {
   double dropout = 0.1;
   std::string activation = "gelu";  // or "relu"
   double layer_norm_eps = 1e-5;
-  bool causal = false;               // mask future positions (decoder-only models)
+  bool causal = false;  // mask future positions (decoder-only models)
 };
 
 // Pre-norm: x + attn(norm1(x)), then + ff(norm2(x)).

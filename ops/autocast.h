@@ -58,7 +58,10 @@ class CastArgs {
  public:
   explicit CastArgs(std::array<const Tensor*, N> orig) : orig_(orig) {}
   const Tensor& operator[](size_t i) const { return cast_[i].defined() ? cast_[i] : *orig_[i]; }
-  template <size_t I> const Tensor& get() const { return (*this)[I]; }
+  template <size_t I>
+  const Tensor& get() const {
+    return (*this)[I];
+  }
   void set(size_t i, Tensor t) { cast_[i] = std::move(t); }
 
  private:
@@ -74,7 +77,8 @@ Tensor cast_f32(const Tensor& x);
 template <class Cast, class... Ts>
 CastArgs<sizeof...(Ts)> apply_policy(const Cast& cast, const Ts&... xs) {
   CastArgs<sizeof...(Ts)> r({&xs...});
-  if (!is_autocast_enabled()) [[likely]] return r;
+  if (!is_autocast_enabled()) [[likely]]
+    return r;
   size_t i = 0;
   ((r.set(i, cast(xs)), ++i), ...);
   return r;

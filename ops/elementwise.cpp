@@ -24,54 +24,59 @@ Tensor zero_where(const Tensor& cond, const Tensor& g) { return native::masked_f
 // ---- binary -------------------------------------------------------------------------------
 Tensor add(const Tensor& a, const Tensor& b) {
   Tensor out = native::binary(BinaryOp::Add, a, b);
-  record_fn(binary_op_name(BinaryOp::Add), {a, b}, {out}, {}, [sa = a.shape(), sb = b.shape()](const Grads& g, const FnNode&) {
-    return Grads{sum_to(g[0], sa), sum_to(g[0], sb)};
-  });
+  record_fn(binary_op_name(BinaryOp::Add), {a, b}, {out}, {},
+            [sa = a.shape(), sb = b.shape()](const Grads& g, const FnNode&) {
+              return Grads{sum_to(g[0], sa), sum_to(g[0], sb)};
+            });
   return out;
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   Tensor out = native::binary(BinaryOp::Sub, a, b);
-  record_fn(binary_op_name(BinaryOp::Sub), {a, b}, {out}, {}, [sa = a.shape(), sb = b.shape()](const Grads& g, const FnNode& n) {
-    return Grads{sum_to(g[0], sa), n.needs(1) ? sum_to(neg(g[0]), sb) : Tensor()};
-  });
+  record_fn(binary_op_name(BinaryOp::Sub), {a, b}, {out}, {},
+            [sa = a.shape(), sb = b.shape()](const Grads& g, const FnNode& n) {
+              return Grads{sum_to(g[0], sa), n.needs(1) ? sum_to(neg(g[0]), sb) : Tensor()};
+            });
   return out;
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = native::binary(BinaryOp::Mul, a, b);
-  record_fn(binary_op_name(BinaryOp::Mul), {a, b}, {out}, {a, b}, [sa = a.shape(), sb = b.shape()](const Grads& g, const FnNode& n) {
-    return Grads{n.needs(0) ? sum_to(g[0] * n.saved(1), sa) : Tensor(),
-                 n.needs(1) ? sum_to(g[0] * n.saved(0), sb) : Tensor()};
-  });
+  record_fn(binary_op_name(BinaryOp::Mul), {a, b}, {out}, {a, b},
+            [sa = a.shape(), sb = b.shape()](const Grads& g, const FnNode& n) {
+              return Grads{n.needs(0) ? sum_to(g[0] * n.saved(1), sa) : Tensor(),
+                           n.needs(1) ? sum_to(g[0] * n.saved(0), sb) : Tensor()};
+            });
   return out;
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = native::binary(BinaryOp::Div, a, b);
-  record_fn(binary_op_name(BinaryOp::Div), {a, b}, {out}, {a, b}, [sa = a.shape(), sb = b.shape()](const Grads& g, const FnNode& n) {
-    Tensor bb = n.saved(1);
-    return Grads{n.needs(0) ? sum_to(g[0] / bb, sa) : Tensor(),
-                 n.needs(1) ? sum_to(neg(g[0] * n.saved(0) / (bb * bb)), sb) : Tensor()};
-  });
+  record_fn(binary_op_name(BinaryOp::Div), {a, b}, {out}, {a, b},
+            [sa = a.shape(), sb = b.shape()](const Grads& g, const FnNode& n) {
+              Tensor bb = n.saved(1);
+              return Grads{n.needs(0) ? sum_to(g[0] / bb, sa) : Tensor(),
+                           n.needs(1) ? sum_to(neg(g[0] * n.saved(0) / (bb * bb)), sb) : Tensor()};
+            });
   return out;
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor out = native::binary(BinaryOp::Pow, a, b);
-  record_fn(binary_op_name(BinaryOp::Pow), {a, b}, {out}, {a, b, out}, [sa = a.shape(), sb = b.shape()](const Grads& g, const FnNode& n) {
-    Tensor x = n.saved(0), e = n.saved(1), y = n.saved(2);
-    Tensor ga, gb;
-    // d/dx x^e = e * x^(e-1); at e == 0 the gradient is 0 (also where x == 0).
-    if (n.needs(0)) ga = sum_to(zero_where(eq(e, scalar_like(0, e)), g[0] * e * pow(x, e - 1.0)), sa);
-    // d/de x^e = x^e * log x, taken as 0 where x == 0 and e >= 0, as PyTorch does.
-    if (n.needs(1)) {
-      Tensor mask = native::binary(BinaryOp::Eq, x, scalar_like(0, x));
-      mask = mul(mask, ge(e, scalar_like(0, e)));
-      gb = sum_to(zero_where(native::to_dtype(mask, kBool), g[0] * y * log(x)), sb);
-    }
-    return Grads{ga, gb};
-  });
+  record_fn(binary_op_name(BinaryOp::Pow), {a, b}, {out}, {a, b, out},
+            [sa = a.shape(), sb = b.shape()](const Grads& g, const FnNode& n) {
+              Tensor x = n.saved(0), e = n.saved(1), y = n.saved(2);
+              Tensor ga, gb;
+              // d/dx x^e = e * x^(e-1); at e == 0 the gradient is 0 (also where x == 0).
+              if (n.needs(0)) ga = sum_to(zero_where(eq(e, scalar_like(0, e)), g[0] * e * pow(x, e - 1.0)), sa);
+              // d/de x^e = x^e * log x, taken as 0 where x == 0 and e >= 0, as PyTorch does.
+              if (n.needs(1)) {
+                Tensor mask = native::binary(BinaryOp::Eq, x, scalar_like(0, x));
+                mask = mul(mask, ge(e, scalar_like(0, e)));
+                gb = sum_to(zero_where(native::to_dtype(mask, kBool), g[0] * y * log(x)), sb);
+              }
+              return Grads{ga, gb};
+            });
   return out;
 }
 
@@ -81,14 +86,15 @@ namespace {
 // maximum/minimum: the gradient goes to the chosen operand, split in half on ties.
 Tensor max_min_binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   Tensor out = native::binary(op, a, b);
-  record_fn(binary_op_name(op), {a, b}, {out}, {a, b}, [op, sa = a.shape(), sb = b.shape()](const Grads& g, const FnNode& n) {
-    Tensor x = n.saved(0), y = n.saved(1);
-    Tensor half = where(eq(x, y), g[0] * 0.5, g[0]);
-    BinaryOp lose = op == BinaryOp::Maximum ? BinaryOp::Lt : BinaryOp::Gt;  // where a loses
-    Tensor ga = zero_where(native::binary(lose, x, y), half);
-    Tensor gb = zero_where(native::binary(lose, y, x), half);
-    return Grads{sum_to(ga, sa), sum_to(gb, sb)};
-  });
+  record_fn(binary_op_name(op), {a, b}, {out}, {a, b},
+            [op, sa = a.shape(), sb = b.shape()](const Grads& g, const FnNode& n) {
+              Tensor x = n.saved(0), y = n.saved(1);
+              Tensor half = where(eq(x, y), g[0] * 0.5, g[0]);
+              BinaryOp lose = op == BinaryOp::Maximum ? BinaryOp::Lt : BinaryOp::Gt;  // where a loses
+              Tensor ga = zero_where(native::binary(lose, x, y), half);
+              Tensor gb = zero_where(native::binary(lose, y, x), half);
+              return Grads{sum_to(ga, sa), sum_to(gb, sb)};
+            });
   return out;
 }
 }  // namespace
@@ -123,9 +129,8 @@ namespace {
 template <class F>
 Tensor unary_op(UnaryOp op, const Tensor& x, F grad_fn) {
   Tensor out = native::unary(op, x);
-  record_fn(unary_op_name(op), {x}, {out}, {x, out}, [grad_fn](const Grads& g, const FnNode& n) {
-    return Grads{grad_fn(g[0], n.saved(0), n.saved(1))};
-  });
+  record_fn(unary_op_name(op), {x}, {out}, {x, out},
+            [grad_fn](const Grads& g, const FnNode& n) { return Grads{grad_fn(g[0], n.saved(0), n.saved(1))}; });
   return out;
 }
 }  // namespace
@@ -134,9 +139,8 @@ Tensor neg(const Tensor& x) {
   return unary_op(UnaryOp::Neg, x, [](const Tensor& g, const Tensor&, const Tensor&) { return neg(g); });
 }
 Tensor abs(const Tensor& x) {
-  return unary_op(UnaryOp::Abs, x, [](const Tensor& g, const Tensor& x, const Tensor&) {
-    return g * native::unary(UnaryOp::Sign, x);
-  });
+  return unary_op(UnaryOp::Abs, x,
+                  [](const Tensor& g, const Tensor& x, const Tensor&) { return g * native::unary(UnaryOp::Sign, x); });
 }
 Tensor exp(const Tensor& x_in) {
   auto [x] = amp::autocast_f32(x_in);
@@ -150,9 +154,8 @@ Tensor sqrt(const Tensor& x) {
   return unary_op(UnaryOp::Sqrt, x, [](const Tensor& g, const Tensor&, const Tensor& y) { return g / (y * 2.0); });
 }
 Tensor rsqrt(const Tensor& x) {
-  return unary_op(UnaryOp::Rsqrt, x, [](const Tensor& g, const Tensor&, const Tensor& y) {
-    return g * y * y * y * -0.5;
-  });
+  return unary_op(UnaryOp::Rsqrt, x,
+                  [](const Tensor& g, const Tensor&, const Tensor& y) { return g * y * y * y * -0.5; });
 }
 Tensor sin(const Tensor& x) {
   return unary_op(UnaryOp::Sin, x, [](const Tensor& g, const Tensor& x, const Tensor&) { return g * cos(x); });
@@ -161,14 +164,11 @@ Tensor cos(const Tensor& x) {
   return unary_op(UnaryOp::Cos, x, [](const Tensor& g, const Tensor& x, const Tensor&) { return neg(g * sin(x)); });
 }
 Tensor tanh(const Tensor& x) {
-  return unary_op(UnaryOp::Tanh, x, [](const Tensor& g, const Tensor&, const Tensor& y) {
-    return g * (1.0 - y * y);
-  });
+  return unary_op(UnaryOp::Tanh, x, [](const Tensor& g, const Tensor&, const Tensor& y) { return g * (1.0 - y * y); });
 }
 Tensor sigmoid(const Tensor& x) {
-  return unary_op(UnaryOp::Sigmoid, x, [](const Tensor& g, const Tensor&, const Tensor& y) {
-    return g * y * (1.0 - y);
-  });
+  return unary_op(UnaryOp::Sigmoid, x,
+                  [](const Tensor& g, const Tensor&, const Tensor& y) { return g * y * (1.0 - y); });
 }
 Tensor relu(const Tensor& x) {
   return unary_op(UnaryOp::Relu, x, [](const Tensor& g, const Tensor& x, const Tensor&) {
@@ -223,9 +223,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   Tensor out = native::masked_fill(x, mask, value);
-  record_fn("masked_fill", {x}, {out}, {mask}, [](const Grads& g, const FnNode& n) {
-    return Grads{native::masked_fill(g[0], n.saved(0), 0.0)};
-  });
+  record_fn("masked_fill", {x}, {out}, {mask},
+            [](const Grads& g, const FnNode& n) { return Grads{native::masked_fill(g[0], n.saved(0), 0.0)}; });
   return out;
 }
 

@@ -77,9 +77,12 @@ Tensor linspace(double start, double end, int64_t steps, TensorOptions o) {
   MDL_CHECK(steps >= 0, "linspace: steps must be non-negative, got ", steps);
   double step = steps > 1 ? (end - start) / double(steps - 1) : 0.0;
   // Fill from both ends, as PyTorch does, so the last value is exactly `end`.
-  return finish(generate({steps}, o, [&](int64_t i) {
-    return i < steps / 2 || steps == 1 ? start + step * double(i) : end - step * double(steps - 1 - i);
-  }), o);
+  return finish(generate({steps}, o,
+                         [&](int64_t i) {
+                           return i < steps / 2 || steps == 1 ? start + step * double(i)
+                                                              : end - step * double(steps - 1 - i);
+                         }),
+                o);
 }
 
 Tensor eye(int64_t n, TensorOptions o) {
@@ -91,20 +94,24 @@ Tensor rand(const Shape& shape, TensorOptions o, Generator* gen) {
   MDL_CHECK(is_floating(o.dtype), "rand: expected a floating dtype, got ", o.dtype);
   Generator& g = gen ? *gen : default_generator();
   uint64_t seed = g.seed(), base = g.advance(uint64_t(shape_numel(shape)));
-  return finish(generate(shape, o, [&](int64_t i) {
-    auto r = Generator::philox(seed, base + uint64_t(i));
-    return double((uint64_t(r[0]) | uint64_t(r[1]) << 32) >> 11) * 0x1.0p-53;
-  }), o);
+  return finish(generate(shape, o,
+                         [&](int64_t i) {
+                           auto r = Generator::philox(seed, base + uint64_t(i));
+                           return double((uint64_t(r[0]) | uint64_t(r[1]) << 32) >> 11) * 0x1.0p-53;
+                         }),
+                o);
 }
 
 Tensor randn(const Shape& shape, TensorOptions o, Generator* gen) {
   MDL_CHECK(is_floating(o.dtype), "randn: expected a floating dtype, got ", o.dtype);
   Generator& g = gen ? *gen : default_generator();
   uint64_t seed = g.seed(), base = g.advance(uint64_t(shape_numel(shape)));
-  return finish(generate(shape, o, [&](int64_t i) {  // Box-Muller on one Philox block per element
-    auto r = Generator::philox(seed, base + uint64_t(i));
-    return std::sqrt(-2.0 * std::log(u01(r[0]))) * std::cos(2.0 * M_PI * u01(r[1]));
-  }), o);
+  return finish(generate(shape, o,
+                         [&](int64_t i) {  // Box-Muller on one Philox block per element
+                           auto r = Generator::philox(seed, base + uint64_t(i));
+                           return std::sqrt(-2.0 * std::log(u01(r[0]))) * std::cos(2.0 * M_PI * u01(r[1]));
+                         }),
+                o);
 }
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o, Generator* gen) {
@@ -112,11 +119,13 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o, G
   Generator& g = gen ? *gen : default_generator();
   uint64_t seed = g.seed(), base = g.advance(uint64_t(shape_numel(shape)));
   uint64_t range = uint64_t(high - low);
-  return finish(generate(shape, o, [&](int64_t i) {
-    auto r = Generator::philox(seed, base + uint64_t(i));
-    uint64_t x = uint64_t(r[0]) | uint64_t(r[1]) << 32;
-    return double(low + int64_t(x % range));
-  }), o);
+  return finish(generate(shape, o,
+                         [&](int64_t i) {
+                           auto r = Generator::philox(seed, base + uint64_t(i));
+                           uint64_t x = uint64_t(r[0]) | uint64_t(r[1]) << 32;
+                           return double(low + int64_t(x % range));
+                         }),
+                o);
 }
 
 Tensor randperm(int64_t n, Generator* gen) {
@@ -156,8 +165,14 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptio
 }
 
 #define MDL_INSTANTIATE(T) template Tensor from_vector<T>(const std::vector<T>&, const Shape&, TensorOptions);
-MDL_INSTANTIATE(float) MDL_INSTANTIATE(double) MDL_INSTANTIATE(Half) MDL_INSTANTIATE(BFloat16)
-MDL_INSTANTIATE(int32_t) MDL_INSTANTIATE(int64_t) MDL_INSTANTIATE(uint8_t) MDL_INSTANTIATE(bool)
+MDL_INSTANTIATE(float)
+MDL_INSTANTIATE(double)
+MDL_INSTANTIATE(Half)
+MDL_INSTANTIATE(BFloat16)
+MDL_INSTANTIATE(int32_t)
+MDL_INSTANTIATE(int64_t)
+MDL_INSTANTIATE(uint8_t)
+MDL_INSTANTIATE(bool)
 #undef MDL_INSTANTIATE
 
 }  // namespace mdl

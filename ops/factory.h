@@ -13,10 +13,17 @@ namespace mdl {
 class Generator {
  public:
   explicit Generator(uint64_t seed = 0) : seed_(seed) {}
-  void manual_seed(uint64_t seed) { seed_ = seed; offset_ = 0; }
+  void manual_seed(uint64_t seed) {
+    seed_ = seed;
+    offset_ = 0;
+  }
   uint64_t seed() const { return seed_; }
   // Reserves n counters; returns the first.
-  uint64_t advance(uint64_t n) { uint64_t o = offset_; offset_ += n; return o; }
+  uint64_t advance(uint64_t n) {
+    uint64_t o = offset_;
+    offset_ += n;
+    return o;
+  }
   uint64_t offset() const { return offset_; }
   void set_offset(uint64_t o) { offset_ = o; }
   // Four 32-bit random words for counter c.

@@ -16,9 +16,8 @@ using autograd::record_fn;
 namespace {
 // Views whose backward is "reshape the gradient to the input's shape".
 Tensor reshape_like_grad(const char* name, const Tensor& x, Tensor out) {
-  record_fn(name, {x}, {out}, {}, [s = x.shape()](const Grads& g, const FnNode&) {
-    return Grads{native::reshape(g[0], s)};
-  });
+  record_fn(name, {x}, {out}, {},
+            [s = x.shape()](const Grads& g, const FnNode&) { return Grads{native::reshape(g[0], s)}; });
   return out;
 }
 
@@ -37,7 +36,9 @@ Tensor subview(const char* name, const Tensor& x, MakeView make) {
 
 Tensor view(const Tensor& x, const Shape& s) { return reshape_like_grad("view", x, native::view(x, s)); }
 Tensor reshape(const Tensor& x, const Shape& s) { return reshape_like_grad("reshape", x, native::reshape(x, s)); }
-Tensor flatten(const Tensor& x, int64_t a, int64_t b) { return reshape_like_grad("reshape", x, native::flatten(x, a, b)); }
+Tensor flatten(const Tensor& x, int64_t a, int64_t b) {
+  return reshape_like_grad("reshape", x, native::flatten(x, a, b));
+}
 Tensor squeeze(const Tensor& x) { return reshape_like_grad("squeeze", x, native::squeeze(x)); }
 Tensor squeeze(const Tensor& x, int64_t d) { return reshape_like_grad("squeeze", x, native::squeeze(x, d)); }
 Tensor unsqueeze(const Tensor& x, int64_t d) { return reshape_like_grad("unsqueeze", x, native::unsqueeze(x, d)); }
@@ -46,25 +47,22 @@ Tensor permute(const Tensor& x, const Shape& dims) {
   Tensor out = native::permute(x, dims);
   Shape inverse(dims.size());
   for (size_t i = 0; i < dims.size(); ++i) inverse[size_t(wrap_dim(dims[i], x.dim(), "permute"))] = int64_t(i);
-  record_fn("permute", {x}, {out}, {}, [inverse](const Grads& g, const FnNode&) {
-    return Grads{native::permute(g[0], inverse)};
-  });
+  record_fn("permute", {x}, {out}, {},
+            [inverse](const Grads& g, const FnNode&) { return Grads{native::permute(g[0], inverse)}; });
   return out;
 }
 
 Tensor transpose(const Tensor& x, int64_t a, int64_t b) {
   Tensor out = native::transpose(x, a, b);
-  record_fn("transpose", {x}, {out}, {}, [a, b](const Grads& g, const FnNode&) {
-    return Grads{native::transpose(g[0], a, b)};
-  });
+  record_fn("transpose", {x}, {out}, {},
+            [a, b](const Grads& g, const FnNode&) { return Grads{native::transpose(g[0], a, b)}; });
   return out;
 }
 
 Tensor expand(const Tensor& x, const Shape& s) {
   Tensor out = native::expand(x, s);
-  record_fn("expand", {x}, {out}, {}, [xs = x.shape()](const Grads& g, const FnNode&) {
-    return Grads{native::sum_to(g[0], xs)};
-  });
+  record_fn("expand", {x}, {out}, {},
+            [xs = x.shape()](const Grads& g, const FnNode&) { return Grads{native::sum_to(g[0], xs)}; });
   return out;
 }
 
@@ -95,9 +93,8 @@ Tensor to_device(const Tensor& x, Device d) {
   // Same device: an alias, never x itself, or recording would give x a grad_fn (a leaf would
   // stop being a leaf and hold itself alive through its AccumulateGrad).
   Tensor out = x.device() == d ? make_view(x, x.shape(), x.strides(), x.offset()) : native::to_device(x, d);
-  record_fn("to_device", {x}, {out}, {}, [src = x.device()](const Grads& g, const FnNode&) {
-    return Grads{native::to_device(g[0], src)};
-  });
+  record_fn("to_device", {x}, {out}, {},
+            [src = x.device()](const Grads& g, const FnNode&) { return Grads{native::to_device(g[0], src)}; });
   return out;
 }
 
@@ -132,7 +129,8 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
 }
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
-  MDL_CHECK(split_size > 0 || (split_size == 0 && x.size(dim) == 0), "split: split_size must be positive, got ", split_size);
+  MDL_CHECK(split_size > 0 || (split_size == 0 && x.size(dim) == 0), "split: split_size must be positive, got ",
+            split_size);
   std::vector<Tensor> parts;
   int64_t n = x.size(dim);
   for (int64_t s = 0; s < n || (n == 0 && s == 0 && parts.empty()); s += std::max<int64_t>(split_size, 1)) {

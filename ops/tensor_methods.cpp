@@ -51,9 +51,17 @@ std::vector<T> Tensor::to_vector() const {
   return std::vector<T>(p, p + c.numel());
 }
 
-#define MDL_INSTANTIATE(T) template T Tensor::item<T>() const; template std::vector<T> Tensor::to_vector<T>() const;
-MDL_INSTANTIATE(float) MDL_INSTANTIATE(double) MDL_INSTANTIATE(Half) MDL_INSTANTIATE(BFloat16)
-MDL_INSTANTIATE(int32_t) MDL_INSTANTIATE(int64_t) MDL_INSTANTIATE(uint8_t) MDL_INSTANTIATE(bool)
+#define MDL_INSTANTIATE(T)            \
+  template T Tensor::item<T>() const; \
+  template std::vector<T> Tensor::to_vector<T>() const;
+MDL_INSTANTIATE(float)
+MDL_INSTANTIATE(double)
+MDL_INSTANTIATE(Half)
+MDL_INSTANTIATE(BFloat16)
+MDL_INSTANTIATE(int32_t)
+MDL_INSTANTIATE(int64_t)
+MDL_INSTANTIATE(uint8_t)
+MDL_INSTANTIATE(bool)
 #undef MDL_INSTANTIATE
 
 // ---- in place ---------------------------------------------------------------------------
@@ -63,7 +71,8 @@ void check_inplace(const Tensor& self, const Tensor* other, const char* op) {
   if (!GradMode::is_enabled()) return;
   MDL_CHECK(!self.requires_grad(), op, ": in-place operation on a tensor that requires grad (shape ",
             shape_str(self.shape()), "); use the out-of-place op, or run it under NoGradGuard");
-  MDL_CHECK(!other || !other->requires_grad(), op, ": in-place operation with an argument that requires grad; "
+  MDL_CHECK(!other || !other->requires_grad(), op,
+            ": in-place operation with an argument that requires grad; "
             "its gradient would be lost (use the out-of-place op)");
 }
 }  // namespace
@@ -82,7 +91,8 @@ Tensor& Tensor::copy_(const Tensor& src) {
 }
 Tensor& Tensor::add_(const Tensor& o, double alpha) {
   check_inplace(*this, &o, "add_");
-  Tensor r = native::binary(BinaryOp::Add, *this, alpha == 1.0 ? o : native::binary(BinaryOp::Mul, o, native::scalar_like(alpha, o)));
+  Tensor r = native::binary(BinaryOp::Add, *this,
+                            alpha == 1.0 ? o : native::binary(BinaryOp::Mul, o, native::scalar_like(alpha, o)));
   return copy_(r);
 }
 Tensor& Tensor::mul_(const Tensor& o) { return copy_(native::binary(BinaryOp::Mul, *this, o)); }
@@ -91,8 +101,8 @@ Tensor& Tensor::div_(const Tensor& o) { return copy_(native::binary(BinaryOp::Di
 
 // ---- printing ---------------------------------------------------------------------------
 namespace {
-void print_rec(std::ostream& s, const std::vector<double>& v, const Shape& sh, size_t d, int64_t& pos,
-               bool integral, int indent) {
+void print_rec(std::ostream& s, const std::vector<double>& v, const Shape& sh, size_t d, int64_t& pos, bool integral,
+               int indent) {
   if (d == sh.size()) {
     double x = v[size_t(pos++)];
     if (integral) s << int64_t(x);
@@ -151,8 +161,8 @@ Tensor& Tensor::requires_grad_(bool r) {
 Tensor Tensor::grad() const { return impl() && impl()->grad ? Tensor(impl()->grad) : Tensor(); }
 void Tensor::set_grad(const Tensor& g) const {
   MDL_CHECK(defined(), "set_grad: undefined tensor");
-  MDL_CHECK(!g.defined() || g.shape() == shape(), "set_grad: gradient shape ", shape_str(g.defined() ? g.shape() : Shape{}),
-            " does not match tensor shape ", shape_str(shape()));
+  MDL_CHECK(!g.defined() || g.shape() == shape(), "set_grad: gradient shape ",
+            shape_str(g.defined() ? g.shape() : Shape{}), " does not match tensor shape ", shape_str(shape()));
   impl()->grad = g.impl_ptr();
 }
 Tensor& Tensor::zero_grad() {

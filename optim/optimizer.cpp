@@ -83,7 +83,9 @@ void Optimizer::zero_grad(bool set_to_none) {
     }
 }
 
-Tensor Optimizer::new_state_like(const Tensor& param) const { return zeros(param.shape(), TensorOptions(kF32, param.device())); }
+Tensor Optimizer::new_state_like(const Tensor& param) const {
+  return zeros(param.shape(), TensorOptions(kF32, param.device()));
+}
 
 void Optimizer::step(double grad_scale) {
   NoGradGuard no_grad;
@@ -154,8 +156,8 @@ void Optimizer::load_state_dict(const NamedTensors& dict) {
     if (name.rfind("state.", 0) != 0) continue;
     size_t dot = name.find('.', 6);
     int64_t i = std::stoll(name.substr(6, dot - 6));
-    MDL_CHECK(i >= 0 && i < total, name_, ".load_state_dict: \"", name, "\" names parameter ", i, " but the optimizer has ",
-              total, " parameters");
+    MDL_CHECK(i >= 0 && i < total, name_, ".load_state_dict: \"", name, "\" names parameter ", i,
+              " but the optimizer has ", total, " parameters");
     std::string field = name.substr(dot + 1);
     if (field != "step")
       MDL_CHECK(t.shape() == params[i]->shape(), name_, ".load_state_dict: \"", name, "\" has shape ", t.shape(),

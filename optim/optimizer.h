@@ -54,8 +54,8 @@ class Optimizer {
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   void add_param_group(ParamGroup group);
-  double lr() const;        // the first group's
-  void set_lr(double lr);   // every group's
+  double lr() const;       // the first group's
+  void set_lr(double lr);  // every group's
   int64_t step_count() const { return step_count_; }
   const ParamState* state(const Tensor& param) const;
 

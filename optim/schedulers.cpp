@@ -36,7 +36,8 @@ std::vector<double> LRScheduler::get_last_lr() const {
   return lrs;
 }
 
-StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma) : LRScheduler(opt), step_size_(step_size), gamma_(gamma) {
+StepLR::StepLR(Optimizer& opt, int64_t step_size, double gamma)
+    : LRScheduler(opt), step_size_(step_size), gamma_(gamma) {
   MDL_CHECK(step_size > 0, "StepLR: step_size must be positive, got ", step_size);
   apply();
 }
@@ -70,7 +71,8 @@ double CosineAnnealingWarmRestarts::lr_at(int64_t epoch, double base_lr) const {
   return eta_min_ + (base_lr - eta_min_) * (1 + std::cos(std::numbers::pi * double(t_cur) / double(t_i))) / 2;
 }
 
-LinearWarmup::LinearWarmup(Optimizer& opt, int64_t warmup_steps, double start_factor, std::shared_ptr<LRScheduler> after)
+LinearWarmup::LinearWarmup(Optimizer& opt, int64_t warmup_steps, double start_factor,
+                           std::shared_ptr<LRScheduler> after)
     : LRScheduler(opt), warmup_(warmup_steps), start_factor_(start_factor), after_(std::move(after)) {
   MDL_CHECK(warmup_steps >= 0, "LinearWarmup: warmup_steps must be >= 0, got ", warmup_steps);
   if (after_) base_lrs_ = after_->base_lrs();
@@ -83,8 +85,9 @@ double LinearWarmup::lr_at(int64_t epoch, double base_lr) const {
 
 OneCycleLR::OneCycleLR(Optimizer& opt, double max_lr, int64_t total_steps, double pct_start, double div_factor,
                        double final_div_factor)
-    : LRScheduler(opt), max_lr_(max_lr), initial_lr_(max_lr / div_factor), min_lr_(max_lr / div_factor / final_div_factor),
-      up_end_(pct_start * double(total_steps) - 1), total_end_(double(total_steps) - 1) {
+    : LRScheduler(opt), max_lr_(max_lr), initial_lr_(max_lr / div_factor),
+      min_lr_(max_lr / div_factor / final_div_factor), up_end_(pct_start * double(total_steps) - 1),
+      total_end_(double(total_steps) - 1) {
   MDL_CHECK(total_steps > 1, "OneCycleLR: total_steps must be > 1, got ", total_steps);
   MDL_CHECK(pct_start > 0 && pct_start < 1, "OneCycleLR: pct_start must be in (0, 1), got ", pct_start);
   apply();

@@ -16,8 +16,8 @@ namespace mdl::optim {
 class LRScheduler {
  public:
   virtual ~LRScheduler() = default;
-  void step();                       // epoch += 1, then sets the lrs
-  void set_epoch(int64_t epoch);     // jumps to `epoch` (resume)
+  void step();                    // epoch += 1, then sets the lrs
+  void set_epoch(int64_t epoch);  // jumps to `epoch` (resume)
   int64_t last_epoch() const { return epoch_; }
   std::vector<double> get_last_lr() const;
   const std::vector<double>& base_lrs() const { return base_lrs_; }
@@ -86,8 +86,8 @@ class LinearWarmup : public LRScheduler {
 // Ignores the groups' initial lr; momentum cycling is not done.
 class OneCycleLR : public LRScheduler {
  public:
-  OneCycleLR(Optimizer& opt, double max_lr, int64_t total_steps, double pct_start = 0.3,
-             double div_factor = 25.0, double final_div_factor = 1e4);
+  OneCycleLR(Optimizer& opt, double max_lr, int64_t total_steps, double pct_start = 0.3, double div_factor = 25.0,
+             double final_div_factor = 1e4);
   double lr_at(int64_t epoch, double base_lr) const override;
 
  private:
@@ -98,13 +98,13 @@ class OneCycleLR : public LRScheduler {
 // Multiplies every group's lr by factor when the metric has not improved (relative threshold)
 // for more than `patience` steps, then waits `cooldown` steps; never below min_lr.
 struct ReduceLROnPlateauOptions {
-  bool mode_max = false;   // false: lower is better (a loss)
+  bool mode_max = false;  // false: lower is better (a loss)
   double factor = 0.1;
   int64_t patience = 10;
   double threshold = 1e-4;  // relative, as torch's threshold_mode "rel"
   int64_t cooldown = 0;
   double min_lr = 0.0;
-  double eps = 1e-8;        // changes smaller than this are ignored
+  double eps = 1e-8;  // changes smaller than this are ignored
 };
 class ReduceLROnPlateau {
  public:

@@ -7,8 +7,9 @@
 namespace mdl::optim {
 namespace {
 ParamGroup sgd_defaults(const SGDOptions& o) {
-  MDL_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0), "SGD: nesterov needs momentum > 0 and dampening 0, got momentum ",
-            o.momentum, " and dampening ", o.dampening);
+  MDL_CHECK(!o.nesterov || (o.momentum > 0 && o.dampening == 0),
+            "SGD: nesterov needs momentum > 0 and dampening 0, got momentum ", o.momentum, " and dampening ",
+            o.dampening);
   MDL_CHECK(o.momentum >= 0, "SGD: invalid momentum ", o.momentum);
   ParamGroup d;
   d.lr = o.lr;
@@ -20,16 +21,23 @@ ParamGroup sgd_defaults(const SGDOptions& o) {
 }
 }  // namespace
 
-SGD::SGD(std::vector<Tensor> params, SGDOptions options) : SGD(std::vector<ParamGroup>{ParamGroup{.params = std::move(params)}}, options) {}
+SGD::SGD(std::vector<Tensor> params, SGDOptions options)
+    : SGD(std::vector<ParamGroup>{ParamGroup{.params = std::move(params)}}, options) {}
 
-SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options) : Optimizer("SGD", sgd_defaults(options)), options_(options) {
+SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options)
+    : Optimizer("SGD", sgd_defaults(options)), options_(options) {
   init_groups(std::move(groups));
 }
 
-void SGD::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state, double grad_scale) {
-  kernels::SGDParams hp{.lr = group.lr, .momentum = group.momentum, .dampening = group.dampening,
-                        .weight_decay = group.weight_decay, .nesterov = options_.nesterov,
-                        .first = !state.momentum_buffer.defined(), .grad_scale = grad_scale};
+void SGD::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state,
+                 double grad_scale) {
+  kernels::SGDParams hp{.lr = group.lr,
+                        .momentum = group.momentum,
+                        .dampening = group.dampening,
+                        .weight_decay = group.weight_decay,
+                        .nesterov = options_.nesterov,
+                        .first = !state.momentum_buffer.defined(),
+                        .grad_scale = grad_scale};
   if (group.momentum != 0 && !state.momentum_buffer.defined()) state.momentum_buffer = new_state_like(param);
   ++state.step;
   kernels::sgd_step(param.device(), param, grad, group.momentum != 0 ? state.momentum_buffer : Tensor(), hp);

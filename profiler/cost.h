@@ -3,7 +3,9 @@
 #pragma once
 #include <cstdint>
 
-namespace mdl { class Tensor; }
+namespace mdl {
+class Tensor;
+}
 
 namespace mdl::profiler::detail {
 

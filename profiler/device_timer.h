@@ -22,7 +22,7 @@ class DeviceTimer {
     bool valid = false;
     int64_t start_ns = 0;  // on the device's clock, from any origin fixed for the session
     int64_t dur_ns = 0;
-    int stream = 0;        // names the track: "cuda:<index> stream <stream>"
+    int stream = 0;  // names the track: "cuda:<index> stream <stream>"
   };
   // Called by Session::stop() once per handle, after synchronize(); then reset() frees the events.
   virtual void synchronize() = 0;

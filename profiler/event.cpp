@@ -19,7 +19,10 @@ std::string shape_record_str(const ShapeRecord& s) {
   std::string out = std::string(dtype_name(s.dtype)) + "[";
   for (int d = 0; d < s.ndim; ++d) {
     if (d) out += ", ";
-    if (d == ShapeRecord::kMaxDims) { out += "..."; break; }
+    if (d == ShapeRecord::kMaxDims) {
+      out += "...";
+      break;
+    }
     out += std::to_string(s.dims[d]);
   }
   return out + "]";

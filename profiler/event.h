@@ -10,11 +10,11 @@
 namespace mdl::profiler {
 
 enum class EventKind : uint8_t {
-  Kernel,    // one primitive call (kernels/core.h Stub), on the calling thread
-  Backward,  // one autograd node's apply, named "<op>Backward"
-  Module,    // one Module::operator(), named by the module's type
-  Phase,     // a step phase: "data_wait", "forward", "backward", "optimizer"
-  Scope,     // a user's profiler::Scope
+  Kernel,        // one primitive call (kernels/core.h Stub), on the calling thread
+  Backward,      // one autograd node's apply, named "<op>Backward"
+  Module,        // one Module::operator(), named by the module's type
+  Phase,         // a step phase: "data_wait", "forward", "backward", "optimizer"
+  Scope,         // a user's profiler::Scope
   DeviceKernel,  // a kernel's time on a device stream (timed by a DeviceTimer)
 };
 const char* kind_name(EventKind k);  // "kernel", "backward", ...
@@ -30,12 +30,12 @@ std::string shape_record_str(const ShapeRecord& s);  // "f32[128, 1, 28, 28]"
 
 struct Event {
   static constexpr int kMaxShapes = 4;
-  const char* name = "";      // lives as long as the process (static or interned)
+  const char* name = "";  // lives as long as the process (static or interned)
   EventKind kind = EventKind::Kernel;
   Device device;
-  uint32_t tid = 0;           // index into Session::threads()
-  int32_t parent = -1;        // index of the enclosing event on the same thread (set by stop())
-  int64_t start_ns = 0;       // since the session started
+  uint32_t tid = 0;      // index into Session::threads()
+  int32_t parent = -1;   // index of the enclosing event on the same thread (set by stop())
+  int64_t start_ns = 0;  // since the session started
   int64_t end_ns = 0;
   int64_t flops = -1;         // floating-point operations, -1 when the op does not know
   int64_t bytes = 0;          // bytes of the tensor arguments (inputs read, outputs written)

@@ -97,7 +97,9 @@ ThreadState* attach() {
   st.open.clear();  // ranges left open by an earlier session are dropped
   st.buffer = std::make_shared<ThreadBuffer>();
   st.buffer->info.tid = uint32_t(r.buffers.size());
-  st.buffer->info.name = !st.name.empty() ? st.name : st.buffer->info.tid == 0 ? "main" : "thread " + std::to_string(st.buffer->info.tid);
+  st.buffer->info.name = !st.name.empty()           ? st.name
+                         : st.buffer->info.tid == 0 ? "main"
+                                                    : "thread " + std::to_string(st.buffer->info.tid);
   r.buffers.push_back(st.buffer);
   return &st;
 }
@@ -107,7 +109,8 @@ std::atomic<DeviceTimer*> g_device_timer{nullptr};
 }  // namespace
 
 int64_t clock_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 bool open_range(const char* name, EventKind kind, Device device) {

@@ -24,10 +24,14 @@ void close_range();
 class ScopedRange {
  public:
   ScopedRange() = default;
-  ~ScopedRange() { if (open_) close_range(); }
+  ~ScopedRange() {
+    if (open_) close_range();
+  }
   ScopedRange(const ScopedRange&) = delete;
   ScopedRange& operator=(const ScopedRange&) = delete;
-  void open(const char* name, EventKind kind) { if (!open_) open_ = open_range(name, kind); }
+  void open(const char* name, EventKind kind) {
+    if (!open_) open_ = open_range(name, kind);
+  }
 
  private:
   bool open_ = false;

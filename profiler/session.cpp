@@ -14,8 +14,10 @@ namespace mdl::profiler {
 
 Session::Session(Options options) : options_(options) {
   t0_ns_ = detail::clock_ns();
-  detail::start_recording({.record_shapes = options.record_shapes, .memory = options.memory,
-                           .modules = options.record_modules, .t0_ns = t0_ns_});
+  detail::start_recording({.record_shapes = options.record_shapes,
+                           .memory = options.memory,
+                           .modules = options.record_modules,
+                           .t0_ns = t0_ns_});
   recording_ = true;
   if (DeviceTimer* timer = device_timer()) timer->reset();
 }
@@ -38,7 +40,8 @@ void Session::stop() {
   memory_ = std::move(h.memory);
   threads_ = std::move(h.threads);
   add_device_events();
-  std::stable_sort(memory_.begin(), memory_.end(), [](const MemoryEvent& a, const MemoryEvent& b) { return a.t_ns < b.t_ns; });
+  std::stable_sort(memory_.begin(), memory_.end(),
+                   [](const MemoryEvent& a, const MemoryEvent& b) { return a.t_ns < b.t_ns; });
   link_parents();
 }
 

@@ -62,7 +62,8 @@ std::string Session::table(const TableOptions& options) const {
   const double wall = double(std::max<int64_t>(duration_ns_, 1));
   auto inside_same = [&](size_t i) {
     for (int32_t p = events_[i].parent; p >= 0; p = events_[size_t(p)].parent)
-      if (events_[size_t(p)].kind == events_[i].kind && std::string_view(events_[size_t(p)].name) == events_[i].name) return true;
+      if (events_[size_t(p)].kind == events_[i].kind && std::string_view(events_[size_t(p)].name) == events_[i].name)
+        return true;
     return false;
   };
   std::map<std::tuple<std::string, int, std::string, std::string>, Row> rows;
@@ -94,17 +95,23 @@ std::string Session::table(const TableOptions& options) const {
   if (options.row_limit > 0 && sorted.size() > size_t(options.row_limit)) sorted.resize(size_t(options.row_limit));
 
   std::vector<std::vector<std::string>> cells;
-  std::vector<std::string> head = {"Name", "Kind", "Device", "Calls", "Total ms", "Total %", "Self ms", "Self %",
-                                   "Mean us", "GFLOP/s", "MB moved"};
+  std::vector<std::string> head = {"Name",    "Kind",   "Device",  "Calls",   "Total ms", "Total %",
+                                   "Self ms", "Self %", "Mean us", "GFLOP/s", "MB moved"};
   if (options.group_by_shape) head.push_back("Shapes");
   cells.push_back(head);
   for (const Row& r : sorted) {
-    std::vector<std::string> c = {r.name, r.kind, r.device, std::to_string(r.calls),
-                                  fixed(double(r.total_ns) / 1e6, 3), fixed(100.0 * double(r.total_ns) / wall, 1),
-                                  fixed(double(r.self_ns) / 1e6, 3), fixed(100.0 * double(r.self_ns) / wall, 1),
-                                  fixed(double(r.total_ns) / 1e3 / double(r.calls), 1),
-                                  r.flops_known && r.flops > 0 && r.self_ns > 0 ? fixed(double(r.flops) / double(r.self_ns), 2) : "",
-                                  r.bytes ? fixed(double(r.bytes) / 1e6, 2) : ""};
+    std::vector<std::string> c = {
+        r.name,
+        r.kind,
+        r.device,
+        std::to_string(r.calls),
+        fixed(double(r.total_ns) / 1e6, 3),
+        fixed(100.0 * double(r.total_ns) / wall, 1),
+        fixed(double(r.self_ns) / 1e6, 3),
+        fixed(100.0 * double(r.self_ns) / wall, 1),
+        fixed(double(r.total_ns) / 1e3 / double(r.calls), 1),
+        r.flops_known && r.flops > 0 && r.self_ns > 0 ? fixed(double(r.flops) / double(r.self_ns), 2) : "",
+        r.bytes ? fixed(double(r.bytes) / 1e6, 2) : ""};
     if (options.group_by_shape) c.push_back(r.shapes);
     cells.push_back(c);
   }
@@ -112,7 +119,10 @@ std::string Session::table(const TableOptions& options) const {
   s << format_rows(cells, {true, true, true, false, false, false, false, false, false, false, false, true});
 
   // Step breakdown: top-level phases (not inside another phase), the rest is "other".
-  std::vector<std::pair<std::string, int64_t>> phases = {{kDataWait, 0}, {kForward, 0}, {kBackward, 0}, {kOptimizer, 0}};
+  std::vector<std::pair<std::string, int64_t>> phases = {{kDataWait, 0},
+                                                         {kForward, 0},
+                                                         {kBackward, 0},
+                                                         {kOptimizer, 0}};
   int64_t in_phases = 0;
   for (const Event& e : events_) {
     if (e.kind != EventKind::Phase) continue;
@@ -128,7 +138,9 @@ std::string Session::table(const TableOptions& options) const {
   phases.push_back({"other", std::max<int64_t>(duration_ns_ - in_phases, 0)});
   const double per = double(std::max<int64_t>(steps(), 1));
   std::vector<std::vector<std::string>> steps_table = {
-      {steps() ? "Step breakdown (" + std::to_string(steps()) + " steps, mean per step)" : "Step breakdown (whole session)", "ms", "%"}};
+      {steps() ? "Step breakdown (" + std::to_string(steps()) + " steps, mean per step)"
+               : "Step breakdown (whole session)",
+       "ms", "%"}};
   for (auto& [name, ns] : phases)
     steps_table.push_back({name, fixed(double(ns) / 1e6 / per, 3), fixed(100.0 * double(ns) / wall, 1)});
   steps_table.push_back({"total", fixed(double(duration_ns_) / 1e6 / per, 3), "100.0"});
@@ -136,7 +148,8 @@ std::string Session::table(const TableOptions& options) const {
 
   const std::vector<MemorySummary> memory = memory_summary();
   if (!memory.empty()) {
-    std::vector<std::vector<std::string>> mem = {{"Memory", "allocated MB", "freed MB", "allocs", "frees", "peak live MB", "live at end MB"}};
+    std::vector<std::vector<std::string>> mem = {
+        {"Memory", "allocated MB", "freed MB", "allocs", "frees", "peak live MB", "live at end MB"}};
     for (const MemorySummary& m : memory)
       mem.push_back({m.device.str(), fixed(double(m.allocated_bytes) / 1e6, 2), fixed(double(m.freed_bytes) / 1e6, 2),
                      std::to_string(m.allocations), std::to_string(m.frees), fixed(double(m.peak_live) / 1e6, 2),

@@ -31,10 +31,10 @@ void Session::export_chrome_trace(const std::string& path) const {
   s << "{\"traceEvents\":[\n";
   s << "{\"ph\":\"M\",\"pid\":" << kPid << ",\"name\":\"process_name\",\"args\":{\"name\":\"mdl\"}}";
   for (const ThreadInfo& t : threads_) {
-    s << ",\n{\"ph\":\"M\",\"pid\":" << kPid << ",\"tid\":" << t.tid << ",\"name\":\"thread_name\",\"args\":{\"name\":"
-      << quote(t.name) << "}}";
-    s << ",\n{\"ph\":\"M\",\"pid\":" << kPid << ",\"tid\":" << t.tid << ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":"
-      << t.tid << "}}";
+    s << ",\n{\"ph\":\"M\",\"pid\":" << kPid << ",\"tid\":" << t.tid
+      << ",\"name\":\"thread_name\",\"args\":{\"name\":" << quote(t.name) << "}}";
+    s << ",\n{\"ph\":\"M\",\"pid\":" << kPid << ",\"tid\":" << t.tid
+      << ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":" << t.tid << "}}";
   }
   for (const Event& e : events_) {
     s << ",\n{\"ph\":\"X\",\"pid\":" << kPid << ",\"tid\":" << e.tid << ",\"name\":" << quote(e.name) << ",\"cat\":\""
@@ -46,11 +46,11 @@ void Session::export_chrome_trace(const std::string& path) const {
     s << "}}";
   }
   for (const MemoryEvent& m : memory_)
-    s << ",\n{\"ph\":\"C\",\"pid\":" << kPid << ",\"name\":\"memory " << m.device.str() << "\",\"ts\":" << micros(m.t_ns)
-      << ",\"args\":{\"live_bytes\":" << m.live << "}}";
+    s << ",\n{\"ph\":\"C\",\"pid\":" << kPid << ",\"name\":\"memory " << m.device.str()
+      << "\",\"ts\":" << micros(m.t_ns) << ",\"args\":{\"live_bytes\":" << m.live << "}}";
   for (size_t i = 0; i < step_marks_.size(); ++i)
-    s << ",\n{\"ph\":\"i\",\"s\":\"g\",\"pid\":" << kPid << ",\"tid\":0,\"name\":\"step " << i + 1 << "\",\"ts\":"
-      << micros(step_marks_[i]) << "}";
+    s << ",\n{\"ph\":\"i\",\"s\":\"g\",\"pid\":" << kPid << ",\"tid\":0,\"name\":\"step " << i + 1
+      << "\",\"ts\":" << micros(step_marks_[i]) << "}";
   s << "\n],\"displayTimeUnit\":\"ms\"}\n";
 
   std::ofstream f(path, std::ios::binary);

@@ -28,7 +28,7 @@ struct BenchPair {
 };
 
 struct Switch {
-  std::string_view name;           // short, stable, snake_case
+  std::string_view name;  // short, stable, snake_case
   Kind kind;
   std::string_view set_by;         // toggle: its C++ setter; option: the mdl-train flag or the API
   std::string_view default_value;  // "on", "off", or the option's default

@@ -52,9 +52,10 @@ void set_allocator(DeviceType t, Allocator* a) {
 
 Allocator* allocator_for(Device d) {
   if (d.is_cpu()) return cpu_allocator();
-  MDL_CHECK(cuda::is_available() && g_cuda_allocator,
-            "allocate: device ", d, " is not available (", cuda::compiled() ? "no GPU found" : "no CUDA in this build", ")");
-  MDL_CHECK(d.index < cuda::device_count(), "allocate: device ", d, " does not exist (", cuda::device_count(), " CUDA devices)");
+  MDL_CHECK(cuda::is_available() && g_cuda_allocator, "allocate: device ", d, " is not available (",
+            cuda::compiled() ? "no GPU found" : "no CUDA in this build", ")");
+  MDL_CHECK(d.index < cuda::device_count(), "allocate: device ", d, " does not exist (", cuda::device_count(),
+            " CUDA devices)");
   return g_cuda_allocator;
 }
 

@@ -9,10 +9,10 @@
 namespace mdl {
 
 struct MemoryStats {
-  int64_t live_bytes = 0;    // allocated now
-  int64_t peak_bytes = 0;    // high-water mark since the last reset_peak_memory()
-  int64_t allocations = 0;   // number of allocate() calls ever
-  int64_t live_blocks = 0;   // blocks allocated now
+  int64_t live_bytes = 0;   // allocated now
+  int64_t peak_bytes = 0;   // high-water mark since the last reset_peak_memory()
+  int64_t allocations = 0;  // number of allocate() calls ever
+  int64_t live_blocks = 0;  // blocks allocated now
 };
 
 class Allocator {

@@ -6,15 +6,13 @@
 #ifdef MDL_WITH_CUDA
 namespace mdl::cuda::detail {
 int runtime_device_count();  // cuda/runtime/runtime.cu
-void register_kernels();      // cuda/register.cu
+void register_kernels();     // cuda/register.cu
 }  // namespace mdl::cuda::detail
 #endif
 
 namespace mdl {
 
-std::string Device::str() const {
-  return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
-}
+std::string Device::str() const { return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index); }
 
 Device parse_device(const std::string& s) {
   if (s == "cpu") return Device::cpu();

@@ -22,9 +22,9 @@ inline std::ostream& operator<<(std::ostream& s, const Device& d) { return s << 
 Device parse_device(const std::string& s);  // "cpu", "cuda", "cuda:1"; throws on anything else
 
 namespace cuda {
-bool compiled();        // built with the CUDA backend
-int device_count();     // 0 when not compiled or no GPU is present
-bool is_available();    // device_count() > 0
+bool compiled();      // built with the CUDA backend
+int device_count();   // 0 when not compiled or no GPU is present
+bool is_available();  // device_count() > 0
 }  // namespace cuda
 
 }  // namespace mdl

@@ -27,21 +27,56 @@ bool is_integral(DType t);  // includes bool
 DType promote_types(DType a, DType b);
 inline std::ostream& operator<<(std::ostream& s, DType t) { return s << dtype_name(t); }
 
-template <class T> struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = kF32; };
-template <> struct dtype_of<double> { static constexpr DType value = kF64; };
-template <> struct dtype_of<Half> { static constexpr DType value = kF16; };
-template <> struct dtype_of<BFloat16> { static constexpr DType value = kBF16; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = kI32; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = kI64; };
-template <> struct dtype_of<uint8_t> { static constexpr DType value = kU8; };
-template <> struct dtype_of<bool> { static constexpr DType value = kBool; };
+template <class T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = kF32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = kF64;
+};
+template <>
+struct dtype_of<Half> {
+  static constexpr DType value = kF16;
+};
+template <>
+struct dtype_of<BFloat16> {
+  static constexpr DType value = kBF16;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = kI32;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = kI64;
+};
+template <>
+struct dtype_of<uint8_t> {
+  static constexpr DType value = kU8;
+};
+template <>
+struct dtype_of<bool> {
+  static constexpr DType value = kBool;
+};
 
 // The type arithmetic on T is done in: float for the 16-bit floats, T otherwise.
-template <class T> struct acc_type { using type = T; };
-template <> struct acc_type<Half> { using type = float; };
-template <> struct acc_type<BFloat16> { using type = float; };
-template <class T> using acc_t = typename acc_type<T>::type;
+template <class T>
+struct acc_type {
+  using type = T;
+};
+template <>
+struct acc_type<Half> {
+  using type = float;
+};
+template <>
+struct acc_type<BFloat16> {
+  using type = float;
+};
+template <class T>
+using acc_t = typename acc_type<T>::type;
 
 // The types behind f16 and bf16 on the host; CUDA kernels dispatch with their device types
 // (cuda/common.cuh's DeviceTypes) through the same dispatchers.

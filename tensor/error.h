@@ -24,9 +24,10 @@ std::string concat(const Args&... args) {
 }  // namespace mdl
 
 // MDL_CHECK(cond, "matmul: shapes ", a, " and ", b, " cannot be multiplied")
-#define MDL_CHECK(cond, ...) \
-  do {                       \
-    if (!(cond)) [[unlikely]] throw ::mdl::Error(::mdl::detail::concat(__VA_ARGS__)); \
+#define MDL_CHECK(cond, ...)                                  \
+  do {                                                        \
+    if (!(cond)) [[unlikely]]                                 \
+      throw ::mdl::Error(::mdl::detail::concat(__VA_ARGS__)); \
   } while (0)
 
 #define MDL_FAIL(...) throw ::mdl::Error(::mdl::detail::concat(__VA_ARGS__))

@@ -8,8 +8,16 @@
 namespace mdl {
 
 namespace detail {
-inline uint32_t float_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-inline float bits_float(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline uint32_t float_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float bits_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 // f32 -> f16 bits, round to nearest even. NaN stays NaN (quiet, payload truncated).
 inline uint16_t f32_to_f16_bits(float f) {
@@ -21,7 +29,7 @@ inline uint16_t f32_to_f16_bits(float f) {
     return uint16_t(sign | 0x7e00u | ((abs >> 13) & 0x3ffu));
   }
   if (abs >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to >= 65520: overflow to inf
-  if (abs < 0x38800000u) {  // below 2^-14: f16 subnormal (or zero)
+  if (abs < 0x38800000u) {                                  // below 2^-14: f16 subnormal (or zero)
     // Add 0.5 (as a float) so that the FPU's own RNE does the rounding at 2^-24 granularity.
     float r = bits_float(abs) + 0.5f;
     return uint16_t(sign | (float_bits(r) - 0x3f000000u));
@@ -71,7 +79,11 @@ struct Half {
   Half(float f) : bits(detail::f32_to_f16_bits(f)) {}  // NOLINT: implicit like CUDA's __half
   explicit Half(double d) : bits(detail::f32_to_f16_bits(detail::f64_to_f32_round_odd(d))) {}
   operator float() const { return detail::f16_bits_to_f32(bits); }
-  static Half from_bits(uint16_t b) { Half h; h.bits = b; return h; }
+  static Half from_bits(uint16_t b) {
+    Half h;
+    h.bits = b;
+    return h;
+  }
 };
 
 struct BFloat16 {
@@ -80,7 +92,11 @@ struct BFloat16 {
   BFloat16(float f) : bits(detail::f32_to_bf16_bits(f)) {}  // NOLINT
   explicit BFloat16(double d) : bits(detail::f32_to_bf16_bits(detail::f64_to_f32_round_odd(d))) {}
   operator float() const { return detail::bf16_bits_to_f32(bits); }
-  static BFloat16 from_bits(uint16_t b) { BFloat16 h; h.bits = b; return h; }
+  static BFloat16 from_bits(uint16_t b) {
+    BFloat16 h;
+    h.bits = b;
+    return h;
+  }
 };
 
 // Bulk conversions: F16C instructions when the CPU has them, the scalar path otherwise.

@@ -46,8 +46,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
-  MDL_CHECK(dim >= lo && dim <= hi, op, ": dim ", dim, " out of range for a tensor of ", ndim,
-            " dims (expected ", lo, "..", hi, ")");
+  MDL_CHECK(dim >= lo && dim <= hi, op, ": dim ", dim, " out of range for a tensor of ", ndim, " dims (expected ", lo,
+            "..", hi, ")");
   return dim < 0 ? dim + (ndim == 0 ? 1 : ndim) : dim;
 }
 

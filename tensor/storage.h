@@ -10,8 +10,7 @@ namespace mdl {
 
 class Storage {
  public:
-  Storage(size_t nbytes, Allocator* alloc)
-      : data_(alloc->allocate(nbytes)), nbytes_(nbytes), alloc_(alloc) {}
+  Storage(size_t nbytes, Allocator* alloc) : data_(alloc->allocate(nbytes)), nbytes_(nbytes), alloc_(alloc) {}
   ~Storage() { alloc_->deallocate(data_, nbytes_); }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;

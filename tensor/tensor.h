@@ -15,7 +15,9 @@
 
 namespace mdl {
 
-namespace autograd { class Node; }
+namespace autograd {
+class Node;
+}
 
 struct TensorOptions {
   DType dtype = kF32;
@@ -23,8 +25,8 @@ struct TensorOptions {
   bool requires_grad = false;
 
   TensorOptions() = default;
-  TensorOptions(DType t) : dtype(t) {}   // NOLINT: zeros({2}, kF16)
-  TensorOptions(Device d) : device(d) {} // NOLINT: zeros({2}, Device::cuda())
+  TensorOptions(DType t) : dtype(t) {}    // NOLINT: zeros({2}, kF16)
+  TensorOptions(Device d) : device(d) {}  // NOLINT: zeros({2}, Device::cuda())
   TensorOptions(DType t, Device d, bool rg = false) : dtype(t), device(d), requires_grad(rg) {}
 };
 
@@ -72,7 +74,8 @@ class Tensor {
 
   // Raw data at this view's offset. data_ptr<T>() checks T against the dtype.
   void* raw_data() const;
-  template <class T> T* data_ptr() const {
+  template <class T>
+  T* data_ptr() const {
     check_data_type(dtype_of<T>::value);
     return static_cast<T*>(raw_data());
   }
@@ -96,12 +99,14 @@ class Tensor {
   // Copies and conversions.
   Tensor contiguous() const;
   Tensor clone() const;
-  Tensor to(DType t) const;         // same tensor when already t
-  Tensor to(Device d) const;        // same tensor when already on d
+  Tensor to(DType t) const;   // same tensor when already t
+  Tensor to(Device d) const;  // same tensor when already on d
   Tensor to(Device d, DType t) const;
   Tensor cpu() const { return to(Device::cpu()); }
-  template <class T> T item() const;
-  template <class T> std::vector<T> to_vector() const;
+  template <class T>
+  T item() const;
+  template <class T>
+  std::vector<T> to_vector() const;
 
   // In place; each bumps the storage's version counter.
   Tensor& fill_(double value);
@@ -120,11 +125,11 @@ class Tensor {
   Tensor& requires_grad_(bool r = true);
   Tensor grad() const;
   void set_grad(const Tensor& g) const;
-  Tensor& zero_grad();               // drops .grad
+  Tensor& zero_grad();  // drops .grad
   bool is_leaf() const;
   const std::shared_ptr<autograd::Node>& grad_fn() const;
-  Tensor detach() const;             // shares storage, no history
-  void retain_grad() const;          // keep .grad on a non-leaf
+  Tensor detach() const;     // shares storage, no history
+  void retain_grad() const;  // keep .grad on a non-leaf
   void backward(const Tensor& grad_output = Tensor(), bool retain_graph = false) const;
 
  private:

@@ -22,7 +22,8 @@ struct TempDir {
   fs::path path;
   explicit TempDir(const std::string& tag = "data") {
     static int counter = 0;
-    path = fs::temp_directory_path() / ("mdl_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    path = fs::temp_directory_path() /
+           ("mdl_" + tag + "_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     fs::remove_all(path);
     fs::create_directories(path);
   }
@@ -65,7 +66,8 @@ inline void make_image_folder(const fs::path& root, int classes, int per_class, 
       for (int y = 0; y < h; ++y)
         for (int x = 0; x < w; ++x)
           for (int ch = 0; ch < channels; ++ch) p[(y * w + x) * channels + ch] = pixel(c, i, y, x, ch);
-      mdl::data::write_png((root / ("class_" + std::to_string(c)) / ("img_" + std::to_string(i) + ".png")).string(), img);
+      mdl::data::write_png((root / ("class_" + std::to_string(c)) / ("img_" + std::to_string(i) + ".png")).string(),
+                           img);
     }
   }
 }

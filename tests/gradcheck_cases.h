@@ -13,9 +13,9 @@
 namespace mdl::test {
 
 struct GradcheckCase {
-  std::string op;                  // the registry name the case covers: its node must be in the graph
-  std::string what;                // the case, for failure messages
-  std::vector<Tensor> inputs;      // f64 leaves requiring grad; index and mask tensors need none
+  std::string op;              // the registry name the case covers: its node must be in the graph
+  std::string what;            // the case, for failure messages
+  std::vector<Tensor> inputs;  // f64 leaves requiring grad; index and mask tensors need none
   autograd::GradcheckFn fn;
   double eps = 1e-6, atol = 1e-5, rtol = 1e-3;
 };

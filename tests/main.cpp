@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   ctx.applyCommandLine(argc, argv);
   int rc = ctx.run();
   if (ctx.shouldExit()) return rc;
-  if (g_totals.done) std::printf("%u passed, %u failed, %u skipped\n", g_totals.passed, g_totals.failed, g_totals.skipped);
+  if (g_totals.done)
+    std::printf("%u passed, %u failed, %u skipped\n", g_totals.passed, g_totals.failed, g_totals.skipped);
   return rc;
 }

@@ -58,9 +58,18 @@ struct CnnStep {
     using mdl::profiler::Phase;
     opt.zero_grad();
     mdl::Tensor loss;
-    { Phase p(mdl::profiler::kForward); loss = mdl::nn::functional::cross_entropy((*model)(x), y); }
-    { Phase p(mdl::profiler::kBackward); loss.backward(); }
-    { Phase p(mdl::profiler::kOptimizer); opt.step(); }
+    {
+      Phase p(mdl::profiler::kForward);
+      loss = mdl::nn::functional::cross_entropy((*model)(x), y);
+    }
+    {
+      Phase p(mdl::profiler::kBackward);
+      loss.backward();
+    }
+    {
+      Phase p(mdl::profiler::kOptimizer);
+      opt.step();
+    }
   }
 };
 

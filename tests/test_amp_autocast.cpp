@@ -238,10 +238,10 @@ TEST_CASE("16-bit matmul: every operand layout gives the f32 product of the wide
   manual_seed(6);
   for (DType t : {kF16, kBF16}) {
     CAPTURE(dtype_name(t));
-    Tensor row = randn({24, 40}).to(t);                                // dense rows
-    Tensor col = randn({40, 24}).to(t).t();                            // dense columns
-    Tensor padded = randn({24, 50}).to(t).narrow(1, 0, 40);            // rows with a gap
-    Tensor strided = randn({24, 80}).to(t).slice(1, 0, 80, 2);         // neither stride 1
+    Tensor row = randn({24, 40}).to(t);                         // dense rows
+    Tensor col = randn({40, 24}).to(t).t();                     // dense columns
+    Tensor padded = randn({24, 50}).to(t).narrow(1, 0, 40);     // rows with a gap
+    Tensor strided = randn({24, 80}).to(t).slice(1, 0, 80, 2);  // neither stride 1
     Tensor rhs_col = randn({30, 40}).to(t).t(), rhs_row = randn({40, 30}).to(t);
     for (const Tensor& a : {row, col, padded, strided})
       for (const Tensor& b : {rhs_col, rhs_row}) {

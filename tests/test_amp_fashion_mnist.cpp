@@ -106,8 +106,8 @@ TEST_CASE("amp Fashion-MNIST: SimpleCNN under autocast f16 + GradScaler matches 
   int64_t skipped32 = 0, skipped16 = 0;
   const double acc32 = train_and_score(train, test, false, skipped32);
   const double acc16 = train_and_score(train, test, true, skipped16);
-  MESSAGE("test accuracy after one epoch on 6k images: f32 ", acc32, "%, autocast f16 + GradScaler ", acc16,
-          "% (", skipped16, " steps skipped)");
+  MESSAGE("test accuracy after one epoch on 6k images: f32 ", acc32, "%, autocast f16 + GradScaler ", acc16, "% (",
+          skipped16, " steps skipped)");
   CHECK(acc32 > 75.0);  // it learnt something
   CHECK(std::abs(acc16 - acc32) <= 0.5);
   CHECK(skipped32 == 0);

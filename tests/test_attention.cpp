@@ -51,7 +51,8 @@ V reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mas
       double mx = -std::numeric_limits<double>::infinity();
       for (int64_t j = 0; j < S; ++j) {
         vis[size_t(j)] = (!causal || j <= i) && (mv.empty() || mv[size_t((n * L + i) * S + j)] != 0.0);
-        for (int64_t e = 0; e < E; ++e) s[size_t(j)] += qv[size_t((n * L + i) * E + e)] * kv[size_t((n * S + j) * E + e)];
+        for (int64_t e = 0; e < E; ++e)
+          s[size_t(j)] += qv[size_t((n * L + i) * E + e)] * kv[size_t((n * S + j) * E + e)];
         s[size_t(j)] *= sc;
         if (vis[size_t(j)]) mx = std::max(mx, s[size_t(j)]);
       }
@@ -214,29 +215,38 @@ const test::GradcheckCases kAttentionGradcheckCases([](std::vector<test::Gradche
   Tensor pad = bool_mask({1, 1, 1, 1, 0, 1, 1, 0, 0, 1}, {2, 1, 1, 5});
   Tensor full = bool_mask({1, 0, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 1, 1}, {3, 5});  // row 1 fully masked
   const test::GradcheckCase cases[] = {
-      {"scaled_dot_product_attention", "causal, (B, L, H, D) views, L == S",
+      {"scaled_dot_product_attention",
+       "causal, (B, L, H, D) views, L == S",
        {leaf({2, 5, 2, 3}), leaf({2, 5, 2, 3}), leaf({2, 5, 2, 3})},
-       [](const VT& x) { return F::scaled_dot_product_attention(heads(x[0]), heads(x[1]), heads(x[2]), Tensor(), true); }},
-      {"scaled_dot_product_attention", "causal, L < S, Ev != E", {leaf({2, 3, 4}), leaf({2, 5, 4}), leaf({2, 5, 2})},
+       [](const VT& x) {
+         return F::scaled_dot_product_attention(heads(x[0]), heads(x[1]), heads(x[2]), Tensor(), true);
+       }},
+      {"scaled_dot_product_attention",
+       "causal, L < S, Ev != E",
+       {leaf({2, 3, 4}), leaf({2, 5, 4}), leaf({2, 5, 2})},
        [](const VT& x) { return F::scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), true); }},
-      {"scaled_dot_product_attention", "causal, L > S, custom scale",
+      {"scaled_dot_product_attention",
+       "causal, L > S, custom scale",
        {leaf({1, 6, 3}), leaf({1, 4, 3}), leaf({1, 4, 3})},
        [](const VT& x) { return F::scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), true, 0.7); }},
-      {"scaled_dot_product_attention", "padding mask (B, 1, 1, S), (B, H, L, E) with H = 2",
+      {"scaled_dot_product_attention",
+       "padding mask (B, 1, 1, S), (B, H, L, E) with H = 2",
        {leaf({2, 2, 3, 3}), leaf({2, 2, 5, 3}), leaf({2, 2, 5, 2})},
        [pad](const VT& x) { return F::scaled_dot_product_attention(x[0], x[1], x[2], pad); }},
-      {"scaled_dot_product_attention", "padding mask and causal, transposed k",
+      {"scaled_dot_product_attention",
+       "padding mask and causal, transposed k",
        {leaf({2, 2, 4, 3}), leaf({2, 2, 3, 5}), leaf({2, 2, 5, 3})},
-       [pad](const VT& x) {
-         return F::scaled_dot_product_attention(x[0], transpose(x[1], -2, -1), x[2], pad, true);
-       }},
-      {"scaled_dot_product_attention", "full (L, S) mask with a fully masked row",
+       [pad](const VT& x) { return F::scaled_dot_product_attention(x[0], transpose(x[1], -2, -1), x[2], pad, true); }},
+      {"scaled_dot_product_attention",
+       "full (L, S) mask with a fully masked row",
        {leaf({2, 3, 2}), leaf({2, 5, 2}), leaf({2, 5, 3})},
        [full](const VT& x) { return F::scaled_dot_product_attention(x[0], x[1], x[2], full); }},
-      {"scaled_dot_product_attention", "k and v broadcast over the batch",
+      {"scaled_dot_product_attention",
+       "k and v broadcast over the batch",
        {leaf({2, 3, 4, 2}), leaf({3, 5, 2}), leaf({1, 3, 5, 2})},
        [](const VT& x) { return F::scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), true); }},
-      {"scaled_dot_product_attention", "two query blocks (L = 70), causal",
+      {"scaled_dot_product_attention",
+       "two query blocks (L = 70), causal",
        {leaf({1, 70, 2}), leaf({1, 70, 2}), leaf({1, 70, 2})},
        [](const VT& x) { return F::scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), true); }},
   };

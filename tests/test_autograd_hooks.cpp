@@ -78,6 +78,6 @@ TEST_CASE("post-accumulate-grad hook: refused on non-leaves and on tensors witho
                        doctest::Contains("is not a leaf that requires grad"), Error);
   CHECK_THROWS_WITH_AS(autograd::register_post_accumulate_grad_hook(zeros({3}), [](const Tensor&) {}),
                        doctest::Contains("shape [3] is not a leaf"), Error);
-  CHECK_THROWS_WITH_AS(autograd::register_post_accumulate_grad_hook(w, nullptr), "register_post_accumulate_grad_hook: empty hook",
-                       Error);
+  CHECK_THROWS_WITH_AS(autograd::register_post_accumulate_grad_hook(w, nullptr),
+                       "register_post_accumulate_grad_hook: empty hook", Error);
 }

@@ -69,7 +69,9 @@ std::string describe(const ConvCase& c) {
          (c.bias ? " bias " : " no bias ") + c.layout;
 }
 
-int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) { return (in + 2 * p - d * (k - 1) - 1) / s + 1; }
+int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d) {
+  return (in + 2 * p - d * (k - 1) - 1) / s + 1;
+}
 
 // The seven loops, in double. x (N, C, H, W), w (Cout, C/g, kh, kw), b (Cout) or empty.
 V ref_conv(const ConvCase& c, const V& x, const V& w, const V& b) {
@@ -87,7 +89,8 @@ V ref_conv(const ConvCase& c, const V& x, const V& w, const V& b) {
                 const int64_t ih = oh * c.s[0] - c.p[0] + ki * c.d[0], iw = ow * c.s[1] - c.p[1] + kj * c.d[1];
                 if (ih < 0 || ih >= c.H || iw < 0 || iw >= c.W) continue;
                 const int64_t cin = co / Cog * Cig + ci;
-                s += w[size_t(((co * Cig + ci) * c.kh + ki) * c.kw + kj)] * x[size_t(((n * c.C + cin) * c.H + ih) * c.W + iw)];
+                s += w[size_t(((co * Cig + ci) * c.kh + ki) * c.kw + kj)] *
+                     x[size_t(((n * c.C + cin) * c.H + ih) * c.W + iw)];
               }
           out[size_t(((n * c.Cout + co) * Ho + oh) * Wo + ow)] = s;
         }
@@ -95,7 +98,9 @@ V ref_conv(const ConvCase& c, const V& x, const V& w, const V& b) {
 }
 
 // The same loops run backwards: gradients of sum(conv(x, w, b) * gy).
-struct RefGrads { V gx, gw, gb; };
+struct RefGrads {
+  V gx, gw, gb;
+};
 RefGrads ref_conv_backward(const ConvCase& c, const V& x, const V& w, const V& gy) {
   const int64_t Ho = out_size(c.H, c.kh, c.s[0], c.p[0], c.d[0]), Wo = out_size(c.W, c.kw, c.s[1], c.p[1], c.d[1]);
   const int64_t Cig = c.C / c.g, Cog = c.Cout / c.g;
@@ -127,23 +132,23 @@ std::vector<ConvCase> forward_cases() {
   add({3, 4, 7, 9, 6, 3, 3, {2, 2}, {1, 1}, {1, 1}, 2, false, "channels_last"});
   add({2, 3, 10, 8, 5, 5, 5, {1, 1}, {2, 2}, {1, 1}, 1, true, "strided"});
   add({2, 4, 9, 11, 4, 3, 3, {1, 1}, {2, 2}, {2, 2}});
-  add({1, 6, 8, 8, 6, 3, 3, {1, 1}, {1, 1}, {1, 1}, 6});                             // depthwise
-  add({3, 4, 9, 7, 8, 3, 3, {2, 2}, {1, 1}, {1, 1}, 4, false, "channels_last"});     // depthwise, multiplier 2
-  add({2, 5, 6, 6, 7, 1, 1});                                                         // 1x1
+  add({1, 6, 8, 8, 6, 3, 3, {1, 1}, {1, 1}, {1, 1}, 6});                          // depthwise
+  add({3, 4, 9, 7, 8, 3, 3, {2, 2}, {1, 1}, {1, 1}, 4, false, "channels_last"});  // depthwise, multiplier 2
+  add({2, 5, 6, 6, 7, 1, 1});                                                     // 1x1
   add({2, 4, 6, 7, 6, 1, 1, {2, 2}, {0, 0}, {1, 1}, 2, true, "strided"});
-  add({1, 3, 7, 10, 2, 2, 4, {1, 2}, {1, 0}, {2, 1}});                                // non-square everything
-  add({3, 2, 5, 5, 4, 5, 5});                                                         // kernel = input
-  add({4, 8, 12, 12, 16, 3, 3, {1, 1}, {1, 1}});                                      // batch split across threads
-  add({5, 3, 32, 32, 4, 3, 3, {1, 1}, {1, 1}});                                       // chunks of 2, 2, 1 samples
-  add({4, 3, 30, 30, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, "channels_last"});     // chunks within thread slices
-  add({4, 8, 16, 16, 8, 3, 3, {2, 2}, {1, 1}, {1, 1}, 8, true, "strided"});           // depthwise, stride 2
-  add({2, 1, 28, 28, 8, 3, 3, {1, 1}, {1, 1}});                                       // one input channel
+  add({1, 3, 7, 10, 2, 2, 4, {1, 2}, {1, 0}, {2, 1}});                             // non-square everything
+  add({3, 2, 5, 5, 4, 5, 5});                                                      // kernel = input
+  add({4, 8, 12, 12, 16, 3, 3, {1, 1}, {1, 1}});                                   // batch split across threads
+  add({5, 3, 32, 32, 4, 3, 3, {1, 1}, {1, 1}});                                    // chunks of 2, 2, 1 samples
+  add({4, 3, 30, 30, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, "channels_last"});  // chunks within thread slices
+  add({4, 8, 16, 16, 8, 3, 3, {2, 2}, {1, 1}, {1, 1}, 8, true, "strided"});        // depthwise, stride 2
+  add({2, 1, 28, 28, 8, 3, 3, {1, 1}, {1, 1}});                                    // one input channel
   add({2, 6, 8, 8, 9, 3, 1, {1, 1}, {1, 0}, {1, 1}, 3});
-  add({3, 4, 5, 6, 4, 5, 5, {1, 1}, {2, 2}, {1, 1}, 4, false});                       // depthwise 5x5
+  add({3, 4, 5, 6, 4, 5, 5, {1, 1}, {2, 2}, {1, 1}, 4, false});  // depthwise 5x5
   add({2, 4, 11, 11, 8, 3, 3, {2, 2}, {2, 2}, {2, 2}, 2, true, "channels_last"});
   add({2, 3, 6, 5, 4, 3, 2, {3, 2}, {0, 1}, {1, 2}, 1, false, "strided"});
-  add({1, 8, 90, 90, 4, 3, 3, {1, 1}, {1, 1}});                                       // one sample in pixel tiles
-  add({2, 16, 70, 69, 3, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, "strided"});          // tiles split mid-row
+  add({1, 8, 90, 90, 4, 3, 3, {1, 1}, {1, 1}});                               // one sample in pixel tiles
+  add({2, 16, 70, 69, 3, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, "strided"});  // tiles split mid-row
   return cs;
 }
 
@@ -292,15 +297,19 @@ TEST_CASE("conv2d: unbatched input, empty batch, zero output channels") {
 // conv2d w.r.t. input, weight and bias, through both depthwise paths.
 const test::GradcheckCases kConv2dGradcheckCases([](std::vector<test::GradcheckCase>& t) {
   Generator gen(13);
-  struct G { ConvCase c; bool x_grad; bool direct; };
+  struct G {
+    ConvCase c;
+    bool x_grad;
+    bool direct;
+  };
   const G cases[] = {
-      {{2, 2, 5, 6, 3, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true, "channels_last"}, true, true},   // strided
+      {{2, 2, 5, 6, 3, 3, 3, {2, 2}, {1, 1}, {1, 1}, 1, true, "channels_last"}, true, true},  // strided
       {{1, 2, 6, 6, 2, 3, 3, {1, 1}, {2, 2}, {2, 2}, 1, false}, true, true},                  // padded, dilated
       {{2, 4, 5, 5, 4, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, true, "strided"}, true, true},        // grouped
       {{2, 3, 5, 5, 6, 3, 3, {2, 2}, {1, 1}, {1, 1}, 3, true}, true, true},                   // depthwise, direct
       {{2, 3, 5, 5, 6, 3, 3, {2, 2}, {1, 1}, {1, 1}, 3, true}, true, false},                  // depthwise, im2col
       {{1, 2, 4, 7, 3, 2, 3, {1, 2}, {1, 0}, {1, 2}, 1, true, "strided"}, true, true},        // non-square
-      {{3, 2, 4, 4, 2, 1, 1}, false, true},                                                    // 1x1, x needs no grad
+      {{3, 2, 4, 4, 2, 1, 1}, false, true},                                                   // 1x1, x needs no grad
   };
   for (const G& k : cases) {
     const ConvCase& c = k.c;
@@ -312,47 +321,87 @@ const test::GradcheckCases kConv2dGradcheckCases([](std::vector<test::GradcheckC
     std::vector<Tensor> in{x, w};
     if (c.bias) in.push_back(b);
     const bool direct = k.direct;
-    t.push_back({"conv2d", describe(c) + (direct ? " direct" : " im2col"), in,
-                 [c, direct](const std::vector<Tensor>& v) {
-                   DepthwiseDirect dd(direct);
-                   return F::conv2d(view_of(v[0], c.layout), v[1], c.bias ? v[2] : Tensor(), c.s, c.p, c.d, c.g);
-                 }});
+    t.push_back(
+        {"conv2d", describe(c) + (direct ? " direct" : " im2col"), in, [c, direct](const std::vector<Tensor>& v) {
+           DepthwiseDirect dd(direct);
+           return F::conv2d(view_of(v[0], c.layout), v[1], c.bias ? v[2] : Tensor(), c.s, c.p, c.d, c.g);
+         }});
   }
 });
 
 TEST_CASE("conv2d: errors name the op, the shapes and the options") {
   const Tensor x = zeros({2, 3, 8, 8}), w = zeros({4, 3, 3, 3});
   auto throws = [](auto f, const char* msg) { CHECK_THROWS_WITH_AS(f(), doctest::Contains(msg), mdl::Error); };
-  throws([&] { F::conv2d(zeros({3, 8}), w); }, "conv2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape [3,8]");
-  throws([&] { F::conv2d(x, zeros({4, 3, 3})); }, "conv2d: expected a 4-D weight (C_out, C_in/groups, kH, kW), got shape [4,3,3]");
-  throws([&] { F::conv2d(x, zeros({4, 2, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 2); },
-         "conv2d: input [2,3,8,8] has 3 channels but weight [4,2,3,3] expects 4 (groups=2)");
-  throws([&] { F::conv2d(x, zeros({4, 4, 3, 3})); }, "conv2d: input [2,3,8,8] has 3 channels but weight [4,4,3,3] expects 4 (groups=1)");
-  throws([&] { F::conv2d(x, zeros({5, 1, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 3); },
-         "conv2d: weight [5,1,3,3] has 5 output channels, which groups=3 does not divide");
+  throws(
+      [&] {
+        F::conv2d(zeros({3, 8}), w);
+      },
+      "conv2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape [3,8]");
+  throws(
+      [&] {
+        F::conv2d(x, zeros({4, 3, 3}));
+      },
+      "conv2d: expected a 4-D weight (C_out, C_in/groups, kH, kW), got shape [4,3,3]");
+  throws(
+      [&] {
+        F::conv2d(x, zeros({4, 2, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 2);
+      },
+      "conv2d: input [2,3,8,8] has 3 channels but weight [4,2,3,3] expects 4 (groups=2)");
+  throws(
+      [&] {
+        F::conv2d(x, zeros({4, 4, 3, 3}));
+      },
+      "conv2d: input [2,3,8,8] has 3 channels but weight [4,4,3,3] expects 4 (groups=1)");
+  throws(
+      [&] {
+        F::conv2d(x, zeros({5, 1, 3, 3}), Tensor(), {1, 1}, {0, 0}, {1, 1}, 3);
+      },
+      "conv2d: weight [5,1,3,3] has 5 output channels, which groups=3 does not divide");
   throws([&] { F::conv2d(x, w, Tensor(), {1, 1}, {0, 0}, {1, 1}, 0); }, "conv2d: groups must be positive, got 0");
   throws([&] { F::conv2d(x, w, Tensor(), {0, 1}); }, "conv2d: stride must be positive, got [0,1]");
   throws([&] { F::conv2d(x, w, Tensor(), {1, -2}); }, "conv2d: stride must be positive, got [1,-2]");
   throws([&] { F::conv2d(x, w, Tensor(), {1, 1}, {-1, 0}); }, "conv2d: padding must be non-negative, got [-1,0]");
   throws([&] { F::conv2d(x, w, Tensor(), {1, 1}, {0, 0}, {1, 0}); }, "conv2d: dilation must be positive, got [1,0]");
-  throws([&] { F::conv2d(zeros({2, 3, 4, 4}), zeros({4, 3, 5, 5})); },
-         "conv2d: kernel 5x5 (5x5 dilated) is larger than the padded input 4x4 (input [2,3,4,4], padding [0,0])");
-  throws([&] { F::conv2d(zeros({2, 3, 4, 4}), zeros({4, 3, 3, 3}), Tensor(), {1, 1}, {0, 0}, {2, 2}); },
-         "conv2d: kernel 3x3 (5x5 dilated) is larger than the padded input 4x4 (input [2,3,4,4], padding [0,0])");
+  throws(
+      [&] {
+        F::conv2d(zeros({2, 3, 4, 4}), zeros({4, 3, 5, 5}));
+      },
+      "conv2d: kernel 5x5 (5x5 dilated) is larger than the padded input 4x4 (input [2,3,4,4], padding [0,0])");
+  throws(
+      [&] {
+        F::conv2d(zeros({2, 3, 4, 4}), zeros({4, 3, 3, 3}), Tensor(), {1, 1}, {0, 0}, {2, 2});
+      },
+      "conv2d: kernel 3x3 (5x5 dilated) is larger than the padded input 4x4 (input [2,3,4,4], padding [0,0])");
   throws([&] { F::conv2d(x, w, zeros({3})); }, "conv2d: bias of shape [3] should be [4]");
-  throws([&] { F::conv2d(x, zeros({4, 3, 3, 3}, kF64)); }, "conv2d: weight [4,3,3,3] is f64 but the input [2,3,8,8] is f32");
-  throws([&] { F::conv2d(zeros({2, 3, 8, 8}, kI64), zeros({4, 3, 3, 3}, kI64)); },
-         "conv2d: expected a floating input (f32, f16, bf16, f64), got i64 of shape [2,3,8,8]");
-  throws([&] { F::conv2d(x, zeros({4, 3, 0, 3})); }, "conv2d: weight [4,3,0,3] has an empty input-channel or kernel dim");
+  throws(
+      [&] {
+        F::conv2d(x, zeros({4, 3, 3, 3}, kF64));
+      },
+      "conv2d: weight [4,3,3,3] is f64 but the input [2,3,8,8] is f32");
+  throws(
+      [&] {
+        F::conv2d(zeros({2, 3, 8, 8}, kI64), zeros({4, 3, 3, 3}, kI64));
+      },
+      "conv2d: expected a floating input (f32, f16, bf16, f64), got i64 of shape [2,3,8,8]");
+  throws(
+      [&] {
+        F::conv2d(x, zeros({4, 3, 0, 3}));
+      },
+      "conv2d: weight [4,3,0,3] has an empty input-channel or kernel dim");
 }
 
 // ---- linear ---------------------------------------------------------------------------------
 
 TEST_CASE("linear: forward matches the reference for 1-D, 2-D, 3-D and transposed inputs") {
   Generator gen(20);
-  struct L { Shape xs; bool transposed; bool bias; DType t; };
-  const L cases[] = {{{5}, false, true, kF32},        {{4, 5}, false, true, kF32},  {{2, 3, 5}, false, true, kF64},
-                     {{5, 4}, true, false, kF64},     {{0, 5}, false, true, kF32},  {{3, 5}, false, true, kF16},
+  struct L {
+    Shape xs;
+    bool transposed;
+    bool bias;
+    DType t;
+  };
+  const L cases[] = {{{5}, false, true, kF32},     {{4, 5}, false, true, kF32}, {{2, 3, 5}, false, true, kF64},
+                     {{5, 4}, true, false, kF64},  {{0, 5}, false, true, kF32}, {{3, 5}, false, true, kF16},
                      {{64, 5}, false, true, kBF16}};
   for (const L& c : cases) {
     INFO("x ", shape_str(c.xs), c.transposed ? " transposed" : "", " ", c.t);
@@ -385,12 +434,18 @@ const test::GradcheckCases kLinearGradcheckCases([](std::vector<test::GradcheckC
   };
   using Vt = std::vector<Tensor>;
   const test::GradcheckCase cases[] = {
-      {"linear", "2-D with bias", {leaf({4, 5}), leaf({3, 5}), leaf({3})},
+      {"linear",
+       "2-D with bias",
+       {leaf({4, 5}), leaf({3, 5}), leaf({3})},
        [](const Vt& v) { return F::linear(v[0], v[1], v[2]); }},
-      {"linear", "3-D with bias", {leaf({2, 3, 5}), leaf({4, 5}), leaf({4})},
+      {"linear",
+       "3-D with bias",
+       {leaf({2, 3, 5}), leaf({4, 5}), leaf({4})},
        [](const Vt& v) { return F::linear(v[0], v[1], v[2]); }},
       {"linear", "1-D, no bias", {leaf({5}), leaf({3, 5})}, [](const Vt& v) { return F::linear(v[0], v[1]); }},
-      {"linear", "transposed input and weight", {leaf({5, 4}), leaf({5, 3}), leaf({3})},
+      {"linear",
+       "transposed input and weight",
+       {leaf({5, 4}), leaf({5, 3}), leaf({3})},
        [](const Vt& v) { return F::linear(transpose(v[0], 0, 1), transpose(v[1], 0, 1), v[2]); }},
   };
   t.insert(t.end(), std::begin(cases), std::end(cases));
@@ -407,21 +462,41 @@ TEST_CASE("linear: only the inputs that need a gradient get one") {
 
 TEST_CASE("linear: errors name the op and the shapes") {
   auto throws = [](auto f, const char* msg) { CHECK_THROWS_WITH_AS(f(), doctest::Contains(msg), mdl::Error); };
-  throws([] { F::linear(zeros({4, 3}), zeros({5, 4})); }, "linear: input [4,3] has 3 features but weight [5,4] expects 4");
-  throws([] { F::linear(zeros({4, 3}), zeros({5, 3, 1})); }, "linear: expected a 2-D weight (out, in), got shape [5,3,1]");
+  throws(
+      [] {
+        F::linear(zeros({4, 3}), zeros({5, 4}));
+      },
+      "linear: input [4,3] has 3 features but weight [5,4] expects 4");
+  throws(
+      [] {
+        F::linear(zeros({4, 3}), zeros({5, 3, 1}));
+      },
+      "linear: expected a 2-D weight (out, in), got shape [5,3,1]");
   throws([] { F::linear(zeros({}), zeros({5, 3})); }, "linear: expected an input of at least 1 dim, got shape []");
   throws([] { F::linear(zeros({4, 3}), zeros({5, 3}), zeros({4})); }, "linear: bias of shape [4] should be [5]");
-  throws([] { F::linear(zeros({4, 3}), zeros({5, 3}, kF64)); }, "linear: weight [5,3] is f64 but the input [4,3] is f32");
-  throws([] { F::linear(zeros({4, 3}), zeros({5, 3}), zeros({5}, kF16)); }, "linear: bias [5] is f16 but the input [4,3] is f32");
-  throws([] { F::linear(zeros({4, 3}, kI32), zeros({5, 3}, kI32)); },
-         "linear: expected a floating input (f32, f16, bf16, f64), got i32 of shape [4,3]");
+  throws(
+      [] {
+        F::linear(zeros({4, 3}), zeros({5, 3}, kF64));
+      },
+      "linear: weight [5,3] is f64 but the input [4,3] is f32");
+  throws(
+      [] {
+        F::linear(zeros({4, 3}), zeros({5, 3}), zeros({5}, kF16));
+      },
+      "linear: bias [5] is f16 but the input [4,3] is f32");
+  throws(
+      [] {
+        F::linear(zeros({4, 3}, kI32), zeros({5, 3}, kI32));
+      },
+      "linear: expected a floating input (f32, f16, bf16, f64), got i32 of shape [4,3]");
 }
 
 TEST_CASE("conv2d: called from inside a caller's parallel region") {
   // Each thread of the caller's team runs its own convs (im2col and depthwise, forward and
   // backward); the kernels then stay on the calling thread with their own scratch.
   Generator gen(14);
-  const ConvCase cs[] = {{4, 6, 9, 9, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2}, {4, 6, 9, 9, 6, 3, 3, {2, 2}, {1, 1}, {1, 1}, 6},
+  const ConvCase cs[] = {{4, 6, 9, 9, 8, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2},
+                         {4, 6, 9, 9, 6, 3, 3, {2, 2}, {1, 1}, {1, 1}, 6},
                          {4, 6, 9, 9, 12, 3, 3, {1, 1}, {1, 1}, {1, 1}, 6}};
   for (const ConvCase& c : cs) {
     INFO(describe(c));

@@ -22,7 +22,7 @@ std::vector<double> by_index(const Tensor& t) {
   for (int64_t n = 0; n < c.numel(); ++n) {
     int64_t off = c.offset();
     for (size_t d = 0; d < s.size(); ++d) off += idx[d] * c.stride(int64_t(d));
-    out.push_back(c.data_ptr<double>()[off - c.offset()] );
+    out.push_back(c.data_ptr<double>()[off - c.offset()]);
     for (int64_t d = int64_t(s.size()) - 1; d >= 0; --d) {
       if (++idx[size_t(d)] < s[size_t(d)]) break;
       idx[size_t(d)] = 0;

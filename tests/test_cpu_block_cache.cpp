@@ -34,7 +34,7 @@ TEST_CASE("cpu cache: a freed large block serves the next request of its size, w
   CHECK(cpu_cache::stats().hits == held.hits + 1);
   CHECK(cpu_cache::stats().cached_bytes == held.cached_bytes - (4 << 20));
   CHECK(sum(b).item<float>() == 0.0f);  // the reused block was filled, not left with the 3s
-  Tensor c = ones({1000, 1024}) * 2.0;   // near size: same rounded block class, new block
+  Tensor c = ones({1000, 1024}) * 2.0;  // near size: same rounded block class, new block
   CHECK(sum(c).item<float>() == doctest::Approx(2.0 * 1000 * 1024));
 }
 

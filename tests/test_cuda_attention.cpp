@@ -33,13 +33,14 @@ void compare(const std::string& what, const Tensor& q, const Tensor& k, const Te
   const char* names[] = {"out", "dq", "dk", "dv"};
   // Sums over keys in other orders.
   const Tol tol = q.dtype() == kF32 ? same_tol(1e-4) : q.dtype() == kF16 ? same_tol(5e-3) : dtype_tol(q.dtype());
-  for (size_t i = 0; i < c.size(); ++i) check_close(g[i], c[i], tol,
-                                                    what + " " + names[i] + " " + dtype_name(q.dtype()));
+  for (size_t i = 0; i < c.size(); ++i)
+    check_close(g[i], c[i], tol, what + " " + names[i] + " " + dtype_name(q.dtype()));
 }
 
 }  // namespace
 
-TEST_CASE("cuda: fused attention matches the CPU, forward and backward, with causal and padding masks" * MDL_CUDA_ONLY) {
+TEST_CASE("cuda: fused attention matches the CPU, forward and backward, with causal and padding masks" *
+          MDL_CUDA_ONLY) {
   for (DType t : {kF32, kF64, kF16, kBF16}) {
     Tensor q = sample({2, 3, 37, 16}, t, 1), k = sample({2, 3, 29, 16}, t, 2), v = sample({2, 3, 29, 24}, t, 3);
     compare("plain L != S", q, k, v, Tensor(), false);

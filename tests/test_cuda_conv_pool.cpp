@@ -53,9 +53,9 @@ struct ConvCase {
 TEST_CASE("cuda: conv2d through cuDNN matches the CPU, forward and backward" * MDL_CUDA_ONLY) {
   const std::vector<ConvCase> cases{
       {{2, 3, 9, 11}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},
-      {{2, 4, 10, 9}, {6, 2, 3, 2}, {2, 1}, {0, 1}, {1, 2}, 2, true},   // groups, stride, dilation
-      {{3, 8, 7, 7}, {8, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 8, false},   // depthwise
-      {{1, 8, 12, 12}, {16, 1, 5, 5}, {2, 2}, {2, 2}, {1, 1}, 8, true}, // depthwise, multiplier 2
+      {{2, 4, 10, 9}, {6, 2, 3, 2}, {2, 1}, {0, 1}, {1, 2}, 2, true},    // groups, stride, dilation
+      {{3, 8, 7, 7}, {8, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 8, false},    // depthwise
+      {{1, 8, 12, 12}, {16, 1, 5, 5}, {2, 2}, {2, 2}, {1, 1}, 8, true},  // depthwise, multiplier 2
       {{4, 16, 6, 6}, {32, 16, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, false},
       {{2, 5, 8, 8}, {3, 5, 3, 3}, {3, 3}, {2, 0}, {2, 2}, 1, true},
   };
@@ -63,18 +63,22 @@ TEST_CASE("cuda: conv2d through cuDNN matches the CPU, forward and backward" * M
     for (size_t i = 0; i < cases.size(); ++i) {
       const ConvCase& k = cases[i];
       Tensor x = sample(k.x, t, 1), w = sample(k.w, t, 2), b = k.bias ? sample({k.w[0]}, t, 3) : Tensor();
-      compare_devices(std::string("conv2d ") + dtype_name(t) + " case " + std::to_string(i), {x, w, b},
-                      [&](const std::vector<Tensor>& in) {
-                        return F::conv2d(in[0], in[1], in[2], k.stride, k.padding, k.dilation, k.groups);
-                      },
-                      same_tol(t == kF32 ? 3e-4 : 1e-9));  // cuDNN may pick Winograd or FFT in f32
+      compare_devices(
+          std::string("conv2d ") + dtype_name(t) + " case " + std::to_string(i), {x, w, b},
+          [&](const std::vector<Tensor>& in) {
+            return F::conv2d(in[0], in[1], in[2], k.stride, k.padding, k.dilation, k.groups);
+          },
+          same_tol(t == kF32 ? 3e-4 : 1e-9));  // cuDNN may pick Winograd or FFT in f32
     }
   // A strided (non-contiguous) input, and the same shape again (the cached algorithm).
   Tensor x = sample({2, 9, 3, 8}, kF32, 4).permute({0, 2, 1, 3}), w = sample({5, 3, 3, 3}, kF32, 5);
   for (int rep = 0; rep < 2; ++rep)
-    compare_devices("conv2d strided input, repeat " + std::to_string(rep), {x, w},
-                    [](const std::vector<Tensor>& in) { return F::conv2d(in[0], in[1], Tensor(), {1, 1}, {1, 1}); },
-                    same_tol(3e-4));
+    compare_devices(
+        "conv2d strided input, repeat " + std::to_string(rep), {x, w},
+        [](const std::vector<Tensor>& in) {
+          return F::conv2d(in[0], in[1], Tensor(), {1, 1}, {1, 1});
+        },
+        same_tol(3e-4));
 }
 
 TEST_CASE("cuda: f16 and bf16 convs run on cuDNN and stay close to the f32 result" * MDL_CUDA_ONLY) {
@@ -109,17 +113,23 @@ TEST_CASE("cuda: max, average and adaptive pooling match the CPU, forward and ba
     const std::string d = std::string(" ") + dtype_name(t);
     Tensor x = sample({2, 3, 11, 9}, t, 1);
     Tensor xs = sample({2, 11, 3, 9}, t, 2).transpose(1, 2);  // strided input
-    compare_devices("max_pool2d 2x2" + d, {x}, [](const std::vector<Tensor>& in) { return F::max_pool2d(in[0], {2, 2}); });
-    compare_devices("max_pool2d 3x3 s2 p1 (overlapping)" + d, {xs},
-                    [](const std::vector<Tensor>& in) { return F::max_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}); });
-    compare_devices("max_pool2d 3x2 s1" + d, {x},
-                    [](const std::vector<Tensor>& in) { return F::max_pool2d(in[0], {3, 2}, {1, 1}); });
+    compare_devices("max_pool2d 2x2" + d, {x}, [](const std::vector<Tensor>& in) {
+      return F::max_pool2d(in[0], {2, 2});
+    });
+    compare_devices("max_pool2d 3x3 s2 p1 (overlapping)" + d, {xs}, [](const std::vector<Tensor>& in) {
+      return F::max_pool2d(in[0], {3, 3}, {2, 2}, {1, 1});
+    });
+    compare_devices("max_pool2d 3x2 s1" + d, {x}, [](const std::vector<Tensor>& in) {
+      return F::max_pool2d(in[0], {3, 2}, {1, 1});
+    });
     for (bool cip : {true, false})
-      compare_devices("avg_pool2d 3x3 s2 p1" + d + (cip ? " count pad" : ""), {xs}, [cip](const std::vector<Tensor>& in) {
-        return F::avg_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}, cip);
-      });
-    compare_devices("avg_pool2d 2x3 s1" + d, {x},
-                    [](const std::vector<Tensor>& in) { return F::avg_pool2d(in[0], {2, 3}, {1, 1}); });
+      compare_devices("avg_pool2d 3x3 s2 p1" + d + (cip ? " count pad" : ""), {xs},
+                      [cip](const std::vector<Tensor>& in) {
+                        return F::avg_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}, cip);
+                      });
+    compare_devices("avg_pool2d 2x3 s1" + d, {x}, [](const std::vector<Tensor>& in) {
+      return F::avg_pool2d(in[0], {2, 3}, {1, 1});
+    });
     for (F::Pair o : {F::Pair{1, 1}, F::Pair{4, 3}, F::Pair{11, 9}, F::Pair{5, 7}})
       compare_devices("adaptive_avg_pool2d " + std::to_string(o[0]) + "x" + std::to_string(o[1]) + d, {xs},
                       [o](const std::vector<Tensor>& in) { return F::adaptive_avg_pool2d(in[0], o); });

@@ -65,8 +65,13 @@ TEST_CASE("cuda: DataLoader copies batches to the GPU on a side stream, equal to
   const auto want = epoch(host);
   for (int workers : {0, 2})
     for (bool pin : {false, true}) {
-      data::DataLoader gpu(ds, {.batch_size = 8, .shuffle = true, .num_workers = workers, .prefetch = 3,
-                                .pin_memory = pin, .device = Device::cuda(), .seed = 7});
+      data::DataLoader gpu(ds, {.batch_size = 8,
+                                .shuffle = true,
+                                .num_workers = workers,
+                                .prefetch = 3,
+                                .pin_memory = pin,
+                                .device = Device::cuda(),
+                                .seed = 7});
       for (int e = 0; e < 2; ++e) {  // the second epoch reuses side-stream blocks freed in the first
         gpu.set_epoch(0);
         size_t i = 0;

@@ -99,9 +99,8 @@ TEST_CASE("cuda: layer_norm and group_norm, forward and backward, match the CPU"
       return std::vector<Tensor>{F::layer_norm(in[0], {7, 40}, in[1])};
     });
     Tensor wide = sample({2, 3000}, t, 5);  // rows longer than a block
-    compare_devices(name("layer_norm wide rows", t), {wide}, [](const std::vector<Tensor>& in) {
-      return std::vector<Tensor>{F::layer_norm(in[0], {3000})};
-    });
+    compare_devices(name("layer_norm wide rows", t), {wide},
+                    [](const std::vector<Tensor>& in) { return std::vector<Tensor>{F::layer_norm(in[0], {3000})}; });
     Tensor xg = sample({4, 12, 5, 3}, t, 6, -0.2), wg = sample({12}, t, 7), bg = sample({12}, t, 8);
     for (int64_t groups : {1, 3, 12})
       compare_devices(name("group_norm", t) + " groups " + std::to_string(groups), {xg, wg, bg},
@@ -111,12 +110,14 @@ TEST_CASE("cuda: layer_norm and group_norm, forward and backward, match the CPU"
   }
 }
 
-TEST_CASE("cuda: cross_entropy with label smoothing, ignore_index and spatial targets matches the CPU" * MDL_CUDA_ONLY) {
+TEST_CASE("cuda: cross_entropy with label smoothing, ignore_index and spatial targets matches the CPU" *
+          MDL_CUDA_ONLY) {
   for (DType t : {kF32, kF64, kF16, kBF16})
     for (double ls : {0.0, 0.1}) {
       Tensor logits = sample({9, 1000}, t, 1) * 3.0;
       Tensor target = from_vector<int64_t>({0, 999, 5, -100, 17, 500, 3, -100, 42}, {9});
-      for (auto red : {nn::functional::Reduction::Mean, nn::functional::Reduction::Sum, nn::functional::Reduction::None}) {
+      for (auto red :
+           {nn::functional::Reduction::Mean, nn::functional::Reduction::Sum, nn::functional::Reduction::None}) {
         F::CrossEntropyOptions o;
         o.label_smoothing = ls;
         o.reduction = red;

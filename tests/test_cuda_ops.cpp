@@ -132,16 +132,17 @@ TEST_CASE("cuda: softmax and log_softmax, forward and backward, match the CPU" *
         Tensor y = native::softmax(x, dim, log), gy = native::softmax(x.to(kGpu), dim, log);
         check_close(gy, y, dtype_tol(t), name(log ? "log_softmax" : "softmax", t));
         Tensor g = sample({4, 1000, 3}, t, false, 9);
-        check_close(native::softmax_backward(g.to(kGpu), y.to(kGpu), dim, log), native::softmax_backward(g, y, dim, log),
-                    dtype_tol(t), name(log ? "log_softmax backward" : "softmax backward", t));
+        check_close(native::softmax_backward(g.to(kGpu), y.to(kGpu), dim, log),
+                    native::softmax_backward(g, y, dim, log), dtype_tol(t),
+                    name(log ? "log_softmax backward" : "softmax backward", t));
       }
 }
 
 TEST_CASE("cuda: matmul through cuBLAS matches the CPU, transposed and batched" * MDL_CUDA_ONLY) {
   for (DType t : {kF32, kF64, kF16, kBF16, kI64}) {
     Tensor a = sample({3, 17, 33}, t), b = sample({3, 33, 9}, t, false, 2);
-    const Tol tol = t == kF32   ? same_tol(1e-4)
-                    : t == kF16 ? same_tol(5e-3)
+    const Tol tol = t == kF32    ? same_tol(1e-4)
+                    : t == kF16  ? same_tol(5e-3)
                     : t == kBF16 ? same_tol(3e-2)
                                  : dtype_tol(t);
     check_close(matmul(a.to(kGpu), b.to(kGpu)), matmul(a, b), tol, name("bmm", t));
@@ -189,8 +190,8 @@ TEST_CASE("cuda: autograd through a small network gives the CPU's gradients" * M
       return std::vector<Tensor>{loss, a.grad(), b.grad()};
     };
     auto c = run(Device::cpu()), g = run(kGpu);
-    for (size_t i = 0; i < c.size(); ++i) check_close(g[i], c[i], same_tol(t == kF32 ? 1e-4 : 1e-9),
-                                                      name("autograd", t));
+    for (size_t i = 0; i < c.size(); ++i)
+      check_close(g[i], c[i], same_tol(t == kF32 ? 1e-4 : 1e-9), name("autograd", t));
   }
 }
 
@@ -278,5 +279,6 @@ TEST_CASE("cuda: dropout masks equal the CPU's bit for bit; fused optimizer step
   kernels::sgd_step(Device::cpu(), p, g, buf, sp);
   kernels::sgd_step(kGpu, gp, g.to(kGpu), gbuf, sp);
   check_close(gp, p, {1e-6, 1e-6}, "sgd param");
-  CHECK(kernels::sum_squares.get(kGpu)(g.to(kGpu)) == doctest::Approx(kernels::sum_squares.get(Device::cpu())(g)).epsilon(1e-12));
+  CHECK(kernels::sum_squares.get(kGpu)(g.to(kGpu)) ==
+        doctest::Approx(kernels::sum_squares.get(Device::cpu())(g)).epsilon(1e-12));
 }

@@ -30,7 +30,10 @@ TEST_CASE("data: the memory cache remembers a bad sample; later epochs skip it w
   data::ImageFolder images(dir.path.string());
   for (int workers : {0, 2}) {
     CAPTURE(workers);
-    DataLoader loader(images, {.batch_size = 4, .shuffle = true, .num_workers = workers, .cache = Cache::Memory,
+    DataLoader loader(images, {.batch_size = 4,
+                               .shuffle = true,
+                               .num_workers = workers,
+                               .cache = Cache::Memory,
                                .on_error = data::OnError::Skip});
     const Epoch first = run_epoch(loader);
     data::LoaderStats s = loader.stats();
@@ -40,7 +43,7 @@ TEST_CASE("data: the memory cache remembers a bad sample; later epochs skip it w
     CHECK(s.cache_hits == 0);
     run_epoch(loader);
     s = loader.stats();
-    CHECK(s.skipped == 2);       // skipped again in epoch 1 ...
+    CHECK(s.skipped == 2);        // skipped again in epoch 1 ...
     CHECK(s.cache_misses == 12);  // ... without a second attempt to decode it
     CHECK(s.cache_hits == 11);
     CHECK(s.samples == 22);
@@ -57,7 +60,10 @@ TEST_CASE("data: with on_error = Skip the file cache completes, and a later run 
   const std::string bad = (root / "class_0" / "img_3.png").string();  // index 3
   write_bytes(bad, {'n', 'o', 't', ' ', 'a', ' ', 'p', 'n', 'g'});
   data::ImageFolder images(root.string());
-  const data::LoaderOptions opt{.batch_size = 3, .num_workers = 2, .cache = Cache::File, .cache_dir = cache.string(),
+  const data::LoaderOptions opt{.batch_size = 3,
+                                .num_workers = 2,
+                                .cache = Cache::File,
+                                .cache_dir = cache.string(),
                                 .on_error = data::OnError::Skip};
   Epoch built;
   {

@@ -52,14 +52,14 @@ TEST_CASE("data: FashionMNIST decodes known samples byte-exactly") {
   CHECK(pixel_sum(s0.x) == 76247);
   data::Sample s1 = train.get(1);
   CHECK(s1.y.item<int64_t>() == 0);
-  CHECK(row(s1.x, 14) == std::vector<uint8_t>{0,   0,   0,   0,   0,   1,   0,   11,  197, 199, 205, 202, 205, 206,
-                                              204, 205, 207, 204, 205, 205, 218, 77,  0,   5,   0,   0,   0,   0});
+  CHECK(row(s1.x, 14) == std::vector<uint8_t>{0,   0,   0,   0,   0,   1,   0,   11, 197, 199, 205, 202, 205, 206,
+                                              204, 205, 207, 204, 205, 205, 218, 77, 0,   5,   0,   0,   0,   0});
   CHECK(pixel_sum(s1.x) == 84598);
   data::Sample last = train.get(59999);
   CHECK(last.y.item<int64_t>() == 5);
   CHECK(pixel_sum(last.x) == 16684);
-  CHECK(row(last.x, 14) == std::vector<uint8_t>{0, 0, 0, 0, 9,   56, 144, 133, 129, 153, 34, 0, 3, 3,
-                                                0, 3, 0, 24, 104, 89, 104, 109, 0,  0,   0, 1, 1, 0});
+  CHECK(row(last.x, 14) == std::vector<uint8_t>{0, 0, 0, 0,  9,   56, 144, 133, 129, 153, 34, 0, 3, 3,
+                                                0, 3, 0, 24, 104, 89, 104, 109, 0,   0,   0,  1, 1, 0});
 
   data::FashionMNIST test(data::kFashionMnistRoot, /*train=*/false);
   REQUIRE(test.size() == 10000);
@@ -88,34 +88,41 @@ TEST_CASE("data: IdxDataset reads raw and gzip files and rejects bad ones naming
     data::IdxDataset z(gz, dir.file("lbl"));
     CHECK(z.get(1).x.to_vector<uint8_t>() == std::vector<uint8_t>{104, 105, 106, 107});
     std::vector<uint8_t> bytes = read_bytes(gz);
-    write_bytes(dir.file("trunc.gz"), std::vector<uint8_t>(bytes.begin(), bytes.begin() + std::ptrdiff_t(bytes.size() / 2)));
-    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("trunc.gz"), dir.file("lbl")), doctest::Contains("truncated gzip stream"), Error);
+    write_bytes(dir.file("trunc.gz"),
+                std::vector<uint8_t>(bytes.begin(), bytes.begin() + std::ptrdiff_t(bytes.size() / 2)));
+    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("trunc.gz"), dir.file("lbl")),
+                         doctest::Contains("truncated gzip stream"), Error);
     bytes[12] ^= 0xff;
     bytes[13] ^= 0xff;
     write_bytes(dir.file("corrupt.gz"), bytes);
-    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("corrupt.gz"), dir.file("lbl")), doctest::Contains("corrupt.gz"), Error);
+    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("corrupt.gz"), dir.file("lbl")), doctest::Contains("corrupt.gz"),
+                         Error);
   }
   SUBCASE("wrong magic") {
     std::vector<uint8_t> b = idx_bytes({3, 2, 2}, pixels);
     b[0] = 0x1f;
     b[1] = 0x00;
     write_bytes(dir.file("bad"), b);
-    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("bad"), dir.file("lbl")), doctest::Contains("bad magic number"), Error);
+    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("bad"), dir.file("lbl")), doctest::Contains("bad magic number"),
+                         Error);
   }
   SUBCASE("dtype code") {
     std::vector<uint8_t> b = idx_bytes({3, 2, 2}, pixels);
     b[2] = 0x0d;
     write_bytes(dir.file("f32"), b);
-    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("f32"), dir.file("lbl")), doctest::Contains("dtype code 0xd at offset 2"), Error);
+    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("f32"), dir.file("lbl")),
+                         doctest::Contains("dtype code 0xd at offset 2"), Error);
   }
   SUBCASE("truncated payload, with the offset") {
     std::vector<uint8_t> b = idx_bytes({3, 2, 2}, pixels);
     b.erase(b.end() - 5, b.end());
     write_bytes(dir.file("short"), b);
-    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("short"), dir.file("lbl")),
-                         doctest::Contains("truncated: the header declares 12 bytes of data, the file ends at offset 23"), Error);
+    CHECK_THROWS_WITH_AS(
+        data::IdxDataset(dir.file("short"), dir.file("lbl")),
+        doctest::Contains("truncated: the header declares 12 bytes of data, the file ends at offset 23"), Error);
     write_bytes(dir.file("header"), {0, 0, 8, 3, 0, 0});
-    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("header"), dir.file("lbl")), doctest::Contains("truncated in its header"), Error);
+    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("header"), dir.file("lbl")),
+                         doctest::Contains("truncated in its header"), Error);
   }
   SUBCASE("mismatched label count") {
     write_bytes(dir.file("lbl4"), idx_bytes({4}, {1, 2, 3, 4}));
@@ -123,7 +130,8 @@ TEST_CASE("data: IdxDataset reads raw and gzip files and rejects bad ones naming
                          doctest::Contains("image and label counts differ"), Error);
   }
   SUBCASE("missing file, wrong rank") {
-    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("nope"), dir.file("lbl")), doctest::Contains("nope': No such file"), Error);
+    CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("nope"), dir.file("lbl")), doctest::Contains("nope': No such file"),
+                         Error);
     CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("lbl"), dir.file("lbl")), doctest::Contains("images need 3"), Error);
     CHECK_THROWS_WITH_AS(data::FashionMNIST(dir.path.string()), doctest::Contains("not found"), Error);
   }
@@ -142,9 +150,10 @@ TEST_CASE("data: ImageFolder decodes PNG, BMP, JPEG, PGM and GIF, sorted by clas
   std::vector<uint8_t> pgm = {'P', '5', '\n', '2', ' ', '1', '\n', '2', '5', '5', '\n', 17, 230};
   write_bytes(dir.file("root/zz/c.pgm"), pgm);
   // A 1x1 GIF89a, hand-made: a two-colour palette (16,32,48), (240,224,208); the pixel is index 0.
-  write_bytes(dir.file("root/zz/d.gif"), {0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80, 0x00, 0x00, 0x10, 0x20,
-                                          0x30, 0xf0, 0xe0, 0xd0, 0x21, 0xf9, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2c, 0x00, 0x00,
-                                          0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3b});
+  write_bytes(dir.file("root/zz/d.gif"),
+              {0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 0x01, 0x00, 0x01, 0x00, 0x80, 0x00, 0x00, 0x10, 0x20,
+               0x30, 0xf0, 0xe0, 0xd0, 0x21, 0xf9, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2c, 0x00, 0x00,
+               0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3b});
   write_bytes(dir.file("root/zz/readme.txt"), {'h', 'i'});
 
   data::ImageFolder ds((dir.path / "root").string());
@@ -182,7 +191,9 @@ TEST_CASE("data: ImageFolder errors name the folder or file") {
   CHECK_THROWS_WITH_AS(data::ImageFolder(dir.path.string()), doctest::Contains("has no class folders"), Error);
   make_image_folder(dir.path, 2, 2, 3, 3, 1);
   fs::create_directories(dir.path / "empty_class");
-  CHECK_THROWS_WITH_AS(data::ImageFolder(dir.path.string()), doctest::Contains(("class folder '" + (dir.path / "empty_class").string() + "' has no images").c_str()), Error);
+  CHECK_THROWS_WITH_AS(
+      data::ImageFolder(dir.path.string()),
+      doctest::Contains(("class folder '" + (dir.path / "empty_class").string() + "' has no images").c_str()), Error);
   fs::remove(dir.path / "empty_class");
 
   SUBCASE("truncated image") {
@@ -190,7 +201,8 @@ TEST_CASE("data: ImageFolder errors name the folder or file") {
     png.resize(png.size() / 2);
     write_bytes(dir.file("class_0/img_1.png"), png);
     data::ImageFolder ds(dir.path.string());
-    CHECK_THROWS_WITH_AS(ds.get(1), doctest::Contains(("cannot decode '" + dir.file("class_0/img_1.png") + "'").c_str()), Error);
+    CHECK_THROWS_WITH_AS(ds.get(1),
+                         doctest::Contains(("cannot decode '" + dir.file("class_0/img_1.png") + "'").c_str()), Error);
     CHECK_NOTHROW(ds.get(0));
   }
   SUBCASE("garbage image") {
@@ -206,9 +218,12 @@ TEST_CASE("data: ImageFolder errors name the folder or file") {
   SUBCASE("unreadable: removed after the scan, or a dangling link") {
     data::ImageFolder ds(dir.path.string());
     fs::remove(dir.path / "class_1" / "img_1.png");
-    CHECK_THROWS_WITH_AS(ds.get(3), doctest::Contains(("cannot open '" + dir.file("class_1/img_1.png") + "': No such file").c_str()), Error);
+    CHECK_THROWS_WITH_AS(
+        ds.get(3), doctest::Contains(("cannot open '" + dir.file("class_1/img_1.png") + "': No such file").c_str()),
+        Error);
     fs::create_symlink(dir.path / "nowhere.png", dir.path / "class_1" / "img_1.png");
-    CHECK_THROWS_WITH_AS(data::ImageFolder(dir.path.string()), doctest::Contains(("cannot stat '" + dir.file("class_1/img_1.png") + "'").c_str()), Error);
+    CHECK_THROWS_WITH_AS(data::ImageFolder(dir.path.string()),
+                         doctest::Contains(("cannot stat '" + dir.file("class_1/img_1.png") + "'").c_str()), Error);
   }
 }
 
@@ -228,10 +243,12 @@ TEST_CASE("data: Cifar10Binary reads records as HWC and rejects truncated files"
   std::vector<uint8_t> v = s.x.to_vector<uint8_t>();
   const size_t p = 5 * 32 + 9;  // pixel (5, 9): plane c holds c*80 + (c*1024 + p)%7 + 1
   for (size_t c = 0; c < 3; ++c) CHECK(v[p * 3 + c] == uint8_t(c * 80 + (c * 1024 + p) % 7 + 1));
-  CHECK_THROWS_WITH_AS(data::Cifar10Binary(dir.path.string(), true), doctest::Contains("data_batch_1.bin': No such file"), Error);
+  CHECK_THROWS_WITH_AS(data::Cifar10Binary(dir.path.string(), true),
+                       doctest::Contains("data_batch_1.bin': No such file"), Error);
   rec.pop_back();
   write_bytes(dir.file("test_batch.bin"), rec);
-  CHECK_THROWS_WITH_AS(data::Cifar10Binary(dir.path.string(), false), doctest::Contains("not a whole number of 3073-byte records"), Error);
+  CHECK_THROWS_WITH_AS(data::Cifar10Binary(dir.path.string(), false),
+                       doctest::Contains("not a whole number of 3073-byte records"), Error);
   rec.resize(3073);
   rec[0] = 10;
   write_bytes(dir.file("test_batch.bin"), rec);
@@ -247,13 +264,15 @@ TEST_CASE("data: TensorDataset rows and errors") {
   CHECK(ds.get(2).y.item<int64_t>() == 9);
   data::TensorDataset other(x + 1.0, y);
   CHECK(ds.identity() != other.identity());
-  CHECK_THROWS_WITH_AS(data::TensorDataset(x, from_vector<int64_t>({1, 2})), doctest::Contains("x has 4 rows but y has 2"), Error);
+  CHECK_THROWS_WITH_AS(data::TensorDataset(x, from_vector<int64_t>({1, 2})),
+                       doctest::Contains("x has 4 rows but y has 2"), Error);
   CHECK_THROWS_WITH_AS(ds.get(4), doctest::Contains("index 4 out of range"), Error);
 }
 
 TEST_CASE("data: TextDataset tokenises UTF-8 characters into context windows") {
   TempDir dir;
-  const std::string text = "abé ça\xF0\x9F\x98\x80" "ab";  // é, ç: 2 bytes; U+1F600: 4 bytes
+  const std::string text = "abé ça\xF0\x9F\x98\x80"
+                           "ab";  // é, ç: 2 bytes; U+1F600: 4 bytes
   write_bytes(dir.file("t.txt"), std::vector<uint8_t>(text.begin(), text.end()));
   data::TextDataset ds(dir.file("t.txt"), 3);
   // Characters: a b é ' ' ç a 😀 a b (9); vocabulary sorted by code point: ' ' a b ç é 😀.
@@ -268,14 +287,17 @@ TEST_CASE("data: TextDataset tokenises UTF-8 characters into context windows") {
 
   const std::string bad = "ok\xC3(";
   write_bytes(dir.file("bad.txt"), std::vector<uint8_t>(bad.begin(), bad.end()));
-  CHECK_THROWS_WITH_AS(data::TextDataset(dir.file("bad.txt"), 1), doctest::Contains("not valid UTF-8 at byte offset 2"), Error);
-  CHECK_THROWS_WITH_AS(data::TextDataset(dir.file("t.txt"), 9), doctest::Contains("not more than the context length 9"), Error);
+  CHECK_THROWS_WITH_AS(data::TextDataset(dir.file("bad.txt"), 1), doctest::Contains("not valid UTF-8 at byte offset 2"),
+                       Error);
+  CHECK_THROWS_WITH_AS(data::TextDataset(dir.file("t.txt"), 9), doctest::Contains("not more than the context length 9"),
+                       Error);
 }
 
 TEST_CASE("data: exporting Fashion-MNIST to PNGs round-trips through ImageFolder byte-exactly") {
   TempDir dir;
   data::FashionMNIST train;
-  const int64_t n = data::export_image_folder(train, dir.path.string(), data::FashionMNIST::classes(), {.limit = 40, .threads = 3});
+  const int64_t n = data::export_image_folder(train, dir.path.string(), data::FashionMNIST::classes(),
+                                              {.limit = 40, .threads = 3});
   REQUIRE(n == 40);
   data::ImageFolder png(dir.path.string(), Channels::Gray);
   REQUIRE(png.size() == 40);

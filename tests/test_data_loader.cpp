@@ -50,8 +50,9 @@ class Counting : public data::Dataset {
 };
 
 data::TransformPtr augment() {
-  return std::make_shared<data::Compose>(std::vector<data::TransformPtr>{
-      std::make_shared<data::RandomCrop>(4, 1), std::make_shared<data::RandomHorizontalFlip>(), std::make_shared<data::ToTensor>()});
+  return std::make_shared<data::Compose>(std::vector<data::TransformPtr>{std::make_shared<data::RandomCrop>(4, 1),
+                                                                         std::make_shared<data::RandomHorizontalFlip>(),
+                                                                         std::make_shared<data::ToTensor>()});
 }
 
 // The batches a loader must produce, computed without it.
@@ -103,8 +104,14 @@ TEST_CASE("data: loader batches match the reference for 0, 1 and 4 workers, with
     for (int workers : {0, 1, 4}) {
       CAPTURE(int(cache));
       CAPTURE(workers);
-      DataLoader loader(ds, {.batch_size = 4, .shuffle = true, .num_workers = workers, .prefetch = 2, .cache = cache,
-                             .cache_dir = (dir.path / "cache").string(), .seed = 11, .transform = t});
+      DataLoader loader(ds, {.batch_size = 4,
+                             .shuffle = true,
+                             .num_workers = workers,
+                             .prefetch = 2,
+                             .cache = cache,
+                             .cache_dir = (dir.path / "cache").string(),
+                             .seed = 11,
+                             .transform = t});
       CHECK(loader.size() == 8);
       for (int epoch = 0; epoch < 2; ++epoch) {
         Epoch got = run_epoch(loader);
@@ -155,7 +162,10 @@ TEST_CASE("data: file cache writer (child process)" * doctest::skip()) {
   const char* root = std::getenv("MDL_TEST_DATA_ROOT");
   REQUIRE(root != nullptr);
   data::ImageFolder ds((fs::path(root) / "images").string());
-  DataLoader loader(ds, {.batch_size = 3, .num_workers = 2, .cache = Cache::File, .cache_dir = (fs::path(root) / "cache").string(),
+  DataLoader loader(ds, {.batch_size = 3,
+                         .num_workers = 2,
+                         .cache = Cache::File,
+                         .cache_dir = (fs::path(root) / "cache").string(),
                          .before_cache = std::make_shared<data::Resize>(4, 4)});
   run_epoch(loader);
   REQUIRE(loader.stats().cache_misses == ds.size());
@@ -172,8 +182,11 @@ TEST_CASE("data: file cache built by another process is reused, and rebuilt when
   for (const auto& e : fs::directory_iterator(dir.path / "cache")) cache_files += e.path().extension() == ".mdlcache";
   REQUIRE(cache_files == 1);
 
-  const data::LoaderOptions opt{.batch_size = 3, .num_workers = 2, .cache = Cache::File,
-                                .cache_dir = (dir.path / "cache").string(), .before_cache = std::make_shared<data::Resize>(4, 4)};
+  const data::LoaderOptions opt{.batch_size = 3,
+                                .num_workers = 2,
+                                .cache = Cache::File,
+                                .cache_dir = (dir.path / "cache").string(),
+                                .before_cache = std::make_shared<data::Resize>(4, 4)};
   data::ImageFolder images((dir.path / "images").string());
   Counting ds(images);
   {
@@ -205,10 +218,12 @@ TEST_CASE("data: file cache built by another process is reused, and rebuilt when
     CHECK_FALSE(loader.stats().file_cache_reused);
     Epoch e = run_epoch(loader);
     CHECK(loader.stats().cache_misses == 10);
-    CHECK(e.x[1][2 * 48] == doctest::Approx(9.0 / 255.0));  // sample 5 = class_1/img_0: batch 1, third of 3x4x4 values each
+    CHECK(e.x[1][2 * 48] ==
+          doctest::Approx(9.0 / 255.0));  // sample 5 = class_1/img_0: batch 1, third of 3x4x4 values each
   }
   SUBCASE("a damaged cache file is rebuilt, not trusted") {
-    for (const auto& e : fs::directory_iterator(dir.path / "cache")) fs::resize_file(e.path(), fs::file_size(e.path()) - 3);
+    for (const auto& e : fs::directory_iterator(dir.path / "cache"))
+      fs::resize_file(e.path(), fs::file_size(e.path()) - 3);
     DataLoader loader(ds, opt);
     CHECK_FALSE(loader.stats().file_cache_reused);
     run_epoch(loader);
@@ -256,7 +271,8 @@ TEST_CASE("data: early break and destruction mid-epoch stop the workers") {
     CHECK(run_epoch(loader).y.size() == 20);
   }
   {
-    auto loader = std::make_unique<DataLoader>(ds, data::LoaderOptions{.batch_size = 2, .num_workers = 3, .prefetch = 8});
+    auto loader = std::make_unique<DataLoader>(ds,
+                                               data::LoaderOptions{.batch_size = 2, .num_workers = 3, .prefetch = 8});
     {
       auto it = loader->begin();
       ++it;
@@ -289,7 +305,11 @@ TEST_CASE("data: a worker's exception reaches the consumer with the file name; o
         ++batches;
       }
     };
-    CHECK_THROWS_WITH_AS(consume(), doctest::Contains(("DataLoader: sample 8 (batch 2 of epoch 0): decode_image: cannot decode '" + bad + "'").c_str()), Error);
+    CHECK_THROWS_WITH_AS(
+        consume(),
+        doctest::Contains(
+            ("DataLoader: sample 8 (batch 2 of epoch 0): decode_image: cannot decode '" + bad + "'").c_str()),
+        Error);
     CHECK(batches == 2);  // batches 0 and 1 were delivered first, in order
     CHECK_THROWS_WITH_AS(consume(), doctest::Contains("sample 8 (batch 2 of epoch 1)"), Error);
 
@@ -304,7 +324,9 @@ TEST_CASE("data: a worker's exception reaches the consumer with the file name; o
   data::write_png((dir.path / "class_1" / "img_2.png").string(), full({5, 4, 1}, 1.0, kU8));
   data::ImageFolder mixed(dir.path.string());
   DataLoader loader(mixed, {.batch_size = 12, .num_workers = 2});
-  CHECK_THROWS_WITH_AS(loader.begin(), doctest::Contains("cannot batch sample 8: its x is f32 [3,5,4] but sample 0's is f32 [3,4,4]"), Error);
+  CHECK_THROWS_WITH_AS(loader.begin(),
+                       doctest::Contains("cannot batch sample 8: its x is f32 [3,5,4] but sample 0's is f32 [3,4,4]"),
+                       Error);
 }
 
 TEST_CASE("data: drop_last, pin_memory, text batches, statistics and bad options") {
@@ -342,9 +364,11 @@ TEST_CASE("data: drop_last, pin_memory, text batches, statistics and bad options
   keep.reset_stats();
   CHECK(keep.stats().batches == 0);
 
-  CHECK_THROWS_WITH_AS(DataLoader(images, {.batch_size = 0}), doctest::Contains("batch_size must be at least 1, got 0"), Error);
+  CHECK_THROWS_WITH_AS(DataLoader(images, {.batch_size = 0}), doctest::Contains("batch_size must be at least 1, got 0"),
+                       Error);
   CHECK_THROWS_WITH_AS(DataLoader(images, {.prefetch = -1}), doctest::Contains("prefetch must be >= 0"), Error);
-  CHECK_THROWS_WITH_AS(DataLoader(images, {.num_workers = -2}), doctest::Contains("num_workers must be in [0, 256]"), Error);
+  CHECK_THROWS_WITH_AS(DataLoader(images, {.num_workers = -2}), doctest::Contains("num_workers must be in [0, 256]"),
+                       Error);
   CHECK_THROWS_WITH_AS(DataLoader(images, {.before_cache = std::make_shared<data::RandomCrop>(2)}),
                        doctest::Contains("before_cache must be deterministic, but RandomCrop(2,0) is random"), Error);
   const std::string file = (dir.path / "t.txt").string();
@@ -355,7 +379,8 @@ TEST_CASE("data: drop_last, pin_memory, text batches, statistics and bad options
 TEST_CASE("data: the DESIGN example: Fashion-MNIST in shuffled f32 batches with structured bindings") {
   manual_seed(0);
   data::FashionMNIST train("/usr/share/datasets/fashion-mnist", /*train=*/true);
-  DataLoader loader(train, {.batch_size = 128, .shuffle = true, .num_workers = 2, .prefetch = 4, .cache = Cache::Memory});
+  DataLoader loader(train,
+                    {.batch_size = 128, .shuffle = true, .num_workers = 2, .prefetch = 4, .cache = Cache::Memory});
   CHECK(loader.size() == 469);
   int n = 0;
   for (auto& [x, y] : loader) {

@@ -15,7 +15,8 @@ namespace {
 // u8 (H, W, C) with value (y * 16 + x) * C + c + 1 (never 0, so zero padding is visible).
 Tensor test_image(int64_t h, int64_t w, int64_t c) {
   Tensor t = make_tensor({h, w, c}, kU8, Device::cpu());
-  for (int64_t i = 0; i < h * w * c; ++i) t.data_ptr<uint8_t>()[i] = uint8_t(((i / c / w) * 16 + (i / c) % w) * c + i % c + 1);
+  for (int64_t i = 0; i < h * w * c; ++i)
+    t.data_ptr<uint8_t>()[i] = uint8_t(((i / c / w) * 16 + (i / c) % w) * c + i % c + 1);
   return t;
 }
 uint8_t at(const Tensor& hwc, int64_t y, int64_t x, int64_t c) {
@@ -39,7 +40,8 @@ TEST_CASE("data: ToTensor turns u8 HWC into CHW scaled to [0, 1]") {
   Tensor hw = full({2, 2}, 255.0, kU8);
   CHECK(ToTensor().apply(hw).shape() == Shape{1, 2, 2});
   CHECK(ToTensor().apply(hw).to_vector<float>() == std::vector<float>{1, 1, 1, 1});
-  CHECK_THROWS_WITH_AS(ToTensor().apply(t), doctest::Contains("ToTensor: expected a u8 (H, W[, C]) image, got f32"), Error);
+  CHECK_THROWS_WITH_AS(ToTensor().apply(t), doctest::Contains("ToTensor: expected a u8 (H, W[, C]) image, got f32"),
+                       Error);
   CHECK_THROWS_WITH_AS(ToTensor{kI64}, doctest::Contains("must be f32, f16 or bf16"), Error);
 }
 
@@ -48,13 +50,16 @@ TEST_CASE("data: Normalize subtracts the mean and divides by std per channel") {
   Tensor n = Normalize({0.5, 0.25, 0.0}, {0.5, 2.0, 1.0}).apply(x);
   std::vector<float> xv = x.to_vector<float>(), nv = n.to_vector<float>();
   const double mean[3] = {0.5, 0.25, 0.0}, sd[3] = {0.5, 2.0, 1.0};
-  for (size_t i = 0; i < xv.size(); ++i) CHECK(nv[i] == doctest::Approx((xv[i] - mean[i / 4]) / sd[i / 4]).epsilon(1e-6));
+  for (size_t i = 0; i < xv.size(); ++i)
+    CHECK(nv[i] == doctest::Approx((xv[i] - mean[i / 4]) / sd[i / 4]).epsilon(1e-6));
   CHECK(x.to_vector<float>() == xv);  // input untouched
   Tensor one = Normalize({0.5}, {0.5}).apply(x);
   CHECK(one.to_vector<float>()[5] == doctest::Approx((xv[5] - 0.5) / 0.5));
-  CHECK_THROWS_WITH_AS(Normalize({0.5, 0.5}, {1, 1}).apply(x), doctest::Contains("2 means for an image with 3 channels"), Error);
+  CHECK_THROWS_WITH_AS(Normalize({0.5, 0.5}, {1, 1}).apply(x),
+                       doctest::Contains("2 means for an image with 3 channels"), Error);
   CHECK_THROWS_WITH_AS(Normalize({0.5}, {0.0}), doctest::Contains("std contains 0"), Error);
-  CHECK_THROWS_WITH_AS(Normalize({0.5}, {1.0}).apply(test_image(2, 2, 1)), doctest::Contains("apply ToTensor first"), Error);
+  CHECK_THROWS_WITH_AS(Normalize({0.5}, {1.0}).apply(test_image(2, 2, 1)), doctest::Contains("apply ToTensor first"),
+                       Error);
 }
 
 TEST_CASE("data: RandomCrop with padding matches a padded-window reference and covers every offset") {
@@ -82,7 +87,8 @@ TEST_CASE("data: RandomCrop with padding matches a padded-window reference and c
   Tensor f = ToTensor().apply(img);
   Generator g1 = sample_generator(7, 0, 3), g2 = sample_generator(7, 0, 3);
   CHECK(allclose(crop(f, g1), ToTensor().apply(crop(img, g2))));
-  CHECK_THROWS_WITH_AS(RandomCrop(10, 1).apply(img), doctest::Contains("10x10 window does not fit an image of 5x6 padded by 1"), Error);
+  CHECK_THROWS_WITH_AS(RandomCrop(10, 1).apply(img),
+                       doctest::Contains("10x10 window does not fit an image of 5x6 padded by 1"), Error);
 }
 
 TEST_CASE("data: RandomHorizontalFlip mirrors about half the time; CenterCrop; Resize") {
@@ -134,7 +140,8 @@ TEST_CASE("data: Compose applies in order, reports randomness, and reproduces pe
       std::make_shared<RandomCrop>(4, 1), std::make_shared<RandomHorizontalFlip>(), std::make_shared<ToTensor>(),
       std::make_shared<Normalize>(std::vector<double>{0.5}, std::vector<double>{0.25})});
   CHECK(pipeline->is_random());
-  CHECK(pipeline->name() == "Compose(RandomCrop(4,1),RandomHorizontalFlip(0.500000),ToTensor(f32),Normalize(0.5;0.25))");
+  CHECK(pipeline->name() ==
+        "Compose(RandomCrop(4,1),RandomHorizontalFlip(0.500000),ToTensor(f32),Normalize(0.5;0.25))");
   CHECK_FALSE(Compose({std::make_shared<Resize>(4, 4), std::make_shared<ToTensor>()}).is_random());
   Tensor img = test_image(5, 5, 1);
   Generator a = sample_generator(3, 1, 10), b = sample_generator(3, 1, 10);

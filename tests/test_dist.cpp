@@ -53,8 +53,7 @@ Run run_workers(const std::string& args, int limit_seconds = 90) {
   const std::string supp = suppressions();
   // Open MPI's plugins are unloaded before LeakSanitizer reports: the full (slow) unwinder sees
   // past their frames to the Open MPI library that called them, which the suppressions name.
-  if (!supp.empty())
-    cmd += " -x LSAN_OPTIONS=suppressions=" + supp + ":print_suppressions=0:fast_unwind_on_malloc=0";
+  if (!supp.empty()) cmd += " -x LSAN_OPTIONS=suppressions=" + supp + ":print_suppressions=0:fast_unwind_on_malloc=0";
   cmd += " " + (exe_dir() / "mdl_dist_worker").string() + " " + args + " 2>&1";
   Run r;
   const auto t0 = std::chrono::steady_clock::now();
@@ -86,84 +85,83 @@ std::map<std::string, std::string> values(const std::string& out, const std::str
 }  // namespace
 
 TEST_SUITE("dist") {
+  TEST_CASE("dist: 2 ranks train bit-identical replicas equal to one process on the whole batch" *
+            doctest::skip(!mpi_ready())) {
+    for (const char* bucket_mb : {"25", "0.002"}) {  // one bucket; then ~2 KiB buckets: several
+      CAPTURE(bucket_mb);
+      const Run r = run_workers(std::string("equal ") + bucket_mb);
+      INFO(r.output);
+      CHECK(r.status == 0);
+      CHECK(r.output.find("PASS equal") != std::string::npos);
+      const auto hashes = values(r.output, "hash");
+      REQUIRE(hashes.size() == 2);
+      CHECK(hashes.at("0") == hashes.at("1"));
+      const auto buckets = values(r.output, "buckets");
+      REQUIRE(buckets.size() == 2);
+      const auto early = values(r.output, "all_reduces_during_backward");
+      REQUIRE(early.size() == 2);
+      if (std::string(bucket_mb) == "25") {
+        CHECK(buckets.at("0") == "1");
+        CHECK(early.at("0") == "0");  // one bucket: it can only start with the last gradient
+      } else {
+        CHECK(std::stoi(buckets.at("0")) >= 3);
+        CHECK(std::stoi(early.at("0")) == 5 * (std::stoi(buckets.at("0")) - 1));  // overlapped with backward
+      }
+      const auto diff = values(r.output, "max_diff_vs_single_process");
+      REQUIRE(diff.size() == 2);
+      CHECK(std::stod(diff.at("0")) < 1e-5);
+    }
+  }
 
-TEST_CASE("dist: 2 ranks train bit-identical replicas equal to one process on the whole batch" *
-          doctest::skip(!mpi_ready())) {
-  for (const char* bucket_mb : {"25", "0.002"}) {  // one bucket; then ~2 KiB buckets: several
-    CAPTURE(bucket_mb);
-    const Run r = run_workers(std::string("equal ") + bucket_mb);
+  TEST_CASE("dist: no_sync micro-batches send nothing and still match the whole batch" * doctest::skip(!mpi_ready())) {
+    const Run r = run_workers("accum");
     INFO(r.output);
     CHECK(r.status == 0);
-    CHECK(r.output.find("PASS equal") != std::string::npos);
-    const auto hashes = values(r.output, "hash");
-    REQUIRE(hashes.size() == 2);
-    CHECK(hashes.at("0") == hashes.at("1"));
-    const auto buckets = values(r.output, "buckets");
-    REQUIRE(buckets.size() == 2);
-    const auto early = values(r.output, "all_reduces_during_backward");
-    REQUIRE(early.size() == 2);
-    if (std::string(bucket_mb) == "25") {
-      CHECK(buckets.at("0") == "1");
-      CHECK(early.at("0") == "0");  // one bucket: it can only start with the last gradient
-    } else {
-      CHECK(std::stoi(buckets.at("0")) >= 3);
-      CHECK(std::stoi(early.at("0")) == 5 * (std::stoi(buckets.at("0")) - 1));  // overlapped with backward
+    CHECK(r.output.find("PASS accum") != std::string::npos);
+    const auto reduces = values(r.output, "all_reduces");
+    REQUIRE(reduces.size() == 2);
+    CHECK(reduces.at("0") == "5");  // 5 steps, 1 bucket: the no_sync halves added none
+  }
+
+  TEST_CASE("dist: a GradScaler inf on one rank skips the step on both" * doctest::skip(!mpi_ready())) {
+    const Run r = run_workers("scaler_skip");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("PASS scaler_skip") != std::string::npos);
+    const auto synced = values(r.output, "skipped_with_sync_found_inf");
+    REQUIRE(synced.size() == 2);
+    CHECK(synced.at("0") == "1");
+    CHECK(synced.at("1") == "1");
+  }
+
+  TEST_CASE("dist: bad input to collectives and DDP throws naming it" * doctest::skip(!mpi_ready())) {
+    const Run r = run_workers("errors");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(r.output.find("PASS errors") != std::string::npos);
+  }
+
+  TEST_CASE("dist: a rank that dies or stalls makes the job fail within the timeout, not hang" *
+            doctest::skip(!mpi_ready())) {
+    SUBCASE("death") {
+      const Run r = run_workers("rank_death", 60);
+      INFO(r.output);
+      CHECK(r.status != 0);
+      CHECK(r.status != 124);  // not our time limit: MPI or the collective's own timeout ended it
+      CHECK(r.output.find("rank 1 exiting at step 2") != std::string::npos);
+      CHECK(r.output.find("PASS") == std::string::npos);
+      CHECK(r.seconds < 45);
     }
-    const auto diff = values(r.output, "max_diff_vs_single_process");
-    REQUIRE(diff.size() == 2);
-    CHECK(std::stod(diff.at("0")) < 1e-5);
+    SUBCASE("stall") {
+      const Run r = run_workers("rank_stall", 60);
+      INFO(r.output);
+      CHECK(r.status != 0);
+      CHECK(r.status != 124);
+      CHECK(r.output.find("rank 0 error: dist::all_reduce (average)") != std::string::npos);
+      CHECK(r.output.find("timed out after 3 s on rank 0 of 2") != std::string::npos);
+      CHECK(r.seconds < 45);
+    }
   }
-}
-
-TEST_CASE("dist: no_sync micro-batches send nothing and still match the whole batch" * doctest::skip(!mpi_ready())) {
-  const Run r = run_workers("accum");
-  INFO(r.output);
-  CHECK(r.status == 0);
-  CHECK(r.output.find("PASS accum") != std::string::npos);
-  const auto reduces = values(r.output, "all_reduces");
-  REQUIRE(reduces.size() == 2);
-  CHECK(reduces.at("0") == "5");  // 5 steps, 1 bucket: the no_sync halves added none
-}
-
-TEST_CASE("dist: a GradScaler inf on one rank skips the step on both" * doctest::skip(!mpi_ready())) {
-  const Run r = run_workers("scaler_skip");
-  INFO(r.output);
-  CHECK(r.status == 0);
-  CHECK(r.output.find("PASS scaler_skip") != std::string::npos);
-  const auto synced = values(r.output, "skipped_with_sync_found_inf");
-  REQUIRE(synced.size() == 2);
-  CHECK(synced.at("0") == "1");
-  CHECK(synced.at("1") == "1");
-}
-
-TEST_CASE("dist: bad input to collectives and DDP throws naming it" * doctest::skip(!mpi_ready())) {
-  const Run r = run_workers("errors");
-  INFO(r.output);
-  CHECK(r.status == 0);
-  CHECK(r.output.find("PASS errors") != std::string::npos);
-}
-
-TEST_CASE("dist: a rank that dies or stalls makes the job fail within the timeout, not hang" *
-          doctest::skip(!mpi_ready())) {
-  SUBCASE("death") {
-    const Run r = run_workers("rank_death", 60);
-    INFO(r.output);
-    CHECK(r.status != 0);
-    CHECK(r.status != 124);  // not our time limit: MPI or the collective's own timeout ended it
-    CHECK(r.output.find("rank 1 exiting at step 2") != std::string::npos);
-    CHECK(r.output.find("PASS") == std::string::npos);
-    CHECK(r.seconds < 45);
-  }
-  SUBCASE("stall") {
-    const Run r = run_workers("rank_stall", 60);
-    INFO(r.output);
-    CHECK(r.status != 0);
-    CHECK(r.status != 124);
-    CHECK(r.output.find("rank 0 error: dist::all_reduce (average)") != std::string::npos);
-    CHECK(r.output.find("timed out after 3 s on rank 0 of 2") != std::string::npos);
-    CHECK(r.seconds < 45);
-  }
-}
 
 }  // TEST_SUITE
 
@@ -182,13 +180,14 @@ TEST_CASE("mdl-train --dist: parsed in an MPI build, a usage error naming it oth
 #else
   CHECK(error.find("--dist needs a build with MPI") != std::string::npos);
 #endif
-  CHECK_THROWS_WITH_AS(train::parse_train_options({"--bucket-mb", "0"}), doctest::Contains("--bucket-mb must be positive"),
-                       train::UsageError);
+  CHECK_THROWS_WITH_AS(train::parse_train_options({"--bucket-mb", "0"}),
+                       doctest::Contains("--bucket-mb must be positive"), train::UsageError);
   CHECK(train::usage().find("--dist") != std::string::npos);
 }
 
 TEST_CASE("dist: mdl-train --dist on 2 ranks: one progress log, one checkpoint" * doctest::skip(!mpi_ready())) {
-  const std::string ckpt = (fs::temp_directory_path() / ("mdl_dist_" + std::to_string(getpid()) + ".safetensors")).string();
+  const std::string ckpt =
+      (fs::temp_directory_path() / ("mdl_dist_" + std::to_string(getpid()) + ".safetensors")).string();
   const Run r = run_workers("train " + ckpt, 120);
   INFO(r.output);
   CHECK(r.status == 0);

@@ -50,7 +50,8 @@ TEST_CASE("dist: file rendezvous times out, naming the file, when rank 0 never c
   const auto t0 = std::chrono::steady_clock::now();
   CHECK_THROWS_WITH_AS(dist::rendezvous_fetch(path, 4, 0.2), doctest::Contains("did not appear within 0.2 s"), Error);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
-  CHECK_THROWS_WITH_AS(dist::rendezvous_fetch(path, 4, 0), doctest::Contains("timeout_seconds must be positive"), Error);
+  CHECK_THROWS_WITH_AS(dist::rendezvous_fetch(path, 4, 0), doctest::Contains("timeout_seconds must be positive"),
+                       Error);
   CHECK_THROWS_WITH_AS(dist::rendezvous_fetch("", 4, 1), doctest::Contains("file name is empty"), Error);
 }
 

@@ -47,8 +47,10 @@ V broadcast(const V& v, const Shape& from, const Shape& to) {
 // How an input tensor is laid out in memory.
 enum class Layout { Contiguous, Transposed, Stepped, Expanded };
 const char* layout_name(Layout l) {
-  return l == Layout::Contiguous ? "contiguous" : l == Layout::Transposed ? "transposed"
-                                                : l == Layout::Stepped   ? "stepped" : "expanded";
+  return l == Layout::Contiguous   ? "contiguous"
+         : l == Layout::Transposed ? "transposed"
+         : l == Layout::Stepped    ? "stepped"
+                                   : "expanded";
 }
 
 // A tensor of `shape` and `dtype` with values uniform in [lo, hi] (whole numbers for integral
@@ -172,18 +174,18 @@ const std::vector<BinaryCase>& binary_cases() {
        [](double a, double b) { return std::max(a, b); }, K::Exact, -3, 3, true},
       {"minimum", [](const Tensor& a, const Tensor& b) { return minimum(a, b); },
        [](double a, double b) { return std::min(a, b); }, K::Exact, -3, 3, true},
-      {"eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); }, [](double a, double b) { return double(a == b); },
-       K::Compare, -3, 3, true},
-      {"ne", [](const Tensor& a, const Tensor& b) { return ne(a, b); }, [](double a, double b) { return double(a != b); },
-       K::Compare, -3, 3, true},
-      {"lt", [](const Tensor& a, const Tensor& b) { return lt(a, b); }, [](double a, double b) { return double(a < b); },
-       K::Compare, -3, 3, true},
-      {"le", [](const Tensor& a, const Tensor& b) { return le(a, b); }, [](double a, double b) { return double(a <= b); },
-       K::Compare, -3, 3, true},
-      {"gt", [](const Tensor& a, const Tensor& b) { return gt(a, b); }, [](double a, double b) { return double(a > b); },
-       K::Compare, -3, 3, true},
-      {"ge", [](const Tensor& a, const Tensor& b) { return ge(a, b); }, [](double a, double b) { return double(a >= b); },
-       K::Compare, -3, 3, true},
+      {"eq", [](const Tensor& a, const Tensor& b) { return eq(a, b); },
+       [](double a, double b) { return double(a == b); }, K::Compare, -3, 3, true},
+      {"ne", [](const Tensor& a, const Tensor& b) { return ne(a, b); },
+       [](double a, double b) { return double(a != b); }, K::Compare, -3, 3, true},
+      {"lt", [](const Tensor& a, const Tensor& b) { return lt(a, b); },
+       [](double a, double b) { return double(a < b); }, K::Compare, -3, 3, true},
+      {"le", [](const Tensor& a, const Tensor& b) { return le(a, b); },
+       [](double a, double b) { return double(a <= b); }, K::Compare, -3, 3, true},
+      {"gt", [](const Tensor& a, const Tensor& b) { return gt(a, b); },
+       [](double a, double b) { return double(a > b); }, K::Compare, -3, 3, true},
+      {"ge", [](const Tensor& a, const Tensor& b) { return ge(a, b); },
+       [](double a, double b) { return double(a >= b); }, K::Compare, -3, 3, true},
   };
   return cases;
 }
@@ -265,8 +267,8 @@ TEST_CASE("elementwise: binary ops against a double reference on every layout, b
         Tensor a = make_input(p.a, dt, p.la, lo, hi, seed++, c.whole);
         Tensor b = make_input(p.b, dt, p.lb, lo, hi, seed++, c.whole);
         std::ostringstream what;
-        what << c.name << " " << dt << " " << shape_str(p.a) << " " << layout_name(p.la) << " with "
-             << shape_str(p.b) << " " << layout_name(p.lb);
+        what << c.name << " " << dt << " " << shape_str(p.a) << " " << layout_name(p.la) << " with " << shape_str(p.b)
+             << " " << layout_name(p.lb);
         check_binary(c, a, b, what.str());
       }
 }
@@ -445,20 +447,21 @@ TEST_CASE("elementwise: integer division by zero and negative powers throw, neve
 }
 
 TEST_CASE("elementwise: errors name the op and the shapes") {
-  CHECK_THROWS_WITH_AS(add(zeros({2, 3}), zeros({4})), doctest::Contains("add: shapes [2,3] and [4] cannot be broadcast together"),
-                       mdl::Error);
-  CHECK_THROWS_WITH_AS(zeros({3}) * zeros({2}), doctest::Contains("mul: shapes [3] and [2] cannot be broadcast together"),
-                       mdl::Error);
+  CHECK_THROWS_WITH_AS(add(zeros({2, 3}), zeros({4})),
+                       doctest::Contains("add: shapes [2,3] and [4] cannot be broadcast together"), mdl::Error);
+  CHECK_THROWS_WITH_AS(zeros({3}) * zeros({2}),
+                       doctest::Contains("mul: shapes [3] and [2] cannot be broadcast together"), mdl::Error);
   CHECK_THROWS_WITH_AS(eq(zeros({2, 3}), zeros({3, 2})),
                        doctest::Contains("eq: shapes [2,3] and [3,2] cannot be broadcast together"), mdl::Error);
   CHECK_THROWS_WITH_AS(maximum(zeros({5, 1, 2}), zeros({3, 3})),
                        doctest::Contains("maximum: shapes [5,1,2] and [3,3] cannot be broadcast together"), mdl::Error);
   CHECK_THROWS_WITH_AS(add(Tensor(), zeros({1})), doctest::Contains("add: undefined tensor"), mdl::Error);
-  CHECK_THROWS_WITH_AS(neg(from_vector<bool>({true})), doctest::Contains("neg: not defined for bool tensors"), mdl::Error);
+  CHECK_THROWS_WITH_AS(neg(from_vector<bool>({true})), doctest::Contains("neg: not defined for bool tensors"),
+                       mdl::Error);
   CHECK_THROWS_WITH_AS(sub(from_vector<bool>({true}), from_vector<bool>({false})),
                        doctest::Contains("sub: not defined for bool tensors"), mdl::Error);
-  CHECK_THROWS_WITH_AS(gelu(zeros({1}), "fast"), doctest::Contains("gelu: approximate must be 'none' or 'tanh', got 'fast'"),
-                       mdl::Error);
+  CHECK_THROWS_WITH_AS(gelu(zeros({1}), "fast"),
+                       doctest::Contains("gelu: approximate must be 'none' or 'tanh', got 'fast'"), mdl::Error);
   CHECK_THROWS_WITH_AS(clamp(zeros({1}), std::nullopt, std::nullopt),
                        doctest::Contains("clamp: at least one of min and max must be given"), mdl::Error);
 }

@@ -19,13 +19,21 @@ using namespace mdl;
 
 namespace {
 
-uint32_t bits_of(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-float float_of(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+float float_of(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 // The exact value of an f16 pattern, decoded from its fields.
 double f16_value(uint16_t h) {
   const int e = (h >> 10) & 31, m = h & 1023;
-  double v = e == 31 ? (m ? std::numeric_limits<double>::quiet_NaN() : HUGE_VAL)
+  double v = e == 31  ? (m ? std::numeric_limits<double>::quiet_NaN() : HUGE_VAL)
              : e == 0 ? std::ldexp(double(m), -24)
                       : std::ldexp(double(1024 + m), e - 25);
   return (h & 0x8000) ? -v : v;
@@ -180,8 +188,8 @@ TEST_CASE("half: f16 overflow, underflow and ties") {
   CHECK(Half(-65520.0f).bits == 0xfc00);
   CHECK(Half(1e9f).bits == 0x7c00);
   CHECK(float(Half(65520.0f)) == HUGE_VALF);
-  CHECK(Half(0x1p-24f).bits == 0x0001);                        // smallest subnormal
-  CHECK(Half(0x1p-25f).bits == 0x0000);                        // tie between 0 and 2^-24: to even 0
+  CHECK(Half(0x1p-24f).bits == 0x0001);  // smallest subnormal
+  CHECK(Half(0x1p-25f).bits == 0x0000);  // tie between 0 and 2^-24: to even 0
   CHECK(Half(-0x1p-25f).bits == 0x8000);
   CHECK(Half(std::nextafter(0x1p-25f, 1.0f)).bits == 0x0001);  // just above the tie: up
   CHECK(Half(3 * 0x1p-25f).bits == 0x0002);                    // tie between 1 and 2 ulps: to even 2
@@ -196,11 +204,11 @@ TEST_CASE("half: f16 overflow, underflow and ties") {
 
 TEST_CASE("half: bf16 rounds to nearest even, keeps NaN and infinities") {
   CHECK(BFloat16(1.0f).bits == 0x3f80);
-  CHECK(BFloat16(1.0f + 0x1p-8f).bits == 0x3f80);                          // tie: to even
-  CHECK(BFloat16(1.0f + 3 * 0x1p-8f).bits == 0x3f82);                      // tie: to even (up)
-  CHECK(BFloat16(std::nextafter(1.0f + 0x1p-8f, 2.0f)).bits == 0x3f81);    // above the tie: up
-  CHECK(BFloat16(std::nextafter(1.0f + 3 * 0x1p-8f, 0.0f)).bits == 0x3f81); // below the tie: down
-  CHECK(BFloat16(float_of(0x7f7fffffu)).bits == 0x7f80);                   // FLT_MAX rounds to inf
+  CHECK(BFloat16(1.0f + 0x1p-8f).bits == 0x3f80);                            // tie: to even
+  CHECK(BFloat16(1.0f + 3 * 0x1p-8f).bits == 0x3f82);                        // tie: to even (up)
+  CHECK(BFloat16(std::nextafter(1.0f + 0x1p-8f, 2.0f)).bits == 0x3f81);      // above the tie: up
+  CHECK(BFloat16(std::nextafter(1.0f + 3 * 0x1p-8f, 0.0f)).bits == 0x3f81);  // below the tie: down
+  CHECK(BFloat16(float_of(0x7f7fffffu)).bits == 0x7f80);                     // FLT_MAX rounds to inf
   CHECK(BFloat16(HUGE_VALF).bits == 0x7f80);
   CHECK(BFloat16(-HUGE_VALF).bits == 0xff80);
   for (uint32_t nan : {0x7fc00000u, 0x7f800001u, 0xff800001u, 0x7fffffffu}) {
@@ -337,7 +345,11 @@ TEST_CASE("half: f16 and bf16 tensor arithmetic computes in f32 and rounds once"
   }
   Tensor hx = from_vector<Half>(xs), hy = from_vector<Half>(ys);
   Tensor bx = from_vector<BFloat16>(bxs), by = from_vector<BFloat16>(bys);
-  struct Case { const char* name; Tensor h, b; double (*f)(double, double); };
+  struct Case {
+    const char* name;
+    Tensor h, b;
+    double (*f)(double, double);
+  };
   const Case cases[] = {
       {"add", hx + hy, bx + by, [](double p, double q) { return p + q; }},
       {"sub", hx - hy, bx - by, [](double p, double q) { return p - q; }},

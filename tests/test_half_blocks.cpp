@@ -20,7 +20,11 @@ namespace F = mdl::nn::functional;
 
 namespace {
 
-uint32_t bits_of(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
 
 // Restores bulk conversion when a check fails part way.
 struct BulkConversion {
@@ -47,7 +51,7 @@ std::vector<float> float_cases(size_t n) {
   for (size_t i = 0; i < n; ++i) {
     uint32_t u = rng();
     if (i % 3 == 1) u = (u & 0x807fffffu) | ((100u + u % 60u) << 23);  // near the f16 range
-    if (i % 3 == 2) u &= 0xffffe000u | 0x1000u;                         // f16 ties and near-ties
+    if (i % 3 == 2) u &= 0xffffe000u | 0x1000u;                        // f16 ties and near-ties
     std::memcpy(&v[i], &u, 4);
   }
   return v;
@@ -132,9 +136,9 @@ void check_kernels(DType dt) {
 
   using UnaryFn = Tensor (*)(const Tensor&);
   const std::vector<std::pair<const char*, UnaryFn>> unary = {
-      {"relu", [](const Tensor& x) { return relu(x); }},   {"neg", [](const Tensor& x) { return neg(x); }},
-      {"exp", [](const Tensor& x) { return exp(x); }},     {"sqrt", [](const Tensor& x) { return sqrt(x); }},
-      {"tanh", [](const Tensor& x) { return tanh(x); }},   {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
+      {"relu", [](const Tensor& x) { return relu(x); }}, {"neg", [](const Tensor& x) { return neg(x); }},
+      {"exp", [](const Tensor& x) { return exp(x); }},   {"sqrt", [](const Tensor& x) { return sqrt(x); }},
+      {"tanh", [](const Tensor& x) { return tanh(x); }}, {"sigmoid", [](const Tensor& x) { return sigmoid(x); }},
       {"gelu", [](const Tensor& x) { return gelu(x); }}};
   for (const auto& [name, fn] : unary) {
     check_same_bits<T>(std::string(name) + " contiguous", [&] { return fn(a); });
@@ -231,8 +235,10 @@ TEST_CASE("float blocks: casts among f32, f16 and bf16, contiguous and strided, 
       const std::vector<float> want = [&] {
         std::vector<float> w;
         Tensor c = hs.contiguous();
-        if (to == kF16) for (Half x : c.to_vector<Half>()) w.push_back(float(x));
-        else for (BFloat16 x : c.to_vector<BFloat16>()) w.push_back(float(x));
+        if (to == kF16)
+          for (Half x : c.to_vector<Half>()) w.push_back(float(x));
+        else
+          for (BFloat16 x : c.to_vector<BFloat16>()) w.push_back(float(x));
         return w;
       }();
       bad = 0;
@@ -257,8 +263,9 @@ TEST_CASE("float blocks: f16 and bf16 attention and GELU backward give the same 
       out.backward(go);
       Tensor xi = x.detach().requires_grad_();
       gelu(xi).backward(gx);
-      return cat({out.detach().reshape({-1}), qi.grad().reshape({-1}), ki.grad().reshape({-1}),
-                  vi.grad().reshape({-1}), xi.grad().reshape({-1})}, 0);
+      return cat({out.detach().reshape({-1}), qi.grad().reshape({-1}), ki.grad().reshape({-1}), vi.grad().reshape({-1}),
+                  xi.grad().reshape({-1})},
+                 0);
     };
     if (dt == kF16) check_same_bits<Half>("attention, gelu", run);
     else check_same_bits<BFloat16>("attention, gelu", run);

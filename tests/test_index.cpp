@@ -36,7 +36,9 @@ Tensor sliced(const Tensor& x) {
 }
 
 // The same values as x, laid out with the first and last dims swapped in memory.
-Tensor transposed(const Tensor& x) { return x.dim() < 2 ? sliced(x) : x.transpose(0, -1).contiguous().transpose(0, -1); }
+Tensor transposed(const Tensor& x) {
+  return x.dim() < 2 ? sliced(x) : x.transpose(0, -1).contiguous().transpose(0, -1);
+}
 
 Shape unravel(int64_t i, const Shape& s) {
   Shape c(s.size());
@@ -120,8 +122,8 @@ TEST_CASE("index where: large, 0-dim and zero-size") {
 }
 
 TEST_CASE("index where: errors") {
-  CHECK_THROWS_WITH_AS(where(ones({3}), ones({3}), ones({3})), doctest::Contains("where: condition must be bool, got f32"),
-                       Error);
+  CHECK_THROWS_WITH_AS(where(ones({3}), ones({3}), ones({3})),
+                       doctest::Contains("where: condition must be bool, got f32"), Error);
   CHECK_THROWS_WITH_AS(where(ones({3}, kBool), ones({4}), ones({3})),
                        doctest::Contains("where: condition shape [3] and value shapes [4] and [3] cannot be broadcast"),
                        Error);
@@ -154,11 +156,11 @@ TEST_CASE("index masked_fill: broadcast masks, strides and dtypes") {
 }
 
 TEST_CASE("index masked_fill: errors") {
-  CHECK_THROWS_WITH_AS(masked_fill(ones({3}), ones({3}), 0.0), doctest::Contains("masked_fill: mask must be bool, got f32"),
-                       Error);
-  CHECK_THROWS_WITH_AS(masked_fill(ones({3}), ones({2, 3}, kBool), 0.0),
-                       doctest::Contains("masked_fill: mask of shape [2,3] cannot be broadcast to the input's shape [3]"),
-                       Error);
+  CHECK_THROWS_WITH_AS(masked_fill(ones({3}), ones({3}), 0.0),
+                       doctest::Contains("masked_fill: mask must be bool, got f32"), Error);
+  CHECK_THROWS_WITH_AS(
+      masked_fill(ones({3}), ones({2, 3}, kBool), 0.0),
+      doctest::Contains("masked_fill: mask of shape [2,3] cannot be broadcast to the input's shape [3]"), Error);
   CHECK_THROWS_WITH_AS(masked_fill(ones({3}), ones({4}, kBool), 0.0),
                        doctest::Contains("masked_fill: mask of shape [4] cannot be broadcast"), Error);
 }
@@ -222,7 +224,8 @@ TEST_CASE("index index_select: errors") {
   CHECK_THROWS_WITH_AS(index_select(x, 2, zeros({1}, kI64)), doctest::Contains("index_select: dim 2 out of range"),
                        Error);
   CHECK_THROWS_WITH_AS(index_select(scalar_tensor(1.0), 0, zeros({2}, kI64)),
-                       doctest::Contains("index_select: the index into a 0-dim tensor must hold one value, got 2"), Error);
+                       doctest::Contains("index_select: the index into a 0-dim tensor must hold one value, got 2"),
+                       Error);
 }
 
 namespace {
@@ -282,12 +285,12 @@ TEST_CASE("index index_add: errors") {
                        doctest::Contains("index_add: src has dtype f64 but the input has dtype f32"), Error);
   CHECK_THROWS_WITH_AS(native::index_add(x, 0, from_vector<int64_t>({1, 2}), ones({1, 3})),
                        doctest::Contains("index_add: src has size 1 along dim 0 but the index has 2 entries"), Error);
-  CHECK_THROWS_WITH_AS(native::index_add(x, 0, from_vector<int64_t>({1}), ones({1, 4})),
-                       doctest::Contains("index_add: src of shape [1,4] does not match the input's shape [5,3] outside dim 0"),
-                       Error);
-  CHECK_THROWS_WITH_AS(native::index_add(x, 0, from_vector<int64_t>({1}), ones({3})),
-                       doctest::Contains("index_add: src of shape [3] must have as many dims as the input of shape [5,3]"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      native::index_add(x, 0, from_vector<int64_t>({1}), ones({1, 4})),
+      doctest::Contains("index_add: src of shape [1,4] does not match the input's shape [5,3] outside dim 0"), Error);
+  CHECK_THROWS_WITH_AS(
+      native::index_add(x, 0, from_vector<int64_t>({1}), ones({3})),
+      doctest::Contains("index_add: src of shape [3] must have as many dims as the input of shape [5,3]"), Error);
   CHECK_THROWS_WITH_AS(native::index_add(x, 0, from_vector<uint8_t>({1}), ones({1, 3})),
                        doctest::Contains("index_add: index must be I64 or I32, got u8"), Error);
 }
@@ -339,12 +342,12 @@ TEST_CASE("index gather: errors") {
                        doctest::Contains("gather: index 5 is out of range for dim 1 with size 5"), Error);
   CHECK_THROWS_WITH_AS(gather(x, 0, from_vector<int64_t>({-1}, {1, 1})),
                        doctest::Contains("gather: index -1 is out of range for dim 0 with size 3"), Error);
-  CHECK_THROWS_WITH_AS(gather(x, 1, zeros({3}, kI64)),
-                       doctest::Contains("gather: index of shape [3] must have as many dims as the input of shape [3,5]"),
-                       Error);
-  CHECK_THROWS_WITH_AS(gather(x, 1, zeros({4, 2}, kI64)),
-                       doctest::Contains("gather: index of shape [4,2] is larger than the input of shape [3,5] in dim 0"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      gather(x, 1, zeros({3}, kI64)),
+      doctest::Contains("gather: index of shape [3] must have as many dims as the input of shape [3,5]"), Error);
+  CHECK_THROWS_WITH_AS(
+      gather(x, 1, zeros({4, 2}, kI64)),
+      doctest::Contains("gather: index of shape [4,2] is larger than the input of shape [3,5] in dim 0"), Error);
   CHECK_THROWS_WITH_AS(gather(x, 1, zeros({3, 5})), doctest::Contains("gather: index must be I64 or I32, got f32"),
                        Error);
 }
@@ -453,10 +456,10 @@ TEST_CASE("index tril/triu: diagonals, batches, strides") {
 }
 
 TEST_CASE("index tril/triu: errors") {
-  CHECK_THROWS_WITH_AS(tril(ones({3})), doctest::Contains("tril: expected a tensor with at least 2 dims, got shape [3]"),
-                       Error);
-  CHECK_THROWS_WITH_AS(triu(scalar_tensor(1.0)), doctest::Contains("triu: expected a tensor with at least 2 dims, got shape []"),
-                       Error);
+  CHECK_THROWS_WITH_AS(tril(ones({3})),
+                       doctest::Contains("tril: expected a tensor with at least 2 dims, got shape [3]"), Error);
+  CHECK_THROWS_WITH_AS(triu(scalar_tensor(1.0)),
+                       doctest::Contains("triu: expected a tensor with at least 2 dims, got shape []"), Error);
 }
 
 // ---- one_hot --------------------------------------------------------------------------------
@@ -491,11 +494,12 @@ TEST_CASE("index one_hot: errors") {
                        doctest::Contains("one_hot: class values must be non-negative, got -1"), Error);
   CHECK_THROWS_WITH_AS(one_hot(from_vector<int64_t>({1, 3}), 3),
                        doctest::Contains("one_hot: class value 3 is out of range for num_classes 3"), Error);
-  CHECK_THROWS_WITH_AS(one_hot(zeros({0}, kI64)), doctest::Contains("one_hot: cannot infer num_classes from an empty index"),
+  CHECK_THROWS_WITH_AS(one_hot(zeros({0}, kI64)),
+                       doctest::Contains("one_hot: cannot infer num_classes from an empty index"), Error);
+  CHECK_THROWS_WITH_AS(one_hot(ones({2}), 3), doctest::Contains("one_hot: index must be an integer tensor, got f32"),
                        Error);
-  CHECK_THROWS_WITH_AS(one_hot(ones({2}), 3), doctest::Contains("one_hot: index must be an integer tensor, got f32"), Error);
-  CHECK_THROWS_WITH_AS(one_hot(ones({2}, kBool), 3), doctest::Contains("one_hot: index must be an integer tensor, got bool"),
-                       Error);
-  CHECK_THROWS_WITH_AS(one_hot(ones({2}, kI64), -2), doctest::Contains("one_hot: num_classes must be -1 (infer) or non-negative, got -2"),
-                       Error);
+  CHECK_THROWS_WITH_AS(one_hot(ones({2}, kBool), 3),
+                       doctest::Contains("one_hot: index must be an integer tensor, got bool"), Error);
+  CHECK_THROWS_WITH_AS(one_hot(ones({2}, kI64), -2),
+                       doctest::Contains("one_hot: num_classes must be -1 (infer) or non-negative, got -2"), Error);
 }

@@ -103,11 +103,13 @@ TEST_CASE("join cat: promotion, empty 1-D tensors and zero-size results") {
 
 TEST_CASE("join cat: errors") {
   CHECK_THROWS_WITH_AS(native::cat({}, 0), doctest::Contains("cat: expected a non-empty list of tensors"), Error);
-  CHECK_THROWS_WITH_AS(native::cat({ones({2, 3}), ones({2, 4})}, 0),
-                       doctest::Contains("cat: shapes must match except in dim 0, but tensor 0 has shape [2,3] and tensor 1 has shape [2,4]"),
-                       Error);
-  CHECK_THROWS_WITH_AS(native::cat({ones({2, 3}), ones({2, 3, 1})}, 1), doctest::Contains("cat: shapes must match except in dim 1"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      native::cat({ones({2, 3}), ones({2, 4})}, 0),
+      doctest::Contains(
+          "cat: shapes must match except in dim 0, but tensor 0 has shape [2,3] and tensor 1 has shape [2,4]"),
+      Error);
+  CHECK_THROWS_WITH_AS(native::cat({ones({2, 3}), ones({2, 3, 1})}, 1),
+                       doctest::Contains("cat: shapes must match except in dim 1"), Error);
   CHECK_THROWS_WITH_AS(native::cat({ones({2}), scalar_tensor(1.0)}, 0),
                        doctest::Contains("cat: zero-dimensional tensor (at position 1) cannot be concatenated"), Error);
   CHECK_THROWS_WITH_AS(native::cat({ones({2, 3})}, 2), doctest::Contains("cat: dim 2 out of range"), Error);
@@ -141,9 +143,11 @@ TEST_CASE("join stack: every dim") {
 
 TEST_CASE("join stack: errors") {
   CHECK_THROWS_WITH_AS(native::stack({}, 0), doctest::Contains("stack: expected a non-empty list of tensors"), Error);
-  CHECK_THROWS_WITH_AS(native::stack({ones({2, 3}), ones({3, 2})}, 0),
-                       doctest::Contains("stack: expected tensors of one shape, but tensor 0 has shape [2,3] and tensor 1 has shape [3,2]"),
-                       Error);
+  CHECK_THROWS_WITH_AS(
+      native::stack({ones({2, 3}), ones({3, 2})}, 0),
+      doctest::Contains(
+          "stack: expected tensors of one shape, but tensor 0 has shape [2,3] and tensor 1 has shape [3,2]"),
+      Error);
   CHECK_THROWS_WITH_AS(native::stack({ones({2})}, 2), doctest::Contains("stack: dim 2 out of range"), Error);
 }
 
@@ -192,10 +196,13 @@ TEST_CASE("join public ops agree with the native ones") {
 }
 
 TEST_CASE("join split: errors") {
-  CHECK_THROWS_WITH_AS(native::split(ones({4}), -1, 0), doctest::Contains("split: split_size must be non-negative, got -1"), Error);
-  CHECK_THROWS_WITH_AS(native::split(ones({4}), 0, 0), doctest::Contains("split: split_size 0 can only split a dim of size 0, but dim 0 has size 4"),
+  CHECK_THROWS_WITH_AS(native::split(ones({4}), -1, 0),
+                       doctest::Contains("split: split_size must be non-negative, got -1"), Error);
+  CHECK_THROWS_WITH_AS(native::split(ones({4}), 0, 0),
+                       doctest::Contains("split: split_size 0 can only split a dim of size 0, but dim 0 has size 4"),
                        Error);
-  CHECK_THROWS_WITH_AS(native::split(scalar_tensor(1.0), 1, 0), doctest::Contains("split: expected a tensor with at least one dim"), Error);
+  CHECK_THROWS_WITH_AS(native::split(scalar_tensor(1.0), 1, 0),
+                       doctest::Contains("split: expected a tensor with at least one dim"), Error);
   CHECK_THROWS_WITH_AS(native::split(ones({4}), 1, 1), doctest::Contains("split: dim 1 out of range"), Error);
 }
 

@@ -55,7 +55,10 @@ TEST_CASE("linear_act: forward matches matmul + bias + activation in every float
         Tensor got = nn::functional::linear(x, w, b, act);
         CHECK(got.dtype() == t);
         Tensor want = composed(x.to(kF64), w.to(kF64), b.defined() ? b.to(kF64) : b, act);  // exact reference
-        check_close(got.to(kF64), want, same_tol(t == kF64 ? 1e-12 : t == kF32 ? 1e-5 : dtype_tol(t).rtol * 4),
+        check_close(got.to(kF64), want,
+                    same_tol(t == kF64   ? 1e-12
+                             : t == kF32 ? 1e-5
+                                         : dtype_tol(t).rtol * 4),
                     name(act, bias, t));
       }
 }
@@ -113,7 +116,8 @@ TEST_CASE("linear_act: forward and gradients are bitwise the same on 1 and 2 thr
                    g[1].to_vector<float>(), g[2].to_vector<float>()};
   }
   set_num_threads(threads);
-  for (size_t i = 0; i < 4; ++i) CHECK_MESSAGE(runs[0][i] == runs[1][i], "output ", i, " differs between 1 and 2 threads");
+  for (size_t i = 0; i < 4; ++i)
+    CHECK_MESSAGE(runs[0][i] == runs[1][i], "output ", i, " differs between 1 and 2 threads");
 }
 
 TEST_CASE("linear_act: only the inputs that need a gradient get one; empty batches work") {
@@ -152,7 +156,8 @@ TEST_CASE("linear_act: bad shapes, dtypes and devices throw naming them") {
                        doctest::Contains("weight [5,3] is f64 but the input [4,3] is f32"), Error);
   CHECK_THROWS_WITH_AS(nn::functional::linear(zeros({4, 3}, kI64), zeros({5, 3}, kI64), Tensor(), Activation::Relu),
                        doctest::Contains("expected a floating input"), Error);
-  CHECK_THROWS_WITH_AS(nn::functional::linear(x, w, b, Activation(7)), doctest::Contains("unknown activation 7"), Error);
+  CHECK_THROWS_WITH_AS(nn::functional::linear(x, w, b, Activation(7)), doctest::Contains("unknown activation 7"),
+                       Error);
 }
 
 TEST_CASE("linear_act: LinearAct names its parameters as Linear and runs the fused op") {
@@ -180,12 +185,13 @@ TEST_CASE("linear_act: TransformerEncoderLayer runs linear1 fused for relu and g
     f = std::string(act) == "relu" ? relu(f) : gelu(f, "tanh");
     check_close(layer.forward(x), y + (*layer.linear2)(f), dtype_tol(kF32), std::string("encoder layer ") + act);
   }
-  CHECK_THROWS_WITH_AS(nn::TransformerEncoderLayer(8, 2, {.activation = "swish"}), doctest::Contains("gelu, relu or gelu_tanh"),
-                       Error);
+  CHECK_THROWS_WITH_AS(nn::TransformerEncoderLayer(8, 2, {.activation = "swish"}),
+                       doctest::Contains("gelu, relu or gelu_tanh"), Error);
 }
 
 TEST_CASE("linear_act: autocast runs it in f16 and the f32 parameters get f32 gradients") {
-  Tensor x = sample({5, 8}, kF32, 18), w = sample({3, 8}, kF32, 19).requires_grad_(), b = sample({3}, kF32, 20).requires_grad_();
+  Tensor x = sample({5, 8}, kF32, 18), w = sample({3, 8}, kF32, 19).requires_grad_(),
+         b = sample({3}, kF32, 20).requires_grad_();
   Tensor y;
   {
     amp::AutocastGuard autocast(kF16);
@@ -232,7 +238,10 @@ TEST_CASE("cuda: linear_act takes operands at any alignment, TF32 on, and repeat
     for (Activation act : kActs) {
       Tensor x = sample({64, 64}, t, 31), w = sample({32, 64}, t, 32), b = sample({32}, t, 33);
       check_close(nn::functional::linear(x.to(gpu), w.to(gpu), b.to(gpu), act).cpu(),
-                  nn::functional::linear(x, w, b, act), same_tol(t == kF32 ? 1e-4 : t == kF16 ? 1e-2 : 5e-2),
+                  nn::functional::linear(x, w, b, act),
+                  same_tol(t == kF32   ? 1e-4
+                           : t == kF16 ? 1e-2
+                                       : 5e-2),
                   name(act, true, t) + " aligned");
     }
   CHECK(cuda::linear_act_fallbacks() == fallbacks);

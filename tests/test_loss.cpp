@@ -194,16 +194,16 @@ const test::GradcheckCases kCrossEntropyGradcheckCases([](std::vector<test::Grad
   cases.push_back({"cross_entropy", "mean over a double-transposed view", in,
                    [t](const V& v) { return F::cross_entropy(v[0].t().t(), t); }});
   cases.push_back({"cross_entropy", "sum, label smoothing 0.3", in, [t](const V& v) {
-    return F::cross_entropy(v[0], t, {.label_smoothing = 0.3, .reduction = Reduction::Sum});
-  }});
+                     return F::cross_entropy(v[0], t, {.label_smoothing = 0.3, .reduction = Reduction::Sum});
+                   }});
   cases.push_back({"cross_entropy", "none, label smoothing 0.1", in, [t](const V& v) {
-    return F::cross_entropy(v[0], t, {.label_smoothing = 0.1, .reduction = Reduction::None});
-  }});
+                     return F::cross_entropy(v[0], t, {.label_smoothing = 0.1, .reduction = Reduction::None});
+                   }});
   V in2{leaf(uniform({2, 3, 4, 2}, g, -2, 2))};
   Tensor t2 = from_vector<int64_t>({0, 1, 2, 1, 0, 0, 2, 1, 1, 1, 0, 2, 2, 2, 0, 1}, {2, 4, 2});
   cases.push_back({"cross_entropy", "(N, C, d1, d2) view, label smoothing 0.2", in2, [t2](const V& v) {
-    return F::cross_entropy(v[0].transpose(2, 3).transpose(2, 3), t2, {.label_smoothing = 0.2});
-  }});
+                     return F::cross_entropy(v[0].transpose(2, 3).transpose(2, 3), t2, {.label_smoothing = 0.2});
+                   }});
   cases.push_back({"cross_entropy", "(N, C, d1, d2), none", in2,
                    [t2](const V& v) { return F::cross_entropy(v[0], t2, {.reduction = Reduction::None}); }});
 });

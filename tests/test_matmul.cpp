@@ -176,7 +176,9 @@ TEST_CASE("matmul: f64, and f16/bf16 accumulating in f32") {
 
   for (DType dt : {kF16, kBF16}) {
     INFO(std::string(dtype_name(dt)));
-    struct Case { Tensor a, b; };
+    struct Case {
+      Tensor a, b;
+    };
     const Case cases[] = {
         {random({13, 40}, dt, 60), random({40, 11}, dt, 61)},
         {random({40, 13}, dt, 62).t(), random({3, 40, 11}, dt, 63)},
@@ -215,8 +217,8 @@ TEST_CASE("matmul: integer products are exact") {
 TEST_CASE("matmul: errors name the shapes and dtypes") {
   CHECK_THROWS_WITH_AS(matmul(zeros({2, 3}), zeros({4, 5})),
                        doctest::Contains("matmul: shapes [2,3] and [4,5] cannot be multiplied"), mdl::Error);
-  CHECK_THROWS_WITH_AS(matmul(zeros({3}), zeros({4})), doctest::Contains("matmul: shapes [3] and [4] cannot be multiplied"),
-                       mdl::Error);
+  CHECK_THROWS_WITH_AS(matmul(zeros({3}), zeros({4})),
+                       doctest::Contains("matmul: shapes [3] and [4] cannot be multiplied"), mdl::Error);
   CHECK_THROWS_WITH_AS(matmul(zeros({2, 3, 4}), zeros({5})),
                        doctest::Contains("matmul: shapes [2,3,4] and [5] cannot be multiplied"), mdl::Error);
   CHECK_THROWS_WITH_AS(matmul(zeros({2, 2}), zeros({2, 2}, kF64)),
@@ -224,9 +226,11 @@ TEST_CASE("matmul: errors name the shapes and dtypes") {
   CHECK_THROWS_WITH_AS(matmul(zeros({2}, kF16), zeros({2})), doctest::Contains("matmul: dtypes f16 and f32 differ"),
                        mdl::Error);
   CHECK_THROWS_WITH_AS(matmul(scalar_tensor(1), zeros({2})),
-                       doctest::Contains("matmul: both arguments need at least 1 dim, got shapes [] and [2]"), mdl::Error);
+                       doctest::Contains("matmul: both arguments need at least 1 dim, got shapes [] and [2]"),
+                       mdl::Error);
   CHECK_THROWS_WITH_AS(matmul(zeros({2}), scalar_tensor(1)),
-                       doctest::Contains("matmul: both arguments need at least 1 dim, got shapes [2] and []"), mdl::Error);
+                       doctest::Contains("matmul: both arguments need at least 1 dim, got shapes [2] and []"),
+                       mdl::Error);
   CHECK_THROWS_WITH_AS(matmul(zeros({2, 3, 4}), zeros({3, 4, 5})),
                        doctest::Contains("matmul: shapes [2] and [3] cannot be broadcast together"), mdl::Error);
   CHECK_THROWS_WITH_AS(matmul(Tensor(), zeros({2})), doctest::Contains("matmul: undefined tensor"), mdl::Error);

@@ -93,8 +93,14 @@ TEST_CASE("models: ViT parameter count follows the formula and vit_b_16's figure
   M::ViTOptions small;
   auto m = std::make_shared<M::ViT>(small);
   CHECK(m->num_parameters() == count(small));
-  M::ViTOptions b16{.image_size = 224, .patch_size = 16, .in_channels = 3, .classes = 1000, .dim = 768, .depth = 12,
-                    .heads = 12, .mlp_dim = 3072};
+  M::ViTOptions b16{.image_size = 224,
+                    .patch_size = 16,
+                    .in_channels = 3,
+                    .classes = 1000,
+                    .dim = 768,
+                    .depth = 12,
+                    .heads = 12,
+                    .mlp_dim = 3072};
   CHECK(count(b16) == 86567656);  // torchvision vit_b_16
   manual_seed(3);
   check_trains(*m, randn({2, 1, 28, 28}), randint(0, 10, {2}), 10);

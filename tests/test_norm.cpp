@@ -266,8 +266,9 @@ const test::GradcheckCases kLayerGroupNormGradcheckCases([](std::vector<test::Gr
   t.push_back({"layer_norm", "last dim of a transposed input, affine", in,
                [](const V& v) { return F::layer_norm(v[0].transpose(0, 1), {5}, v[1], v[2]); }});
   V in2{leaf(uniform({4, 3, 5}, g)), leaf(uniform({3, 5}, g, 0.5, 1.5))};
-  t.push_back({"layer_norm", "last 2 dims, weight only, eps 1e-3", in2,
-               [](const V& v) { return F::layer_norm(v[0], {3, 5}, v[1], Tensor(), 1e-3); }});
+  t.push_back({"layer_norm", "last 2 dims, weight only, eps 1e-3", in2, [](const V& v) {
+                 return F::layer_norm(v[0], {3, 5}, v[1], Tensor(), 1e-3);
+               }});
   V in3{leaf(uniform({3, 7}, g))};
   t.push_back({"layer_norm", "transposed, no affine", in3, [](const V& v) { return F::layer_norm(v[0].t(), {3}); }});
 
@@ -276,8 +277,8 @@ const test::GradcheckCases kLayerGroupNormGradcheckCases([](std::vector<test::Gr
                [](const V& v) { return F::group_norm(v[0].transpose(2, 3), 3, v[1], v[2]); }});
   t.push_back({"group_norm", "1 group, affine", gin, [](const V& v) { return F::group_norm(v[0], 1, v[1], v[2]); }});
   V gin2{leaf(uniform({4, 6}, g)), leaf(uniform({6}, g))};
-  t.push_back({"group_norm", "(N, C), bias only", gin2,
-               [](const V& v) { return F::group_norm(v[0], 2, Tensor(), v[1]); }});
+  t.push_back(
+      {"group_norm", "(N, C), bias only", gin2, [](const V& v) { return F::group_norm(v[0], 2, Tensor(), v[1]); }});
 });
 
 // The f32 layer norm runs its own vectorised rows (float partial sums in double): its forward and
@@ -357,10 +358,8 @@ TEST_CASE("norm: dropout zeroes a fraction p and scales the rest by 1/(1-p)") {
     int64_t zeros_n = 0;
     const float scale = float(1.0 / (1.0 - p));
     for (size_t i = 0; i < yv.size(); ++i) {
-      if (yv[i] == 0.0f)
-        ++zeros_n;
-      else if (std::abs(yv[i] - xv[i] * scale) > 1e-6f * std::abs(yv[i]))
-        FAIL_CHECK("element ", i, " not scaled");
+      if (yv[i] == 0.0f) ++zeros_n;
+      else if (std::abs(yv[i] - xv[i] * scale) > 1e-6f * std::abs(yv[i])) FAIL_CHECK("element ", i, " not scaled");
     }
     CHECK(std::abs(double(zeros_n) / double(yv.size()) - p) < 0.01);
   }

@@ -29,7 +29,8 @@ const Vec kP0 = {1.0, -0.5, 0.25, 2.0, -1.5, 0.75};
 // The gradient fed at step t (1-based): varies in size and sign so that AMSGrad's max matters.
 Vec grad_at(int t) {
   Vec g(kP0.size());
-  for (size_t i = 0; i < g.size(); ++i) g[i] = (t == 1 ? 3.0 : 0.4 / t) * std::sin(1.0 + 1.7 * double(i) + t) + 0.05 * t;
+  for (size_t i = 0; i < g.size(); ++i)
+    g[i] = (t == 1 ? 3.0 : 0.4 / t) * std::sin(1.0 + 1.7 * double(i) + t) + 0.05 * t;
   return g;
 }
 
@@ -96,12 +97,19 @@ std::string temp_file(const std::string& name) {
 }  // namespace
 
 TEST_CASE("optim: SGD matches torch.optim.SGD's formulas") {
-  struct Case { double lr, mom, damp, wd; bool nesterov; };
+  struct Case {
+    double lr, mom, damp, wd;
+    bool nesterov;
+  };
   for (Case c : {Case{0.1, 0, 0, 0, false}, Case{0.1, 0, 0, 0.05, false}, Case{0.05, 0.9, 0, 0, false},
                  Case{0.05, 0.9, 0.3, 0.01, false}, Case{0.05, 0.9, 0, 0.02, true}}) {
-    CAPTURE(c.mom); CAPTURE(c.damp); CAPTURE(c.wd); CAPTURE(c.nesterov);
+    CAPTURE(c.mom);
+    CAPTURE(c.damp);
+    CAPTURE(c.wd);
+    CAPTURE(c.nesterov);
     Tensor p = param_from(kP0);
-    optim::SGD opt({p}, {.lr = c.lr, .momentum = c.mom, .dampening = c.damp, .weight_decay = c.wd, .nesterov = c.nesterov});
+    optim::SGD opt({p},
+                   {.lr = c.lr, .momentum = c.mom, .dampening = c.damp, .weight_decay = c.wd, .nesterov = c.nesterov});
     check_close(run_steps(opt, p, 4), ref_sgd(4, c.lr, c.mom, c.damp, c.wd, c.nesterov), {.rtol = 1e-6, .atol = 1e-7});
     CHECK(opt.step_count() == 4);
   }
@@ -111,11 +119,14 @@ TEST_CASE("optim: Adam and AdamW match torch.optim's formulas, with weight decay
   for (bool decoupled : {false, true})
     for (bool amsgrad : {false, true})
       for (double wd : {0.0, 0.1}) {
-        CAPTURE(decoupled); CAPTURE(amsgrad); CAPTURE(wd);
+        CAPTURE(decoupled);
+        CAPTURE(amsgrad);
+        CAPTURE(wd);
         Tensor p = param_from(kP0);
         Vec got;
         if (decoupled) {
-          optim::AdamW opt({p}, {.lr = 0.05, .betas = {0.8, 0.95}, .eps = 1e-6, .weight_decay = wd, .amsgrad = amsgrad});
+          optim::AdamW opt({p},
+                           {.lr = 0.05, .betas = {0.8, 0.95}, .eps = 1e-6, .weight_decay = wd, .amsgrad = amsgrad});
           got = run_steps(opt, p, 5);
         } else {
           optim::Adam opt({p}, {.lr = 0.05, .betas = {0.8, 0.95}, .eps = 1e-6, .weight_decay = wd, .amsgrad = amsgrad});
@@ -215,20 +226,29 @@ TEST_CASE("optim: f64 parameters update in double") {
 }
 
 TEST_CASE("optim: save/load mid-training resumes bit-identically") {
-  auto make_params = [] { return std::vector<Tensor>{param_from(kP0), param_from(kP0).flatten().slice(0, 0, 4).contiguous()}; };
+  auto make_params = [] {
+    return std::vector<Tensor>{param_from(kP0), param_from(kP0).flatten().slice(0, 0, 4).contiguous()};
+  };
   auto feed = [](const std::vector<Tensor>& ps, int t) {
     for (size_t i = 0; i < ps.size(); ++i)
-      ps[i].set_grad(param_from(grad_at(t + int(i))).flatten().slice(0, 0, ps[i].numel()).reshape(ps[i].shape()).contiguous());
+      ps[i].set_grad(
+          param_from(grad_at(t + int(i))).flatten().slice(0, 0, ps[i].numel()).reshape(ps[i].shape()).contiguous());
   };
   auto run = [&](auto make_opt, const std::string& tag) {
     // Uninterrupted: 6 steps.
     auto ref = make_params();
     auto opt_ref = make_opt(ref);
-    for (int t = 1; t <= 6; ++t) { feed(ref, t); opt_ref->step(); }
+    for (int t = 1; t <= 6; ++t) {
+      feed(ref, t);
+      opt_ref->step();
+    }
     // Interrupted after 3: save weights and state, rebuild everything, load, go on.
     auto a = make_params();
     auto opt_a = make_opt(a);
-    for (int t = 1; t <= 3; ++t) { feed(a, t); opt_a->step(); }
+    for (int t = 1; t <= 3; ++t) {
+      feed(a, t);
+      opt_a->step();
+    }
     std::string path = temp_file(tag + ".safetensors");
     opt_a->save(path);
     auto b = make_params();
@@ -237,16 +257,29 @@ TEST_CASE("optim: save/load mid-training resumes bit-identically") {
     opt_b->load(path);
     std::filesystem::remove(path);
     CHECK(opt_b->step_count() == 3);
-    for (int t = 4; t <= 6; ++t) { feed(b, t); opt_b->step(); }
+    for (int t = 4; t <= 6; ++t) {
+      feed(b, t);
+      opt_b->step();
+    }
     for (size_t i = 0; i < b.size(); ++i) CHECK(values(b[i]) == values(ref[i]));
   };
-  run([](const std::vector<Tensor>& ps) { return std::make_unique<optim::SGD>(ps, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true}); }, "sgd");
-  run([](const std::vector<Tensor>& ps) { return std::make_unique<optim::Adam>(ps, optim::AdamOptions{.lr = 0.05, .weight_decay = 0.1, .amsgrad = true}); }, "adam");
-  run([](const std::vector<Tensor>& ps) {
+  run(
+      [](const std::vector<Tensor>& ps) {
+        return std::make_unique<optim::SGD>(ps, optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .nesterov = true});
+      },
+      "sgd");
+  run(
+      [](const std::vector<Tensor>& ps) {
+        return std::make_unique<optim::Adam>(ps, optim::AdamOptions{.lr = 0.05, .weight_decay = 0.1, .amsgrad = true});
+      },
+      "adam");
+  run(
+      [](const std::vector<Tensor>& ps) {
         auto opt = std::make_unique<optim::AdamW>(std::vector<Tensor>{ps[0]}, optim::AdamWOptions{.lr = 0.05});
         opt->add_param_group({.params = {ps[1]}, .lr = 0.02, .weight_decay = 0.0});
         return opt;
-      }, "adamw");
+      },
+      "adamw");
 }
 
 TEST_CASE("optim: state dict restores hyperparameters; mismatches are named") {
@@ -318,8 +351,11 @@ TEST_CASE("optim: l2_penalty as a loss term equals SGD's weight_decay") {
   optim::SGD with_decay({p1}, {.lr = 0.1, .momentum = 0.9, .weight_decay = wd});
   with_decay.add_param_group({.params = {bias1}, .weight_decay = 0.0});
   optim::SGD with_penalty({p2, bias2}, {.lr = 0.1, .momentum = 0.9});
-  CHECK(optim::l2_penalty({p2}, wd).item<float>() ==
-        doctest::Approx(wd / 2 * [] { double s = 0; for (double v : kP0) s += v * v; return s; }()));
+  CHECK(optim::l2_penalty({p2}, wd).item<float>() == doctest::Approx(wd / 2 * [] {
+          double s = 0;
+          for (double v : kP0) s += v * v;
+          return s;
+        }()));
   for (int t = 0; t < 3; ++t) {
     with_decay.zero_grad();
     sum(square(p1 * x + bias1)).backward();
@@ -347,9 +383,8 @@ TEST_CASE("optim: k micro-batches of b give the update of one batch of k*b") {
     Tensor l = model_loss(w1, b1, x, y);
     l.backward();
     full_batch.step();
-    Tensor lm = optim::accumulate_step(micro, 4, [&](int64_t i) {
-      return model_loss(w2, b2, x.narrow(0, 2 * i, 2), y.narrow(0, 2 * i, 2));
-    });
+    Tensor lm = optim::accumulate_step(
+        micro, 4, [&](int64_t i) { return model_loss(w2, b2, x.narrow(0, 2 * i, 2), y.narrow(0, 2 * i, 2)); });
     CHECK(lm.item<float>() == doctest::Approx(l.item<float>()).epsilon(1e-5));
   }
   check_close(w2, w1, {.rtol = 1e-5, .atol = 1e-7});
@@ -388,5 +423,8 @@ TEST_CASE("optim: a large parameter (threaded chunks) updates like a small one")
   for (size_t i = 0; i < got.size(); ++i) same = same && got[i] == want[i % 6];
   CHECK(same);
   CHECK(optim::clip_grad_norm_({big}, 1e9) == doctest::Approx(std::sqrt(double(reps)) * [&] {
-    double s = 0; for (double v : g1) s += double(float(v)) * double(float(v)); return std::sqrt(s); }()));
+          double s = 0;
+          for (double v : g1) s += double(float(v)) * double(float(v));
+          return std::sqrt(s);
+        }()));
 }

@@ -51,7 +51,9 @@ struct PoolCase {
 
 // The windows of one output cell along one dim: [lo, hi) clipped to the input, and the divisor
 // a count_include_pad average uses.
-struct Win { int64_t lo, hi, padded; };
+struct Win {
+  int64_t lo, hi, padded;
+};
 Win win(Kind kind, int64_t o, int64_t n_out, int64_t size, int64_t k, int64_t s, int64_t p) {
   if (kind == Kind::Adaptive) {
     const int64_t lo = int64_t(std::floor(double(o * size) / double(n_out)));
@@ -63,7 +65,9 @@ Win win(Kind kind, int64_t o, int64_t n_out, int64_t size, int64_t k, int64_t s,
 }
 
 // Forward and backward (for gradient gy) of a pool in double; out has shape (N, C, Ho, Wo).
-struct RefPool { V out, gx; };
+struct RefPool {
+  V out, gx;
+};
 RefPool ref_pool(Kind kind, const Shape& xs, const V& x, int64_t Ho, int64_t Wo, Pair k, Pair s, Pair p, const V& gy) {
   const int64_t NC = xs[0] * xs[1], H = xs[2], W = xs[3];
   RefPool r{V(size_t(NC * Ho * Wo)), V(x.size(), 0.0)};
@@ -113,24 +117,23 @@ const char* kind_name(Kind k) {
 
 std::vector<PoolCase> window_cases() {
   return {
-      {{2, 3, 8, 8}, {2, 2}, {0, 0}, {0, 0}},           // stride defaults to the kernel
-      {{1, 2, 7, 9}, {3, 3}, {2, 2}, {1, 1}, true},     // padded, odd sizes, strided input
-      {{3, 2, 6, 10}, {3, 2}, {1, 2}, {1, 0}},          // non-square everything
-      {{2, 4, 5, 5}, {5, 5}, {1, 1}, {2, 2}},           // window over the whole padded input
-      {{2, 3, 9, 6}, {2, 3}, {3, 1}, {1, 1}, true},
-      {{0, 3, 4, 4}, {2, 2}, {0, 0}, {0, 0}},           // empty batch
-      {{4, 16, 32, 32}, {3, 3}, {2, 2}, {1, 1}},        // many planes: threaded
-      {{2, 3, 28, 28}, {2, 2}, {0, 0}, {0, 0}},         // 2x2 on f32 vectors: rows of 14, the last vector overlaps
-      {{1, 2, 9, 11}, {2, 2}, {0, 0}, {0, 0}, true},    // odd H and W (the last row and column unused), strided
+      {{2, 3, 8, 8}, {2, 2}, {0, 0}, {0, 0}},        // stride defaults to the kernel
+      {{1, 2, 7, 9}, {3, 3}, {2, 2}, {1, 1}, true},  // padded, odd sizes, strided input
+      {{3, 2, 6, 10}, {3, 2}, {1, 2}, {1, 0}},       // non-square everything
+      {{2, 4, 5, 5}, {5, 5}, {1, 1}, {2, 2}},        // window over the whole padded input
+      {{2, 3, 9, 6}, {2, 3}, {3, 1}, {1, 1}, true},  {{0, 3, 4, 4}, {2, 2}, {0, 0}, {0, 0}},  // empty batch
+      {{4, 16, 32, 32}, {3, 3}, {2, 2}, {1, 1}},                                              // many planes: threaded
+      {{2, 3, 28, 28}, {2, 2}, {0, 0}, {0, 0}},       // 2x2 on f32 vectors: rows of 14, the last vector overlaps
+      {{1, 2, 9, 11}, {2, 2}, {0, 0}, {0, 0}, true},  // odd H and W (the last row and column unused), strided
   };
 }
 
 std::vector<PoolCase> adaptive_cases() {
   return {
-      {{2, 3, 7, 5}, {3, 4}, {}, {}},       // non-divisible: overlapping windows
-      {{1, 2, 3, 3}, {5, 2}, {}, {}, true}, // larger output than input
-      {{2, 2, 8, 8}, {1, 1}, {}, {}},       // global average
-      {{3, 4, 6, 9}, {6, 9}, {}, {}},       // identity
+      {{2, 3, 7, 5}, {3, 4}, {}, {}},        // non-divisible: overlapping windows
+      {{1, 2, 3, 3}, {5, 2}, {}, {}, true},  // larger output than input
+      {{2, 2, 8, 8}, {1, 1}, {}, {}},        // global average
+      {{3, 4, 6, 9}, {6, 9}, {}, {}},        // identity
       {{2, 8, 32, 32}, {7, 7}, {}, {}},
   };
 }
@@ -214,7 +217,7 @@ TEST_CASE("pool: known values, NaN propagation, unbatched input") {
     kernels::max_pool2d_forward(Device::cpu(), o, idx, nv, kernels::Pool2dParams{2, 2, 2, 2, 0, 0});
     const std::vector<int64_t> iv = idx.to_vector<int64_t>();
     CHECK(iv == std::vector<int64_t>{0, 2, 4, (at / 2) * 10 + 6 + at % 2, 8});  // ties: the window's first
-    cpu::set_max_pool_vectorized(false);  // the scalar loop agrees, indices too
+    cpu::set_max_pool_vectorized(false);                                        // the scalar loop agrees, indices too
     Tensor idx2 = make_tensor({1, 1, 1, 5}, kI64, Device::cpu());
     kernels::max_pool2d_forward(Device::cpu(), o, idx2, nv, kernels::Pool2dParams{2, 2, 2, 2, 0, 0});
     cpu::set_max_pool_vectorized(true);
@@ -249,18 +252,42 @@ const test::GradcheckCases kPoolGradcheckCases([](std::vector<test::GradcheckCas
   };
   auto T = [](const Tensor& t) { return transpose(t, 2, 3); };
   const test::GradcheckCase cases[] = {
-      {"max_pool2d", "3x3 stride 2 pad 1, transposed input", {leaf(distinct({2, 2, 7, 6}, gen))},
-       [T](const Vt& v) { return F::max_pool2d(T(v[0]), {3, 3}, {2, 2}, {1, 1}); }},
-      {"max_pool2d", "2x2 overlapping (stride 1), non-square", {leaf(distinct({1, 3, 5, 4}, gen))},
-       [](const Vt& v) { return F::max_pool2d(v[0], {2, 3}, {1, 1}); }},
-      {"avg_pool2d", "3x3 stride 2 pad 1, count_include_pad", {leaf(randn({2, 2, 7, 6}, kF64, &gen))},
-       [T](const Vt& v) { return F::avg_pool2d(T(v[0]), {3, 3}, {2, 2}, {1, 1}, true); }},
-      {"avg_pool2d", "3x2 stride (1,2) pad (1,1), count_include_pad=false", {leaf(randn({1, 2, 5, 6}, kF64, &gen))},
-       [](const Vt& v) { return F::avg_pool2d(v[0], {3, 2}, {1, 2}, {1, 1}, false); }},
-      {"adaptive_avg_pool2d", "7x5 -> 3x4", {leaf(randn({2, 2, 7, 5}, kF64, &gen))},
-       [](const Vt& v) { return F::adaptive_avg_pool2d(v[0], {3, 4}); }},
-      {"adaptive_avg_pool2d", "3x3 -> 5x2, transposed input", {leaf(randn({1, 2, 3, 3}, kF64, &gen))},
-       [T](const Vt& v) { return F::adaptive_avg_pool2d(T(v[0]), {5, 2}); }},
+      {"max_pool2d",
+       "3x3 stride 2 pad 1, transposed input",
+       {leaf(distinct({2, 2, 7, 6}, gen))},
+       [T](const Vt& v) {
+         return F::max_pool2d(T(v[0]), {3, 3}, {2, 2}, {1, 1});
+       }},
+      {"max_pool2d",
+       "2x2 overlapping (stride 1), non-square",
+       {leaf(distinct({1, 3, 5, 4}, gen))},
+       [](const Vt& v) {
+         return F::max_pool2d(v[0], {2, 3}, {1, 1});
+       }},
+      {"avg_pool2d",
+       "3x3 stride 2 pad 1, count_include_pad",
+       {leaf(randn({2, 2, 7, 6}, kF64, &gen))},
+       [T](const Vt& v) {
+         return F::avg_pool2d(T(v[0]), {3, 3}, {2, 2}, {1, 1}, true);
+       }},
+      {"avg_pool2d",
+       "3x2 stride (1,2) pad (1,1), count_include_pad=false",
+       {leaf(randn({1, 2, 5, 6}, kF64, &gen))},
+       [](const Vt& v) {
+         return F::avg_pool2d(v[0], {3, 2}, {1, 2}, {1, 1}, false);
+       }},
+      {"adaptive_avg_pool2d",
+       "7x5 -> 3x4",
+       {leaf(randn({2, 2, 7, 5}, kF64, &gen))},
+       [](const Vt& v) {
+         return F::adaptive_avg_pool2d(v[0], {3, 4});
+       }},
+      {"adaptive_avg_pool2d",
+       "3x3 -> 5x2, transposed input",
+       {leaf(randn({1, 2, 3, 3}, kF64, &gen))},
+       [T](const Vt& v) {
+         return F::adaptive_avg_pool2d(T(v[0]), {5, 2});
+       }},
   };
   t.insert(t.end(), std::begin(cases), std::end(cases));
 });
@@ -268,25 +295,49 @@ const test::GradcheckCases kPoolGradcheckCases([](std::vector<test::GradcheckCas
 TEST_CASE("pool: errors name the op, the shapes and the options") {
   auto throws = [](auto f, const char* msg) { CHECK_THROWS_WITH_AS(f(), doctest::Contains(msg), mdl::Error); };
   const Tensor x = zeros({2, 3, 4, 4});
-  throws([] { F::max_pool2d(zeros({4, 4}), {2, 2}); },
-         "max_pool2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape [4,4]");
-  throws([] { F::avg_pool2d(zeros({1, 2, 3, 4, 4}), {2, 2}); },
-         "avg_pool2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape [1,2,3,4,4]");
+  throws(
+      [] {
+        F::max_pool2d(zeros({4, 4}), {2, 2});
+      },
+      "max_pool2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape [4,4]");
+  throws(
+      [] {
+        F::avg_pool2d(zeros({1, 2, 3, 4, 4}), {2, 2});
+      },
+      "avg_pool2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape [1,2,3,4,4]");
   throws([&] { F::max_pool2d(x, {0, 2}); }, "max_pool2d: kernel size must be positive, got [0,2]");
   throws([&] { F::avg_pool2d(x, {2, 2}, {-1, 1}); }, "avg_pool2d: stride must be positive, got [-1,1]");
-  throws([&] { F::max_pool2d(x, {3, 3}, {1, 1}, {2, 0}); },
-         "max_pool2d: padding [2,0] must be non-negative and at most half the kernel size [3,3]");
-  throws([&] { F::avg_pool2d(x, {2, 2}, {1, 1}, {0, -1}); },
-         "avg_pool2d: padding [0,-1] must be non-negative and at most half the kernel size [2,2]");
-  throws([&] { F::max_pool2d(x, {5, 2}); },
-         "max_pool2d: kernel 5x2 is larger than the padded input 4x4 (input [2,3,4,4], padding [0,0])");
-  throws([] { F::max_pool2d(zeros({2, 3, 4, 4}, kI64), {2, 2}); },
-         "max_pool2d: expected a floating input (f32, f16, bf16, f64), got i64 of shape [2,3,4,4]");
+  throws(
+      [&] {
+        F::max_pool2d(x, {3, 3}, {1, 1}, {2, 0});
+      },
+      "max_pool2d: padding [2,0] must be non-negative and at most half the kernel size [3,3]");
+  throws(
+      [&] {
+        F::avg_pool2d(x, {2, 2}, {1, 1}, {0, -1});
+      },
+      "avg_pool2d: padding [0,-1] must be non-negative and at most half the kernel size [2,2]");
+  throws(
+      [&] {
+        F::max_pool2d(x, {5, 2});
+      },
+      "max_pool2d: kernel 5x2 is larger than the padded input 4x4 (input [2,3,4,4], padding [0,0])");
+  throws(
+      [] {
+        F::max_pool2d(zeros({2, 3, 4, 4}, kI64), {2, 2});
+      },
+      "max_pool2d: expected a floating input (f32, f16, bf16, f64), got i64 of shape [2,3,4,4]");
   throws([&] { F::adaptive_avg_pool2d(x, {0, 2}); }, "adaptive_avg_pool2d: output size must be positive, got [0,2]");
-  throws([] { F::adaptive_avg_pool2d(zeros({2, 3, 0, 4}), {2, 2}); },
-         "adaptive_avg_pool2d: input [2,3,0,4] has an empty spatial dim");
-  throws([] { F::adaptive_avg_pool2d(zeros({2, 3}), {2, 2}); },
-         "adaptive_avg_pool2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape [2,3]");
+  throws(
+      [] {
+        F::adaptive_avg_pool2d(zeros({2, 3, 0, 4}), {2, 2});
+      },
+      "adaptive_avg_pool2d: input [2,3,0,4] has an empty spatial dim");
+  throws(
+      [] {
+        F::adaptive_avg_pool2d(zeros({2, 3}), {2, 2});
+      },
+      "adaptive_avg_pool2d: expected a 3-D (C, H, W) or 4-D (N, C, H, W) input, got shape [2,3]");
 }
 
 TEST_CASE("pool: called from inside a caller's parallel region") {

@@ -99,8 +99,8 @@ TEST_CASE("profiler: backward nodes wrap the kernels of their backward") {
       ++matmuls_in_backward;
     }
   }
-  CHECK(backward_nodes >= 5);        // sum, relu, matmul and two AccumulateGrad
-  CHECK(matmuls_in_backward == 2);   // grad of x and grad of w
+  CHECK(backward_nodes >= 5);       // sum, relu, matmul and two AccumulateGrad
+  CHECK(matmuls_in_backward == 2);  // grad of x and grad of w
 }
 
 TEST_CASE("profiler: kernels carry shapes, dtypes, FLOPs and bytes") {

@@ -26,10 +26,15 @@ class FakeTimer final : public profiler::DeviceTimer {
     CHECK(d == Device::cuda(0));
     return ++started;
   }
-  void stop(uint64_t handle) override { CHECK(handle == started); ++stopped; }
+  void stop(uint64_t handle) override {
+    CHECK(handle == started);
+    ++stopped;
+  }
   void synchronize() override { synced = true; }
   // Kernel h ran for 500 ns at device time 10,000 h on stream 7.
-  Timing resolve(uint64_t h) override { return {.valid = true, .start_ns = 10'000 * int64_t(h), .dur_ns = 500, .stream = 7}; }
+  Timing resolve(uint64_t h) override {
+    return {.valid = true, .start_ns = 10'000 * int64_t(h), .dur_ns = 500, .stream = 7};
+  }
   void reset() override { ++resets; }
   uint64_t started = 0, stopped = 0;
   bool synced = false;

@@ -139,7 +139,9 @@ TEST_CASE("profiler: the Chrome trace parses and its events nest and add up") {
   REQUIRE(events);
   REQUIRE(events->kind == trace_reader::Value::Array);
 
-  struct X { double ts, dur; };
+  struct X {
+    double ts, dur;
+  };
   std::map<int, std::vector<X>> by_tid;
   std::map<int, std::string> thread_names;
   size_t complete = 0, counters = 0, steps = 0;

@@ -13,8 +13,8 @@
 
 #include "mdl.h"
 #include "tests/test_util.h"
-#include "ops/native/native.h"    // native::reduce for prod, native::sum_to
-#include "tensor/parallel.h"  // set_num_threads
+#include "ops/native/native.h"  // native::reduce for prod, native::sum_to
+#include "tensor/parallel.h"    // set_num_threads
 
 using namespace mdl;
 using namespace mdl::test;
@@ -30,10 +30,7 @@ V ref_reduce(ReduceOp op, const V& v, const Shape& shape, const std::vector<bool
   for (size_t d = 0; d < shape.size(); ++d)
     if (mask[d]) oshape[d] = 1;
   const int64_t M = shape_numel(oshape);
-  V acc(size_t(M), op == ReduceOp::Prod ? 1.0
-                   : op == ReduceOp::Max ? -INFINITY
-                   : op == ReduceOp::Min ? INFINITY
-                                         : 0.0);
+  V acc(size_t(M), op == ReduceOp::Prod ? 1.0 : op == ReduceOp::Max ? -INFINITY : op == ReduceOp::Min ? INFINITY : 0.0);
   std::vector<int64_t> count(size_t(M), 0);
   const Shape ostr = contiguous_strides(oshape);
   for (int64_t i = 0; i < int64_t(v.size()); ++i) {
@@ -47,7 +44,8 @@ V ref_reduce(ReduceOp op, const V& v, const Shape& shape, const std::vector<bool
     const double x = v[size_t(i)];
     ++count[size_t(o)];
     switch (op) {
-      case ReduceOp::Sum: case ReduceOp::Mean: a += x; break;
+      case ReduceOp::Sum:
+      case ReduceOp::Mean: a += x; break;
       case ReduceOp::Prod: a *= x; break;
       case ReduceOp::Max: a = (std::isnan(x) || x > a) && !std::isnan(a) ? x : a; break;
       case ReduceOp::Min: a = (std::isnan(x) || x < a) && !std::isnan(a) ? x : a; break;
@@ -139,8 +137,8 @@ TEST_CASE("reduce: every op, dim set, layout and floating dtype against a double
               Shape ks = x.shape();
               for (size_t d = 0; d < 3; ++d)
                 if (mm[d]) ks[d] = 1;
-              const std::string what = std::string(reduce_op_name(op)) + " " + dtype_name(t) + " " + layout +
-                                       " dims " + shape_str(dims) + (keepdim ? " keepdim" : "");
+              const std::string what = std::string(reduce_op_name(op)) + " " + dtype_name(t) + " " + layout + " dims " +
+                                       shape_str(dims) + (keepdim ? " keepdim" : "");
               INFO(what);
               CHECK(r.dtype() == t);
               CHECK(r.shape() == (keepdim ? ks : squeezed(x.shape(), mm)));
@@ -182,7 +180,7 @@ TEST_CASE("reduce: integer and bool inputs (sums widen to i64, max/min keep the 
   manual_seed(4);
   for (DType t : {kI32, kI64, kU8, kBool}) {
     const Tensor x = t == kBool ? randint(0, 2, {5, 6}, kI64).to(kBool)
-                   : t == kU8   ? randint(0, 200, {5, 6}, kU8)
+                     : t == kU8 ? randint(0, 200, {5, 6}, kU8)
                                 : randint(-100, 100, {5, 6}, t);
     const V xv = x.to_vector<double>();
     for (int64_t bits = 1; bits < 4; ++bits) {
@@ -374,8 +372,8 @@ TEST_CASE("reduce: var and std over dim sets, corrections and dtypes") {
           const std::vector<bool> m = mask_of(bits, 3);
           const Tensor r = var(x, dims_of(m, true), correction, true);
           CHECK(r.dtype() == t);
-          const std::string what = std::string(dtype_name(t)) + " " + layout + " dims " +
-                                   shape_str(dims_of(m, false)) + " correction " + std::to_string(correction);
+          const std::string what = std::string(dtype_name(t)) + " " + layout + " dims " + shape_str(dims_of(m, false)) +
+                                   " correction " + std::to_string(correction);
           const V want = ref_var(xv, x.shape(), m, correction);
           check_close(r, want, {.rtol = rtol_for(t) * 4, .atol = rtol_for(t) * 4}, what);
           V sd = want;

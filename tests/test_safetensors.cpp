@@ -29,7 +29,8 @@ struct TempDir {
   fs::path path;
   TempDir() {
     static int counter = 0;
-    path = fs::temp_directory_path() / ("mdl_safetensors_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    path = fs::temp_directory_path() /
+           ("mdl_safetensors_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     fs::remove_all(path);
     fs::create_directories(path);
   }
@@ -144,12 +145,8 @@ TEST_CASE("safetensors round trip is bit-exact for every dtype") {
 TEST_CASE("safetensors round trip of 0-dim and zero-size tensors") {
   TempDir dir;
   NamedTensors want = {
-      {"scalar", scalar_tensor(2.5)},
-      {"empty", zeros({0})},
-      {"scalar_i64", scalar_tensor(-7, kI64)},
-      {"empty_3d", zeros({3, 0, 2}, kF16)},
-      {"row", arange(4.0)},
-      {"empty_last", zeros({0, 5}, kBool)},
+      {"scalar", scalar_tensor(2.5)},       {"empty", zeros({0})}, {"scalar_i64", scalar_tensor(-7, kI64)},
+      {"empty_3d", zeros({3, 0, 2}, kF16)}, {"row", arange(4.0)},  {"empty_last", zeros({0, 5}, kBool)},
   };
   std::string path = dir.file("shapes.safetensors");
   io::save_safetensors(path, want);
@@ -173,8 +170,8 @@ TEST_CASE("safetensors round trip of 0-dim and zero-size tensors") {
 TEST_CASE("safetensors saves non-contiguous tensors as their contiguous values") {
   TempDir dir;
   Tensor base = arange(12.0).view({3, 4});
-  Tensor transposed = base.t();                           // (4, 3), strides (1, 4)
-  Tensor strided = base.slice(1, 0, 4, 2);                // (3, 2), every other column
+  Tensor transposed = base.t();                                     // (4, 3), strides (1, 4)
+  Tensor strided = base.slice(1, 0, 4, 2);                          // (3, 2), every other column
   Tensor expanded = arange(3.0, kI32).unsqueeze(0).expand({2, 3});  // stride 0
   Tensor half = base.to(kF16).t();
   REQUIRE(!transposed.is_contiguous());
@@ -223,9 +220,8 @@ TEST_CASE("safetensors byte layout of a small file") {
   io::save_safetensors(path, {{"a", from_vector<float>({1.0f, -2.0f})}, {"b", from_vector<uint8_t>({7, 8, 9})}},
                        {{"k", "v"}});
   std::string bytes = read_bytes(path);
-  const std::string json =
-      R"({"__metadata__":{"k":"v"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-      R"("b":{"dtype":"U8","shape":[3],"data_offsets":[8,11]}})";
+  const std::string json = R"({"__metadata__":{"k":"v"},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                           R"("b":{"dtype":"U8","shape":[3],"data_offsets":[8,11]}})";
   uint64_t n = 0;
   REQUIRE(bytes.size() >= 8);
   for (int i = 0; i < 8; ++i) n |= uint64_t(uint8_t(bytes[size_t(i)])) << (8 * i);
@@ -258,8 +254,7 @@ TEST_CASE("safetensors writes atomically") {
   SUBCASE("a missing directory throws and leaves no temporary file") {
     std::string missing = dir.file("no/such/dir/model.safetensors");
     CHECK_THROWS_WITH_AS(io::save_safetensors(missing, {{"w", ones({2})}}),
-                         has("save_safetensors: " + missing + ": cannot create the temporary file"),
-                         mdl::Error);
+                         has("save_safetensors: " + missing + ": cannot create the temporary file"), mdl::Error);
     CHECK_THROWS_WITH_AS(io::save_safetensors(missing, {{"w", ones({2})}}),
                          doctest::Contains("No such file or directory"), mdl::Error);
     CHECK(dir.listing().empty());
@@ -289,10 +284,10 @@ TEST_CASE("safetensors save rejects bad names and tensors") {
                        doctest::Contains("tensor names must be non-empty"), mdl::Error);
   CHECK_THROWS_WITH_AS(io::save_safetensors(path, {{"__metadata__", ones({2})}}),
                        doctest::Contains("is reserved for metadata"), mdl::Error);
-  CHECK_THROWS_WITH_AS(io::save_safetensors(path, {{"w", Tensor()}}),
-                       doctest::Contains("tensor 'w' is undefined"), mdl::Error);
-  CHECK_THROWS_WITH_AS(io::save_safetensors(path, {{"bad\xff", ones({2})}}),
-                       doctest::Contains("is not valid UTF-8"), mdl::Error);
+  CHECK_THROWS_WITH_AS(io::save_safetensors(path, {{"w", Tensor()}}), doctest::Contains("tensor 'w' is undefined"),
+                       mdl::Error);
+  CHECK_THROWS_WITH_AS(io::save_safetensors(path, {{"bad\xff", ones({2})}}), doctest::Contains("is not valid UTF-8"),
+                       mdl::Error);
   CHECK_THROWS_WITH_AS(io::save_safetensors(path, {{"w", ones({2})}}, {{"k", "1"}, {"k", "2"}}),
                        doctest::Contains("duplicate metadata key 'k'"), mdl::Error);
   CHECK(dir.listing().empty());
@@ -315,8 +310,7 @@ TEST_CASE("safetensors rejects malformed files") {
   SUBCASE("missing file, directory") {
     std::string missing = dir.file("absent.safetensors");
     CHECK_THROWS_WITH_AS(io::load_safetensors(missing),
-                         has("load_safetensors: " + missing + ": cannot open: No such file or directory"),
-                         mdl::Error);
+                         has("load_safetensors: " + missing + ": cannot open: No such file or directory"), mdl::Error);
     CHECK_THROWS_WITH_AS(io::load_safetensors(dir.path.string()), doctest::Contains("not a regular file"), mdl::Error);
   }
   SUBCASE("too short for the length") {
@@ -325,12 +319,14 @@ TEST_CASE("safetensors rejects malformed files") {
   }
   SUBCASE("header length") {
     load_error(u64_le(100) + "{}", "header length 100 runs past the end of the file (10 bytes");
-    load_error(u64_le(uint64_t(1) << 63) + "{}", "header length 9223372036854775808 exceeds the format's limit of 100000000 bytes");
+    load_error(u64_le(uint64_t(1) << 63) + "{}",
+               "header length 9223372036854775808 exceeds the format's limit of 100000000 bytes");
     load_error(u64_le(UINT64_MAX) + "{}", "exceeds the format's limit");
     load_error(u64_le(0), "invalid JSON at byte 0: unexpected end of input");
   }
   SUBCASE("not JSON, or not an object") {
-    load_error(file_bytes(R"({"a": })", ""), "load_safetensors: " + path + ": header: invalid JSON at byte 6: unexpected '}'");
+    load_error(file_bytes(R"({"a": })", ""),
+               "load_safetensors: " + path + ": header: invalid JSON at byte 6: unexpected '}'");
     load_error(file_bytes(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})", eight), "expected ',' or '}'");
     load_error(file_bytes("[]", ""), "the header must be a JSON object, got a JSON array");
     load_error(file_bytes("\"x\"", ""), "got a JSON string");
@@ -363,7 +359,8 @@ TEST_CASE("safetensors rejects malformed files") {
     load_error(file_bytes(one(R"("a":[1,2])"), eight), "tensor 'a' must be an object");
     load_error(file_bytes(one(R"("":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})"), eight),
                "a tensor has an empty name");
-    load_error(file_bytes(one(R"("a":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]})"), eight),
+    load_error(file_bytes(one(R"("a":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]})"),
+                          eight),
                "tensor 'a' has a shape with too many elements");
     load_error(file_bytes(one(R"("a":{"dtype":"F64","shape":[4611686018427387904],"data_offsets":[0,8]})"), eight),
                "need more than 2^64 bytes");
@@ -373,17 +370,22 @@ TEST_CASE("safetensors rejects malformed files") {
                "__metadata__ value for key 'k' must be a string, got integer");
   }
   SUBCASE("offsets and byte counts") {
-    load_error(file_bytes(one(R"("fc.weight":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]})"), std::string(12, '\0')),
-               "load_safetensors: " + path +
-                   ": tensor 'fc.weight' has data_offsets [0, 12] but dtype F32 and shape [2,2] need 16 bytes");
+    load_error(
+        file_bytes(one(R"("fc.weight":{"dtype":"F32","shape":[2,2],"data_offsets":[0,12]})"), std::string(12, '\0')),
+        "load_safetensors: " + path +
+            ": tensor 'fc.weight' has data_offsets [0, 12] but dtype F32 and shape [2,2] need 16 bytes");
     load_error(file_bytes(one(R"("a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]})"), eight),
                "tensor 'a' has data_offsets [0, 16] past the end of the data buffer (8 bytes");
-    load_error(file_bytes(one(R"("a":{"dtype":"U8","shape":[8],"data_offsets":[18446744073709551607,18446744073709551615]})"), eight),
-               "past the end of the data buffer");
-    load_error(file_bytes(one(kEntryA + R"(,"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]})"), std::string(12, '\0')),
-               "tensors 'a' (data_offsets [0, 8]) and 'b' (data_offsets [4, 12]) overlap");
-    load_error(file_bytes(one(kEntryA + R"(,"b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]})"), std::string(20, '\0')),
-               "the data buffer has a hole: bytes [8, 12] between 'a' and 'b' belong to no tensor");
+    load_error(
+        file_bytes(one(R"("a":{"dtype":"U8","shape":[8],"data_offsets":[18446744073709551607,18446744073709551615]})"),
+                   eight),
+        "past the end of the data buffer");
+    load_error(
+        file_bytes(one(kEntryA + R"(,"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]})"), std::string(12, '\0')),
+        "tensors 'a' (data_offsets [0, 8]) and 'b' (data_offsets [4, 12]) overlap");
+    load_error(
+        file_bytes(one(kEntryA + R"(,"b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]})"), std::string(20, '\0')),
+        "the data buffer has a hole: bytes [8, 12] between 'a' and 'b' belong to no tensor");
     load_error(file_bytes(one(R"("a":{"dtype":"F32","shape":[2],"data_offsets":[4,12]})"), std::string(12, '\0')),
                "the data buffer has a hole: bytes [0, 4] before 'a'");
     load_error(file_bytes(one(kEntryA), std::string(12, '\0')),
@@ -406,8 +408,9 @@ TEST_CASE("safetensors rejects malformed files") {
     load_error(file_bytes("{\"a\":" + std::string(100000, '['), ""), "nested deeper than 64 levels");
   }
   SUBCASE("bool bytes other than 0 and 1") {
-    load_error(file_bytes(one(R"("m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]})"), std::string("\x01\x00\x02", 3)),
-               "tensor 'm' of dtype BOOL holds byte 2 at element 2 (expected 0 or 1)");
+    load_error(
+        file_bytes(one(R"("m":{"dtype":"BOOL","shape":[3],"data_offsets":[0,3]})"), std::string("\x01\x00\x02", 3)),
+        "tensor 'm' of dtype BOOL holds byte 2 at element 2 (expected 0 or 1)");
   }
 }
 
@@ -434,7 +437,10 @@ TEST_CASE("safetensors survives every truncation and random corruption") {
     CHECK(outcome(good.substr(0, n)) == 1);
   }
   uint64_t state = 12345;
-  auto next = [&] { state = state * 6364136223846793005ull + 1442695040888963407ull; return state >> 33; };
+  auto next = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return state >> 33;
+  };
   int loaded = 0;
   for (int trial = 0; trial < 2000; ++trial) {
     std::string bytes = good;
@@ -452,7 +458,8 @@ TEST_CASE("safetensors reads files laid out by other writers") {
   std::string path = dir.file("other.safetensors");
   float a[2] = {1.5f, -3.0f};
   int64_t b[1] = {42};
-  std::string data = std::string(reinterpret_cast<const char*>(b), 8) + std::string(reinterpret_cast<const char*>(a), 8);
+  std::string data = std::string(reinterpret_cast<const char*>(b), 8) +
+                     std::string(reinterpret_cast<const char*>(a), 8);
   // Whitespace and newlines, escaped names, keys not in offset order, an unpadded header.
   std::string header = "{\n  \"caf\\u00e9.w\" : {\"shape\": [2], \"dtype\": \"F32\", \"data_offsets\": [8, 16]},\n"
                        "  \"b\": {\"data_offsets\": [0, 8], \"shape\": [], \"dtype\": \"I64\"},\n"
@@ -472,7 +479,8 @@ TEST_CASE("safetensors json reader and writer") {
   using io::json::Value;
   auto parse = [](const std::string& s) { return io::json::parse(s, "test"); };
 
-  Value v = parse(R"( {"s": "a\"b\\c\/d\b\f\n\r\t\u00e9\ud83d\ude00", "n": [0, -0, 18446744073709551615, -9223372036854775808],
+  Value v = parse(
+      R"( {"s": "a\"b\\c\/d\b\f\n\r\t\u00e9\ud83d\ude00", "n": [0, -0, 18446744073709551615, -9223372036854775808],
                         "t": true, "f": false, "z": null, "o": {}, "e": []} )");
   REQUIRE(v.is_object());
   CHECK(v.keys == std::vector<std::string>{"s", "n", "t", "f", "z", "o", "e"});
@@ -605,17 +613,18 @@ with open(dst, 'wb') as f:
   bf16_src.push_back(3.14159f);
   bf16_src.push_back(-1e-3f);
   bool mask[3] = {true, false, true};
-  io::save_safetensors(ours,
-                       {{"f32", arange(6.0).view({2, 3})},
-                        {"f16", from_vector<float>({0.5f, -1.0f, 2.0f, 65504.0f}).to(kF16)},
-                        {"bf16", from_vector<float>(bf16_src).to(kBF16)},
-                        {"f64", scalar_tensor(M_PI, kF64)},
-                        {"empty", zeros({0, 4})},
-                        {"i64", from_vector<int64_t>({std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()})},
-                        {"i32", from_vector<int32_t>({-5, 7}, {1, 2})},
-                        {"u8", from_vector<uint8_t>({0, 128, 255})},
-                        {"mask", from_blob(mask, {3}, kBool)}},
-                       {{"framework", "mdl"}, {"note", "caf\xc3\xa9"}});
+  io::save_safetensors(
+      ours,
+      {{"f32", arange(6.0).view({2, 3})},
+       {"f16", from_vector<float>({0.5f, -1.0f, 2.0f, 65504.0f}).to(kF16)},
+       {"bf16", from_vector<float>(bf16_src).to(kBF16)},
+       {"f64", scalar_tensor(M_PI, kF64)},
+       {"empty", zeros({0, 4})},
+       {"i64", from_vector<int64_t>({std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()})},
+       {"i32", from_vector<int32_t>({-5, 7}, {1, 2})},
+       {"u8", from_vector<uint8_t>({0, 128, 255})},
+       {"mask", from_blob(mask, {3}, kBool)}},
+      {{"framework", "mdl"}, {"note", "caf\xc3\xa9"}});
   std::string cmd = "python3 '" + script_path + "' '" + ours + "' '" + theirs + "'";
   REQUIRE(std::system(cmd.c_str()) == 0);
 

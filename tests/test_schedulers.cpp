@@ -97,8 +97,8 @@ TEST_CASE("schedulers: OneCycleLR") {
 TEST_CASE("schedulers: ReduceLROnPlateau") {
   Fixture f;
   optim::ReduceLROnPlateau s(f.opt, {.factor = 0.5, .patience = 2, .cooldown = 1, .min_lr = 0.02});
-  s.step(1.0);                          // best
-  s.step(0.9);                          // better
+  s.step(1.0);  // best
+  s.step(0.9);  // better
   for (int i = 0; i < 2; ++i) s.step(0.95);
   CHECK(f.opt.lr() == doctest::Approx(0.1));  // 2 bad epochs: patience not exceeded
   s.step(0.95);

@@ -14,9 +14,10 @@ namespace M = mdl::nn::models;
 namespace {
 
 // out (N, O, Ho, Wo) = pb[o] + sum_m pw[o][m] * sum_taps dw[m][ki][kj] * x[n][m / mult][..], zero padding.
-std::vector<double> reference(const std::vector<double>& x, const std::vector<double>& dw, const std::vector<double>& pw,
-                              const std::vector<double>& pb, int64_t N, int64_t C, int64_t H, int64_t W, int64_t O,
-                              int64_t mult, int64_t k, int64_t s, int64_t p, int64_t d, int64_t Ho, int64_t Wo) {
+std::vector<double> reference(const std::vector<double>& x, const std::vector<double>& dw,
+                              const std::vector<double>& pw, const std::vector<double>& pb, int64_t N, int64_t C,
+                              int64_t H, int64_t W, int64_t O, int64_t mult, int64_t k, int64_t s, int64_t p, int64_t d,
+                              int64_t Ho, int64_t Wo) {
   const int64_t Cm = C * mult;
   std::vector<double> mid(size_t(N * Cm * Ho * Wo), 0.0), out(size_t(N * O * Ho * Wo), 0.0);
   for (int64_t n = 0; n < N; ++n)
@@ -45,13 +46,19 @@ std::vector<double> reference(const std::vector<double>& x, const std::vector<do
 }  // namespace
 
 TEST_CASE("SeparableConv2d: parameters, forward against a plain loop, in f32 and f64") {
-  struct Case { int64_t C, O, mult, k, s, p, d, H, W; bool bias; };
+  struct Case {
+    int64_t C, O, mult, k, s, p, d, H, W;
+    bool bias;
+  };
   for (const Case& c : {Case{3, 5, 1, 3, 1, 1, 1, 7, 6, true}, Case{4, 6, 2, 3, 2, 1, 1, 9, 8, true},
                         Case{2, 3, 3, 5, 1, 4, 2, 6, 7, false}}) {
     INFO("C ", c.C, " mult ", c.mult, " stride ", c.s, " dilation ", c.d);
     manual_seed(7);
     nn::SeparableConv2d m(c.C, c.O, c.k,
-                          {.stride = {c.s, c.s}, .padding = {c.p, c.p}, .dilation = {c.d, c.d}, .depth_multiplier = c.mult,
+                          {.stride = {c.s, c.s},
+                           .padding = {c.p, c.p},
+                           .dilation = {c.d, c.d},
+                           .depth_multiplier = c.mult,
                            .bias = c.bias});
     const auto params = m.named_parameters();
     REQUIRE(params.size() == (c.bias ? 3u : 2u));
@@ -64,18 +71,20 @@ TEST_CASE("SeparableConv2d: parameters, forward against a plain loop, in f32 and
     CHECK(!m.depthwise->bias.defined());
 
     const int64_t N = 2;
-    const int64_t Ho = (c.H + 2 * c.p - c.d * (c.k - 1) - 1) / c.s + 1, Wo = (c.W + 2 * c.p - c.d * (c.k - 1) - 1) / c.s + 1;
+    const int64_t Ho = (c.H + 2 * c.p - c.d * (c.k - 1) - 1) / c.s + 1,
+                  Wo = (c.W + 2 * c.p - c.d * (c.k - 1) - 1) / c.s + 1;
     Tensor x = randn({N, c.C, c.H, c.W});
     auto as_double = [](const Tensor& t) { return t.to(kF64).contiguous().to_vector<double>(); };
-    const std::vector<double> want =
-        reference(as_double(x), as_double(m.depthwise->weight), as_double(m.pointwise->weight),
-                  c.bias ? as_double(m.pointwise->bias) : std::vector<double>{}, N, c.C, c.H, c.W, c.O, c.mult, c.k, c.s,
-                  c.p, c.d, Ho, Wo);
+    const std::vector<double> want = reference(as_double(x), as_double(m.depthwise->weight),
+                                               as_double(m.pointwise->weight),
+                                               c.bias ? as_double(m.pointwise->bias) : std::vector<double>{}, N, c.C,
+                                               c.H, c.W, c.O, c.mult, c.k, c.s, c.p, c.d, Ho, Wo);
     Tensor y = m.forward(x);
     REQUIRE(y.shape() == Shape{N, c.O, Ho, Wo});
     const std::vector<double> got = as_double(y);
     double worst = 0;
-    for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]) / (1 + std::abs(want[i])));
+    for (size_t i = 0; i < got.size(); ++i)
+      worst = std::max(worst, std::abs(got[i] - want[i]) / (1 + std::abs(want[i])));
     CHECK(worst < 1e-5);
 
     m.to(kF64);
@@ -103,7 +112,7 @@ TEST_CASE("SeparableConv2d: bad arguments and inputs throw, naming what was wron
                        Error);
   nn::SeparableConv2d m(3, 4, 3);
   CHECK_THROWS_AS(m.forward(randn({1, 2, 8, 8})), Error);  // 2 channels where 3 are expected
-  CHECK_THROWS_AS(m.forward(randn({2, 8, 8})), Error);      // not 4-D
+  CHECK_THROWS_AS(m.forward(randn({2, 8, 8})), Error);     // not 4-D
 }
 
 TEST_CASE("models: SeparableCNN is SimpleCNN with a depthwise separable second conv, and it learns") {

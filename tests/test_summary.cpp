@@ -26,12 +26,12 @@ TEST_CASE("summary: SimpleCNN rows carry output shapes and parameter counts") {
   auto m = M::SimpleCNN(1, 10, 28);
   const std::string t = nn::summary(*m, randn({2, 1, 28, 28}));
   CHECK(row(t, "features.0").find("[2, 32, 28, 28]") != std::string::npos);
-  CHECK(row(t, "features.0").find("320") != std::string::npos);         // 32*1*3*3 + 32
+  CHECK(row(t, "features.0").find("320") != std::string::npos);  // 32*1*3*3 + 32
   CHECK(row(t, "features.2").find("[2, 32, 14, 14]") != std::string::npos);
   CHECK(row(t, "features.5").find("[2, 64, 7, 7]") != std::string::npos);
-  CHECK(row(t, "classifier.1").find("401,536") != std::string::npos);   // 3136*128 + 128
+  CHECK(row(t, "classifier.1").find("401,536") != std::string::npos);  // 3136*128 + 128
   CHECK(row(t, "classifier.3").find("[2, 10]") != std::string::npos);
-  CHECK(row(t, "features").find("--") != std::string::npos);            // a container owns none
+  CHECK(row(t, "features").find("--") != std::string::npos);  // a container owns none
   CHECK(t.find("Total params: 421,642") != std::string::npos);
   CHECK(t.find("Trainable params: 421,642") != std::string::npos);
   CHECK(t.find("Non-trainable params: 0") != std::string::npos);
@@ -63,8 +63,14 @@ TEST_CASE("summary: ResNet-18 blocks and a frozen layer; BatchNorm statistics un
 
 TEST_CASE("summary: transformer layers report attention outputs") {
   manual_seed(5);
-  auto m = std::make_shared<M::ViT>(M::ViTOptions{.image_size = 8, .patch_size = 4, .in_channels = 1, .classes = 3, .dim = 16,
-                   .depth = 1, .heads = 2, .mlp_dim = 32});
+  auto m = std::make_shared<M::ViT>(M::ViTOptions{.image_size = 8,
+                                                  .patch_size = 4,
+                                                  .in_channels = 1,
+                                                  .classes = 3,
+                                                  .dim = 16,
+                                                  .depth = 1,
+                                                  .heads = 2,
+                                                  .mlp_dim = 32});
   const std::string t = nn::summary(*m, randn({2, 1, 8, 8}));
   CHECK(row(t, "embed").find("[2, 5, 16]") != std::string::npos);  // 4 patches + the class token
   CHECK(row(t, "layers.0.self_attn").find("[2, 5, 16]") != std::string::npos);

@@ -74,11 +74,13 @@ TEST_CASE("switches: every toggle's set and get round-trip through its real func
 }
 
 TEST_CASE("switches: an unknown name or an option given to set/get is an mdl::Error naming it") {
-  CHECK_THROWS_WITH_AS(switches::set("tiled_transposes", false), doctest::Contains("no switch named 'tiled_transposes'"), Error);
+  CHECK_THROWS_WITH_AS(switches::set("tiled_transposes", false),
+                       doctest::Contains("no switch named 'tiled_transposes'"), Error);
   CHECK_THROWS_WITH_AS(switches::get("nope"), doctest::Contains("no switch named 'nope'"), Error);
   CHECK_THROWS_WITH_AS(switches::find(""), doctest::Contains("known: depthwise_direct"), Error);
   CHECK_THROWS_WITH_AS(switches::bench_name("fused_adam", true), doctest::Contains("'fused_adam'"), Error);
-  CHECK_THROWS_WITH_AS(switches::set("prefetch", true), doctest::Contains("per-run option, set by mdl-train --prefetch"), Error);
+  CHECK_THROWS_WITH_AS(switches::set("prefetch", true),
+                       doctest::Contains("per-run option, set by mdl-train --prefetch"), Error);
   CHECK_THROWS_WITH_AS(switches::get("autocast"), doctest::Contains("'autocast' is a per-run option"), Error);
 }
 

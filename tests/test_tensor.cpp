@@ -204,7 +204,10 @@ TEST_CASE("tensor: rand, randn, randint and randperm are reproducible with manua
   double mean = 0, var = 0, within = 0;
   for (double v : n) mean += v;
   mean /= double(n.size());
-  for (double v : n) { var += (v - mean) * (v - mean); within += std::abs(v) < 1; }
+  for (double v : n) {
+    var += (v - mean) * (v - mean);
+    within += std::abs(v) < 1;
+  }
   var /= double(n.size());
   CHECK(std::abs(mean) < 0.03);
   CHECK(std::abs(var - 1.0) < 0.05);
@@ -645,10 +648,10 @@ TEST_CASE("tensor: item and to_vector") {
   CHECK(scalar_tensor(1.0, kF16).item<Half>().bits == 0x3c00);
   CHECK(ones({1, 1, 1}, kI64).item<int64_t>() == 1);
   CHECK(arange(10).slice(0, 7, 8).item<float>() == 7.0f);
-  CHECK_THROWS_WITH_AS(zeros({2}).item<float>(), doctest::Contains("item: expected a tensor with one element, got shape [2]"),
-                       mdl::Error);
-  CHECK_THROWS_WITH_AS(zeros({0}).item<float>(), doctest::Contains("item: expected a tensor with one element, got shape [0]"),
-                       mdl::Error);
+  CHECK_THROWS_WITH_AS(zeros({2}).item<float>(),
+                       doctest::Contains("item: expected a tensor with one element, got shape [2]"), mdl::Error);
+  CHECK_THROWS_WITH_AS(zeros({0}).item<float>(),
+                       doctest::Contains("item: expected a tensor with one element, got shape [0]"), mdl::Error);
 
   CHECK(arange(6).view({2, 3}).t().to_vector<float>() == std::vector<float>{0, 3, 1, 4, 2, 5});
   CHECK(from_vector<float>({1.5f, -1.5f}).to_vector<int64_t>() == std::vector<int64_t>{1, -1});
@@ -701,7 +704,7 @@ TEST_CASE("tensor: memory_stats live bytes go up and back down, peak holds the h
   CHECK(memory_stats().peak_bytes == memory_stats().live_bytes);
   const int64_t base = memory_stats().live_bytes;
   {
-    Tensor a = empty({1 << 20});      // 4 MiB
+    Tensor a = empty({1 << 20});        // 4 MiB
     Tensor b = empty({1 << 19}, kF16);  // 1 MiB
     CHECK(memory_stats().live_bytes == base + (5 << 20));
   }
@@ -748,8 +751,8 @@ TEST_CASE("tensor: fill_ and in-place arithmetic write through views") {
 TEST_CASE("tensor: errors name the op, the shapes and the dtypes") {
   CHECK_THROWS_WITH_AS(Tensor().shape(), doctest::Contains("tensor: use of an undefined tensor"), mdl::Error);
   CHECK_THROWS_WITH_AS(zeros({2, -1}), doctest::Contains("tensor: negative dimension in shape [2,-1]"), mdl::Error);
-  CHECK_THROWS_WITH_AS(zeros({2}).data_ptr<double>(), doctest::Contains("data_ptr: tensor has dtype f32, asked for f64"),
-                       mdl::Error);
+  CHECK_THROWS_WITH_AS(zeros({2}).data_ptr<double>(),
+                       doctest::Contains("data_ptr: tensor has dtype f32, asked for f64"), mdl::Error);
   Tensor x = zeros({2, 3, 4});
   CHECK_THROWS_WITH_AS(x.size(3), doctest::Contains("size: dim 3 out of range for a tensor of 3 dims (expected -3..2)"),
                        mdl::Error);
@@ -758,5 +761,6 @@ TEST_CASE("tensor: errors name the op, the shapes and the dtypes") {
   CHECK_THROWS_WITH_AS(set_num_threads(0), doctest::Contains("set_num_threads: need at least 1 thread, got 0"),
                        mdl::Error);
   if (!cuda::is_available())
-    CHECK_THROWS_WITH_AS(x.to(Device::cuda()), doctest::Contains("allocate: device cuda:0 is not available"), mdl::Error);
+    CHECK_THROWS_WITH_AS(x.to(Device::cuda()), doctest::Contains("allocate: device cuda:0 is not available"),
+                         mdl::Error);
 }

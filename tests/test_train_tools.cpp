@@ -41,12 +41,52 @@ TEST_CASE("mdl-train options: defaults, both value forms, every switch") {
   CHECK(o.data == "fashion-mnist");
   CHECK(o.epochs == 5);
   CHECK(o.batch == 128);
-  o = parse_train_options({"--model", "resnet18", "--epochs=3", "--batch", "64", "--optimizer", "sgd", "--lr", "0.1",
-                           "--schedule", "cosine", "--weight-decay", "5e-4", "--l2=1e-4", "--clip", "1.5",
-                           "--grad-accum", "4", "--amp", "f16", "--cache", "file", "--prefetch", "4", "--workers", "2",
-                           "--pin-memory", "--device", "cuda:1", "--seed", "42", "--save", "a.safetensors",
-                           "--resume", "b.safetensors", "--log", "l.csv", "--no-progress", "--data",
-                           "imagefolder:/tmp/x", "--subset", "1000", "--profile", "10", "--trace", "t.json"});
+  o = parse_train_options({"--model",
+                           "resnet18",
+                           "--epochs=3",
+                           "--batch",
+                           "64",
+                           "--optimizer",
+                           "sgd",
+                           "--lr",
+                           "0.1",
+                           "--schedule",
+                           "cosine",
+                           "--weight-decay",
+                           "5e-4",
+                           "--l2=1e-4",
+                           "--clip",
+                           "1.5",
+                           "--grad-accum",
+                           "4",
+                           "--amp",
+                           "f16",
+                           "--cache",
+                           "file",
+                           "--prefetch",
+                           "4",
+                           "--workers",
+                           "2",
+                           "--pin-memory",
+                           "--device",
+                           "cuda:1",
+                           "--seed",
+                           "42",
+                           "--save",
+                           "a.safetensors",
+                           "--resume",
+                           "b.safetensors",
+                           "--log",
+                           "l.csv",
+                           "--no-progress",
+                           "--data",
+                           "imagefolder:/tmp/x",
+                           "--subset",
+                           "1000",
+                           "--profile",
+                           "10",
+                           "--trace",
+                           "t.json"});
   CHECK(o.model == "resnet18");
   CHECK(o.epochs == 3);
   CHECK(o.batch == 64);
@@ -139,7 +179,8 @@ TEST_CASE("metrics: bad input names the problem") {
   train::ConfusionMatrix cm(3);
   CHECK_THROWS_WITH_AS(cm.add(3, 0), doctest::Contains("target 3 is outside [0, 3)"), Error);
   CHECK_THROWS_WITH_AS(cm.add(randn({4, 5}), zeros({4}, kI64)), doctest::Contains("have 5 classes, expected 3"), Error);
-  CHECK_THROWS_WITH_AS(cm.add(randn({4, 3}), zeros({5}, kI64)), doctest::Contains("4 predictions for 5 targets"), Error);
+  CHECK_THROWS_WITH_AS(cm.add(randn({4, 3}), zeros({5}, kI64)), doctest::Contains("4 predictions for 5 targets"),
+                       Error);
   CHECK_THROWS_WITH_AS(cm.add(randn({4, 3}), zeros({4})), doctest::Contains("targets must be 1-D integers"), Error);
   CHECK_THROWS_AS(train::ConfusionMatrix(0), Error);
 }
@@ -161,7 +202,8 @@ TEST_CASE("csv log: header, rows, quoting, round trip; errors name the file") {
   CHECK(t.column("loss") == 1);
   CHECK(t.column("nope") == -1);
   std::remove(path.c_str());
-  CHECK_THROWS_WITH_AS(train::CsvLog("/nonexistent-dir/x.csv", {"a"}), doctest::Contains("/nonexistent-dir/x.csv"), Error);
+  CHECK_THROWS_WITH_AS(train::CsvLog("/nonexistent-dir/x.csv", {"a"}), doctest::Contains("/nonexistent-dir/x.csv"),
+                       Error);
   CHECK_THROWS_WITH_AS(train::read_csv("/nonexistent-dir/x.csv"), doctest::Contains("cannot open"), Error);
 }
 
@@ -186,7 +228,8 @@ TEST_CASE("plots: line and bar charts are PNGs of the asked size with the series
   std::remove(lines.c_str());
   std::remove(bars.c_str());
   CHECK_THROWS_WITH_AS(train::bar_chart(bars, {"a"}, {1, 2}, {}), doctest::Contains("1 labels for 2 values"), Error);
-  CHECK_THROWS_WITH_AS(train::line_chart("/nonexistent-dir/p.png", {}, {}), doctest::Contains("/nonexistent-dir/p.png"), Error);
+  CHECK_THROWS_WITH_AS(train::line_chart("/nonexistent-dir/p.png", {}, {}), doctest::Contains("/nonexistent-dir/p.png"),
+                       Error);
   CHECK_THROWS_AS(train::line_chart(lines, {{"bad", {1, 2}, {1}}}, {}), Error);
 }
 
@@ -200,7 +243,7 @@ TEST_CASE("run_training: a short MLP run logs, checkpoints, resumes and profiles
   CHECK(r.parameters == 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
   CHECK(r.epochs[0].val_accuracy > 0.6);  // 16 steps on 1,024 images already beat chance by far
   CHECK(r.epochs[0].val_macro_f1 > 0.5);
-  CHECK(r.epochs[0].lr < 1e-6);            // the cosine schedule ran its course over the 16 steps
+  CHECK(r.epochs[0].lr < 1e-6);  // the cosine schedule ran its course over the 16 steps
   auto t = train::read_csv(log);
   REQUIRE(t.rows.size() == 1);
   CHECK(std::stod(t.rows[0][size_t(t.column("val_accuracy"))]) == doctest::Approx(r.epochs[0].val_accuracy));
@@ -220,6 +263,8 @@ TEST_CASE("run_training: a short MLP run logs, checkpoints, resumes and profiles
   CHECK(prof.profile_table.find("backward") != std::string::npos);
   CHECK(std::filesystem::file_size(trace) > 100);
   p.profile = 100;  // more steps than the epoch has
-  CHECK_THROWS_WITH_AS(train::run_training(p, nullptr), doctest::Contains("--profile 100 needs more than 103 steps in the first epoch (3 to warm up); it has 10"), Error);
+  CHECK_THROWS_WITH_AS(
+      train::run_training(p, nullptr),
+      doctest::Contains("--profile 100 needs more than 103 steps in the first epoch (3 to warm up); it has 10"), Error);
   for (const auto& f : {log, ckpt, ckpt + ".train.safetensors", trace}) std::remove(f.c_str());
 }

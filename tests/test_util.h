@@ -103,7 +103,8 @@ inline Closeness compare_close(const std::vector<double>& got, const std::vector
     const double excess = !(err < std::numeric_limits<double>::infinity()) || allowed == 0
                               ? std::numeric_limits<double>::infinity()
                               : err / allowed;
-    if (excess > worst_excess) worst_excess = excess, r.worst = i, r.got = g, r.want = w, r.err = err, r.allowed = allowed;
+    if (excess > worst_excess)
+      worst_excess = excess, r.worst = i, r.got = g, r.want = w, r.err = err, r.allowed = allowed;
   }
   return r;
 }
@@ -111,7 +112,8 @@ inline Closeness compare_close(const std::vector<double>& got, const std::vector
 // One CHECK per comparison, naming the worst element; sizes (and shapes, when both are tensors) must agree.
 inline void check_close(const Elements& got, const Elements& want, Tol tol = {}, const std::string& what = "") {
   if (got.shape && want.shape)
-    REQUIRE_MESSAGE(*got.shape == *want.shape, what, ": shapes ", shape_str(*got.shape), " and ", shape_str(*want.shape));
+    REQUIRE_MESSAGE(*got.shape == *want.shape, what, ": shapes ", shape_str(*got.shape), " and ",
+                    shape_str(*want.shape));
   REQUIRE_MESSAGE(got.v.size() == want.v.size(), what, ": ", got.v.size(), " elements against ", want.v.size());
   const Closeness r = compare_close(got.v, want.v, tol);
   CHECK_MESSAGE(r.ok(), r.report(what, tol));

@@ -36,8 +36,12 @@ class Parser {
   }
 
  private:
-  [[noreturn]] void fail(const char* what) { throw std::runtime_error(std::string("json: ") + what + " at byte " + std::to_string(i_)); }
-  void skip() { while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_; }
+  [[noreturn]] void fail(const char* what) {
+    throw std::runtime_error(std::string("json: ") + what + " at byte " + std::to_string(i_));
+  }
+  void skip() {
+    while (i_ < s_.size() && std::isspace(static_cast<unsigned char>(s_[i_]))) ++i_;
+  }
   void expect(char c) {
     skip();
     if (i_ >= s_.size() || s_[i_] != c) fail("unexpected character");
@@ -45,7 +49,10 @@ class Parser {
   }
   bool take(char c) {
     skip();
-    if (i_ < s_.size() && s_[i_] == c) { ++i_; return true; }
+    if (i_ < s_.size() && s_[i_] == c) {
+      ++i_;
+      return true;
+    }
     return false;
   }
   std::string string() {

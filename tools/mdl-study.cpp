@@ -144,11 +144,12 @@ int main() {
         vl.x.push_back(double(e.epoch)), vl.y.push_back(e.val_loss);
         va.x.push_back(double(e.epoch)), va.y.push_back(100 * e.val_accuracy);
       }
-      md << "| " << r.config.name << " | " << r.config.what << " | " << fmt("%.1f", per_epoch / double(r.report.epochs.size()))
-         << " | " << fmt("%.1f", r.report.total_seconds) << " | " << fmt("%.2fx", base_time / train_seconds(r.report))
-         << " | " << fmt("%.1f%%", 100 * wait / per_epoch) << " | " << fmt("%.4f", last.train_loss) << " | "
-         << fmt("%.2f%%", 100 * last.train_accuracy) << " | " << fmt("%.4f", last.val_loss) << " | "
-         << fmt("%.2f%%", 100 * last.val_accuracy) << " | " << fmt("%.4f", last.val_macro_f1) << " |\n";
+      md << "| " << r.config.name << " | " << r.config.what << " | "
+         << fmt("%.1f", per_epoch / double(r.report.epochs.size())) << " | " << fmt("%.1f", r.report.total_seconds)
+         << " | " << fmt("%.2fx", base_time / train_seconds(r.report)) << " | " << fmt("%.1f%%", 100 * wait / per_epoch)
+         << " | " << fmt("%.4f", last.train_loss) << " | " << fmt("%.2f%%", 100 * last.train_accuracy) << " | "
+         << fmt("%.4f", last.val_loss) << " | " << fmt("%.2f%%", 100 * last.val_accuracy) << " | "
+         << fmt("%.4f", last.val_macro_f1) << " |\n";
       train_loss.push_back(tl), val_loss.push_back(vl), val_acc.push_back(va);
       labels.push_back(r.config.name), totals.push_back(train_seconds(r.report));
     }

@@ -32,7 +32,8 @@ int main(int argc, char** argv) {
     if (r.rank != 0) return 0;  // --dist: rank 0 alone reports
     std::fprintf(out, "\n%s: %lld parameters, %s in all\n", o.model.c_str(), (long long)r.parameters,
                  format_seconds(r.total_seconds).c_str());
-    if (!r.confusion.empty()) std::fprintf(out, "confusion matrix (rows: true class, columns: predicted):\n%s", r.confusion.c_str());
+    if (!r.confusion.empty())
+      std::fprintf(out, "confusion matrix (rows: true class, columns: predicted):\n%s", r.confusion.c_str());
   } catch (const UsageError& e) {
     std::fprintf(stderr, "%s\n\n%s", e.what(), usage().c_str());
     return 2;

@@ -12,7 +12,7 @@ class CsvLog {
  public:
   using Field = std::variant<double, int64_t, std::string>;
   CsvLog(const std::string& path, std::vector<std::string> columns);  // throws naming the path
-  void row(const std::vector<Field>& fields);                          // one field per column
+  void row(const std::vector<Field>& fields);                         // one field per column
   const std::string& path() const { return path_; }
 
  private:

@@ -34,7 +34,8 @@ DataParallel::DataParallel(bool dist, Device device) {
 #ifdef MDL_WITH_NCCL
   if (device.is_cuda()) groups_->gpu = std::make_unique<dist::NcclProcessGroup>(*groups_->mpi);
 #endif
-  MDL_CHECK(!device.is_cuda() || groups_->gpu, "mdl-train: --dist on ", device, " needs NCCL (a build with CUDA and MPI)");
+  MDL_CHECK(!device.is_cuda() || groups_->gpu, "mdl-train: --dist on ", device,
+            " needs NCCL (a build with CUDA and MPI)");
 #else
   (void)device;
   MDL_CHECK(!dist, "mdl-train: --dist needs a build with MPI");

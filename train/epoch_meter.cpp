@@ -10,8 +10,7 @@ namespace mdl::train {
 EpochMeter::EpochMeter(const data::DataLoader& loader, std::FILE* out, bool terminal, int64_t epoch, int64_t epochs,
                        int world)
     : loader_(loader), show_(out != nullptr), epoch_(epoch), world_(world), before_(loader.stats()),
-      progress_(out ? out : stdout, terminal, epoch, epochs, loader.size()),
-      start_(std::chrono::steady_clock::now()) {}
+      progress_(out ? out : stdout, terminal, epoch, epochs, loader.size()), start_(std::chrono::steady_clock::now()) {}
 
 double EpochMeter::elapsed() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();

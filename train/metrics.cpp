@@ -17,22 +17,23 @@ ConfusionMatrix::ConfusionMatrix(int64_t classes) : classes_(classes) {
 
 void ConfusionMatrix::add(int64_t target, int64_t predicted) {
   MDL_CHECK(target >= 0 && target < classes_, "ConfusionMatrix: target ", target, " is outside [0, ", classes_, ")");
-  MDL_CHECK(predicted >= 0 && predicted < classes_, "ConfusionMatrix: prediction ", predicted, " is outside [0, ", classes_, ")");
+  MDL_CHECK(predicted >= 0 && predicted < classes_, "ConfusionMatrix: prediction ", predicted, " is outside [0, ",
+            classes_, ")");
   ++counts_[size_t(target * classes_ + predicted)];
 }
 
 void ConfusionMatrix::add(const Tensor& scores, const Tensor& targets) {
-  MDL_CHECK(targets.dim() == 1 && !is_floating(targets.dtype()),
-            "ConfusionMatrix: targets must be 1-D integers, got ", shape_str(targets.shape()), " ", dtype_name(targets.dtype()));
+  MDL_CHECK(targets.dim() == 1 && !is_floating(targets.dtype()), "ConfusionMatrix: targets must be 1-D integers, got ",
+            shape_str(targets.shape()), " ", dtype_name(targets.dtype()));
   Tensor predicted;
   if (scores.dim() == 2 && is_floating(scores.dtype())) {
-    MDL_CHECK(scores.size(1) == classes_, "ConfusionMatrix: logits ", shape_str(scores.shape()), " have ", scores.size(1),
-              " classes, expected ", classes_);
+    MDL_CHECK(scores.size(1) == classes_, "ConfusionMatrix: logits ", shape_str(scores.shape()), " have ",
+              scores.size(1), " classes, expected ", classes_);
     predicted = argmax(scores.detach(), 1);
   } else {
     MDL_CHECK(scores.dim() == 1 && !is_floating(scores.dtype()),
-              "ConfusionMatrix: expected logits (N, classes) or integer predictions (N), got ", shape_str(scores.shape()),
-              " ", dtype_name(scores.dtype()));
+              "ConfusionMatrix: expected logits (N, classes) or integer predictions (N), got ",
+              shape_str(scores.shape()), " ", dtype_name(scores.dtype()));
     predicted = scores;
   }
   MDL_CHECK(predicted.size(0) == targets.size(0), "ConfusionMatrix: ", predicted.size(0), " predictions for ",

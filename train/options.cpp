@@ -49,42 +49,62 @@ struct Option {
 const std::map<std::string, Option>& table() {
   using O = TrainOptions;
   static const std::map<std::string, Option> t = {
-      {"--model", {true, [](O& o, auto& k, auto& v) {
-         o.model = parse_choice(k, v, {"mlp", "cnn", "cnn-separable", "resnet18", "resnet50", "efficientnet",
-                                       "mobilenet", "vit", "gpt"});
-         if (o.model == "mobilenet") o.model = "efficientnet";
-       }}},
-      {"--data", {true, [](O& o, auto& k, auto& v) {
-         const std::string kind = v.substr(0, v.find(':'));
-         parse_choice(k, kind, {"fashion-mnist", "imagefolder", "cifar10", "text"});
-         if (kind != "fashion-mnist" && v.find(':') == std::string::npos)
-           throw UsageError("mdl-train: " + k + " " + kind + " needs a path: " + kind + ":PATH");
-         o.data = v;
-       }}},
+      {"--model",
+       {true,
+        [](O& o, auto& k, auto& v) {
+          o.model = parse_choice(
+              k, v, {"mlp", "cnn", "cnn-separable", "resnet18", "resnet50", "efficientnet", "mobilenet", "vit", "gpt"});
+          if (o.model == "mobilenet") o.model = "efficientnet";
+        }}},
+      {"--data",
+       {true,
+        [](O& o, auto& k, auto& v) {
+          const std::string kind = v.substr(0, v.find(':'));
+          parse_choice(k, kind, {"fashion-mnist", "imagefolder", "cifar10", "text"});
+          if (kind != "fashion-mnist" && v.find(':') == std::string::npos)
+            throw UsageError("mdl-train: " + k + " " + kind + " needs a path: " + kind + ":PATH");
+          o.data = v;
+        }}},
       {"--epochs", {true, [](O& o, auto& k, auto& v) { o.epochs = parse_int(k, v, 1); }}},
       {"--batch", {true, [](O& o, auto& k, auto& v) { o.batch = parse_int(k, v, 1); }}},
-      {"--optimizer", {true, [](O& o, auto& k, auto& v) { o.optimizer = parse_choice(k, v, {"sgd", "adam", "adamw"}); }}},
+      {"--optimizer",
+       {true,
+        [](O& o, auto& k, auto& v) {
+          o.optimizer = parse_choice(k, v, {"sgd", "adam", "adamw"});
+        }}},
       {"--lr", {true, [](O& o, auto& k, auto& v) { o.lr = parse_real(k, v, 0); }}},
       {"--momentum", {true, [](O& o, auto& k, auto& v) { o.momentum = parse_real(k, v, 0); }}},
-      {"--schedule", {true, [](O& o, auto& k, auto& v) {
-         o.schedule = parse_choice(k, v, {"none", "cosine", "restarts", "step", "warmup"});
-       }}},
+      {"--schedule",
+       {true,
+        [](O& o, auto& k, auto& v) {
+          o.schedule = parse_choice(k, v, {"none", "cosine", "restarts", "step", "warmup"});
+        }}},
       {"--warmup-steps", {true, [](O& o, auto& k, auto& v) { o.warmup_steps = parse_int(k, v, 0); }}},
       {"--weight-decay", {true, [](O& o, auto& k, auto& v) { o.weight_decay = parse_real(k, v, 0); }}},
       {"--l2", {true, [](O& o, auto& k, auto& v) { o.l2 = parse_real(k, v, 0); }}},
       {"--clip", {true, [](O& o, auto& k, auto& v) { o.clip = parse_real(k, v, 0); }}},
       {"--grad-accum", {true, [](O& o, auto& k, auto& v) { o.grad_accum = parse_int(k, v, 1); }}},
-      {"--amp", {true, [](O& o, auto& k, auto& v) { o.amp = parse_choice(k, v, {"none", "f16", "bf16"}); }}},
-      {"--cache", {true, [](O& o, auto& k, auto& v) { o.cache = parse_choice(k, v, {"none", "memory", "file"}); }}},
+      {"--amp",
+       {true,
+        [](O& o, auto& k, auto& v) {
+          o.amp = parse_choice(k, v, {"none", "f16", "bf16"});
+        }}},
+      {"--cache",
+       {true,
+        [](O& o, auto& k, auto& v) {
+          o.cache = parse_choice(k, v, {"none", "memory", "file"});
+        }}},
       {"--cache-dir", {true, [](O& o, auto&, auto& v) { o.cache_dir = v; }}},
       {"--prefetch", {true, [](O& o, auto& k, auto& v) { o.prefetch = parse_int(k, v, 0); }}},
       {"--workers", {true, [](O& o, auto& k, auto& v) { o.workers = parse_int(k, v, 0); }}},
       {"--pin-memory", {false, [](O& o, auto&, auto&) { o.pin_memory = true; }}},
-      {"--device", {true, [](O& o, auto& k, auto& v) {
-         if (v != "cpu" && v != "cuda" && v.rfind("cuda:", 0) != 0)
-           throw UsageError("mdl-train: " + k + " must be cpu, cuda or cuda:N; got '" + v + "'");
-         o.device = v;
-       }}},
+      {"--device",
+       {true,
+        [](O& o, auto& k, auto& v) {
+          if (v != "cpu" && v != "cuda" && v.rfind("cuda:", 0) != 0)
+            throw UsageError("mdl-train: " + k + " must be cpu, cuda or cuda:N; got '" + v + "'");
+          o.device = v;
+        }}},
       {"--seed", {true, [](O& o, auto& k, auto& v) { o.seed = parse_number<uint64_t>(k, v); }}},
       {"--subset", {true, [](O& o, auto& k, auto& v) { o.subset = parse_int(k, v, 0); }}},
       {"--threads", {true, [](O& o, auto& k, auto& v) { o.threads = parse_int(k, v, 0); }}},
@@ -95,16 +115,20 @@ const std::map<std::string, Option>& table() {
       {"--profile", {true, [](O& o, auto& k, auto& v) { o.profile = parse_int(k, v, 1); }}},
       {"--trace", {true, [](O& o, auto&, auto& v) { o.trace = v; }}},
       {"--dump-order", {true, [](O& o, auto&, auto& v) { o.dump_order = v; }}},
-      {"--dist", {false, [](O& o, [[maybe_unused]] auto& k, auto&) {
+      {"--dist",
+       {false,
+        [](O& o, [[maybe_unused]] auto& k, auto&) {
 #ifndef MDL_WITH_MPI
-         throw UsageError("mdl-train: " + k + " needs a build with MPI (make MPI=1; make deps installs Open MPI)");
+          throw UsageError("mdl-train: " + k + " needs a build with MPI (make MPI=1; make deps installs Open MPI)");
 #endif
-         o.dist = true;
-       }}},
-      {"--bucket-mb", {true, [](O& o, auto& k, auto& v) {
-         o.bucket_mb = parse_real(k, v, 0);
-         if (!(o.bucket_mb > 0)) throw UsageError("mdl-train: " + k + " must be positive, got " + v);
-       }}},
+          o.dist = true;
+        }}},
+      {"--bucket-mb",
+       {true,
+        [](O& o, auto& k, auto& v) {
+          o.bucket_mb = parse_real(k, v, 0);
+          if (!(o.bucket_mb > 0)) throw UsageError("mdl-train: " + k + " must be positive, got " + v);
+        }}},
       {"--no-progress", {false, [](O& o, auto&, auto&) { o.progress = false; }}},
       {"--help", {false, [](O& o, auto&, auto&) { o.help = true; }}},
   };

@@ -14,26 +14,26 @@ struct UsageError : Error {
 };
 
 struct TrainOptions {
-  std::string model = "cnn";            // mlp, cnn, resnet18, resnet50, efficientnet, vit, gpt
-  std::string data = "fashion-mnist";   // fashion-mnist[:ROOT], imagefolder:PATH, cifar10:PATH, text:PATH
+  std::string model = "cnn";           // mlp, cnn, resnet18, resnet50, efficientnet, vit, gpt
+  std::string data = "fashion-mnist";  // fashion-mnist[:ROOT], imagefolder:PATH, cifar10:PATH, text:PATH
   int64_t epochs = 5;
   int64_t batch = 128;
-  std::string optimizer = "adamw";      // sgd, adam, adamw
+  std::string optimizer = "adamw";  // sgd, adam, adamw
   double lr = 1e-3;
-  double momentum = 0.9;                // sgd
-  std::string schedule = "none";        // none, cosine, restarts, step, warmup
-  int64_t warmup_steps = 0;             // with --schedule warmup (linear warmup, then cosine)
-  double weight_decay = 0.0;            // decoupled (AdamW) or coupled (SGD/Adam), as PyTorch
-  double l2 = 0.0;                      // an explicit L2 penalty added to the loss
-  double clip = 0.0;                    // max global gradient norm; 0 = off
-  int64_t grad_accum = 1;               // micro-batches per optimizer step
-  std::string amp = "none";             // none, f16, bf16
-  std::string cache = "none";           // none, memory, file
+  double momentum = 0.9;          // sgd
+  std::string schedule = "none";  // none, cosine, restarts, step, warmup
+  int64_t warmup_steps = 0;       // with --schedule warmup (linear warmup, then cosine)
+  double weight_decay = 0.0;      // decoupled (AdamW) or coupled (SGD/Adam), as PyTorch
+  double l2 = 0.0;                // an explicit L2 penalty added to the loss
+  double clip = 0.0;              // max global gradient norm; 0 = off
+  int64_t grad_accum = 1;         // micro-batches per optimizer step
+  std::string amp = "none";       // none, f16, bf16
+  std::string cache = "none";     // none, memory, file
   std::string cache_dir = "/tmp/mdl-cache";
-  int64_t prefetch = 0;                 // batches prepared ahead
-  int64_t workers = 0;                  // loader threads; 0 = load in the training thread
+  int64_t prefetch = 0;  // batches prepared ahead
+  int64_t workers = 0;   // loader threads; 0 = load in the training thread
   bool pin_memory = false;
-  std::string device = "cpu";           // cpu, cuda, cuda:N
+  std::string device = "cpu";  // cpu, cuda, cuda:N
   uint64_t seed = 0;
   int64_t subset = 0;                   // use the first N training samples; 0 = all
   int64_t threads = 0;                  // compute threads; 0 = every core

@@ -19,11 +19,13 @@
 namespace mdl::train {
 namespace {
 
-struct Rgb { uint8_t r, g, b; };
+struct Rgb {
+  uint8_t r, g, b;
+};
 constexpr Rgb kWhite{255, 255, 255}, kBlack{30, 30, 30}, kGrid{225, 225, 225};
 // Colour-blind-friendly palette (Okabe-Ito).
-constexpr Rgb kPalette[] = {{0, 114, 178}, {230, 159, 0}, {0, 158, 115}, {204, 121, 167},
-                            {86, 180, 233}, {213, 94, 0}, {240, 228, 66}, {0, 0, 0}};
+constexpr Rgb kPalette[] = {{0, 114, 178},  {230, 159, 0}, {0, 158, 115},  {204, 121, 167},
+                            {86, 180, 233}, {213, 94, 0},  {240, 228, 66}, {0, 0, 0}};
 
 class Canvas {
  public:
@@ -77,9 +79,13 @@ std::vector<double> nice_ticks(double lo, double hi, int target = 6) {
   const double raw = (hi - lo) / target, mag = std::pow(10.0, std::floor(std::log10(raw)));
   double step = mag;
   for (double m : {1.0, 2.0, 5.0, 10.0})
-    if (raw <= m * mag) { step = m * mag; break; }
+    if (raw <= m * mag) {
+      step = m * mag;
+      break;
+    }
   std::vector<double> t;
-  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) t.push_back(std::abs(v) < step * 1e-9 ? 0 : v);
+  for (double v = std::ceil(lo / step) * step; v <= hi + step * 1e-9; v += step)
+    t.push_back(std::abs(v) < step * 1e-9 ? 0 : v);
   return t;
 }
 
@@ -89,7 +95,9 @@ std::string fmt(double v) {
   return b;
 }
 
-struct Frame { int left, top, right, bottom; };
+struct Frame {
+  int left, top, right, bottom;
+};
 
 void draw_title_and_labels(Canvas& c, const ChartOptions& o, const Frame& f) {
   c.text((c.w_ - Canvas::text_width(o.title, 2)) / 2, 10, o.title, kBlack, 2);
@@ -139,7 +147,10 @@ void line_chart(const std::string& path, const std::vector<Series>& series, cons
     bool have_prev = false;
     double qx = 0, qy = 0;
     for (size_t i = 0; i < s.x.size(); ++i) {
-      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) { have_prev = false; continue; }
+      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) {
+        have_prev = false;
+        continue;
+      }
       const double X = px(s.x[i]), Y = py(s.y[i]);
       if (have_prev) c.line(qx, qy, X, Y, col, 2);
       c.rect(int(X) - 2, int(Y) - 2, int(X) + 2, int(Y) + 2, col);
@@ -156,7 +167,8 @@ void line_chart(const std::string& path, const std::vector<Series>& series, cons
 void bar_chart(const std::string& path, const std::vector<std::string>& labels, const std::vector<double>& values,
                const ChartOptions& o) {
   check_options(path, o);
-  MDL_CHECK(labels.size() == values.size(), "plot '", path, "': ", labels.size(), " labels for ", values.size(), " values");
+  MDL_CHECK(labels.size() == values.size(), "plot '", path, "': ", labels.size(), " labels for ", values.size(),
+            " values");
   double top = 0;
   for (double v : values) {
     MDL_CHECK(std::isfinite(v) && v >= 0, "plot '", path, "': bar values must be finite and non-negative, got ", v);

@@ -32,8 +32,8 @@ void Progress::update(int64_t step, double loss, double accuracy, double samples
   bar.append(size_t(filled), '=').append(size_t(kWidth - filled), ' ').push_back(']');
   std::fprintf(out_, "%sepoch %lld/%lld %s %lld/%lld loss %.4f acc %.2f%% %.0f samples/s ETA %s wait %.1f%%%s",
                terminal_ ? "\r" : "", (long long)epoch_, (long long)epochs_, bar.c_str(), (long long)step,
-               (long long)steps_, loss, 100 * accuracy, samples_per_s, format_seconds(eta).c_str(),
-               100 * wait_fraction, terminal_ ? "\033[K" : "\n");
+               (long long)steps_, loss, 100 * accuracy, samples_per_s, format_seconds(eta).c_str(), 100 * wait_fraction,
+               terminal_ ? "\033[K" : "\n");
   std::fflush(out_);
 }
 

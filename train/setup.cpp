@@ -91,7 +91,8 @@ DataBundle make_data(const TrainOptions& o) {
               " images; the zoo models expect square ones");
     d.image_size = x.size(0);
     d.channels = x.dim() == 3 ? x.size(2) : 1;
-    if (d.transform && d.channels == 3 && kind == "imagefolder") d.transform = normalized({0.5, 0.5, 0.5}, {0.5, 0.5, 0.5});
+    if (d.transform && d.channels == 3 && kind == "imagefolder")
+      d.transform = normalized({0.5, 0.5, 0.5}, {0.5, 0.5, 0.5});
     d.classes = int64_t(d.class_names.size());
   }
   if (o.subset > 0) d.train = std::make_shared<Prefix>(d.train, o.subset);
@@ -119,8 +120,8 @@ nn::ModulePtr make_model(const TrainOptions& o, const DataBundle& d) {
   namespace M = nn::models;
   if (o.model == "gpt") {
     MDL_CHECK(d.vocab > 0, "mdl-train: --model gpt needs text data");
-    return std::make_shared<M::GPT>(M::GPTOptions{.vocab_size = d.vocab, .context = d.context, .n_layer = 4,
-                                                  .n_head = 4, .n_embd = 128});
+    return std::make_shared<M::GPT>(
+        M::GPTOptions{.vocab_size = d.vocab, .context = d.context, .n_layer = 4, .n_head = 4, .n_embd = 128});
   }
   MDL_CHECK(d.vocab == 0, "mdl-train: text data needs --model gpt");
   if (o.model == "mlp") return M::MLP(d.channels * d.image_size * d.image_size, {256, 128}, d.classes);
@@ -137,8 +138,10 @@ nn::ModulePtr make_model(const TrainOptions& o, const DataBundle& d) {
     const int64_t patch = d.image_size % 7 == 0 ? 7 : 4;
     MDL_CHECK(d.image_size % patch == 0, "mdl-train: --model vit needs an image size divisible by 4 or 7, got ",
               d.image_size);
-    return std::make_shared<M::ViT>(M::ViTOptions{.image_size = d.image_size, .patch_size = patch,
-                                                  .in_channels = d.channels, .classes = d.classes});
+    return std::make_shared<M::ViT>(M::ViTOptions{.image_size = d.image_size,
+                                                  .patch_size = patch,
+                                                  .in_channels = d.channels,
+                                                  .classes = d.classes});
   }
   throw UsageError("mdl-train: unknown --model '" + o.model + "'");
 }
@@ -150,20 +153,20 @@ Tensor example_input(const DataBundle& d) {
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, nn::Module& model) {
   auto groups = optim::param_groups_no_decay(model.named_parameters(), o.weight_decay);
   if (o.optimizer == "sgd")
-    return std::make_unique<optim::SGD>(groups, optim::SGDOptions{.lr = o.lr, .momentum = o.momentum,
-                                                                  .weight_decay = o.weight_decay});
+    return std::make_unique<optim::SGD>(
+        groups, optim::SGDOptions{.lr = o.lr, .momentum = o.momentum, .weight_decay = o.weight_decay});
   if (o.optimizer == "adam")
     return std::make_unique<optim::Adam>(groups, optim::AdamOptions{.lr = o.lr, .weight_decay = o.weight_decay});
   return std::make_unique<optim::AdamW>(groups, optim::AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay});
 }
 
-std::unique_ptr<optim::LRScheduler> make_schedule(const TrainOptions& o, optim::Optimizer& opt, int64_t steps_per_epoch) {
+std::unique_ptr<optim::LRScheduler> make_schedule(const TrainOptions& o, optim::Optimizer& opt,
+                                                  int64_t steps_per_epoch) {
   const int64_t total = std::max<int64_t>(1, steps_per_epoch * o.epochs);
   if (o.schedule == "cosine") return std::make_unique<optim::CosineAnnealingLR>(opt, total);
   if (o.schedule == "restarts")
     return std::make_unique<optim::CosineAnnealingWarmRestarts>(opt, std::max<int64_t>(1, steps_per_epoch));
-  if (o.schedule == "step")
-    return std::make_unique<optim::StepLR>(opt, std::max<int64_t>(1, total / 3), 0.1);
+  if (o.schedule == "step") return std::make_unique<optim::StepLR>(opt, std::max<int64_t>(1, total / 3), 0.1);
   if (o.schedule == "warmup") {
     const int64_t warm = o.warmup_steps > 0 ? o.warmup_steps : std::max<int64_t>(1, total / 20);
     auto after = std::make_shared<optim::CosineAnnealingLR>(opt, std::max<int64_t>(1, total - warm));

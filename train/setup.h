@@ -20,7 +20,7 @@ struct DataBundle {
   std::shared_ptr<data::Dataset> train, test;  // test may be null (no held-out split)
   data::TransformPtr transform;                // u8 image -> normalised f32 CHW; null for text
   int64_t channels = 1, image_size = 28, classes = 10;
-  int64_t vocab = 0, context = 0;              // text
+  int64_t vocab = 0, context = 0;  // text
   std::vector<std::string> class_names;
   std::string description;
 };
@@ -39,7 +39,8 @@ Tensor example_input(const DataBundle& d);
 // Weight decay skips biases and norm parameters (param_groups_no_decay).
 std::unique_ptr<optim::Optimizer> make_optimizer(const TrainOptions& o, nn::Module& model);
 // Stepped once per optimizer step; null for --schedule none.
-std::unique_ptr<optim::LRScheduler> make_schedule(const TrainOptions& o, optim::Optimizer& opt, int64_t steps_per_epoch);
+std::unique_ptr<optim::LRScheduler> make_schedule(const TrainOptions& o, optim::Optimizer& opt,
+                                                  int64_t steps_per_epoch);
 // The weights --l2 penalises: every Linear layer's weight (the dense layers, as the Keras
 // kernel_regularizer of the reports this project grew from).
 std::vector<Tensor> dense_weights(nn::Module& model);

@@ -23,8 +23,9 @@ std::string StepProfiler::finish(int64_t steps_run, const std::string& trace_pat
   const std::string trace = trace_path.empty() ? "mdl-trace.json" : trace_path;
   if (write_trace) session_->export_chrome_trace(trace);
   if (out)
-    std::fprintf(out, "profiled %lld steps after %d warm-up steps:\n%s\ntrace written to %s (open it in "
-                      "chrome://tracing or https://ui.perfetto.dev)\n",
+    std::fprintf(out,
+                 "profiled %lld steps after %d warm-up steps:\n%s\ntrace written to %s (open it in "
+                 "chrome://tracing or https://ui.perfetto.dev)\n",
                  (long long)session_->steps(), kWarmup, table.c_str(), trace.c_str());
   return table;
 }

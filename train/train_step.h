@@ -26,8 +26,8 @@ struct EpochTotals {
 class TrainStep {
  public:
   // Reads --grad-accum, --l2 and --clip from o; schedule may be null.
-  TrainStep(const TrainOptions& o, nn::Module& model, DataParallel& dp, optim::Optimizer& opt,
-            amp::GradScaler& scaler, optim::LRScheduler* schedule, bool autocast, DType amp_dtype);
+  TrainStep(const TrainOptions& o, nn::Module& model, DataParallel& dp, optim::Optimizer& opt, amp::GradScaler& scaler,
+            optim::LRScheduler* schedule, bool autocast, DType amp_dtype);
   // x and y already on the model's device; adds the batch's loss and accuracy to totals.
   void operator()(const Tensor& x, const Tensor& y, EpochTotals& totals);
 

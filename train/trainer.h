@@ -14,26 +14,26 @@
 namespace mdl::train {
 
 struct EpochRecord {
-  int64_t epoch = 0;                           // 1-based
-  double train_loss = 0, train_accuracy = 0;   // running means over the epoch
+  int64_t epoch = 0;                                              // 1-based
+  double train_loss = 0, train_accuracy = 0;                      // running means over the epoch
   double val_loss = NAN, val_accuracy = NAN, val_macro_f1 = NAN;  // NaN without a test split
-  double seconds = 0;                          // the training part of the epoch
-  double wait_fraction = 0;                    // of those seconds, waiting for data
+  double seconds = 0;                                             // the training part of the epoch
+  double wait_fraction = 0;                                       // of those seconds, waiting for data
   double samples_per_second = 0;
-  double lr = 0;                               // at the epoch's end
-  int64_t skipped_steps = 0;                   // GradScaler skips so far
-  int64_t peak_bytes = 0;                      // the device allocator's high-water mark in the epoch
+  double lr = 0;              // at the epoch's end
+  int64_t skipped_steps = 0;  // GradScaler skips so far
+  int64_t peak_bytes = 0;     // the device allocator's high-water mark in the epoch
 };
 
 struct TrainReport {
   std::vector<EpochRecord> epochs;
   double total_seconds = 0;
   int64_t parameters = 0;
-  std::string model_summary;      // nn::summary of the model on one batch
-  std::string confusion;          // the last validation's confusion matrix, printed
+  std::string model_summary;  // nn::summary of the model on one batch
+  std::string confusion;      // the last validation's confusion matrix, printed
   std::string data_description;
-  std::string profile_table;      // with --profile: the profiler's table
-  int rank = 0;                   // with --dist: this process's rank (rank 0 alone reports)
+  std::string profile_table;  // with --profile: the profiler's table
+  int rank = 0;               // with --dist: this process's rank (rank 0 alone reports)
 };
 
 // Prints progress and per-epoch lines to `out` (nullptr: silent). Throws mdl::Error (UsageError

@@ -16,7 +16,7 @@ namespace mdl::train {
 
 struct Validation {
   double loss = NAN, accuracy = NAN, macro_f1 = NAN;  // NaN for an empty split
-  std::string confusion;                             // printed, rows labelled with names
+  std::string confusion;                              // printed, rows labelled with names
 };
 
 // Leaves the model in training mode.

@@ -280,10 +280,10 @@ class CachingAllocator final : public Allocator {
   std::mutex mu_;
   std::set<FreeKey> free_;
   std::unordered_map<void*, Block> active_;
-  std::unordered_map<void*, int64_t> owner_;              // block -> graph that captured it
-  std::map<int64_t, std::vector<Block>> parked_;          // graph -> its freed blocks
-  std::vector<std::pair<Block, cudaEvent_t>> pending_;    // side-stream blocks waiting on mdl's stream
-  std::vector<cudaEvent_t> events_;                       // idle events for pending_
+  std::unordered_map<void*, int64_t> owner_;            // block -> graph that captured it
+  std::map<int64_t, std::vector<Block>> parked_;        // graph -> its freed blocks
+  std::vector<std::pair<Block, cudaEvent_t>> pending_;  // side-stream blocks waiting on mdl's stream
+  std::vector<cudaEvent_t> events_;                     // idle events for pending_
   std::map<int, CacheStats> per_device_;
   CacheStats total_;
   bool caching_ = true;

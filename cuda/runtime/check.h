@@ -21,10 +21,10 @@ inline const char* status_string(cudnnStatus_t s) { return cudnnGetErrorString(s
 }  // namespace mdl::cuda::detail
 
 // CUDA_CHECK(op, cudaMemcpy(...)): op names the mdl op the call serves.
-#define MDL_CUDA_STATUS_CHECK(op, call, ok)                                                           \
-  do {                                                                                                \
-    const auto mdl_status_ = (call);                                                                  \
-    if (mdl_status_ != (ok)) [[unlikely]]                                                             \
+#define MDL_CUDA_STATUS_CHECK(op, call, ok)                                                                           \
+  do {                                                                                                                \
+    const auto mdl_status_ = (call);                                                                                  \
+    if (mdl_status_ != (ok)) [[unlikely]]                                                                             \
       ::mdl::cuda::detail::fail_call(op, #call, ::mdl::cuda::detail::status_string(mdl_status_), __FILE__, __LINE__); \
   } while (0)
 

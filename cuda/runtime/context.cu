@@ -75,8 +75,7 @@ bool capturing() {
 }
 
 void check_on_gpu(const char* op, const Tensor& t, const char* what) {
-  MDL_CHECK(!t.defined() || t.device() == Device::cuda(0), op, ": ", what, " is on ", t.device(),
-            ", expected cuda:0");
+  MDL_CHECK(!t.defined() || t.device() == Device::cuda(0), op, ": ", what, " is on ", t.device(), ", expected cuda:0");
 }
 
 }  // namespace mdl::cuda::detail

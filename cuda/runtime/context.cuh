@@ -6,7 +6,9 @@
 
 #include "cuda/runtime/check.h"
 
-namespace mdl { class Tensor; }
+namespace mdl {
+class Tensor;
+}
 
 namespace mdl::cuda::detail {
 

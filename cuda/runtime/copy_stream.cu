@@ -49,7 +49,8 @@ struct CopyStream::Impl {
 };
 
 CopyStream::CopyStream(Device device) {
-  MDL_CHECK(device.is_cuda() && device.index == 0, "CopyStream: expected the device cuda:0 (the one mdl's CUDA backend drives), got ", device);
+  MDL_CHECK(device.is_cuda() && device.index == 0,
+            "CopyStream: expected the device cuda:0 (the one mdl's CUDA backend drives), got ", device);
   MDL_CHECK(is_available(), "CopyStream: ", device, " was asked for, but no GPU was found");
   impl_ = std::make_unique<Impl>();
 }

@@ -64,7 +64,9 @@ class CudaTimer final : public profiler::DeviceTimer {
       (void)cudaGetLastError();
       return {};
     }
-    return {.valid = true, .start_ns = int64_t(double(since_origin_ms) * 1e6), .dur_ns = int64_t(double(dur_ms) * 1e6),
+    return {.valid = true,
+            .start_ns = int64_t(double(since_origin_ms) * 1e6),
+            .dur_ns = int64_t(double(dur_ms) * 1e6),
             .stream = 0};
   }
 

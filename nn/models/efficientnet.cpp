@@ -11,8 +11,11 @@ constexpr double kBnEps = 1e-3;
 // Conv-BN(-SiLU), torchvision's Conv2dNormActivation.
 std::shared_ptr<Sequential> conv_bn_act(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t groups, bool act) {
   auto s = std::make_shared<Sequential>();
-  s->push_back(std::make_shared<Conv2d>(in, out, k, Conv2dOptions{.stride = {stride, stride}, .padding = {(k - 1) / 2, (k - 1) / 2},
-                                                                  .groups = groups, .bias = false}));
+  s->push_back(std::make_shared<Conv2d>(in, out, k,
+                                        Conv2dOptions{.stride = {stride, stride},
+                                                      .padding = {(k - 1) / 2, (k - 1) / 2},
+                                                      .groups = groups,
+                                                      .bias = false}));
   s->push_back(std::make_shared<BatchNorm2d>(out, kBnEps));
   if (act) s->push_back(std::make_shared<SiLU>());
   return s;
@@ -54,8 +57,10 @@ class MBConv : public Module {
 }  // namespace
 
 std::shared_ptr<Sequential> efficientnet_b0(int64_t classes, int64_t in_channels, bool small_input) {
-  struct Stage { int64_t expand, k, stride, in, out, layers; };
-  const Stage stages[] = {{1, 3, 1, 32, 16, 1},  {6, 3, 2, 16, 24, 2},  {6, 5, 2, 24, 40, 2},  {6, 3, 2, 40, 80, 3},
+  struct Stage {
+    int64_t expand, k, stride, in, out, layers;
+  };
+  const Stage stages[] = {{1, 3, 1, 32, 16, 1},  {6, 3, 2, 16, 24, 2},   {6, 5, 2, 24, 40, 2},  {6, 3, 2, 40, 80, 3},
                           {6, 5, 1, 80, 112, 3}, {6, 5, 2, 112, 192, 4}, {6, 3, 1, 192, 320, 1}};
   auto features = std::make_shared<Sequential>();
   features->push_back(conv_bn_act(in_channels, 32, 3, small_input ? 1 : 2, 1, true));

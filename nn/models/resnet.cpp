@@ -6,15 +6,16 @@ namespace mdl::nn::models {
 
 namespace {
 std::shared_ptr<Conv2d> conv3x3(int64_t in, int64_t out, int64_t stride) {
-  return std::make_shared<Conv2d>(in, out, 3, Conv2dOptions{.stride = {stride, stride}, .padding = {1, 1}, .bias = false});
+  return std::make_shared<Conv2d>(in, out, 3,
+                                  Conv2dOptions{.stride = {stride, stride}, .padding = {1, 1}, .bias = false});
 }
 std::shared_ptr<Conv2d> conv1x1(int64_t in, int64_t out, int64_t stride) {
   return std::make_shared<Conv2d>(in, out, 1, Conv2dOptions{.stride = {stride, stride}, .bias = false});
 }
 std::shared_ptr<Sequential> shortcut(int64_t in, int64_t out, int64_t stride) {
   if (stride == 1 && in == out) return nullptr;
-  return std::make_shared<Sequential>(std::initializer_list<ModulePtr>{conv1x1(in, out, stride),
-                                                                       std::make_shared<BatchNorm2d>(out)});
+  return std::make_shared<Sequential>(
+      std::initializer_list<ModulePtr>{conv1x1(in, out, stride), std::make_shared<BatchNorm2d>(out)});
 }
 }  // namespace
 

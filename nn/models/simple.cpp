@@ -53,13 +53,18 @@ std::shared_ptr<Sequential> small_cnn(int64_t in_channels, int64_t classes, int6
 std::shared_ptr<Sequential> SimpleCNN(int64_t in_channels, int64_t classes, int64_t image_size) {
   return small_cnn(
       in_channels, classes, image_size,
-      [] { return std::make_shared<Conv2d>(32, 64, 3, Conv2dOptions{.padding = {1, 1}}); }, "SimpleCNN");
+      [] {
+        return std::make_shared<Conv2d>(32, 64, 3, Conv2dOptions{.padding = {1, 1}});
+      },
+      "SimpleCNN");
 }
 
 std::shared_ptr<Sequential> SeparableCNN(int64_t in_channels, int64_t classes, int64_t image_size) {
   return small_cnn(
       in_channels, classes, image_size,
-      [] { return std::make_shared<SeparableConv2d>(32, 64, 3, SeparableConv2dOptions{.padding = {1, 1}}); },
+      [] {
+        return std::make_shared<SeparableConv2d>(32, 64, 3, SeparableConv2dOptions{.padding = {1, 1}});
+      },
       "SeparableCNN");
 }
 

@@ -17,8 +17,7 @@ void check_device(const char* op, const Tensor& x, const Tensor& other, const ch
 }
 
 void check_index_dtype(const char* op, const Tensor& index) {
-  MDL_CHECK(index.dtype() == kI64 || index.dtype() == kI32, op, ": index must be I64 or I32, got ",
-            index.dtype());
+  MDL_CHECK(index.dtype() == kI64 || index.dtype() == kI32, op, ": index must be I64 or I32, got ", index.dtype());
 }
 
 // The values of `index` as a contiguous I64 CPU tensor, for checking on the host.
@@ -31,8 +30,7 @@ Tensor checked_index(const char* op, const Tensor& index, int64_t dim, int64_t s
   Tensor host = host_i64(idx);
   const int64_t* v = host.data_ptr<int64_t>();
   for (int64_t i = 0, n = host.numel(); i < n; ++i)
-    MDL_CHECK(v[i] >= 0 && v[i] < size, op, ": index ", v[i], " is out of range for dim ", dim, " with size ",
-              size);
+    MDL_CHECK(v[i] >= 0 && v[i] < size, op, ": index ", v[i], " is out of range for dim ", dim, " with size ", size);
   return idx;
 }
 
@@ -139,8 +137,8 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
   const int64_t d = wrap_dim(dim, x.dim(), "split");
   const int64_t n = x.size(d);
   MDL_CHECK(split_size >= 0, "split: split_size must be non-negative, got ", split_size);
-  MDL_CHECK(split_size > 0 || n == 0, "split: split_size 0 can only split a dim of size 0, but dim ", d,
-            " has size ", n);
+  MDL_CHECK(split_size > 0 || n == 0, "split: split_size 0 can only split a dim of size 0, but dim ", d, " has size ",
+            n);
   const int64_t pieces = split_size == 0 ? 1 : std::max<int64_t>((n + split_size - 1) / split_size, 1);
   std::vector<Tensor> out;
   out.reserve(size_t(pieces));
@@ -191,14 +189,13 @@ Tensor index_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor
   check_device("index_add", x, index, "the index");
   check_device("index_add", x, src, "src");
   MDL_CHECK(index.dim() <= 1, "index_add: index must be 1-D, got shape ", shape_str(index.shape()));
-  MDL_CHECK(src.dtype() == x.dtype(), "index_add: src has dtype ", src.dtype(), " but the input has dtype ",
-            x.dtype());
+  MDL_CHECK(src.dtype() == x.dtype(), "index_add: src has dtype ", src.dtype(), " but the input has dtype ", x.dtype());
   Tensor xv = at_least_1d(x), sv = at_least_1d(src);
   MDL_CHECK(sv.dim() == xv.dim(), "index_add: src of shape ", shape_str(src.shape()),
             " must have as many dims as the input of shape ", shape_str(x.shape()));
   const int64_t d = wrap_dim(dim, xv.dim(), "index_add");
-  MDL_CHECK(sv.size(d) == index.numel(), "index_add: src has size ", sv.size(d), " along dim ", d, " but the index has ",
-            index.numel(), " entries");
+  MDL_CHECK(sv.size(d) == index.numel(), "index_add: src has size ", sv.size(d), " along dim ", d,
+            " but the index has ", index.numel(), " entries");
   MDL_CHECK(with_size(sv.shape(), d, 1) == with_size(xv.shape(), d, 1), "index_add: src of shape ",
             shape_str(src.shape()), " does not match the input's shape ", shape_str(x.shape()), " outside dim ", d);
   Tensor idx = reshape(checked_index("index_add", index, d, xv.size(d)), {index.numel()});

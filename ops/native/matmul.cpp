@@ -11,8 +11,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   MDL_CHECK(a.device() == b.device(), "matmul: tensors on different devices, ", a.device(), " and ", b.device());
   MDL_CHECK(a.dtype() == b.dtype(), "matmul: dtypes ", a.dtype(), " and ", b.dtype(), " differ (shapes ",
             shape_str(a.shape()), " and ", shape_str(b.shape()), ")");
-  Tensor x = a.dim() == 1 ? unsqueeze(a, 0) : a;   // (.., M, K)
-  Tensor y = b.dim() == 1 ? unsqueeze(b, 1) : b;   // (.., K, N)
+  Tensor x = a.dim() == 1 ? unsqueeze(a, 0) : a;  // (.., M, K)
+  Tensor y = b.dim() == 1 ? unsqueeze(b, 1) : b;  // (.., K, N)
   const int64_t M = x.size(-2), K = x.size(-1), K2 = y.size(-2), N = y.size(-1);
   MDL_CHECK(K == K2, "matmul: shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()), " cannot be multiplied");
   Shape xb(x.shape().begin(), x.shape().end() - 2), yb(y.shape().begin(), y.shape().end() - 2);

@@ -37,7 +37,8 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op);
 // Elementwise.
 Tensor unary(UnaryOp op, const Tensor& x);
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
-Tensor scalar_like(double value, const Tensor& like);  // 0-dim tensor of like's dtype (f32 for integral like + fractional value)
+Tensor scalar_like(double value,
+                   const Tensor& like);  // 0-dim tensor of like's dtype (f32 for integral like + fractional value)
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);

@@ -49,8 +49,8 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bo
   const char* name = reduce_op_name(op);
   check_defined(x, name);
   const std::vector<bool> mask = reduce_mask(x, dims, name);
-  MDL_CHECK(op != ReduceOp::Mean || is_floating(x.dtype()), name,
-            ": cannot average a tensor of integral dtype ", x.dtype(), "; convert it to a floating dtype first");
+  MDL_CHECK(op != ReduceOp::Mean || is_floating(x.dtype()), name, ": cannot average a tensor of integral dtype ",
+            x.dtype(), "; convert it to a floating dtype first");
   if (op == ReduceOp::Max || op == ReduceOp::Min)
     for (int64_t d = 0; d < x.dim(); ++d)
       MDL_CHECK(!mask[size_t(d)] || x.size(d) > 0, name, ": cannot reduce over dim ", d, " of size 0 (shape ",
@@ -69,8 +69,8 @@ std::pair<Tensor, Tensor> max_min(bool is_max, const Tensor& x, int64_t dim, boo
     auto [v, i] = max_min(is_max, x.view({1}), 0, keepdim);
     return {v.view({}), i.view({})};
   }
-  MDL_CHECK(x.size(dim) > 0, name, ": cannot reduce over dim ", dim, " of size 0 (shape ", x.shape(), "): ",
-            name, " of nothing is undefined");
+  MDL_CHECK(x.size(dim) > 0, name, ": cannot reduce over dim ", dim, " of size 0 (shape ", x.shape(), "): ", name,
+            " of nothing is undefined");
   std::vector<bool> mask(size_t(x.dim()), false);
   mask[size_t(dim)] = true;
   const Shape s = keepdim_shape(x, mask);
@@ -101,8 +101,8 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
       continue;
     }
     const int64_t want = shape[size_t(d - lead)];
-    MDL_CHECK(want == x.size(d) || want == 1, "sum_to: cannot reduce shape ", x.shape(), " to ", shape,
-              " (dim ", d, " is ", x.size(d), ", target ", want, ")");
+    MDL_CHECK(want == x.size(d) || want == 1, "sum_to: cannot reduce shape ", x.shape(), " to ", shape, " (dim ", d,
+              " is ", x.size(d), ", target ", want, ")");
     if (want != x.size(d)) dims.push_back(d);
   }
   Tensor r = reduce(ReduceOp::Sum, x, dims, /*keepdim=*/true);

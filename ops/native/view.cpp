@@ -17,8 +17,7 @@ void copy_(const Tensor& dst, const Tensor& src) {
   }
   if (dst.numel() == 0) return;
   // Overlapping memory would be read after being written: copy through a temporary.
-  if (s.storage() == dst.storage() && !(s.raw_data() == dst.raw_data() && s.strides() == dst.strides()))
-    s = clone(s);
+  if (s.storage() == dst.storage() && !(s.raw_data() == dst.raw_data() && s.strides() == dst.strides())) s = clone(s);
   Device d = dst.device().is_cuda() ? dst.device() : s.device();
   kernels::copy(d, dst, s);
 }
@@ -62,7 +61,8 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
     }
   }
   if (infer >= 0) {
-    MDL_CHECK(known != 0 && numel % known == 0, op, ": shape ", shape_str(shape), " is invalid for input of size ", numel);
+    MDL_CHECK(known != 0 && numel % known == 0, op, ": shape ", shape_str(shape), " is invalid for input of size ",
+              numel);
     out[size_t(infer)] = numel / known;
   }
   MDL_CHECK(shape_numel(out) == numel, op, ": shape ", shape_str(shape), " is invalid for input of size ", numel);
@@ -155,7 +155,10 @@ Tensor slice(const Tensor& x, int64_t dim, int64_t start, int64_t end, int64_t s
   int64_t d = wrap_dim(dim, x.dim(), "slice");
   MDL_CHECK(step > 0, "slice: step must be positive, got ", step);
   int64_t n = x.size(d);
-  auto clampi = [n](int64_t i) { if (i < 0) i += n; return std::clamp<int64_t>(i, 0, n); };
+  auto clampi = [n](int64_t i) {
+    if (i < 0) i += n;
+    return std::clamp<int64_t>(i, 0, n);
+  };
   start = clampi(start);
   end = std::max(start, clampi(end));
   Shape s = x.shape(), st = x.strides();
@@ -189,7 +192,10 @@ Tensor select(const Tensor& x, int64_t dim, int64_t index) {
 Tensor squeeze(const Tensor& x) {
   Shape s, st;
   for (int64_t d = 0; d < x.dim(); ++d)
-    if (x.size(d) != 1) { s.push_back(x.size(d)); st.push_back(x.stride(d)); }
+    if (x.size(d) != 1) {
+      s.push_back(x.size(d));
+      st.push_back(x.stride(d));
+    }
   return make_view(x, s, st, x.offset());
 }
 

@@ -157,8 +157,9 @@ int64_t train_with_one_sided_inf(dist::ProcessGroup& pg, bool shared_verdict, nn
   for (int step = 0; step < 4; ++step) {
     auto [x, y] = global_batch(step, pg.world_size());
     opt.zero_grad();
-    scaler.scale(loss_of(ddp.module(), x.narrow(0, pg.rank() * kPerRank, kPerRank),
-                         y.narrow(0, pg.rank() * kPerRank, kPerRank)))
+    scaler
+        .scale(loss_of(ddp.module(), x.narrow(0, pg.rank() * kPerRank, kPerRank),
+                       y.narrow(0, pg.rank() * kPerRank, kPerRank)))
         .backward();
     ddp.wait();
     if (step == 2 && pg.rank() == 1) {
@@ -201,12 +202,21 @@ bool throws_with(dist::ProcessGroup& pg, F f, const std::string& needle) {
 }
 
 bool scenario_errors(dist::ProcessGroup& pg) {
-  bool ok = throws_with(pg, [&] { pg.all_reduce(zeros({4}, kF16)); }, "MPI cannot reduce f16");
-  ok &= throws_with(pg, [&] { pg.broadcast(zeros({4}), 5); }, "root 5 is not a rank");
-  ok &= throws_with(pg, [&] { pg.all_reduce(zeros({4, 4}).t()); }, "not contiguous");
-  ok &= throws_with(pg, [&] { pg.all_reduce(zeros({4}, kI64), dist::ReduceOp::Average); }, "average needs a floating");
-  ok &= throws_with(pg, [&] { dist::DistributedDataParallel(make_model(1), pg, {.bucket_cap_mb = 0}); },
-                    "bucket_cap_mb must be positive");
+  bool ok = throws_with(
+      pg, [&] { pg.all_reduce(zeros({4}, kF16)); }, "MPI cannot reduce f16");
+  ok &= throws_with(
+      pg, [&] { pg.broadcast(zeros({4}), 5); }, "root 5 is not a rank");
+  ok &= throws_with(
+      pg,
+      [&] {
+        pg.all_reduce(zeros({4, 4}).t());
+      },
+      "not contiguous");
+  ok &= throws_with(
+      pg, [&] { pg.all_reduce(zeros({4}, kI64), dist::ReduceOp::Average); }, "average needs a floating");
+  ok &= throws_with(
+      pg, [&] { dist::DistributedDataParallel(make_model(1), pg, {.bucket_cap_mb = 0}); },
+      "bucket_cap_mb must be positive");
   // A parameter that gets no gradient: the synchronised backward cannot finish; wait() names it.
   {
     auto model = make_model(3);
@@ -217,7 +227,8 @@ bool scenario_errors(dist::ProcessGroup& pg) {
     dist::DistributedDataParallel ddp(both, pg);
     auto [x, y] = global_batch(0, pg.world_size());
     loss_of(*model, x.narrow(0, 0, kPerRank), y.narrow(0, 0, kPerRank)).backward();
-    ok &= throws_with(pg, [&] { ddp.wait(); }, "'unused.weight'");
+    ok &= throws_with(
+        pg, [&] { ddp.wait(); }, "'unused.weight'");
     pg.barrier();  // the buckets that did start were completed by every rank alike
   }
   // Still usable afterwards.
@@ -249,9 +260,9 @@ void scenario_lost_rank(dist::ProcessGroup& pg, bool dies) {
 
 // Two epochs of an MLP on 512 samples (256 per rank); both ranks end with rank 0's checkpoint weights.
 bool scenario_train(dist::ProcessGroup& pg, const std::string& checkpoint) {
-  const train::TrainOptions o = train::parse_train_options(std::vector<std::string>{
-      "--dist", "--model", "mlp", "--subset", "512", "--epochs", "2", "--batch", "32", "--threads", "1",
-      "--no-progress", "--save", checkpoint});
+  const train::TrainOptions o = train::parse_train_options(
+      std::vector<std::string>{"--dist", "--model", "mlp", "--subset", "512", "--epochs", "2", "--batch", "32",
+                               "--threads", "1", "--no-progress", "--save", checkpoint});
   const train::TrainReport r = train::run_training(o, stdout);
   bool ok = check(pg, r.epochs.size() == 2, "two epochs expected");
   if (pg.rank() == 0) ok &= check(pg, r.epochs.back().val_accuracy > 0.3, "rank 0 validates (accuracy above chance)");
