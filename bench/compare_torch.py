@@ -11,7 +11,7 @@ OpenBLAS) and OMP_WAIT_POLICY=PASSIVE (so the OpenMP and OpenBLAS pools do not f
 
     /usr/bin/python3 bench/compare_torch.py [--model cnn] [--epochs 2] [--batch 128] [--subset 0] [--lr 1e-3]
 
-Needs `make tools` (build/mdl-train) and Debian's python3-torch. Prints, per epoch, each
+Needs `make tools` (build/latest/mdl-train) and Debian's python3-torch. Prints, per epoch, each
 framework's step time, samples/s and test accuracy, and the ratio.
 """
 import argparse, csv, gzip, os, subprocess, sys, tempfile, time
@@ -27,10 +27,8 @@ import torch
 
 ROOT = "/usr/share/datasets/fashion-mnist"
 HERE = os.path.dirname(os.path.abspath(__file__))
-# build/mdl-train (make tools), build/nocuda/mdl-train (CUDA=0), or MDL_TRAIN=path.
-MDL_TRAIN = next((p for p in [os.environ.get("MDL_TRAIN", ""), os.path.join(HERE, "..", "build", "mdl-train"),
-                              os.path.join(HERE, "..", "build", "nocuda", "mdl-train")] if p and os.path.exists(p)),
-                 os.path.join(HERE, "..", "build", "mdl-train"))
+# build/latest/mdl-train (the folder `make tools` built last), or MDL_TRAIN=path.
+MDL_TRAIN = os.environ.get("MDL_TRAIN") or os.path.join(HERE, "..", "build", "latest", "mdl-train")
 
 
 def read_idx(name):
@@ -109,7 +107,7 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args()
     if not os.path.exists(MDL_TRAIN):
-        sys.exit("compare_torch.py: build/mdl-train is missing; run `make tools` first")
+        sys.exit("compare_torch.py: build/latest/mdl-train is missing; run `make tools` first")
     print(f"torch {torch.__version__}, {CORES} cores, threads {torch.get_num_threads()}, "
           f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}")
     with tempfile.TemporaryDirectory() as work:

@@ -12,7 +12,7 @@ times include loading the batch and the optimizer step.
 
     /usr/bin/python3 bench/compare_torch_gpt.py [--text FILE] [--steps 150] [--batch 32]
 
-Needs `make tools` (build/mdl-train) and Debian's python3-torch.
+Needs `make tools` (build/latest/mdl-train) and Debian's python3-torch.
 """
 import argparse, csv, os, re, subprocess, sys, tempfile, time
 
@@ -28,9 +28,7 @@ import torch.nn.functional as F
 from torch_gpt import GPT  # bench/torch_gpt.py, beside this script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MDL_TRAIN = next((p for p in [os.environ.get("MDL_TRAIN", ""), os.path.join(HERE, "..", "build", "mdl-train"),
-                              os.path.join(HERE, "..", "build", "nocuda", "mdl-train")] if p and os.path.exists(p)),
-                 os.path.join(HERE, "..", "build", "mdl-train"))
+MDL_TRAIN = os.environ.get("MDL_TRAIN") or os.path.join(HERE, "..", "build", "latest", "mdl-train")
 CONTEXT, LAYERS, HEADS, WIDTH = 64, 4, 4, 128
 
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
 """The closing table of `make bench`: one row per optimization, read from the Google Benchmark
-JSON files the suites wrote (build/bench/results/*.json): one row per benchmark pair of every
+JSON files the suites wrote ($BUILD/bench/results/*.json): one row per benchmark pair of every
 optimization switch (the list in switches/switches.h, which the suites publish in their JSON
 context), then the comparisons below; each with the baseline, the optimized figure, the speedup
 (or memory saving) and the device. Rows whose benchmarks did not run say why (a GPU is needed,
 the suite was skipped, or a filter left them out). Also written as Markdown next to the
 JSON files (summary.md), for bench/RESULTS.md.
 
-    python3 bench/summary.py build/bench/results
+    python3 bench/summary.py build/latest/bench/results
 """
 import glob, json, os, platform, re, sys
 
@@ -95,7 +95,7 @@ def why_missing(suite, device, suites):
 
 
 def main():
-    results_dir = sys.argv[1] if len(sys.argv) > 1 else "build/bench/results"
+    results_dir = sys.argv[1] if len(sys.argv) > 1 else "build/latest/bench/results"
     runs, suites, switches, context = load(results_dir)
     header = ("optimization", "kind", "baseline", "optimized", "gain", "device")
     rows = []
