@@ -12,6 +12,7 @@
 
 #include "kernels/convert.h"
 #include "cpu/kernels.h"
+#include "kernels/reduce_rules.h"
 #include "cpu/loops.h"
 #include "tensor/parallel.h"
 
@@ -502,39 +503,17 @@ void run_plan(const Plan& p, const Source<Op>& src, const typename Op::Lane* cen
   else run_outer<Op>(p, src, centers, emit);
 }
 
-// The dtype reduce writes without a conversion: integer sums and products widen to i64.
-DType natural_dtype(ReduceOp op, DType in) {
-  if (is_integral(in) && (op == ReduceOp::Sum || op == ReduceOp::Prod)) return kI64;
-  return in;
-}
-
-double empty_value(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::Sum: return 0.0;
-    case ReduceOp::Prod: return 1.0;
-    case ReduceOp::Mean: return std::numeric_limits<double>::quiet_NaN();
-    case ReduceOp::Max: return -std::numeric_limits<double>::infinity();
-    case ReduceOp::Min: return std::numeric_limits<double>::infinity();
-  }
-  return 0.0;
-}
-
-void check_geometry(const char* op, const Tensor& out, const Tensor& in, size_t mask_size) {
-  MDL_CHECK(in.dim() <= kMaxDimsCpu, op, ": tensors of more than ", kMaxDimsCpu, " dims are not supported, got shape ",
-            in.shape());
-  MDL_CHECK(out.dim() == in.dim() && mask_size == size_t(in.dim()), op, ": output ", out.shape(),
-            " is not the keepdim form of input ", in.shape());
-}
-
 }  // namespace
 
 // ---- Kernels ----------------------------------------------------------------------------------
 
 void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const std::vector<bool>& reduce_mask) {
   const char* name = reduce_op_name(op);
-  check_geometry(name, out, in, reduce_mask.size());
+  MDL_CHECK(in.dim() <= kMaxDimsCpu, name, ": tensors of more than ", kMaxDimsCpu,
+            " dims are not supported, got shape ", in.shape());
+  kernels::check_reduce_geometry(name, out, in, reduce_mask.size());
   MDL_CHECK(op != ReduceOp::Mean || in.is_floating_point(), name, ": expected a floating dtype, got ", in.dtype());
-  const DType nat = natural_dtype(op, in.dtype());
+  const DType nat = kernels::reduce_natural_dtype(op, in.dtype());
   if (out.dtype() != nat) {
     Tensor tmp = make_tensor(out.shape(), nat, out.device());
     reduce(op, tmp, in, reduce_mask);
@@ -543,7 +522,7 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const std::vector<
   }
   if (out.numel() == 0) return;
   if (in.numel() == 0) {
-    kernels::fill(out.device(), out, empty_value(op));
+    kernels::fill(out.device(), out, kernels::reduce_empty_value(op));
     return;
   }
   const Plan plan = make_plan(out, in, reduce_mask);
@@ -576,7 +555,9 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const std::vector<
 
 // Two passes: the mean, then the blocked sum of squared deviations from it.
 void var(const Tensor& out, const Tensor& in, const std::vector<bool>& reduce_mask, int64_t correction) {
-  check_geometry("var", out, in, reduce_mask.size());
+  MDL_CHECK(in.dim() <= kMaxDimsCpu, "var", ": tensors of more than ", kMaxDimsCpu,
+            " dims are not supported, got shape ", in.shape());
+  kernels::check_reduce_geometry("var", out, in, reduce_mask.size());
   if (out.dtype() != in.dtype()) {
     Tensor tmp = make_tensor(out.shape(), in.dtype(), out.device());
     var(tmp, in, reduce_mask, correction);

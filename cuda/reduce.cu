@@ -9,6 +9,7 @@
 
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
+#include "kernels/reduce_rules.h"
 
 namespace mdl::cuda {
 
@@ -166,23 +167,13 @@ void launch_reduce(const char* op, const Split& s, const Tensor& in, const Tenso
   CUDA_CHECK_LAUNCH(op);
 }
 
-DType natural_dtype(ReduceOp op, DType in) {
-  if (is_integral(in) && (op == ReduceOp::Sum || op == ReduceOp::Prod)) return kI64;
-  return in;
-}
-
-void check_geometry(const char* op, const Tensor& out, const Tensor& in, size_t mask_size) {
-  MDL_CHECK(out.dim() == in.dim() && mask_size == size_t(in.dim()), op, ": output ", shape_str(out.shape()),
-            " is not the keepdim form of input ", shape_str(in.shape()));
-}
-
 }  // namespace
 
 void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const std::vector<bool>& reduce_mask) {
   const char* name = reduce_op_name(op);
-  check_geometry(name, out, in, reduce_mask.size());
+  kernels::check_reduce_geometry(name, out, in, reduce_mask.size());
   MDL_CHECK(op != ReduceOp::Mean || in.is_floating_point(), name, ": expected a floating dtype, got ", in.dtype());
-  const DType nat = natural_dtype(op, in.dtype());
+  const DType nat = kernels::reduce_natural_dtype(op, in.dtype());
   if (out.dtype() != nat) {
     Tensor tmp = make_tensor(out.shape(), nat, out.device());
     reduce(op, tmp, in, reduce_mask);
@@ -191,12 +182,7 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const std::vector<
   }
   if (out.numel() == 0) return;
   if (in.numel() == 0) {
-    const double empty = op == ReduceOp::Sum    ? 0.0
-                         : op == ReduceOp::Prod ? 1.0
-                         : op == ReduceOp::Mean ? std::numeric_limits<double>::quiet_NaN()
-                         : op == ReduceOp::Max  ? -INFINITY
-                                                : INFINITY;
-    fill(out, empty);
+    fill(out, kernels::reduce_empty_value(op));
     return;
   }
   const Split s = make_split(name, out, in, reduce_mask);
@@ -223,7 +209,7 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const std::vector<
 }
 
 void var(const Tensor& out, const Tensor& in, const std::vector<bool>& reduce_mask, int64_t correction) {
-  check_geometry("var", out, in, reduce_mask.size());
+  kernels::check_reduce_geometry("var", out, in, reduce_mask.size());
   if (out.dtype() != in.dtype()) {
     Tensor tmp = make_tensor(out.shape(), in.dtype(), out.device());
     var(tmp, in, reduce_mask, correction);

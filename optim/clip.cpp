@@ -18,7 +18,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm, bool 
     Tensor g = p.grad();
     if (!g.defined()) continue;
     MDL_CHECK(g.is_floating_point(), "clip_grad_norm_: grad of dtype ", g.dtype(), " is not floating");
-    total += kernels::sum_squares.get(g.device())(g.is_contiguous() ? g : g.contiguous());
+    total += kernels::sum_squares(g.device(), g.is_contiguous() ? g : g.contiguous());
   }
   double norm = std::sqrt(total);
   if (!std::isfinite(norm)) {

@@ -1,9 +1,10 @@
-// Helpers for the data tests: a self-removing temp folder, raw file writes, IDX file builders,
+// Helpers for the data and file tests: a self-removing temp folder, raw file writes, IDX file builders,
 // a small synthetic ImageFolder of PNGs whose pixels encode (class, image) so batches are
 // checkable, and one epoch of a loader as plain vectors.
 #pragma once
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +33,13 @@ struct TempDir {
     fs::remove_all(path, ec);
   }
   std::string file(const std::string& name) const { return (path / name).string(); }
+  // The names of the entries in the folder, sorted.
+  std::vector<std::string> listing() const {
+    std::vector<std::string> names;
+    for (const auto& e : fs::directory_iterator(path)) names.push_back(e.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  }
 };
 
 inline void write_bytes(const std::string& path, const std::vector<uint8_t>& bytes) {

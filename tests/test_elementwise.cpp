@@ -23,24 +23,10 @@ using V = std::vector<double>;
 
 namespace {
 
-// The elements of t in row-major order of its shape, read straight from storage.
 // v (row-major, shape `from`) broadcast to shape `to`, by NumPy's rules.
 V broadcast(const V& v, const Shape& from, const Shape& to) {
-  const int64_t n = shape_numel(to), lead = int64_t(to.size()) - int64_t(from.size());
-  V out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t rem = i, src = 0, mul = 1;
-    for (int64_t d = int64_t(to.size()) - 1; d >= 0; --d) {
-      const int64_t k = rem % to[size_t(d)];
-      rem /= to[size_t(d)];
-      if (d >= lead) {
-        const int64_t fs = from[size_t(d - lead)];
-        if (fs != 1) src += k * mul;
-        mul *= fs;
-      }
-    }
-    out[size_t(i)] = v[size_t(src)];
-  }
+  V out;
+  for (int64_t src : broadcast_index(from, to)) out.push_back(v[size_t(src)]);
   return out;
 }
 

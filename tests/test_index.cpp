@@ -40,21 +40,6 @@ Tensor transposed(const Tensor& x) {
   return x.dim() < 2 ? sliced(x) : x.transpose(0, -1).contiguous().transpose(0, -1);
 }
 
-Shape unravel(int64_t i, const Shape& s) {
-  Shape c(s.size());
-  for (size_t d = s.size(); d-- > 0;) {
-    c[d] = i % s[d];
-    i /= s[d];
-  }
-  return c;
-}
-
-int64_t ravel(const Shape& c, const Shape& s) {
-  int64_t i = 0;
-  for (size_t d = 0; d < s.size(); ++d) i = i * s[d] + c[d];
-  return i;
-}
-
 // Flat index into shape s of coordinate c of the broadcast shape (trailing alignment, size-1 dims read 0).
 int64_t bcast_index(const Shape& c, const Shape& s) {
   int64_t i = 0;

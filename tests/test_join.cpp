@@ -26,21 +26,6 @@ Tensor transposed(const Tensor& x) {
   return x.transpose(0, -1).contiguous().transpose(0, -1);
 }
 
-Shape unravel(int64_t i, const Shape& s) {
-  Shape c(s.size());
-  for (size_t d = s.size(); d-- > 0;) {
-    c[d] = i % s[d];
-    i /= s[d];
-  }
-  return c;
-}
-
-int64_t ravel(const Shape& c, const Shape& s) {
-  int64_t i = 0;
-  for (size_t d = 0; d < s.size(); ++d) i = i * s[d] + c[d];
-  return i;
-}
-
 // Checks out == cat(xs, d) by finding, for each output element, the input and offset it came from.
 void check_cat(const Tensor& out, const std::vector<Tensor>& xs, int64_t d) {
   std::vector<std::vector<double>> xv;

@@ -30,16 +30,6 @@ namespace {
 using V = std::vector<Tensor>;
 using Vec = std::vector<double>;
 
-Tensor leaf(const Tensor& t) {
-  Tensor c = t.contiguous();
-  c.requires_grad_();
-  return c;
-}
-
-Tensor uniform(const Shape& s, Generator& g, double lo = -1.0, double hi = 1.0, DType t = kF64) {
-  return (rand(s, kF64, &g) * (hi - lo) + lo).to(t);
-}
-
 // Gradcheck of a loss composed of other ops (the table's cases cover the ops themselves).
 void gradcheck_composed(const V& inputs, const autograd::GradcheckFn& fn) {
   auto r = autograd::gradcheck(fn, inputs, 1e-6, 1e-5, 1e-3);
@@ -189,7 +179,7 @@ TEST_CASE("loss: cross_entropy gives the same bits on 1 and 2 threads") {
 
 const test::GradcheckCases kCrossEntropyGradcheckCases([](std::vector<test::GradcheckCase>& cases) {
   Generator g(24);
-  V in{leaf(uniform({5, 4}, g, -2, 2))};
+  V in{leaf_of(uniform({5, 4}, g, -2, 2))};
   Tensor t = from_vector<int64_t>({1, -100, 3, 0, 3});
   cases.push_back({"cross_entropy", "mean over a double-transposed view", in,
                    [t](const V& v) { return F::cross_entropy(v[0].t().t(), t); }});
@@ -199,7 +189,7 @@ const test::GradcheckCases kCrossEntropyGradcheckCases([](std::vector<test::Grad
   cases.push_back({"cross_entropy", "none, label smoothing 0.1", in, [t](const V& v) {
                      return F::cross_entropy(v[0], t, {.label_smoothing = 0.1, .reduction = Reduction::None});
                    }});
-  V in2{leaf(uniform({2, 3, 4, 2}, g, -2, 2))};
+  V in2{leaf_of(uniform({2, 3, 4, 2}, g, -2, 2))};
   Tensor t2 = from_vector<int64_t>({0, 1, 2, 1, 0, 0, 2, 1, 1, 1, 0, 2, 2, 2, 0, 1}, {2, 4, 2});
   cases.push_back({"cross_entropy", "(N, C, d1, d2) view, label smoothing 0.2", in2, [t2](const V& v) {
                      return F::cross_entropy(v[0].transpose(2, 3).transpose(2, 3), t2, {.label_smoothing = 0.2});
@@ -223,7 +213,7 @@ TEST_CASE("loss: nll_loss picks -log_probs[target], ignoring ignore_index") {
   check_close(F::nll_loss(lp3, from_vector<int64_t>({0, 1, 1, -100}, {1, 4}), -100, Reduction::None), {1, 6, 7, 0},
               {.rtol = 1e-12, .atol = 1e-14});
   CHECK(F::nll_loss(lp.to(kF16), t).dtype() == kF32);
-  V in{leaf(from_vector<double>({-0.3, -1.1, -2.2, -0.9, -0.4, -1.7}, {2, 3}))};
+  V in{leaf_of(from_vector<double>({-0.3, -1.1, -2.2, -0.9, -0.4, -1.7}, {2, 3}))};
   gradcheck_composed(in, [](const V& v) { return F::nll_loss(v[0].t().t(), from_vector<int64_t>({1, -100})); });
   gradcheck_composed(in, [](const V& v) {
     return F::nll_loss(v[0], from_vector<int64_t>({1, 2}), -100, Reduction::None);
@@ -238,7 +228,7 @@ TEST_CASE("loss: mse_loss with each reduction, mixed dtypes, gradcheck") {
   CHECK(F::mse_loss(a.to(kF16), b.to(kF16)).dtype() == kF32);
   CHECK(F::mse_loss(a.to(kF16), b.to(kF16)).item<float>() == 3.5f);
   Generator g(25);
-  V in{leaf(uniform({3, 4}, g)), leaf(uniform({4, 3}, g))};
+  V in{leaf_of(uniform({3, 4}, g)), leaf_of(uniform({4, 3}, g))};
   gradcheck_composed(in, [](const V& v) { return F::mse_loss(v[0], v[1].t()); });
   gradcheck_composed(in, [](const V& v) { return F::mse_loss(v[0].t(), v[1], Reduction::None); });
 }
@@ -268,7 +258,7 @@ TEST_CASE("loss: binary_cross_entropy_with_logits is stable and matches the text
 
 const test::GradcheckCases kBceGradcheckCases([](std::vector<test::GradcheckCase>& cases) {
   Generator g(27);
-  V in{leaf(uniform({3, 4}, g, -3, 3)), leaf(uniform({4, 3}, g, 0, 1))};
+  V in{leaf_of(uniform({3, 4}, g, -3, 3)), leaf_of(uniform({4, 3}, g, 0, 1))};
   cases.push_back({"bce_with_logits", "mean, transposed target needing grad", in,
                    [](const V& v) { return F::binary_cross_entropy_with_logits(v[0], v[1].t()); }});
   cases.push_back({"bce_with_logits", "none, transposed logits", in,

@@ -29,16 +29,6 @@ namespace {
 using V = std::vector<Tensor>;
 using Vec = std::vector<double>;
 
-Tensor leaf(const Tensor& t) {
-  Tensor c = t.contiguous();
-  c.requires_grad_();
-  return c;
-}
-
-Tensor uniform(const Shape& s, Generator& g, double lo = -1.0, double hi = 1.0, DType t = kF64) {
-  return (rand(s, kF64, &g) * (hi - lo) + lo).to(t);
-}
-
 // x's values laid out with the first two dims swapped in memory: a non-contiguous view.
 Tensor swapped(const Tensor& x) { return x.transpose(0, 1).contiguous().transpose(0, 1); }
 
@@ -199,7 +189,7 @@ TEST_CASE("norm: batch_norm and group_norm give the same bits on 1 and 2 threads
 // batch_norm in f64: train and eval, with and without affine, strided input.
 const test::GradcheckCases kBatchNormGradcheckCases([](std::vector<test::GradcheckCase>& t) {
   Generator g(6);
-  V in{leaf(uniform({3, 4, 5}, g)), leaf(uniform({4}, g, 0.5, 1.5)), leaf(uniform({4}, g))};
+  V in{leaf_of(uniform({3, 4, 5}, g)), leaf_of(uniform({4}, g, 0.5, 1.5)), leaf_of(uniform({4}, g))};
   t.push_back({"batch_norm", "training, affine, a double-transposed view", in, [](const V& v) {
                  Tensor rm = zeros({4}, kF64), rv = ones({4}, kF64);
                  return F::batch_norm(v[0].transpose(0, 2).transpose(0, 2), rm, rv, v[1], v[2], true);
@@ -208,10 +198,10 @@ const test::GradcheckCases kBatchNormGradcheckCases([](std::vector<test::Gradche
                  Tensor rm = full({4}, 0.3, kF64), rv = full({4}, 1.7, kF64);
                  return F::batch_norm(v[0], rm, rv, v[1], v[2], false);
                }});
-  V in2{leaf(uniform({6, 3}, g))};
+  V in2{leaf_of(uniform({6, 3}, g))};
   t.push_back({"batch_norm", "training, (N, C), no statistics, no affine", in2,
                [](const V& v) { return F::batch_norm(v[0].t().t(), Tensor(), Tensor(), Tensor(), Tensor(), true); }});
-  V in3{uniform({5, 2, 3}, g), leaf(uniform({2}, g))};
+  V in3{uniform({5, 2, 3}, g), leaf_of(uniform({2}, g))};
   t.push_back({"batch_norm", "only the weight needs a gradient", in3,
                [](const V& v) { return F::batch_norm(v[0], Tensor(), Tensor(), v[1], Tensor(), true); }});
 });
@@ -262,21 +252,21 @@ TEST_CASE("norm: group_norm forward, strided and in half precision") {
 // layer_norm and group_norm in f64.
 const test::GradcheckCases kLayerGroupNormGradcheckCases([](std::vector<test::GradcheckCase>& t) {
   Generator g(9);
-  V in{leaf(uniform({4, 3, 5}, g)), leaf(uniform({5}, g, 0.5, 1.5)), leaf(uniform({5}, g))};
+  V in{leaf_of(uniform({4, 3, 5}, g)), leaf_of(uniform({5}, g, 0.5, 1.5)), leaf_of(uniform({5}, g))};
   t.push_back({"layer_norm", "last dim of a transposed input, affine", in,
                [](const V& v) { return F::layer_norm(v[0].transpose(0, 1), {5}, v[1], v[2]); }});
-  V in2{leaf(uniform({4, 3, 5}, g)), leaf(uniform({3, 5}, g, 0.5, 1.5))};
+  V in2{leaf_of(uniform({4, 3, 5}, g)), leaf_of(uniform({3, 5}, g, 0.5, 1.5))};
   t.push_back({"layer_norm", "last 2 dims, weight only, eps 1e-3", in2, [](const V& v) {
                  return F::layer_norm(v[0], {3, 5}, v[1], Tensor(), 1e-3);
                }});
-  V in3{leaf(uniform({3, 7}, g))};
+  V in3{leaf_of(uniform({3, 7}, g))};
   t.push_back({"layer_norm", "transposed, no affine", in3, [](const V& v) { return F::layer_norm(v[0].t(), {3}); }});
 
-  V gin{leaf(uniform({3, 6, 2, 2}, g)), leaf(uniform({6}, g, 0.5, 1.5)), leaf(uniform({6}, g))};
+  V gin{leaf_of(uniform({3, 6, 2, 2}, g)), leaf_of(uniform({6}, g, 0.5, 1.5)), leaf_of(uniform({6}, g))};
   t.push_back({"group_norm", "3 groups, transposed H/W, affine", gin,
                [](const V& v) { return F::group_norm(v[0].transpose(2, 3), 3, v[1], v[2]); }});
   t.push_back({"group_norm", "1 group, affine", gin, [](const V& v) { return F::group_norm(v[0], 1, v[1], v[2]); }});
-  V gin2{leaf(uniform({4, 6}, g)), leaf(uniform({6}, g))};
+  V gin2{leaf_of(uniform({4, 6}, g)), leaf_of(uniform({6}, g))};
   t.push_back(
       {"group_norm", "(N, C), bias only", gin2, [](const V& v) { return F::group_norm(v[0], 2, Tensor(), v[1]); }});
 });
@@ -417,10 +407,11 @@ TEST_CASE("norm: dropout's mask depends on (seed, offset) only") {
 
 const test::GradcheckCases kDropoutGradcheckCases([](std::vector<test::GradcheckCase>& t) {
   Generator g(12);
-  t.push_back({"dropout", "p 0.35, transposed, a fixed generator per call", {leaf(uniform({6, 7}, g))}, [](const V& v) {
-                 Generator local(77);
-                 return F::dropout(v[0].t(), 0.35, true, &local);
-               }});
+  t.push_back(
+      {"dropout", "p 0.35, transposed, a fixed generator per call", {leaf_of(uniform({6, 7}, g))}, [](const V& v) {
+         Generator local(77);
+         return F::dropout(v[0].t(), 0.35, true, &local);
+       }});
 });
 
 TEST_CASE("norm: dropout rejects a probability outside [0, 1] and integer inputs") {
@@ -463,7 +454,7 @@ TEST_CASE("norm: embedding looks up rows for an index of any shape, repeated ind
 
 const test::GradcheckCases kEmbeddingGradcheckCases([](std::vector<test::GradcheckCase>& t) {
   Generator g(14);
-  t.push_back({"embedding", "repeated rows, a double-transposed weight", {leaf(uniform({4, 3}, g))}, [](const V& v) {
+  t.push_back({"embedding", "repeated rows, a double-transposed weight", {leaf_of(uniform({4, 3}, g))}, [](const V& v) {
                  return F::embedding(from_vector<int64_t>({3, 1, 3, 0, 3, 2}, {3, 2}), v[0].t().t());
                }});
 });

@@ -20,7 +20,7 @@ using V = std::vector<double>;
 
 namespace {
 
-// The elements of t in row-major order of its shape, read straight from storage.
+// start, start + 1, ..., start + n - 1.
 V iota(int64_t n, double start = 0) {
   V v(static_cast<size_t>(n));
   std::iota(v.begin(), v.end(), start);

@@ -141,4 +141,52 @@ inline Tensor sample(const Shape& s, DType t, uint64_t seed) {
   return randn(s, TensorOptions(kF64), &g).to(t);
 }
 
+// A contiguous copy of t that requires grad: a gradcheck leaf.
+inline Tensor leaf_of(const Tensor& t) {
+  Tensor c = t.contiguous();
+  c.requires_grad_();
+  return c;
+}
+
+// Uniform values in [lo, hi), drawn in f64 from g, then cast to t.
+inline Tensor uniform(const Shape& s, Generator& g, double lo = -1.0, double hi = 1.0, DType t = kF64) {
+  return (rand(s, kF64, &g) * (hi - lo) + lo).to(t);
+}
+
+// The coordinates of flat index i in a row-major tensor of shape s, and back.
+inline Shape unravel(int64_t i, const Shape& s) {
+  Shape c(s.size());
+  for (size_t d = s.size(); d-- > 0;) {
+    c[d] = i % s[d];
+    i /= s[d];
+  }
+  return c;
+}
+inline int64_t ravel(const Shape& c, const Shape& s) {
+  int64_t i = 0;
+  for (size_t d = 0; d < s.size(); ++d) i = i * s[d] + c[d];
+  return i;
+}
+
+// For each element of `to` (row-major), the flat index of the element of `from` it is broadcast
+// from, by NumPy's rules.
+inline std::vector<int64_t> broadcast_index(const Shape& from, const Shape& to) {
+  const int64_t n = shape_numel(to), lead = int64_t(to.size()) - int64_t(from.size());
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rem = i, src = 0, mul = 1;
+    for (int64_t d = int64_t(to.size()) - 1; d >= 0; --d) {
+      const int64_t k = rem % to[size_t(d)];
+      rem /= to[size_t(d)];
+      if (d >= lead) {
+        const int64_t fs = from[size_t(d - lead)];
+        if (fs != 1) src += k * mul;
+        mul *= fs;
+      }
+    }
+    out[size_t(i)] = src;
+  }
+  return out;
+}
+
 }  // namespace mdl::test
