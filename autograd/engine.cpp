@@ -194,20 +194,4 @@ void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& g
 
 }  // namespace autograd
 
-void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
-  MDL_CHECK(defined(), "backward: undefined tensor");
-  MDL_CHECK(requires_grad(), "backward: tensor of shape ", shape_str(shape()),
-            " does not require grad and has no grad_fn (call requires_grad_() on the inputs first)");
-  Tensor g = grad_output;
-  if (!g.defined()) {
-    MDL_CHECK(numel() == 1, "backward: grad can be implicitly created only for scalar outputs; this output has shape ",
-              shape_str(shape()), ", pass grad_output");
-    g = native::to_dtype(native::reshape(native::scalar_like(1.0, *this), shape()), dtype());
-  }
-  MDL_CHECK(g.shape() == shape(), "backward: grad_output of shape ", shape_str(g.shape()),
-            " does not match the output's shape ", shape_str(shape()));
-  MDL_CHECK(g.device() == device(), "backward: grad_output on ", g.device(), " but the output is on ", device());
-  autograd::run_backward({*this}, {g}, retain_graph);
-}
-
 }  // namespace mdl

@@ -1,11 +1,12 @@
 // Tensor's methods that run ops: views and conversions (through the public ops, so autograd sees
-// them), item/to_vector, in-place arithmetic, printing, and the autograd accessors (requires_grad,
-// grad, grad_fn, detach). The metadata methods are in tensor/tensor.cpp.
+// them), item/to_vector, in-place arithmetic, printing, the autograd accessors (requires_grad,
+// grad, grad_fn, detach) and backward. The metadata methods are in tensor/tensor.cpp.
 #include <cmath>
 #include <cstring>
 #include <iomanip>
 #include <sstream>
 
+#include "autograd/node.h"
 #include "ops/factory.h"
 #include "ops/native/native.h"
 #include "ops/ops.h"
@@ -178,6 +179,23 @@ Tensor Tensor::detach() const { return make_view(*this, shape(), strides(), offs
 void Tensor::retain_grad() const {
   MDL_CHECK(requires_grad(), "retain_grad: tensor does not require grad");
   impl()->retains_grad = true;
+}
+
+// Backpropagates from this tensor (autograd/engine.cpp runs the graph).
+void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
+  MDL_CHECK(defined(), "backward: undefined tensor");
+  MDL_CHECK(requires_grad(), "backward: tensor of shape ", shape_str(shape()),
+            " does not require grad and has no grad_fn (call requires_grad_() on the inputs first)");
+  Tensor g = grad_output;
+  if (!g.defined()) {
+    MDL_CHECK(numel() == 1, "backward: grad can be implicitly created only for scalar outputs; this output has shape ",
+              shape_str(shape()), ", pass grad_output");
+    g = native::to_dtype(native::reshape(native::scalar_like(1.0, *this), shape()), dtype());
+  }
+  MDL_CHECK(g.shape() == shape(), "backward: grad_output of shape ", shape_str(g.shape()),
+            " does not match the output's shape ", shape_str(shape()));
+  MDL_CHECK(g.device() == device(), "backward: grad_output on ", g.device(), " but the output is on ", device());
+  autograd::run_backward({*this}, {g}, retain_graph);
 }
 
 }  // namespace mdl

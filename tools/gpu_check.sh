@@ -5,7 +5,7 @@
 # still runs; the exit status is nonzero if any step failed. Logs go to build/gpu-check/logs/; the
 # binaries to the configuration's folder (build/cuda-...-sm90, printed as "build:").
 # Budget: under 8 minutes in all; the step timeouts add up to 480 s.
-# What it records (issue #12): f16 tensor-core GEMM TFLOP/s at 4096 and 8192 next to cuBLAS's own
+# What it records: f16 tensor-core GEMM TFLOP/s at 4096 and 8192 next to cuBLAS's own
 # (PyTorch's matmul); SimpleCNN, ResNet-18 (32x32) and GPT (6 x 384, context 256) training steps in
 # f32 and AMP next to PyTorch eager; fused vs unfused bias+activation (cuBLASLt epilogue); pinned vs
 # pageable host-to-device bandwidth; a DataLoader epoch copying on a side stream vs on mdl's stream,
