@@ -5,15 +5,18 @@
 
 #include "cpu/block_cache.h"
 #include "tensor/allocator.h"
+#include "tensor/checked_size.h"
 #include "tensor/error.h"
 
 namespace mdl {
 
 namespace {
 // The bytes held for a request: 64-byte multiples (64 for zero), then the cache's size classes.
+// Requests above kMaxAllocBytes are refused first, so no rounding can overflow.
 size_t cpu_block_bytes(size_t nbytes) {
-  const size_t rounded = nbytes == 0 ? 64 : (nbytes + 63) / 64 * 64;
-  return cpu_cache::block_size(rounded);
+  check_alloc_bytes(nbytes, "cpu allocator");
+  const int64_t rounded = nbytes == 0 ? 64 : checked_round_up(int64_t(nbytes), 64, "cpu allocator");
+  return cpu_cache::block_size(size_t(rounded));
 }
 
 class CpuAllocator final : public Allocator {

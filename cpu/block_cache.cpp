@@ -1,9 +1,13 @@
 // Free lists of large CPU blocks keyed by rounded size, bounded in total bytes.
 #include "cpu/block_cache.h"
 
+#include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+
+#include "tensor/checked_size.h"
 
 namespace mdl::cpu_cache {
 
@@ -31,12 +35,12 @@ Cache& cache() {
   return *c;
 }
 
-// Large sizes round up to 1/8 of their power of two, so near sizes share blocks.
+// Large sizes round up to 1/8 of their power of two, so near sizes share blocks. Sizes above
+// kMaxAllocBytes are refused, so the power of two and the rounding cannot overflow.
 size_t round_size(size_t n) {
-  size_t p = 1;
-  while (p < n) p <<= 1;
-  const size_t step = p / 8 > 64 ? p / 8 : 64;
-  return (n + step - 1) / step * step;
+  check_alloc_bytes(n, "cpu block cache");
+  const size_t step = std::max<size_t>(std::bit_ceil(n) / 8, 64);
+  return size_t(checked_round_up(int64_t(n), int64_t(step), "cpu block cache"));
 }
 
 void drain_locked(Cache& c) {

@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "data/file_util.h"
+#include "tensor/checked_size.h"
 #include "tensor/error.h"
 
 namespace mdl::data {
@@ -69,17 +70,14 @@ Tensor get_tensor(const uint8_t*& p, const uint8_t* end, const std::string& wher
   p += 2;
   MDL_CHECK(end - p >= 8 * dim, "FileCache: ", where, ": record truncated");
   Shape shape;
-  uint64_t numel = 1;
-  for (int d = 0; d < dim; ++d, p += 8) {
-    shape.push_back(int64_t(get_u64(p)));
-    numel *= get_u64(p);
-    MDL_CHECK(numel < (uint64_t(1) << 40), "FileCache: ", where, ": corrupt record shape");
-  }
-  const size_t nbytes = size_t(numel) * dtype_size(dtype);
-  MDL_CHECK(size_t(end - p) >= nbytes, "FileCache: ", where, ": record truncated");
+  for (int d = 0; d < dim; ++d, p += 8) shape.push_back(int64_t(get_u64(p)));
+  const std::optional<int64_t> numel = numel_if_fits(shape);  // empty for a negative dim too
+  const std::optional<int64_t> nbytes = numel ? checked_mul(*numel, int64_t(dtype_size(dtype))) : std::nullopt;
+  MDL_CHECK(nbytes, "FileCache: ", where, ": corrupt record shape ", shape_str(shape));
+  MDL_CHECK(end - p >= *nbytes, "FileCache: ", where, ": record truncated");
   Tensor t = make_tensor(shape, dtype, Device::cpu());
-  std::memcpy(t.raw_data(), p, nbytes);
-  p += nbytes;
+  std::memcpy(t.raw_data(), p, size_t(*nbytes));
+  p += *nbytes;
   return t;
 }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "data/file_util.h"
+#include "tensor/checked_size.h"
 #include "tensor/error.h"
 
 namespace mdl::data {
@@ -23,20 +24,21 @@ IdxArray read_idx(const std::string& path) {
   MDL_CHECK(bytes.size() >= header, "IdxDataset: '", path, "' is truncated in its header (", bytes.size(),
             " bytes, the header needs ", header, ")");
   IdxArray a;
-  int64_t numel = 1;
   for (int d = 0; d < ndim; ++d) {
     const uint8_t* p = bytes.data() + 4 + 4 * d;
-    int64_t v = int64_t(uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3]));
-    a.dims.push_back(v);
-    numel *= v;
-    MDL_CHECK(numel < (int64_t(1) << 40), "IdxDataset: '", path, "' declares implausible dimensions at offset ",
-              4 + 4 * d);
+    a.dims.push_back(int64_t(uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3])));
   }
-  const size_t expected = header + size_t(numel);
-  MDL_CHECK(bytes.size() >= expected, "IdxDataset: '", path, "' is truncated: the header declares ", numel,
-            " bytes of data, the file ends at offset ", bytes.size(), " (expected ", expected, ")");
-  MDL_CHECK(bytes.size() == expected, "IdxDataset: '", path, "' has ", bytes.size() - expected,
-            " trailing bytes after offset ", expected);
+  // Each dim is below 2^32; their product and the file size it implies are checked before use.
+  const std::optional<int64_t> payload = numel_if_fits(a.dims);
+  const std::optional<int64_t> expected = payload ? checked_add(*payload, int64_t(header)) : std::nullopt;
+  MDL_CHECK(expected, "IdxDataset: '", path, "' declares dims ", shape_str(a.dims),
+            " whose byte count overflows int64: a corrupt or crafted header");
+  const int64_t size = int64_t(bytes.size());
+  MDL_CHECK(size >= *expected, "IdxDataset: '", path, "' with dims ", shape_str(a.dims),
+            " is truncated: the header declares ", *payload, " bytes of data, the file ends at offset ", size,
+            " (expected ", *expected, ")");
+  MDL_CHECK(size == *expected, "IdxDataset: '", path, "' with dims ", shape_str(a.dims), " has ", size - *expected,
+            " trailing bytes after offset ", *expected);
   a.data.assign(bytes.begin() + std::ptrdiff_t(header), bytes.end());
   return a;
 }

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "cuda/api.h"
+#include "tensor/checked_size.h"
 #include "tensor/device.h"
 #include "tensor/error.h"
 
@@ -50,7 +51,10 @@ class ReusingAllocator final : public Allocator {
   Device device() const override { return Device::cpu(); }
 
  private:
-  static size_t rounded_size(size_t n) { return std::max<size_t>((n + 63) / 64 * 64, 64); }
+  static size_t rounded_size(size_t n) {
+    check_alloc_bytes(n, "pin_memory");
+    return size_t(std::max<int64_t>(checked_round_up(int64_t(n), 64, "pin_memory"), 64));
+  }
   std::mutex mu_;
   std::multimap<size_t, void*> free_;
   size_t cached_ = 0;
@@ -68,9 +72,9 @@ Allocator* pinned_allocator() {
 }
 
 Tensor empty_pinned(const Shape& shape, DType dtype) {
-  for (int64_t d : shape) MDL_CHECK(d >= 0, "empty_pinned: negative dimension in shape ", shape_str(shape));
+  const int64_t nbytes = checked_nbytes(shape, dtype, "empty_pinned");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype), pinned_allocator());
+  impl->storage = std::make_shared<Storage>(size_t(nbytes), pinned_allocator());
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

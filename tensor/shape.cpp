@@ -3,15 +3,12 @@
 
 #include <sstream>
 
+#include "tensor/checked_size.h"
 #include "tensor/error.h"
 
 namespace mdl {
 
-int64_t shape_numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
+int64_t shape_numel(const Shape& s) { return checked_numel(s, "numel"); }
 
 Shape contiguous_strides(const Shape& s) {
   Shape st(s.size());

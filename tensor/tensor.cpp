@@ -3,6 +3,7 @@
 // ops/tensor_methods.cpp, above the ops they call.
 #include "tensor/tensor.h"
 
+#include "tensor/checked_size.h"
 
 namespace mdl {
 
@@ -14,9 +15,9 @@ const TensorImpl& checked(const std::shared_ptr<TensorImpl>& p) {
 }  // namespace
 
 Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
-  for (int64_t d : shape) MDL_CHECK(d >= 0, "tensor: negative dimension in shape ", shape_str(shape));
+  const int64_t nbytes = checked_nbytes(shape, dtype, "tensor");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(size_t(shape_numel(shape)) * dtype_size(dtype), allocator_for(device));
+  impl->storage = std::make_shared<Storage>(size_t(nbytes), allocator_for(device));
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -24,6 +25,7 @@ Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
 }
 
 Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset) {
+  checked_numel(shape, "view");
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = base.storage();
   impl->shape = shape;

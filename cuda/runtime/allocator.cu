@@ -24,6 +24,7 @@
 #include "cuda/runtime/allocator.cuh"
 #include "cuda/runtime/context.cuh"
 #include "cuda/api.h"
+#include "tensor/checked_size.h"
 
 namespace mdl::cuda::detail {
 
@@ -33,10 +34,11 @@ constexpr size_t kSmallRound = 512;
 constexpr size_t kLargeRound = size_t(2) << 20;
 constexpr size_t kSmallMax = size_t(1) << 20;
 
+// Requests above kMaxAllocBytes are refused first, so the rounding cannot overflow.
 size_t round_size(size_t n) {
+  check_alloc_bytes(n, "cuda allocator");
   if (n == 0) n = 1;
-  return n <= kSmallMax ? (n + kSmallRound - 1) / kSmallRound * kSmallRound
-                        : (n + kLargeRound - 1) / kLargeRound * kLargeRound;
+  return size_t(checked_round_up(int64_t(n), int64_t(n <= kSmallMax ? kSmallRound : kLargeRound), "cuda allocator"));
 }
 
 struct Block {

@@ -8,6 +8,7 @@
 #include "cuda/runtime/check.h"
 #include "cuda/api.h"
 #include "kernels/views.h"
+#include "tensor/checked_size.h"
 
 namespace mdl::cuda {
 
@@ -16,7 +17,8 @@ namespace {
 class PinnedAllocator final : public Allocator {
  public:
   void* allocate(size_t nbytes) override {
-    const size_t size = nbytes == 0 ? 64 : (nbytes + 63) / 64 * 64;
+    check_alloc_bytes(nbytes, "pin_memory");
+    const size_t size = nbytes == 0 ? 64 : size_t(checked_round_up(int64_t(nbytes), 64, "pin_memory"));
     std::lock_guard<std::mutex> lock(mu_);
     void* p = nullptr;
     auto it = free_.find(size);
