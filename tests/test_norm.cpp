@@ -288,9 +288,10 @@ TEST_CASE("norm: layer_norm f32 forward and backward match f64") {
     };
     const std::vector<Vec> want = run(kF64), got = run(kF32);
     check_close(got[0], want[0], {.rtol = 2e-6, .atol = 5e-7});  // normalised values round like order-one ones
-    check_close(got[1], want[1], {.rtol = 2e-5, .atol = 2e-7});
-    check_close(got[2], want[2], {.rtol = 2e-5, .atol = 2e-7});
-    check_close(got[3], want[3], {.rtol = 2e-5, .atol = 2e-7});
+    // The gradients sum order-one terms that cancel: their f32 error is absolute, about 5e-7.
+    check_close(got[1], want[1], {.rtol = 2e-5, .atol = 2e-6});
+    check_close(got[2], want[2], {.rtol = 2e-5, .atol = 2e-6});
+    check_close(got[3], want[3], {.rtol = 2e-5, .atol = 2e-6});
   }
 }
 
