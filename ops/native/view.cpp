@@ -1,8 +1,10 @@
 // Native views (new shape/strides over the same storage) and copies (copy_, casts, clone).
 #include <algorithm>
 #include <numeric>
+#include <optional>
 
 #include "ops/native/native.h"
+#include "tensor/checked_size.h"
 
 namespace mdl::native {
 
@@ -57,7 +59,9 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op) {
       infer = int64_t(i);
     } else {
       MDL_CHECK(out[i] >= 0, op, ": invalid dimension ", out[i], " in ", shape_str(shape));
-      known *= out[i];
+      const std::optional<int64_t> product = checked_mul(known, out[i]);
+      MDL_CHECK(product, op, ": shape ", shape_str(shape), " has an element count that overflows int64");
+      known = *product;
     }
   }
   if (infer >= 0) {
