@@ -1,6 +1,8 @@
 // Every kernel contract, and MDL_ALL_KERNELS: the one table of primitives that the backends'
 // declarations and registration lists are generated from (kernels/stub.h explains the entries).
 #pragma once
+#include <vector>
+
 #include "kernels/amp.h"
 #include "kernels/attention.h"
 #include "kernels/conv.h"
@@ -30,13 +32,20 @@
 
 namespace mdl::kernels {
 
-// The table's stubs, in table order (the registry test compares them with StubBase::all()).
-inline const StubBase* const* table_stubs(size_t* count) {
-#define MDL_STUB_ADDRESS(name, Fn, label, backends) &name,
-  static const StubBase* const stubs[] = {MDL_ALL_KERNELS(MDL_STUB_ADDRESS)};
-#undef MDL_STUB_ADDRESS
-  *count = sizeof(stubs) / sizeof(stubs[0]);
-  return stubs;
+// One line per table entry, in table order, whatever its function type: for the registry test
+// and the kernel-coverage test.
+struct StubInfo {
+  const char* name;
+  bool cpu_only;
+  bool (*has_cpu)();
+  bool (*has_cuda)();
+};
+inline std::vector<StubInfo> table_stubs() {
+#define MDL_STUB_INFO(stub, Fn, label, backends)                                      \
+  StubInfo{label, MDL_KERNEL_CPU_ONLY_##backends, [] { return stub.cpu != nullptr; }, \
+           [] { return stub.cuda != nullptr; }},
+  return {MDL_ALL_KERNELS(MDL_STUB_INFO)};
+#undef MDL_STUB_INFO
 }
 
 }  // namespace mdl::kernels

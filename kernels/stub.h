@@ -7,7 +7,6 @@
 // A slot left empty throws "<op>: no CUDA kernel in this build".
 #pragma once
 #include <utility>
-#include <vector>
 
 #include "tensor/device.h"
 #include "tensor/error.h"
@@ -19,33 +18,15 @@ namespace mdl::kernels {
 // Fills the CPU slots on first use (static-library safe: no static initialisers needed).
 void ensure_kernels_registered();
 
-// What every stub answers whatever its function type: for the registry test and the docs.
-class StubBase {
- public:
-  const char* name;
-  bool cpu_only;  // no CUDA kernel by design; the CUDA slot stays empty
-  virtual bool has_cpu() const = 0;
-  virtual bool has_cuda() const = 0;
-  // Every stub constructed in this process, in construction order.
-  static std::vector<const StubBase*>& all() {
-    static std::vector<const StubBase*> stubs;
-    return stubs;
-  }
-
- protected:
-  StubBase(const char* n, bool only_cpu) : name(n), cpu_only(only_cpu) { all().push_back(this); }
-  ~StubBase() = default;
-};
-
+// A stub is constant-initialized (constinit, no constructor code runs), so a kernel called during
+// static initialization (a namespace-scope tensor in a user's program) finds its slots filled and
+// keeps them: ensure_kernels_registered() fills them on first use, whenever that is.
 template <class Fn>
-class Stub final : public StubBase {
- public:
+struct Stub {
+  const char* name;
+  bool cpu_only = false;  // no CUDA kernel by design; the CUDA slot stays empty
   Fn* cpu = nullptr;
   Fn* cuda = nullptr;
-
-  Stub(const char* n, bool only_cpu) : StubBase(n, only_cpu) {}
-  bool has_cpu() const override { return cpu != nullptr; }
-  bool has_cuda() const override { return cuda != nullptr; }
 
   Fn* get(Device d) const {
     ensure_kernels_registered();
@@ -72,7 +53,8 @@ class Stub final : public StubBase {
 #define MDL_KERNEL_CPU_ONLY_BOTH false
 #define MDL_KERNEL_CPU_ONLY_CPU_ONLY true
 // In a contract header, inside namespace mdl::kernels: the stub object.
-#define MDL_DEFINE_STUB(name, Fn, label, backends) inline Stub<Fn> name{label, MDL_KERNEL_CPU_ONLY_##backends};
+#define MDL_DEFINE_STUB(name, Fn, label, backends) \
+  constinit inline Stub<Fn> name{label, MDL_KERNEL_CPU_ONLY_##backends};
 // In a backend's header, inside its namespace: the kernel's declaration.
 #define MDL_DECLARE_KERNEL(name, Fn, label, backends) ::mdl::kernels::Fn name;
 // In a backend's registration function: the slot assignment.
