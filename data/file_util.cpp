@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -41,31 +42,46 @@ std::vector<uint8_t> read_file(const std::string& path, const char* who) {
   return bytes;
 }
 
-std::vector<uint8_t> read_maybe_gzip(const std::string& path, const char* who) {
+std::vector<uint8_t> read_maybe_gzip(const std::string& path, const char* who, size_t max_bytes) {
   std::vector<uint8_t> raw = read_file(path, who);
   if (raw.size() < 2 || raw[0] != 0x1f || raw[1] != 0x8b) return raw;
 
   z_stream z{};
   MDL_CHECK(inflateInit2(&z, 16 + MAX_WBITS) == Z_OK, who, ": zlib init failed for '", path, "'");
-  std::vector<uint8_t> out(raw.size() * 4 + 1024);
+  auto fail = [&](const std::string& reason) {
+    const size_t offset = size_t(z.next_in - raw.data());
+    inflateEnd(&z);
+    MDL_FAIL(who, ": cannot decompress '", path, "' at compressed offset ", offset, ": ", reason);
+  };
+  // zlib counts in 32-bit uInt: the input is fed and the output taken in chunks of at most 1 GiB.
+  constexpr size_t kChunk = size_t(1) << 30;
+  std::vector<uint8_t> out(std::min(max_bytes, raw.size() * 4 + 1024));
+  size_t produced = 0;
   z.next_in = raw.data();
-  z.avail_in = uInt(raw.size());
-  int rc = Z_OK;
-  while (rc != Z_STREAM_END) {
-    if (z.total_out == out.size()) out.resize(out.size() * 2);
-    z.next_out = out.data() + z.total_out;
-    z.avail_out = uInt(out.size() - z.total_out);
-    rc = inflate(&z, Z_NO_FLUSH);
-    if (rc == Z_STREAM_END) break;
-    if (rc == Z_BUF_ERROR && z.avail_in == 0) rc = Z_DATA_ERROR;  // input ended mid-stream
-    if (rc != Z_OK && rc != Z_BUF_ERROR) {
-      size_t offset = z.total_in;
-      std::string reason = z.avail_in == 0 ? "truncated gzip stream" : (z.msg ? z.msg : "corrupt gzip stream");
-      inflateEnd(&z);
-      MDL_FAIL(who, ": cannot decompress '", path, "' at compressed offset ", offset, ": ", reason);
+  const uint8_t* const raw_end = raw.data() + raw.size();
+  for (;;) {
+    if (z.avail_in == 0) z.avail_in = uInt(std::min(kChunk, size_t(raw_end - z.next_in)));
+    if (produced == out.size()) {
+      if (out.size() >= max_bytes)
+        fail("it inflates past the limit of " + std::to_string(max_bytes) +
+             " bytes (a gzip bomb, or a file larger "
+             "than any dataset this reader expects)");
+      out.resize(out.size() > max_bytes / 2 ? max_bytes : out.size() * 2);
     }
+    z.next_out = out.data() + produced;
+    z.avail_out = uInt(std::min(kChunk, out.size() - produced));
+    const uInt room = z.avail_out;
+    const int rc = inflate(&z, Z_NO_FLUSH);
+    produced += room - z.avail_out;
+    if (rc == Z_STREAM_END) {
+      if (z.next_in == raw_end) break;
+      if (inflateReset(&z) != Z_OK) fail("zlib reset failed");  // concatenated gzip members
+      continue;
+    }
+    if (rc == Z_BUF_ERROR && z.avail_in == 0 && z.next_in == raw_end) fail("truncated gzip stream");
+    if (rc != Z_OK && rc != Z_BUF_ERROR) fail(z.msg ? z.msg : "corrupt gzip stream");
   }
-  out.resize(z.total_out);
+  out.resize(produced);
   inflateEnd(&z);
   return out;
 }

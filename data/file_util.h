@@ -10,8 +10,10 @@ namespace mdl::data {
 
 // Reads the whole file; throws mdl::Error naming `who`, the file and the OS's reason.
 std::vector<uint8_t> read_file(const std::string& path, const char* who);
-// Same, inflating gzip files (detected by their magic bytes); plain files pass through.
-std::vector<uint8_t> read_maybe_gzip(const std::string& path, const char* who);
+// Same, inflating gzip files (detected by their magic bytes; concatenated members are joined);
+// plain files pass through. Inflating stops with an mdl::Error past `max_bytes`.
+constexpr size_t kMaxInflatedBytes = size_t(1) << 31;
+std::vector<uint8_t> read_maybe_gzip(const std::string& path, const char* who, size_t max_bytes = kMaxInflatedBytes);
 // "path:size:mtime_ns", or throws naming `who` when the file cannot be stat'ed.
 std::string file_stamp(const std::string& path, const char* who);
 
