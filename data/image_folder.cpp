@@ -2,7 +2,6 @@
 #include "data/image_folder.h"
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 
 #include "data/file_util.h"
@@ -12,15 +11,12 @@ namespace mdl::data {
 
 namespace fs = std::filesystem;
 
-bool ImageFolder::is_image_file(const std::string& name) {
-  std::string ext = fs::path(name).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  for (const char* e : {".png", ".jpg", ".jpeg", ".bmp", ".gif", ".pnm", ".ppm", ".pgm"})
-    if (ext == e) return true;
-  return false;
-}
+bool ImageFolder::is_image_file(const std::string& name) { return format_from_extension(name) != ImageFormat::Unknown; }
 
-ImageFolder::ImageFolder(const std::string& root, Channels channels) : root_(root), channels_(channels) {
+ImageFolder::ImageFolder(const std::string& root, Channels channels, ImageLimits limits)
+    : root_(root), channels_(channels), limits_(limits) {
+  MDL_CHECK(limits.max_side >= 1 && limits.max_side <= 65536, "ImageFolder: ImageLimits.max_side = ", limits.max_side,
+            " (expected 1 to 65536)");
   std::error_code ec;
   MDL_CHECK(fs::is_directory(root, ec), "ImageFolder: '", root, "' is not a directory");
   for (const auto& e : fs::directory_iterator(root, ec))
@@ -29,7 +25,8 @@ ImageFolder::ImageFolder(const std::string& root, Channels channels) : root_(roo
   std::sort(classes_.begin(), classes_.end());
   MDL_CHECK(!classes_.empty(), "ImageFolder: '", root, "' has no class folders (expected root/<class>/<image>)");
 
-  std::string stamps = "ImageFolder(" + root + ",channels=" + std::to_string(int(channels)) + ")";
+  std::string stamps = "ImageFolder(" + root + ",channels=" + std::to_string(int(channels)) +
+                       ",max_side=" + std::to_string(limits.max_side) + ")";
   for (size_t c = 0; c < classes_.size(); ++c) {
     const fs::path dir = fs::path(root) / classes_[c];
     std::vector<std::string> names;
@@ -52,7 +49,7 @@ ImageFolder::ImageFolder(const std::string& root, Channels channels) : root_(roo
 
 Sample ImageFolder::get(int64_t index) const {
   check_index("ImageFolder::get", index, size());
-  return {read_image(files_[size_t(index)], channels_), label_tensor(labels_[size_t(index)])};
+  return {read_image(files_[size_t(index)], channels_, limits_), label_tensor(labels_[size_t(index)])};
 }
 
 const std::string& ImageFolder::path(int64_t index) const {

@@ -1,5 +1,6 @@
 // ImageFolder: root/<class>/<image> decoded by stb_image, classes sorted by name, labels their
 // positions in that order. Files with other extensions are ignored; an empty class folder throws.
+// Each file's bytes must be the format its extension names, within ImageLimits (data/image.h).
 #pragma once
 #include <string>
 #include <vector>
@@ -11,7 +12,7 @@ namespace mdl::data {
 
 class ImageFolder : public Dataset {
  public:
-  explicit ImageFolder(const std::string& root, Channels channels = Channels::Rgb);
+  explicit ImageFolder(const std::string& root, Channels channels = Channels::Rgb, ImageLimits limits = {});
   int64_t size() const override { return int64_t(files_.size()); }
   Sample get(int64_t index) const override;  // x: u8 (H, W, C), y: the class index
   std::string identity() const override { return identity_; }
@@ -20,12 +21,13 @@ class ImageFolder : public Dataset {
   const std::string& path(int64_t index) const;
   int64_t label(int64_t index) const;
 
-  // The extensions read (lowercase): png, jpg, jpeg, bmp, gif, pnm, ppm, pgm.
+  // The extensions read (any case): png, jpg, jpeg, bmp, gif, pnm, ppm, pgm.
   static bool is_image_file(const std::string& name);
 
  private:
   std::string root_;
   Channels channels_;
+  ImageLimits limits_;
   std::vector<std::string> classes_;
   std::vector<std::string> files_;
   std::vector<int64_t> labels_;

@@ -89,7 +89,7 @@ TEST_CASE("data: with on_error = Skip the file cache completes, and a later run 
     data::LoaderOptions raise = opt;
     raise.on_error = data::OnError::Raise;
     DataLoader strict(images, raise);
-    CHECK_THROWS_WITH_AS(run_epoch(strict), doctest::Contains(("cannot decode '" + bad + "'").c_str()), Error);
+    CHECK_THROWS_WITH_AS(run_epoch(strict), doctest::Contains(("'" + bad + "' is not a PNG").c_str()), Error);
     CHECK_THROWS_WITH_AS(run_epoch(strict), doctest::Contains("remembered by the file cache"), Error);
   }
   SUBCASE("a repaired image changes the source, so the cache is rebuilt and the sample comes back") {
