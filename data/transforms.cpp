@@ -128,7 +128,9 @@ std::string ToTensor::name() const { return std::string("ToTensor(") + dtype_nam
 Normalize::Normalize(std::vector<double> mean, std::vector<double> std) : mean_(std::move(mean)), std_(std::move(std)) {
   MDL_CHECK(!mean_.empty() && mean_.size() == std_.size(),
             "Normalize: mean and std need the same, nonzero length, got ", mean_.size(), " and ", std_.size());
-  for (double s : std_) MDL_CHECK(s != 0.0, "Normalize: std contains 0 (", join(std_), ")");
+  for (double s : std_)
+    MDL_CHECK(std::isfinite(s) && s != 0.0, "Normalize: std must be finite and nonzero, got (", join(std_), ")");
+  for (double m : mean_) MDL_CHECK(std::isfinite(m), "Normalize: mean must be finite, got (", join(mean_), ")");
 }
 
 Tensor Normalize::operator()(const Tensor& x, Generator&) const {

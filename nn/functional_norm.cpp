@@ -1,6 +1,8 @@
 // nn::functional normalisations, dropout and embedding: argument checks, then the fused kernels
 // of kernels/norm.h with each backward recorded right beside its forward. batch_norm also
 // updates the running statistics in place, outside autograd.
+#include <cmath>
+
 #include "ops/autocast.h"
 #include "autograd/function.h"
 #include "tensor/grad_mode.h"
@@ -54,9 +56,15 @@ std::vector<Tensor> saved_list(const Tensor& x, const Tensor& mean, const Tensor
   return s;
 }
 
+// eps keeps 1/sqrt(var + eps) finite: a negative or non-finite one gives NaN or 0 outputs.
+void check_eps(const char* op, double eps) {
+  MDL_CHECK(std::isfinite(eps) && eps >= 0, op, ": eps must be finite and >= 0, got ", eps);
+}
+
 // Shared by layer_norm and group_norm: x (N, C, S), statistics per (n, group).
 Tensor group_norm_op(const char* name, const Tensor& x, const Shape& shape3, int64_t groups, const Tensor& weight,
                      const Tensor& bias, const Tensor& w, const Tensor& b, double eps) {
+  check_eps(name, eps);
   const Tensor xv = native::reshape(native::contiguous(x), shape3);
   const DType st = stat_dtype(x.dtype());
   Tensor out = make_tensor(shape3, x.dtype(), x.device());
@@ -92,6 +100,9 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   MDL_CHECK(running_mean.defined() == running_var.defined(),
             "batch_norm: running_mean and running_var must both be given or both be undefined");
   MDL_CHECK(training || running_mean.defined(), "batch_norm: running_mean and running_var are required in eval mode");
+  check_eps(op, eps);
+  MDL_CHECK(std::isfinite(momentum) && momentum >= 0 && momentum <= 1, "batch_norm: momentum must be in [0, 1], got ",
+            momentum);
   const int64_t N = x.size(0), C = x.size(1);
   int64_t S = 1;
   for (int64_t i = 2; i < x.dim(); ++i) S *= x.size(i);

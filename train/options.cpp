@@ -2,6 +2,7 @@
 #include "train/options.h"
 
 #include <algorithm>
+#include <cmath>
 #include <charconv>
 #include <functional>
 #include <map>
@@ -9,6 +10,11 @@
 
 namespace mdl::train {
 namespace {
+
+constexpr int64_t kMaxEpochs = 1'000'000, kMaxBatch = int64_t(1) << 24, kMaxSteps = int64_t(1) << 40;
+constexpr int64_t kMaxPrefetch = 1024, kMaxWorkers = 1024, kMaxThreads = 1024, kMaxContext = int64_t(1) << 20;
+constexpr int64_t kMaxSamples = int64_t(1) << 40;
+constexpr double kMaxReal = 1e6, kMaxBucketMb = 1 << 20;
 
 template <class T>
 T parse_number(const std::string& opt, const std::string& v) {
@@ -20,16 +26,40 @@ T parse_number(const std::string& opt, const std::string& v) {
   return out;
 }
 
-int64_t parse_int(const std::string& opt, const std::string& v, int64_t min) {
+// Each integer option has a ceiling far above any real run, so no later product of options
+// (batch x steps, threads, bytes) can overflow.
+int64_t parse_int(const std::string& opt, const std::string& v, int64_t min, int64_t max) {
   auto n = parse_number<int64_t>(opt, v);
-  if (n < min) throw UsageError("mdl-train: " + opt + " must be at least " + std::to_string(min) + ", got " + v);
+  if (n < min || n > max)
+    throw UsageError("mdl-train: " + opt + " must be in [" + std::to_string(min) + ", " + std::to_string(max) +
+                     "], got " + v);
   return n;
 }
 
-double parse_real(const std::string& opt, const std::string& v, double min) {
+std::string real_str(double x) {
+  std::ostringstream s;
+  s << x;
+  return s.str();
+}
+
+double parse_real(const std::string& opt, const std::string& v, double min, double max) {
   auto x = parse_number<double>(opt, v);
-  if (!(x >= min)) throw UsageError("mdl-train: " + opt + " must be at least " + std::to_string(min) + ", got " + v);
+  if (!std::isfinite(x)) throw UsageError("mdl-train: " + opt + " must be a finite number, got " + v);
+  if (x < min || x > max)
+    throw UsageError("mdl-train: " + opt + " must be in [" + real_str(min) + ", " + real_str(max) + "], got " + v);
   return x;
+}
+
+// "cpu", "cuda" or "cuda:N" with N a device index (at most 1023: no machine has more).
+std::string parse_device(const std::string& opt, const std::string& v) {
+  if (v == "cpu" || v == "cuda") return v;
+  if (v.rfind("cuda:", 0) == 0) {
+    const std::string n = v.substr(5);
+    int64_t index = -1;
+    auto [p, ec] = std::from_chars(n.data(), n.data() + n.size(), index);
+    if (ec == std::errc() && p == n.data() + n.size() && !n.empty() && index >= 0 && index <= 1023) return v;
+  }
+  throw UsageError("mdl-train: " + opt + " must be cpu, cuda or cuda:N with N in [0, 1023]; got '" + v + "'");
 }
 
 std::string parse_choice(const std::string& opt, const std::string& v, std::initializer_list<const char*> choices) {
@@ -65,25 +95,25 @@ const std::map<std::string, Option>& table() {
             throw UsageError("mdl-train: " + k + " " + kind + " needs a path: " + kind + ":PATH");
           o.data = v;
         }}},
-      {"--epochs", {true, [](O& o, auto& k, auto& v) { o.epochs = parse_int(k, v, 1); }}},
-      {"--batch", {true, [](O& o, auto& k, auto& v) { o.batch = parse_int(k, v, 1); }}},
+      {"--epochs", {true, [](O& o, auto& k, auto& v) { o.epochs = parse_int(k, v, 1, kMaxEpochs); }}},
+      {"--batch", {true, [](O& o, auto& k, auto& v) { o.batch = parse_int(k, v, 1, kMaxBatch); }}},
       {"--optimizer",
        {true,
         [](O& o, auto& k, auto& v) {
           o.optimizer = parse_choice(k, v, {"sgd", "adam", "adamw"});
         }}},
-      {"--lr", {true, [](O& o, auto& k, auto& v) { o.lr = parse_real(k, v, 0); }}},
-      {"--momentum", {true, [](O& o, auto& k, auto& v) { o.momentum = parse_real(k, v, 0); }}},
+      {"--lr", {true, [](O& o, auto& k, auto& v) { o.lr = parse_real(k, v, 0, kMaxReal); }}},
+      {"--momentum", {true, [](O& o, auto& k, auto& v) { o.momentum = parse_real(k, v, 0, kMaxReal); }}},
       {"--schedule",
        {true,
         [](O& o, auto& k, auto& v) {
           o.schedule = parse_choice(k, v, {"none", "cosine", "restarts", "step", "warmup"});
         }}},
-      {"--warmup-steps", {true, [](O& o, auto& k, auto& v) { o.warmup_steps = parse_int(k, v, 0); }}},
-      {"--weight-decay", {true, [](O& o, auto& k, auto& v) { o.weight_decay = parse_real(k, v, 0); }}},
-      {"--l2", {true, [](O& o, auto& k, auto& v) { o.l2 = parse_real(k, v, 0); }}},
-      {"--clip", {true, [](O& o, auto& k, auto& v) { o.clip = parse_real(k, v, 0); }}},
-      {"--grad-accum", {true, [](O& o, auto& k, auto& v) { o.grad_accum = parse_int(k, v, 1); }}},
+      {"--warmup-steps", {true, [](O& o, auto& k, auto& v) { o.warmup_steps = parse_int(k, v, 0, kMaxSteps); }}},
+      {"--weight-decay", {true, [](O& o, auto& k, auto& v) { o.weight_decay = parse_real(k, v, 0, kMaxReal); }}},
+      {"--l2", {true, [](O& o, auto& k, auto& v) { o.l2 = parse_real(k, v, 0, kMaxReal); }}},
+      {"--clip", {true, [](O& o, auto& k, auto& v) { o.clip = parse_real(k, v, 0, kMaxReal); }}},
+      {"--grad-accum", {true, [](O& o, auto& k, auto& v) { o.grad_accum = parse_int(k, v, 1, kMaxBatch); }}},
       {"--amp",
        {true,
         [](O& o, auto& k, auto& v) {
@@ -95,24 +125,22 @@ const std::map<std::string, Option>& table() {
           o.cache = parse_choice(k, v, {"none", "memory", "file"});
         }}},
       {"--cache-dir", {true, [](O& o, auto&, auto& v) { o.cache_dir = v; }}},
-      {"--prefetch", {true, [](O& o, auto& k, auto& v) { o.prefetch = parse_int(k, v, 0); }}},
-      {"--workers", {true, [](O& o, auto& k, auto& v) { o.workers = parse_int(k, v, 0); }}},
+      {"--prefetch", {true, [](O& o, auto& k, auto& v) { o.prefetch = parse_int(k, v, 0, kMaxPrefetch); }}},
+      {"--workers", {true, [](O& o, auto& k, auto& v) { o.workers = parse_int(k, v, 0, kMaxWorkers); }}},
       {"--pin-memory", {false, [](O& o, auto&, auto&) { o.pin_memory = true; }}},
       {"--device",
        {true,
         [](O& o, auto& k, auto& v) {
-          if (v != "cpu" && v != "cuda" && v.rfind("cuda:", 0) != 0)
-            throw UsageError("mdl-train: " + k + " must be cpu, cuda or cuda:N; got '" + v + "'");
-          o.device = v;
+          o.device = parse_device(k, v);
         }}},
       {"--seed", {true, [](O& o, auto& k, auto& v) { o.seed = parse_number<uint64_t>(k, v); }}},
-      {"--subset", {true, [](O& o, auto& k, auto& v) { o.subset = parse_int(k, v, 0); }}},
-      {"--threads", {true, [](O& o, auto& k, auto& v) { o.threads = parse_int(k, v, 0); }}},
-      {"--context", {true, [](O& o, auto& k, auto& v) { o.context = parse_int(k, v, 2); }}},
+      {"--subset", {true, [](O& o, auto& k, auto& v) { o.subset = parse_int(k, v, 0, kMaxSamples); }}},
+      {"--threads", {true, [](O& o, auto& k, auto& v) { o.threads = parse_int(k, v, 0, kMaxThreads); }}},
+      {"--context", {true, [](O& o, auto& k, auto& v) { o.context = parse_int(k, v, 2, kMaxContext); }}},
       {"--save", {true, [](O& o, auto&, auto& v) { o.save = v; }}},
       {"--resume", {true, [](O& o, auto&, auto& v) { o.resume = v; }}},
       {"--log", {true, [](O& o, auto&, auto& v) { o.log = v; }}},
-      {"--profile", {true, [](O& o, auto& k, auto& v) { o.profile = parse_int(k, v, 1); }}},
+      {"--profile", {true, [](O& o, auto& k, auto& v) { o.profile = parse_int(k, v, 1, kMaxSteps); }}},
       {"--trace", {true, [](O& o, auto&, auto& v) { o.trace = v; }}},
       {"--dump-order", {true, [](O& o, auto&, auto& v) { o.dump_order = v; }}},
       {"--dist",
@@ -126,7 +154,7 @@ const std::map<std::string, Option>& table() {
       {"--bucket-mb",
        {true,
         [](O& o, auto& k, auto& v) {
-          o.bucket_mb = parse_real(k, v, 0);
+          o.bucket_mb = parse_real(k, v, 0, kMaxBucketMb);
           if (!(o.bucket_mb > 0)) throw UsageError("mdl-train: " + k + " must be positive, got " + v);
         }}},
       {"--no-progress", {false, [](O& o, auto&, auto&) { o.progress = false; }}},

@@ -69,7 +69,13 @@ DataBundle make_data(const TrainOptions& o) {
     const bool split = fs::is_directory(fs::path(path) / "train") && fs::is_directory(fs::path(path) / "test");
     auto train = std::make_shared<data::ImageFolder>(split ? (fs::path(path) / "train").string() : path);
     d.train = train;
-    if (split) d.test = std::make_shared<data::ImageFolder>((fs::path(path) / "test").string());
+    if (split) {
+      auto test = std::make_shared<data::ImageFolder>((fs::path(path) / "test").string());
+      MDL_CHECK(test->classes() == train->classes(), "mdl-train: ", (fs::path(path) / "test").string(), " has ",
+                test->classes().size(), " class folders and ", (fs::path(path) / "train").string(), " has ",
+                train->classes().size(), ", or their names differ: a label would mean another class in each");
+      d.test = test;
+    }
     d.class_names = train->classes();
     d.transform = normalized({0.5}, {0.5});
     d.description = "ImageFolder " + path;
