@@ -1,7 +1,8 @@
 // Mixed precision end to end: SimpleCNN trained for one epoch on 6,000 Fashion-MNIST images,
 // once in f32 and once under autocast f16 + GradScaler from the same initial weights and data
-// order, then scored on the 10,000 test images; the two accuracies must agree within 0.5
-// percentage points. The IDX files are read here directly (gzip through zlib).
+// order, for three seeds, each run scored on the 10,000 test images. The mean accuracies must
+// agree within kBar, three times the largest paired difference seen. The IDX files are read here
+// directly (gzip through zlib).
 #include <doctest/doctest.h>
 #include <zlib.h>
 
@@ -77,19 +78,22 @@ double accuracy(nn::Module& model, const Split& test, bool autocast) {
   return 100.0 * double(correct) / double(n);
 }
 
-// One epoch of Adam over `train` in fixed order; returns the test accuracy in percent.
-double train_and_score(const Split& train, const Split& test, bool mixed, int64_t& skipped) {
-  manual_seed(0);
+// One epoch of Adam over `train` in an order drawn from `seed`; returns the test accuracy in percent.
+double train_and_score(const Split& train, const Split& test, bool mixed, uint64_t seed, int64_t& skipped) {
+  manual_seed(seed);
   auto model = nn::models::SimpleCNN(1, 10);
   optim::Adam opt(model->parameters(), {.lr = 1e-3});
   amp::GradScaler scaler({.enabled = mixed});
   const int64_t n = train.images.size(0), bs = 64;
+  Generator order_gen(seed);
+  const Tensor order = randperm(n, &order_gen);
   for (int64_t i = 0; i + bs <= n; i += bs) {
+    const Tensor rows = order.narrow(0, i, bs);
     opt.zero_grad();
     Tensor loss;
     {
       amp::AutocastGuard guard(kF16, mixed);
-      loss = F::cross_entropy(model->forward(train.images.narrow(0, i, bs)), train.labels.narrow(0, i, bs));
+      loss = F::cross_entropy(model->forward(index_select(train.images, 0, rows)), index_select(train.labels, 0, rows));
     }
     scaler.scale(loss).backward();
     scaler.step(opt);
@@ -99,17 +103,32 @@ double train_and_score(const Split& train, const Split& test, bool mixed, int64_
   return accuracy(*model, test, mixed);
 }
 
+double mean(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x;
+  return s / double(v.size());
+}
+
 }  // namespace
 
-TEST_CASE("amp Fashion-MNIST: SimpleCNN under autocast f16 + GradScaler matches f32 accuracy within 0.5 pp") {
-  const Split train = load("train", 6000), test = load("t10k", 5000);
-  int64_t skipped32 = 0, skipped16 = 0;
-  const double acc32 = train_and_score(train, test, false, skipped32);
-  const double acc16 = train_and_score(train, test, true, skipped16);
-  MESSAGE("test accuracy after one epoch on 6k images: f32 ", acc32, "%, autocast f16 + GradScaler ", acc16, "% (",
-          skipped16, " steps skipped)");
-  CHECK(acc32 > 75.0);  // it learnt something
-  CHECK(std::abs(acc16 - acc32) <= 0.5);
-  CHECK(skipped32 == 0);
-  CHECK(skipped16 < 5);
+TEST_CASE("amp Fashion-MNIST: SimpleCNN under autocast f16 + GradScaler matches f32 accuracy over 3 seeds") {
+  // Each seed's f16 run starts from the f32 run's weights and sees its data order, so their
+  // accuracies differ by the rounding alone: 0.02 to 0.34 points apart over seeds 0-2 (accuracies
+  // 80.1 to 81.0 across seeds). A broken scaler or cast costs several points.
+  constexpr double kBar = 1.0;  // percentage points between the two means
+  const Split train = load("train", 6000), test = load("t10k", 10000);
+  REQUIRE(test.images.size(0) == 10000);
+  std::vector<double> acc32, acc16;
+  for (uint64_t seed : {0, 1, 2}) {
+    int64_t skipped32 = 0, skipped16 = 0;
+    acc32.push_back(train_and_score(train, test, false, seed, skipped32));
+    acc16.push_back(train_and_score(train, test, true, seed, skipped16));
+    CHECK(skipped32 == 0);
+    CHECK(skipped16 < 5);
+  }
+  MESSAGE("test accuracy after one epoch on 6k images, seeds 0-2: f32 ", acc32[0], " ", acc32[1], " ", acc32[2],
+          " (mean ", mean(acc32), "), autocast f16 + GradScaler ", acc16[0], " ", acc16[1], " ", acc16[2], " (mean ",
+          mean(acc16), ")");
+  CHECK(mean(acc32) > 75.0);  // it learnt something
+  CHECK(std::abs(mean(acc16) - mean(acc32)) <= kBar);
 }

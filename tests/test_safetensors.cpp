@@ -19,6 +19,7 @@
 #include "io/json.h"
 #include "mdl.h"
 #include "tests/data_test_util.h"
+#include "tests/test_util.h"
 
 using namespace mdl;
 namespace fs = std::filesystem;
@@ -519,11 +520,12 @@ TEST_CASE("safetensors json reader and writer") {
   CHECK(!io::json::valid_utf8("\xe0\x80\x80"));
 }
 
-TEST_CASE("safetensors interoperates with a pure-Python reader and writer") {
-  if (std::system("python3 -c 'import json, struct' >/dev/null 2>&1") != 0) {
-    MESSAGE("python3 not found: the interoperability check is skipped");
-    return;
-  }
+namespace {
+bool python3_available() { return std::system("python3 -c 'import json, struct' >/dev/null 2>&1") == 0; }
+}  // namespace
+
+// Skipped (and reported skipped) where python3 is missing.
+TEST_CASE("safetensors interoperates with a pure-Python reader and writer" * doctest::skip(!python3_available())) {
   TempDir dir;
   std::string ours = dir.file("mdl.safetensors"), theirs = dir.file("python.safetensors");
   std::string script_path = dir.file("check.py");
@@ -621,11 +623,7 @@ with open(dst, 'wb') as f:
   CHECK(c.tensors[3].second.to_vector<float>() == std::vector<float>{1.5f, -0.25f});
 }
 
-TEST_CASE("safetensors saves tensors that live on a GPU") {
-  if (!cuda::is_available()) {
-    MESSAGE("no GPU: the device round trip is skipped");
-    return;
-  }
+TEST_CASE("safetensors saves tensors that live on a GPU" * MDL_CUDA_ONLY) {
   TempDir dir;
   std::string path = dir.file("gpu.safetensors");
   Tensor x = arange(6.0).view({2, 3}).to(Device::cuda());
