@@ -8,7 +8,7 @@
 #   make compile_commands.json   the compile commands of this configuration, for editors
 #   test, bench, bench-dist and study install the Debian packages first when the list changed;
 #   run-tests, run-benches, run-bench-dist and run-study skip that step.
-# Switches: CUDA=auto|0|1  MPI=auto|0|1  NCCL=auto|0|1  SANITIZE=address,undefined  DEBUG=1  MDL_CUDA_ARCH="80 90"
+# Switches: CUDA=auto|0|1  MPI=auto|0|1  NCCL=auto|0|1  SANITIZE=address,undefined|thread  DEBUG=1  MDL_CUDA_ARCH="80 90"
 #           WERROR=1 (warnings fail the build; CI)  BUILD=path (another folder)
 #           CUDNN_HOME=, NCCL_HOME= where cuDNN or NCCL live outside the CUDA toolkit (include/, lib/)
 
@@ -243,6 +243,15 @@ test: $(DEPS_STAMP)
 	$(MAKE) run-tests
 run-tests: tests
 	$(TEST_BIN) $(TEST_ARGS)
+
+# SANITIZE=thread runs the tests of mdl's own threads: the loader, the caches, the profiler and
+# data parallel. OpenMP's runtime is not instrumented (TSan would report its barriers as races),
+# so its teams are held to one thread; any report fails the run.
+ifneq ($(filter thread,$(subst $(comma), ,$(SANITIZE))),)
+TEST_ARGS ?= --test-case='data:*,DataLoader*,DistributedSampler*,profiler:*,dist:*,mdl-train --dist*'
+run-tests: export OMP_NUM_THREADS := 1
+run-tests: export TSAN_OPTIONS := halt_on_error=1 second_deadlock_stack=1 $(TSAN_OPTIONS)
+endif
 
 # Each suite writes its JSON beside the binaries; bench/summary.py closes with one row per optimization.
 bench: $(DEPS_STAMP)
