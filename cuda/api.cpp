@@ -44,6 +44,8 @@ CopyStream::CopyStream(Device device) {
 CopyStream::~CopyStream() = default;
 CopyStream::Copy CopyStream::copy(const Tensor&) { MDL_FAIL("CopyStream: no CUDA in this build"); }
 Tensor CopyStream::wait(Copy&&) { MDL_FAIL("CopyStream: no CUDA in this build"); }
+void CopyStream::release(uint64_t) {}
+int64_t CopyStream::in_flight() const { return 0; }
 #endif
 
 }  // namespace mdl::cuda

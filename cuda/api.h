@@ -108,6 +108,10 @@ class CopyStream {
   Copy copy(const Tensor& host);
   // Makes mdl's stream wait for the copy's event (cudaStreamWaitEvent) and returns the tensor.
   Tensor wait(Copy&& c);
+  // For a copy that will never be waited for (a prefetched batch thrown away): its event goes back
+  // to the pool. Unknown tickets are ignored.
+  void release(uint64_t ticket);
+  int64_t in_flight() const;  // copies neither waited for nor released
 
   struct Impl;
 

@@ -2,12 +2,11 @@
 // through the cache and transforms, and the statistics.
 #include "data/loader.h"
 
-#include <filesystem>
-
 #include "data/pinned.h"
 #include "profiler/scope.h"
 #include "cuda/api.h"
 #include "tensor/error.h"
+#include "tensor/parallel.h"
 
 namespace mdl::data {
 
@@ -22,6 +21,8 @@ DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options) : dataset_
   MDL_CHECK(opt_.num_workers >= 0 && opt_.num_workers <= 256, "DataLoader: num_workers must be in [0, 256], got ",
             opt_.num_workers);
   MDL_CHECK(opt_.prefetch >= 0, "DataLoader: prefetch must be >= 0, got ", opt_.prefetch);
+  MDL_CHECK(opt_.worker_threads >= 1 && opt_.worker_threads <= 1024,
+            "DataLoader: worker_threads must be in [1, 1024], got ", opt_.worker_threads);
   MDL_CHECK(!opt_.before_cache || !opt_.before_cache->is_random(),
             "DataLoader: before_cache must be deterministic, but ", opt_.before_cache->name(),
             " is random (put random transforms in transform, after the cache)");
@@ -32,8 +33,7 @@ DataLoader::DataLoader(const Dataset& dataset, LoaderOptions options) : dataset_
   if (opt_.cache == Cache::Memory) {
     cache_ = std::make_unique<MemoryCache>(n);
   } else if (opt_.cache == Cache::File) {
-    const std::string dir = opt_.cache_dir.empty() ? (std::filesystem::temp_directory_path() / "mdl-cache").string()
-                                                   : opt_.cache_dir;
+    const std::string dir = opt_.cache_dir.empty() ? default_cache_dir() : opt_.cache_dir;
     const std::string key = dataset_.identity() +
                             "|before_cache=" + (opt_.before_cache ? opt_.before_cache->name() : "");
     auto file = std::make_unique<FileCache>(dir, key, n);
@@ -124,6 +124,7 @@ void DataLoader::stop_epoch() {
   work_cv_.notify_all();
   for (std::thread& t : workers_) t.join();
   workers_.clear();
+  for (auto& [b, r] : done_) discard(r);
   done_.clear();
   running_ = false;
   at_end_ = true;
@@ -169,6 +170,7 @@ DataLoader::Result DataLoader::take(int64_t b) {
 }
 
 void DataLoader::worker_loop() {
+  set_num_threads(opt_.worker_threads);  // this thread's OpenMP count starts at the process default
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     // Back-pressure: batch k is started only once the consumer has asked for k - prefetch.
@@ -192,10 +194,13 @@ DataLoader::Result DataLoader::build(int64_t epoch, int64_t b) {
     std::vector<Sample> samples;
     std::vector<int64_t> kept;
     for (int64_t k = first; k < last; ++k) {
+      if (stop_.load(std::memory_order_relaxed)) return r;  // the epoch was stopped: nobody takes this batch
       const int64_t index = order_[size_t(k)];
       try {
         samples.push_back(load(epoch, index));
         kept.push_back(index);
+      } catch (const CacheWriteError&) {
+        throw;  // the cache failed, not the sample: never skipped
       } catch (const Error& e) {
         if (opt_.on_error == OnError::Skip) {
           ++skipped_;
@@ -215,9 +220,15 @@ DataLoader::Result DataLoader::build(int64_t epoch, int64_t b) {
       }
     }
   } catch (...) {
+    discard(r);
     r.error = std::current_exception();
   }
   return r;
+}
+
+void DataLoader::discard(Result& r) {
+  for (uint64_t* ticket : {&r.x_copy, &r.y_copy})
+    if (*ticket) copies_->release(std::exchange(*ticket, 0));
 }
 
 Sample DataLoader::load(int64_t epoch, int64_t index) {
@@ -262,6 +273,7 @@ LoaderStats DataLoader::stats() const {
   s.skipped = skipped_;
   s.pinned = pinned_ && pinned_memory_available();
   s.file_cache_reused = file_cache_reused_;
+  s.device_copies_in_flight = copies_ ? copies_->in_flight() : 0;
   return s;
 }
 

@@ -40,12 +40,16 @@ enum class OnError : uint8_t { Raise, Skip };
 
 struct LoaderOptions {
   int64_t batch_size = 1;
-  bool shuffle = false;        // a new permutation each epoch, from (seed, epoch)
-  bool drop_last = false;      // drop the last, smaller batch
-  int num_workers = 0;         // 0: load in the consumer's thread
-  int prefetch = 2;            // batches prepared ahead of the one asked for (with workers)
+  bool shuffle = false;    // a new permutation each epoch, from (seed, epoch)
+  bool drop_last = false;  // drop the last, smaller batch
+  int num_workers = 0;     // 0: load in the consumer's thread
+  int prefetch = 2;        // batches prepared ahead of the one asked for (with workers)
+  // OpenMP threads in each worker (for transforms and collation); the consumer's own count does
+  // not reach threads the loader starts. 1, as PyTorch sets in its workers: the workers run
+  // beside the training step, which has the cores.
+  int worker_threads = 1;
   Cache cache = Cache::None;   // None, Memory, or File (under cache_dir)
-  std::string cache_dir = {};  // default: <temp dir>/mdl-cache
+  std::string cache_dir = {};  // default: default_cache_dir(), a private per-user folder
   bool pin_memory = false;     // batch buffers in page-locked memory (when CUDA and a GPU are present)
   // Where batches are handed out. A CUDA device: each collated batch is copied there on a side
   // stream as it is built, and mdl's stream waits on the copy's event when the batch is handed
@@ -71,10 +75,11 @@ struct LoaderStats {
   int64_t samples = 0;
   int64_t cache_hits = 0;
   int64_t cache_misses = 0;
-  int64_t bytes_read = 0;          // from files: images, cache files
-  int64_t skipped = 0;             // bad samples left out (on_error = Skip)
-  bool pinned = false;             // batches are in page-locked memory
-  bool file_cache_reused = false;  // the file cache was complete when opened (an earlier run built it)
+  int64_t bytes_read = 0;               // from files: images, cache files
+  int64_t skipped = 0;                  // bad samples left out (on_error = Skip)
+  bool pinned = false;                  // batches are in page-locked memory
+  bool file_cache_reused = false;       // the file cache was complete when opened (an earlier run built it)
+  int64_t device_copies_in_flight = 0;  // batches copied to options.device, not yet handed out
   double wait_fraction() const { return epoch_seconds > 0 ? wait_seconds / epoch_seconds : 0.0; }
 };
 
@@ -105,7 +110,8 @@ class DataLoader {
     uint64_t serial_;  // which begin() made it
   };
 
-  // Starts the next epoch (stopping one still running) and returns its first batch.
+  // Starts the next epoch (stopping one still running) and returns its first batch. Stopping an
+  // epoch (a break) returns once each worker has finished the sample it is loading.
   Iterator begin();
   std::default_sentinel_t end() const { return {}; }
 
@@ -132,6 +138,7 @@ class DataLoader {
   void advance();  // fetches the next batch into current_, or sets at_end_
   Result take(int64_t b);
   Result build(int64_t epoch, int64_t b);
+  void discard(Result& r);  // gives back the device copies of a batch that will not be handed out
   Sample load(int64_t epoch, int64_t index);
   void worker_loop();
 
@@ -155,7 +162,7 @@ class DataLoader {
   std::mutex mu_;
   std::condition_variable work_cv_, ready_cv_;
   int64_t next_claim_ = 0, requested_ = 0;
-  bool stop_ = false;
+  std::atomic<bool> stop_{false};  // also read by workers between samples
   std::map<int64_t, Result> done_;
   std::vector<std::thread> workers_;
 

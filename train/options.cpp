@@ -211,9 +211,10 @@ std::string usage() {
   --clip X           clip the global gradient norm to X
   --grad-accum N     micro-batches per optimizer step (the batch is split N ways)
   --amp P            none, f16, bf16 (autocast; f16 adds a dynamic loss scaler)
-  --cache C          none, memory, file    --cache-dir DIR   /tmp/mdl-cache
+  --cache C          none, memory, file    --cache-dir DIR   ($XDG_CACHE_HOME or ~/.cache)/mdl
   --prefetch N       batches prepared ahead    --workers N   loader threads    --pin-memory
-  --device D         cpu, cuda, cuda:N    --threads N   compute threads (0: every core)
+  --device D         cpu, cuda, cuda:N    --threads N   compute threads (0: every core);
+                     each loader worker gets N / workers of them (at least 1; 1 when N is 0)
   --seed N           --subset N (first N training samples)   --context N (text, 64)
   --save FILE        --resume FILE (safetensors)    --log FILE (CSV, one row per epoch)
   --profile N        profile N steps after 3 warm-up steps, print the table, write a trace, stop

@@ -29,9 +29,9 @@ struct TrainOptions {
   int64_t grad_accum = 1;         // micro-batches per optimizer step
   std::string amp = "none";       // none, f16, bf16
   std::string cache = "none";     // none, memory, file
-  std::string cache_dir = "/tmp/mdl-cache";
-  int64_t prefetch = 0;  // batches prepared ahead
-  int64_t workers = 0;   // loader threads; 0 = load in the training thread
+  std::string cache_dir{};        // empty: data::default_cache_dir(), private to the user
+  int64_t prefetch = 0;           // batches prepared ahead
+  int64_t workers = 0;            // loader threads; 0 = load in the training thread
   bool pin_memory = false;
   std::string device = "cpu";  // cpu, cuda, cuda:N
   uint64_t seed = 0;

@@ -110,6 +110,8 @@ data::LoaderOptions make_loader_options(const TrainOptions& o, const DataBundle&
   lo.batch_size = o.batch, lo.shuffle = true, lo.num_workers = int(o.workers), lo.prefetch = int(o.prefetch);
   lo.cache = o.cache == "memory" ? data::Cache::Memory : o.cache == "file" ? data::Cache::File : data::Cache::None;
   lo.cache_dir = o.cache_dir, lo.pin_memory = o.pin_memory, lo.seed = o.seed;
+  // The workers' OpenMP threads: their share of --threads, else one each (the training step has the cores).
+  if (o.threads > 0 && o.workers > 0) lo.worker_threads = int(std::clamp<int64_t>(o.threads / o.workers, 1, 1024));
   lo.transform = d.transform;
   return lo;
 }

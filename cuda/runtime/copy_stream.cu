@@ -99,4 +99,17 @@ Tensor CopyStream::wait(Copy&& c) {
   return std::move(c.tensor);
 }
 
+void CopyStream::release(uint64_t ticket) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->in_flight.find(ticket);
+  if (it == impl_->in_flight.end()) return;
+  impl_->idle.push_back(it->second);  // copy() waited for the event, so it is free to record again
+  impl_->in_flight.erase(it);
+}
+
+int64_t CopyStream::in_flight() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return int64_t(impl_->in_flight.size());
+}
+
 }  // namespace mdl::cuda
