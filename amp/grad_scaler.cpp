@@ -3,6 +3,7 @@
 #include "amp/grad_scaler.h"
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,12 +13,23 @@
 #include "ops/factory.h"
 #include "kernels/amp.h"
 #include "ops/ops.h"
+#include "optim/state_values.h"
 
 namespace mdl::amp {
+namespace {
+
+// The loss is multiplied by the scale in f32 and the gradients by its inverse: both are f32 numbers
+// only while the scale stays in f32's normal range. Below it the scaled loss rounds to 0 and every
+// step would see zero (or NaN) gradients.
+constexpr double kMinScale = std::numeric_limits<float>::min();  // 2^-126
+constexpr double kMaxScale = std::numeric_limits<float>::max();
+bool scale_valid(double s) { return s >= kMinScale && s <= kMaxScale; }
+
+}  // namespace
 
 GradScaler::GradScaler(GradScalerOptions options) : opt_(options), scale_(options.init_scale) {
-  MDL_CHECK(std::isfinite(opt_.init_scale) && opt_.init_scale > 0,
-            "GradScaler: init_scale must be positive and finite, got ", opt_.init_scale);
+  MDL_CHECK(scale_valid(opt_.init_scale), "GradScaler: init_scale must be positive and finite, in f32's normal range [",
+            kMinScale, ", ", kMaxScale, "], got ", opt_.init_scale);
   MDL_CHECK(opt_.growth_factor > 1.0 && std::isfinite(opt_.growth_factor),
             "GradScaler: growth_factor must be finite and greater than 1, got ", opt_.growth_factor);
   MDL_CHECK(opt_.backoff_factor > 0.0 && opt_.backoff_factor < 1.0,
@@ -99,11 +111,17 @@ void GradScaler::update() {
   }
   MDL_CHECK(checked, "GradScaler.update: no inf checks were recorded since the last update() (call step() first)");
   if (found_inf) {
-    scale_ *= opt_.backoff_factor;
+    // PyTorch keeps halving, down to 0, and then steps on zero gradients without a word.
+    const double backed_off = scale_ * opt_.backoff_factor;
+    MDL_CHECK(backed_off >= kMinScale, "GradScaler.update: the scale would fall from ", scale_, " to ", backed_off,
+              ", below f32's smallest normal number ", kMinScale,
+              ", where the scaled loss rounds to 0: ", "the gradients keep overflowing (", skipped_,
+              " steps skipped in all), so the loss or the model has ", "diverged");
+    scale_ = backed_off;
     growth_tracker_ = 0;
   } else if (++growth_tracker_ == opt_.growth_interval) {
     const double grown = scale_ * opt_.growth_factor;
-    if (std::isfinite(grown)) scale_ = grown;
+    if (grown <= kMaxScale) scale_ = grown;
     growth_tracker_ = 0;
   }
   per_opt_.clear();
@@ -111,8 +129,8 @@ void GradScaler::update() {
 
 void GradScaler::update(double new_scale) {
   if (!opt_.enabled) return;
-  MDL_CHECK(std::isfinite(new_scale) && new_scale > 0, "GradScaler.update: new_scale must be positive and finite, got ",
-            new_scale);
+  MDL_CHECK(scale_valid(new_scale), "GradScaler.update: new_scale must be positive and finite, in f32's normal range [",
+            kMinScale, ", ", kMaxScale, "], got ", new_scale);
   scale_ = new_scale;
   growth_tracker_ = 0;
   per_opt_.clear();
@@ -131,29 +149,31 @@ NamedTensors GradScaler::state_dict() const {
 void GradScaler::load_state_dict(const NamedTensors& state) {
   MDL_CHECK(opt_.enabled, "GradScaler.load_state_dict: this scaler is disabled");
   MDL_CHECK(!state.empty(), "GradScaler.load_state_dict: the state dict is empty (saved from a disabled scaler?)");
-  auto get = [&](const std::string& name) {
+  auto find = [&](const std::string& name) -> const Tensor* {
     for (const auto& [n, t] : state)
-      if (n == name) {
-        MDL_CHECK(t.numel() == 1, "GradScaler.load_state_dict: '", name, "' should hold one value, got shape ",
-                  t.shape());
-        return t.to(kF64).item<double>();
-      }
-    MDL_FAIL("GradScaler.load_state_dict: missing '", name, "'");
+      if (n == name) return &t;
+    return nullptr;
   };
+  auto get = [&](const std::string& name) -> const Tensor& {
+    const Tensor* t = find(name);
+    MDL_CHECK(t, "GradScaler.load_state_dict: missing '", name, "'");
+    return *t;
+  };
+  auto what = [](const std::string& name) { return "GradScaler.load_state_dict: '" + name + "'"; };
+  // Everything is read and checked first; the scaler changes only once all of it passed.
   GradScalerOptions o = opt_;
-  o.init_scale = get("scale");
-  o.growth_factor = get("growth_factor");
-  o.backoff_factor = get("backoff_factor");
-  o.growth_interval = int64_t(get("growth_interval"));
-  const int64_t tracker = int64_t(get("_growth_tracker"));
-  bool has_skipped = false;
-  for (const auto& [n, t] : state) has_skipped = has_skipped || n == "skipped_steps";
-  const int64_t skipped = has_skipped ? int64_t(get("skipped_steps")) : 0;
-  auto reduce = std::move(reduce_found_inf_);
-  *this = GradScaler(o);  // validates the values
-  reduce_found_inf_ = std::move(reduce);
-  growth_tracker_ = tracker;
-  skipped_ = skipped;
+  o.init_scale = optim::finite_value(get("scale"), what("scale"));
+  o.growth_factor = optim::finite_value(get("growth_factor"), what("growth_factor"));
+  o.backoff_factor = optim::finite_value(get("backoff_factor"), what("backoff_factor"));
+  o.growth_interval = optim::count_value(get("growth_interval"), what("growth_interval"), 1);
+  const int64_t tracker = optim::count_value(get("_growth_tracker"), what("_growth_tracker"), 0, o.growth_interval - 1);
+  const Tensor* skipped_entry = find("skipped_steps");
+  const int64_t skipped = skipped_entry ? optim::count_value(*skipped_entry, what("skipped_steps")) : 0;
+  GradScaler loaded(o);  // validates the options
+  loaded.reduce_found_inf_ = std::move(reduce_found_inf_);
+  loaded.growth_tracker_ = tracker;
+  loaded.skipped_ = skipped;
+  *this = std::move(loaded);
 }
 
 }  // namespace mdl::amp

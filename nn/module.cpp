@@ -1,7 +1,7 @@
 // Module: registration, dotted names, train/eval, device/dtype moves, state dicts, printing.
 #include "nn/module.h"
 
-#include <algorithm>
+#include <map>
 #include <set>
 #include <sstream>
 #include <utility>
@@ -127,27 +127,33 @@ NamedTensors Module::state_dict() const {
   return out;
 }
 
+// Dtypes must match, except that a floating tensor takes any floating value, rounded to its own
+// dtype as PyTorch's copy_ does (an f32 checkpoint into a model moved to f16).
 void Module::load_state_dict(const NamedTensors& state, bool strict) {
-  NamedTensors mine = state_dict();
+  const NamedTensors mine = state_dict();
+  std::map<std::string, const Tensor*> dst_of;
+  for (const auto& [name, t] : mine) dst_of.emplace(name, &t);
+  // Every entry is checked before any is copied: a refused state dict leaves the model as it was.
   std::set<std::string> seen;
   std::vector<std::string> unexpected, missing;
-  NoGradGuard no_grad;
-  for (auto& [name, value] : state) {
-    auto it = std::find_if(mine.begin(), mine.end(), [&](auto& e) { return e.first == name; });
-    if (it == mine.end()) {
+  std::vector<std::pair<const Tensor*, const Tensor*>> copies;  // (model's tensor, value)
+  for (const auto& [name, value] : state) {
+    auto it = dst_of.find(name);
+    if (it == dst_of.end()) {
       unexpected.push_back(name);
       continue;
     }
-    seen.insert(name);
-    const Tensor& dst = it->second;
+    MDL_CHECK(seen.insert(name).second, "load_state_dict: '", name, "' appears twice");
+    const Tensor& dst = *it->second;
+    MDL_CHECK(value.defined(), "load_state_dict: '", name, "' is undefined");
     MDL_CHECK(value.shape() == dst.shape(), "load_state_dict: '", name, "' has shape ", shape_str(value.shape()),
               " in the checkpoint but ", shape_str(dst.shape()), " in the model");
-    MDL_CHECK(is_floating(value.dtype()) == is_floating(dst.dtype()), "load_state_dict: '", name, "' has dtype ",
-              value.dtype(), " in the checkpoint but ", dst.dtype(), " in the model");
-    native::copy_(dst, value);
-    dst.bump_version();
+    MDL_CHECK(value.dtype() == dst.dtype() || (is_floating(value.dtype()) && is_floating(dst.dtype())),
+              "load_state_dict: '", name, "' has dtype ", value.dtype(), " in the checkpoint but ", dst.dtype(),
+              " in the model");
+    copies.emplace_back(&dst, &value);
   }
-  for (auto& [name, t] : mine)
+  for (const auto& [name, t] : mine)
     if (!seen.count(name)) missing.push_back(name);
   if (strict && (!missing.empty() || !unexpected.empty())) {
     std::ostringstream s;
@@ -161,6 +167,11 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
       for (auto& n : unexpected) s << " '" << n << "'";
     }
     throw Error(s.str());
+  }
+  NoGradGuard no_grad;
+  for (const auto& [dst, value] : copies) {
+    native::copy_(*dst, *value);
+    dst->bump_version();
   }
 }
 

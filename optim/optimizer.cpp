@@ -2,11 +2,14 @@
 #include "optim/optimizer.h"
 
 #include <map>
+#include <string_view>
 
 #include "tensor/grad_mode.h"
 #include "io/safetensors.h"
 #include "tensor/error.h"
 #include "ops/factory.h"
+#include "ops/ops.h"
+#include "optim/state_values.h"
 
 namespace mdl::optim {
 namespace {
@@ -26,7 +29,39 @@ Tensor* buffer(ParamState& s, int k) {
   return fields[k];
 }
 
-double scalar_of(const Tensor& t) { return t.to(kF64).item<double>(); }
+// The values a group option may take (k in kOptionNames' order): every option is finite, the
+// betas lie in [0, 1), dampening may be any finite number, the others are not negative.
+bool is_beta(int k) { return std::string_view(kOptionNames[k]).substr(0, 4) == "beta"; }
+bool option_valid(int k, double v) {
+  if (!std::isfinite(v)) return false;
+  if (is_beta(k)) return v >= 0 && v < 1;
+  return std::string_view(kOptionNames[k]) == "dampening" || v >= 0;
+}
+const char* option_rule(int k) {
+  if (is_beta(k)) return "expected a number in [0, 1)";
+  return std::string_view(kOptionNames[k]) == "dampening" ? "expected a finite number"
+                                                          : "expected a finite number >= 0";
+}
+
+// Whether name is "<prefix><i>.<field>" with i < count and field `extra` or one of `fields`.
+template <size_t N>
+bool indexed_entry(std::string_view name, std::string_view prefix, int64_t count, const char* const (&fields)[N],
+                   std::string_view extra) {
+  if (name.substr(0, prefix.size()) != prefix) return false;
+  name.remove_prefix(prefix.size());
+  const size_t dot = name.find('.');
+  if (dot == std::string_view::npos) return false;
+  const int64_t i = parse_index(name.substr(0, dot));
+  if (i < 0 || i >= count) return false;
+  const std::string_view field = name.substr(dot + 1);
+  if (field == extra) return true;
+  for (const char* f : fields)
+    if (field == f) return true;
+  return false;
+}
+
+// Whether every element is finite: x * 0 is 0 for a finite x and NaN for inf or NaN.
+bool all_finite(const Tensor& t) { return std::isfinite(sum(t.to(kF32) * 0.0).item<float>()); }
 
 }  // namespace
 
@@ -50,6 +85,9 @@ void Optimizer::add_param_group(ParamGroup group) {
     if (std::isnan(*option(group, k))) *option(group, k) = *option(defaults_, k);
   MDL_CHECK(group.lr >= 0, name_, ": invalid learning rate ", group.lr);
   MDL_CHECK(group.weight_decay >= 0, name_, ": invalid weight_decay ", group.weight_decay);
+  for (int k = 0; k < kNumOptions; ++k)
+    MDL_CHECK(option_valid(k, *option(group, k)), name_, ": invalid ", kOptionNames[k], " ", *option(group, k), " (",
+              option_rule(k), ")");
   for (const auto& p : group.params) {
     MDL_CHECK(p.defined(), name_, ": undefined parameter in group ", groups_.size());
     MDL_CHECK(p.is_floating_point(), name_, ": parameter of dtype ", p.dtype(), " is not floating");
@@ -133,52 +171,73 @@ NamedTensors Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const NamedTensors& dict) {
-  std::map<std::string, Tensor> by_name(dict.begin(), dict.end());
+  const std::string where = std::string(name_) + ".load_state_dict: ";
+  auto quoted = [&](const std::string& name) { return where + "\"" + name + "\""; };
+  std::map<std::string, Tensor> by_name;
+  for (const auto& [name, t] : dict) {
+    MDL_CHECK(t.defined(), quoted(name), " is undefined");
+    MDL_CHECK(by_name.emplace(name, t).second, quoted(name), " appears twice");
+  }
   auto get = [&](const std::string& name) -> const Tensor& {
     auto it = by_name.find(name);
-    MDL_CHECK(it != by_name.end(), name_, ".load_state_dict: missing \"", name, "\"");
+    MDL_CHECK(it != by_name.end(), where, "missing \"", name, "\"");
     return it->second;
   };
-  // Check the layout first, so a failed load leaves the optimizer as it was.
-  int64_t total = 0;
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    int64_t n = int64_t(scalar_of(get("param_groups." + std::to_string(gi) + ".num_params")));
-    MDL_CHECK(n == int64_t(groups_[gi].params.size()), name_, ".load_state_dict: group ", gi, " has ",
-              groups_[gi].params.size(), " parameters, the state dict ", n);
-    total += n;
-  }
-  MDL_CHECK(!by_name.count("param_groups." + std::to_string(groups_.size()) + ".num_params"), name_,
-            ".load_state_dict: the state dict has more than the optimizer's ", groups_.size(), " groups");
   std::vector<const Tensor*> params;
   for (const auto& g : groups_)
     for (const auto& p : g.params) params.push_back(&p);
-  for (const auto& [name, t] : dict) {
-    if (name.rfind("state.", 0) != 0) continue;
-    size_t dot = name.find('.', 6);
-    int64_t i = std::stoll(name.substr(6, dot - 6));
-    MDL_CHECK(i >= 0 && i < total, name_, ".load_state_dict: \"", name, "\" names parameter ", i,
-              " but the optimizer has ", total, " parameters");
-    std::string field = name.substr(dot + 1);
-    if (field != "step")
-      MDL_CHECK(t.shape() == params[i]->shape(), name_, ".load_state_dict: \"", name, "\" has shape ", t.shape(),
-                " but parameter ", i, " has shape ", params[i]->shape());
+  const int64_t total = int64_t(params.size());
+
+  // Everything is read and checked into these first, so a refused state dict changes nothing.
+  // Every name must be one this optimizer writes: "step", "param_groups.<g>.<option>",
+  // "state.<i>.step" or "state.<i>.<buffer>", with g and i in range.
+  for (const auto& [name, t] : by_name)
+    MDL_CHECK(name == "step" ||
+                  indexed_entry(name, "param_groups.", int64_t(groups_.size()), kOptionNames, "num_params") ||
+                  indexed_entry(name, "state.", total, kBufferNames, "step"),
+              quoted(name), " is not an entry of this optimizer's state (", groups_.size(), " groups, ", total,
+              " parameters)");
+  const int64_t step_count = count_value(get("step"), quoted("step"));
+  std::vector<ParamGroup> groups = groups_;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const std::string prefix = "param_groups." + std::to_string(gi) + ".";
+    const int64_t n = count_value(get(prefix + "num_params"), quoted(prefix + "num_params"));
+    MDL_CHECK(n == int64_t(groups[gi].params.size()), where, "group ", gi, " has ", groups[gi].params.size(),
+              " parameters, the state dict ", n);
+    for (int k = 0; k < kNumOptions; ++k) {
+      const std::string name = prefix + kOptionNames[k];
+      const double v = finite_value(get(name), quoted(name));
+      MDL_CHECK(option_valid(k, v), quoted(name), " is ", v, "; ", option_rule(k));
+      *option(groups[gi], k) = v;
+    }
   }
-  step_count_ = int64_t(scalar_of(get("step")));
-  for (size_t gi = 0; gi < groups_.size(); ++gi) {
-    std::string prefix = "param_groups." + std::to_string(gi) + ".";
-    for (int k = 0; k < kNumOptions; ++k) *option(groups_[gi], k) = scalar_of(get(prefix + kOptionNames[k]));
-  }
-  state_.clear();
+  std::unordered_map<const TensorImpl*, ParamState> state;
   for (int64_t i = 0; i < total; ++i) {
-    std::string prefix = "state." + std::to_string(i) + ".";
-    auto it = by_name.find(prefix + "step");
-    if (it == by_name.end()) continue;
-    ParamState& s = state_[params[i]->impl()];
-    s.step = int64_t(scalar_of(it->second));
-    for (int k = 0; k < 4; ++k)
-      if (auto b = by_name.find(prefix + kBufferNames[k]); b != by_name.end())
-        *buffer(s, k) = b->second.to(params[i]->device(), kF32).contiguous().clone();
+    const std::string prefix = "state." + std::to_string(i) + ".";
+    const Tensor& param = *params[size_t(i)];
+    auto step = by_name.find(prefix + "step");
+    if (step == by_name.end()) {
+      for (const char* b : kBufferNames)
+        MDL_CHECK(!by_name.count(prefix + b), quoted(prefix + b), " comes without \"", prefix, "step\"");
+      continue;
+    }
+    ParamState s;
+    s.step = count_value(step->second, quoted(prefix + "step"));
+    for (int k = 0; k < 4; ++k) {
+      auto b = by_name.find(prefix + kBufferNames[k]);
+      if (b == by_name.end()) continue;
+      const Tensor& t = b->second;
+      MDL_CHECK(t.dtype() == kF32, quoted(b->first), " has dtype ", t.dtype(), "; optimizer state is f32");
+      MDL_CHECK(t.shape() == param.shape(), quoted(b->first), " has shape ", t.shape(), " but parameter ", i,
+                " has shape ", param.shape());
+      MDL_CHECK(all_finite(t), quoted(b->first), " holds inf or NaN");
+      *buffer(s, k) = t.to(param.device(), kF32).contiguous().clone();
+    }
+    state.emplace(param.impl(), std::move(s));
   }
+  step_count_ = step_count;
+  groups_ = std::move(groups);
+  state_ = std::move(state);
 }
 
 void Optimizer::save(const std::string& path) const { io::save_safetensors(path, state_dict()); }

@@ -1,15 +1,76 @@
 // Checkpoints: the weights file, and the training-state file whose tensors are named
-// "optimizer.*" and "scaler.*".
+// "optimizer.*" and "scaler.*". Each is written atomically, the weights first; the state file
+// then records the epoch and the weights file's size and CRC-32, so that a crash between the two
+// renames leaves a pair that resume refuses instead of one it would mix.
 #include "train/checkpoint.h"
 
+#include <zlib.h>
+
+#include <charconv>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <limits>
+#include <vector>
 
 #include "io/safetensors.h"
+#include "tensor/error.h"
 
 namespace mdl::train {
 namespace {
 
+constexpr int64_t kMaxEpoch = std::numeric_limits<int32_t>::max();
+
 std::string state_path(const std::string& checkpoint) { return checkpoint + ".train.safetensors"; }
+
+// A file's size and CRC-32 (zlib's), as read back from the disk.
+struct FileDigest {
+  uint64_t bytes = 0;
+  uint32_t crc = 0;
+};
+
+FileDigest digest(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  MDL_CHECK(in.good(), "checkpoint: cannot open '", path, "'");
+  FileDigest d;
+  uLong crc = crc32(0L, Z_NULL, 0);
+  std::vector<char> chunk(1 << 20);
+  while (in) {
+    in.read(chunk.data(), std::streamsize(chunk.size()));
+    const std::streamsize n = in.gcount();
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(chunk.data()), uInt(n));
+    d.bytes += uint64_t(n);
+  }
+  MDL_CHECK(in.eof(), "checkpoint: reading '", path, "' failed");
+  d.crc = uint32_t(crc);
+  return d;
+}
+
+std::string hex(uint32_t v) {
+  char b[9];
+  std::snprintf(b, sizeof b, "%08x", v);
+  return b;
+}
+
+const std::string* find(const io::Metadata& meta, const std::string& key) {
+  for (const auto& [k, v] : meta)
+    if (k == key) return &v;
+  return nullptr;
+}
+
+const std::string& require(const io::Metadata& meta, const std::string& key, const std::string& file) {
+  const std::string* v = find(meta, key);
+  MDL_CHECK(v, "resume: '", file, "' records no \"", key, "\" (not a checkpoint written by this version of mdl-train)");
+  return *v;
+}
+
+// Whole text as a number in [lo, hi], in base 10 or 16; nothing else (no sign, spaces or suffix).
+bool parse(const std::string& text, uint64_t lo, uint64_t hi, int base, uint64_t& out) {
+  if (text.empty() || text[0] == '-' || text[0] == '+') return false;
+  const char* end = text.data() + text.size();
+  auto [p, ec] = std::from_chars(text.data(), end, out, base);
+  return ec == std::errc() && p == end && out >= lo && out <= hi;
+}
 
 }  // namespace
 
@@ -17,26 +78,55 @@ void save_checkpoint(const std::string& path, nn::Module& model, const optim::Op
                      const amp::GradScaler& scaler, const TrainOptions& o, int64_t epoch) {
   const io::Metadata meta = {{"epoch", std::to_string(epoch)}, {"model", o.model}, {"data", o.data}};
   io::save_safetensors(path, model.state_dict(), meta);
+  const FileDigest weights = digest(path);
+  io::Metadata state_meta = meta;
+  state_meta.emplace_back("model_bytes", std::to_string(weights.bytes));
+  state_meta.emplace_back("model_crc32", hex(weights.crc));
   NamedTensors state;
   for (auto& [n, t] : opt.state_dict()) state.emplace_back("optimizer." + n, t);
   for (auto& [n, t] : scaler.state_dict()) state.emplace_back("scaler." + n, t);
-  io::save_safetensors(state_path(path), state, meta);
+  io::save_safetensors(state_path(path), state, state_meta);
 }
 
 int64_t resume_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& opt, amp::GradScaler& scaler) {
-  model.load_state_dict(io::load_safetensors(path));
-  if (!std::filesystem::exists(state_path(path))) return 0;
-  auto contents = io::read_safetensors(state_path(path));
+  const std::string state_file = state_path(path);
+  MDL_CHECK(std::filesystem::exists(path), "resume: the checkpoint '", path, "' does not exist");
+  MDL_CHECK(std::filesystem::exists(state_file), "resume: the training-state file '", state_file,
+            "' (the optimizer and scaler state and the epoch) is missing beside '", path,
+            "'; without it the run cannot continue where it stopped");
+  // Everything is read and checked before the model, optimizer or scaler changes.
+  const io::SafetensorsContents state = io::read_safetensors(state_file);
+  const std::string& epoch_text = require(state.metadata, "epoch", state_file);
+  uint64_t epoch = 0, bytes = 0, crc = 0;
+  MDL_CHECK(parse(epoch_text, 1, kMaxEpoch, 10, epoch), "resume: '", state_file, "' records epoch '", epoch_text,
+            "'; expected a whole number from 1 to ", kMaxEpoch);
+  const std::string& bytes_text = require(state.metadata, "model_bytes", state_file);
+  const std::string& crc_text = require(state.metadata, "model_crc32", state_file);
+  MDL_CHECK(parse(bytes_text, 0, std::numeric_limits<uint64_t>::max(), 10, bytes) && crc_text.size() == 8 &&
+                parse(crc_text, 0, 0xffffffffu, 16, crc),
+            "resume: '", state_file, "' records the weights file as '", bytes_text, "' bytes with CRC-32 '", crc_text,
+            "'; expected a byte count and 8 hex digits");
+  const FileDigest weights = digest(path);
+  MDL_CHECK(weights.bytes == bytes && weights.crc == crc, "resume: '", path, "' and '", state_file,
+            "' do not belong together: the state file was written for weights of ", bytes, " bytes with CRC-32 ",
+            crc_text, ", the weights file has ", weights.bytes, " bytes with CRC-32 ", hex(weights.crc),
+            " (a crash between the two saves, or files of different runs)");
+  const io::SafetensorsContents weights_file = io::read_safetensors(path);
+  const std::string* weights_epoch = find(weights_file.metadata, "epoch");
+  MDL_CHECK(weights_epoch && *weights_epoch == epoch_text, "resume: '", path, "' records epoch '",
+            weights_epoch ? *weights_epoch : "", "' but '", state_file, "' epoch '", epoch_text, "'");
   NamedTensors optimizer_state, scaler_state;
-  for (auto& [n, t] : contents.tensors) {
+  for (auto& [n, t] : state.tensors) {
     if (n.rfind("optimizer.", 0) == 0) optimizer_state.emplace_back(n.substr(10), t);
-    if (n.rfind("scaler.", 0) == 0) scaler_state.emplace_back(n.substr(7), t);
+    else if (n.rfind("scaler.", 0) == 0) scaler_state.emplace_back(n.substr(7), t);
+    else MDL_FAIL("resume: '", state_file, "' holds \"", n, "\", neither optimizer nor scaler state");
   }
+  // Each loader checks all of its part before it applies any; the model's comes first, as the
+  // likeliest to be refused (a checkpoint of another model).
+  model.load_state_dict(weights_file.tensors);
   opt.load_state_dict(optimizer_state);
   if (!scaler_state.empty() && scaler.is_enabled()) scaler.load_state_dict(scaler_state);
-  for (auto& [k, v] : contents.metadata)
-    if (k == "epoch") return std::stoll(v);
-  return 0;
+  return int64_t(epoch);
 }
 
 }  // namespace mdl::train

@@ -1,6 +1,7 @@
 // mdl-train's checkpoints (--save, --resume): the model's weights in a safetensors file, and
 // beside it (CHECKPOINT.train.safetensors) the optimizer and loss-scaler state, both tagged
-// with the epochs done, the model and the data.
+// with the epochs done, the model and the data. The state file also records the weights file's
+// size and CRC-32 ("model_bytes", "model_crc32"), which tie the two into one checkpoint.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -15,8 +16,10 @@ namespace mdl::train {
 void save_checkpoint(const std::string& path, nn::Module& model, const optim::Optimizer& opt,
                      const amp::GradScaler& scaler, const TrainOptions& o, int64_t epoch);
 
-// Loads the model and, when its state file exists, the optimizer and scaler; returns the epochs
-// done (0 without a state file).
+// Loads the model, the optimizer and (when enabled and saved) the scaler; returns the epochs
+// done. A missing state file, a malformed epoch, or a weights file that is not the one the state
+// file was written with (a torn pair) is an mdl::Error naming the files, raised before anything
+// is loaded.
 int64_t resume_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& opt, amp::GradScaler& scaler);
 
 }  // namespace mdl::train

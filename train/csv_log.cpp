@@ -28,12 +28,33 @@ std::string field_text(const CsvLog::Field& f) {
 
 }  // namespace
 
-CsvLog::CsvLog(const std::string& path, std::vector<std::string> columns)
-    : path_(path), columns_(std::move(columns)), out_(path, std::ios::trunc) {
-  MDL_CHECK(out_.good(), "CsvLog: cannot open '", path, "' for writing");
+CsvLog::CsvLog(const std::string& path, std::vector<std::string> columns, bool append)
+    : path_(path), columns_(std::move(columns)) {
   MDL_CHECK(!columns_.empty(), "CsvLog '", path, "': no columns");
-  for (size_t i = 0; i < columns_.size(); ++i) out_ << (i ? "," : "") << quote(columns_[i]);
-  out_ << "\n" << std::flush;
+  std::string header;
+  for (size_t i = 0; i < columns_.size(); ++i) {
+    if (i) header += ',';
+    header += quote(columns_[i]);
+  }
+  bool has_header = false, ends_in_newline = true;
+  if (append) {
+    std::ifstream in(path, std::ios::binary);
+    std::string first;
+    if (in && std::getline(in, first)) {
+      if (!first.empty() && first.back() == '\r') first.pop_back();
+      MDL_CHECK(first == header, "CsvLog: '", path, "' has the header '", first, "', not '", header,
+                "'; not appending to a log of other columns");
+      has_header = true;
+      in.clear();
+      in.seekg(-1, std::ios::end);
+      ends_in_newline = in.get() == '\n';
+    }
+  }
+  out_.open(path, append ? std::ios::app : std::ios::trunc);
+  MDL_CHECK(out_.good(), "CsvLog: cannot open '", path, "' for writing");
+  if (!ends_in_newline) out_ << "\n";  // a row cut short by a crash stays apart from the next
+  if (!has_header) out_ << header << "\n";
+  out_ << std::flush;
 }
 
 void CsvLog::row(const std::vector<Field>& fields) {

@@ -1,5 +1,7 @@
 // A CSV log with a fixed header: one row per epoch (or step), numbers written with full
 // precision, text fields quoted when they need it. Flushed per row so a crash keeps the rows.
+// Appending (a resumed run) keeps the rows there and writes no second header; a file whose
+// header differs is refused.
 #pragma once
 #include <fstream>
 #include <string>
@@ -11,8 +13,10 @@ namespace mdl::train {
 class CsvLog {
  public:
   using Field = std::variant<double, int64_t, std::string>;
-  CsvLog(const std::string& path, std::vector<std::string> columns);  // throws naming the path
-  void row(const std::vector<Field>& fields);                         // one field per column
+  // Throws naming the path. append: add to an existing log of these columns (a new or empty file
+  // gets the header); otherwise the file starts afresh.
+  CsvLog(const std::string& path, std::vector<std::string> columns, bool append = false);
+  void row(const std::vector<Field>& fields);  // one field per column
   const std::string& path() const { return path_; }
 
  private:

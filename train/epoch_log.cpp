@@ -7,12 +7,14 @@
 
 namespace mdl::train {
 
-EpochLog::EpochLog(const std::string& csv_path, std::FILE* out, int64_t epochs) : out_(out), epochs_(epochs) {
+EpochLog::EpochLog(const std::string& csv_path, std::FILE* out, int64_t epochs, bool append)
+    : out_(out), epochs_(epochs) {
   if (!csv_path.empty())
-    csv_ = std::make_unique<CsvLog>(csv_path, std::vector<std::string>{"epoch", "train_loss", "train_accuracy",
-                                                                       "val_loss", "val_accuracy", "val_macro_f1",
-                                                                       "seconds", "wait_fraction", "samples_per_second",
-                                                                       "lr", "skipped_steps", "peak_bytes"});
+    csv_ = std::make_unique<CsvLog>(csv_path,
+                                    std::vector<std::string>{"epoch", "train_loss", "train_accuracy", "val_loss",
+                                                             "val_accuracy", "val_macro_f1", "seconds", "wait_fraction",
+                                                             "samples_per_second", "lr", "skipped_steps", "peak_bytes"},
+                                    append);
 }
 
 void EpochLog::write(const EpochRecord& r) {

@@ -14,7 +14,8 @@ namespace mdl::train {
 class EpochLog {
  public:
   // csv_path empty: no CSV; out null: nothing printed. epochs: the run's total, for "epoch 3/10".
-  EpochLog(const std::string& csv_path, std::FILE* out, int64_t epochs);
+  // append (a resumed run): the CSV keeps its earlier rows.
+  EpochLog(const std::string& csv_path, std::FILE* out, int64_t epochs, bool append = false);
   void write(const EpochRecord& r);
 
  private:

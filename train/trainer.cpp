@@ -4,11 +4,13 @@
 #include "train/trainer.h"
 
 #include <chrono>
+#include <cmath>
 
 #include "amp/grad_scaler.h"
 #include "data/loader.h"
 #include "nn/summary.h"
 #include "ops/factory.h"
+#include "ops/ops.h"
 #include "tensor/allocator.h"
 #include "tensor/parallel.h"
 #include "train/checkpoint.h"
@@ -22,6 +24,16 @@
 #include "train/validate.h"
 
 namespace mdl::train {
+namespace {
+
+// Whether every parameter is finite: x * 0 is 0 for a finite x and NaN for inf or NaN.
+bool weights_finite(nn::Module& model) {
+  for (const Tensor& p : model.parameters())
+    if (!std::isfinite(sum(p.detach().to(kF32) * 0.0).item<float>())) return false;
+  return true;
+}
+
+}  // namespace
 
 TrainReport run_training(const TrainOptions& o, std::FILE* out) {
   if (o.threads > 0) set_num_threads(int(o.threads));
@@ -57,7 +69,7 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
     if (out) std::fprintf(out, "resumed from %s after epoch %lld\n", o.resume.c_str(), (long long)first_epoch);
   }
   dp.wrap(model, scaler, o.bucket_mb);
-  EpochLog log(dp.rank() == 0 ? o.log : "", out, o.epochs);  // rank 0 alone writes the CSV
+  EpochLog log(dp.rank() == 0 ? o.log : "", out, o.epochs, !o.resume.empty());  // rank 0 alone writes the CSV
   const bool terminal = out && o.progress && out == stderr;
   const auto run_start = std::chrono::steady_clock::now();
   for (int64_t epoch = first_epoch; epoch < o.epochs; ++epoch) {
@@ -67,11 +79,15 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
     EpochMeter meter(train_loader, out, terminal, epoch + 1, o.epochs, dp.world());
     StepProfiler profiling(o.profile);
     EpochTotals totals;
-    int64_t step = 0;
+    int64_t step = 0, first_nonfinite_step = 0;
     for (auto& [xb, yb] : train_loader) {
       const Tensor x = xb.to(device), y = yb.to(device);
       train_step(x, y, totals);
       ++step;
+      if (!first_nonfinite_step && !std::isfinite(totals.loss_sum)) {
+        first_nonfinite_step = step;
+        if (dp.world() == 1) break;  // with several ranks, all decide together below, from the summed loss
+      }
       if (profiling.after_step(step)) break;  // --profile: the recorded steps are done
       meter.show_progress(step, totals);
     }
@@ -81,6 +97,12 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
       break;
     }
     EpochRecord r = meter.record(totals, dp);
+    // A diverged run stops here, before it validates, logs or overwrites the last good checkpoint.
+    if (!std::isfinite(r.train_loss) || !weights_finite(*model))
+      MDL_FAIL("training diverged in epoch ", epoch + 1,
+               first_nonfinite_step ? ": the loss was not finite at step " + std::to_string(first_nonfinite_step)
+                                    : std::string(": the loss or the weights are no longer finite"),
+               o.save.empty() ? std::string() : "; '" + o.save + "' was not overwritten");
     r.lr = opt->lr();
     r.skipped_steps = scaler.skipped_steps();
     r.peak_bytes = memory_stats(device).peak_bytes;
