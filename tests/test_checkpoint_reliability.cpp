@@ -64,7 +64,9 @@ struct Run {
     for (const auto& [n, t] : model->state_dict()) w.push_back(values(t));
     return w;
   }
-  void save(const std::string& path, int64_t epoch) { train::save_checkpoint(path, *model, opt, scaler, options, epoch); }
+  void save(const std::string& path, int64_t epoch) {
+    train::save_checkpoint(path, *model, opt, scaler, options, epoch);
+  }
   int64_t resume(const std::string& path) { return train::resume_checkpoint(path, *model, opt, scaler); }
 };
 

@@ -48,16 +48,16 @@ void read_ends(const data::Dataset& d) {
 TEST_CASE("corrupt-file zoo: every file is refused with an mdl::Error naming it, in bounded time and memory") {
   data_test::TempDir dir("zoo");
   const fs::path tools = fs::path(__FILE__).parent_path().parent_path() / "tools";
-  const std::string make = "python3 '" + (tools / "corrupt_zoo.py").string() + "' '" + dir.path.string() + "' >/dev/null";
+  const std::string make = "python3 '" + (tools / "corrupt_zoo.py").string() + "' '" + dir.path.string() +
+                           "' >/dev/null";
   REQUIRE(std::system(make.c_str()) == 0);
   const fs::path valid = dir.path / "valid";
 
   const std::map<std::string, std::function<void(const std::string&)>> readers = {
-      {"idx-images",
-       [&](const std::string& p) { read_ends(data::IdxDataset(p, (valid / "labels.idx").string())); }},
-      {"idx-labels",
-       [&](const std::string& p) { read_ends(data::IdxDataset((valid / "images.idx").string(), p)); }},
-      {"cifar", [](const std::string& p) { read_ends(data::Cifar10Binary(fs::path(p).parent_path().string(), false)); }},
+      {"idx-images", [&](const std::string& p) { read_ends(data::IdxDataset(p, (valid / "labels.idx").string())); }},
+      {"idx-labels", [&](const std::string& p) { read_ends(data::IdxDataset((valid / "images.idx").string(), p)); }},
+      {"cifar",
+       [](const std::string& p) { read_ends(data::Cifar10Binary(fs::path(p).parent_path().string(), false)); }},
       {"safetensors", [](const std::string& p) { io::load_safetensors(p); }},
       {"image", [](const std::string& p) { data::read_image(p, data::Channels::Rgb); }},
       {"text", [](const std::string& p) { read_ends(data::TextDataset(p, 8)); }},

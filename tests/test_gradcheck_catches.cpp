@@ -59,9 +59,7 @@ TEST_CASE("gradcheck fails on a wrong backward and passes the right one") {
 
   Generator gen(12);
   Tensor x = leaf_of(uniform({3, 3}, gen)), w = leaf_of(uniform({3, 3}, gen));
-  auto run = [](bool bug) {
-    return [bug](const std::vector<Tensor>& in) { return matmul_with(in[0], in[1], bug); };
-  };
+  auto run = [](bool bug) { return [bug](const std::vector<Tensor>& in) { return matmul_with(in[0], in[1], bug); }; };
   CHECK(autograd::gradcheck(run(false), {x, w}));
   CHECK_FALSE(autograd::gradcheck(run(true), {x, w}));
 }

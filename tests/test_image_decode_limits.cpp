@@ -61,7 +61,8 @@ TEST_CASE("decode_image: the bytes must be the format the name says") {
   for (const char* name : {"cat.png", "cat.tga", "cat"})
     CHECK_THROWS_WITH_AS(data::decode_image(encode("tga", 4, 3), name, data::Channels::Rgb),
                          doctest::Contains("is not a PNG, JPEG, BMP, GIF or PNM"), Error);
-  const std::vector<uint8_t> psd = {'8', 'B', 'P', 'S', 0, 1, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 1, 0, 8, 0, 3};
+  const std::vector<uint8_t> psd = {'8', 'B', 'P', 'S', 0, 1, 0, 0, 0, 0, 0, 0, 0,
+                                    3,   0,   0,   0,   1, 0, 0, 0, 1, 0, 8, 0, 3};
   CHECK_THROWS_WITH_AS(data::decode_image(psd, "cat.psd", data::Channels::Rgb),
                        doctest::Contains("is not a PNG, JPEG, BMP, GIF or PNM"), Error);
   const std::vector<uint8_t> gif = {'G', 'I', 'F', '8', '9', 'a', 1, 0, 1, 0, 0, 0, 0, ';'};
