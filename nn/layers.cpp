@@ -97,6 +97,16 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   }
   return F::batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum, eps);
 }
+void BatchNorm2d::check_state_entry(const std::string& name, const Tensor& value) const {
+  if (name != "running_mean" && name != "running_var" && name != "num_batches_tracked") return;
+  const std::vector<double> v = value.to(Device::cpu()).to(kF64).to_vector<double>();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const bool ok = name == "running_mean" ? std::isfinite(v[i]) : std::isfinite(v[i]) && v[i] >= 0;
+    MDL_CHECK(ok, "BatchNorm2d: loaded ", name, "[", i, "] = ", v[i], " (",
+              name == "running_mean" ? "must be finite" : "must be finite and >= 0", ")");
+  }
+}
+
 std::string BatchNorm2d::extra_repr() const {
   std::ostringstream s;
   s << num_features << ", eps=" << eps << ", momentum=" << momentum;

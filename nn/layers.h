@@ -66,6 +66,8 @@ class BatchNorm2d : public Module {
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true);
   Tensor forward(const Tensor& x) override;
   std::string extra_repr() const override;
+  // A loaded running_mean must be finite, running_var finite and >= 0, num_batches_tracked >= 0.
+  void check_state_entry(const std::string& name, const Tensor& value) const override;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   int64_t num_features;
   double eps, momentum;

@@ -153,6 +153,10 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
               " in the model");
     copies.emplace_back(&dst, &value);
   }
+  std::map<std::string, const Tensor*> value_of;
+  for (const auto& [name, value] : state)
+    if (dst_of.count(name)) value_of.emplace(name, &value);
+  check_state_entries("", value_of);
   for (const auto& [name, t] : mine)
     if (!seen.count(name)) missing.push_back(name);
   if (strict && (!missing.empty() || !unexpected.empty())) {
@@ -173,6 +177,21 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
     native::copy_(*dst, *value);
     dst->bump_version();
   }
+}
+
+void Module::check_state_entry(const std::string&, const Tensor&) const {}
+
+void Module::check_state_entries(const std::string& prefix, const std::map<std::string, const Tensor*>& values) const {
+  for (const auto* own : {&params_, &buffers_})
+    for (const auto& [name, t] : *own)
+      if (auto it = values.find(prefix + name); it != values.end()) {
+        try {
+          check_state_entry(name, *it->second);
+        } catch (const Error& e) {
+          throw Error("load_state_dict: '" + prefix + name + "': " + e.what());
+        }
+      }
+  for (const auto& [name, child] : children_) child->check_state_entries(prefix + name + ".", values);
 }
 
 void Module::save(const std::string& path) const { io::save_safetensors(path, state_dict()); }

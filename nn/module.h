@@ -2,6 +2,7 @@
 // modules, names them with dotted paths as PyTorch does ("features.0.weight"), switches
 // train/eval, moves to a device or dtype, and saves/loads its state dict as safetensors.
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -68,9 +69,13 @@ class Module : public std::enable_shared_from_this<Module> {
     return m;
   }
   void add_child(const std::string& name, std::shared_ptr<Module> m);
+  // load_state_dict asks the module owning each entry (its name without the prefix) whether it
+  // can use the value, before anything is copied; throws mdl::Error naming what is wrong.
+  virtual void check_state_entry(const std::string& name, const Tensor& value) const;
 
  private:
   Tensor forward_f32(const Tensor& x);
+  void check_state_entries(const std::string& prefix, const std::map<std::string, const Tensor*>& values) const;
 
   std::string type_name_;
   bool training_ = true;

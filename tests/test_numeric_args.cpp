@@ -1,6 +1,6 @@
 // Numeric arguments that would give silent NaNs or wrong labels are refused with errors naming
-// them: norm eps and batch-norm momentum, Normalize's mean and std, and an ImageFolder whose
-// train and test splits have different classes.
+// them: norm eps and batch-norm momentum, loaded batch-norm statistics, Normalize's mean and std,
+// and an ImageFolder whose train and test splits have different classes.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -29,6 +29,24 @@ TEST_CASE("norms: eps must be finite and >= 0, batch-norm momentum in [0, 1]") {
                        doctest::Contains("momentum must be in [0, 1], got 1.5"), Error);
   CHECK_THROWS_WITH_AS(nn::BatchNorm2d(3, 1e-5, double(NAN)).forward(x), doctest::Contains("momentum"), Error);
   CHECK(F::layer_norm(x, {2, 2}, {}, {}, 0.0).defined());
+}
+
+TEST_CASE("load_state_dict: batch-norm statistics must be usable; a refused load changes nothing") {
+  auto model = std::make_shared<nn::Sequential>();
+  model->push_back(std::make_shared<nn::Conv2d>(1, 2, 3));
+  model->push_back(std::make_shared<nn::BatchNorm2d>(2));
+  const NamedTensors before = model->state_dict();
+  for (const auto& [entry, value] : std::vector<std::pair<std::string, double>>{
+           {"1.running_var", -1.0}, {"1.running_var", double(NAN)}, {"1.running_mean", double(INFINITY)}}) {
+    CAPTURE(entry);
+    NamedTensors state;
+    for (const auto& [name, t] : before) state.emplace_back(name, name == entry ? full(t.shape(), value) : t.clone());
+    state[0].second = full(state[0].second.shape(), 7.0);  // a good value that must not be copied either
+    CHECK_THROWS_WITH_AS(model->load_state_dict(state),
+                         doctest::Contains(("load_state_dict: '" + entry + "': BatchNorm2d: loaded").c_str()), Error);
+    for (size_t i = 0; i < before.size(); ++i)
+      CHECK(model->state_dict()[i].second.to(kF64).to_vector<double>() == before[i].second.to(kF64).to_vector<double>());
+  }
 }
 
 TEST_CASE("Normalize: a NaN, infinite or zero std, or a non-finite mean, is refused") {
