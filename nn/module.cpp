@@ -133,7 +133,7 @@ void Module::load_state_dict(const NamedTensors& state, bool strict) {
   std::vector<std::string> unexpected, missing;
   NoGradGuard no_grad;
   for (auto& [name, value] : state) {
-    auto it = std::find_if(mine.begin(), mine.end(), [&](auto& e) { return e.first == name; });
+    auto it = std::find_if(mine.begin(), mine.end(), [&name = name](auto& e) { return e.first == name; });
     if (it == mine.end()) {
       unexpected.push_back(name);
       continue;
