@@ -265,10 +265,10 @@ $(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.cpp $(LIB) $(FLAGS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LDLIBS)
 
-fuzz_run_one = d=$(FUZZ_RUN)/$(1); mkdir -p $$d/artifacts; echo "== fuzz_$(1): $(FUZZ_SECONDS) s"; \
+fuzz_run_one = d=$(FUZZ_RUN)/$(1); mkdir -p $$d/artifacts; echo "== fuzz_$(1): $(FUZZ_SECONDS) s"; t0=$$(date +%s); \
   $(BUILD)/fuzz/fuzz_$(1) $$d/corpus -max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_TIMEOUT) \
     -rss_limit_mb=$(FUZZ_RSS_MB) -max_len=$(call fuzz_max_len,$(1)) -dict=fuzz/dict/$(FUZZ_DICT_$(1)).dict \
-    -artifact_prefix=$$d/artifacts/ -print_final_stats=1 $(FUZZ_ARGS) > $$d/log 2>&1; echo $$? > $$d/rc
+    -artifact_prefix=$$d/artifacts/ -print_final_stats=1 $(FUZZ_ARGS) > $$d/log 2>&1; echo $$? > $$d/rc; echo $$(($$(date +%s) - t0)) > $$d/seconds
 run-fuzz: fuzzers
 	@$(if $(filter fuzzer-no-link,$(subst $(comma), ,$(SANITIZE))),,$(error run-fuzz needs SANITIZE=$(FUZZ_SANITIZE) and clang; use make fuzz))
 	@rm -rf $(FUZZ_RUN) && python3 fuzz/make_seeds.py $(FUZZ_RUN)
