@@ -228,8 +228,8 @@ $(BUILD)/%: tools/%.cpp $(LIB) $(FLAGS)
 # make fuzz runs each for FUZZ_SECONDS on a fresh copy of its seed corpus (fuzz/make_seeds.py) with its
 # dictionary (fuzz/dict/), then prints one table and fails when any harness crashed, hung, leaked or ran out
 # of memory; the inputs that did are kept in $(BUILD)/fuzz-run/<harness>/artifacts until the next run.
-# FUZZ_CXX="ccache clang++-14" caches the build; FUZZ_MPI=auto builds the library with MPI; FUZZ_ARGS adds
-# libFuzzer flags (e.g. FUZZ_ARGS=-jobs=2).
+# It installs clang 14, its sanitizer runtimes and libomp when missing. FUZZ_CXX="ccache clang++-14" caches
+# the build; FUZZ_MPI=auto builds the library with MPI; FUZZ_ARGS adds libFuzzer flags (e.g. -jobs=2).
 FUZZ_CXX      ?= clang++-14
 FUZZ_MPI      ?= 0
 FUZZ_SECONDS  ?= 10
@@ -257,7 +257,9 @@ FUZZ_MAX_LEN_options := 512
 FUZZ_MAX_LEN_cache_record := 1024
 fuzz_max_len = $(or $(FUZZ_MAX_LEN_$(1)),4096)
 
+FUZZ_PACKAGES := clang-14 libclang-rt-14-dev libomp-14-dev
 fuzz:
+	@$(call install_missing,$(FUZZ_PACKAGES))
 	$(MAKE) run-fuzz CXX="$(FUZZ_CXX)" SANITIZE=$(FUZZ_SANITIZE) CUDA=0 NCCL=0 MPI=$(FUZZ_MPI)
 fuzzers: $(FUZZ_BINS)
 
