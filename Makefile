@@ -6,6 +6,7 @@
 #   make print-build  the configuration's folder (build/latest links to the last one built)
 #   make format     clang-format every source in place    make format-check   the same, as a check
 #   make compile_commands.json   the compile commands of this configuration, for editors
+#   make fuzz FUZZ_SECONDS=N   build the libFuzzer harnesses (clang++-14) and run each for N seconds, one table
 #   test, bench, bench-dist and study install the Debian packages first when the list changed;
 #   run-tests, run-benches, run-bench-dist and run-study skip that step.
 # Switches: CUDA=auto|0|1  MPI=auto|0|1  NCCL=auto|0|1  SANITIZE=address,undefined|thread  DEBUG=1  MDL_CUDA_ARCH="80 90"
@@ -90,6 +91,7 @@ san_address := asan
 san_undefined := ubsan
 san_thread := tsan
 san_leak := lsan
+san_fuzzer-no-link := fuzz
 CXX_NAME := $(notdir $(lastword $(CXX)))
 BUILD_NAME := $(if $(filter 1,$(WITH_CUDA)),cuda,cpu) $(if $(filter 1,$(WITH_MPI)),mpi) $(if $(filter 1,$(WITH_NCCL)),nccl)
 ifeq ($(WITH_CUDA),1)
@@ -104,7 +106,9 @@ BUILD_NAME += $(foreach s,$(subst $(comma), ,$(SANITIZE)),$(or $(san_$(s)),$(s))
 BUILD_NAME += $(if $(filter 1,$(WERROR)),werror) $(filter-out g++,$(CXX_NAME))
 BUILD := build/$(subst $() ,-,$(strip $(BUILD_NAME)))
 
-OPT      := $(if $(DEBUG),-O0 -g,-O3 -g1)
+# Fuzzing builds (SANITIZE=fuzzer-no-link,...) compile at -O1, as libFuzzer's documentation advises:
+# quicker to build, and their stack traces keep more frames.
+OPT      := $(if $(DEBUG),-O0 -g,$(if $(filter fuzzer-no-link,$(subst $(comma), ,$(SANITIZE))),-O1 -g1,-O3 -g1))
 SANFLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all,)
 CPPFLAGS := -I. -MMD -MP $(if $(filter 1,$(WITH_CUDA)),-DMDL_WITH_CUDA,)
 # -Wno-psabi: GCC notes that 32-byte vectors pass differently without AVX; mdl's 8-float vector
@@ -174,7 +178,7 @@ DEB_PACKAGES := g++ make pkg-config python3 doctest-dev libstb-dev libbenchmark-
   libopenmpi-dev openmpi-bin
 
 .PHONY: all lib tests benches tools test bench bench-dist study run-tests run-benches run-bench-dist run-study \
-  deps install clean gpu-check print-build latest format format-check compile_commands.json
+  deps install clean gpu-check fuzz fuzzers run-fuzz print-build latest format format-check compile_commands.json
 all: lib tests benches tools
 lib: $(LIB)
 tests: $(TEST_BIN) $(DIST_WORKER)
@@ -218,6 +222,60 @@ $(BUILD)/bench/%: bench/%.cpp $(LIB) $(FLAGS)
 
 $(BUILD)/%: tools/%.cpp $(LIB) $(FLAGS)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+# Fuzzing with clang's libFuzzer: one harness per reader (fuzz/fuzz_*.cpp), built under AddressSanitizer
+# and UBSan against a library instrumented for coverage, in its own folder (build/cpu-fuzz-asan-ubsan-clang++-14).
+# make fuzz runs each for FUZZ_SECONDS on a fresh copy of its seed corpus (fuzz/make_seeds.py) with its
+# dictionary (fuzz/dict/), then prints one table and fails when any harness crashed, hung, leaked or ran out
+# of memory; the inputs that did are kept in $(BUILD)/fuzz-run/<harness>/artifacts until the next run.
+# It installs clang 14, its sanitizer runtimes and libomp when missing. FUZZ_CXX="ccache clang++-14" caches
+# the build; FUZZ_MPI=auto builds the library with MPI; FUZZ_ARGS adds libFuzzer flags (e.g. -jobs=2).
+FUZZ_CXX      ?= clang++-14
+FUZZ_MPI      ?= 0
+FUZZ_SECONDS  ?= 10
+FUZZ_TIMEOUT  ?= 10
+FUZZ_RSS_MB   ?= 2048
+FUZZ_SANITIZE := fuzzer-no-link,address,undefined
+FUZZ_NAMES := $(patsubst fuzz/fuzz_%.cpp,%,$(wildcard fuzz/fuzz_*.cpp))
+FUZZ_BINS  := $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%)
+FUZZ_RUN   := $(BUILD)/fuzz-run
+# Each harness's dictionary (fuzz/dict/<format>.dict) and largest input in bytes.
+FUZZ_DICT_json := json
+FUZZ_DICT_safetensors := safetensors
+FUZZ_DICT_checkpoint := safetensors
+FUZZ_DICT_idx := idx
+FUZZ_DICT_cifar := cifar
+FUZZ_DICT_cache_record := cache
+FUZZ_DICT_cache_file := cache
+FUZZ_DICT_image := image
+FUZZ_DICT_text := text
+FUZZ_DICT_options := options
+FUZZ_DICT_csv := csv
+FUZZ_MAX_LEN_cifar := 12800
+FUZZ_MAX_LEN_image := 16384
+FUZZ_MAX_LEN_options := 512
+FUZZ_MAX_LEN_cache_record := 1024
+fuzz_max_len = $(or $(FUZZ_MAX_LEN_$(1)),4096)
+
+FUZZ_PACKAGES := clang-14 libclang-rt-14-dev libomp-14-dev
+fuzz:
+	@$(call install_missing,$(FUZZ_PACKAGES))
+	$(MAKE) run-fuzz CXX="$(FUZZ_CXX)" SANITIZE=$(FUZZ_SANITIZE) CUDA=0 NCCL=0 MPI=$(FUZZ_MPI)
+fuzzers: $(FUZZ_BINS)
+
+$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.cpp $(LIB) $(FLAGS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LDLIBS)
+
+fuzz_run_one = d=$(FUZZ_RUN)/$(1); mkdir -p $$d/artifacts; echo "== fuzz_$(1): $(FUZZ_SECONDS) s"; t0=$$(date +%s); \
+  $(BUILD)/fuzz/fuzz_$(1) $$d/corpus -max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_TIMEOUT) \
+    -rss_limit_mb=$(FUZZ_RSS_MB) -max_len=$(call fuzz_max_len,$(1)) -dict=fuzz/dict/$(FUZZ_DICT_$(1)).dict \
+    -artifact_prefix=$$d/artifacts/ -print_final_stats=1 $(FUZZ_ARGS) > $$d/log 2>&1; echo $$? > $$d/rc; echo $$(($$(date +%s) - t0)) > $$d/seconds
+run-fuzz: fuzzers
+	@$(if $(filter fuzzer-no-link,$(subst $(comma), ,$(SANITIZE))),,$(error run-fuzz needs SANITIZE=$(FUZZ_SANITIZE) and clang; use make fuzz))
+	@rm -rf $(FUZZ_RUN) && python3 fuzz/make_seeds.py $(FUZZ_RUN)
+	@$(foreach h,$(FUZZ_NAMES),$(call fuzz_run_one,$(h));)
+	@python3 tools/fuzz_table.py $(FUZZ_RUN) $(FUZZ_NAMES)
 
 print-build:
 	@echo $(BUILD)

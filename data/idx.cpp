@@ -56,6 +56,8 @@ IdxDataset::IdxDataset(const std::string& images_path, const std::string& labels
   h_ = images.dims[1];
   w_ = images.dims[2];
   c_ = images.dims.size() == 4 ? images.dims[3] : 1;
+  MDL_CHECK(h_ > 0 && w_ > 0 && c_ > 0, "IdxDataset: '", images_path, "' declares images of ", h_, "x", w_, "x", c_,
+            " (dims ", shape_str(images.dims), "): an image needs at least one pixel and one channel");
   pixels_ = std::move(images.data);
   labels_ = std::move(labels.data);
   identity_ = "IdxDataset(" + file_stamp(images_path, "IdxDataset") + "," + file_stamp(labels_path, "IdxDataset") + ")";

@@ -21,7 +21,8 @@ using namespace detail;
 Tensor conv2d(const Tensor& input_in, const Tensor& w_in, const Tensor& b_in, Pair stride, Pair padding, Pair dilation,
               int64_t groups) {
   auto [input, w, b] = amp::autocast_lower(input_in, w_in, b_in);
-  return batched_4d("conv2d", input, [&](const Tensor& x) {
+  // w and b captured by name: clang 14 cannot capture structured bindings implicitly.
+  return batched_4d("conv2d", input, [&, &w = w, &b = b](const Tensor& x) {
     MDL_CHECK(w.defined(), "conv2d: the weight is undefined");
     MDL_CHECK(w.dim() == 4, "conv2d: expected a 4-D weight (C_out, C_in/groups, kH, kW), got shape ", w.shape());
     check_floating("conv2d", "input", x);

@@ -66,7 +66,7 @@ std::string summary(Module& model, const Tensor& example, SummaryOptions opts) {
     int depth = int(std::count(name.begin(), name.end(), '.')) + 1;
     if (opts.max_depth >= 0 && depth > opts.max_depth) continue;
     auto it = recorder.shapes.find(m.get());
-    const int64_t own = m->num_parameters() - [&] {
+    const int64_t own = m->num_parameters() - [&m = m] {
       int64_t below = 0;
       for (auto& [n, c] : m->named_children()) below += c->num_parameters();
       return below;

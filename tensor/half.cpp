@@ -3,12 +3,17 @@
 // of half.h's scalar conversions.
 #include "tensor/half.h"
 
+#include <cpuid.h>
 #include <immintrin.h>
 
 namespace mdl {
 
 bool cpu_has_f16c() {
-  static const bool has = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  // F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know "f16c".
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) && __builtin_cpu_supports("avx");
+  }();
   return has;
 }
 
