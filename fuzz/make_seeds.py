@@ -108,9 +108,9 @@ def cache_file(records, key="fuzz"):
     """fuzz_cache_file's input: the dataset size byte, then a complete cache file (see data/cache.cpp)."""
     body, index = b"", b""
     for r in records:
-        index += struct.pack("<QQ", len(body), len(r))
+        index += struct.pack("<QQQ", len(body), len(r), zlib.crc32(r))
         body += r
-    footer = b"MDLCACHE" + struct.pack("<QQQQ", 2, len(records), len(body), fnv1a(key))
+    footer = b"MDLCACHE" + struct.pack("<QQQQQ", 3, len(records), len(body), fnv1a(key), zlib.crc32(index))
     return bytes([len(records)]) + body + index + footer
 
 
@@ -149,7 +149,8 @@ def seeds():
                  b'{"x":{"dtype":"F32","shape":[2,3],"data_offsets":[0,24]}}', b"18446744073709551615"],
         "safetensors": [weights, safetensors(MODEL[:2]), safetensors([("x", "BF16", [2, 2], bytes(8))]),
                         safetensors([("b", "BOOL", [3], b"\x00\x01\x00"), ("e", "F16", [0], b"")])],
-        "checkpoint": [b"\x00" + weights, b"\x01" + safetensors(train_state(), {"epoch": "3"})],
+        "checkpoint": [b"\x00" + weights, b"\x01" + safetensors(train_state(), {"epoch": "3"}),
+                       b"\x02" + safetensors(train_state(), {"epoch": "3"})],
         "idx": [idx_pair(3, 2, 2), idx_pair(2, 3, 2, 3), idx_pair(2, 2, 2, compress=True)],
         "cifar": [cifar(1), cifar(2)],
         "cache_record": [sample_record(), sample_record(3, 1),

@@ -36,8 +36,9 @@ TEST_CASE("load_state_dict: batch-norm statistics must be usable; a refused load
   model->push_back(std::make_shared<nn::Conv2d>(1, 2, 3));
   model->push_back(std::make_shared<nn::BatchNorm2d>(2));
   const NamedTensors before = model->state_dict();
-  for (const auto& [entry, value] : std::vector<std::pair<std::string, double>>{
-           {"1.running_var", -1.0}, {"1.running_var", double(NAN)}, {"1.running_mean", double(INFINITY)}}) {
+  for (const auto& [entry, value] : std::vector<std::pair<std::string, double>>{{"1.running_var", -1.0},
+                                                                                {"1.running_var", double(NAN)},
+                                                                                {"1.running_mean", double(INFINITY)}}) {
     CAPTURE(entry);
     NamedTensors state;
     for (const auto& [name, t] : before) state.emplace_back(name, name == entry ? full(t.shape(), value) : t.clone());
@@ -45,7 +46,8 @@ TEST_CASE("load_state_dict: batch-norm statistics must be usable; a refused load
     CHECK_THROWS_WITH_AS(model->load_state_dict(state),
                          doctest::Contains(("load_state_dict: '" + entry + "': BatchNorm2d: loaded").c_str()), Error);
     for (size_t i = 0; i < before.size(); ++i)
-      CHECK(model->state_dict()[i].second.to(kF64).to_vector<double>() == before[i].second.to(kF64).to_vector<double>());
+      CHECK(model->state_dict()[i].second.to(kF64).to_vector<double>() ==
+            before[i].second.to(kF64).to_vector<double>());
   }
 }
 
