@@ -49,8 +49,42 @@ const char* format_name(ImageFormat f) {
   return "unknown";
 }
 
-Tensor decode_image(const std::vector<uint8_t>& bytes, const std::string& name, Channels channels,
+namespace {
+
+// A PNG without its zero-length IDAT chunks (legal, and meaningless): stb copies each IDAT with
+// memcpy into a buffer it has not allocated yet when the first one is empty, a null pointer.
+// Returns false, leaving `out` alone, when there is none; a malformed chunk list is left to stb.
+bool drop_empty_idat(const std::vector<uint8_t>& png, std::vector<uint8_t>& out) {
+  auto be32 = [&](size_t at) {
+    return uint32_t(png[at]) << 24 | uint32_t(png[at + 1]) << 16 | uint32_t(png[at + 2]) << 8 | uint32_t(png[at + 3]);
+  };
+  std::vector<std::pair<size_t, size_t>> empty;  // [begin, end) of each empty IDAT chunk
+  for (size_t at = 8; at + 12 <= png.size();) {
+    const uint64_t chunk = 12 + uint64_t(be32(at));
+    if (chunk > png.size() - at) break;
+    if (chunk == 12 && std::memcmp(&png[at + 4], "IDAT", 4) == 0) empty.emplace_back(at, at + 12);
+    at += size_t(chunk);
+  }
+  if (empty.empty()) return false;
+  out.clear();
+  size_t from = 0;
+  for (const auto& [b, e] : empty) {
+    out.insert(out.end(), png.begin() + std::ptrdiff_t(from), png.begin() + std::ptrdiff_t(b));
+    from = e;
+  }
+  out.insert(out.end(), png.begin() + std::ptrdiff_t(from), png.end());
+  return true;
+}
+
+}  // namespace
+
+Tensor decode_image(const std::vector<uint8_t>& given, const std::string& name, Channels channels,
                     const ImageLimits& limits) {
+  std::vector<uint8_t> cleaned;
+  const std::vector<uint8_t>& bytes = format_from_bytes(given.data(), given.size()) == ImageFormat::Png &&
+                                              drop_empty_idat(given, cleaned)
+                                          ? cleaned
+                                          : given;
   MDL_CHECK(limits.max_side >= 1 && limits.max_side <= 65536, "decode_image: ImageLimits.max_side = ", limits.max_side,
             " (expected 1 to 65536)");
   MDL_CHECK(!bytes.empty(), "decode_image: '", name, "' is empty");
