@@ -106,9 +106,9 @@ BUILD_NAME += $(foreach s,$(subst $(comma), ,$(SANITIZE)),$(or $(san_$(s)),$(s))
 BUILD_NAME += $(if $(filter 1,$(WERROR)),werror) $(filter-out g++,$(CXX_NAME))
 BUILD := build/$(subst $() ,-,$(strip $(BUILD_NAME)))
 
-# Fuzzing builds (SANITIZE=fuzzer-no-link,...) compile at -O1, as libFuzzer's documentation advises:
-# quicker to build, and their stack traces keep more frames.
-OPT      := $(if $(DEBUG),-O0 -g,$(if $(filter fuzzer-no-link,$(subst $(comma), ,$(SANITIZE))),-O1 -g1,-O3 -g1))
+# Fuzzing builds (SANITIZE=fuzzer-no-link,...) and ThreadSanitizer builds compile at -O1, as
+# libFuzzer's and TSan's documentation advise: quicker to build, and stack traces keep more frames.
+OPT      := $(if $(DEBUG),-O0 -g,$(if $(filter fuzzer-no-link thread,$(subst $(comma), ,$(SANITIZE))),-O1 -g1,-O3 -g1))
 SANFLAGS := $(if $(SANITIZE),-fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all,)
 CPPFLAGS := -I. -MMD -MP $(if $(filter 1,$(WITH_CUDA)),-DMDL_WITH_CUDA,)
 # -Wno-psabi: GCC notes that 32-byte vectors pass differently without AVX; mdl's 8-float vector
@@ -306,7 +306,7 @@ run-tests: tests
 # data parallel. OpenMP's runtime is not instrumented (TSan would report its barriers as races),
 # so its teams are held to one thread; any report fails the run.
 ifneq ($(filter thread,$(subst $(comma), ,$(SANITIZE))),)
-TEST_ARGS ?= --test-case='data:*,DataLoader*,DistributedSampler*,profiler:*,dist:*,mdl-train --dist*'
+TEST_ARGS ?= --test-case='data:*,file cache:*,memory cache:*,DataLoader*,DistributedSampler*,profiler:*,dist:*,mdl-train --dist*'
 run-tests: export OMP_NUM_THREADS := 1
 run-tests: export TSAN_OPTIONS := halt_on_error=1 second_deadlock_stack=1 $(TSAN_OPTIONS)
 endif
