@@ -159,6 +159,10 @@ LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 LIB      := $(BUILD)/libmdl.a
 
 TEST_SRCS := $(wildcard tests/*.cpp)
+# Under ThreadSanitizer only the suites of mdl's own threads are built (see run-tests below).
+ifneq ($(filter thread,$(subst $(comma), ,$(SANITIZE))),)
+TEST_SRCS := tests/main.cpp $(wildcard tests/test_data_*.cpp tests/test_profiler*.cpp tests/test_dist*.cpp)
+endif
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/%.o)
 TEST_BIN  := $(BUILD)/mdl_tests
 # The program tests/test_dist.cpp runs under mpirun, one scenario per launch.
@@ -302,9 +306,9 @@ test: $(DEPS_STAMP)
 run-tests: tests
 	$(TEST_BIN) $(TEST_ARGS)
 
-# SANITIZE=thread runs the tests of mdl's own threads: the loader, the caches, the profiler and
-# data parallel. OpenMP's runtime is not instrumented (TSan would report its barriers as races),
-# so its teams are held to one thread; any report fails the run.
+# SANITIZE=thread builds and runs the tests of mdl's own threads: the loader, the caches, the
+# profiler and data parallel. OpenMP's runtime is not instrumented (TSan would report its barriers
+# as races), so its teams are held to one thread; any report fails the run.
 ifneq ($(filter thread,$(subst $(comma), ,$(SANITIZE))),)
 TEST_ARGS ?= --test-case='data:*,file cache:*,memory cache:*,DataLoader*,DistributedSampler*,profiler:*,dist:*,mdl-train --dist*'
 run-tests: export OMP_NUM_THREADS := 1

@@ -59,10 +59,10 @@ bool drop_empty_idat(const std::vector<uint8_t>& png, std::vector<uint8_t>& out)
     return uint32_t(png[at]) << 24 | uint32_t(png[at + 1]) << 16 | uint32_t(png[at + 2]) << 8 | uint32_t(png[at + 3]);
   };
   std::vector<std::pair<size_t, size_t>> empty;  // [begin, end) of each empty IDAT chunk
-  for (size_t at = 8; at + 12 <= png.size();) {
+  for (size_t at = 8; at + 8 <= png.size();) {   // a chunk: length, type, data, CRC (possibly cut)
     const uint64_t chunk = 12 + uint64_t(be32(at));
+    if (chunk == 12 && std::memcmp(&png[at + 4], "IDAT", 4) == 0) empty.emplace_back(at, std::min(at + 12, png.size()));
     if (chunk > png.size() - at) break;
-    if (chunk == 12 && std::memcmp(&png[at + 4], "IDAT", 4) == 0) empty.emplace_back(at, at + 12);
     at += size_t(chunk);
   }
   if (empty.empty()) return false;
@@ -74,6 +74,27 @@ bool drop_empty_idat(const std::vector<uint8_t>& png, std::vector<uint8_t>& out)
   }
   out.insert(out.end(), png.begin() + std::ptrdiff_t(from), png.end());
   return true;
+}
+
+// Whether a PNM header is one stb reads safely: width, height and maxval of at most 9 digits
+// (stb reads them into an int without an overflow check) and a maxval of at most 255 (stb's
+// 16-bit PNM path reads past its buffer). Whitespace and comments are skipped as stb skips them.
+bool pnm_header_safe(const std::vector<uint8_t>& pnm) {
+  size_t at = 2;  // after "P5" or "P6"
+  int64_t maxval = 0;
+  for (int field = 0; field < 3; ++field) {
+    for (;;) {
+      while (at < pnm.size() && std::isspace(pnm[at])) ++at;
+      if (at >= pnm.size() || pnm[at] != '#') break;
+      while (at < pnm.size() && pnm[at] != '\n' && pnm[at] != '\r') ++at;
+    }
+    size_t digits = 0;
+    int64_t value = 0;
+    while (at < pnm.size() && std::isdigit(pnm[at]) && digits <= 9) value = value * 10 + (pnm[at++] - '0'), ++digits;
+    if (digits > 9) return false;
+    maxval = value;
+  }
+  return maxval <= 255;
 }
 
 }  // namespace
@@ -96,6 +117,8 @@ Tensor decode_image(const std::vector<uint8_t>& given, const std::string& name, 
   MDL_CHECK(named == ImageFormat::Unknown || named == held, "decode_image: '", name, "' holds ", format_name(held),
             " data, not ", format_name(named), " as its name says");
 
+  MDL_CHECK(held != ImageFormat::Pnm || pnm_header_safe(bytes), "decode_image: '", name,
+            "' has a PNM header number of more than 9 digits, or a maxval over 255 (16-bit PNM is not read)");
   int w = 0, h = 0, stored = 0;
   MDL_CHECK(stbi_info_from_memory(bytes.data(), int(bytes.size()), &w, &h, &stored), "decode_image: cannot decode '",
             name, "': ", stbi_failure_reason());

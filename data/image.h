@@ -1,5 +1,5 @@
 // Image files to u8 HWC tensors and back, through stb_image (PNG, JPEG, BMP, GIF: the first frame, PNM: P5 and P6)
-// and stb_image_write (PNG). Before decoding, the bytes must be the format the file's extension
+// and stb_image_write (PNG). 16-bit PNM is refused. Before decoding, the bytes must be the format the file's extension
 // names (a BMP or TGA called .png is refused) and the declared size must be within ImageLimits,
 // so a small file cannot make the decoder allocate gigabytes. Errors name the file and the reason.
 #pragma once

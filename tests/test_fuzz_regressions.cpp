@@ -53,4 +53,30 @@ TEST_CASE("fuzz regression: a PNG with an empty IDAT chunk decodes without undef
   }
   CHECK(mdl::data::decode_image(with_empty, "empty_idat.png", mdl::data::Channels::Keep).to_vector<uint8_t>() ==
         img.to_vector<uint8_t>());
+  // The same with the empty IDAT last and its CRC cut short, as a later fuzz input had it.
+  std::vector<uint8_t> cut_last(good.begin(), good.end() - 12);  // without IEND
+  for (size_t i = 0; i < 10; ++i) cut_last.push_back(empty_idat[i]);
+  try {
+    mdl::data::decode_image(cut_last, "cut_idat.png", mdl::data::Channels::Keep);
+  } catch (const mdl::Error&) {}
+}
+
+// fuzz_image: a PGM whose maxval has 24 digits. stb_image reads header numbers into an int without
+// an overflow check (UBSan: signed integer overflow); decode_image refuses numbers over 9 digits.
+TEST_CASE("fuzz regression: a PNM header number too long for an int, or a 16-bit PNM, is refused") {
+  auto pgm = [](const std::string& header) {
+    std::vector<uint8_t> v;
+    for (char c : header) v.push_back(uint8_t(c));
+    for (int i = 0; i < 6; ++i) v.push_back(uint8_t(i));
+    return v;
+  };
+  CHECK_THROWS_WITH_AS(
+      mdl::data::decode_image(pgm("P5\n3 2\n254111111111111111111111\n"), "fuzz.pgm", mdl::data::Channels::Keep),
+      doctest::Contains("'fuzz.pgm' has a PNM header number of more than 9 digits"), mdl::Error);
+  // fuzz_image: a 16-bit PGM (maxval 2655): stb 2.27's 16-to-8-bit conversion read past its buffer
+  // (ASan: heap-buffer-overflow in stbi__convert_16_to_8).
+  CHECK_THROWS_WITH_AS(mdl::data::decode_image(pgm("P5\n3 2653 2655="), "wide.pgm", mdl::data::Channels::Keep),
+                       doctest::Contains("or a maxval over 255"), mdl::Error);
+  const std::vector<uint8_t> good = pgm("P5\n# a comment\n3 2\n255\n");
+  CHECK(mdl::data::decode_image(good, "ok.pgm", mdl::data::Channels::Keep).shape() == mdl::Shape{2, 3, 1});
 }
