@@ -102,6 +102,21 @@ struct ScopedEnv {
 
 }  // namespace
 
+namespace {
+
+// A deterministic before-cache transform that records the OpenMP thread count of the thread it runs on.
+class ThreadCountProbe : public data::Transform {
+ public:
+  std::string name() const override { return "ThreadCountProbe"; }
+  Tensor operator()(const Tensor& x, Generator&) const override {
+    seen = get_num_threads();
+    return x;
+  }
+  mutable std::atomic<int> seen{0};
+};
+
+}  // namespace
+
 TEST_CASE("file cache: a record whose bytes changed is a miss, never wrong data, and the next run rebuilds") {
   TempDir dir("cache_crc");
   const std::string path = build_cache(dir.path, "k", 3);
@@ -355,18 +370,8 @@ TEST_CASE("data: breaking out of an epoch returns without waiting for whole in-f
 }
 
 TEST_CASE("data: loader workers run OpenMP with one thread by default") {
-  class Probe : public data::Transform {
-   public:
-    std::string name() const override { return "Probe"; }
-    bool is_random() const override { return false; }
-    Tensor operator()(const Tensor& x, Generator&) const override {
-      seen = get_num_threads();
-      return x;
-    }
-    mutable std::atomic<int> seen{0};
-  };
   Synthetic ds(4);
-  auto probe = std::make_shared<Probe>();
+  auto probe = std::make_shared<ThreadCountProbe>();
   const int saved = get_num_threads();
   set_num_threads(3);  // the consumer's count does not reach the workers' own threads
   DataLoader loader(ds, {.batch_size = 2, .num_workers = 2, .before_cache = probe});
@@ -388,17 +393,8 @@ TEST_CASE("cuda: batches thrown away by a break give their copy events back" * M
 }
 
 TEST_CASE("data: loader workers run OpenMP with worker_threads threads, and mdl-train gives them their share") {
-  class Probe : public data::Transform {
-   public:
-    std::string name() const override { return "Probe"; }
-    Tensor operator()(const Tensor& x, Generator&) const override {
-      seen = get_num_threads();
-      return x;
-    }
-    mutable std::atomic<int> seen{0};
-  };
   Synthetic ds(4);
-  auto probe = std::make_shared<Probe>();
+  auto probe = std::make_shared<ThreadCountProbe>();
   DataLoader loader(ds, {.batch_size = 2, .num_workers = 2, .worker_threads = 3, .before_cache = probe});
   run_epoch(loader);
   CHECK(probe->seen == 3);
