@@ -19,27 +19,13 @@
 #include "train/checkpoint.h"
 #include "train/csv_log.h"
 #include "train/trainer.h"
+#include "tests/data_test_util.h"
 
 using namespace mdl;
 using mdl::test::values;
 namespace fs = std::filesystem;
 
 namespace {
-
-// A fresh folder under the temporary directory, removed with everything in it.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "mdl_ckpt_XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 std::string bytes_of(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -95,8 +81,8 @@ void set_state_epoch(const std::string& checkpoint, const std::string& epoch) {
 }  // namespace
 
 TEST_CASE("checkpoint: a saved pair resumes; a torn pair is refused, naming both files, and changes nothing") {
-  TempDir dir;
-  const std::string ck = dir / "model.safetensors";
+  data_test::TempDir dir("ckpt");
+  const std::string ck = dir.file("model.safetensors");
   Run a;
   a.step();
   a.save(ck, 1);
@@ -123,14 +109,14 @@ TEST_CASE("checkpoint: a saved pair resumes; a torn pair is refused, naming both
   // The other way round: the old weights beside the new state file.
   a.save(ck, 2);
   Run old;
-  old.save(dir / "old.safetensors", 2);
-  fs::copy_file(dir / "old.safetensors", ck, fs::copy_options::overwrite_existing);
+  old.save(dir.file("old.safetensors"), 2);
+  fs::copy_file(dir.file("old.safetensors"), ck, fs::copy_options::overwrite_existing);
   CHECK(error_of([&] { c.resume(ck); }).find("do not belong together") != std::string::npos);
 }
 
 TEST_CASE("checkpoint: --resume without the state file is an error naming it") {
-  TempDir dir;
-  const std::string ck = dir / "model.safetensors";
+  data_test::TempDir dir("ckpt");
+  const std::string ck = dir.file("model.safetensors");
   Run a;
   a.step();
   a.save(ck, 3);
@@ -145,8 +131,8 @@ TEST_CASE("checkpoint: --resume without the state file is an error naming it") {
 }
 
 TEST_CASE("checkpoint: a malformed or out-of-range epoch is an mdl::Error naming the file and the value") {
-  TempDir dir;
-  const std::string ck = dir / "model.safetensors";
+  data_test::TempDir dir("ckpt");
+  const std::string ck = dir.file("model.safetensors");
   Run a;
   a.step();
   for (const std::string bad : {"abc", "", "-1", "0", "2x", " 2", "+2", "99999999999999999999", "3000000000"}) {
@@ -165,8 +151,8 @@ TEST_CASE("checkpoint: a malformed or out-of-range epoch is an mdl::Error naming
 }
 
 TEST_CASE("run_training: a diverged run stops naming the epoch and step, and keeps the last good checkpoint") {
-  TempDir dir;
-  const std::string ck = dir / "model.safetensors";
+  data_test::TempDir dir("ckpt");
+  const std::string ck = dir.file("model.safetensors");
   train::TrainOptions o;
   o.model = "mlp", o.epochs = 1, o.batch = 64, o.subset = 256, o.save = ck, o.progress = false;
   train::run_training(o, nullptr);
@@ -185,8 +171,8 @@ TEST_CASE("run_training: a diverged run stops naming the epoch and step, and kee
 }
 
 TEST_CASE("run_training: a resumed run appends to its CSV log") {
-  TempDir dir;
-  const std::string ck = dir / "model.safetensors", log = dir / "run.csv";
+  data_test::TempDir dir("ckpt");
+  const std::string ck = dir.file("model.safetensors"), log = dir.file("run.csv");
   train::TrainOptions o;
   o.model = "mlp", o.epochs = 1, o.batch = 64, o.subset = 256, o.save = ck, o.log = log, o.progress = false;
   train::run_training(o, nullptr);
@@ -205,14 +191,14 @@ TEST_CASE("run_training: a resumed run appends to its CSV log") {
 }
 
 TEST_CASE("CsvLog: appending keeps the rows and writes no second header") {
-  TempDir dir;
-  const std::string path = dir / "a.csv";
+  data_test::TempDir dir("ckpt");
+  const std::string path = dir.file("a.csv");
   train::CsvLog(path, {"epoch", "loss"}).row({int64_t(1), 0.5});
   train::CsvLog(path, {"epoch", "loss"}, /*append=*/true).row({int64_t(2), 0.25});
   const train::CsvTable t = train::read_csv(path);
   CHECK(t.header == std::vector<std::string>{"epoch", "loss"});
   REQUIRE(t.rows.size() == 2);
   CHECK(t.rows[1][0] == "2");
-  train::CsvLog(dir / "new.csv", {"epoch"}, /*append=*/true).row({int64_t(1)});  // a new file gets its header
-  CHECK(train::read_csv(dir / "new.csv").header == std::vector<std::string>{"epoch"});
+  train::CsvLog(dir.file("new.csv"), {"epoch"}, /*append=*/true).row({int64_t(1)});  // a new file gets its header
+  CHECK(train::read_csv(dir.file("new.csv")).header == std::vector<std::string>{"epoch"});
 }
