@@ -97,6 +97,53 @@ bool pnm_header_safe(const std::vector<uint8_t>& pnm) {
   return maxval <= 255;
 }
 
+// Whether every Huffman table stb could read from a JPEG's DHT segments holds at most 256 codes:
+// stb 2.27 writes each code's length into a 257-entry array without checking the sum of the 16
+// counts. Before the first scan the segments are walked as stb walks them (stb skips bytes up to
+// the next 0xFF between them, and each segment it accepts is as long as it says); from the first
+// scan on, every 0xFF C4 byte pair is taken for a DHT marker, since stb resynchronises on markers
+// inside and after entropy-coded data. Each table is read as stb reads it, with 0 past the end.
+bool jpeg_huffman_tables_safe(const std::vector<uint8_t>& jpeg) {
+  auto byte_at = [&](size_t at) -> unsigned { return at < jpeg.size() ? jpeg[at] : 0u; };
+  auto dht_safe = [&](size_t at) {  // `at`: the segment's length field
+    int64_t left = int64_t(byte_at(at) << 8 | byte_at(at + 1)) - 2;
+    at += 2;
+    while (left > 0 && at < jpeg.size()) {
+      const unsigned q = byte_at(at++);
+      if (q >> 4 > 1 || (q & 15) > 3) return true;  // stb refuses the table
+      int64_t codes = 0;
+      for (int i = 0; i < 16; ++i) codes += byte_at(at++);
+      if (codes > 256) return false;
+      at += size_t(codes);
+      left -= 17 + codes;
+    }
+    return true;
+  };
+  size_t at = 2;  // after SOI
+  for (;;) {      // the segments before the first scan
+    while (at < jpeg.size() && jpeg[at] != 0xff) ++at;
+    while (at < jpeg.size() && jpeg[at] == 0xff) ++at;
+    if (at >= jpeg.size()) return true;
+    const unsigned marker = jpeg[at++];
+    if (marker == 0xda) break;        // SOS
+    if (marker == 0xd9) return true;  // EOI
+    if (marker == 0xc4 && !dht_safe(at)) return false;
+    const bool has_length = marker != 0x01 && !(marker >= 0xd0 && marker <= 0xd8);
+    if (has_length) {
+      const size_t length = byte_at(at) << 8 | byte_at(at + 1);
+      if (length < 2) break;  // stb refuses it; the rest is scanned anyway
+      at += length;
+    }
+  }
+  for (size_t i = at; i < jpeg.size(); ++i) {
+    if (jpeg[i] != 0xff) continue;
+    size_t m = i + 1;
+    while (m < jpeg.size() && jpeg[m] == 0xff) ++m;
+    if (m < jpeg.size() && jpeg[m] == 0xc4 && !dht_safe(m + 1)) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Tensor decode_image(const std::vector<uint8_t>& given, const std::string& name, Channels channels,
@@ -119,6 +166,8 @@ Tensor decode_image(const std::vector<uint8_t>& given, const std::string& name, 
 
   MDL_CHECK(held != ImageFormat::Pnm || pnm_header_safe(bytes), "decode_image: '", name,
             "' has a PNM header number of more than 9 digits, or a maxval over 255 (16-bit PNM is not read)");
+  MDL_CHECK(held != ImageFormat::Jpeg || jpeg_huffman_tables_safe(bytes), "decode_image: '", name,
+            "' has a JPEG Huffman table (DHT) of more than 256 codes");
   int w = 0, h = 0, stored = 0;
   MDL_CHECK(stbi_info_from_memory(bytes.data(), int(bytes.size()), &w, &h, &stored), "decode_image: cannot decode '",
             name, "': ", stbi_failure_reason());

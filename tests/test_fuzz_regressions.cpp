@@ -1,6 +1,7 @@
 // Inputs the libFuzzer harnesses (fuzz/) found, replayed: each must now raise an mdl::Error, not
 // undefined behaviour. The bytes are the harness's input, minimized, and split as that harness splits it.
 #include <doctest/doctest.h>
+#include <stb/stb_image_write.h>
 
 #include "data/idx.h"
 #include "data/image.h"
@@ -79,4 +80,41 @@ TEST_CASE("fuzz regression: a PNM header number too long for an int, or a 16-bit
                        doctest::Contains("or a maxval over 255"), mdl::Error);
   const std::vector<uint8_t> good = pgm("P5\n# a comment\n3 2\n255\n");
   CHECK(mdl::data::decode_image(good, "ok.pgm", mdl::data::Channels::Keep).shape() == mdl::Shape{2, 3, 1});
+}
+
+// fuzz_image: 145 bytes, SOI then a DHT segment whose 16 code counts are 0 x 8, 0x1a, 0x0a, 0xff x 6
+// (past 256 codes), then 0xFF to the end. stb 2.27 writes one entry per code into a 257-entry array
+// (UBSan: index 257 out of bounds in stbi__build_huffman); decode_image refuses the table.
+TEST_CASE("fuzz regression: a JPEG Huffman table of more than 256 codes is refused") {
+  std::vector<uint8_t> bad = {0xff, 0xd8, 0xff, 0xff, 0xff, 0xc4, 0x00, 0x20, 0x00, 0x00, 0x00, 0x00, 0x00,
+                              0x00, 0x00, 0x00, 0x00, 0x1a, 0x0a, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  while (bad.size() < 145) bad.push_back(0xff);
+  CHECK_THROWS_WITH_AS(mdl::data::decode_image(bad, "fuzz.jpg", mdl::data::Channels::Keep),
+                       doctest::Contains("'fuzz.jpg' has a JPEG Huffman table (DHT) of more than 256 codes"),
+                       mdl::Error);
+
+  // A valid JPEG still decodes, also with 0xFF C4 and a table-like tail inside a comment before the
+  // scan (the walk skips segments by their length). A bad DHT after the scan is refused.
+  std::vector<uint8_t> good, px(8 * 6 * 3);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = uint8_t(i * 7);
+  REQUIRE(stbi_write_jpg_to_func(
+      [](void* out, void* data, int n) {
+        auto* v = static_cast<std::vector<uint8_t>*>(out);
+        for (int i = 0; i < n; ++i) v->push_back(static_cast<uint8_t*>(data)[i]);
+      },
+      &good, 8, 6, 3, px.data(), 90));
+  const mdl::Shape shape{6, 8, 3};
+  CHECK(mdl::data::decode_image(good, "good.jpg", mdl::data::Channels::Keep).shape() == shape);
+  std::vector<uint8_t> comment = {0xff, 0xfe, 0x00, 0x16, 0xff, 0xc4, 0x00, 0x20, 0x00};
+  while (comment.size() < 2 + 0x16) comment.push_back(0xff);
+  std::vector<uint8_t> with_comment(good.begin(), good.begin() + 2);
+  for (uint8_t b : comment) with_comment.push_back(b);
+  for (size_t i = 2; i < good.size(); ++i) with_comment.push_back(good[i]);
+  CHECK(mdl::data::decode_image(with_comment, "comment.jpg", mdl::data::Channels::Keep).shape() == shape);
+  std::vector<uint8_t> late_dht(good.begin(), good.end() - 2);  // without EOI
+  for (size_t i = 2; i < 25; ++i) late_dht.push_back(bad[i]);
+  late_dht.push_back(0xff);
+  late_dht.push_back(0xd9);
+  CHECK_THROWS_WITH_AS(mdl::data::decode_image(late_dht, "late.jpg", mdl::data::Channels::Keep),
+                       doctest::Contains("more than 256 codes"), mdl::Error);
 }
