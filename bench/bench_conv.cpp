@@ -17,6 +17,7 @@
 #include "kernels/conv.h"
 #include "kernels/pool.h"
 #include "cpu/conv.h"
+#include "cpu/gemm.h"
 #include "cpu/pool.h"
 #include "bench/switch_bench.h"
 
@@ -190,6 +191,17 @@ int main(int argc, char** argv) {
         ->UseRealTime()
         ->MinTime(0.5);
   }
+
+  for (bool avx512 : {false, true})
+    bench::register_switch("avx512_gemm", avx512, "simplecnn_train_step_b128",
+                           [](benchmark::State& s, bool on) {
+                             cpu::set_avx512_gemm(on);
+                             cnn_step(s, false);
+                             cpu::set_avx512_gemm(true);
+                           })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(0.5);
 
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

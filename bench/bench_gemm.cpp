@@ -1,6 +1,8 @@
 // The f32 GEMM ladder on square sizes: naive, cache-blocked, packed + SIMD on one thread, the full
-// threaded gemm_f32, and OpenBLAS cblas_sgemm on as many threads (built with -DMDL_HAVE_OPENBLAS).
-// Ends with a table of threaded gemm_f32 against OpenBLAS at each size.
+// threaded gemm_f32, and OpenBLAS cblas_sgemm on as many threads (built with -DMDL_HAVE_OPENBLAS,
+// at the core family this CPU runs: bench/openblas_yardstick.h). The avx512_gemm switch pair runs
+// threaded gemm_f32 on the AVX2 and on the AVX-512 micro-kernel. Ends with a table of threaded
+// gemm_f32 against OpenBLAS at each size, naming each kernel that ran.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -10,11 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "bench/openblas_yardstick.h"
+#include "bench/switch_bench.h"
 #include "cpu/gemm.h"
-
-#ifdef MDL_HAVE_OPENBLAS
-#include <cblas.h>
-#endif
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -60,6 +60,9 @@ class RecordingReporter : public benchmark::ConsoleReporter {
 }  // namespace
 
 int main(int argc, char** argv) {
+#ifdef MDL_HAVE_OPENBLAS
+  const std::string openblas_core = bench::openblas_at_its_core(argv);
+#endif
   int threads = 1;
 #ifdef _OPENMP
   threads = omp_get_max_threads();
@@ -88,6 +91,15 @@ int main(int argc, char** argv) {
     reg("packed_1thread",
         [](int64_t m, const float* A, const float* B, float* C) { mdl::cpu::gemm_f32_packed(m, m, m, A, B, C); });
     reg("threaded", threaded);
+    for (bool avx512 : {false, true})
+      bench::register_switch("avx512_gemm", avx512, std::to_string(n),
+                             [n](benchmark::State& s, bool on) {
+                               mdl::cpu::set_avx512_gemm(on);
+                               run_gemm(s, n, threaded);
+                               mdl::cpu::set_avx512_gemm(true);
+                             })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
 #ifdef MDL_HAVE_OPENBLAS
     reg("openblas", [](int64_t m, const float* A, const float* B, float* C) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(m), int(m), 1.0f, A, int(m), B, int(m), 0.0f,
@@ -102,16 +114,30 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
 
-  std::printf("\nmicro-kernel: %s, threads: %d\n", mdl::cpu::gemm_f32_kernel_name(), threads);
-  std::printf("%8s %18s %18s %8s\n", "size", "mdl GFLOP/s", "OpenBLAS GFLOP/s", "ratio");
+  mdl::cpu::set_avx512_gemm(false);
+  const std::string off_kernel = mdl::cpu::gemm_f32_kernel_name();
+  mdl::cpu::set_avx512_gemm(true);
+  std::printf("\nmicro-kernel: %s (avx512_gemm off: %s), threads: %d\n", mdl::cpu::gemm_f32_kernel_name(),
+              off_kernel.c_str(), threads);
+#ifdef MDL_HAVE_OPENBLAS
+  const double diff = bench::openblas_product_difference();
+  std::printf("%s; its product differs from mdl's by %.1e of the largest entry%s\n", openblas_core.c_str(), diff,
+              diff <= 1e-4 ? "" : ": WRONG RESULTS, the OpenBLAS column is no yardstick on this machine");
+#endif
+  std::printf("%8s %16s %16s %8s %18s %8s\n", "size", "avx2 GFLOP/s", "avx512 GFLOP/s", "ratio", "OpenBLAS GFLOP/s",
+              "mdl/OB");
+  auto find = [&](const std::string& name) {
+    auto it = reporter.gflops.find(name);
+    return it == reporter.gflops.end() ? -1.0 : it->second;
+  };
   for (int64_t n : sizes) {
     const std::string s = std::to_string(n);
-    auto ours = reporter.gflops.find("threaded/" + s), ref = reporter.gflops.find("openblas/" + s);
-    if (ours == reporter.gflops.end()) continue;
-    if (ref == reporter.gflops.end()) std::printf("%8s %18.1f %18s %8s\n", s.c_str(), ours->second, "-", "-");
-    else
-      std::printf("%8s %18.1f %18.1f %7.0f%%\n", s.c_str(), ours->second, ref->second,
-                  100.0 * ours->second / ref->second);
+    const double off = find(bench::switch_benchmark("avx512_gemm", false, s));
+    const double on = find(bench::switch_benchmark("avx512_gemm", true, s)), ref = find("openblas/" + s);
+    if (off < 0 || on < 0) continue;
+    std::printf("%8s %16.1f %16.1f %7.2fx", s.c_str(), off, on, on / off);
+    if (ref < 0) std::printf(" %18s %8s\n", "-", "-");
+    else std::printf(" %18.1f %7.0f%%\n", ref, 100.0 * on / ref);
   }
   return 0;
 }

@@ -1,9 +1,11 @@
 // The GEMM driver after BLIS/GotoBLAS: the jc/pc/ic loops cut C into NC x KC x MC blocks sized for
 // L3/L1/L2, pack A and B into zero-padded micro-panels (any strides), and run an MR x NR
-// micro-kernel over each tile; OpenMP gives each thread one slab of C.
+// micro-kernel over each tile; OpenMP gives each thread one slab of C. The f32 micro-kernel (and
+// with it MR, NR and the block sizes) is chosen per call from what the CPU has.
 #include "cpu/gemm.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
@@ -21,6 +23,8 @@ namespace mdl::cpu {
 namespace detail {
 void sgemm_kernel_6x16_avx2(int64_t kc, const float* a, const float* b, float* c, int64_t rsc, int64_t csc, float alpha,
                             float beta);
+void sgemm_kernel_12x32_avx512(int64_t kc, const float* a, const float* b, float* c, int64_t rsc, int64_t csc,
+                               float alpha, float beta);
 }  // namespace detail
 
 namespace {
@@ -28,20 +32,22 @@ namespace {
 template <class T>
 using Kernel = void (*)(int64_t kc, const T* a, const T* b, T* c, int64_t rsc, int64_t csc, T alpha, T beta);
 
-template <class T>
-struct Blocking;
-// f32: a 6x16 tile fills 12 of 16 ymm registers; a KC x NR B micro-panel (16 KiB) sits in L1,
-// an MC x KC A block (144 KiB) in L2, a KC x NC B block (4 MiB) in L3.
-template <>
-struct Blocking<float> {
-  static constexpr int64_t MR = 6, NR = 16, MC = 144, KC = 256, NC = 4080;
+// A micro-kernel's tile (MR x NR) and the block sizes the driver cuts the problem into around it:
+// a KC x NR B micro-panel stays in L1, an MC x KC A block in L2, a KC x NC B block in L3.
+template <class T_, int64_t MR_, int64_t NR_, int64_t MC_, int64_t KC_, int64_t NC_>
+struct Blocking {
+  using T = T_;
+  static constexpr int64_t MR = MR_, NR = NR_, MC = MC_, KC = KC_, NC = NC_;
 };
-template <>
-struct Blocking<double> {
-  static constexpr int64_t MR = 4, NR = 8, MC = 96, KC = 256, NC = 2048;
-};
+// f32 on AVX2 (and the scalar fallback): a 6x16 tile fills 12 of 16 ymm registers; B micro-panel
+// 16 KiB, A block 144 KiB, B block 4 MiB.
+using Blocking6x16 = Blocking<float, 6, 16, 144, 256, 4080>;
+// f32 on AVX-512: a 12x32 tile fills 24 of 32 zmm registers; B micro-panel 24 KiB (of a 48 KiB
+// L1), A block 180 KiB, B block 3 MiB.
+using Blocking12x32 = Blocking<float, 12, 32, 240, 192, 4096>;
+using BlockingF64 = Blocking<double, 4, 8, 96, 256, 2048>;
 
-// The portable micro-kernel, same contract as the AVX2 one: a is kc x MR, b is kc x NR, packed.
+// The portable micro-kernel, same contract as the SIMD ones: a is kc x MR, b is kc x NR, packed.
 template <class T, int64_t MR, int64_t NR>
 void kernel_scalar(int64_t kc, const T* a, const T* b, T* c, int64_t rsc, int64_t csc, T alpha, T beta) {
   T acc[MR][NR] = {};
@@ -55,17 +61,8 @@ void kernel_scalar(int64_t kc, const T* a, const T* b, T* c, int64_t rsc, int64_
     }
 }
 
-Kernel<float> pick_f32_kernel() {
-#if defined(__x86_64__) || defined(__i386__)
-  if (has_avx2_fma()) return detail::sgemm_kernel_6x16_avx2;
-#endif
-  return kernel_scalar<float, 6, 16>;
-}
-
-Kernel<float> f32_kernel() {
-  static const Kernel<float> k = pick_f32_kernel();
-  return k;
-}
+std::atomic<bool> g_avx512_gemm{true};
+std::atomic<int> g_forced_kernel{-1};  // a GemmKernel, or -1: the best one allowed
 
 // Per-thread, 64-byte aligned scratch that only grows; slot 0 holds packed A, slot 1 packed B.
 template <class T>
@@ -119,10 +116,10 @@ void pack_b_panel(int64_t kc, int64_t nr, const T* b, int64_t rsb, int64_t csb, 
 
 // C block (mc x nc) = alpha * packed A @ packed B + beta * C, one micro-tile at a time.
 // Edge tiles go through a full-size scratch tile so the kernel never sees a short one.
-template <class T>
+template <class Bk, class T = typename Bk::T>
 void macro_kernel(int64_t mc, int64_t nc, int64_t kc, T alpha, const T* a, const T* b, T beta, T* C, int64_t rsc,
                   int64_t csc, Kernel<T> kernel) {
-  constexpr int64_t MR = Blocking<T>::MR, NR = Blocking<T>::NR;
+  constexpr int64_t MR = Bk::MR, NR = Bk::NR;
   for (int64_t jr = 0; jr < nc; jr += NR) {
     const int64_t nr = std::min(NR, nc - jr);
     for (int64_t ir = 0; ir < mc; ir += MR) {
@@ -144,10 +141,9 @@ void macro_kernel(int64_t mc, int64_t nc, int64_t kc, T alpha, const T* a, const
 }
 
 // One thread's GEMM over the whole (sub)problem; M, N, K > 0.
-template <class T>
+template <class Bk, class T = typename Bk::T>
 void gemm_serial(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa, const T* B,
                  int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, Kernel<T> kernel) {
-  using Bk = Blocking<T>;
   const int64_t kc_max = std::min(Bk::KC, K);
   T* abuf = scratch<T>(0, kc_max * std::min(Bk::MC, (M + Bk::MR - 1) / Bk::MR * Bk::MR));
   T* bbuf = scratch<T>(1, kc_max * std::min(Bk::NC, (N + Bk::NR - 1) / Bk::NR * Bk::NR));
@@ -162,7 +158,7 @@ void gemm_serial(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t r
       for (int64_t ic = 0; ic < M; ic += Bk::MC) {
         const int64_t mc = std::min(Bk::MC, M - ic);
         pack_a<T, Bk::MR>(mc, kc, A + ic * rsa + pc * csa, rsa, csa, abuf);
-        macro_kernel<T>(mc, nc, kc, alpha, abuf, bbuf, beta_pc, C + ic * rsc + jc * csc, rsc, csc, kernel);
+        macro_kernel<Bk>(mc, nc, kc, alpha, abuf, bbuf, beta_pc, C + ic * rsc + jc * csc, rsc, csc, kernel);
       }
     }
   }
@@ -196,11 +192,11 @@ void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t rsc, int64_t csc) {
 // a shared packed B would need two per KC step, and measured slower here whenever another process
 // takes a core. Redundant packing (A twice, or B twice) costs a few percent. A tile is computed
 // the same way on any thread, so results never depend on the thread count. M, N, K > 0.
-template <class T>
+template <class Bk, class T = typename Bk::T>
 void gemm_parallel(int nt, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa, const T* B,
                    int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, Kernel<T> kernel) {
   const bool split_n = N >= M;
-  const int64_t unit = split_n ? Blocking<T>::NR : Blocking<T>::MR, extent = split_n ? N : M;
+  const int64_t unit = split_n ? Bk::NR : Bk::MR, extent = split_n ? N : M;
   const int64_t tiles = (extent + unit - 1) / unit;
   std::exception_ptr error;
 #pragma omp parallel num_threads(nt)
@@ -215,9 +211,11 @@ void gemm_parallel(int nt, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
     const int64_t hi = std::min(extent, tiles * (t + 1) / team * unit);
     try {
       if (hi > lo && split_n)
-        gemm_serial(M, hi - lo, K, alpha, A, rsa, csa, B + lo * csb, rsb, csb, beta, C + lo * csc, rsc, csc, kernel);
+        gemm_serial<Bk>(M, hi - lo, K, alpha, A, rsa, csa, B + lo * csb, rsb, csb, beta, C + lo * csc, rsc, csc,
+                        kernel);
       else if (hi > lo)
-        gemm_serial(hi - lo, N, K, alpha, A + lo * rsa, rsa, csa, B, rsb, csb, beta, C + lo * rsc, rsc, csc, kernel);
+        gemm_serial<Bk>(hi - lo, N, K, alpha, A + lo * rsa, rsa, csa, B, rsb, csb, beta, C + lo * rsc, rsc, csc,
+                        kernel);
     } catch (...) {  // a failed scratch allocation must not escape the parallel region
 #pragma omp critical(mdl_gemm_error)
       if (!error) error = std::current_exception();
@@ -226,28 +224,79 @@ void gemm_parallel(int nt, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
   if (error) std::rethrow_exception(error);
 }
 
-template <class T>
+template <class Bk, class T = typename Bk::T>
 void gemm_any(const char* name, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa,
               const T* B, int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, Kernel<T> kernel) {
   MDL_CHECK(M >= 0 && N >= 0 && K >= 0, name, ": negative size M=", M, " N=", N, " K=", K);
   if (M == 0 || N == 0) return;
   if (K == 0 || alpha == T(0)) return scale_c(M, N, beta, C, rsc, csc);
   const int nt = threads_for(M, N, K);
-  if (nt <= 1) return gemm_serial(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, kernel);
-  gemm_parallel(nt, M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, kernel);
+  if (nt <= 1) return gemm_serial<Bk>(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, kernel);
+  gemm_parallel<Bk>(nt, M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, kernel);
+}
+
+// Calls fn.operator()<Blocking>(kernel) with the f32 micro-kernel gemm_f32_kernel() names.
+template <class Fn>
+void with_f32_kernel(Fn&& fn) {
+  switch (gemm_f32_kernel()) {
+#if defined(__x86_64__) || defined(__i386__)
+    case GemmKernel::avx512: return fn.template operator()<Blocking12x32>(detail::sgemm_kernel_12x32_avx512);
+    case GemmKernel::avx2: return fn.template operator()<Blocking6x16>(detail::sgemm_kernel_6x16_avx2);
+#endif
+    default: return fn.template operator()<Blocking6x16>(kernel_scalar<float, 6, 16>);
+  }
 }
 
 }  // namespace
 
+bool gemm_kernel_available(GemmKernel k) {
+  switch (k) {
+    case GemmKernel::scalar: return true;
+    case GemmKernel::avx2: return has_avx2_fma();
+    case GemmKernel::avx512: return has_avx512f();
+  }
+  return false;
+}
+
+const char* gemm_kernel_name(GemmKernel k) {
+  switch (k) {
+    case GemmKernel::scalar: return "scalar 6x16";
+    case GemmKernel::avx2: return "avx2-fma 6x16";
+    case GemmKernel::avx512: return "avx512f 12x32";
+  }
+  return "unknown";
+}
+
+GemmKernel gemm_f32_kernel() {
+  const int forced = g_forced_kernel.load(std::memory_order_relaxed);
+  if (forced >= 0) return GemmKernel(forced);
+  if (g_avx512_gemm.load(std::memory_order_relaxed) && has_avx512f()) return GemmKernel::avx512;
+  return has_avx2_fma() ? GemmKernel::avx2 : GemmKernel::scalar;
+}
+
+const char* gemm_f32_kernel_name() { return gemm_kernel_name(gemm_f32_kernel()); }
+
+void set_avx512_gemm(bool on) { g_avx512_gemm.store(on, std::memory_order_relaxed); }
+bool avx512_gemm() { return g_avx512_gemm.load(std::memory_order_relaxed); }
+
+ScopedGemmKernel::ScopedGemmKernel(GemmKernel k) : previous_(g_forced_kernel.load()) {
+  MDL_CHECK(gemm_kernel_available(k), "ScopedGemmKernel: this CPU cannot run the ", gemm_kernel_name(k),
+            " micro-kernel");
+  g_forced_kernel.store(int(k));
+}
+ScopedGemmKernel::~ScopedGemmKernel() { g_forced_kernel.store(previous_); }
+
 void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa, const float* B,
               int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
-  gemm_any<float>("gemm_f32", M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, f32_kernel());
+  with_f32_kernel([&]<class Bk>(Kernel<float> kernel) {
+    gemm_any<Bk>("gemm_f32", M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, kernel);
+  });
 }
 
 void gemm_f64(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa, const double* B,
               int64_t rsb, int64_t csb, double beta, double* C, int64_t rsc, int64_t csc) {
-  gemm_any<double>("gemm_f64", M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc,
-                   kernel_scalar<double, Blocking<double>::MR, Blocking<double>::NR>);
+  gemm_any<BlockingF64>("gemm_f64", M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc,
+                        kernel_scalar<double, BlockingF64::MR, BlockingF64::NR>);
 }
 
 void gemm_f32_naive(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
@@ -282,11 +331,8 @@ void gemm_f32_blocked(int64_t M, int64_t N, int64_t K, const float* A, const flo
 void gemm_f32_packed(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
   if (M == 0 || N == 0) return;
   if (K == 0) return std::fill(C, C + M * N, 0.0f);
-  gemm_serial<float>(M, N, K, 1.0f, A, K, 1, B, N, 1, 0.0f, C, N, 1, f32_kernel());
-}
-
-const char* gemm_f32_kernel_name() {
-  return f32_kernel() == kernel_scalar<float, 6, 16> ? "scalar 6x16" : "avx2-fma 6x16";
+  with_f32_kernel(
+      [&]<class Bk>(Kernel<float> kernel) { gemm_serial<Bk>(M, N, K, 1.0f, A, K, 1, B, N, 1, 0.0f, C, N, 1, kernel); });
 }
 
 }  // namespace mdl::cpu

@@ -1,4 +1,5 @@
-// CPU matrix multiply: the BLIS-style f32 GEMM (packed panels, AVX2/FMA micro-kernel, OpenMP),
+// CPU matrix multiply: the BLIS-style f32 GEMM (packed panels, AVX-512 or AVX2/FMA micro-kernel
+// chosen at run time, OpenMP),
 // a blocked f64 GEMM for reference checks, and the slower rungs of the ladder the benchmark
 // climbs (naive, cache-blocked, packed single-threaded).
 #pragma once
@@ -22,7 +23,29 @@ void gemm_f32_naive(int64_t M, int64_t N, int64_t K, const float* A, const float
 void gemm_f32_blocked(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);  // cache blocks
 void gemm_f32_packed(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);   // packed, 1 thread
 
-// Which f32 micro-kernel gemm_f32 runs on this CPU: "avx2-fma 6x16" or "scalar 6x16".
+// The f32 micro-kernels. gemm_f32 runs the widest one the CPU has: AVX-512 (unless the
+// avx512_gemm switch is off), else AVX2 + FMA, else portable C++.
+enum class GemmKernel { scalar, avx2, avx512 };
+bool gemm_kernel_available(GemmKernel k);
+const char* gemm_kernel_name(GemmKernel k);  // "scalar 6x16", "avx2-fma 6x16", "avx512f 12x32"
+GemmKernel gemm_f32_kernel();                // the one gemm_f32 runs now
 const char* gemm_f32_kernel_name();
+
+// The avx512_gemm switch: off keeps gemm_f32 on the AVX2 kernel on a CPU with AVX-512 (on by default).
+void set_avx512_gemm(bool on);
+bool avx512_gemm();
+
+// While it lives, every gemm_f32 in the process runs kernel `k` (tests and benchmarks use it to
+// reach each fallback); throws mdl::Error when this CPU cannot run `k`.
+class ScopedGemmKernel {
+ public:
+  explicit ScopedGemmKernel(GemmKernel k);
+  ~ScopedGemmKernel();
+  ScopedGemmKernel(const ScopedGemmKernel&) = delete;
+  ScopedGemmKernel& operator=(const ScopedGemmKernel&) = delete;
+
+ private:
+  int previous_;
+};
 
 }  // namespace mdl::cpu

@@ -6,6 +6,7 @@
 #include "cpu/conv.h"
 #include "cpu/copy_options.h"
 #include "cpu/float_block.h"
+#include "cpu/gemm.h"
 #include "cpu/pool.h"
 #include "cuda/api.h"
 #include "io/json.h"
@@ -47,6 +48,16 @@ std::vector<Switch> make_list() {
        {{"bench_elementwise", "f32_4096x4096", "time", "cpu"}},
        cpu::set_tiled_transpose,
        cpu::tiled_transpose},
+      {"avx512_gemm",
+       toggle,
+       "cpu::set_avx512_gemm",
+       "on",
+       "cpu",
+       "f32 GEMM (matmul, linear layers, im2col convs) runs the AVX-512 12x32 micro-kernel instead of the AVX2 "
+       "6x16 one; no effect on a CPU without AVX-512F.",
+       {{"bench_gemm", "1024", "GFLOP/s", "cpu"}, {"bench_conv", "simplecnn_train_step_b128", "time", "cpu"}},
+       cpu::set_avx512_gemm,
+       cpu::avx512_gemm},
       {"cpu_block_cache",
        toggle,
        "cpu_cache::set_enabled",

@@ -1,14 +1,17 @@
 // gemm_f32, gemm_f64 and the ladder's rungs against a plain double-precision loop: edge sizes,
 // sizes past every block size, transposed A and B, strided C, alpha/beta, NaN in C with beta = 0.
+// gemm_f32 is checked on each micro-kernel (scalar, AVX2, AVX-512); one the CPU lacks is skipped.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cpu/gemm.h"
+#include "tensor/error.h"
 
 namespace {
 
@@ -16,9 +19,10 @@ struct Shape {
   int64_t M, N, K;
 };
 
-const Shape kShapes[] = {{0, 0, 0},    {0, 5, 3},    {4, 0, 3},     {3, 4, 0},      {1, 1, 1},       {1, 17, 1},
-                         {17, 1, 9},   {1, 1, 300},  {6, 16, 8},    {7, 13, 5},     {12, 32, 256},   {65, 33, 129},
-                         {145, 17, 3}, {5, 4081, 2}, {3, 700, 300}, {20, 1000, 64}, {300, 200, 257}, {97, 161, 520}};
+const Shape kShapes[] = {{0, 0, 0},     {0, 5, 3},     {4, 0, 3},      {3, 4, 0},       {1, 1, 1},     {1, 17, 1},
+                         {17, 1, 9},    {1, 1, 300},   {6, 16, 8},     {7, 13, 5},      {12, 32, 256}, {65, 33, 129},
+                         {11, 31, 193}, {13, 33, 191}, {25, 65, 7},    {241, 97, 40},   {2, 4130, 5},  {145, 17, 3},
+                         {5, 4081, 2},  {3, 700, 300}, {20, 1000, 64}, {300, 200, 257}, {97, 161, 520}};
 
 template <class T>
 std::vector<T> random_vec(int64_t n, uint32_t seed) {
@@ -118,6 +122,50 @@ void check_rung(RungFn rung) {
 
 TEST_CASE("gemm_f32 matches a double reference over shapes, strides, alpha and beta") {
   sweep<float>(mdl::cpu::gemm_f32, 1e-6);
+}
+
+// The same sweep, the beta = 0 check and the thread-split check with each micro-kernel forced.
+void check_kernel(mdl::cpu::GemmKernel k) {
+  mdl::cpu::ScopedGemmKernel forced(k);
+  REQUIRE(mdl::cpu::gemm_f32_kernel() == k);
+  sweep<float>(mdl::cpu::gemm_f32, 1e-6);
+  for (const Shape& s : kShapes) run_case<float>(mdl::cpu::gemm_f32, s, 1.0f, 0.0f, true, true, true, true, 1e-6, 17);
+  const int64_t M = 131, N = 259, K = 400;
+  auto A = random_vec<float>(M * K, 21), B = random_vec<float>(K * N, 22);
+  std::vector<float> threaded(M * N), serial(M * N);
+  mdl::cpu::gemm_f32(M, N, K, 1.0f, A.data(), K, 1, B.data(), N, 1, 0.0f, threaded.data(), N, 1);
+  mdl::cpu::gemm_f32_packed(M, N, K, A.data(), B.data(), serial.data());
+  CHECK(threaded == serial);
+}
+
+TEST_CASE("gemm_f32 on the scalar micro-kernel") { check_kernel(mdl::cpu::GemmKernel::scalar); }
+TEST_CASE("gemm_f32 on the AVX2 micro-kernel" *
+          doctest::skip(!mdl::cpu::gemm_kernel_available(mdl::cpu::GemmKernel::avx2))) {
+  check_kernel(mdl::cpu::GemmKernel::avx2);
+}
+TEST_CASE("gemm_f32 on the AVX-512 micro-kernel" *
+          doctest::skip(!mdl::cpu::gemm_kernel_available(mdl::cpu::GemmKernel::avx512))) {
+  check_kernel(mdl::cpu::GemmKernel::avx512);
+}
+
+TEST_CASE("gemm_f32 picks the widest kernel the CPU has; the avx512_gemm switch and forcing change it") {
+  using mdl::cpu::GemmKernel;
+  const GemmKernel best = mdl::cpu::gemm_kernel_available(GemmKernel::avx512) ? GemmKernel::avx512
+                          : mdl::cpu::gemm_kernel_available(GemmKernel::avx2) ? GemmKernel::avx2
+                                                                              : GemmKernel::scalar;
+  CHECK(mdl::cpu::gemm_f32_kernel() == best);
+  mdl::cpu::set_avx512_gemm(false);
+  CHECK(mdl::cpu::gemm_f32_kernel() != GemmKernel::avx512);
+  mdl::cpu::set_avx512_gemm(true);
+  CHECK(mdl::cpu::gemm_f32_kernel() == best);
+  {
+    mdl::cpu::ScopedGemmKernel forced(GemmKernel::scalar);
+    CHECK(std::string(mdl::cpu::gemm_f32_kernel_name()) == "scalar 6x16");
+  }
+  CHECK(mdl::cpu::gemm_f32_kernel() == best);
+  if (!mdl::cpu::gemm_kernel_available(GemmKernel::avx512))
+    CHECK_THROWS_WITH_AS(mdl::cpu::ScopedGemmKernel(GemmKernel::avx512),
+                         doctest::Contains("this CPU cannot run the avx512f 12x32 micro-kernel"), mdl::Error);
 }
 
 TEST_CASE("gemm_f64 matches a double reference over shapes, strides, alpha and beta") {
