@@ -7,7 +7,9 @@ a 3x3 conv with groups=32 and no bias then a 1x1 conv, as mdl's SeparableCNN) wi
 batches in the same order: mdl-train writes its per-epoch sample order (--dump-order) and the
 PyTorch loop follows it. Each framework uses every core, PyTorch in its best setting here:
 torch.set_num_threads(cores), OPENBLAS_NUM_THREADS=cores (Debian's torch does its GEMM in
-OpenBLAS) and OMP_WAIT_POLICY=PASSIVE (so the OpenMP and OpenBLAS pools do not fight).
+OpenBLAS) and OMP_WAIT_POLICY=PASSIVE (so the OpenMP and OpenBLAS pools do not fight), and
+OpenBLAS at the core family this CPU belongs to where it fell back to a generic one (unless the
+environment sets OPENBLAS_CORETYPE or OPENBLAS_L2_SIZE); its product is checked before use.
 
     /usr/bin/python3 bench/compare_torch.py [--model cnn] [--epochs 2] [--batch 128] [--subset 0] [--lr 1e-3]
 
@@ -17,9 +19,46 @@ framework's step time, samples/s and test accuracy, and the ratio.
 import argparse, csv, gzip, os, subprocess, sys, tempfile, time
 
 CORES = os.cpu_count() or 1
-if os.environ.get("MDL_COMPARE_ENV") != "1":  # set the thread environment before torch loads
+
+
+def cpu_flags_and_model():
+    flags, model = set(), "unknown CPU"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key.strip() == "flags" and not flags:
+                flags = set(value.split())
+            elif key.strip() == "model name" and model == "unknown CPU":
+                model = value.strip()
+    return flags, model
+
+
+def openblas_core_for_this_cpu():
+    """(core OpenBLAS chose, the family to set instead or None). Debian's OpenBLAS 0.3.21 falls back
+    to its generic Prescott core on CPUs newer than it (Sapphire/Emerald Rapids, Zen 4), which
+    slows PyTorch's Linear layers (Debian's torch does its GEMM in OpenBLAS)."""
+    import ctypes
+    try:
+        lib = ctypes.CDLL("libopenblas.so.0")
+    except OSError:
+        return None, None
+    lib.openblas_get_corename.restype = ctypes.c_char_p
+    chosen = lib.openblas_get_corename().decode()
+    flags, _ = cpu_flags_and_model()
+    if "avx512f" in flags:
+        return chosen, None if chosen in ("SkylakeX", "Cooperlake", "SapphireRapids") else "SkylakeX"
+    if "avx2" in flags and "fma" in flags:
+        return chosen, None if chosen in ("Haswell", "Zen", "SkylakeX", "Cooperlake", "SapphireRapids") else "Haswell"
+    return chosen, None
+
+
+if os.environ.get("MDL_COMPARE_ENV") != "1":  # set the thread environment (and OpenBLAS core) before torch loads
     env = dict(os.environ, MDL_COMPARE_ENV="1", OMP_WAIT_POLICY="PASSIVE",
                OPENBLAS_NUM_THREADS=str(CORES), OMP_NUM_THREADS=str(CORES))
+    if "OPENBLAS_CORETYPE" not in os.environ and "OPENBLAS_L2_SIZE" not in os.environ:
+        chosen, better = openblas_core_for_this_cpu()
+        if better:
+            env.update(OPENBLAS_CORETYPE=better, MDL_OPENBLAS_CORE_WAS=chosen)
     os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
 import numpy as np
@@ -56,7 +95,9 @@ def run_mdl(args, workdir):
     if args.subset:
         cmd += ["--subset", str(args.subset)]
     print("mdl:", " ".join(cmd), flush=True)
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+    kernel = [line.split("CPU GEMM micro-kernel ")[1] for line in out.splitlines() if "CPU GEMM micro-kernel " in line]
+    print("mdl: CPU GEMM micro-kernel", kernel[0] if kernel else "(not reported)", flush=True)
     with open(log) as f:
         rows = list(csv.DictReader(f))
     n = args.subset or 60000
@@ -97,6 +138,26 @@ def run_torch(args, orders):
     return results
 
 
+def openblas_line():
+    """Which core OpenBLAS runs and why, and whether torch's f32 products on it are right."""
+    chosen, _ = openblas_core_for_this_cpu()
+    if chosen is None:
+        where = "OpenBLAS not found"
+    elif os.environ.get("MDL_OPENBLAS_CORE_WAS"):
+        where = (f"OpenBLAS core {chosen} (OPENBLAS_CORETYPE set for this run; on its own it chose "
+                 f"{os.environ['MDL_OPENBLAS_CORE_WAS']} on this CPU)")
+    elif "OPENBLAS_CORETYPE" in os.environ or "OPENBLAS_L2_SIZE" in os.environ:
+        where = f"OpenBLAS core {chosen} (as the environment set it)"
+    else:
+        where = f"OpenBLAS core {chosen} (its own choice)"
+    g = torch.Generator().manual_seed(3)
+    a, b = torch.rand(193, 517, generator=g) - 0.5, torch.rand(517, 211, generator=g) - 0.5
+    exact = a.double() @ b.double()
+    err = ((a @ b).double() - exact).abs().max().item() / exact.abs().max().item()
+    verdict = "" if err <= 1e-4 else ": WRONG RESULTS, the PyTorch column is no yardstick on this machine"
+    return f"{where}; torch's f32 matmul differs from f64 by {err:.1e} of the largest entry{verdict}"
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model", choices=["cnn", "cnn-separable"], default="cnn")
@@ -110,6 +171,7 @@ def main():
         sys.exit("compare_torch.py: build/latest/mdl-train is missing; run `make tools` first")
     print(f"torch {torch.__version__}, {CORES} cores, threads {torch.get_num_threads()}, "
           f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}")
+    print(f"CPU: {cpu_flags_and_model()[1]}; {openblas_line()}")
     with tempfile.TemporaryDirectory() as work:
         mdl_rows, orders = run_mdl(args, work)
     torch_rows = run_torch(args, orders)

@@ -48,8 +48,7 @@ inline std::string openblas_at_its_core(char** argv) {
     execv("/proc/self/exe", argv);  // returns only on failure: go on with the core OpenBLAS chose
     unsetenv("OPENBLAS_CORETYPE");
     unsetenv("MDL_OPENBLAS_CORE_WAS");
-    return "OpenBLAS core: " + chosen + " (a generic core; running again with OPENBLAS_CORETYPE=" + better +
-           " failed)";
+    return "OpenBLAS core: " + chosen + " (a generic core; running again with OPENBLAS_CORETYPE=" + better + " failed)";
   }
   return "OpenBLAS core: " + chosen + " (its own choice)";
 }

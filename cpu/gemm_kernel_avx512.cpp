@@ -10,9 +10,8 @@ namespace mdl::cpu::detail {
 
 // a: kc x 12 (a[p*12 + i]), b: kc x 32 (b[p*32 + j]), b 64-byte aligned.
 // C tile (12x32) at c[i*rsc + j*csc] = alpha * a^T b + beta * C; C is not read when beta == 0.
-__attribute__((target("avx512f"))) void sgemm_kernel_12x32_avx512(int64_t kc, const float* a, const float* b,
-                                                                  float* c, int64_t rsc, int64_t csc, float alpha,
-                                                                  float beta) {
+__attribute__((target("avx512f"))) void sgemm_kernel_12x32_avx512(int64_t kc, const float* a, const float* b, float* c,
+                                                                  int64_t rsc, int64_t csc, float alpha, float beta) {
   __m512 acc[12][2];
 #pragma GCC unroll 12
   for (int i = 0; i < 12; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "cpu/gemm.h"
 #include "train/options.h"
 #include "train/progress.h"
 #include "train/trainer.h"
@@ -30,8 +31,10 @@ int main(int argc, char** argv) {
     std::FILE* out = terminal ? stderr : stdout;
     TrainReport r = run_training(o, out);
     if (r.rank != 0) return 0;  // --dist: rank 0 alone reports
-    std::fprintf(out, "\n%s: %lld parameters, %s in all\n", o.model.c_str(), (long long)r.parameters,
+    std::fprintf(out, "\n%s: %lld parameters, %s in all", o.model.c_str(), (long long)r.parameters,
                  format_seconds(r.total_seconds).c_str());
+    if (o.device == "cpu") std::fprintf(out, ", CPU GEMM micro-kernel %s", mdl::cpu::gemm_f32_kernel_name());
+    std::fprintf(out, "\n");
     if (!r.confusion.empty())
       std::fprintf(out, "confusion matrix (rows: true class, columns: predicted):\n%s", r.confusion.c_str());
   } catch (const UsageError& e) {
