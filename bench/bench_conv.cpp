@@ -192,16 +192,26 @@ int main(int argc, char** argv) {
         ->MinTime(0.5);
   }
 
-  for (bool avx512 : {false, true})
-    bench::register_switch("avx512_gemm", avx512, "simplecnn_train_step_b128",
-                           [](benchmark::State& s, bool on) {
-                             cpu::set_avx512_gemm(on);
+  for (bool on : {false, true}) {
+    bench::register_switch("avx512_gemm", on, "simplecnn_train_step_b128",
+                           [](benchmark::State& s, bool avx512) {
+                             cpu::set_avx512_gemm(avx512);
                              cnn_step(s, false);
                              cpu::set_avx512_gemm(true);
                            })
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->MinTime(0.5);
+    bench::register_switch("bf16_gemm", on, "simplecnn_train_step_b128",
+                           [](benchmark::State& s, bool bf16) {
+                             cpu::set_bf16_gemm(bf16);
+                             cnn_step(s, false);
+                             cpu::set_bf16_gemm(false);
+                           })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(0.5);
+  }
 
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

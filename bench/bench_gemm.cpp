@@ -91,15 +91,24 @@ int main(int argc, char** argv) {
     reg("packed_1thread",
         [](int64_t m, const float* A, const float* B, float* C) { mdl::cpu::gemm_f32_packed(m, m, m, A, B, C); });
     reg("threaded", threaded);
-    for (bool avx512 : {false, true})
-      bench::register_switch("avx512_gemm", avx512, std::to_string(n),
-                             [n](benchmark::State& s, bool on) {
-                               mdl::cpu::set_avx512_gemm(on);
+    for (bool on : {false, true}) {
+      bench::register_switch("avx512_gemm", on, std::to_string(n),
+                             [n](benchmark::State& s, bool avx512) {
+                               mdl::cpu::set_avx512_gemm(avx512);
                                run_gemm(s, n, threaded);
                                mdl::cpu::set_avx512_gemm(true);
                              })
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
+      bench::register_switch("bf16_gemm", on, std::to_string(n),
+                             [n](benchmark::State& s, bool bf16) {
+                               mdl::cpu::set_bf16_gemm(bf16);
+                               run_gemm(s, n, threaded);
+                               mdl::cpu::set_bf16_gemm(false);
+                             })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+    }
 #ifdef MDL_HAVE_OPENBLAS
     reg("openblas", [](int64_t m, const float* A, const float* B, float* C) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, int(m), int(m), int(m), 1.0f, A, int(m), B, int(m), 0.0f,
@@ -115,29 +124,35 @@ int main(int argc, char** argv) {
   benchmark::Shutdown();
 
   mdl::cpu::set_avx512_gemm(false);
-  const std::string off_kernel = mdl::cpu::gemm_f32_kernel_name();
+  const std::string narrow_kernel = mdl::cpu::gemm_f32_kernel_name();
   mdl::cpu::set_avx512_gemm(true);
-  std::printf("\nmicro-kernel: %s (avx512_gemm off: %s), threads: %d\n", mdl::cpu::gemm_f32_kernel_name(),
-              off_kernel.c_str(), threads);
+  mdl::cpu::set_bf16_gemm(true);
+  const std::string bf16_kernel = mdl::cpu::gemm_f32_kernel_name();
+  mdl::cpu::set_bf16_gemm(false);
+  std::printf("\nmicro-kernel: %s; avx512_gemm off: %s; bf16_gemm on: %s; threads: %d\n",
+              mdl::cpu::gemm_f32_kernel_name(), narrow_kernel.c_str(), bf16_kernel.c_str(), threads);
 #ifdef MDL_HAVE_OPENBLAS
   const double diff = bench::openblas_product_difference();
   std::printf("%s; its product differs from mdl's by %.1e of the largest entry%s\n", openblas_core.c_str(), diff,
               diff <= 1e-4 ? "" : ": WRONG RESULTS, the OpenBLAS column is no yardstick on this machine");
 #endif
-  std::printf("%8s %16s %16s %8s %18s %8s\n", "size", "avx2 GFLOP/s", "avx512 GFLOP/s", "ratio", "OpenBLAS GFLOP/s",
-              "mdl/OB");
+  std::printf("%6s %13s %13s %7s %13s %7s %13s %7s\n", "size", "avx512 off", "avx512 on", "ratio", "bf16 on", "ratio",
+              "OpenBLAS", "f32/OB");
   auto find = [&](const std::string& name) {
     auto it = reporter.gflops.find(name);
     return it == reporter.gflops.end() ? -1.0 : it->second;
   };
   for (int64_t n : sizes) {
     const std::string s = std::to_string(n);
-    const double off = find(bench::switch_benchmark("avx512_gemm", false, s));
-    const double on = find(bench::switch_benchmark("avx512_gemm", true, s)), ref = find("openblas/" + s);
-    if (off < 0 || on < 0) continue;
-    std::printf("%8s %16.1f %16.1f %7.2fx", s.c_str(), off, on, on / off);
-    if (ref < 0) std::printf(" %18s %8s\n", "-", "-");
-    else std::printf(" %18.1f %7.0f%%\n", ref, 100.0 * on / ref);
+    const double narrow = find(bench::switch_benchmark("avx512_gemm", false, s));
+    const double wide = find(bench::switch_benchmark("avx512_gemm", true, s));
+    const double f32 = find(bench::switch_benchmark("bf16_gemm", false, s));
+    const double bf16 = find(bench::switch_benchmark("bf16_gemm", true, s)), ref = find("openblas/" + s);
+    if (narrow < 0 || wide < 0 || f32 < 0 || bf16 < 0) continue;
+    std::printf("%6s %13.1f %13.1f %6.2fx %13.1f %6.2fx", s.c_str(), narrow, wide, wide / narrow, bf16, bf16 / f32);
+    if (ref < 0) std::printf(" %13s %7s\n", "-", "-");
+    else std::printf(" %13.1f %6.0f%%\n", ref, 100.0 * wide / ref);
   }
+  std::printf("(GFLOP/s; each ratio is a switch pair run in this process: on / off)\n");
   return 0;
 }

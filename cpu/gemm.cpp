@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "cpu/cpu_features.h"
+#include "cpu/gemm_amx.h"
 #include "tensor/error.h"
 
 #ifdef _OPENMP
@@ -62,6 +63,7 @@ void kernel_scalar(int64_t kc, const T* a, const T* b, T* c, int64_t rsc, int64_
 }
 
 std::atomic<bool> g_avx512_gemm{true};
+std::atomic<bool> g_bf16_gemm{false};
 std::atomic<int> g_forced_kernel{-1};  // a GemmKernel, or -1: the best one allowed
 
 // Per-thread, 64-byte aligned scratch that only grows; slot 0 holds packed A, slot 1 packed B.
@@ -187,16 +189,50 @@ void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t rsc, int64_t csc) {
     }
 }
 
+// One thread's GEMM over a (sub)problem, and the tile (MR x NR) it cuts C into: what gemm_any
+// threads. M, N, K > 0.
+template <class T>
+using SerialGemm = void (*)(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa, const T* B,
+                            int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc);
+template <class T>
+struct Path {
+  int64_t MR, NR;
+  SerialGemm<T> serial;
+};
+
+template <class Bk, Kernel<typename Bk::T> kernel, class T = typename Bk::T>
+void serial_packed(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa, const T* B,
+                   int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc) {
+  gemm_serial<Bk>(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, kernel);
+}
+
+template <class Bk, Kernel<typename Bk::T> kernel>
+constexpr Path<typename Bk::T> packed_path() {
+  return {Bk::MR, Bk::NR, serial_packed<Bk, kernel>};
+}
+
+// The path of the f32 micro-kernel `k`.
+Path<float> f32_path(GemmKernel k) {
+  switch (k) {
+#if defined(__x86_64__) || defined(__i386__)
+    case GemmKernel::avx512: return packed_path<Blocking12x32, detail::sgemm_kernel_12x32_avx512>();
+    case GemmKernel::avx2: return packed_path<Blocking6x16, detail::sgemm_kernel_6x16_avx2>();
+#endif
+    case GemmKernel::amx_bf16: return {32, 32, gemm_serial_amx_bf16};
+    default: return packed_path<Blocking6x16, kernel_scalar<float, 6, 16>>();
+  }
+}
+
 // Cuts C into one slab of whole micro-tiles per thread, along N when N is the wider side, else M;
 // each thread runs the serial loops on its slab with its own packing buffers. One barrier per call:
 // a shared packed B would need two per KC step, and measured slower here whenever another process
 // takes a core. Redundant packing (A twice, or B twice) costs a few percent. A tile is computed
 // the same way on any thread, so results never depend on the thread count. M, N, K > 0.
-template <class Bk, class T = typename Bk::T>
+template <class T>
 void gemm_parallel(int nt, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa, const T* B,
-                   int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, Kernel<T> kernel) {
+                   int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, const Path<T>& path) {
   const bool split_n = N >= M;
-  const int64_t unit = split_n ? Bk::NR : Bk::MR, extent = split_n ? N : M;
+  const int64_t unit = split_n ? path.NR : path.MR, extent = split_n ? N : M;
   const int64_t tiles = (extent + unit - 1) / unit;
   std::exception_ptr error;
 #pragma omp parallel num_threads(nt)
@@ -211,11 +247,9 @@ void gemm_parallel(int nt, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
     const int64_t hi = std::min(extent, tiles * (t + 1) / team * unit);
     try {
       if (hi > lo && split_n)
-        gemm_serial<Bk>(M, hi - lo, K, alpha, A, rsa, csa, B + lo * csb, rsb, csb, beta, C + lo * csc, rsc, csc,
-                        kernel);
+        path.serial(M, hi - lo, K, alpha, A, rsa, csa, B + lo * csb, rsb, csb, beta, C + lo * csc, rsc, csc);
       else if (hi > lo)
-        gemm_serial<Bk>(hi - lo, N, K, alpha, A + lo * rsa, rsa, csa, B, rsb, csb, beta, C + lo * rsc, rsc, csc,
-                        kernel);
+        path.serial(hi - lo, N, K, alpha, A + lo * rsa, rsa, csa, B, rsb, csb, beta, C + lo * rsc, rsc, csc);
     } catch (...) {  // a failed scratch allocation must not escape the parallel region
 #pragma omp critical(mdl_gemm_error)
       if (!error) error = std::current_exception();
@@ -224,27 +258,15 @@ void gemm_parallel(int nt, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
   if (error) std::rethrow_exception(error);
 }
 
-template <class Bk, class T = typename Bk::T>
+template <class T>
 void gemm_any(const char* name, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa,
-              const T* B, int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, Kernel<T> kernel) {
+              const T* B, int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, const Path<T>& path) {
   MDL_CHECK(M >= 0 && N >= 0 && K >= 0, name, ": negative size M=", M, " N=", N, " K=", K);
   if (M == 0 || N == 0) return;
   if (K == 0 || alpha == T(0)) return scale_c(M, N, beta, C, rsc, csc);
   const int nt = threads_for(M, N, K);
-  if (nt <= 1) return gemm_serial<Bk>(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, kernel);
-  gemm_parallel<Bk>(nt, M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, kernel);
-}
-
-// Calls fn.operator()<Blocking>(kernel) with the f32 micro-kernel gemm_f32_kernel() names.
-template <class Fn>
-void with_f32_kernel(Fn&& fn) {
-  switch (gemm_f32_kernel()) {
-#if defined(__x86_64__) || defined(__i386__)
-    case GemmKernel::avx512: return fn.template operator()<Blocking12x32>(detail::sgemm_kernel_12x32_avx512);
-    case GemmKernel::avx2: return fn.template operator()<Blocking6x16>(detail::sgemm_kernel_6x16_avx2);
-#endif
-    default: return fn.template operator()<Blocking6x16>(kernel_scalar<float, 6, 16>);
-  }
+  if (nt <= 1) return path.serial(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
+  gemm_parallel(nt, M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, path);
 }
 
 }  // namespace
@@ -254,6 +276,7 @@ bool gemm_kernel_available(GemmKernel k) {
     case GemmKernel::scalar: return true;
     case GemmKernel::avx2: return has_avx2_fma();
     case GemmKernel::avx512: return has_avx512f();
+    case GemmKernel::amx_bf16: return amx_bf16_usable();
   }
   return false;
 }
@@ -263,6 +286,7 @@ const char* gemm_kernel_name(GemmKernel k) {
     case GemmKernel::scalar: return "scalar 6x16";
     case GemmKernel::avx2: return "avx2-fma 6x16";
     case GemmKernel::avx512: return "avx512f 12x32";
+    case GemmKernel::amx_bf16: return "amx-bf16 32x32";
   }
   return "unknown";
 }
@@ -270,6 +294,7 @@ const char* gemm_kernel_name(GemmKernel k) {
 GemmKernel gemm_f32_kernel() {
   const int forced = g_forced_kernel.load(std::memory_order_relaxed);
   if (forced >= 0) return GemmKernel(forced);
+  if (g_bf16_gemm.load(std::memory_order_relaxed) && amx_bf16_usable()) return GemmKernel::amx_bf16;
   if (g_avx512_gemm.load(std::memory_order_relaxed) && has_avx512f()) return GemmKernel::avx512;
   return has_avx2_fma() ? GemmKernel::avx2 : GemmKernel::scalar;
 }
@@ -278,6 +303,8 @@ const char* gemm_f32_kernel_name() { return gemm_kernel_name(gemm_f32_kernel());
 
 void set_avx512_gemm(bool on) { g_avx512_gemm.store(on, std::memory_order_relaxed); }
 bool avx512_gemm() { return g_avx512_gemm.load(std::memory_order_relaxed); }
+void set_bf16_gemm(bool on) { g_bf16_gemm.store(on, std::memory_order_relaxed); }
+bool bf16_gemm() { return g_bf16_gemm.load(std::memory_order_relaxed); }
 
 ScopedGemmKernel::ScopedGemmKernel(GemmKernel k) : previous_(g_forced_kernel.load()) {
   MDL_CHECK(gemm_kernel_available(k), "ScopedGemmKernel: this CPU cannot run the ", gemm_kernel_name(k),
@@ -288,15 +315,13 @@ ScopedGemmKernel::~ScopedGemmKernel() { g_forced_kernel.store(previous_); }
 
 void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa, const float* B,
               int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
-  with_f32_kernel([&]<class Bk>(Kernel<float> kernel) {
-    gemm_any<Bk>("gemm_f32", M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, kernel);
-  });
+  gemm_any<float>("gemm_f32", M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, f32_path(gemm_f32_kernel()));
 }
 
 void gemm_f64(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa, const double* B,
               int64_t rsb, int64_t csb, double beta, double* C, int64_t rsc, int64_t csc) {
-  gemm_any<BlockingF64>("gemm_f64", M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc,
-                        kernel_scalar<double, BlockingF64::MR, BlockingF64::NR>);
+  gemm_any<double>("gemm_f64", M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc,
+                   packed_path<BlockingF64, kernel_scalar<double, BlockingF64::MR, BlockingF64::NR>>());
 }
 
 void gemm_f32_naive(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
@@ -331,8 +356,7 @@ void gemm_f32_blocked(int64_t M, int64_t N, int64_t K, const float* A, const flo
 void gemm_f32_packed(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C) {
   if (M == 0 || N == 0) return;
   if (K == 0) return std::fill(C, C + M * N, 0.0f);
-  with_f32_kernel(
-      [&]<class Bk>(Kernel<float> kernel) { gemm_serial<Bk>(M, N, K, 1.0f, A, K, 1, B, N, 1, 0.0f, C, N, 1, kernel); });
+  f32_path(gemm_f32_kernel()).serial(M, N, K, 1.0f, A, K, 1, B, N, 1, 0.0f, C, N, 1);
 }
 
 }  // namespace mdl::cpu

@@ -24,16 +24,23 @@ void gemm_f32_blocked(int64_t M, int64_t N, int64_t K, const float* A, const flo
 void gemm_f32_packed(int64_t M, int64_t N, int64_t K, const float* A, const float* B, float* C);   // packed, 1 thread
 
 // The f32 micro-kernels. gemm_f32 runs the widest one the CPU has: AVX-512 (unless the
-// avx512_gemm switch is off), else AVX2 + FMA, else portable C++.
-enum class GemmKernel { scalar, avx2, avx512 };
+// avx512_gemm switch is off), else AVX2 + FMA, else portable C++; with the bf16_gemm switch on and
+// a CPU with AMX-BF16, it rounds A and B to bf16 and multiplies them on AMX tiles instead.
+enum class GemmKernel { scalar, avx2, avx512, amx_bf16 };
 bool gemm_kernel_available(GemmKernel k);
-const char* gemm_kernel_name(GemmKernel k);  // "scalar 6x16", "avx2-fma 6x16", "avx512f 12x32"
+const char* gemm_kernel_name(GemmKernel k);  // "scalar 6x16", "avx2-fma 6x16", "avx512f 12x32", "amx-bf16 32x32"
 GemmKernel gemm_f32_kernel();                // the one gemm_f32 runs now
 const char* gemm_f32_kernel_name();
 
 // The avx512_gemm switch: off keeps gemm_f32 on the AVX2 kernel on a CPU with AVX-512 (on by default).
 void set_avx512_gemm(bool on);
 bool avx512_gemm();
+
+// The bf16_gemm switch, as torch.set_float32_matmul_precision("medium"): on, gemm_f32 rounds A and
+// B to bf16 (nearest even, 8 significant bits) and accumulates in f32 on AMX tiles where the CPU
+// has AMX-BF16; elsewhere it changes nothing. Off by default.
+void set_bf16_gemm(bool on);
+bool bf16_gemm();
 
 // While it lives, every gemm_f32 in the process runs kernel `k` (tests and benchmarks use it to
 // reach each fallback); throws mdl::Error when this CPU cannot run `k`.

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <type_traits>
 #include <limits>
 #include <random>
 #include <string>
@@ -31,6 +33,18 @@ std::vector<T> random_vec(int64_t n, uint32_t seed) {
   std::vector<T> v(size_t(std::max<int64_t>(n, 1)));
   for (auto& x : v) x = T(dist(rng));
   return v;
+}
+
+// Whether run_case rounds A and B to bf16 first (for the bf16 kernel).
+bool g_bf16_inputs = false;
+
+// x rounded to the nearest bf16 (ties to even), as a float.
+float round_to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  std::memcpy(&x, &u, 4);
+  return x;
 }
 
 // A matrix stored with strides (rs, cs) inside a buffer with room for any layout below.
@@ -72,6 +86,10 @@ void run_case(Gemm gemm, const Shape& s, T alpha, T beta, bool trans_a, bool tra
   const Layout lb = trans_b ? col_major(s.K, s.N) : row_major(s.K, s.N, 5);
   const Layout lc = strided_c ? Layout{2 * s.N + 1, 2, s.M * (2 * s.N + 1)} : row_major(s.M, s.N);
   auto A = random_vec<T>(la.size, seed), B = random_vec<T>(lb.size, seed + 1), C = random_vec<T>(lc.size, seed + 2);
+  if constexpr (std::is_same_v<T, float>)
+    if (g_bf16_inputs)  // values a bf16 kernel multiplies exactly, so the f32 tolerance holds
+      for (auto* v : {&A, &B})
+        for (float& x : *v) x = round_to_bf16(x);
   if (nan_c)
     for (auto& x : C) x = std::numeric_limits<T>::quiet_NaN();
   const std::vector<T> c_in = C;
@@ -148,6 +166,43 @@ TEST_CASE("gemm_f32 on the AVX-512 micro-kernel" *
   check_kernel(mdl::cpu::GemmKernel::avx512);
 }
 
+// AMX: inputs rounded to bf16 first are multiplied exactly, so the f32 sweep's tolerance holds.
+TEST_CASE("gemm_f32 on the AMX bf16 micro-kernel" *
+          doctest::skip(!mdl::cpu::gemm_kernel_available(mdl::cpu::GemmKernel::amx_bf16))) {
+  g_bf16_inputs = true;
+  check_kernel(mdl::cpu::GemmKernel::amx_bf16);
+  g_bf16_inputs = false;
+}
+
+TEST_CASE("the AMX bf16 kernel rounds its inputs to bf16 and keeps NaN and infinity" *
+          doctest::skip(!mdl::cpu::gemm_kernel_available(mdl::cpu::GemmKernel::amx_bf16))) {
+  mdl::cpu::ScopedGemmKernel forced(mdl::cpu::GemmKernel::amx_bf16);
+  const int64_t M = 37, N = 45, K = 70;
+  auto A = random_vec<float>(M * K, 31), B = random_vec<float>(K * N, 32);
+  std::vector<float> C(M * N), Ar(A), Br(B);
+  for (float& x : Ar) x = round_to_bf16(x);
+  for (float& x : Br) x = round_to_bf16(x);
+  mdl::cpu::gemm_f32(M, N, K, 1.0f, A.data(), K, 1, B.data(), N, 1, 0.0f, C.data(), N, 1);
+  // Against the product of the rounded inputs: within f32 summation error.
+  check<float>({M, N, K}, 1.0f, 0.0f, Ar, row_major(M, K), Br, row_major(K, N), C, C, row_major(M, N), 1e-6);
+  // Against the unrounded inputs the difference is bf16's, far above f32's: the rounding happened.
+  double worst = 0;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double ref = 0;
+      for (int64_t p = 0; p < K; ++p) ref += double(A[i * K + p]) * double(B[p * N + j]);
+      worst = std::max(worst, std::abs(ref - double(C[i * N + j])));
+    }
+  CHECK(worst > 1e-4);
+  CHECK(worst < 0.1);
+  A[5 * K + 3] = std::numeric_limits<float>::quiet_NaN();
+  B[7 * N + 2] = std::numeric_limits<float>::infinity();
+  mdl::cpu::gemm_f32(M, N, K, 1.0f, A.data(), K, 1, B.data(), N, 1, 0.0f, C.data(), N, 1);
+  CHECK(std::isnan(C[5 * N + 9]));  // row 5 met the NaN
+  CHECK(std::isinf(C[0 * N + 2]));  // column 2 met the infinity (row 0 has no NaN)
+  CHECK(std::isfinite(C[1 * N + 3]));
+}
+
 TEST_CASE("gemm_f32 picks the widest kernel the CPU has; the avx512_gemm switch and forcing change it") {
   using mdl::cpu::GemmKernel;
   const GemmKernel best = mdl::cpu::gemm_kernel_available(GemmKernel::avx512) ? GemmKernel::avx512
@@ -162,6 +217,11 @@ TEST_CASE("gemm_f32 picks the widest kernel the CPU has; the avx512_gemm switch 
     mdl::cpu::ScopedGemmKernel forced(GemmKernel::scalar);
     CHECK(std::string(mdl::cpu::gemm_f32_kernel_name()) == "scalar 6x16");
   }
+  CHECK(mdl::cpu::gemm_f32_kernel() == best);
+  mdl::cpu::set_bf16_gemm(true);
+  CHECK(mdl::cpu::gemm_f32_kernel() ==
+        (mdl::cpu::gemm_kernel_available(GemmKernel::amx_bf16) ? GemmKernel::amx_bf16 : best));
+  mdl::cpu::set_bf16_gemm(false);
   CHECK(mdl::cpu::gemm_f32_kernel() == best);
   if (!mdl::cpu::gemm_kernel_available(GemmKernel::avx512))
     CHECK_THROWS_WITH_AS(mdl::cpu::ScopedGemmKernel(GemmKernel::avx512),
