@@ -7,6 +7,7 @@
 #include "cpu/gemm_amx.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -56,8 +57,7 @@ MDL_AMX_PACK_TARGET inline void to_bf16_32(const float* src, uint16_t* dst) {
 }
 
 // Two rows of 16 floats -> 16 bf16 pairs (r0[j], r1[j]), the layout TDPBF16PS reads B in.
-MDL_AMX_PACK_TARGET inline void interleave_bf16_16(const float* r0, const float* r1,
-                                                                                   uint16_t* dst) {
+MDL_AMX_PACK_TARGET inline void interleave_bf16_16(const float* r0, const float* r1, uint16_t* dst) {
   const __m256i a = (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(r0));
   const __m256i b = (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(r1));
   const __m256i lo = _mm256_unpacklo_epi16(a, b), hi = _mm256_unpackhi_epi16(a, b);  // per 128-bit lane
@@ -120,10 +120,10 @@ __attribute__((target("amx-tile,amx-bf16"))) void kernel_32x32(int64_t nblk, con
   _tile_zero(2);
   _tile_zero(3);
   for (int64_t k = 0; k < nblk; ++k, a += MR * KB, b += KB * NR) {
-    _tile_loadd(4, a, 64);                 // rows 0-15, k 0-31
-    _tile_loadd(5, a + 16 * KB, 64);       // rows 16-31
-    _tile_loadd(6, b, 4 * NR);             // columns 0-15: 16 pairs per row of 128 bytes
-    _tile_loadd(7, b + 2 * 16, 4 * NR);    // columns 16-31
+    _tile_loadd(4, a, 64);               // rows 0-15, k 0-31
+    _tile_loadd(5, a + 16 * KB, 64);     // rows 16-31
+    _tile_loadd(6, b, 4 * NR);           // columns 0-15: 16 pairs per row of 128 bytes
+    _tile_loadd(7, b + 2 * 16, 4 * NR);  // columns 16-31
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
     _tile_dpbf16ps(2, 5, 6);
@@ -155,9 +155,12 @@ T* scratch(int slot, int64_t n) {
 
 bool amx_bf16_usable() {
   static const bool yes = [] {
+    // CPUID leaf 7: subleaf 0 EDX bit 22 AMX-BF16, bit 24 AMX-TILE; subleaf 1 EAX bit 5 AVX512-BF16.
+    unsigned a0, b0, c0, d0, a1, b1, c1, d1;
+    if (!__get_cpuid_count(7, 0, &a0, &b0, &c0, &d0) || !__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) return false;
+    const bool amx = (d0 >> 22 & 1) && (d0 >> 24 & 1), bf16 = a1 >> 5 & 1;
     __builtin_cpu_init();
-    return __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
-           __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw") && request_amx_state();
+    return amx && bf16 && __builtin_cpu_supports("avx512bw") && request_amx_state();
   }();
   return yes;
 }
