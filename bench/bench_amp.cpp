@@ -13,6 +13,7 @@
 #include "ops/autocast.h"
 #include "amp/grad_scaler.h"
 #include "cpu/float_block.h"  // cpu::set_bulk_half_conversion
+#include "cpu/gemm.h"         // cpu::set_amx_bf16
 #include "bench/switch_bench.h"
 #include "mdl.h"
 #include "nn/functional.h"
@@ -52,20 +53,21 @@ void bm_conv(benchmark::State& state, DType t) {
   set_gflops(state, 2.0 * 128 * 64 * 14 * 14 * 32 * 9);
 }
 
-// One SimpleCNN training step (batch 128, Adam): f32, or autocast f16 with the GradScaler; the
-// f16 step with 16-bit values converted one by one (bulk false) or in F16C blocks.
-void bm_train_step(benchmark::State& state, bool mixed, bool bulk = true) {
+// One SimpleCNN training step (batch 128, Adam): f32, or autocast f16 with the GradScaler, or
+// autocast bf16 (no scaler: bf16 has f32's range); the f16 step with 16-bit values converted one
+// by one (bulk false) or in F16C blocks.
+void bm_train_step(benchmark::State& state, bool mixed, bool bulk = true, DType dtype = kF16) {
   cpu::set_bulk_half_conversion(bulk);
   manual_seed(3);
   auto model = nn::models::SimpleCNN(1, 10);
   optim::Adam opt(model->parameters(), {.lr = 1e-3});
-  amp::GradScaler scaler({.enabled = mixed});
+  amp::GradScaler scaler({.enabled = mixed && dtype == kF16});
   Tensor x = randn({128, 1, 28, 28}), y = randint(0, 10, {128});
   for (auto _ : state) {
     opt.zero_grad();
     Tensor loss;
     {
-      amp::AutocastGuard autocast(kF16, mixed);
+      amp::AutocastGuard autocast(dtype, mixed);
       loss = F::cross_entropy(model->forward(x), y);
     }
     scaler.scale(loss).backward();
@@ -160,6 +162,32 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->MinTime(1.0);
+  for (bool mixed : {false, true})
+    bench::register_switch("autocast", mixed, "simplecnn_train_step_b128_bf16",
+                           [](benchmark::State& s, bool mixed) { bm_train_step(s, mixed, true, kBF16); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(1.0);
+  for (bool amx : {false, true}) {
+    bench::register_switch("amx_bf16", amx, "simplecnn_train_step_b128_autocast_bf16",
+                           [](benchmark::State& s, bool amx) {
+                             cpu::set_amx_bf16(amx);
+                             bm_train_step(s, true, true, kBF16);
+                             cpu::set_amx_bf16(true);
+                           })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(1.0);
+    bench::register_switch("amx_bf16", amx, "matmul_1024_bf16",
+                           [](benchmark::State& s, bool amx) {
+                             cpu::set_amx_bf16(amx);
+                             bm_matmul(s, 1024, kBF16);
+                             cpu::set_amx_bf16(true);
+                           })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(0.3);
+  }
   for (bool bulk : {false, true})
     bench::register_switch("bulk_half_conversion", bulk, "simplecnn_train_step_b128_autocast_f16",
                            [](benchmark::State& s, bool bulk) { bm_train_step(s, true, bulk); })
@@ -199,6 +227,14 @@ int main(int argc, char** argv) {
   };
   const auto step = pair_speedup("autocast", "simplecnn_train_step_b128");
   std::printf("  %-28s autocast f16 + GradScaler %.2fx / %.2fx\n", "simplecnn train step", step.first, step.second);
+  const auto step_bf16 = pair_speedup("autocast", "simplecnn_train_step_b128_bf16");
+  std::printf("  %-28s autocast bf16 %.2fx / %.2fx (bf16 GEMMs on %s)\n", "simplecnn train step", step_bf16.first,
+              step_bf16.second, cpu::gemm_kernel_name(cpu::gemm_bf16_values_kernel()));
+  const auto amx_step = pair_speedup("amx_bf16", "simplecnn_train_step_b128_autocast_bf16");
+  const auto amx_mm = pair_speedup("amx_bf16", "matmul_1024_bf16");
+  std::printf("  amx_bf16 switch (bf16 GEMMs on AMX vs widened to f32): matmul 1024 %.2fx / %.2fx, "
+              "autocast bf16 step %.2fx / %.2fx\n",
+              amx_mm.first, amx_mm.second, amx_step.first, amx_step.second);
   std::printf("\nf16 on the CPU: 16-bit values converted one by one -> in F16C blocks, by real time / CPU time:\n");
   for (const char* case_name :
        {"simplecnn_train_step_b128_autocast_f16", "f16_relu_b128_c32_28x28", "f16_le_zero_b128_c32_28x28",

@@ -18,12 +18,14 @@ namespace {
 
 std::atomic<bool> g_depthwise_direct{true};
 
-void gemm(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa, const float* B,
-          int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
-  gemm_f32(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
+// bf16_values: the operands hold bf16 values (Conv2dParams::bf16_values), which AMX multiplies exactly.
+void gemm(bool bf16_values, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa,
+          const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
+  if (bf16_values) gemm_f32_bf16_values(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
+  else gemm_f32(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
 }
-void gemm(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa, const double* B,
-          int64_t rsb, int64_t csb, double beta, double* C, int64_t rsc, int64_t csc) {
+void gemm(bool, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa,
+          const double* B, int64_t rsb, int64_t csb, double beta, double* C, int64_t rsc, int64_t csc) {
   gemm_f64(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
 }
 
@@ -198,14 +200,14 @@ void forward_impl(const Tensor& out, const Tensor& x, const Tensor& w_, const Te
       const T* wg = wp + grp * g.Cog * g.Kg;
       if (ch.B == 1) {  // one sample (or tile): the product lands in out directly
         T* o = op + (ch.n0 * g.Cout + grp * g.Cog) * g.P + ch.p0;
-        gemm(g.Cog, BP, g.Kg, T(1), wg, g.Kg, 1, col, BP, 1, T(0), o, g.P, 1);
+        gemm(g.p.bf16_values, g.Cog, BP, g.Kg, T(1), wg, g.Kg, 1, col, BP, 1, T(0), o, g.P, 1);
         if (bp)
           for (int64_t co = 0; co < g.Cog; ++co)
             for (int64_t q = 0; q < BP; ++q) o[co * g.P + q] += bp[grp * g.Cog + co];
         continue;
       }
       T* t = tmp.data() + tid * g.Cog * cols;  // (Cog, B*P), scattered to (B, Cog, P) with the bias
-      gemm(g.Cog, BP, g.Kg, T(1), wg, g.Kg, 1, col, BP, 1, T(0), t, BP, 1);
+      gemm(g.p.bf16_values, g.Cog, BP, g.Kg, T(1), wg, g.Kg, 1, col, BP, 1, T(0), t, BP, 1);
       for (int64_t bb = 0; bb < ch.B; ++bb)
         for (int64_t co = 0; co < g.Cog; ++co) {
           T* o = op + ((ch.n0 + bb) * g.Cout + grp * g.Cog + co) * g.P;
@@ -265,10 +267,10 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
       const T* dg = d + grp * g.Cog * ld;
       if (dw) {
         im2col(g, xp, ch, grp, col);
-        gemm(g.Kg, g.Cog, BP, T(1), col, BP, 1, dg, 1, ld, T(1), dw + grp * g.Cog * g.Kg, 1, g.Kg);
+        gemm(g.p.bf16_values, g.Kg, g.Cog, BP, T(1), col, BP, 1, dg, 1, ld, T(1), dw + grp * g.Cog * g.Kg, 1, g.Kg);
       }
       if (gxp) {
-        gemm(g.Kg, BP, g.Cog, T(1), wp + grp * g.Cog * g.Kg, 1, g.Kg, dg, ld, 1, T(0), col, BP, 1);
+        gemm(g.p.bf16_values, g.Kg, BP, g.Cog, T(1), wp + grp * g.Cog * g.Kg, 1, g.Kg, dg, ld, 1, T(0), col, BP, 1);
         col2im(g, col, ch, grp, gxp);
       }
     }

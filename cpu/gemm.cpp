@@ -64,6 +64,7 @@ void kernel_scalar(int64_t kc, const T* a, const T* b, T* c, int64_t rsc, int64_
 
 std::atomic<bool> g_avx512_gemm{true};
 std::atomic<bool> g_bf16_gemm{false};
+std::atomic<bool> g_amx_bf16{true};
 std::atomic<int> g_forced_kernel{-1};  // a GemmKernel, or -1: the best one allowed
 
 // Per-thread, 64-byte aligned scratch that only grows; slot 0 holds packed A, slot 1 packed B.
@@ -303,6 +304,13 @@ const char* gemm_f32_kernel_name() { return gemm_kernel_name(gemm_f32_kernel());
 
 void set_avx512_gemm(bool on) { g_avx512_gemm.store(on, std::memory_order_relaxed); }
 bool avx512_gemm() { return g_avx512_gemm.load(std::memory_order_relaxed); }
+GemmKernel gemm_bf16_values_kernel() {
+  const int forced = g_forced_kernel.load(std::memory_order_relaxed);
+  if (forced < 0 && g_amx_bf16.load(std::memory_order_relaxed) && amx_bf16_usable()) return GemmKernel::amx_bf16;
+  return gemm_f32_kernel();
+}
+void set_amx_bf16(bool on) { g_amx_bf16.store(on, std::memory_order_relaxed); }
+bool amx_bf16() { return g_amx_bf16.load(std::memory_order_relaxed); }
 void set_bf16_gemm(bool on) { g_bf16_gemm.store(on, std::memory_order_relaxed); }
 bool bf16_gemm() { return g_bf16_gemm.load(std::memory_order_relaxed); }
 
@@ -316,6 +324,12 @@ ScopedGemmKernel::~ScopedGemmKernel() { g_forced_kernel.store(previous_); }
 void gemm_f32(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa, const float* B,
               int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
   gemm_any<float>("gemm_f32", M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, f32_path(gemm_f32_kernel()));
+}
+
+void gemm_f32_bf16_values(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa,
+                          const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
+  gemm_any<float>("gemm_f32", M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc,
+                  f32_path(gemm_bf16_values_kernel()));
 }
 
 void gemm_f64(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa, const double* B,

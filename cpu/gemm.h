@@ -42,8 +42,17 @@ bool avx512_gemm();
 void set_bf16_gemm(bool on);
 bool bf16_gemm();
 
-// While it lives, every gemm_f32 in the process runs kernel `k` (tests and benchmarks use it to
-// reach each fallback); throws mdl::Error when this CPU cannot run `k`.
+// gemm_f32 for operands that hold bf16 values (widened from bf16 tensors, so rounding them to bf16
+// changes nothing): with the amx_bf16 switch on (the default) and a CPU with AMX-BF16 they multiply
+// on AMX tiles, else as gemm_f32. Autocast bf16's matmuls and convs on the CPU come here.
+void gemm_f32_bf16_values(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa,
+                          const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc);
+GemmKernel gemm_bf16_values_kernel();  // the kernel it runs now
+void set_amx_bf16(bool on);
+bool amx_bf16();
+
+// While it lives, every gemm_f32 and gemm_f32_bf16_values in the process runs kernel `k` (tests and
+// benchmarks use it to reach each fallback); throws mdl::Error when this CPU cannot run `k`.
 class ScopedGemmKernel {
  public:
   explicit ScopedGemmKernel(GemmKernel k);

@@ -81,7 +81,9 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
         float* fc = fb + K * N;
         const auto [rsa, csa] = widen(pa + i * sab, M, K, sam, sak, fa);
         const auto [rsb, csb] = widen(pb + i * sbb, K, N, sbk, sbn, fb);
-        gemm_f32(M, N, K, 1.0f, fa, rsa, csa, fb, rsb, csb, 0.0f, fc, N, 1);
+        if constexpr (std::is_same_v<T, BFloat16>)
+          gemm_f32_bf16_values(M, N, K, 1.0f, fa, rsa, csa, fb, rsb, csb, 0.0f, fc, N, 1);
+        else gemm_f32(M, N, K, 1.0f, fa, rsa, csa, fb, rsb, csb, 0.0f, fc, N, 1);
         narrow(fc, o + i * M * N, M * N);
       });
     } else {

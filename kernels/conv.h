@@ -11,6 +11,9 @@ namespace mdl::kernels {
 // Output size of a window sweep: floor((in + 2 pad - dil (k - 1) - 1) / stride) + 1.
 struct Conv2dParams {
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1, groups = 1;
+  // The f32 operands (x, w and the output gradient) hold bf16 values (autocast bf16 on the CPU):
+  // a kernel may multiply them in bf16 exactly.
+  bool bf16_values = false;
 };
 // out (N, Cout, Ho, Wo) = conv(x (N, Cin, H, W), w (Cout, Cin/groups, kH, kW)) + b (Cout, or undefined).
 using Conv2dForwardFn = void(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b,

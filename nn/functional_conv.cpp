@@ -46,9 +46,11 @@ Tensor conv2d(const Tensor& input_in, const Tensor& w_in, const Tensor& b_in, Pa
               " dilated) is larger than the ", "padded input ", hw(Hp, Wp), " (input ", x.shape(), ", padding ",
               pair(padding), ")");
     const int64_t Ho = (Hp - ekh) / stride[0] + 1, Wo = (Wp - ekw) / stride[1] + 1;
-    const kernels::Conv2dParams p{stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], groups};
-
     const DType ct = conv_dtype(x.dtype(), x.device());
+    const bool bf16_values = x.dtype() == kBF16 && w.dtype() == kBF16 && ct == kF32;
+    const kernels::Conv2dParams p{stride[0],   stride[1],   padding[0], padding[1],
+                                  dilation[0], dilation[1], groups,     bf16_values};
+
     Tensor out = make_tensor({N, Cout, Ho, Wo}, ct, x.device());
     kernels::conv2d_forward(x.device(), out, as(x, ct), as(w, ct), as(b, ct), p);
     Tensor y = as(out, x.dtype());
@@ -58,7 +60,9 @@ Tensor conv2d(const Tensor& input_in, const Tensor& w_in, const Tensor& b_in, Pa
       if (n.needs(0)) r[0] = make_tensor(x.shape(), ct, x.device());
       if (n.needs(1)) r[1] = make_tensor(w.shape(), ct, x.device());
       if (n.needs(2)) r[2] = make_tensor({Cout}, ct, x.device());
-      kernels::conv2d_backward(x.device(), r[0], r[1], r[2], as(g[0], ct), x, w, p);
+      kernels::Conv2dParams pb = p;
+      pb.bf16_values = p.bf16_values && g[0].dtype() == kBF16;  // the gradient too must hold bf16 values
+      kernels::conv2d_backward(x.device(), r[0], r[1], r[2], as(g[0], ct), x, w, pb);
       return r;  // cast back to each input's dtype by the node
     });
     return y;

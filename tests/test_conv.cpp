@@ -13,6 +13,7 @@
 #include "nn/functional.h"
 #include "kernels/conv.h"
 #include "cpu/conv.h"
+#include "cpu/gemm.h"
 #include "tests/gradcheck_cases.h"
 #include "tests/test_util.h"
 
@@ -272,6 +273,38 @@ TEST_CASE("conv2d: f16 and bf16 compute in f32 and round once") {
       CHECK(rel_err(values(r.w.grad()), g.gw) < (t == kF16 ? 2e-3 : 1e-2));
       CHECK(rel_err(values(view_of(r.xleaf.grad(), c.layout)), g.gx) < (t == kF16 ? 2e-3 : 1e-2));
     }
+}
+
+// Autocast bf16 on a CPU with AMX: the GEMMs multiply the bf16 operands on tiles, exactly, and sum
+// in f32 in another order than the f32 kernel; the results differ by at most one bf16 rounding.
+TEST_CASE("conv2d: bf16 on the AMX kernel matches the f32 kernel within one bf16 rounding" *
+          doctest::skip(!cpu::gemm_kernel_available(cpu::GemmKernel::amx_bf16))) {
+  const ConvCase cases[] = {{16, 32, 14, 14, 64, 3, 3, {1, 1}, {1, 1}},  // batched chunks, threads split the batch
+                            {1, 12, 40, 40, 20, 3, 3, {1, 1}, {1, 1}},   // one sample cut into pixel tiles
+                            {3, 8, 9, 11, 6, 3, 2, {2, 1}, {1, 0}, {1, 2}, 2, true, "channels_last"}};
+  for (const ConvCase& c : cases) {
+    INFO(describe(c));
+    CHECK(cpu::gemm_bf16_values_kernel() == cpu::GemmKernel::amx_bf16);
+    auto run = [&](bool amx) {
+      cpu::set_amx_bf16(amx);
+      Generator gen(21);
+      ConvRun r = run_conv(c, kBF16, gen, true);
+      r.y.backward(randn(r.y.shape(), kBF16, &gen));  // the same gradient for both: not one made from y
+      cpu::set_amx_bf16(true);
+      return std::vector<V>{values(r.y), values(r.w.grad()), values(r.xleaf.grad())};
+    };
+    const std::vector<V> tiles = run(true), widened = run(false);
+    for (size_t k = 0; k < tiles.size(); ++k) {
+      // Relative to each value, and where sums cancel to near zero, to the output's scale (f32's
+      // summation error in another order, about 1e-7 of the terms, then a bf16 rounding).
+      double scale = 0, worst = 0;
+      for (double v : widened[k]) scale = std::max(scale, std::abs(v));
+      for (size_t i = 0; i < tiles[k].size(); ++i)
+        worst = std::max(worst, std::abs(tiles[k][i] - widened[k][i]) / (std::abs(widened[k][i]) + 1e-3 * scale));
+      INFO("output ", k, " (y, grad w, grad x): worst relative difference ", worst);
+      CHECK(worst <= 0x1p-7);
+    }
+  }
 }
 
 TEST_CASE("conv2d: unbatched input, empty batch, zero output channels") {

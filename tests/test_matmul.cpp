@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/gemm.h"
 #include "mdl.h"
 #include "tests/test_util.h"
 
@@ -169,9 +170,11 @@ TEST_CASE("matmul: f64, and f16/bf16 accumulating in f32") {
         {random({40, 13, 2}, dt, 59).narrow(2, 0, 1).squeeze(2), random({13, 300}, dt, 58)},
     };
     for (const Case& c : cases) {
-      // The 16-bit product is the f32 product of the same (widened) operands, rounded once.
+      // The 16-bit product is the f32 product of the same (widened) operands on the same GEMM
+      // kernel (bf16 may run on AMX), rounded once.
       Tensor got = matmul(c.a, c.b);
       CHECK(got.dtype() == dt);
+      const cpu::ScopedGemmKernel same_kernel(dt == kBF16 ? cpu::gemm_bf16_values_kernel() : cpu::gemm_f32_kernel());
       const V want = values(matmul(c.a.to(kF32), c.b.to(kF32)).to(dt));
       CHECK(values(got) == want);
       const double eps = dt == kF16 ? 0x1p-11 : 0x1p-8;  // the final rounding dominates
