@@ -136,7 +136,13 @@ TEST_CASE("mdl-train options: bad options are named") {
   CHECK(usage_error({"--batch", "2", "--grad-accum", "4"}).find("larger than --batch") != std::string::npos);
   CHECK(usage_error({"--model", "gpt"}).find("--model gpt needs --data text:PATH") != std::string::npos);
   CHECK(usage_error({"--data", "text:/tmp/a.txt"}).find("needs --model gpt") != std::string::npos);
+  CHECK(usage_error({"--evaluate", "a.safetensors", "--resume", "b"})
+            .find("--evaluate trains nothing; it takes no "
+                  "--resume") != std::string::npos);
+  CHECK(usage_error({"--evaluate", "a", "--save", "b"}).find("it takes no --save") != std::string::npos);
+  CHECK(usage_error({"--evaluate", "a", "--profile", "4"}).find("it takes no --profile") != std::string::npos);
   CHECK(train::usage().find("--grad-accum") != std::string::npos);
+  CHECK(train::usage().find("--evaluate FILE") != std::string::npos);
 }
 
 TEST_CASE("metrics: confusion matrix, accuracy, per-class and macro F1 by hand") {
@@ -255,6 +261,22 @@ TEST_CASE("run_training: a short MLP run logs, checkpoints, resumes and profiles
   train::TrainReport resumed = train::run_training(o, nullptr);
   REQUIRE(resumed.epochs.size() == 1);
   CHECK(resumed.epochs[0].epoch == 2);
+
+  // --evaluate: the epoch-1 weights give the epoch-1 validation again, and nothing trains.
+  train::TrainOptions e;
+  e.model = "mlp", e.batch = 64, e.progress = false, e.evaluate = ckpt;
+  train::TrainReport ev = train::run_training(e, nullptr);
+  CHECK(ev.evaluated);
+  CHECK(ev.epochs.empty());
+  CHECK(ev.evaluation.samples == 10000);
+  CHECK(ev.evaluation.result.accuracy == r.epochs[0].val_accuracy);
+  CHECK(ev.evaluation.result.loss == doctest::Approx(r.epochs[0].val_loss).epsilon(1e-6));
+  CHECK(ev.evaluation.images_per_second() > 0);
+  e.model = "cnn";  // the weights of another model are refused, naming the entries
+  CHECK_THROWS_WITH_AS(train::run_training(e, nullptr), doctest::Contains("load_state_dict"), Error);
+  e.model = "mlp", e.evaluate = temp_path("missing.safetensors");
+  const std::string missing = "the weights file '" + e.evaluate + "' does not exist";
+  CHECK_THROWS_WITH_AS(train::run_training(e, nullptr), doctest::Contains(missing.c_str()), Error);
 
   // --profile: 4 steps after warm-up, a table with the phases and a trace file.
   train::TrainOptions p;

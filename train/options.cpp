@@ -140,6 +140,7 @@ const std::map<std::string, Option>& table() {
       {"--save", {true, [](O& o, auto&, auto& v) { o.save = v; }}},
       {"--resume", {true, [](O& o, auto&, auto& v) { o.resume = v; }}},
       {"--log", {true, [](O& o, auto&, auto& v) { o.log = v; }}},
+      {"--evaluate", {true, [](O& o, auto&, auto& v) { o.evaluate = v; }}},
       {"--profile", {true, [](O& o, auto& k, auto& v) { o.profile = parse_int(k, v, 1, kMaxSteps); }}},
       {"--trace", {true, [](O& o, auto&, auto& v) { o.trace = v; }}},
       {"--dump-order", {true, [](O& o, auto&, auto& v) { o.dump_order = v; }}},
@@ -185,6 +186,15 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   if (o.grad_accum > o.batch)
     throw UsageError("mdl-train: --grad-accum " + std::to_string(o.grad_accum) + " is larger than --batch " +
                      std::to_string(o.batch) + " (each micro-batch needs a sample)");
+  if (!o.evaluate.empty()) {
+    const char* clash = !o.resume.empty() ? "--resume"
+                        : !o.save.empty() ? "--save"
+                        : o.profile       ? "--profile"
+                        : o.dist          ? "--dist"
+                        : !o.log.empty()  ? "--log"
+                                          : nullptr;
+    if (clash) throw UsageError(std::string("mdl-train: --evaluate trains nothing; it takes no ") + clash);
+  }
   if (o.model == "gpt" && o.data.rfind("text:", 0) != 0)
     throw UsageError("mdl-train: --model gpt needs --data text:PATH");
   if (o.data.rfind("text:", 0) == 0 && o.model != "gpt")
@@ -217,6 +227,8 @@ std::string usage() {
                      each loader worker gets N / workers of them (at least 1; 1 when N is 0)
   --seed N           --subset N (first N training samples)   --context N (text, 64)
   --save FILE        --resume FILE (safetensors)    --log FILE (CSV, one row per epoch)
+  --evaluate FILE    load FILE's weights (as --save wrote them) into --model, run the held-out split
+                     once without gradients, print loss, accuracy and images/s; train nothing
   --profile N        profile N steps after 3 warm-up steps, print the table, write a trace, stop
   --trace FILE       where --profile writes the Chrome trace (mdl-trace.json)
   --dump-order FILE  write every epoch's sample order (i64, epochs x samples) for compare_torch.py

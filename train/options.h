@@ -39,6 +39,7 @@ struct TrainOptions {
   int64_t threads = 0;                  // compute threads; 0 = every core
   int64_t context = 64;                 // text: characters per sample
   std::string save{}, resume{}, log{};  // safetensors checkpoint out/in, CSV log
+  std::string evaluate{};               // a --save weights file: evaluate it on the held-out split, train nothing
   int64_t profile = 0;                  // profile this many steps after warm-up, print the table, stop
   std::string trace{};                  // with --profile: the Chrome trace file (default mdl-trace.json)
   std::string dump_order{};             // write each epoch's sample order (i64) here, for compare_torch.py

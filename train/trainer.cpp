@@ -17,6 +17,7 @@
 #include "train/distributed.h"
 #include "train/epoch_log.h"
 #include "train/epoch_meter.h"
+#include "train/evaluate.h"
 #include "train/order_dump.h"
 #include "train/setup.h"
 #include "train/step_profiler.h"
@@ -59,6 +60,21 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
   auto schedule = make_schedule(o, *opt, train_loader.size());
   const bool autocast = o.amp != "none";
   const DType amp_dtype = o.amp == "bf16" ? kBF16 : kF16;
+  if (!o.evaluate.empty()) {
+    MDL_CHECK(val_loader, "mdl-train --evaluate: ", d.description, " has no held-out split to evaluate on");
+    report.evaluation = evaluate_weights(o.evaluate, *model, *val_loader, d.test->size(), device, autocast, amp_dtype,
+                                         d.classes, d.class_names);
+    report.evaluated = true;
+    report.confusion = report.evaluation.result.confusion;
+    const Validation& v = report.evaluation.result;
+    if (out)
+      std::fprintf(out,
+                   "evaluated %s on %lld held-out samples: loss %.4f acc %.2f%% macro-F1 %.4f | %.2fs, %.0f images/s\n",
+                   o.evaluate.c_str(), (long long)report.evaluation.samples, v.loss, 100 * v.accuracy, v.macro_f1,
+                   report.evaluation.seconds, report.evaluation.images_per_second());
+    report.total_seconds = report.evaluation.seconds;
+    return report;
+  }
   amp::GradScaler scaler({.enabled = o.amp == "f16"});
   TrainStep train_step(o, *model, dp, *opt, scaler, schedule.get(), autocast, amp_dtype);
   if (!o.dump_order.empty() && dp.rank() == 0) dump_epoch_orders(o.dump_order, train_loader, o.epochs);

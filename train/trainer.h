@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "train/evaluate.h"
 #include "train/options.h"
 
 namespace mdl::train {
@@ -33,7 +34,9 @@ struct TrainReport {
   std::string confusion;      // the last validation's confusion matrix, printed
   std::string data_description;
   std::string profile_table;  // with --profile: the profiler's table
-  int rank = 0;               // with --dist: this process's rank (rank 0 alone reports)
+  bool evaluated = false;     // with --evaluate: the run evaluated, and trained nothing
+  Evaluation evaluation;
+  int rank = 0;  // with --dist: this process's rank (rank 0 alone reports)
 };
 
 // Prints progress and per-epoch lines to `out` (nullptr: silent). Throws mdl::Error (UsageError
