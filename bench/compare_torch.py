@@ -14,7 +14,8 @@ environment sets OPENBLAS_CORETYPE or OPENBLAS_L2_SIZE); its product is checked 
     /usr/bin/python3 bench/compare_torch.py [--model cnn] [--epochs 2] [--batch 128] [--subset 0] [--lr 1e-3]
 
 Needs `make tools` (build/latest/mdl-train) and Debian's python3-torch. Prints, per epoch, each
-framework's step time, samples/s and test accuracy, and the ratio.
+framework's step time, samples/s and test accuracy, and the ratio; then the trained models' inference
+speed over the 10,000 test images (mdl-train --evaluate against torch.no_grad()).
 """
 import argparse, csv, gzip, os, subprocess, sys, tempfile, time
 
@@ -22,14 +23,19 @@ CORES = os.cpu_count() or 1
 
 
 def cpu_flags_and_model():
-    flags, model = set(), "unknown CPU"
+    """(flags, "model name (family F model M), ISA") of the first CPU in /proc/cpuinfo."""
+    fields = {}
     with open("/proc/cpuinfo") as f:
         for line in f:
             key, _, value = line.partition(":")
-            if key.strip() == "flags" and not flags:
-                flags = set(value.split())
-            elif key.strip() == "model name" and model == "unknown CPU":
-                model = value.strip()
+            if not key.strip():
+                break
+            fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    isa = ("AVX-512" + (" + AMX" if "amx_bf16" in flags else "") if "avx512f" in flags
+           else "AVX2" if "avx2" in flags else "SSE")
+    model = (f"{fields.get('model name', 'unknown CPU')} (family {fields.get('cpu family', '?')} "
+             f"model {fields.get('model', '?')}), {isa}")
     return flags, model
 
 
@@ -89,9 +95,10 @@ def simple_cnn(separable=False):
 
 def run_mdl(args, workdir):
     log, order = os.path.join(workdir, "mdl.csv"), os.path.join(workdir, "order.bin")
+    weights = os.path.join(workdir, "mdl.safetensors")
     cmd = [MDL_TRAIN, "--model", args.model, "--epochs", str(args.epochs), "--batch", str(args.batch),
            "--optimizer", "adamw", "--lr", str(args.lr), "--weight-decay", "0", "--seed", str(args.seed),
-           "--log", log, "--dump-order", order, "--no-progress"]
+           "--log", log, "--dump-order", order, "--save", weights, "--no-progress"]
     if args.subset:
         cmd += ["--subset", str(args.subset)]
     print("mdl:", " ".join(cmd), flush=True)
@@ -102,7 +109,11 @@ def run_mdl(args, workdir):
         rows = list(csv.DictReader(f))
     n = args.subset or 60000
     orders = np.fromfile(order, dtype="<i8").reshape(args.epochs, n)
-    return rows, orders
+    # Inference: the trained weights over the 10,000 test images, batches of 256, no gradients.
+    out = subprocess.run([MDL_TRAIN, "--model", args.model, "--evaluate", weights, "--no-progress"], check=True,
+                         stdout=subprocess.PIPE, text=True).stdout
+    speed = [float(line.split(", ")[-1].split()[0]) for line in out.splitlines() if line.startswith("evaluated ")]
+    return rows, orders, speed[0] if speed else float("nan")
 
 
 def run_torch(args, orders):
@@ -135,7 +146,14 @@ def run_torch(args, orders):
             correct = sum((model(xt[i:i + 1000]).argmax(1) == yt[i:i + 1000]).sum().item() for i in range(0, len(xt), 1000))
         results.append({"seconds": seconds, "steps": steps, "samples_per_second": len(idx) / seconds,
                         "val_accuracy": correct / len(xt)})
-    return results
+    # Inference as mdl-train --evaluate runs it: the 10,000 test images in batches of 256, no gradients.
+    model.eval()
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        for i in range(0, len(xt), 256):
+            loss_fn(model(xt[i:i + 256]), yt[i:i + 256])
+        inference = len(xt) / (time.perf_counter() - t0)
+    return results, inference
 
 
 def openblas_line():
@@ -173,8 +191,8 @@ def main():
           f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}")
     print(f"CPU: {cpu_flags_and_model()[1]}; {openblas_line()}")
     with tempfile.TemporaryDirectory() as work:
-        mdl_rows, orders = run_mdl(args, work)
-    torch_rows = run_torch(args, orders)
+        mdl_rows, orders, mdl_inference = run_mdl(args, work)
+    torch_rows, torch_inference = run_torch(args, orders)
     steps = torch_rows[0]["steps"]
     name = "SeparableCNN" if args.model == "cnn-separable" else "SimpleCNN"
     print(f"\n{name}, Fashion-MNIST, batch {args.batch}, {steps} steps per epoch, AdamW lr {args.lr}")
@@ -184,6 +202,9 @@ def main():
         m_ms, t_ms = 1000 * float(m["seconds"]) / steps, 1000 * t["seconds"] / steps
         print(f"{e:>5} | {m_ms:>11.2f} {t_ms:>13.2f} {t_ms / m_ms:>9.2f} | {float(m['samples_per_second']):>13.0f} "
               f"{t['samples_per_second']:>15.0f} | {100 * float(m['val_accuracy']):>6.2f}% {100 * t['val_accuracy']:>8.2f}%")
+
+    print(f"inference, 10,000 test images in batches of 256: mdl {mdl_inference:.0f} images/s, torch "
+          f"{torch_inference:.0f} images/s, mdl/torch {mdl_inference / torch_inference:.2f}x")
 
 
 if __name__ == "__main__":
