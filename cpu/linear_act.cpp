@@ -72,7 +72,9 @@ void forward(const Tensor& out, const Tensor& pre, const Tensor& x, const Tensor
     const std::vector<A> xa = widened(x.data_ptr<T>(), M * K), wa = widened(w.data_ptr<T>(), N * K);
     scratch.reset(new A[size_t(M * N)]);
     acc = scratch.get();
-    gemm(M, N, K, xa.data(), wa.data(), acc);
+    if constexpr (std::is_same_v<T, BFloat16>)  // bf16 values multiply exactly on AMX where present
+      gemm_f32_bf16_values(M, N, K, 1.0f, xa.data(), K, 1, wa.data(), 1, K, 0.0f, acc, N, 1);
+    else gemm(M, N, K, xa.data(), wa.data(), acc);
   }
   const std::vector<A> b = bias.defined() ? widened(bias.data_ptr<T>(), N) : std::vector<A>(size_t(N), A(0));
   T* o = out.data_ptr<T>();
