@@ -12,6 +12,7 @@ OpenBLAS at the core family this CPU belongs to where it fell back to a generic 
 environment sets OPENBLAS_CORETYPE or OPENBLAS_L2_SIZE); its product is checked before use.
 
     /usr/bin/python3 bench/compare_torch.py [--model cnn] [--epochs 2] [--batch 128] [--subset 0] [--lr 1e-3]
+                                            [--amp none|bf16]
 
 Needs `make tools` (build/latest/mdl-train) and Debian's python3-torch. Prints, per epoch, each
 framework's step time, samples/s and test accuracy, and the ratio; then the trained models' inference
@@ -101,6 +102,8 @@ def run_mdl(args, workdir):
            "--log", log, "--dump-order", order, "--save", weights, "--no-progress"]
     if args.subset:
         cmd += ["--subset", str(args.subset)]
+    if args.amp != "none":
+        cmd += ["--amp", args.amp]
     print("mdl:", " ".join(cmd), flush=True)
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
     kernel = [line.split("CPU GEMM micro-kernel ")[1] for line in out.splitlines() if "CPU GEMM micro-kernel " in line]
@@ -110,10 +113,17 @@ def run_mdl(args, workdir):
     n = args.subset or 60000
     orders = np.fromfile(order, dtype="<i8").reshape(args.epochs, n)
     # Inference: the trained weights over the 10,000 test images, batches of 256, no gradients.
-    out = subprocess.run([MDL_TRAIN, "--model", args.model, "--evaluate", weights, "--no-progress"], check=True,
-                         stdout=subprocess.PIPE, text=True).stdout
+    evaluate = [MDL_TRAIN, "--model", args.model, "--evaluate", weights, "--no-progress"]
+    if args.amp != "none":
+        evaluate += ["--amp", args.amp]
+    out = subprocess.run(evaluate, check=True, stdout=subprocess.PIPE, text=True).stdout
     speed = [float(line.split(", ")[-1].split()[0]) for line in out.splitlines() if line.startswith("evaluated ")]
     return rows, orders, speed[0] if speed else float("nan")
+
+
+def autocast(args):
+    """torch.autocast on the CPU in bf16 for --amp bf16, else a context that does nothing."""
+    return torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.amp == "bf16")
 
 
 def run_torch(args, orders):
@@ -137,13 +147,16 @@ def run_torch(args, orders):
         for s in range(steps):
             b = idx[s * args.batch:(s + 1) * args.batch]
             opt.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x[b]), y[b])
+            with autocast(args):
+                loss = loss_fn(model(x[b]), y[b])
             loss.backward()
             opt.step()
         seconds = time.perf_counter() - t0
         model.eval()
         with torch.no_grad():
-            correct = sum((model(xt[i:i + 1000]).argmax(1) == yt[i:i + 1000]).sum().item() for i in range(0, len(xt), 1000))
+            with autocast(args):
+                correct = sum((model(xt[i:i + 1000]).argmax(1) == yt[i:i + 1000]).sum().item()
+                              for i in range(0, len(xt), 1000))
         results.append({"seconds": seconds, "steps": steps, "samples_per_second": len(idx) / seconds,
                         "val_accuracy": correct / len(xt)})
     # Inference as mdl-train --evaluate runs it: the 10,000 test images in batches of 256, no gradients.
@@ -151,7 +164,8 @@ def run_torch(args, orders):
     with torch.no_grad():
         t0 = time.perf_counter()
         for i in range(0, len(xt), 256):
-            loss_fn(model(xt[i:i + 256]), yt[i:i + 256])
+            with autocast(args):
+                loss_fn(model(xt[i:i + 256]), yt[i:i + 256])
         inference = len(xt) / (time.perf_counter() - t0)
     return results, inference
 
@@ -184,6 +198,8 @@ def main():
     p.add_argument("--subset", type=int, default=0)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--amp", choices=["none", "bf16"], default="none",
+                   help="autocast bf16 on both sides (mdl-train --amp bf16, torch.autocast('cpu', bfloat16))")
     args = p.parse_args()
     if not os.path.exists(MDL_TRAIN):
         sys.exit("compare_torch.py: build/latest/mdl-train is missing; run `make tools` first")
@@ -195,7 +211,8 @@ def main():
     torch_rows, torch_inference = run_torch(args, orders)
     steps = torch_rows[0]["steps"]
     name = "SeparableCNN" if args.model == "cnn-separable" else "SimpleCNN"
-    print(f"\n{name}, Fashion-MNIST, batch {args.batch}, {steps} steps per epoch, AdamW lr {args.lr}")
+    print(f"\n{name}, Fashion-MNIST, batch {args.batch}, {steps} steps per epoch, AdamW lr {args.lr}, "
+          f"{'f32' if args.amp == 'none' else 'autocast ' + args.amp}")
     print(f"{'epoch':>5} | {'mdl ms/step':>11} {'torch ms/step':>13} {'torch/mdl':>9} | "
           f"{'mdl samples/s':>13} {'torch samples/s':>15} | {'mdl acc':>7} {'torch acc':>9}")
     for e, (m, t) in enumerate(zip(mdl_rows, torch_rows), 1):
