@@ -202,6 +202,15 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->MinTime(0.5);
+    bench::register_switch("pool_before_relu", on, "simplecnn_train_step_b128",
+                           [](benchmark::State& s, bool swap) {
+                             nn::set_pool_before_relu(swap);
+                             cnn_step(s, false);
+                             nn::set_pool_before_relu(true);
+                           })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(0.5);
     bench::register_switch("bf16_gemm", on, "simplecnn_train_step_b128",
                            [](benchmark::State& s, bool bf16) {
                              cpu::set_bf16_gemm(bf16);

@@ -1,5 +1,9 @@
-// Sequential and ModuleList.
+// Sequential (with the pool-before-ReLU reordering) and ModuleList.
 #include "nn/container.h"
+
+#include <atomic>
+
+#include "nn/layers.h"
 
 namespace mdl::nn {
 
@@ -14,9 +18,25 @@ void Sequential::push_back(const std::string& name, ModulePtr m) {
   layers_.push_back(std::move(m));
 }
 
+namespace {
+std::atomic<bool> g_pool_before_relu{true};
+}  // namespace
+
+void set_pool_before_relu(bool on) { g_pool_before_relu.store(on, std::memory_order_relaxed); }
+bool pool_before_relu() { return g_pool_before_relu.load(std::memory_order_relaxed); }
+
 Tensor Sequential::forward(const Tensor& x) {
+  const bool swap = pool_before_relu() && !detail::forward_observed();
   Tensor h = x;
-  for (auto& m : layers_) h = (*m)(h);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (swap && i + 1 < layers_.size() && dynamic_cast<const ReLU*>(layers_[i].get()) &&
+        dynamic_cast<const MaxPool2d*>(layers_[i + 1].get())) {
+      h = (*layers_[i])((*layers_[i + 1])(h));
+      ++i;
+      continue;
+    }
+    h = (*layers_[i])(h);
+  }
   return h;
 }
 

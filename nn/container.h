@@ -7,6 +7,14 @@
 
 namespace mdl::nn {
 
+// Sequential runs a ReLU followed by a MaxPool2d as the pool, then the ReLU: a max commutes with
+// the non-decreasing ReLU, gradients included (the same element wins each window; a window whose
+// max is not positive passes no gradient either way; NaN propagates either way), so the ReLU and its
+// backward touch a quarter of the elements behind a 2x2 pool. Not while nn::summary observes the
+// layers' outputs. The pool_before_relu switch, on by default.
+void set_pool_before_relu(bool on);
+bool pool_before_relu();
+
 class Sequential : public Module {
  public:
   Sequential() : Module("Sequential") {}

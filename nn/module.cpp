@@ -202,6 +202,7 @@ thread_local detail::ForwardObserver* t_observer = nullptr;
 }
 
 detail::ForwardObserver* detail::set_forward_observer(ForwardObserver* o) { return std::exchange(t_observer, o); }
+bool detail::forward_observed() { return t_observer != nullptr; }
 
 // A module kept in f32 (amp/keep_f32.h) runs with autocast off and its 16-bit input cast to f32.
 Tensor Module::forward_f32(const Tensor& x) {

@@ -94,6 +94,7 @@ struct ForwardObserver {
   virtual void on_output(const Module& m, const Tensor& y) = 0;
 };
 ForwardObserver* set_forward_observer(ForwardObserver* o);
+bool forward_observed();  // an observer is installed on this thread
 }  // namespace detail
 
 }  // namespace mdl::nn

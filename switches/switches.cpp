@@ -10,6 +10,7 @@
 #include "cpu/pool.h"
 #include "cuda/api.h"
 #include "io/json.h"
+#include "nn/container.h"
 #include "tensor/error.h"
 
 namespace mdl::switches {
@@ -79,6 +80,16 @@ std::vector<Switch> make_list() {
         {"bench_amp", "matmul_1024_bf16", "time", "cpu"}},
        cpu::set_amx_bf16,
        cpu::amx_bf16},
+      {"pool_before_relu",
+       toggle,
+       "nn::set_pool_before_relu",
+       "on",
+       "cpu, cuda",
+       "nn::Sequential runs a ReLU followed by a max pool as the pool, then the ReLU (the same result and "
+       "gradients), so the ReLU and its backward touch a quarter of the elements.",
+       {{"bench_conv", "simplecnn_train_step_b128", "time", "cpu"}},
+       nn::set_pool_before_relu,
+       nn::pool_before_relu},
       {"cpu_block_cache",
        toggle,
        "cpu_cache::set_enabled",
