@@ -15,6 +15,7 @@
 #include "bench/openblas_yardstick.h"
 #include "bench/switch_bench.h"
 #include "cpu/gemm.h"
+#include "tensor/float_mode.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -56,6 +57,25 @@ class RecordingReporter : public benchmark::ConsoleReporter {
     ConsoleReporter::ReportRuns(runs);
   }
 };
+
+// C = A @ B (512^3) with B scaled by 1e-38, so every product and partial sum is a denormal float:
+// the flush_denormal pair.
+void denormal_gemm(benchmark::State& state, bool flush) {
+  mdl::set_flush_denormal(flush);
+  const int64_t n = 512;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(0.5f, 1.0f);
+  std::vector<float> A(n * n), B(n * n), C(n * n);
+  for (auto& x : A) x = dist(rng);
+  for (auto& x : B) x = dist(rng) * 1e-38f / float(n);
+  for (auto _ : state) {
+    mdl::cpu::gemm_f32(n, n, n, 1.0f, A.data(), n, 1, B.data(), n, 1, 0.0f, C.data(), n, 1);
+    benchmark::DoNotOptimize(C.data());
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(n) * n * n, benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+  mdl::set_flush_denormal(true);
+}
 
 }  // namespace
 
@@ -116,6 +136,11 @@ int main(int argc, char** argv) {
     });
 #endif
   }
+
+  for (bool flush : {false, true})
+    bench::register_switch("flush_denormal", flush, "denormal_512", denormal_gemm)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
 
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

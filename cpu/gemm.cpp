@@ -14,6 +14,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/gemm_amx.h"
 #include "tensor/error.h"
+#include "tensor/float_mode.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -238,6 +239,7 @@ void gemm_parallel(int nt, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
   std::exception_ptr error;
 #pragma omp parallel num_threads(nt)
   {
+    sync_float_mode();
 #ifdef _OPENMP
     const int64_t t = omp_get_thread_num(), team = omp_get_num_threads();
 #else
@@ -265,6 +267,7 @@ void gemm_any(const char* name, int64_t M, int64_t N, int64_t K, T alpha, const 
   MDL_CHECK(M >= 0 && N >= 0 && K >= 0, name, ": negative size M=", M, " N=", N, " K=", K);
   if (M == 0 || N == 0) return;
   if (K == 0 || alpha == T(0)) return scale_c(M, N, beta, C, rsc, csc);
+  sync_float_mode();
   const int nt = threads_for(M, N, K);
   if (nt <= 1) return path.serial(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
   gemm_parallel(nt, M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, path);

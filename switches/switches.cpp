@@ -12,6 +12,7 @@
 #include "io/json.h"
 #include "nn/container.h"
 #include "tensor/error.h"
+#include "tensor/float_mode.h"
 
 namespace mdl::switches {
 
@@ -90,6 +91,16 @@ std::vector<Switch> make_list() {
        {{"bench_conv", "simplecnn_train_step_b128", "time", "cpu"}},
        nn::set_pool_before_relu,
        nn::pool_before_relu},
+      {"flush_denormal",
+       toggle,
+       "mdl::set_flush_denormal",
+       "on",
+       "cpu",
+       "CPU kernels read and write values below f32's smallest normal as zero (x86 FTZ and DAZ), avoiding the "
+       "slow path x86 cores take for every denormal operand or result.",
+       {{"bench_gemm", "denormal_512", "GFLOP/s", "cpu"}},
+       set_flush_denormal,
+       flush_denormal},
       {"cpu_block_cache",
        toggle,
        "cpu_cache::set_enabled",

@@ -1,6 +1,7 @@
 // parallel_for over an index range on the CPU's threads (OpenMP), with a grain below which
 // the work stays on the calling thread. Static chunks, so results are deterministic for a
-// given thread count. An exception thrown by f in any chunk reaches the caller. OpenMP because it costs no code of ours, is portable across g++ and
+// given thread count. An exception thrown by f in any chunk reaches the caller. Every thread that
+// runs f has the flush_denormal setting applied (tensor/float_mode.h). OpenMP because it costs no code of ours, is portable across g++ and
 // nvcc's host compiler, and its static schedule makes chunking predictable.
 #pragma once
 #include <algorithm>
@@ -10,6 +11,8 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+
+#include "tensor/float_mode.h"
 
 namespace mdl {
 
@@ -25,12 +28,14 @@ template <class F>
 void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
   int64_t n = end - begin;
   if (n <= 0) return;
+  sync_float_mode();
 #ifdef _OPENMP
   int threads = int(std::min<int64_t>(get_num_threads(), (n + grain - 1) / std::max<int64_t>(grain, 1)));
   if (threads > 1 && !omp_in_parallel()) {
     std::exception_ptr error;  // an exception may not leave an OpenMP region: the first is rethrown
 #pragma omp parallel num_threads(threads)
     {
+      sync_float_mode();
       int t = omp_get_thread_num(), nt = omp_get_num_threads();
       int64_t chunk = (n + nt - 1) / nt;
       int64_t b = begin + t * chunk, e = std::min(end, b + chunk);

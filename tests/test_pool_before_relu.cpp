@@ -60,12 +60,13 @@ TEST_CASE("pool before ReLU: SimpleCNN's output and gradients are bit-identical 
 TEST_CASE("pool before ReLU: ties, zeros, all-negative windows, padding and NaN") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   // One 4x6 plane: 2x2 windows with a tie of positives, a zero beside negatives, all negatives, NaN.
-  const std::vector<float> v = {2, 2, 0, -1, -3, -4, 1, 2, -2, -5, -1, -2,  //
-                                nan, 1, 0, 0, 7, 7, 3, 4, -0.0f, -1, 7, 1};
+  const std::vector<float> v = {2,   2, 0, -1, -3, -4, 1, 2, -2,    -5, -1, -2,  //
+                                nan, 1, 0, 0,  7,  7,  3, 4, -0.0f, -1, 7,  1};
   Tensor x = from_vector(v, {1, 1, 4, 6});
   for (auto pool : {std::make_shared<nn::MaxPool2d>(nn::Pair{2, 2}),
                     std::make_shared<nn::MaxPool2d>(nn::Pair{3, 3}, nn::Pair{1, 2}, nn::Pair{1, 1})}) {
-    auto seq = std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{std::make_shared<nn::ReLU>(), pool});
+    auto seq = std::make_shared<nn::Sequential>(
+        std::initializer_list<nn::ModulePtr>{std::make_shared<nn::ReLU>(), pool});
     const Tensor y = (*seq)(x);
     Tensor gy = arange(1, double(y.numel()) + 1, 1, kF32).reshape(y.shape());
     const Result declared = run(*seq, x, gy, false), swapped = run(*seq, x, gy, true);
