@@ -11,7 +11,7 @@ namespace mdl {
 
 namespace {
 std::atomic<int> g_flush{1};
-thread_local int t_applied = -1;  // the setting this thread last applied, -1 before any
+thread_local int t_applied = -1;      // the setting this thread last applied, -1 before any
 constexpr unsigned kFtzDaz = 0x8040;  // MXCSR: flush to zero (bit 15), denormals are zero (bit 6)
 }  // namespace
 

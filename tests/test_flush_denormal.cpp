@@ -30,7 +30,7 @@ std::pair<int64_t, int64_t> denormals_and_zeros(const std::vector<float>& v) {
 #if defined(__x86_64__) || defined(__i386__)
 TEST_CASE("flush_denormal: on by default; products below 2^-126 become zero on every thread, or stay denormal") {
   CHECK(flush_denormal());
-  const int64_t n = 1 << 20;  // past the grain, so every thread computes a share
+  const int64_t n = 1 << 20;                          // past the grain, so every thread computes a share
   Tensor a = full({n}, 1e-20), b = full({n}, 1e-20);  // each product 1e-40: a denormal f32
   for (bool on : {false, true, false, true}) {
     set_flush_denormal(on);
