@@ -17,7 +17,6 @@
 #include "kernels/conv.h"
 #include "kernels/pool.h"
 #include "cpu/conv.h"
-#include "cpu/gemm.h"
 #include "cpu/pool.h"
 #include "bench/switch_bench.h"
 
@@ -131,6 +130,14 @@ void cnn_step(benchmark::State& state, bool separable) {
   }
 }
 
+// The SimpleCNN step with the toggle `name` at `on`; the toggle gets its value back after.
+void cnn_step_with(benchmark::State& state, const char* name, bool on) {
+  const bool saved = switches::get(name);
+  switches::set(name, on);
+  cnn_step(state, false);
+  switches::set(name, saved);
+}
+
 // Console output as usual, and each run's GFLOP/s kept by name for the closing table.
 class RecordingReporter : public benchmark::ConsoleReporter {
  public:
@@ -192,35 +199,13 @@ int main(int argc, char** argv) {
         ->MinTime(0.5);
   }
 
-  for (bool on : {false, true}) {
-    bench::register_switch("avx512_gemm", on, "simplecnn_train_step_b128",
-                           [](benchmark::State& s, bool avx512) {
-                             cpu::set_avx512_gemm(avx512);
-                             cnn_step(s, false);
-                             cpu::set_avx512_gemm(true);
-                           })
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime()
-        ->MinTime(0.5);
-    bench::register_switch("pool_before_relu", on, "simplecnn_train_step_b128",
-                           [](benchmark::State& s, bool swap) {
-                             nn::set_pool_before_relu(swap);
-                             cnn_step(s, false);
-                             nn::set_pool_before_relu(true);
-                           })
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime()
-        ->MinTime(0.5);
-    bench::register_switch("bf16_gemm", on, "simplecnn_train_step_b128",
-                           [](benchmark::State& s, bool bf16) {
-                             cpu::set_bf16_gemm(bf16);
-                             cnn_step(s, false);
-                             cpu::set_bf16_gemm(false);
-                           })
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime()
-        ->MinTime(0.5);
-  }
+  for (const char* name : {"avx512_gemm", "pool_before_relu", "bf16_gemm"})
+    for (bool on : {false, true})
+      bench::register_switch(name, on, "simplecnn_train_step_b128",
+                             [name](benchmark::State& s, bool on) { cnn_step_with(s, name, on); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime()
+          ->MinTime(0.5);
 
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;

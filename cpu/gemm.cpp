@@ -6,13 +6,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
-#include <memory>
 
 #include "cpu/cpu_features.h"
 #include "cpu/gemm_amx.h"
+#include "cpu/packing_scratch.h"
 #include "tensor/error.h"
 #include "tensor/float_mode.h"
 
@@ -68,22 +67,6 @@ std::atomic<bool> g_bf16_gemm{false};
 std::atomic<bool> g_amx_bf16{true};
 std::atomic<int> g_forced_kernel{-1};  // a GemmKernel, or -1: the best one allowed
 
-// Per-thread, 64-byte aligned scratch that only grows; slot 0 holds packed A, slot 1 packed B.
-template <class T>
-T* scratch(int slot, int64_t n) {
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
-  thread_local std::unique_ptr<T, Free> buf[2];
-  thread_local int64_t cap[2] = {0, 0};
-  if (n > cap[slot]) {
-    size_t bytes = (size_t(n) * sizeof(T) + 63) / 64 * 64;
-    buf[slot].reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
-    MDL_CHECK(buf[slot], "gemm: cannot allocate ", bytes, " bytes of packing scratch");
-    cap[slot] = n;
-  }
-  return buf[slot].get();
-}
 
 // A block (mc x kc) -> ceil(mc/MR) panels, each kc x MR (buf[p*MR + i]), short panels zero-padded.
 template <class T, int64_t MR>
@@ -149,8 +132,8 @@ template <class Bk, class T = typename Bk::T>
 void gemm_serial(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa, const T* B,
                  int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, Kernel<T> kernel) {
   const int64_t kc_max = std::min(Bk::KC, K);
-  T* abuf = scratch<T>(0, kc_max * std::min(Bk::MC, (M + Bk::MR - 1) / Bk::MR * Bk::MR));
-  T* bbuf = scratch<T>(1, kc_max * std::min(Bk::NC, (N + Bk::NR - 1) / Bk::NR * Bk::NR));
+  T* abuf = packing_scratch<T>(0, kc_max * std::min(Bk::MC, (M + Bk::MR - 1) / Bk::MR * Bk::MR));
+  T* bbuf = packing_scratch<T>(1, kc_max * std::min(Bk::NC, (N + Bk::NR - 1) / Bk::NR * Bk::NR));
   for (int64_t jc = 0; jc < N; jc += Bk::NC) {
     const int64_t nc = std::min(Bk::NC, N - jc);
     for (int64_t pc = 0; pc < K; pc += Bk::KC) {

@@ -5,6 +5,7 @@
 // The process asks Linux for the AMX register state once (arch_prctl), each thread loads the tile
 // configuration once. gemm.cpp threads it like the f32 kernels and picks it when allowed.
 #include "cpu/gemm_amx.h"
+#include "cpu/packing_scratch.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -13,9 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
-#include <memory>
 
 #include "tensor/error.h"
 
@@ -135,21 +134,6 @@ __attribute__((target("amx-tile,amx-bf16"))) void kernel_32x32(int64_t nblk, con
   _tile_stored(3, t + 16 * NR + 16, 4 * NR);
 }
 
-template <class T>
-T* scratch(int slot, int64_t n) {
-  struct Free {
-    void operator()(void* p) const { std::free(p); }
-  };
-  thread_local std::unique_ptr<T, Free> buf[2];
-  thread_local int64_t cap[2] = {0, 0};
-  if (n > cap[slot]) {
-    const size_t bytes = (size_t(n) * sizeof(T) + 63) / 64 * 64;
-    buf[slot].reset(static_cast<T*>(std::aligned_alloc(64, bytes)));
-    MDL_CHECK(buf[slot], "gemm (AMX bf16): cannot allocate ", bytes, " bytes of packing scratch");
-    cap[slot] = n;
-  }
-  return buf[slot].get();
-}
 
 }  // namespace
 
@@ -169,8 +153,8 @@ void gemm_serial_amx_bf16(int64_t M, int64_t N, int64_t K, float alpha, const fl
                           const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
   configure_tiles_once();
   const int64_t kc_max = (std::min(KC, K) + KB - 1) / KB * KB;
-  uint16_t* abuf = scratch<uint16_t>(0, kc_max * std::min(MC, (M + MR - 1) / MR * MR));
-  uint16_t* bbuf = scratch<uint16_t>(1, kc_max * std::min(NC, (N + NR - 1) / NR * NR));
+  uint16_t* abuf = packing_scratch<uint16_t>(0, kc_max * std::min(MC, (M + MR - 1) / MR * MR));
+  uint16_t* bbuf = packing_scratch<uint16_t>(1, kc_max * std::min(NC, (N + NR - 1) / NR * NR));
   alignas(64) float t[MR * NR];
   for (int64_t jc = 0; jc < N; jc += NC) {
     const int64_t nc = std::min(NC, N - jc);
