@@ -6,6 +6,8 @@
 #   make print-build  the configuration's folder (build/latest links to the last one built)
 #   make format     clang-format every source in place    make format-check   the same, as a check
 #   make compile_commands.json   the compile commands of this configuration, for editors
+#   make gpu-check  build and run the CUDA tests and benchmarks here (a GPU machine with a toolchain)
+#   make gpu-bundle the same binaries packed for a bare GPU machine: build/gpu-bundle/mdl-gpu.tar.xz
 #   make fuzz FUZZ_SECONDS=N   build the libFuzzer harnesses (clang++-14) and run each for N seconds, one table
 #   test, bench, bench-dist and study install the Debian packages first when the list changed;
 #   run-tests, run-benches, run-bench-dist and run-study skip that step.
@@ -182,7 +184,7 @@ DEB_PACKAGES := g++ make pkg-config python3 doctest-dev libstb-dev libbenchmark-
   libopenmpi-dev openmpi-bin
 
 .PHONY: all lib tests benches tools test bench bench-dist study run-tests run-benches run-bench-dist run-study \
-  deps install clean gpu-check fuzz fuzzers run-fuzz print-build latest format format-check compile_commands.json
+  deps install clean gpu-check gpu-bundle fuzz fuzzers run-fuzz print-build latest format format-check compile_commands.json
 all: lib tests benches tools
 lib: $(LIB)
 tests: $(TEST_BIN) $(DIST_WORKER)
@@ -353,6 +355,11 @@ install: lib
 # One run on a GPU machine: build with CUDA, run the CUDA tests and benchmarks, print one table.
 gpu-check:
 	MAKE="$(MAKE)" tools/gpu_check.sh
+
+# The same run's binaries built here for a GPU machine with no compiler toolchain of ours:
+# build/gpu-bundle/mdl-gpu.tar.xz; there, `tar xf mdl-gpu.tar.xz && mdl-gpu/gpu_check.sh`.
+gpu-bundle:
+	MAKE="$(MAKE)" tools/gpu_bundle.sh
 
 # .clang-format is written for clang-format 14; another version formats some lines differently.
 FORMAT_FILES = $(shell git ls-files '*.cpp' '*.h' '*.cu' '*.cuh')

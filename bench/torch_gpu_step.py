@@ -5,7 +5,8 @@ nn/models/resnet.cpp, batch 128; GPT as nn/models/transformers.cpp, 6 layers, wi
 256, vocabulary 65, batch 32), cross-entropy, SGD with momentum 0.9, f32 and autocast f16 with a
 GradScaler, on the same GPU; and cuBLAS's own f16 GEMM figure (torch.matmul) at 4096 and 8192.
 Prints one line per measurement: name, ms per step (TFLOP/s for GEMMs), samples/s. Exits 0 with a note
-when PyTorch or a GPU is missing.
+when PyTorch or a GPU is missing. With --profile MODEL [--amp]: torch.profiler's per-op table of ten steps
+of that model, beside which build/.../mdl-profile-step prints mdl's.
 """
 import sys
 import time
@@ -80,7 +81,8 @@ def gemm_tflops(n, seconds=1.0):
     print(f"torch_gemm_f16_{n:<18d} {tflops:10.2f} TFLOP/s")
 
 
-def time_step(name, model, shape, amp, seconds=2.0, tokens=None):
+def make_step(model, shape, amp, tokens=None):
+    """One training step of model on a random batch: zero_grad, forward under autocast, backward, step."""
     torch.manual_seed(0)
     dev = torch.device("cuda")
     model = model.to(dev).train()
@@ -105,6 +107,11 @@ def time_step(name, model, shape, amp, seconds=2.0, tokens=None):
     for _ in range(3):
         step()
     torch.cuda.synchronize()
+    return step
+
+
+def time_step(name, model, shape, amp, seconds=2.0, tokens=None):
+    step = make_step(model, shape, amp, tokens)
     n, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
         step()
@@ -115,7 +122,46 @@ def time_step(name, model, shape, amp, seconds=2.0, tokens=None):
     print(f"torch_{name:28s} {ms:10.3f} ms/step {1e3 * samples / ms:12.0f} {'tokens' if tokens else 'images'}/s")
 
 
+MODELS = {  # name: (constructor, input shape, vocabulary for token models)
+    "simplecnn": (lambda: simple_cnn(), (128, 1, 28, 28), None),
+    "resnet18": (lambda: ResNet18(), (128, 3, 32, 32), None),
+    "gpt": (lambda: GPT(), (32, 256), 65),
+}
+
+
+def profile_step(model_name, amp, steps=10, rows=25):
+    """torch.profiler's per-op table for the step build/mdl-profile-step prints for mdl."""
+    from torch.profiler import ProfilerActivity, profile
+    make, shape, tokens = MODELS[model_name]
+    step = make_step(make(), shape, amp, tokens)
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    torch.cuda.synchronize()
+    ms = 1e3 * (time.perf_counter() - start) / steps
+    print(f"== torch {model_name} {'amp' if amp else 'f32'}: {ms:.3f} ms/step unprofiled ({steps} steps)")
+    torch.cuda.reset_peak_memory_stats()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps):
+            step()
+            torch.cuda.synchronize()
+    averages = prof.key_averages()
+    try:
+        print(averages.table(sort_by="self_device_time_total", row_limit=rows))
+    except (AttributeError, KeyError, ValueError):  # PyTorch before the device_time names
+        print(averages.table(sort_by="self_cuda_time_total", row_limit=rows))
+    print(f"peak allocated: {torch.cuda.max_memory_allocated() / 2**20:.1f} MiB")
+
+
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--profile":
+        if len(sys.argv) not in (3, 4) or sys.argv[2] not in MODELS or sys.argv[3:] not in ([], ["--amp"]):
+            sys.exit(f"usage: torch_gpu_step.py [--profile {{{','.join(MODELS)}}} [--amp]]")
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        profile_step(sys.argv[2], len(sys.argv) == 4)
+        return
     print(f"PyTorch {torch.__version__} on {torch.cuda.get_device_name(0)} (cudnn.benchmark on, TF32 off)")
     torch.backends.cudnn.benchmark = True
     torch.backends.cuda.matmul.allow_tf32 = False

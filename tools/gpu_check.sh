@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
-# make gpu-check: the one run on a GPU machine. Builds with CUDA for sm_90, runs the CUDA test
-# cases, then the rest of the suite, then bench/bench_cuda and (where python3 has PyTorch with
-# CUDA) bench/torch_gpu_step.py, and prints one table. A failing step is named and the next one
-# still runs; the exit status is nonzero if any step failed. Logs go to build/gpu-check/logs/; the
-# binaries to the configuration's folder (build/cuda-...-sm90, printed as "build:").
-# Budget: under 8 minutes in all; the step timeouts add up to 480 s.
+# make gpu-check: the one run on a GPU machine. Runs the CUDA test cases, bench/bench_cuda and
+# (where python3 has PyTorch with CUDA) bench/torch_gpu_step.py, then a per-op profile of one GPT
+# and one ResNet-18 AMP step in mdl (mdl-profile-step) and in PyTorch (torch.profiler), and prints
+# one table. Two ways to run it:
+#   in a checkout, with nvcc: `make gpu-check` builds for sm_90 first (build/cuda-...-sm90) and
+#     also runs the rest of the test suite;
+#   from the bundle `make gpu-bundle` packed (no build, no doctest or Google Benchmark needed):
+#     tar xf mdl-gpu.tar.xz && mdl-gpu/gpu_check.sh [LOG_DIR]
+# A failing step is named and the next one still runs; the exit status is nonzero if any step
+# failed. Each step's log is in LOG_DIR (build/gpu-check/logs, or mdl-gpu/logs from the bundle),
+# and all of them, the table first, in LOG_DIR/gpu-check.log.
+# Budget: under 5 minutes from the bundle (the step timeouts add up to 420 s; a build adds 220).
 # What it records: f16 tensor-core GEMM TFLOP/s at 4096 and 8192 next to cuBLAS's own
 # (PyTorch's matmul); SimpleCNN, ResNet-18 (32x32) and GPT (6 x 384, context 256) training steps in
 # f32 and AMP next to PyTorch eager; fused vs unfused bias+activation (cuBLASLt epilogue); pinned vs
 # pageable host-to-device bandwidth; a DataLoader epoch copying on a side stream vs on mdl's stream,
-# with the share of time waiting for data; f32 training steps replayed as CUDA Graphs (reported as
-# errors, not failures, where an op cannot be captured yet).
+# with the share of time waiting for data; training steps replayed as CUDA Graphs (reported as
+# errors, not failures, where an op cannot be captured yet); where a step's GPU time goes, op by op.
 set -u
-cd "$(dirname "$0")/.."
+HERE=$(cd "$(dirname "$0")" && pwd)
+if [ -x "$HERE/bin/mdl_tests" ]; then BUNDLE=1; cd "$HERE"; else BUNDLE=0; cd "$HERE/.."; fi
 MAKE=${MAKE:-make}
-LOG=build/gpu-check/logs
+LOG=${1:-$([ $BUNDLE = 1 ] && echo logs || echo build/gpu-check/logs)}
 mkdir -p "$LOG"
+exec > >(tee "$LOG/console.log") 2>&1
 JOBS=-j$(nproc)
 declare -a STEPS RESULTS DETAILS
 failed=0
@@ -36,10 +44,10 @@ step() {  # step NAME TIMEOUT_S CMD...
 echo "== device"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | tee "$LOG/device.log"
 
-# cuDNN and NCCL: in the toolkit, or only in python's nvidia-* wheels (PyTorch's), where the
-# Makefile is told their folders (CUDNN_HOME=, NCCL_HOME=).
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-wheel_home() {  # wheel_home HEADER: the folder holding include/HEADER among python's nvidia packages
+# cuDNN and NCCL may live only in python's nvidia-* wheels (PyTorch's). A build is then told their
+# folders (CUDNN_HOME=, NCCL_HOME=); the bundle's binaries get the wheel's library folder in
+# LD_LIBRARY_PATH for each library neither the system nor the bundle's lib/ has.
+wheel_file() {  # wheel_file NAME: the first file called NAME among python's nvidia packages
   python3 - "$1" <<'PY' 2>/dev/null
 import pathlib, sys
 try:
@@ -47,41 +55,61 @@ try:
 except ImportError:
     sys.exit(0)
 for root in nvidia.__path__:
-    for h in sorted(pathlib.Path(root).rglob(sys.argv[1])):
-        if h.parent.name == "include":
-            print(h.parent.parent)
-            sys.exit(0)
+    for f in sorted(pathlib.Path(root).rglob(sys.argv[1])):
+        print(f)
+        sys.exit(0)
 PY
 }
-declare -a HOMES
-for lib in cudnn nccl; do
-  if [ ! -e "$CUDA_HOME/include/$lib.h" ] && [ ! -e "/usr/include/$lib.h" ]; then
-    home=$(wheel_home "$lib.h")
-    [ -n "$home" ] && HOMES+=("${lib^^}_HOME=$home")
-  fi
-done
-# dist/ builds with NCCL alone (its world-size-1 case runs in cuda-tests); MPI joins where mpicxx is.
-MPI_SWITCH=0
-command -v mpicxx >/dev/null 2>&1 && MPI_SWITCH=1
-echo "== libraries: MPI=$MPI_SWITCH ${HOMES[*]:-(cuDNN and NCCL from $CUDA_HOME)}"
-SWITCHES=(CUDA=1 MPI=$MPI_SWITCH "${HOMES[@]}" MDL_CUDA_ARCH=90)
-B=$($MAKE -s --no-print-directory print-build "${SWITCHES[@]}")
-echo "== build: $B"
-step build 220 $MAKE $JOBS "${SWITCHES[@]}" $B/mdl_tests $B/bench/bench_cuda
-step cuda-tests 60 $B/mdl_tests -tc='cuda:*'
-step other-tests 70 $B/mdl_tests -tce='cuda:*'
-step bench-cuda 90 $B/bench/bench_cuda --benchmark_min_time=0.1s --benchmark_out="$LOG/bench_cuda.json" \
+
+if [ $BUNDLE = 1 ]; then
+  B=bin BENCH=bin/bench_cuda
+  export LD_LIBRARY_PATH="$HERE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  for lib in $(ldd bin/* | awk '/not found/ { print $1 }' | sort -u); do
+    f=$(wheel_file "$lib")
+    [ -n "$f" ] && LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$f")"
+  done
+  missing=$(ldd bin/* | awk '/not found/ { print $1 }' | sort -u | tr '\n' ' ')
+  echo "== bundle: $HERE${missing:+; libraries not found: $missing}"
+else
+  CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+  declare -a HOMES
+  for lib in cudnn nccl; do
+    if [ ! -e "$CUDA_HOME/include/$lib.h" ] && [ ! -e "/usr/include/$lib.h" ]; then
+      header=$(wheel_file "$lib.h")
+      [ -n "$header" ] && HOMES+=("${lib^^}_HOME=$(dirname "$(dirname "$header")")")
+    fi
+  done
+  # dist/ builds with NCCL alone (its world-size-1 case runs in cuda-tests); MPI joins where mpicxx is.
+  MPI_SWITCH=0
+  command -v mpicxx >/dev/null 2>&1 && MPI_SWITCH=1
+  echo "== libraries: MPI=$MPI_SWITCH ${HOMES[*]:-(cuDNN and NCCL from $CUDA_HOME)}"
+  SWITCHES=(CUDA=1 MPI=$MPI_SWITCH "${HOMES[@]}" MDL_CUDA_ARCH=90)
+  B=$($MAKE -s --no-print-directory print-build "${SWITCHES[@]}")
+  BENCH=$B/bench/bench_cuda
+  echo "== build: $B"
+  step build 220 $MAKE $JOBS "${SWITCHES[@]}" $B/mdl_tests $BENCH $B/mdl-profile-step
+fi
+step cuda-tests 90 $B/mdl_tests -tc='cuda:*'
+[ $BUNDLE = 1 ] || step other-tests 70 $B/mdl_tests -tce='cuda:*'
+step bench-cuda 150 $BENCH --benchmark_min_time=0.1s --benchmark_out="$LOG/bench_cuda.json" \
   --benchmark_out_format=json
-if python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
-  step torch 40 python3 bench/torch_gpu_step.py
+TORCH=0
+python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1 && TORCH=1
+if [ $TORCH = 1 ]; then
+  step torch 60 python3 bench/torch_gpu_step.py
 else
   echo "== torch: skipped (python3 has no PyTorch with CUDA)"
 fi
+# Where one AMP step's time goes, op by op, in mdl and in PyTorch (the tables are in the logs).
+for model in gpt resnet18; do
+  step "profile-mdl-$model" 40 $B/mdl-profile-step --model $model --amp --device cuda
+  [ $TORCH = 1 ] && step "profile-torch-$model" 40 python3 bench/torch_gpu_step.py --profile $model --amp
+done
 
 echo
 echo "================ gpu-check on $(head -n 1 "$LOG/device.log") ================"
-printf '%-12s %-14s %s\n' step result detail
-for i in "${!STEPS[@]}"; do printf '%-12s %-14s %s\n' "${STEPS[$i]}" "${RESULTS[$i]}" "${DETAILS[$i]}"; done
+printf '%-24s %-14s %s\n' step result detail
+for i in "${!STEPS[@]}"; do printf '%-24s %-14s %s\n' "${STEPS[$i]}" "${RESULTS[$i]}" "${DETAILS[$i]}"; done
 if [ -s "$LOG/bench_cuda.json" ]; then
   echo
   python3 - "$LOG/bench_cuda.json" "$LOG/torch.log" <<'PY' || echo "(benchmark table: python3 could not read the JSON)"
@@ -146,5 +174,13 @@ for model in ("simplecnn", "resnet18", "gpt"):
     if g is None: print(f"{model}: the CUDA Graph step did not run (see bench_cuda's log for the error)")
 PY
 fi
-echo "logs: $LOG"
+{
+  cat "$LOG/console.log"
+  for name in "${STEPS[@]}"; do
+    echo
+    echo "================ $name ($LOG/$name.log)"
+    cat "$LOG/$name.log"
+  done
+} >"$LOG/gpu-check.log"
+echo "logs: $LOG (all of them in $LOG/gpu-check.log)"
 exit $failed
