@@ -4,7 +4,8 @@
 // vectorised vs strided elementwise bandwidth, pinned vs pageable host-to-device copies, the
 // caching allocator vs cudaMalloc/cudaFree, a DataLoader epoch with the copy to the GPU on the
 // consumer's stream vs on the loader's side stream under a simulated GPU step, a chain of small
-// ops eager vs CUDA Graph replay, and one training step of SimpleCNN and ResNet-18 at batch 128
+// ops eager vs CUDA Graph replay, a 3x3 conv forward and backward with cuDNN's algorithms measured
+// vs its heuristic picks, and one training step of SimpleCNN and ResNet-18 at batch 128
 // and GPT (6 x 384, context 256) at batch 32 in f32 vs under autocast f16 with a GradScaler, and
 // in f32 replayed as a CUDA Graph (bench/torch_gpu_step.py times the same steps in PyTorch).
 // Without a GPU it prints why and exits 0.
@@ -260,6 +261,24 @@ BENCHMARK(BM_simplecnn_step_f32_graph)->UseRealTime()->Unit(benchmark::kMillisec
 BENCHMARK(BM_resnet18_step_f32_graph)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_gpt_step_f32_graph)->UseRealTime()->Unit(benchmark::kMillisecond);
 
+// A 3x3 conv (64 -> 64 channels, 32x32, batch 128, f16: a ResNet-18 stage-1 layer) forward and
+// backward; measured (on) against heuristic (off) cuDNN algorithms. Each position makes its own plans.
+void conv_step(benchmark::State& st, bool measured) {
+  cuda::set_cudnn_benchmark(measured);
+  manual_seed(0);
+  Tensor x = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu)).requires_grad_();
+  Tensor w = (randn({64, 64, 3, 3}, kGpu) * 0.05).to(kF16).requires_grad_();
+  Tensor gy = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu));
+  auto step = [&] { nn::functional::conv2d(x, w, Tensor(), {1, 1}, {1, 1}).backward(gy); };
+  step();  // the plans: descriptors and algorithms
+  cuda::synchronize();
+  for (auto _ : st) {
+    step();
+    cuda::synchronize();
+  }
+  cuda::set_cudnn_benchmark(true);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -289,6 +308,10 @@ int main(int argc, char** argv) {
   for (bool on : {false, true})
     bench::register_switch("cuda_graphs", on, "op_chain",
                            [](benchmark::State& st, bool graph) { graph ? chain_graph(st) : chain_eager(st); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  for (bool on : {false, true})
+    bench::register_switch("cudnn_benchmark", on, "conv3x3_c64_32x32_b128_f16", conv_step)
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
   benchmark::Initialize(&argc, argv);

@@ -42,6 +42,11 @@ void synchronize();
 void set_allow_tf32(bool on);
 bool allow_tf32();
 
+// On (the default), each convolution shape's cuDNN algorithm is measured once, as PyTorch's
+// torch.backends.cudnn.benchmark; off, it is cuDNN's heuristic pick, made without running anything.
+void set_cudnn_benchmark(bool on);
+bool cudnn_benchmark();
+
 // Page-locked host memory (cudaHostAlloc), cached by size: faster host<->device copies.
 // Its device() is the CPU. Throws when CUDA is not available.
 Allocator* pinned_allocator();

@@ -1,14 +1,18 @@
 // 2-D convolution through cuDNN, forward beside backward (data, filter; the bias gradient by our
-// own deterministic reduction). Each (direction, dtype, shapes, params, TF32 setting) gets its
-// algorithm once: benchmarked with cudnnFind*AlgorithmEx (as cudnn.benchmark does), keeping the
-// fastest deterministic one, or from the v7 heuristics while a CUDA Graph is being captured;
-// the choice is cached in a map keyed by that tuple. Workspaces come from the caching allocator.
+// own deterministic reduction). Each (direction, dtype, shapes, params, TF32 setting, choice mode)
+// gets a Plan once: its cuDNN descriptors and its algorithm, so every later call is a map lookup
+// and a launch. The algorithm is measured with cudnnFind*AlgorithmEx (as cudnn.benchmark does),
+// keeping the fastest deterministic one, while cuda::cudnn_benchmark() is on (the default); taken
+// from the v7 heuristics when it is off, and while a CUDA Graph is being captured (that choice is
+// not kept: the next eager call measures). Workspaces come from the caching allocator.
 // f32 (TF32 only when cuda::allow_tf32()), f64, and f16/bf16 with f32 compute.
 #include <algorithm>
 #include <array>
 #include <climits>
 #include <map>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "cuda/kernels.cuh"
@@ -86,14 +90,14 @@ std::array<int, 4> dims4(const char* op, const Tensor& t) {
   return d;
 }
 
-// Everything the algorithm choice depends on.
+// Everything a plan depends on.
 struct Key {
   int dir;
   DType dtype;
-  bool tf32;
+  bool tf32, measured;
   std::array<int, 4> x, w;
   std::array<int64_t, 7> p;
-  auto tie() const { return std::tie(dir, dtype, tf32, x, w, p); }
+  auto tie() const { return std::tie(dir, dtype, tf32, measured, x, w, p); }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
@@ -102,9 +106,6 @@ struct Choice {
   cudnnMathType_t math;  // set on the descriptor before running it
   size_t workspace;      // bytes
 };
-
-std::mutex g_cache_mutex;
-std::map<Key, Choice> g_cache;
 
 // The largest workspace an algorithm may use while being benchmarked.
 size_t find_workspace_limit() {
@@ -131,43 +132,68 @@ Choice pick(const char* op, const Perf* perf, int n) {
   MDL_FAIL(op, ": cuDNN found no algorithm for this convolution");
 }
 
-// The operands of one convolution call, described for cuDNN.
-struct Problem {
-  const char* op;
+// One convolution's cuDNN state, made on its first call and reused: the descriptors of its
+// operands and the algorithm chosen for it (with the descriptor's math type set to match).
+struct Plan {
   Types ty;
-  kernels::Conv2dParams p;
   TensorDesc x, y;
   FilterDesc w;
   ConvDesc conv;
-  Key key;
+  std::optional<Choice> choice;  // read and written under g_plans_mutex
+
+  Plan(const char* op, DType dt, const std::array<int, 4>& xd, const std::array<int, 4>& wd,
+       const std::array<int, 4>& yd, const kernels::Conv2dParams& p)
+      : ty(types_for(op, dt)), x(op, ty.data, xd), y(op, ty.data, yd), w(op, ty.data, wd),
+        conv(op, p, ty.compute, ty.math) {}
+};
+
+std::mutex g_plans_mutex;
+std::map<Key, std::unique_ptr<Plan>> g_plans;  // a plan's address is stable while the map lives
+
+// The operands of one convolution call and the plan for them.
+struct Problem {
+  const char* op;
+  bool measured;
+  Plan* plan;
 
   Problem(const char* op_, Dir dir, DType dt, const Tensor& xt, const Tensor& wt, const Tensor& yt,
-          const kernels::Conv2dParams& p_)
-      : op(op_), ty(types_for(op_, dt)), p(p_), x(op_, ty.data, dims4(op_, xt)), y(op_, ty.data, dims4(op_, yt)),
-        w(op_, ty.data, dims4(op_, wt)), conv(op_, p_, ty.compute, ty.math) {
-    key = {int(dir),       dt,
-           allow_tf32(),   dims4(op_, xt),
-           dims4(op_, wt), {p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w, p.groups}};
+          const kernels::Conv2dParams& p)
+      : op(op_), measured(cudnn_benchmark()) {
+    const Key key{int(dir),
+                  dt,
+                  allow_tf32(),
+                  measured,
+                  dims4(op_, xt),
+                  dims4(op_, wt),
+                  {p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w, p.groups}};
+    std::lock_guard<std::mutex> lock(g_plans_mutex);
+    auto& slot = g_plans[key];
+    if (!slot) slot = std::make_unique<Plan>(op_, dt, key.x, key.w, dims4(op_, yt), p);
+    plan = slot.get();
   }
+  cudnnTensorDescriptor_t x() const { return plan->x.d; }
+  cudnnTensorDescriptor_t y() const { return plan->y.d; }
+  cudnnFilterDescriptor_t w() const { return plan->w.d; }
+  cudnnConvolutionDescriptor_t conv() const { return plan->conv.d; }
 
-  // The cached choice, or a new one from `find` (benchmark) or `heuristic` (under capture).
+  // The plan's algorithm, chosen on first use by `find` (measured) or `heuristic` (the switch off,
+  // or under capture, where the choice is not kept), with the descriptor's math type set for it:
+  // f32 without TF32 stays on FMA math whatever the search used.
   template <class Find, class Heuristic>
   Choice choose(Find&& find, Heuristic&& heuristic) {
     {
-      std::lock_guard<std::mutex> lock(g_cache_mutex);
-      auto it = g_cache.find(key);
-      if (it != g_cache.end()) return it->second;
+      std::lock_guard<std::mutex> lock(g_plans_mutex);
+      if (plan->choice) return *plan->choice;
     }
-    const Choice c = capturing() ? heuristic() : find();
-    if (!capturing()) {  // a heuristic pick is not cached: the next eager call benchmarks
-      std::lock_guard<std::mutex> lock(g_cache_mutex);
-      g_cache[key] = c;
+    const bool keep = !measured || !capturing();
+    const Choice c = measured && keep ? find() : heuristic();
+    CUDNN_CHECK(op,
+                cudnnSetConvolutionMathType(plan->conv.d, plan->ty.math == CUDNN_FMA_MATH ? CUDNN_FMA_MATH : c.math));
+    if (keep) {
+      std::lock_guard<std::mutex> lock(g_plans_mutex);
+      plan->choice = c;
     }
     return c;
-  }
-  // Runs the choice's math, except that f32 without TF32 stays on FMA math whatever the search used.
-  void use(const Choice& c) {
-    CUDNN_CHECK(op, cudnnSetConvolutionMathType(conv.d, ty.math == CUDNN_FMA_MATH ? CUDNN_FMA_MATH : c.math));
   }
 };
 
@@ -190,8 +216,8 @@ void conv_forward(Problem& P, const Tensor& out, const Tensor& x, const Tensor& 
         Tensor ws = workspace(find_workspace_limit());
         cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgos];
         int n = 0;
-        CUDNN_CHECK(op, cudnnFindConvolutionForwardAlgorithmEx(cudnn(), P.x.d, x.raw_data(), P.w.d, w.raw_data(),
-                                                               P.conv.d, P.y.d, out.raw_data(), kMaxAlgos, &n, perf,
+        CUDNN_CHECK(op, cudnnFindConvolutionForwardAlgorithmEx(cudnn(), P.x(), x.raw_data(), P.w(), w.raw_data(),
+                                                               P.conv(), P.y(), out.raw_data(), kMaxAlgos, &n, perf,
                                                                data_or_null(ws), size_t(ws.numel())));
         return pick(op, perf, n);
       },
@@ -199,15 +225,14 @@ void conv_forward(Problem& P, const Tensor& out, const Tensor& x, const Tensor& 
         cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgos];
         int n = 0;
         CUDNN_CHECK(
-            op, cudnnGetConvolutionForwardAlgorithm_v7(cudnn(), P.x.d, P.w.d, P.conv.d, P.y.d, kMaxAlgos, &n, perf));
+            op, cudnnGetConvolutionForwardAlgorithm_v7(cudnn(), P.x(), P.w(), P.conv(), P.y(), kMaxAlgos, &n, perf));
         return pick(op, perf, n);
       });
-  P.use(c);
   Tensor ws = workspace(c.workspace);
   const Scaling s(out.dtype());
-  CUDNN_CHECK(op, cudnnConvolutionForward(cudnn(), s.one(), P.x.d, x.raw_data(), P.w.d, w.raw_data(), P.conv.d,
+  CUDNN_CHECK(op, cudnnConvolutionForward(cudnn(), s.one(), P.x(), x.raw_data(), P.w(), w.raw_data(), P.conv(),
                                           cudnnConvolutionFwdAlgo_t(c.algo), data_or_null(ws), c.workspace, s.zero(),
-                                          P.y.d, out.raw_data()));
+                                          P.y(), out.raw_data()));
 }
 
 void conv_backward_data(Problem& P, const Tensor& gx, const Tensor& gy, const Tensor& w) {
@@ -217,24 +242,23 @@ void conv_backward_data(Problem& P, const Tensor& gx, const Tensor& gy, const Te
         Tensor ws = workspace(find_workspace_limit());
         cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxAlgos];
         int n = 0;
-        CUDNN_CHECK(op, cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn(), P.w.d, w.raw_data(), P.y.d, gy.raw_data(),
-                                                                    P.conv.d, P.x.d, gx.raw_data(), kMaxAlgos, &n, perf,
+        CUDNN_CHECK(op, cudnnFindConvolutionBackwardDataAlgorithmEx(cudnn(), P.w(), w.raw_data(), P.y(), gy.raw_data(),
+                                                                    P.conv(), P.x(), gx.raw_data(), kMaxAlgos, &n, perf,
                                                                     data_or_null(ws), size_t(ws.numel())));
         return pick(op, perf, n);
       },
       [&] {
         cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxAlgos];
         int n = 0;
-        CUDNN_CHECK(op, cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn(), P.w.d, P.y.d, P.conv.d, P.x.d, kMaxAlgos,
+        CUDNN_CHECK(op, cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn(), P.w(), P.y(), P.conv(), P.x(), kMaxAlgos,
                                                                     &n, perf));
         return pick(op, perf, n);
       });
-  P.use(c);
   Tensor ws = workspace(c.workspace);
   const Scaling s(gx.dtype());
-  CUDNN_CHECK(op, cudnnConvolutionBackwardData(cudnn(), s.one(), P.w.d, w.raw_data(), P.y.d, gy.raw_data(), P.conv.d,
+  CUDNN_CHECK(op, cudnnConvolutionBackwardData(cudnn(), s.one(), P.w(), w.raw_data(), P.y(), gy.raw_data(), P.conv(),
                                                cudnnConvolutionBwdDataAlgo_t(c.algo), data_or_null(ws), c.workspace,
-                                               s.zero(), P.x.d, gx.raw_data()));
+                                               s.zero(), P.x(), gx.raw_data()));
 }
 
 void conv_backward_filter(Problem& P, const Tensor& gw, const Tensor& gy, const Tensor& x) {
@@ -245,23 +269,22 @@ void conv_backward_filter(Problem& P, const Tensor& gw, const Tensor& gy, const 
         cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxAlgos];
         int n = 0;
         CUDNN_CHECK(op, cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                            cudnn(), P.x.d, x.raw_data(), P.y.d, gy.raw_data(), P.conv.d, P.w.d, gw.raw_data(),
+                            cudnn(), P.x(), x.raw_data(), P.y(), gy.raw_data(), P.conv(), P.w(), gw.raw_data(),
                             kMaxAlgos, &n, perf, data_or_null(ws), size_t(ws.numel())));
         return pick(op, perf, n);
       },
       [&] {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxAlgos];
         int n = 0;
-        CUDNN_CHECK(op, cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn(), P.x.d, P.y.d, P.conv.d, P.w.d, kMaxAlgos,
+        CUDNN_CHECK(op, cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn(), P.x(), P.y(), P.conv(), P.w(), kMaxAlgos,
                                                                       &n, perf));
         return pick(op, perf, n);
       });
-  P.use(c);
   Tensor ws = workspace(c.workspace);
   const Scaling s(gw.dtype());
-  CUDNN_CHECK(op, cudnnConvolutionBackwardFilter(cudnn(), s.one(), P.x.d, x.raw_data(), P.y.d, gy.raw_data(), P.conv.d,
+  CUDNN_CHECK(op, cudnnConvolutionBackwardFilter(cudnn(), s.one(), P.x(), x.raw_data(), P.y(), gy.raw_data(), P.conv(),
                                                  cudnnConvolutionBwdFilterAlgo_t(c.algo), data_or_null(ws), c.workspace,
-                                                 s.zero(), P.w.d, gw.raw_data()));
+                                                 s.zero(), P.w(), gw.raw_data()));
 }
 
 // out (N, Cout, Ho, Wo) += b[c], broadcast over (N, Ho, Wo).

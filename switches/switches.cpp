@@ -139,6 +139,15 @@ std::vector<Switch> make_list() {
        {{"bench_cuda", "gemm/4096", "TFLOP/s", "cuda"}},
        cuda::set_allow_tf32,
        cuda::allow_tf32},
+      {"cudnn_benchmark",
+       toggle,
+       "cuda::set_cudnn_benchmark",
+       "on",
+       "cuda",
+       "Each convolution shape's cuDNN algorithm is measured once (as cudnn.benchmark) instead of taken from cuDNN's heuristics.",
+       {{"bench_cuda", "conv3x3_c64_32x32_b128_f16", "time", "cuda"}},
+       cuda::set_cudnn_benchmark,
+       cuda::cudnn_benchmark},
 
       // Options: chosen per run.
       {"autocast",

@@ -11,6 +11,7 @@
 #include "nn/functional.h"
 #include "kernels/conv.h"
 #include "kernels/pool.h"
+#include "cuda/api.h"
 #include "tests/test_util.h"
 
 using namespace mdl;
@@ -59,17 +60,24 @@ TEST_CASE("cuda: conv2d through cuDNN matches the CPU, forward and backward" * M
       {{4, 16, 6, 6}, {32, 16, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, false},
       {{2, 5, 8, 8}, {3, 5, 3, 3}, {3, 3}, {2, 0}, {2, 2}, 1, true},
   };
-  for (DType t : {kF64, kF32})
-    for (size_t i = 0; i < cases.size(); ++i) {
-      const ConvCase& k = cases[i];
-      Tensor x = sample(k.x, t, 1), w = sample(k.w, t, 2), b = k.bias ? sample({k.w[0]}, t, 3) : Tensor();
-      compare_devices(
-          std::string("conv2d ") + dtype_name(t) + " case " + std::to_string(i), {x, w, b},
-          [&](const std::vector<Tensor>& in) {
-            return F::conv2d(in[0], in[1], in[2], k.stride, k.padding, k.dilation, k.groups);
-          },
-          same_tol(t == kF32 ? 3e-4 : 1e-9));  // cuDNN may pick Winograd or FFT in f32
-    }
+  // Both ways of choosing cuDNN's algorithm: measured (cudnn_benchmark on) and its heuristics.
+  for (bool measured : {true, false}) {
+    cuda::set_cudnn_benchmark(measured);
+    for (DType t : {kF64, kF32})
+      for (size_t i = 0; i < cases.size(); ++i) {
+        const ConvCase& k = cases[i];
+        Tensor x = sample(k.x, t, 1), w = sample(k.w, t, 2), b = k.bias ? sample({k.w[0]}, t, 3) : Tensor();
+        compare_devices(
+            std::string("conv2d ") + (measured ? "measured " : "heuristic ") + dtype_name(t) + " case " +
+                std::to_string(i),
+            {x, w, b},
+            [&](const std::vector<Tensor>& in) {
+              return F::conv2d(in[0], in[1], in[2], k.stride, k.padding, k.dilation, k.groups);
+            },
+            same_tol(t == kF32 ? 3e-4 : 1e-9));  // cuDNN may pick Winograd or FFT in f32
+      }
+  }
+  cuda::set_cudnn_benchmark(true);
   // A strided (non-contiguous) input, and the same shape again (the cached algorithm).
   Tensor x = sample({2, 9, 3, 8}, kF32, 4).permute({0, 2, 1, 3}), w = sample({5, 3, 3, 3}, kF32, 5);
   for (int rep = 0; rep < 2; ++rep)
