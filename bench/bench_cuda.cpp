@@ -4,7 +4,7 @@
 // vectorised vs strided elementwise bandwidth, pinned vs pageable host-to-device copies, the
 // caching allocator vs cudaMalloc/cudaFree, a DataLoader epoch with the copy to the GPU on the
 // consumer's stream vs on the loader's side stream under a simulated GPU step, a chain of small
-// ops eager vs CUDA Graph replay, a 3x3 conv forward and backward with cuDNN's algorithms measured
+// ops eager vs CUDA Graph replay, batch norm forward and backward, a 3x3 conv forward and backward with cuDNN's algorithms measured
 // vs its heuristic picks, and one training step of SimpleCNN and ResNet-18 at batch 128
 // and GPT (6 x 384, context 256) at batch 32 in f32 vs under autocast f16 with a GradScaler, and
 // in f32 replayed as a CUDA Graph (bench/torch_gpu_step.py times the same steps in PyTorch).
@@ -260,6 +260,23 @@ BENCHMARK(BM_gpt_step_amp)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_simplecnn_step_f32_graph)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_resnet18_step_f32_graph)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_gpt_step_f32_graph)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+// Batch norm in training, forward and backward, on a ResNet-18 stage-1 activation (128, 64, 32, 32)
+// in f16 with f32 statistics and affine parameters (bench/torch_gpu_step.py times PyTorch's).
+void BM_batch_norm_f16(benchmark::State& st) {
+  manual_seed(0);
+  Tensor x = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu)).requires_grad_();
+  Tensor w = ones({64}, kGpu).requires_grad_(), b = zeros({64}, kGpu).requires_grad_();
+  Tensor rm = zeros({64}, kGpu), rv = ones({64}, kGpu), gy = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu));
+  auto step = [&] { nn::functional::batch_norm(x, rm, rv, w, b, true).backward(gy); };
+  step();
+  cuda::synchronize();
+  for (auto _ : st) {
+    step();
+    cuda::synchronize();
+  }
+}
+BENCHMARK(BM_batch_norm_f16)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // A 3x3 conv (64 -> 64 channels, 32x32, batch 128, f16: a ResNet-18 stage-1 layer) forward and
 // backward; measured (on) against heuristic (off) cuDNN algorithms. Each position makes its own plans.

@@ -122,6 +122,27 @@ def time_step(name, model, shape, amp, seconds=2.0, tokens=None):
     print(f"torch_{name:28s} {ms:10.3f} ms/step {1e3 * samples / ms:12.0f} {'tokens' if tokens else 'images'}/s")
 
 
+def batch_norm_us(seconds=1.0):
+    """Batch norm in training, forward and backward, as bench_cuda's BM_batch_norm_f16."""
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    x = torch.randn(128, 64, 32, 32, device=dev, dtype=torch.float16, requires_grad=True)
+    gy = torch.randn(128, 64, 32, 32, device=dev, dtype=torch.float16)
+    bn = nn.BatchNorm2d(64).to(dev)  # f32 parameters and statistics, as under autocast
+
+    def step():
+        bn(x).backward(gy)
+
+    step()
+    torch.cuda.synchronize()
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        step()
+        torch.cuda.synchronize()
+        n += 1
+    print(f"torch_batch_norm_f16{'':14s} {1e6 * (time.perf_counter() - start) / n:10.1f} us")
+
+
 MODELS = {  # name: (constructor, input shape, vocabulary for token models)
     "simplecnn": (lambda: simple_cnn(), (128, 1, 28, 28), None),
     "resnet18": (lambda: ResNet18(), (128, 3, 32, 32), None),
@@ -174,6 +195,7 @@ def main():
     time_step("gpt_step_amp", GPT(), (32, 256), True, tokens=65)
     for n in (4096, 8192):
         gemm_tflops(n)
+    batch_norm_us()
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 // Batch norm and group norm (layer norm is its one-group case) on the GPU, each forward beside its
-// backward, with the arithmetic of cpu/norm.cpp: two-pass statistics, every sum in double,
-// per-channel or per-row coefficients rounded to the stat type A, then y = x * a + b elementwise.
-// One block per channel (batch norm, parameter gradients) or per (n, group) row (group norm).
+// backward, with the arithmetic of cpu/norm.cpp: statistics in double (batch norm's from sums of
+// each value less its channel's first value; group norm's in two passes), per-channel or per-row
+// coefficients rounded to the stat type A, then y = x * a + b elementwise. Batch norm spreads each
+// channel over several blocks; group norm takes one block per (n, group) row, and its parameter
+// gradients one block per channel.
 #include "cuda/kernels.cuh"
 #include "cuda/rows.cuh"
+#include "kernels/channel_split.h"
 
 namespace mdl::cuda {
 
@@ -19,88 +22,139 @@ __device__ __forceinline__ A param_or(const A* p, int64_t c, A fallback) {
 unsigned grid_for(int64_t blocks) { return unsigned(std::min<int64_t>(std::max<int64_t>(blocks, 1), 1 << 20)); }
 
 // ---- batch norm: x (N, C, S) ------------------------------------------------------------------
+// Each channel's M = N * S values are split over P blocks (kernels/channel_split.h) so a few wide
+// channels still fill the GPU. Block (c, p) writes its partial sums to part (2, P, C), in double;
+// a finalize kernel adds the P partials of each channel in order, so results do not depend on
+// timing. Per-element channel indices use 32-bit division where the tensor allows it.
 
-// Block c: mean, var (biased), invstd of channel c over its N * S values.
+// About this many blocks per statistics pass, each thread with at least 4 values.
+constexpr int64_t kStatBlocks = 1024, kMinPiece = 4 * kRowBlock;
+
+// Block (c, p): the sums of d = x - shift and d * d over piece p of channel c, shift being the
+// channel's first value (it centres the sums, so the variance below does not cancel).
 template <class T>
-__global__ void bn_stats_kernel(const T* x, int64_t N, int64_t C, int64_t S, double eps, acc_t<T>* mean, acc_t<T>* var,
-                                acc_t<T>* invstd) {
-  using A = acc_t<T>;
-  const int64_t M = N * S;
-  for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
-    double s = 0;
-    for (int64_t j = threadIdx.x; j < M; j += kRowBlock) s += double(to_acc(x[((j / S) * C + c) * S + j % S]));
-    const double mu = block_sum(s) / double(M);
-    double q = 0;
-    for (int64_t j = threadIdx.x; j < M; j += kRowBlock) {
-      const double d = double(to_acc(x[((j / S) * C + c) * S + j % S])) - mu;
-      q += d * d;
+__global__ void bn_partial_stats_kernel(const T* x, int64_t C, int64_t S, int64_t M, int64_t piece, double* part) {
+  const int64_t c = blockIdx.x, p = blockIdx.y, P = gridDim.y;
+  const int64_t j0 = p * piece, j1 = j0 + piece < M ? j0 + piece : M;
+  const double shift = double(to_acc(x[c * S]));
+  double s1 = 0, s2 = 0;
+  if (j0 + threadIdx.x < j1) {
+    ChannelWalk w(j0 + threadIdx.x, kRowBlock, S, C, c);
+    for (int64_t j = j0 + threadIdx.x; j < j1; j += kRowBlock, w.advance()) {
+      const double d = double(to_acc(x[w.offset()])) - shift;
+      s1 += d;
+      s2 += d * d;
     }
-    const double v = block_sum(q) / double(M);
-    if (threadIdx.x == 0) {
-      mean[c] = A(mu);
-      var[c] = A(v);
-      invstd[c] = A(1.0 / sqrt(v + eps));
-    }
+  }
+  s1 = block_sum(s1);
+  s2 = block_sum(s2);
+  if (threadIdx.x == 0) {
+    part[p * C + c] = s1;
+    part[(P + p) * C + c] = s2;
   }
 }
 
-// y = x * a[c] + b[c] with a = w * invstd and b = bias - mean * a, in A as the CPU rounds them.
+// Thread c: mean, var (biased) and invstd of channel c from its P partials (M = 0 gives NaN).
 template <class T>
+__global__ void bn_finalize_stats_kernel(const double* part, int64_t P, const T* x, int64_t C, int64_t S, int64_t M,
+                                         double eps, acc_t<T>* mean, acc_t<T>* var, acc_t<T>* invstd) {
+  using A = acc_t<T>;
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= C) return;
+  double s1 = 0, s2 = 0;
+  for (int64_t p = 0; p < P; ++p) s1 += part[p * C + c], s2 += part[(P + p) * C + c];
+  const double shift = M > 0 ? double(to_acc(x[c * S])) : 0.0;
+  const double md = s1 / double(M), v = fmax(s2 / double(M) - md * md, 0.0);
+  mean[c] = A(shift + md);
+  var[c] = A(v);
+  invstd[c] = A(1.0 / sqrt(v + eps));
+}
+
+// The channel of flat element i of an (N, C, S) tensor; I is 32-bit where N * C * S fits.
+template <class I>
+__device__ __forceinline__ int64_t channel_of(int64_t i, int64_t C, int64_t S) {
+  return int64_t((I(i) / I(S)) % I(C));
+}
+
+// y = x * a[c] + b[c] with a = w * invstd and b = bias - mean * a, in A as the CPU rounds them.
+template <class T, class I>
 __global__ void bn_apply_kernel(T* y, const T* x, int64_t n, int64_t C, int64_t S, const acc_t<T>* mean,
                                 const acc_t<T>* invstd, const acc_t<T>* w, const acc_t<T>* b) {
   using A = acc_t<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = (i / S) % C;
+    const int64_t c = channel_of<I>(i, C, S);
     const A a = param_or(w, c, A(1)) * invstd[c];
     const A sh = param_or(b, c, A(0)) - mean[c] * a;
     y[i] = convert<T>(to_acc(x[i]) * a + sh);
   }
 }
 
-// Block c: sdy = sum gy and sdx = sum gy * (x - mean) over channel c; then grad_w, grad_b and the
-// coefficients of gx = gy * p + x * q + r into coef (3, C).
+// Block (c, p): sdy = sum gy and sdx = sum gy * (x - mean) over piece p of channel c.
 template <class T>
-__global__ void bn_backward_sums_kernel(const T* gy, const T* x, int64_t N, int64_t C, int64_t S, const acc_t<T>* mean,
-                                        const acc_t<T>* invstd, const acc_t<T>* w, bool training, acc_t<T>* grad_w,
-                                        acc_t<T>* grad_b, acc_t<T>* coef) {
-  using A = acc_t<T>;
-  const int64_t M = N * S;
-  for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
-    double sdy = 0, sdx = 0;
-    const double mu = double(mean[c]);
-    for (int64_t j = threadIdx.x; j < M; j += kRowBlock) {
-      const int64_t i = ((j / S) * C + c) * S + j % S;
+__global__ void bn_partial_grad_kernel(const T* gy, const T* x, int64_t C, int64_t S, int64_t M, int64_t piece,
+                                       const acc_t<T>* mean, double* part) {
+  const int64_t c = blockIdx.x, p = blockIdx.y, P = gridDim.y;
+  const int64_t j0 = p * piece, j1 = j0 + piece < M ? j0 + piece : M;
+  const double mu = double(mean[c]);
+  double sdy = 0, sdx = 0;
+  if (j0 + threadIdx.x < j1) {
+    ChannelWalk w(j0 + threadIdx.x, kRowBlock, S, C, c);
+    for (int64_t j = j0 + threadIdx.x; j < j1; j += kRowBlock, w.advance()) {
+      const int64_t i = w.offset();
       const double g = double(to_acc(gy[i]));
       sdy += g;
       sdx += g * (double(to_acc(x[i])) - mu);
     }
-    sdy = block_sum(sdy);
-    sdx = block_sum(sdx);
-    if (threadIdx.x != 0) continue;
-    const double is = double(invstd[c]);
-    if (grad_w) grad_w[c] = A(sdx * is);
-    if (grad_b) grad_b[c] = A(sdy);
-    if (!coef) continue;
-    const double a = double(param_or(w, c, A(1))) * is;
-    A q = 0, r = 0;
-    if (training) {
-      const double k = a * is * is * sdx / double(M);  // a * invstd * mean(gy * xhat)
-      q = A(-k);
-      r = A(k * mu - a * sdy / double(M));
-    }
-    coef[c] = A(a);
-    coef[C + c] = q;
-    coef[2 * C + c] = r;
+  }
+  sdy = block_sum(sdy);
+  sdx = block_sum(sdx);
+  if (threadIdx.x == 0) {
+    part[p * C + c] = sdy;
+    part[(P + p) * C + c] = sdx;
   }
 }
 
+// Thread c: grad_w, grad_b and the coefficients of gx = gy * p + x * q + r into coef (3, C), from
+// channel c's P partials.
 template <class T>
+__global__ void bn_finalize_grad_kernel(const double* part, int64_t P, int64_t C, int64_t M, const acc_t<T>* mean,
+                                        const acc_t<T>* invstd, const acc_t<T>* w, bool training, acc_t<T>* grad_w,
+                                        acc_t<T>* grad_b, acc_t<T>* coef) {
+  using A = acc_t<T>;
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= C) return;
+  double sdy = 0, sdx = 0;
+  for (int64_t p = 0; p < P; ++p) sdy += part[p * C + c], sdx += part[(P + p) * C + c];
+  const double is = double(invstd[c]), mu = double(mean[c]);
+  if (grad_w) grad_w[c] = A(sdx * is);
+  if (grad_b) grad_b[c] = A(sdy);
+  if (!coef) return;
+  const double a = double(param_or(w, c, A(1))) * is;
+  A q = 0, r = 0;
+  if (training) {
+    const double k = a * is * is * sdx / double(M);  // a * invstd * mean(gy * xhat)
+    q = A(-k);
+    r = A(k * mu - a * sdy / double(M));
+  }
+  coef[c] = A(a);
+  coef[C + c] = q;
+  coef[2 * C + c] = r;
+}
+
+template <class T, class I>
 __global__ void bn_grad_x_kernel(T* gx, const T* gy, const T* x, int64_t n, int64_t C, int64_t S,
                                  const acc_t<T>* coef) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t c = (i / S) % C;
+    const int64_t c = channel_of<I>(i, C, S);
     gx[i] = convert<T>(to_acc(gy[i]) * coef[c] + to_acc(x[i]) * coef[C + c] + coef[2 * C + c]);
   }
+}
+
+// Runs f.template operator()<I>() with I = uint32_t when every flat index of n elements fits, else int64_t.
+template <class F>
+void with_index_type(int64_t n, F&& f) {
+  if (n <= int64_t(UINT32_MAX)) f.template operator()<uint32_t>();
+  else f.template operator()<int64_t>();
 }
 
 // ---- group norm: x (N, C, S), rows (n, g) of L = K * S contiguous values, K = C / groups --------
@@ -197,39 +251,59 @@ A* ptr_or_null(const Tensor& t) {
 
 void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var, const Tensor& invstd, const Tensor& x,
                         const Tensor& weight, const Tensor& bias, bool training, double eps) {
-  const int64_t N = x.size(0), C = x.size(1), S = x.size(2), n = x.numel();
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2), n = x.numel(), M = N * S;
   dispatch_floating<DeviceTypes>(x.dtype(), "batch_norm", [&]<class T>() {
     using A = acc_t<T>;
     if (training && C > 0) {
-      bn_stats_kernel<T><<<grid_for(C), kRowBlock, 0, stream()>>>(ptr<const T>(x), N, C, S, eps, ptr<A>(mean),
-                                                                  ptr<A>(var), ptr<A>(invstd));
+      const ChannelSplit sp = channel_split(M, C, kStatBlocks, kMinPiece);
+      const int64_t P = M > 0 ? sp.P : 0;
+      Tensor part = make_tensor({2, std::max<int64_t>(P, 1), C}, kF64, x.device());
+      if (P > 0) {
+        bn_partial_stats_kernel<T><<<dim3(unsigned(C), unsigned(P)), kRowBlock, 0, stream()>>>(
+            ptr<const T>(x), C, S, M, sp.piece, ptr<double>(part));
+        CUDA_CHECK_LAUNCH("batch_norm");
+      }
+      bn_finalize_stats_kernel<T><<<blocks_for(C), kThreads, 0, stream()>>>(
+          ptr<const double>(part), P, ptr<const T>(x), C, S, M, eps, ptr<A>(mean), ptr<A>(var), ptr<A>(invstd));
       CUDA_CHECK_LAUNCH("batch_norm");
     }
     if (n == 0) return;
-    bn_apply_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(out), ptr<const T>(x), n, C, S,
-                                                                 ptr<const A>(mean), ptr<const A>(invstd),
-                                                                 cptr_or_null<A>(weight), cptr_or_null<A>(bias));
-    CUDA_CHECK_LAUNCH("batch_norm");
+    with_index_type(n, [&]<class I>() {
+      bn_apply_kernel<T, I><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(out), ptr<const T>(x), n, C, S,
+                                                                      ptr<const A>(mean), ptr<const A>(invstd),
+                                                                      cptr_or_null<A>(weight), cptr_or_null<A>(bias));
+      CUDA_CHECK_LAUNCH("batch_norm");
+    });
   });
 }
 
 void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
                          const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                          bool training) {
-  const int64_t N = x.size(0), C = x.size(1), S = x.size(2), n = x.numel();
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2), n = x.numel(), M = N * S;
   if (C == 0) return;
   dispatch_floating<DeviceTypes>(x.dtype(), "batch_norm_backward", [&]<class T>() {
     using A = acc_t<T>;
+    const ChannelSplit sp = channel_split(M, C, kStatBlocks, kMinPiece);
+    const int64_t P = M > 0 ? sp.P : 0;
+    Tensor part = make_tensor({2, std::max<int64_t>(P, 1), C}, kF64, x.device());
+    if (P > 0) {
+      bn_partial_grad_kernel<T><<<dim3(unsigned(C), unsigned(P)), kRowBlock, 0, stream()>>>(
+          ptr<const T>(grad_out), ptr<const T>(x), C, S, M, sp.piece, ptr<const A>(mean), ptr<double>(part));
+      CUDA_CHECK_LAUNCH("batch_norm_backward");
+    }
     Tensor coef;
     if (grad_x.defined()) coef = make_tensor({3, C}, mean.dtype(), x.device());  // (3, C): p, q, r
-    bn_backward_sums_kernel<T><<<grid_for(C), kRowBlock, 0, stream()>>>(
-        ptr<const T>(grad_out), ptr<const T>(x), N, C, S, ptr<const A>(mean), ptr<const A>(invstd),
-        cptr_or_null<A>(weight), training, ptr_or_null<A>(grad_w), ptr_or_null<A>(grad_b), ptr_or_null<A>(coef));
+    bn_finalize_grad_kernel<T><<<blocks_for(C), kThreads, 0, stream()>>>(
+        ptr<const double>(part), P, C, M, ptr<const A>(mean), ptr<const A>(invstd), cptr_or_null<A>(weight), training,
+        ptr_or_null<A>(grad_w), ptr_or_null<A>(grad_b), ptr_or_null<A>(coef));
     CUDA_CHECK_LAUNCH("batch_norm_backward");
     if (!grad_x.defined() || n == 0) return;
-    bn_grad_x_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(grad_x), ptr<const T>(grad_out),
-                                                                  ptr<const T>(x), n, C, S, ptr<const A>(coef));
-    CUDA_CHECK_LAUNCH("batch_norm_backward");
+    with_index_type(n, [&]<class I>() {
+      bn_grad_x_kernel<T, I><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(grad_x), ptr<const T>(grad_out),
+                                                                       ptr<const T>(x), n, C, S, ptr<const A>(coef));
+      CUDA_CHECK_LAUNCH("batch_norm_backward");
+    });
   });
 }
 

@@ -134,6 +134,8 @@ ratio("cuda_caching_allocator/on/alloc_4MiB", "cuda_caching_allocator/off/alloc_
 ratio("cuda_graphs/on/op_chain/real_time", "cuda_graphs/off/op_chain/real_time", "20 small ops: CUDA Graph replay vs eager (speedup)")
 ratio("fused_linear_act/on/f16/relu/real_time", "fused_linear_act/off/f16/relu/real_time", "linear+bias+relu: cuBLASLt epilogue vs separate kernels (speedup)")
 ratio("fused_linear_act/on/f16/gelu/real_time", "fused_linear_act/off/f16/gelu/real_time", "linear+bias+gelu: cuBLASLt epilogue vs separate kernels (speedup)")
+ratio("cudnn_benchmark/on/conv3x3_c64_32x32_b128_f16/real_time", "cudnn_benchmark/off/conv3x3_c64_32x32_b128_f16/real_time",
+      "conv 3x3 f16 fwd+bwd: measured vs heuristic cuDNN algorithms (speedup)")
 ratio("allow_tf32/on/gemm/4096/real_time", "allow_tf32/off/gemm/4096/real_time", "f32 GEMM 4096: TF32 vs full f32 (speedup)")
 ratio("loader_side_stream/on/epoch/iterations:3/real_time", "loader_side_stream/off/epoch/iterations:3/real_time",
       "DataLoader epoch: side-stream copy vs copy on mdl's stream (speedup)")
@@ -157,6 +159,10 @@ if f16:
         cublas = torch_ms.get(f"gemm_f16_{n}")
         vs = f", {100*r['TFLOP/s']/cublas:5.1f}% of cuBLAS via PyTorch ({cublas:.1f})" if cublas else ""
         print(f'f16 GEMM {r["name"]:32s} {r["TFLOP/s"]:7.1f} TFLOP/s = {100*r["TFLOP/s"]/peak:5.1f}% of the best size{vs}')
+r, t = by.get("BM_batch_norm_f16/real_time"), torch_ms.get("batch_norm_f16")
+if r:
+    vs = f', PyTorch {t:.1f} us, mdl time / PyTorch time {r["real_time"] / t:.2f}' if t else ""
+    print(f'batch norm f16 forward + backward (128, 64, 32, 32): mdl {r["real_time"]:.1f} us{vs}')
 # Training steps: mdl f32 vs autocast f16, and PyTorch's time for the same step.
 print()
 print(f'{"training step":28s} {"mdl ms":>9s} {"PyTorch ms":>11s} {"mdl/PyTorch":>12s}')

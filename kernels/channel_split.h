@@ -1,0 +1,41 @@
+// How the GPU's batch norm spreads one channel's values over many blocks, written once for the
+// kernels (cuda/norm.cu) and the CPU test that checks the walk visits each value once.
+// x is (N, C, S); channel c holds the M = N * S values at (n * C + c) * S + s. They are split into
+// P pieces of `piece` consecutive positions j = n * S + s, and block (c, p) of a (C, P) grid sums
+// piece p. Inside a piece each thread steps by the block size, carrying (n, s) forward with adds
+// instead of dividing every position by S.
+#pragma once
+#include <cstdint>
+
+#include "kernels/host_device.h"
+
+namespace mdl {
+
+struct ChannelSplit {
+  int64_t P, piece;
+};
+
+// Enough pieces for about `target_blocks` blocks over the C channels, each piece at least
+// `min_piece` values (so a block's threads have several each); at least one piece.
+inline ChannelSplit channel_split(int64_t M, int64_t C, int64_t target_blocks, int64_t min_piece) {
+  int64_t P = C > 0 ? target_blocks / C : 1;
+  const int64_t most = M / min_piece;
+  if (P > most) P = most;
+  if (P < 1) P = 1;
+  return {P, (M + P - 1) / P};
+}
+
+// The positions j = start, start + step, ... of channel c, as element offsets into x.
+struct ChannelWalk {
+  int64_t n, s, dn, ds, S, C, c;
+  MDL_HOST_DEVICE ChannelWalk(int64_t start, int64_t step, int64_t S_, int64_t C_, int64_t c_)
+      : n(start / S_), s(start % S_), dn(step / S_), ds(step % S_), S(S_), C(C_), c(c_) {}
+  MDL_HOST_DEVICE int64_t offset() const { return (n * C + c) * S + s; }
+  MDL_HOST_DEVICE void advance() {
+    n += dn;
+    s += ds;
+    if (s >= S) s -= S, ++n;
+  }
+};
+
+}  // namespace mdl

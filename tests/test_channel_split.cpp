@@ -1,0 +1,56 @@
+// The split the GPU's batch norm uses (kernels/channel_split.h), run on the CPU as its grid would:
+// every block (c, p) and thread t walking its piece must visit each value of channel c once, and
+// nothing else, for channels narrower and wider than a block, one value wide, and past a piece.
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/channel_split.h"
+
+using namespace mdl;
+
+TEST_CASE("channel_split and ChannelWalk visit each value of a channel exactly once") {
+  constexpr int64_t kBlock = 256;
+  struct Case {
+    int64_t N, C, S;
+  };
+  for (const Case& k : {Case{1, 1, 1}, Case{3, 2, 1}, Case{2, 3, 16}, Case{128, 64, 16}, Case{7, 5, 1023},
+                        Case{64, 8, 1024}, Case{5, 600, 9}, Case{1, 2, 70000}, Case{300, 3, 257}}) {
+    const int64_t M = k.N * k.S;
+    const ChannelSplit sp = channel_split(M, k.C, 1024, 4 * kBlock);
+    const std::string what = "N " + std::to_string(k.N) + " C " + std::to_string(k.C) + " S " + std::to_string(k.S);
+    CHECK_MESSAGE(sp.P >= 1, what);
+    CHECK_MESSAGE(sp.P * sp.piece >= M, what);
+    CHECK_MESSAGE((sp.P == 1 || sp.piece >= 4 * kBlock), what, ": piece ", sp.piece);
+    std::vector<int> seen(size_t(k.N * k.C * k.S), 0);
+    int64_t misplaced = 0;  // offsets other than the division's
+    for (int64_t c = 0; c < k.C; ++c)
+      for (int64_t p = 0; p < sp.P; ++p) {
+        const int64_t j0 = p * sp.piece, j1 = std::min(M, j0 + sp.piece);
+        for (int64_t t = 0; t < kBlock && j0 + t < j1; ++t) {
+          ChannelWalk w(j0 + t, kBlock, k.S, k.C, c);
+          for (int64_t j = j0 + t; j < j1; j += kBlock, w.advance()) {
+            const int64_t off = w.offset();
+            if (off != ((j / k.S) * k.C + c) * k.S + j % k.S || off < 0 || off >= int64_t(seen.size())) {
+              ++misplaced;
+              continue;
+            }
+            ++seen[size_t(off)];
+          }
+        }
+      }
+    int64_t wrong = 0;
+    for (int v : seen) wrong += v != 1;
+    CHECK_MESSAGE(misplaced == 0, what, ": ", misplaced, " positions walked to the wrong offset");
+    CHECK_MESSAGE(wrong == 0, what, ": ", wrong, " values visited other than once");
+  }
+}
+
+TEST_CASE("channel_split: few wide channels get many pieces, many narrow ones a single piece") {
+  CHECK(channel_split(128 * 1024, 64, 1024, 1024).P == 16);
+  CHECK(channel_split(128 * 16, 512, 1024, 1024).P == 2);
+  CHECK(channel_split(100, 3, 1024, 1024).P == 1);
+  CHECK(channel_split(0, 3, 1024, 1024).P == 1);
+  CHECK(channel_split(5000, 0, 1024, 1024).P >= 1);
+}
