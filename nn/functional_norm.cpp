@@ -91,9 +91,10 @@ Tensor group_norm_op(const char* name, const Tensor& x, const Shape& shape3, int
 
 }  // namespace
 
-Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+// Runs in its input's dtype with statistics and parameters in f32, under autocast too (as PyTorch's
+// autocast does): a 16-bit activation stays 16-bit into the next conv, with no casts either side.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps) {
-  auto [x] = amp::autocast_f32(x_in);
   const char* op = "batch_norm";
   check_input(op, x);
   MDL_CHECK(x.dim() >= 2, "batch_norm: expected an input of shape (N, C) or (N, C, ...), got ", x.shape());

@@ -1,8 +1,9 @@
 // Autocast, as torch.autocast: a thread-local mixed-precision policy. Inside an AutocastGuard
 // the ops of the 16-bit list (matmul, linear, conv2d, scaled_dot_product_attention) cast their
 // floating inputs to the guard's dtype and compute with f32 accumulation; the ops of the f32 list
-// (softmax, log_softmax, the losses, layer/batch/group norm, sum, mean, exp, log) cast theirs to
-// f32. Every other op runs in its inputs' dtypes (type promotion). f64 is never touched.
+// (softmax, log_softmax, the losses, layer/group norm, sum, mean, exp, log) cast theirs to f32.
+// Every other op runs in its inputs' dtypes (type promotion); batch norm among them, with its
+// statistics in f32. f64 is never touched.
 //
 // Each listed op calls a hook at its top:
 //   Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
