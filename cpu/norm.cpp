@@ -148,6 +148,19 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
   });
 }
 
+void batch_norm_update_stats(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
+                             const Tensor& var, double momentum, double n) {
+  dispatch_floating(running_mean.dtype(), "batch_norm_update_stats", [&]<class A>() {
+    A *rm = running_mean.data_ptr<A>(), *rv = running_var.data_ptr<A>();
+    const A *m = mean.data_ptr<A>(), *v = var.data_ptr<A>();
+    const A keep = A(1.0 - momentum), take = A(momentum), take_var = A(momentum * n / (n - 1.0));
+    for (int64_t c = 0; c < running_mean.numel(); ++c) {
+      rm[c] = rm[c] * keep + m[c] * take;
+      rv[c] = rv[c] * keep + v[c] * take_var;
+    }
+  });
+}
+
 void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
                          const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
                          bool training) {

@@ -89,6 +89,15 @@ __global__ void bn_apply_kernel(T* y, const T* x, int64_t n, int64_t C, int64_t 
   }
 }
 
+// Thread c: the running statistics blended with the batch's (kernels/norm.h).
+template <class A>
+__global__ void bn_update_stats_kernel(A* rm, A* rv, const A* m, const A* v, int64_t C, A keep, A take, A take_var) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= C) return;
+  rm[c] = rm[c] * keep + m[c] * take;
+  rv[c] = rv[c] * keep + v[c] * take_var;
+}
+
 // Block (c, p): sdy = sum gy and sdx = sum gy * (x - mean) over piece p of channel c.
 template <class T>
 __global__ void bn_partial_grad_kernel(const T* gy, const T* x, int64_t C, int64_t S, int64_t M, int64_t piece,
@@ -274,6 +283,18 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
                                                                       cptr_or_null<A>(weight), cptr_or_null<A>(bias));
       CUDA_CHECK_LAUNCH("batch_norm");
     });
+  });
+}
+
+void batch_norm_update_stats(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
+                             const Tensor& var, double momentum, double n) {
+  const int64_t C = running_mean.numel();
+  if (C == 0) return;
+  dispatch_floating<DeviceTypes>(running_mean.dtype(), "batch_norm_update_stats", [&]<class A>() {
+    bn_update_stats_kernel<A><<<blocks_for(C), kThreads, 0, stream()>>>(
+        ptr<A>(running_mean), ptr<A>(running_var), ptr<const A>(mean), ptr<const A>(var), C, A(1.0 - momentum),
+        A(momentum), A(momentum * n / (n - 1.0)));
+    CUDA_CHECK_LAUNCH("batch_norm_update_stats");
   });
 }
 

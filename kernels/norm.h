@@ -21,6 +21,11 @@ using BatchNormForwardFn = void(const Tensor& out, const Tensor& mean, const Ten
 using BatchNormBackwardFn = void(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b,
                                  const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& invstd,
                                  const Tensor& weight, bool training);
+// running_mean, running_var (C), contiguous stat tensors, updated in place from a training batch's
+// mean and biased var over n values per channel: r = r * (1 - momentum) + s * momentum, with the
+// variance made unbiased (s = var * n / (n - 1)). One kernel instead of a chain of elementwise ops.
+using BatchNormUpdateStatsFn = void(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
+                                    const Tensor& var, double momentum, double n);
 // x, out (N, C, S) in `groups` groups of C/groups channels; mean, rstd (N, groups): statistics over
 // each (n, group), weight and bias per channel. Layer norm is (M, features, 1) with one group.
 using GroupNormForwardFn = void(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
@@ -29,10 +34,11 @@ using GroupNormBackwardFn = void(const Tensor& grad_x, const Tensor& grad_w, con
                                  const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                                  const Tensor& weight, int64_t groups);
 
-#define MDL_NORM_KERNELS(X)                                                \
-  X(batch_norm_forward, BatchNormForwardFn, "batch_norm", BOTH)            \
-  X(batch_norm_backward, BatchNormBackwardFn, "batch_norm_backward", BOTH) \
-  X(group_norm_forward, GroupNormForwardFn, "group_norm", BOTH)            \
+#define MDL_NORM_KERNELS(X)                                                           \
+  X(batch_norm_forward, BatchNormForwardFn, "batch_norm", BOTH)                       \
+  X(batch_norm_backward, BatchNormBackwardFn, "batch_norm_backward", BOTH)            \
+  X(batch_norm_update_stats, BatchNormUpdateStatsFn, "batch_norm_update_stats", BOTH) \
+  X(group_norm_forward, GroupNormForwardFn, "group_norm", BOTH)                       \
   X(group_norm_backward, GroupNormBackwardFn, "group_norm_backward", BOTH)
 MDL_NORM_KERNELS(MDL_DEFINE_STUB)
 

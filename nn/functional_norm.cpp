@@ -2,6 +2,7 @@
 // of kernels/norm.h with each backward recorded right beside its forward. batch_norm also
 // updates the running statistics in place, outside autograd.
 #include <cmath>
+#include <utility>
 
 #include "ops/autocast.h"
 #include "autograd/function.h"
@@ -126,17 +127,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   }
   kernels::batch_norm_forward(x.device(), out, mean, var, invstd, xv, w, b, training, eps);
   if (training && running_mean.defined()) {
-    // running = (1 - momentum) * running + momentum * batch stat; the variance unbiased.
+    // running = (1 - momentum) * running + momentum * batch stat, the variance unbiased; rm and rv
+    // are the running tensors themselves unless param() had to cast or gather them.
     NoGradGuard no_grad;
-    const double n = double(N * S);
-    auto blend = [&](const Tensor& run, const Tensor& stat, double k) {
-      Tensor keep = native::binary(BinaryOp::Mul, run, native::scalar_like(1.0 - momentum, run));
-      return native::binary(BinaryOp::Add, keep,
-                            native::binary(BinaryOp::Mul, stat, native::scalar_like(momentum * k, stat)));
-    };
-    Tensor new_mean = blend(rm, mean, 1.0), new_var = blend(rv, var, n / (n - 1.0));
-    Tensor(running_mean).copy_(new_mean);
-    Tensor(running_var).copy_(new_var);
+    kernels::batch_norm_update_stats(x.device(), rm, rv, mean, var, momentum, double(N * S));
+    for (auto [updated, running] : {std::pair{rm, running_mean}, std::pair{rv, running_var}}) {
+      if (updated.raw_data() != running.raw_data()) Tensor(running).copy_(updated);
+      else running.bump_version();  // written in place, as copy_ would have
+    }
   }
   Tensor y = native::view(out, x.shape());
   const bool has_w = w.defined();
