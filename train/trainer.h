@@ -1,7 +1,8 @@
 // run_training: the whole of mdl-train as a function, so the study driver and tests call it
 // in-process. Builds data, model, optimizer and schedule from TrainOptions, trains with the
 // switches on (autocast + GradScaler, gradient accumulation, L2, clipping, cache, prefetch,
-// workers, pinned memory), validates each epoch, logs CSV, saves and resumes checkpoints.
+// workers, pinned memory), validates each epoch, logs CSV, saves and resumes checkpoints, and
+// calls the callbacks of --early-stop, --save-best, --plateau and --target-accuracy.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -25,7 +26,10 @@ struct TrainReport {
   std::string profile_table;  // with --profile: the profiler's table
   bool evaluated = false;     // with --evaluate: the run evaluated, and trained nothing
   Evaluation evaluation;
-  int rank = 0;  // with --dist: this process's rank (rank 0 alone reports)
+  int rank = 0;                 // with --dist: this process's rank (rank 0 alone reports)
+  std::string stop_reason;      // why a callback (--early-stop, --target-accuracy) stopped the run early
+  int64_t target_epoch = 0;     // with --target-accuracy: the epoch that reached it (0: not reached)
+  double target_seconds = NAN;  // and the wall time from the run's start to that epoch's end
 };
 
 // Prints progress and per-epoch lines to `out` (nullptr: silent). Throws mdl::Error (UsageError
