@@ -1,6 +1,7 @@
 # mdl: one Makefile for the library, tests, benchmarks and tools.
 #   make            build/libmdl.a, the tests, the benchmarks, the tools, the examples
 #   make examples   examples/*.cpp into $(BUILD)/examples/   make run-examples   run each at a tiny size
+#   make check-install  install into a temporary prefix and build an example there with pkg-config
 #   make test       build and run every test          make bench   build and run the benchmarks
 #   make deps       install the Debian packages        make install PREFIX=/usr/local
 #   make bench-dist all_reduce bandwidth and SimpleCNN scaling at 1 and 2 ranks (MPI builds)
@@ -186,7 +187,7 @@ EXAMPLE_BINS := $(EXAMPLE_SRCS:examples/%.cpp=$(BUILD)/examples/%)
 DEB_PACKAGES := g++ make pkg-config python3 doctest-dev libstb-dev libbenchmark-dev zlib1g-dev dataset-fashion-mnist libopenblas-dev \
   libopenmpi-dev openmpi-bin
 
-.PHONY: all lib tests benches tools examples run-examples test bench bench-dist study run-tests run-benches run-bench-dist run-study \
+.PHONY: all lib tests benches tools examples run-examples check-install test bench bench-dist study run-tests run-benches run-bench-dist run-study \
   deps install clean gpu-check fuzz fuzzers run-fuzz print-build latest format format-check compile_commands.json
 all: lib tests benches tools examples
 lib: $(LIB)
@@ -363,6 +364,9 @@ install: lib
 	  install -d $(PREFIX)/include/mdl/$$(dirname $$h) && install -m 644 $$h $(PREFIX)/include/mdl/$$h; done
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include/mdl\n\nName: mdl\nDescription: a minimal deep learning framework\nVersion: 0.1.0\nCflags: -std=c++20 -fopenmp -I$${includedir}%s\nLibs: -L$${libdir} -lmdl %s\n' \
 	  "$(abspath $(PREFIX))" "$(foreach f,$(filter -DMDL_WITH_%,$(CPPFLAGS)), $(f))" "$(LDLIBS)" > $(PREFIX)/lib/pkgconfig/mdl.pc
+
+check-install: lib
+	MAKE="$(MAKE)" tests/check_install.sh CUDA=$(WITH_CUDA) MPI=$(WITH_MPI) NCCL=$(WITH_NCCL) WERROR=$(WERROR) CXX="$(CXX)"
 
 # One run on a GPU machine: build with CUDA, run the CUDA tests and benchmarks, print one table.
 gpu-check:
