@@ -19,6 +19,7 @@
 #include "optim/adam.h"
 #include "optim/sgd.h"
 #include "train/callbacks.h"
+#include "train/csv_log.h"
 #include "train/fit.h"
 
 using namespace mdl;
@@ -146,6 +147,27 @@ TEST_CASE("Trainer: a user loss function is what is minimised") {
   plain.loss = train::cross_entropy_loss;
   train::Trainer same_model(plain);
   CHECK(same_model.evaluate(*s.config.validation).loss == doctest::Approx(v.loss / 2));
+}
+
+TEST_CASE("ProgressPrinter and CsvLogger: a line per epoch printed, a CSV row per epoch written") {
+  Setup s;
+  const std::string csv = temp_path("log.csv");
+  std::FILE* out = std::tmpfile();
+  REQUIRE(out);
+  train::Trainer trainer(s.config);
+  trainer.add(std::make_shared<train::ProgressPrinter>(out)).add(std::make_shared<train::CsvLogger>(csv));
+  const auto h = trainer.fit(2);
+  std::rewind(out);
+  std::string printed;
+  for (int ch; (ch = std::fgetc(out)) != EOF;) printed += char(ch);
+  std::fclose(out);
+  CHECK(printed.find("epoch 1/2 [") != std::string::npos);  // the progress line
+  CHECK(printed.find("epoch 2/2: train loss") != std::string::npos);
+  const train::CsvTable t = train::read_csv(csv);
+  REQUIRE(t.rows.size() == 2);
+  CHECK(std::stod(t.rows[1][size_t(t.column("val_loss"))]) == doctest::Approx(h[1].val_loss));
+  CHECK(std::stod(t.rows[0][size_t(t.column("train_accuracy"))]) == doctest::Approx(h[0].train_accuracy));
+  std::filesystem::remove(csv);
 }
 
 TEST_CASE("EarlyStopping: stops after `patience` epochs without improvement and restores the best weights") {

@@ -21,6 +21,7 @@ void ProgressPrinter::on_epoch_begin(TrainContext& c) {
 }
 
 void ProgressPrinter::on_step_end(TrainContext& c) {
+  if (!progress_) return;  // a loop that does not call on_epoch_begin
   const double seconds = std::max(
       std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start_).count(), 1e-9);
   const double seen = double(std::max<int64_t>(c.running.seen, 1));
@@ -30,7 +31,7 @@ void ProgressPrinter::on_step_end(TrainContext& c) {
 
 void ProgressPrinter::on_epoch_end(TrainContext&, const EpochRecord& r) {
   if (progress_) progress_->finish();
-  log_->write(r);
+  if (log_) log_->write(r);
 }
 
 CsvLogger::CsvLogger(std::string path, bool append) : path_(std::move(path)), append_(append) {
@@ -41,7 +42,10 @@ void CsvLogger::on_train_begin(TrainContext& c) {
   if (!log_) log_ = std::make_unique<EpochLog>(path_, nullptr, c.epochs, append_);
 }
 
-void CsvLogger::on_epoch_end(TrainContext&, const EpochRecord& r) { log_->write(r); }
+void CsvLogger::on_epoch_end(TrainContext& c, const EpochRecord& r) {
+  if (!log_) on_train_begin(c);
+  log_->write(r);
+}
 
 BestTracker::BestTracker(const std::string& monitor, Mode mode, double min_delta, const char* who)
     : monitor_(monitor), max_(mode_is_max(mode, monitor)), min_delta_(min_delta) {
