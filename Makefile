@@ -1,5 +1,7 @@
 # mdl: one Makefile for the library, tests, benchmarks and tools.
-#   make            build/libmdl.a, the tests, the benchmarks, the tools
+#   make            build/libmdl.a, the tests, the benchmarks, the tools, the examples
+#   make examples   examples/*.cpp into $(BUILD)/examples/   make run-examples   run each at a tiny size
+#   make check-install  install into a temporary prefix and build an example there with pkg-config
 #   make test       build and run every test          make bench   build and run the benchmarks
 #   make deps       install the Debian packages        make install PREFIX=/usr/local
 #   make bench-dist all_reduce bandwidth and SimpleCNN scaling at 1 and 2 ranks (MPI builds)
@@ -180,16 +182,22 @@ BENCH_LIBS  := -lbenchmark $(if $(OPENBLAS),-lopenblas,)
 TOOL_SRCS := $(wildcard tools/*.cpp)
 TOOL_BINS := $(TOOL_SRCS:tools/%.cpp=$(BUILD)/%)
 
+# Programs written as a user of the library would write them (the Trainer, a hand-written loop).
+EXAMPLE_SRCS := $(wildcard examples/*.cpp)
+EXAMPLE_BINS := $(EXAMPLE_SRCS:examples/%.cpp=$(BUILD)/examples/%)
+
 DEB_PACKAGES := g++ make pkg-config python3 doctest-dev libstb-dev libbenchmark-dev zlib1g-dev dataset-fashion-mnist libopenblas-dev \
   libopenmpi-dev openmpi-bin
 
-.PHONY: all lib tests benches tools test bench bench-dist study run-tests run-benches run-bench-dist run-study \
-  deps install clean gpu-check gpu-bundle fuzz fuzzers run-fuzz print-build latest format format-check compile_commands.json
-all: lib tests benches tools
+.PHONY: all lib tests benches tools examples run-examples check-install test bench bench-dist study run-tests run-benches \
+  run-bench-dist run-study deps install clean gpu-check gpu-bundle fuzz fuzzers run-fuzz print-build latest format format-check \
+  compile_commands.json
+all: lib tests benches tools examples
 lib: $(LIB)
 tests: $(TEST_BIN) $(DIST_WORKER)
 benches: $(BENCH_BINS)
 tools: $(TOOL_BINS)
+examples: $(EXAMPLE_BINS)
 
 # Every object and program depends on $(BUILD)/flags, rewritten only when the flags differ from it.
 FLAGS := $(BUILD)/flags
@@ -227,6 +235,10 @@ $(BUILD)/bench/%: bench/%.cpp $(LIB) $(FLAGS)
 	$(CXX) $(CPPFLAGS) $(BENCH_FLAGS) $(CXXFLAGS) -o $@ $< $(LIB) $(BENCH_LIBS) $(LDLIBS)
 
 $(BUILD)/%: tools/%.cpp $(LIB) $(FLAGS)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+
+$(BUILD)/examples/%: examples/%.cpp $(LIB) $(FLAGS)
+	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(LIB) $(LDLIBS)
 
 # Fuzzing with clang's libFuzzer: one harness per reader (fuzz/fuzz_*.cpp), built under AddressSanitizer
@@ -302,11 +314,17 @@ deps:
 
 $(DEPS_STAMP): $(if $(filter-out $(file <$(DEPS_STAMP)),$(DEB_PACKAGES))$(filter-out $(DEB_PACKAGES),$(file <$(DEPS_STAMP))),deps,)
 
+# The examples run in the plain build only (the sanitizer runs cover the same library code), and
+# before the suite, so doctest's totals stay the last line.
 test: $(DEPS_STAMP)
 	python3 tools/check_layers.py
+	$(if $(SANITIZE),,$(MAKE) run-examples)
 	$(MAKE) run-tests
 run-tests: tests
 	$(TEST_BIN) $(TEST_ARGS)
+# Each example at a tiny size (seconds): its exit status and the lines it must print.
+run-examples: examples
+	tests/run_examples.sh $(BUILD)/examples
 
 # SANITIZE=thread builds and runs the tests of mdl's own threads: the loader, the caches, the
 # profiler and data parallel. OpenMP's runtime is not instrumented (TSan would report its barriers
@@ -351,6 +369,9 @@ install: lib
 	  install -d $(PREFIX)/include/mdl/$$(dirname $$h) && install -m 644 $$h $(PREFIX)/include/mdl/$$h; done
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include/mdl\n\nName: mdl\nDescription: a minimal deep learning framework\nVersion: 0.1.0\nCflags: -std=c++20 -fopenmp -I$${includedir}%s\nLibs: -L$${libdir} -lmdl %s\n' \
 	  "$(abspath $(PREFIX))" "$(foreach f,$(filter -DMDL_WITH_%,$(CPPFLAGS)), $(f))" "$(LDLIBS)" > $(PREFIX)/lib/pkgconfig/mdl.pc
+
+check-install: lib
+	MAKE="$(MAKE)" tests/check_install.sh CUDA=$(WITH_CUDA) MPI=$(WITH_MPI) NCCL=$(WITH_NCCL) WERROR=$(WERROR) CXX="$(CXX)"
 
 # One run on a GPU machine: build with CUDA, run the CUDA tests and benchmarks, print one table.
 gpu-check:

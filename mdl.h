@@ -16,6 +16,7 @@
 #include "data/loader.h"          // data::DataLoader, LoaderOptions, Cache, LoaderStats
 #include "data/pinned.h"          // data::pinned_memory_available, data::empty_pinned
 #include "data/sampler.h"         // data::Sampler, DistributedSampler
+#include "data/subset.h"          // data::Subset (the first n samples)
 #include "data/tensor_dataset.h"  // data::TensorDataset
 #include "data/text.h"            // data::TextDataset
 #include "data/transforms.h"      // data::ToTensor, Normalize, RandomCrop, RandomHorizontalFlip, Resize, ...
@@ -54,6 +55,9 @@
 #include "ops/ops.h"           // add, matmul, softmax, sum, cat, ... and operators
 #include "tensor/parallel.h"   // set_num_threads
 #include "tensor/tensor.h"     // Tensor
+
+#include "train/callbacks.h"  // train::ProgressPrinter, CsvLogger, CheckpointBest, EarlyStopping, ReduceLROnPlateau, TimeToTarget
+#include "train/fit.h"  // train::Trainer (fit, evaluate), TrainerConfig, Callback
 
 // Data parallel: built with Open MPI (make MPI=auto|0|1), NCCL (with CUDA, make NCCL=auto|0|1) or both.
 #ifdef MDL_WITH_DIST

@@ -322,3 +322,17 @@ TEST_CASE("data: exporting Fashion-MNIST to PNGs round-trips through ImageFolder
   CHECK_THROWS_WITH_AS(data::export_image_folder(train, dir.path.string(), {"only", "two"}, {.limit = 5}),
                        doctest::Contains("has label 9 but only 2 class names were given"), Error);
 }
+
+TEST_CASE("data: Subset is the first n samples, its identity names n, out-of-range indices and n < 0 are refused") {
+  auto base = std::make_shared<data::TensorDataset>(arange(10.0).reshape({10, 1}), arange(10.0, kI64));
+  data::Subset first(base, 4);
+  CHECK(first.size() == 4);
+  CHECK(first.get(3).y.item<int64_t>() == 3);
+  CHECK(first.get(3).x.item<float>() == 3.0f);
+  CHECK(first.identity() == base->identity() + "|first 4");
+  CHECK(data::Subset(base, 100).size() == 10);  // all of a smaller dataset
+  CHECK(data::Subset(base, 0).size() == 0);
+  CHECK_THROWS_AS(first.get(4), Error);
+  CHECK_THROWS_WITH_AS(data::Subset(base, -1), doctest::Contains("must be >= 0, got -1"), Error);
+  CHECK_THROWS_WITH_AS(data::Subset(nullptr, 1), doctest::Contains("Subset: no dataset"), Error);
+}

@@ -145,6 +145,37 @@ TEST_CASE("mdl-train options: bad options are named") {
   CHECK(train::usage().find("--evaluate FILE") != std::string::npos);
 }
 
+TEST_CASE("mdl-train options: the callback options --early-stop, --save-best, --plateau, --target-accuracy") {
+  auto o = parse_train_options(std::vector<std::string>{});
+  CHECK(o.early_stop == 0);
+  CHECK(o.save_best.empty());
+  CHECK(o.plateau == 0);
+  CHECK(o.target_accuracy == 0);
+  o = parse_train_options(
+      {"--early-stop", "3", "--save-best=best.safetensors", "--plateau", "2", "--target-accuracy", "0.9"});
+  CHECK(o.early_stop == 3);
+  CHECK(o.save_best == "best.safetensors");
+  CHECK(o.plateau == 2);
+  CHECK(o.target_accuracy == 0.9);
+  CHECK(usage_error({"--early-stop", "0"}).find("--early-stop must be in [1, ") != std::string::npos);
+  CHECK(usage_error({"--early-stop", "two"}).find("--early-stop expects a number, got 'two'") != std::string::npos);
+  CHECK(usage_error({"--plateau", "-1"}).find("--plateau must be in [1, ") != std::string::npos);
+  CHECK(usage_error({"--target-accuracy", "1.5"}).find("--target-accuracy must be in [0, 1], got 1.5") !=
+        std::string::npos);
+  CHECK(usage_error({"--target-accuracy", "0"}).find("--target-accuracy must be in (0, 1], got 0") !=
+        std::string::npos);
+  CHECK(usage_error({"--target-accuracy", "nan"}).find("--target-accuracy must be a finite number") !=
+        std::string::npos);
+  CHECK(usage_error({"--save-best="}).find("--save-best needs a file name") != std::string::npos);
+  CHECK(usage_error({"--save-best", "a", "--save", "a"}).find("--save-best and --save name the same file") !=
+        std::string::npos);
+  CHECK(usage_error({"--plateau", "2", "--schedule", "cosine"}).find("--plateau and --schedule cosine") !=
+        std::string::npos);
+  CHECK(usage_error({"--evaluate", "a", "--early-stop", "2"}).find("it takes no --early-stop") != std::string::npos);
+  for (const char* opt : {"--early-stop", "--save-best", "--plateau", "--target-accuracy"})
+    CHECK(train::usage().find(opt) != std::string::npos);
+}
+
 TEST_CASE("metrics: confusion matrix, accuracy, per-class and macro F1 by hand") {
   // targets  0 0 0 1 1 2 2 2
   // predicted 0 0 1 1 2 2 2 0
@@ -290,6 +321,39 @@ TEST_CASE("run_training: a short MLP run logs, checkpoints, resumes and profiles
       train::run_training(p, nullptr),
       doctest::Contains("--profile 100 needs more than 103 steps in the first epoch (3 to warm up); it has 10"), Error);
   for (const auto& f : {log, ckpt, ckpt + ".train.safetensors", trace}) std::remove(f.c_str());
+}
+
+TEST_CASE("run_training: --early-stop, --save-best, --plateau and --target-accuracy act on the validation") {
+  const std::string best = temp_path("best.safetensors");
+  std::filesystem::remove(best);
+  // lr 0: the validation loss never improves after epoch 1, so patience 1 stops the run at epoch 2;
+  // --plateau 1 needs two epochs without improvement, and the best weights are epoch 1's.
+  train::TrainOptions o;
+  o.model = "mlp", o.epochs = 5, o.batch = 64, o.subset = 256, o.lr = 0, o.progress = false;
+  o.early_stop = 1, o.save_best = best, o.plateau = 1, o.target_accuracy = 0.99;
+  train::TrainReport r = train::run_training(o, nullptr);
+  CHECK(r.epochs.size() == 2);
+  CHECK(r.stop_reason.find("EarlyStopping: val_loss did not improve for 1 epochs") != std::string::npos);
+  CHECK(r.target_epoch == 0);
+  CHECK(std::isnan(r.target_seconds));
+  REQUIRE(std::filesystem::exists(best));
+  const io::SafetensorsContents saved = io::read_safetensors(best);
+  std::string epoch;
+  for (auto& [k, v] : saved.metadata)
+    if (k == "epoch") epoch = v;
+  CHECK(epoch == "1");
+
+  // A reachable target stops the run at the epoch that reached it.
+  train::TrainOptions t;
+  t.model = "mlp", t.epochs = 5, t.batch = 64, t.subset = 1024, t.lr = 2e-3, t.progress = false;
+  t.target_accuracy = 0.3;
+  train::TrainReport reached = train::run_training(t, nullptr);
+  REQUIRE(reached.epochs.size() == 1);
+  CHECK(reached.target_epoch == 1);
+  CHECK(reached.target_seconds > 0);
+  CHECK(reached.target_seconds <= reached.total_seconds);
+  CHECK(reached.stop_reason.find("val_accuracy reached 0.3 at epoch 1") != std::string::npos);
+  std::filesystem::remove(best);
 }
 
 TEST_CASE("run_training: a run checkpointed and resumed ends bit for bit where an uninterrupted run ends") {

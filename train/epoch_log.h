@@ -7,7 +7,7 @@
 #include <string>
 
 #include "train/csv_log.h"
-#include "train/trainer.h"
+#include "train/epoch_record.h"
 
 namespace mdl::train {
 

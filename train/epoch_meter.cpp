@@ -3,9 +3,14 @@
 #include "train/epoch_meter.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace mdl::train {
+
+double running_accuracy(const EpochTotals& totals) {
+  return totals.classified > 0 ? double(totals.correct) / double(totals.classified) : NAN;
+}
 
 EpochMeter::EpochMeter(const data::DataLoader& loader, std::FILE* out, bool terminal, int64_t epoch, int64_t epochs,
                        int world)
@@ -21,7 +26,7 @@ void EpochMeter::show_progress(int64_t step, const EpochTotals& totals) {
   const data::LoaderStats now = loader_.stats();
   const double seconds = elapsed();
   const double seen = double(std::max<int64_t>(totals.seen, 1));
-  progress_.update(step, totals.loss_sum / seen, double(totals.correct) / seen,
+  progress_.update(step, totals.loss_sum / seen, running_accuracy(totals),
                    double(now.samples - before_.samples) * world_ / std::max(seconds, 1e-9),
                    (now.wait_seconds - before_.wait_seconds) / std::max(seconds, 1e-9));
 }
@@ -37,11 +42,11 @@ EpochRecord EpochMeter::record(const EpochTotals& totals, DataParallel& dp) cons
   const data::LoaderStats after = loader_.stats();
   r.wait_fraction = (after.wait_seconds - before_.wait_seconds) / std::max(r.seconds, 1e-9);
   std::vector<double> sums = {totals.loss_sum, double(totals.correct), double(totals.seen),
-                              double(after.samples - before_.samples)};
+                              double(after.samples - before_.samples), double(totals.classified)};
   dp.sum(sums);  // the whole job's figures, not one shard's
   r.samples_per_second = sums[3] / std::max(r.seconds, 1e-9);
   r.train_loss = sums[0] / std::max(sums[2], 1.0);
-  r.train_accuracy = sums[1] / std::max(sums[2], 1.0);
+  r.train_accuracy = sums[4] > 0 ? sums[1] / sums[4] : NAN;
   return r;
 }
 

@@ -10,9 +10,12 @@
 #include "train/distributed.h"
 #include "train/progress.h"
 #include "train/train_step.h"
-#include "train/trainer.h"
+#include "train/epoch_record.h"
 
 namespace mdl::train {
+
+// correct / classified; NaN when no batch was a classification (a loss without classes).
+double running_accuracy(const EpochTotals& totals);
 
 class EpochMeter {
  public:

@@ -158,6 +158,20 @@ const std::map<std::string, Option>& table() {
           o.bucket_mb = parse_real(k, v, 0, kMaxBucketMb);
           if (!(o.bucket_mb > 0)) throw UsageError("mdl-train: " + k + " must be positive, got " + v);
         }}},
+      {"--early-stop", {true, [](O& o, auto& k, auto& v) { o.early_stop = parse_int(k, v, 1, kMaxEpochs); }}},
+      {"--save-best",
+       {true,
+        [](O& o, auto& k, auto& v) {
+          if (v.empty()) throw UsageError("mdl-train: " + k + " needs a file name");
+          o.save_best = v;
+        }}},
+      {"--plateau", {true, [](O& o, auto& k, auto& v) { o.plateau = parse_int(k, v, 1, kMaxEpochs); }}},
+      {"--target-accuracy",
+       {true,
+        [](O& o, auto& k, auto& v) {
+          o.target_accuracy = parse_real(k, v, 0, 1);
+          if (!(o.target_accuracy > 0)) throw UsageError("mdl-train: " + k + " must be in (0, 1], got " + v);
+        }}},
       {"--no-progress", {false, [](O& o, auto&, auto&) { o.progress = false; }}},
       {"--help", {false, [](O& o, auto&, auto&) { o.help = true; }}},
   };
@@ -195,6 +209,20 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
                                           : nullptr;
     if (clash) throw UsageError(std::string("mdl-train: --evaluate trains nothing; it takes no ") + clash);
   }
+  // The callbacks read rank 0's validation; the others would decide without it.
+  const char* monitor = o.early_stop            ? "--early-stop"
+                        : !o.save_best.empty()  ? "--save-best"
+                        : o.plateau             ? "--plateau"
+                        : o.target_accuracy > 0 ? "--target-accuracy"
+                                                : nullptr;
+  if (monitor && !o.evaluate.empty())
+    throw UsageError(std::string("mdl-train: --evaluate trains nothing; it takes no ") + monitor);
+  if (monitor && o.dist) throw UsageError(std::string("mdl-train: ") + monitor + " does not work with --dist yet");
+  if (o.plateau && o.schedule != "none")
+    throw UsageError("mdl-train: --plateau and --schedule " + o.schedule +
+                     " both set the lr; the schedule would undo every reduction");
+  if (!o.save_best.empty() && o.save_best == o.save)
+    throw UsageError("mdl-train: --save-best and --save name the same file '" + o.save + "'");
   if (o.model == "gpt" && o.data.rfind("text:", 0) != 0)
     throw UsageError("mdl-train: --model gpt needs --data text:PATH");
   if (o.data.rfind("text:", 0) == 0 && o.model != "gpt")
@@ -235,6 +263,13 @@ std::string usage() {
   --dist             data parallel: run as mpirun -np N build/mdl-train --dist ...; --batch is per rank
                      (N x batch per step), rank 0 alone prints, validates and saves
   --bucket-mb X      with --dist: MiB of gradients per all_reduce bucket (25)
+  --early-stop N     stop when the validation loss has not improved for N epochs
+  --save-best FILE   the weights (safetensors) of the epoch with the lowest validation loss so far
+  --plateau N        multiply the lr by 0.1 when the validation loss has not improved for more than
+                     N epochs (ReduceLROnPlateau; not with --schedule)
+  --target-accuracy X  stop once the validation accuracy reaches X (in (0, 1]); prints the epoch
+                     and the wall time at which it did
+                     (these four need a held-out split, and do not work with --dist)
   --no-progress      plain lines instead of a progress bar
 )";
 }

@@ -7,6 +7,7 @@
 #include "data/cifar.h"
 #include "data/idx.h"
 #include "data/image_folder.h"
+#include "data/subset.h"
 #include "data/text.h"
 #include "nn/layers.h"
 #include "nn/models/models.h"
@@ -18,22 +19,6 @@ namespace mdl::train {
 namespace {
 
 namespace fs = std::filesystem;
-
-// The first n samples of another dataset.
-class Prefix : public data::Dataset {
- public:
-  Prefix(std::shared_ptr<data::Dataset> base, int64_t n) : base_(std::move(base)), n_(std::min(n, base_->size())) {}
-  int64_t size() const override { return n_; }
-  data::Sample get(int64_t i) const override {
-    data::check_index("subset", i, n_);
-    return base_->get(i);
-  }
-  std::string identity() const override { return base_->identity() + "|first " + std::to_string(n_); }
-
- private:
-  std::shared_ptr<data::Dataset> base_;
-  int64_t n_;
-};
 
 std::string after_colon(const std::string& s) {
   auto at = s.find(':');
@@ -101,7 +86,7 @@ DataBundle make_data(const TrainOptions& o) {
       d.transform = normalized({0.5, 0.5, 0.5}, {0.5, 0.5, 0.5});
     d.classes = int64_t(d.class_names.size());
   }
-  if (o.subset > 0) d.train = std::make_shared<Prefix>(d.train, o.subset);
+  if (o.subset > 0) d.train = std::make_shared<data::Subset>(d.train, o.subset);
   return d;
 }
 

@@ -18,6 +18,7 @@
 #include "train/epoch_log.h"
 #include "train/epoch_meter.h"
 #include "train/evaluate.h"
+#include "train/option_callbacks.h"
 #include "train/order_dump.h"
 #include "train/setup.h"
 #include "train/step_profiler.h"
@@ -87,7 +88,16 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
   dp.wrap(model, scaler, o.bucket_mb);
   EpochLog log(dp.rank() == 0 ? o.log : "", out, o.epochs, !o.resume.empty());  // rank 0 alone writes the CSV
   const bool terminal = out && o.progress && out == stderr;
-  const auto run_start = std::chrono::steady_clock::now();
+  OptionCallbacks callbacks = callbacks_from_options(o);
+  if (!callbacks.list.items.empty() && !val_loader)
+    throw UsageError("mdl-train: --early-stop, --save-best, --plateau and --target-accuracy watch the held-out split, "
+                     "and " +
+                     d.description + " has none");
+  TrainContext ctx;
+  ctx.model = model.get(), ctx.optimizer = opt.get(), ctx.epochs = o.epochs;
+  ctx.steps_per_epoch = train_loader.size(), ctx.has_validation = val_loader != nullptr;
+  callbacks.list.train_begin(ctx);
+  const auto run_start = ctx.start;
   for (int64_t epoch = first_epoch; epoch < o.epochs; ++epoch) {
     model->train();
     reset_peak_memory(device);
@@ -131,7 +141,18 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
     log.write(r);
     if (!o.save.empty() && dp.rank() == 0) save_checkpoint(o.save, *model, *opt, scaler, o, epoch + 1);
     dp.barrier();  // the others wait while rank 0 validates and saves
+    ctx.epoch = epoch + 1;
+    ctx.history.push_back(r);
+    callbacks.list.epoch_end(ctx, r);
+    if (ctx.stop) {
+      if (out) std::fprintf(out, "stopped after epoch %lld: %s\n", (long long)(epoch + 1), ctx.stop_reason.c_str());
+      report.stop_reason = ctx.stop_reason;
+      break;
+    }
   }
+  callbacks.list.train_end(ctx);
+  if (callbacks.target && callbacks.target->reached())
+    report.target_epoch = callbacks.target->epoch(), report.target_seconds = callbacks.target->seconds();
   report.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   report.rank = dp.rank();
   return report;

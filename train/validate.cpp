@@ -2,7 +2,8 @@
 // matrix accumulated batch by batch.
 #include "train/validate.h"
 
-#include "nn/functional.h"
+#include <memory>
+
 #include "ops/autocast.h"
 #include "tensor/grad_mode.h"
 #include "train/flatten_logits.h"
@@ -11,10 +12,10 @@
 namespace mdl::train {
 
 Validation validate(nn::Module& model, data::DataLoader& loader, Device device, bool autocast, DType amp_dtype,
-                    int64_t classes, const std::vector<std::string>& names) {
+                    int64_t classes, const std::vector<std::string>& names, const LossFn& loss) {
   model.eval();
   NoGradGuard no_grad;
-  ConfusionMatrix cm(classes);
+  std::unique_ptr<ConfusionMatrix> cm;  // made at the first classification batch
   double loss_sum = 0;
   int64_t n = 0;
   for (auto& [xb, yb] : loader) {
@@ -24,14 +25,20 @@ Validation validate(nn::Module& model, data::DataLoader& loader, Device device, 
       amp::AutocastGuard guard(amp_dtype, autocast);
       logits = model(x);
     }
-    auto [l, t] = flatten_for_loss(logits.to(kF32), y);
-    loss_sum += nn::functional::cross_entropy(l, t).item<double>() * double(t.size(0));
-    n += t.size(0);
-    cm.add(l, t);
+    logits = logits.to(kF32);
+    const int64_t rows = loss_rows(logits, y);
+    loss_sum += loss(logits, y).item<double>() * double(rows);
+    n += rows;
+    if (is_classification(logits, y)) {
+      auto [l, t] = flatten_for_loss(logits, y);
+      if (!cm) cm = std::make_unique<ConfusionMatrix>(classes > 0 ? classes : l.size(1));
+      cm->add(l, t);
+    }
   }
   model.train();
   if (n == 0) return {};
-  return {loss_sum / double(n), cm.accuracy(), cm.macro_f1(), cm.str(names)};
+  if (!cm) return {loss_sum / double(n), NAN, NAN, ""};
+  return {loss_sum / double(n), cm->accuracy(), cm->macro_f1(), cm->str(names)};
 }
 
 }  // namespace mdl::train

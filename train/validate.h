@@ -1,6 +1,6 @@
 // Validation after each epoch: the model in eval mode, without gradients, under the same
 // autocast as training, over the whole held-out split: its mean loss, accuracy, macro-F1 and
-// confusion matrix.
+// confusion matrix. Any LossFn; accuracy and the confusion matrix only for classification batches.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -11,6 +11,7 @@
 #include "nn/module.h"
 #include "tensor/device.h"
 #include "tensor/dtype.h"
+#include "train/loss_fn.h"
 
 namespace mdl::train {
 
@@ -19,8 +20,8 @@ struct Validation {
   std::string confusion;                              // printed, rows labelled with names
 };
 
-// Leaves the model in training mode.
+// Leaves the model in training mode. classes 0: the logits' last dimension.
 Validation validate(nn::Module& model, data::DataLoader& loader, Device device, bool autocast, DType amp_dtype,
-                    int64_t classes, const std::vector<std::string>& names);
+                    int64_t classes, const std::vector<std::string>& names, const LossFn& loss = cross_entropy_loss);
 
 }  // namespace mdl::train

@@ -1,0 +1,72 @@
+// Callbacks, as Keras has them: objects a training loop calls at its fixed points (the run's
+// begin and end, each epoch's begin and end, each step's end). They read the run's state in a
+// TrainContext and may stop the run. train::Trainer and mdl-train's run_training both call them.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+#include "optim/optimizer.h"
+#include "train/epoch_record.h"
+#include "train/train_step.h"
+
+namespace mdl::train {
+
+// What a callback sees. The loop fills it in; a callback changes nothing in it but `stop`
+// (through request_stop) and, through the pointers, the model's weights or the optimizer's lr.
+struct TrainContext {
+  nn::Module* model = nullptr;
+  optim::Optimizer* optimizer = nullptr;
+  int64_t epoch = 0;   // 1-based: the epoch running, or the one just finished
+  int64_t epochs = 0;  // the run's last epoch
+  int64_t step = 0;    // 1-based within the epoch, at on_step_end
+  int64_t steps_per_epoch = 0;
+  int64_t global_step = 0;        // steps since the run began
+  EpochTotals running;            // the epoch's sums so far
+  double epoch_wait_seconds = 0;  // of the epoch so far, the time spent waiting for data
+  bool has_validation = false;
+  std::vector<EpochRecord> history;  // this run's finished epochs
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  bool stop = false;
+  std::string stop_reason;
+
+  double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
+  void request_stop(std::string reason);  // the loop stops after the current step or epoch
+};
+
+class Callback {
+ public:
+  virtual ~Callback() = default;
+  virtual void on_train_begin(TrainContext&) {}
+  virtual void on_epoch_begin(TrainContext&) {}
+  virtual void on_step_end(TrainContext&) {}
+  virtual void on_epoch_end(TrainContext&, const EpochRecord&) {}
+  virtual void on_train_end(TrainContext&) {}
+};
+using CallbackPtr = std::shared_ptr<Callback>;
+
+// Calls each callback in the order added.
+struct CallbackList {
+  std::vector<CallbackPtr> items;
+  void train_begin(TrainContext& c);
+  void epoch_begin(TrainContext& c);
+  void step_end(TrainContext& c);
+  void epoch_end(TrainContext& c, const EpochRecord& r);
+  void train_end(TrainContext& c);
+};
+
+// The metrics a callback can monitor: "loss", "accuracy", "val_loss", "val_accuracy",
+// "val_macro_f1", "lr". Anything else is an mdl::Error naming the choices.
+void check_metric_name(const std::string& name, const char* who);
+double metric_value(const EpochRecord& r, const std::string& name);
+// A val_ metric needs a run with validation data; throws naming `who` otherwise.
+void check_monitor_available(const TrainContext& c, const std::string& name, const char* who);
+
+// Whether a larger value of the metric is better: Auto chooses Max for accuracies and F1.
+enum class Mode { Auto, Min, Max };
+bool mode_is_max(Mode mode, const std::string& metric);
+
+}  // namespace mdl::train

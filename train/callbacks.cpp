@@ -1,0 +1,161 @@
+// The built-in callbacks.
+#include "train/callbacks.h"
+
+#include <cmath>
+
+#include "io/safetensors.h"
+#include "tensor/error.h"
+#include "train/epoch_meter.h"
+
+namespace mdl::train {
+
+ProgressPrinter::ProgressPrinter(std::FILE* out, bool terminal) : out_(out), terminal_(terminal) {
+  MDL_CHECK(out_, "ProgressPrinter: no output stream");
+}
+
+void ProgressPrinter::on_train_begin(TrainContext& c) { log_ = std::make_unique<EpochLog>("", out_, c.epochs); }
+
+void ProgressPrinter::on_epoch_begin(TrainContext& c) {
+  progress_ = std::make_unique<Progress>(out_, terminal_, c.epoch, c.epochs, c.steps_per_epoch);
+  epoch_start_ = std::chrono::steady_clock::now();
+}
+
+void ProgressPrinter::on_step_end(TrainContext& c) {
+  if (!progress_) return;  // a loop that does not call on_epoch_begin
+  const double seconds = std::max(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start_).count(), 1e-9);
+  const double seen = double(std::max<int64_t>(c.running.seen, 1));
+  progress_->update(c.step, c.running.loss_sum / seen, running_accuracy(c.running), double(c.running.seen) / seconds,
+                    c.epoch_wait_seconds / seconds);
+}
+
+void ProgressPrinter::on_epoch_end(TrainContext&, const EpochRecord& r) {
+  if (progress_) progress_->finish();
+  if (log_) log_->write(r);
+}
+
+CsvLogger::CsvLogger(std::string path, bool append) : path_(std::move(path)), append_(append) {
+  MDL_CHECK(!path_.empty(), "CsvLogger: no path");
+}
+
+void CsvLogger::on_train_begin(TrainContext& c) {
+  if (!log_) log_ = std::make_unique<EpochLog>(path_, nullptr, c.epochs, append_);
+}
+
+void CsvLogger::on_epoch_end(TrainContext& c, const EpochRecord& r) {
+  if (!log_) on_train_begin(c);
+  log_->write(r);
+}
+
+BestTracker::BestTracker(const std::string& monitor, Mode mode, double min_delta, const char* who)
+    : monitor_(monitor), max_(mode_is_max(mode, monitor)), min_delta_(min_delta) {
+  check_metric_name(monitor, who);
+  MDL_CHECK(min_delta >= 0 && std::isfinite(min_delta), who, ": min_delta must be a finite number >= 0, got ",
+            min_delta);
+}
+
+void BestTracker::reset() { best_ = NAN, best_epoch_ = 0; }
+
+bool BestTracker::improves(double v) const {
+  if (!std::isfinite(v)) return false;
+  if (best_epoch_ == 0) return true;
+  return max_ ? v > best_ + min_delta_ : v < best_ - min_delta_;
+}
+
+void BestTracker::check_available(const TrainContext& c, const char* who) const {
+  check_monitor_available(c, monitor_, who);
+}
+
+CheckpointBest::CheckpointBest(std::string path, std::string monitor, Mode mode)
+    : path_(std::move(path)), best_(monitor, mode, 0.0, "CheckpointBest") {
+  MDL_CHECK(!path_.empty(), "CheckpointBest: no path");
+}
+
+void CheckpointBest::on_train_begin(TrainContext& c) { best_.check_available(c, "CheckpointBest"); }
+
+void CheckpointBest::on_epoch_end(TrainContext& c, const EpochRecord& r) {
+  const double v = metric_value(r, best_.monitor());
+  if (!best_.improves(v)) return;
+  best_.set(v, r.epoch);
+  char value[40];
+  std::snprintf(value, sizeof value, "%.9g", v);
+  io::save_safetensors(path_, c.model->state_dict(),
+                       {{"epoch", std::to_string(r.epoch)}, {"monitor", best_.monitor()}, {"value", value}});
+  ++saves_;
+}
+
+EarlyStopping::EarlyStopping(EarlyStoppingOptions options)
+    : o_(std::move(options)), best_(o_.monitor, o_.mode, o_.min_delta, "EarlyStopping") {
+  MDL_CHECK(o_.patience >= 0, "EarlyStopping: patience must be >= 0, got ", o_.patience);
+}
+
+void EarlyStopping::on_train_begin(TrainContext& c) {
+  best_.check_available(c, "EarlyStopping");
+  best_.reset();
+  wait_ = stopped_epoch_ = last_epoch_ = 0;
+  best_weights_.clear();
+  restored_ = false;
+}
+
+void EarlyStopping::on_epoch_end(TrainContext& c, const EpochRecord& r) {
+  last_epoch_ = r.epoch;
+  const double v = metric_value(r, o_.monitor);
+  if (best_.improves(v)) {
+    best_.set(v, r.epoch);
+    wait_ = 0;
+    if (o_.restore_best_weights) {
+      best_weights_.clear();
+      for (auto& [name, t] : c.model->state_dict()) best_weights_.emplace_back(name, t.detach().clone());
+    }
+    return;
+  }
+  if (++wait_ < o_.patience) return;
+  stopped_epoch_ = r.epoch;
+  c.request_stop("EarlyStopping: " + o_.monitor + " did not improve for " + std::to_string(wait_) +
+                 " epochs (best at epoch " + std::to_string(best_.best_epoch()) + ")");
+}
+
+void EarlyStopping::on_train_end(TrainContext& c) {
+  if (!o_.restore_best_weights || best_weights_.empty() || best_.best_epoch() == last_epoch_) return;
+  c.model->load_state_dict(best_weights_);
+  restored_ = true;
+}
+
+ReduceLROnPlateau::ReduceLROnPlateau(std::string monitor, optim::ReduceLROnPlateauOptions options, Mode mode)
+    : monitor_(std::move(monitor)), options_(options) {
+  check_metric_name(monitor_, "ReduceLROnPlateau");
+  MDL_CHECK(options_.patience >= 0, "ReduceLROnPlateau: patience must be >= 0, got ", options_.patience);
+  options_.mode_max = mode_is_max(mode, monitor_);
+}
+
+void ReduceLROnPlateau::on_train_begin(TrainContext& c) {
+  check_monitor_available(c, monitor_, "ReduceLROnPlateau");
+  plateau_ = std::make_unique<optim::ReduceLROnPlateau>(*c.optimizer, options_);
+}
+
+void ReduceLROnPlateau::on_epoch_end(TrainContext& c, const EpochRecord& r) {
+  const double before = c.optimizer->lr();
+  plateau_->step(metric_value(r, monitor_));
+  if (c.optimizer->lr() < before) ++reductions_;
+}
+
+TimeToTarget::TimeToTarget(double target, std::string monitor) : target_(target), monitor_(std::move(monitor)) {
+  check_metric_name(monitor_, "TimeToTarget");
+  MDL_CHECK(target > 0 && target <= 1, "TimeToTarget: the target accuracy must be in (0, 1], got ", target);
+}
+
+void TimeToTarget::on_train_begin(TrainContext& c) {
+  check_monitor_available(c, monitor_, "TimeToTarget");
+  epoch_ = 0, seconds_ = NAN;
+}
+
+void TimeToTarget::on_epoch_end(TrainContext& c, const EpochRecord& r) {
+  if (reached() || !(metric_value(r, monitor_) >= target_)) return;
+  epoch_ = r.epoch, seconds_ = c.seconds();
+  char text[120];
+  std::snprintf(text, sizeof text, "TimeToTarget: %s reached %.4g at epoch %lld after %.2fs", monitor_.c_str(), target_,
+                (long long)epoch_, seconds_);
+  c.request_stop(text);
+}
+
+}  // namespace mdl::train
