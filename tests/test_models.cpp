@@ -73,6 +73,7 @@ TEST_CASE("models: ResNet-18 and ResNet-50 for 32x32 images") {
   check_trains(*r18, randn({2, 3, 32, 32}), randint(0, 10, {2}), 10);
   auto r50 = M::resnet50(10, 3);
   CHECK(r50->num_parameters() == 23520842);
+  check_trains(*r50, randn({2, 3, 32, 32}), randint(0, 10, {2}), 10);  // bottleneck blocks, forward and backward
 }
 
 TEST_CASE("models: EfficientNet-B0 matches torchvision's parameter count") {
