@@ -42,6 +42,11 @@ void synchronize();
 void set_allow_tf32(bool on);
 bool allow_tf32();
 
+// f16/bf16 attention with head dims up to 128 runs the FlashAttention-2 kernels on tensor cores
+// (cuda/flash_attention.cu) when on, the plain fused kernel otherwise. Default on.
+void set_flash_attention(bool on);
+bool flash_attention();
+
 // Page-locked host memory (cudaHostAlloc), cached by size: faster host<->device copies.
 // Its device() is the CPU. Throws when CUDA is not available.
 Allocator* pinned_allocator();

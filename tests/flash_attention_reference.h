@@ -57,7 +57,7 @@ inline Forward forward(const Problem& p) {
           s[c] = p.visible(i, j0 + c) ? p.score(i, j0 + c) : -inf;
           mx = std::max(mx, s[c]);
         }
-        if (mx == -inf) continue;  // nothing visible yet
+        if (mx == -inf) continue;                         // nothing visible yet
         const float alpha = std::exp(m[size_t(r)] - mx);  // 0 on the first visible tile
         float sum = 0;
         for (int64_t c = 0; c < kTile; ++c) {

@@ -128,8 +128,10 @@ void check_flash(const Problem& p, const std::vector<float>& go, double tol, con
   const Plain want = plain(p, go);
   const auto f = mdl::test::flash::forward(p);
   const auto g = mdl::test::flash::backward(p, go, f);
-  const std::pair<const char*, double> errs[] = {{"out", rel_err(f.out, want.out)}, {"lse", rel_err(f.lse, want.lse)},
-                                                 {"dq", rel_err(g.dq, want.dq)},    {"dk", rel_err(g.dk, want.dk)},
+  const std::pair<const char*, double> errs[] = {{"out", rel_err(f.out, want.out)},
+                                                 {"lse", rel_err(f.lse, want.lse)},
+                                                 {"dq", rel_err(g.dq, want.dq)},
+                                                 {"dk", rel_err(g.dk, want.dk)},
                                                  {"dv", rel_err(g.dv, want.dv)}};
   for (const auto& [name, err] : errs) CHECK_MESSAGE(err <= tol, what, " ", name, ": relative error ", err);
 }
@@ -152,8 +154,9 @@ TEST_CASE("flash attention reference: the plain f64 gradients agree with central
       for (size_t i = 0; i < o.out.size(); ++i) s += o.out[i] * go[i];
       return s;
     };
-    const std::pair<std::vector<float> Problem::*, const V*> params[] = {
-        {&Problem::q, &r.dq}, {&Problem::k, &r.dk}, {&Problem::v, &r.dv}};
+    const std::pair<std::vector<float> Problem::*, const V*> params[] = {{&Problem::q, &r.dq},
+                                                                         {&Problem::k, &r.dk},
+                                                                         {&Problem::v, &r.dv}};
     for (const auto& [member, grad] : params)
       for (size_t i = 0; i < (p.*member).size(); ++i) {
         const float h = 1e-2f;  // exact in f32; the loss is computed in f64 from these inputs
@@ -166,7 +169,7 @@ TEST_CASE("flash attention reference: the plain f64 gradients agree with central
 }
 
 TEST_CASE("flash attention reference: f32 tiles equal plain f64 attention at tile edges, every mask, L != S") {
-  const std::pair<int64_t, int64_t> lengths[] = {{1, 1},   {1, 130}, {63, 65}, {64, 64},
+  const std::pair<int64_t, int64_t> lengths[] = {{1, 1},   {1, 130}, {63, 65},  {64, 64},
                                                  {65, 63}, {130, 1}, {65, 130}, {130, 130}};
   unsigned seed = 1;
   for (int64_t E : {8, 64, 80, 128})
