@@ -1,6 +1,7 @@
 // GPU microbenchmarks, each an on/off pair in one run: f16 tensor-core GEMM TFLOP/s through mdl's
 // matmul against the best size's (cuBLAS's own peak on this card), f32 with and without TF32,
 // the linear layer with bias+activation in cuBLASLt's epilogue vs separate kernels,
+// causal f16 attention in the FlashAttention-2 kernels vs the plain fused kernel,
 // vectorised vs strided elementwise bandwidth, pinned vs pageable host-to-device copies, the
 // caching allocator vs cudaMalloc/cudaFree, a DataLoader epoch with the copy to the GPU on the
 // consumer's stream vs on the loader's side stream under a simulated GPU step, a chain of small
@@ -90,6 +91,34 @@ void linear_act(benchmark::State& st, Activation act, bool fused) {
   }
   st.counters["TFLOP/s"] = benchmark::Counter(2.0 * double(M) * double(N) * double(K) * double(st.iterations()) / 1e12,
                                               benchmark::Counter::kIsRate);
+}
+
+// Causal self-attention in f16 at the GPT step's shape (batch 32, 6 heads, 256 tokens, head dim
+// 64): the FlashAttention-2 kernels (cuda/flash_attention.cu) vs the plain fused kernel, forward
+// alone and forward + backward (dO given, so the pair times the attention kernels alone).
+void attention(benchmark::State& st, bool flash, bool backward) {
+  cuda::set_flash_attention(flash);
+  const TensorOptions f16(kF16, kGpu);
+  Tensor q = randn({32, 6, 256, 64}, f16), k = randn({32, 6, 256, 64}, f16), v = randn({32, 6, 256, 64}, f16);
+  Tensor go = randn({32, 6, 256, 64}, f16);
+  auto step = [&] {
+    if (!backward) {
+      NoGradGuard ng;
+      return nn::functional::scaled_dot_product_attention(q, k, v, Tensor(), true);
+    }
+    // Fresh leaves each step, so their gradients are set, not accumulated by an extra add.
+    Tensor a = q.detach().requires_grad_(), b = k.detach().requires_grad_(), c = v.detach().requires_grad_();
+    Tensor y = nn::functional::scaled_dot_product_attention(a, b, c, Tensor(), true);
+    y.backward(go);
+    return y;
+  };
+  step();
+  cuda::synchronize();
+  for (auto _ : st) {
+    step();
+    cuda::synchronize();
+  }
+  cuda::set_flash_attention(true);
 }
 
 // 256 MiB host -> device, from pageable vs pinned memory.
@@ -313,6 +342,13 @@ int main(int argc, char** argv) {
     for (bool on : {false, true})
       bench::register_switch("fused_linear_act", on, name,
                              [act = act](benchmark::State& st, bool fused) { linear_act(st, act, fused); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMicrosecond);
+  for (bool backward : {false, true})
+    for (bool on : {false, true})
+      bench::register_switch("flash_attention", on,
+                             backward ? "f16/causal_b32_h6_t256_d64/fwd_bwd" : "f16/causal_b32_h6_t256_d64/fwd",
+                             [backward](benchmark::State& st, bool flash) { attention(st, flash, backward); })
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
   for (bool on : {false, true})

@@ -3,7 +3,8 @@
 BM_gpt_step_*): the same models (SimpleCNN as nn/models/simple.cpp, ResNet-18 for 32x32 inputs as
 nn/models/resnet.cpp, batch 128; GPT as nn/models/transformers.cpp, 6 layers, width 384, 6 heads, context
 256, vocabulary 65, batch 32), cross-entropy, SGD with momentum 0.9, f32 and autocast f16 with a
-GradScaler, on the same GPU; and cuBLAS's own f16 GEMM figure (torch.matmul) at 4096 and 8192.
+GradScaler, on the same GPU; cuBLAS's own f16 GEMM figure (torch.matmul) at 4096 and 8192; and
+F.scaled_dot_product_attention, causal f16 (32, 6, 256, 64), forward and forward + backward.
 Prints one line per measurement: name, ms per step (TFLOP/s for GEMMs), samples/s. Exits 0 with a note
 when PyTorch or a GPU is missing. With --profile MODEL [--amp]: torch.profiler's per-op table of ten steps
 of that model, beside which build/.../mdl-profile-step prints mdl's.
@@ -79,6 +80,30 @@ def gemm_tflops(n, seconds=1.0):
         it += 1
     tflops = 2.0 * n ** 3 * it / (time.perf_counter() - start) / 1e12
     print(f"torch_gemm_f16_{n:<18d} {tflops:10.2f} TFLOP/s")
+
+
+def attention_ms(backward, seconds=1.0):
+    """F.scaled_dot_product_attention, causal f16, (32, 6, 256, 64): bench_cuda's flash_attention pair."""
+    shape = (32, 6, 256, 64)
+    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.float16, requires_grad=backward) for _ in range(3))
+    go = torch.randn(shape, device="cuda", dtype=torch.float16)
+
+    def step():
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        if backward:
+            y.backward(go)
+
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    it, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        step()
+        torch.cuda.synchronize()
+        it += 1
+    ms = 1e3 * (time.perf_counter() - start) / it
+    name = "sdpa_f16_causal_b32_h6_t256_d64_" + ("fwd_bwd" if backward else "fwd")
+    print(f"torch_{name:28s} {ms:10.3f} ms/call")
 
 
 def make_step(model, shape, amp, tokens=None):
@@ -196,6 +221,8 @@ def main():
     for n in (4096, 8192):
         gemm_tflops(n)
     batch_norm_us()
+    for backward in (False, True):
+        attention_ms(backward)
 
 
 if __name__ == "__main__":

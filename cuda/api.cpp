@@ -1,5 +1,5 @@
 // The CUDA controls in a build without the CUDA backend (cuda/*.cu define them otherwise),
-// and the TF32 and cuDNN-benchmark switches, which are plain state in both builds.
+// and the TF32, cuDNN-benchmark and flash-attention switches, which are plain state in both builds.
 #include "cuda/api.h"
 
 #include <atomic>
@@ -9,11 +9,14 @@ namespace mdl::cuda {
 namespace {
 std::atomic<bool> g_allow_tf32{false};
 std::atomic<bool> g_cudnn_benchmark{true};
+std::atomic<bool> g_flash_attention{true};
 }  // namespace
 void set_allow_tf32(bool on) { g_allow_tf32.store(on); }
 bool allow_tf32() { return g_allow_tf32.load(); }
 void set_cudnn_benchmark(bool on) { g_cudnn_benchmark.store(on); }
 bool cudnn_benchmark() { return g_cudnn_benchmark.load(); }
+void set_flash_attention(bool on) { g_flash_attention.store(on); }
+bool flash_attention() { return g_flash_attention.load(); }
 
 #ifndef MDL_WITH_CUDA
 namespace {

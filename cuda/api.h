@@ -46,6 +46,10 @@ bool allow_tf32();
 // torch.backends.cudnn.benchmark; off, it is cuDNN's heuristic pick, made without running anything.
 void set_cudnn_benchmark(bool on);
 bool cudnn_benchmark();
+// f16/bf16 attention with head dims up to 128 runs the FlashAttention-2 kernels on tensor cores
+// (cuda/flash_attention.cu) when on, the plain fused kernel otherwise. Default on.
+void set_flash_attention(bool on);
+bool flash_attention();
 
 // Page-locked host memory (cudaHostAlloc), cached by size: faster host<->device copies.
 // Its device() is the CPU. Throws when CUDA is not available.

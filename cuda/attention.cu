@@ -4,56 +4,21 @@
 // 256, one key per thread, with an online softmax in f32 (f64 for f64); no (L, S) matrix is ever
 // stored. The backward recomputes the probabilities from the saved logsumexp: one kernel per
 // query row for dq, one per key row for dk and dv, so every sum has a fixed order (no atomics).
+// f16/bf16 with head dims up to 128 go to the tensor-core FlashAttention-2 kernels of
+// cuda/flash_attention.cu instead while cuda::flash_attention() is on.
+#include "cuda/attention_operands.cuh"
+#include "cuda/flash_attention.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/rows.cuh"
 
 namespace mdl::cuda {
 
 using namespace detail;
+using namespace attn;
 
 namespace {
 
 constexpr int kTile = kRowBlock;  // keys (or queries) per tile: one per thread
-constexpr int kMaxBatchDims = 6;
-
-// Batch dims shared by every operand; b in [0, count) in row-major order.
-struct Batch {
-  int nb = 0;
-  int64_t size[kMaxBatchDims] = {};
-  int64_t count = 1;
-};
-
-// One operand (*, R, C): its batch strides and its row and column strides.
-struct Operand {
-  int64_t bs[kMaxBatchDims] = {};
-  int64_t rs = 0, cs = 0;
-  __device__ __forceinline__ int64_t base(const Batch& g, int64_t b) const {
-    int64_t off = 0;
-    for (int d = g.nb - 1; d >= 0; --d) {
-      off += (b % g.size[d]) * bs[d];
-      b /= g.size[d];
-    }
-    return off;
-  }
-};
-
-Batch batch_of(const char* op, const Tensor& q) {
-  Batch g;
-  g.nb = int(q.dim() - 2);
-  MDL_CHECK(g.nb <= kMaxBatchDims, op, ": CUDA attention takes at most ", kMaxBatchDims, " batch dims, got shape ",
-            shape_str(q.shape()));
-  for (int d = 0; d < g.nb; ++d) g.size[d] = q.size(d), g.count *= q.size(d);
-  return g;
-}
-
-Operand operand(const Tensor& t) {
-  Operand o;
-  if (!t.defined()) return o;
-  for (int64_t d = 0; d + 2 < t.dim(); ++d) o.bs[d] = t.stride(d);
-  o.rs = t.stride(-2);
-  o.cs = t.stride(-1);
-  return o;
-}
 
 // What every kernel needs: sizes, operands, masking.
 struct Geometry {
@@ -267,6 +232,7 @@ unsigned grid_for(int64_t n) { return unsigned(std::min<int64_t>(std::max<int64_
 
 void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                        const Tensor& mask, bool causal, double scale) {
+  if (flash_attention_applies(q, v)) return flash_attention_forward(out, lse, q, k, v, mask, causal, scale);
   const char* op = "scaled_dot_product_attention";
   const Geometry G = geometry(op, q, k, v, mask, Tensor(), causal, scale);
   const int64_t rows = G.g.count * G.L;
@@ -283,6 +249,8 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, co
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out, const Tensor& q,
                         const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, const Tensor& mask,
                         bool causal, double scale) {
+  if (flash_attention_applies(q, v))
+    return flash_attention_backward(dq, dk, dv, grad_out, q, k, v, out, lse, mask, causal, scale);
   const char* op = "scaled_dot_product_attention_backward";
   const Geometry G = geometry(op, q, k, v, mask, grad_out, causal, scale);
   const int64_t rows = G.g.count * G.L, cols = G.g.count * G.S;

@@ -148,6 +148,17 @@ std::vector<Switch> make_list() {
        {{"bench_cuda", "conv3x3_c64_32x32_b128_f16", "time", "cuda"}},
        cuda::set_cudnn_benchmark,
        cuda::cudnn_benchmark},
+      {"flash_attention",
+       toggle,
+       "cuda::set_flash_attention",
+       "on",
+       "cuda",
+       "f16/bf16 attention with head dims up to 128 runs FlashAttention-2 on tensor cores (64x64 tiles, online "
+       "softmax) instead of the plain fused kernel (one query row per block, no tensor cores).",
+       {{"bench_cuda", "f16/causal_b32_h6_t256_d64/fwd", "time", "cuda"},
+        {"bench_cuda", "f16/causal_b32_h6_t256_d64/fwd_bwd", "time", "cuda"}},
+       cuda::set_flash_attention,
+       cuda::flash_attention},
 
       // Options: chosen per run.
       {"autocast",

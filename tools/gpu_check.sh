@@ -159,6 +159,12 @@ if f16:
         cublas = torch_ms.get(f"gemm_f16_{n}")
         vs = f", {100*r['TFLOP/s']/cublas:5.1f}% of cuBLAS via PyTorch ({cublas:.1f})" if cublas else ""
         print(f'f16 GEMM {r["name"]:32s} {r["TFLOP/s"]:7.1f} TFLOP/s = {100*r["TFLOP/s"]/peak:5.1f}% of the best size{vs}')
+for part in ("fwd", "fwd_bwd"):
+    case = f"f16/causal_b32_h6_t256_d64/{part}/real_time"
+    ratio(f"flash_attention/on/{case}", f"flash_attention/off/{case}", f"attention {part}: flash vs plain kernel (speedup)")
+    r, t = by.get(f"flash_attention/on/{case}"), torch_ms.get(f"sdpa_f16_causal_b32_h6_t256_d64_{part}")
+    if r and t:  # bench_cuda's times are in us, the script's in ms
+        print(f'attention {part}: flash {r["real_time"] / 1e3:.3f} ms, PyTorch SDPA {t:.3f} ms, mdl time / PyTorch time {r["real_time"] / 1e3 / t:.2f}')
 r, t = by.get("BM_batch_norm_f16/real_time"), torch_ms.get("batch_norm_f16")
 if r:
     vs = f', PyTorch {t:.1f} us, mdl time / PyTorch time {r["real_time"] / t:.2f}' if t else ""
