@@ -338,10 +338,14 @@ endif
 # Each suite writes its JSON beside the binaries; bench/summary.py closes with one row per optimization.
 bench: $(DEPS_STAMP)
 	$(MAKE) run-benches
+# BENCH_REPS=N runs each benchmark N times: the summary gives each row's median gain, its min-max
+# range and whether that range reaches 1.0x (within noise).
+BENCH_REPS ?= 1
 run-benches: benches
 	@mkdir -p $(BUILD)/bench/results
 	@for b in $(BENCH_BINS); do echo "== $$b"; \
-	  $$b --benchmark_out=$(BUILD)/bench/results/$$(basename $$b).json --benchmark_out_format=json $(BENCH_ARGS) || exit 1; done
+	  $$b --benchmark_out=$(BUILD)/bench/results/$$(basename $$b).json --benchmark_out_format=json \
+	    $(if $(filter-out 1,$(BENCH_REPS)),--benchmark_repetitions=$(BENCH_REPS)) $(BENCH_ARGS) || exit 1; done
 	@python3 bench/summary.py $(BUILD)/bench/results
 
 # Data parallel: one run under mpirun -np 2 (SimpleCNN alone on rank 0 and on both ranks, and

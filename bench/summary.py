@@ -7,6 +7,11 @@ context), then the comparisons below; each with the baseline, the optimized figu
 the suite was skipped, or a filter left them out). Also written as Markdown next to the
 JSON files (summary.md), for bench/RESULTS.md.
 
+With repetitions (make bench BENCH_REPS=N, Google Benchmark's --benchmark_repetitions) each side
+of a row is its median run, and the gain column gives the median gain with the min and max over
+the repetitions (repetition i of the baseline against repetition i of the optimized run); a row
+whose min-max range reaches 1.0x is marked "within noise".
+
     python3 bench/summary.py build/latest/bench/results
 """
 import glob, json, os, platform, re, sys
@@ -44,7 +49,8 @@ UNIT_NS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
 
 
 def load(results_dir):
-    """Runs by (suite, name), the suites that wrote JSON, the switch list, and the first context."""
+    """Runs by (suite, name) (a list: one run per repetition), the suites that wrote JSON, the switch
+    list, and the first context."""
     runs, suites, switches, context = {}, set(), None, None
     for path in sorted(glob.glob(os.path.join(results_dir, "*.json"))):
         suite = os.path.splitext(os.path.basename(path))[0]
@@ -63,7 +69,7 @@ def load(results_dir):
             if b.get("run_type", "iteration") != "iteration" or b.get("error_occurred"):
                 continue
             name = re.sub(r"/(real_time|min_time:[^/]+|iterations:\d+|repeats:\d+)", "", b["name"])
-            runs[(suite, name)] = b
+            runs.setdefault((suite, name), []).append(b)
     return runs, suites, switches or [], context
 
 
@@ -83,6 +89,11 @@ def value(b, metric):
     return None if v is None else v * SCALE.get(metric, 1.0)
 
 
+def median(v):
+    v = sorted(v)
+    return v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
+
+
 def fmt(v, metric):
     unit = "ms" if metric == "time" else metric
     return f"{v:.3g} {unit}" if abs(v) < 1000 else f"{v:,.0f} {unit}"
@@ -99,24 +110,37 @@ def main():
     runs, suites, switches, context = load(results_dir)
     header = ("optimization", "kind", "baseline", "optimized", "gain", "device")
     rows = []
+    repeated = False
     for label, kind, suite, base, opt, metric, device in row_specs(switches):
-        b, o = runs.get((suite, base)), runs.get((suite, opt))
-        vb, vo = (value(b, metric) if b else None), (value(o, metric) if o else None)
-        if vb is None or vo is None or vb <= 0 or vo <= 0:
+        vb = [value(b, metric) for b in runs.get((suite, base), [])]
+        vo = [value(o, metric) for o in runs.get((suite, opt), [])]
+        pairs = [(x, y) for x, y in zip(vb, vo) if x is not None and y is not None and x > 0 and y > 0]
+        if not pairs:
             rows.append((label, kind, "-", "-", why_missing(suite, device, suites), device))
             continue
-        lower = metric in LOWER_BETTER
-        gain = vb / vo if lower else vo / vb
-        gain_text = f"{gain:.2f}x less memory" if metric == "peak_MB" else f"{gain:.2f}x"
+        mb, mo = median([x for x, _ in pairs]), median([y for _, y in pairs])
         if metric == "wait%":
-            gain_text = f"{vb - vo:.1f} points less waiting"
-        rows.append((label, kind, fmt(vb, metric), fmt(vo, metric), gain_text, device))
+            gains = [x - y for x, y in pairs]
+            gain_text = f"{median(gains):.1f} points less waiting"
+        else:
+            gains = [x / y if metric in LOWER_BETTER else y / x for x, y in pairs]
+            gain_text = f"{median(gains):.2f}x" + (" less memory" if metric == "peak_MB" else "")
+        if len(pairs) > 1:
+            repeated = True
+            unit = "" if metric == "wait%" else "x"
+            gain_text += f" ({min(gains):.2f}-{max(gains):.2f}{unit} over {len(pairs)})"
+            no_change = 0.0 if metric == "wait%" else 1.0
+            if min(gains) <= no_change <= max(gains):
+                gain_text += ", within noise"
+        rows.append((label, kind, fmt(mb, metric), fmt(mo, metric), gain_text, device))
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths))
     cpus = context.get("num_cpus") if context else "?"
     print(f"\n== make bench summary ({platform.node()}, {cpus} CPUs, results in {results_dir})")
     if not switches:
         print("(no suite's JSON holds the switch list, mdl_switches: only the comparisons are shown)")
+    if not repeated:
+        print("(one run per benchmark: a gain near 1.0x may be noise; BENCH_REPS=5 gives each row its spread)")
     print(line(header))
     print("  ".join("-" * w for w in widths))
     for r in rows:
