@@ -1,9 +1,14 @@
 // mdl-study: the experiment of the reports this project grew from, on Fashion-MNIST. A baseline
-// training run, then the same run with one optimization after another, then all together; a
-// table of time, loss, accuracy and F1 per configuration with each one's speedup over the
-// baseline, CSV logs per run, and PNG plots. `make study` runs it; environment:
+// training run, then the same run with one optimization after another, then all together, each
+// repeated over several seeds; a table per model of time per epoch, speedup over the baseline,
+// time to a target validation accuracy, loss, accuracy and F1 (means, with the min-max range over
+// the seeds, and a flag on speedups whose range reaches 1.0x), CSV logs per run and PNG plots.
+// `make study` runs it; environment:
 //   STUDY_EPOCHS (default 3), STUDY_SUBSET (training samples, default 20000; 0 = all 60000),
-//   STUDY_MODELS (comma-separated zoo models, default cnn), STUDY_OUT (default reports).
+//   STUDY_MODELS (comma-separated zoo models, default cnn), STUDY_SEEDS (runs per row, default 3),
+//   STUDY_TARGET (validation accuracy in %, default 85), STUDY_OUT (default reports).
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -75,12 +80,50 @@ std::string fmt(const char* f, double v) {
   return b;
 }
 
+// The mean of v and, over more than one value, its range: "12.3 (11.9-12.8)".
+std::string spread(const char* f, const std::vector<double>& v) {
+  if (v.empty()) return "-";
+  double sum = 0;
+  for (double x : v) sum += x;
+  std::string out = fmt(f, sum / double(v.size()));
+  if (v.size() > 1) {
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    out += " (" + fmt(f, *lo) + "-" + fmt(f, *hi) + ")";
+  }
+  return out;
+}
+
+double train_seconds(const TrainReport& r) {
+  double s = 0;
+  for (const auto& e : r.epochs) s += e.seconds;
+  return s;
+}
+
+// The training seconds until the first epoch whose validation accuracy reached `target` (a
+// fraction), and that epoch; {NAN, 0} when no epoch did.
+std::pair<double, int64_t> time_to_target(const TrainReport& r, double target) {
+  double s = 0;
+  for (const auto& e : r.epochs) {
+    s += e.seconds;
+    if (e.val_accuracy >= target) return {s, e.epoch};
+  }
+  return {NAN, 0};
+}
+
 }  // namespace
 
 int main() {
   namespace fs = std::filesystem;
   const int64_t epochs = std::max<int64_t>(1, env_int("STUDY_EPOCHS", 3));
   const int64_t subset = env_int("STUDY_SUBSET", 20000);
+  const int64_t seeds = std::max<int64_t>(1, env_int("STUDY_SEEDS", 3));
+  const int64_t target_percent = env_int("STUDY_TARGET", 85);
+  if (target_percent > 100) {
+    std::fprintf(stderr, "mdl-study: STUDY_TARGET is a validation accuracy in %%, at most 100, got %lld\n",
+                 (long long)target_percent);
+    return 2;
+  }
+  const double target = double(target_percent) / 100.0;
   const std::string out_dir = env_string("STUDY_OUT", "reports");
   std::vector<std::string> models;
   {
@@ -96,62 +139,84 @@ int main() {
   std::ofstream md(fs::path(out_dir) / "study.md");
   md << "# mdl optimization study\n\nFashion-MNIST (" << (subset ? std::to_string(subset) : std::string("60000"))
      << " training samples, the 10,000 test images for validation), " << epochs << " epochs, batch 128, AdamW lr 1e-3, "
-     << mdl::get_num_threads() << " threads. Written by `make study` (tools/mdl-study.cpp).\n\n";
+     << mdl::get_num_threads() << " threads, " << seeds << (seeds == 1 ? " seed" : " seeds")
+     << " per configuration. Written by `make study` (tools/mdl-study.cpp).\n\n";
 
   int status = 0;
   for (const std::string& model : models) {
-    struct Run {
+    struct Row {
       Config config;
-      TrainReport report;
+      std::vector<TrainReport> reports;  // one per seed that ran
     };
-    std::vector<Run> runs;
+    std::vector<Row> rows;
     for (const Config& c : configs()) {
       if (c.cnn_only && model != "cnn") continue;
-      TrainOptions o;
-      o.model = model, o.epochs = epochs, o.subset = subset, o.progress = false, o.seed = 0;
-      c.apply(o);
-      o.log = (fs::path(out_dir) / "study" / (model + "_" + c.name + ".csv")).string();
-      std::printf("\n== %s %s: %s\n", model.c_str(), c.name.c_str(), c.what.c_str());
-      std::fflush(stdout);
-      try {
-        runs.push_back({c, mdl::train::run_training(o, stdout)});
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "mdl-study: %s %s failed: %s\n", model.c_str(), c.name.c_str(), e.what());
-        status = 1;
+      Row row{c, {}};
+      for (int64_t seed = 0; seed < seeds; ++seed) {
+        TrainOptions o;
+        o.model = model, o.epochs = epochs, o.subset = subset, o.progress = false, o.seed = uint64_t(seed);
+        c.apply(o);
+        o.log =
+            (fs::path(out_dir) / "study" / (model + "_" + c.name + "_seed" + std::to_string(seed) + ".csv")).string();
+        std::printf("\n== %s %s, seed %lld: %s\n", model.c_str(), c.name.c_str(), (long long)seed, c.what.c_str());
+        std::fflush(stdout);
+        try {
+          row.reports.push_back(mdl::train::run_training(o, stdout));
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "mdl-study: %s %s seed %lld failed: %s\n", model.c_str(), c.name.c_str(),
+                       (long long)seed, e.what());
+          status = 1;
+        }
       }
+      if (!row.reports.empty()) rows.push_back(std::move(row));
     }
-    if (runs.empty()) continue;
+    if (rows.empty() || rows[0].config.name != "baseline") continue;
 
-    auto train_seconds = [](const TrainReport& r) {
-      double s = 0;
-      for (const auto& e : r.epochs) s += e.seconds;
-      return s;
-    };
-    const double base_time = train_seconds(runs[0].report);
-    md << "## " << model << " (" << runs[0].report.parameters << " parameters)\n\n"
-       << "| configuration | what | s/epoch | run s | speedup | data wait | train loss | train acc | val loss | val acc | val macro-F1 |\n"
-       << "|---|---|---|---|---|---|---|---|---|---|---|\n";
+    const std::vector<TrainReport>& base = rows[0].reports;
+    md << "## " << model << " (" << base[0].parameters << " parameters)\n\n"
+       << "| configuration | what | s/epoch | speedup | to " << target_percent << "% (s) | epochs to " << target_percent
+       << "% | data wait | val loss | val acc | val macro-F1 |\n"
+       << "|---|---|---|---|---|---|---|---|---|---|\n";
     std::vector<mdl::train::Series> train_loss, val_loss, val_acc;
-    std::vector<std::string> labels;
+    std::vector<std::string> labels, noise;
     std::vector<double> totals;
-    for (const Run& r : runs) {
-      const auto& last = r.report.epochs.back();
-      double wait = 0, per_epoch = 0;
+    for (const Row& r : rows) {
+      std::vector<double> per_epoch, speedup, to_target, to_epoch, wait, vloss, vacc, vf1;
+      int64_t missed = 0;
+      for (size_t i = 0; i < r.reports.size(); ++i) {
+        const TrainReport& rep = r.reports[i];
+        const auto& last = rep.epochs.back();
+        double w = 0;
+        for (const auto& e : rep.epochs) w += e.wait_fraction * e.seconds;
+        const double secs = train_seconds(rep);
+        per_epoch.push_back(secs / double(rep.epochs.size()));
+        if (i < base.size()) speedup.push_back(train_seconds(base[i]) / secs);  // the same seed's baseline
+        const auto [t, e] = time_to_target(rep, target);
+        if (e > 0) to_target.push_back(t), to_epoch.push_back(double(e));
+        else ++missed;
+        wait.push_back(100 * w / secs);
+        vloss.push_back(last.val_loss), vacc.push_back(100 * last.val_accuracy), vf1.push_back(last.val_macro_f1);
+      }
+      const bool noisy = speedup.size() > 1 && *std::min_element(speedup.begin(), speedup.end()) <= 1.0 &&
+                         *std::max_element(speedup.begin(), speedup.end()) >= 1.0;
+      if (noisy && &r != &rows[0]) noise.push_back(r.config.name);
+      std::string reached = spread("%.1f", to_target);
+      if (missed)
+        reached += " (" + std::to_string(missed) + " of " + std::to_string(r.reports.size()) + " not reached)";
+      md << "| " << r.config.name << " | " << r.config.what << " | " << spread("%.2f", per_epoch) << " | "
+         << spread("%.2fx", speedup) << (noisy && &r != &rows[0] ? " within noise" : "") << " | " << reached << " | "
+         << spread("%.1f", to_epoch) << " | " << spread("%.1f%%", wait) << " | " << spread("%.4f", vloss) << " | "
+         << spread("%.2f%%", vacc) << " | " << spread("%.4f", vf1) << " |\n";
+      // The charts show the first seed's run.
+      const TrainReport& first = r.reports[0];
       mdl::train::Series tl{r.config.name, {}, {}}, vl{r.config.name, {}, {}}, va{r.config.name, {}, {}};
-      for (const auto& e : r.report.epochs) {
-        wait += e.wait_fraction * e.seconds, per_epoch += e.seconds;
+      for (const auto& e : first.epochs) {
         tl.x.push_back(double(e.epoch)), tl.y.push_back(e.train_loss);
         vl.x.push_back(double(e.epoch)), vl.y.push_back(e.val_loss);
         va.x.push_back(double(e.epoch)), va.y.push_back(100 * e.val_accuracy);
       }
-      md << "| " << r.config.name << " | " << r.config.what << " | "
-         << fmt("%.1f", per_epoch / double(r.report.epochs.size())) << " | " << fmt("%.1f", r.report.total_seconds)
-         << " | " << fmt("%.2fx", base_time / train_seconds(r.report)) << " | " << fmt("%.1f%%", 100 * wait / per_epoch)
-         << " | " << fmt("%.4f", last.train_loss) << " | " << fmt("%.2f%%", 100 * last.train_accuracy) << " | "
-         << fmt("%.4f", last.val_loss) << " | " << fmt("%.2f%%", 100 * last.val_accuracy) << " | "
-         << fmt("%.4f", last.val_macro_f1) << " |\n";
       train_loss.push_back(tl), val_loss.push_back(vl), val_acc.push_back(va);
-      labels.push_back(r.config.name), totals.push_back(train_seconds(r.report));
+      labels.push_back(r.config.name), totals.push_back(train_seconds(first));
     }
     const fs::path dir = fs::path(out_dir) / "study";
     mdl::train::line_chart((dir / (model + "_train_loss.png")).string(), train_loss,
@@ -162,11 +227,24 @@ int main() {
                            {.title = model + ": validation accuracy", .x_label = "epoch", .y_label = "%"});
     mdl::train::bar_chart((dir / (model + "_time.png")).string(), labels, totals,
                           {.title = model + ": training time (s)", .x_label = "seconds"});
-    md << "\ns/epoch: training time per epoch (data loading included, validation not); run s: the whole run's wall "
-          "time; speedup: the baseline's training time over this configuration's.\n\n"
-       << "![training loss](study/" << model << "_train_loss.png) ![validation accuracy](study/" << model
+    md << "\nEach cell: the mean over the seeds, and (min-max). s/epoch: training time per epoch (data loading "
+          "included, validation not); speedup: the same seed's baseline training time over this configuration's; "
+          "to "
+       << target_percent << "%: training seconds until the first epoch whose validation accuracy reached "
+       << target_percent << "%, and that epoch.\n\n";
+    if (seeds > 1)
+      md << (noise.empty() ? std::string("No speedup range reaches 1.0x.")
+                           : "Within noise (the speedup's range over the seeds reaches 1.0x): " +
+                                 [&] {
+                                   std::string s;
+                                   for (const auto& n : noise) s += (s.empty() ? "" : ", ") + n;
+                                   return s;
+                                 }() +
+                                 ".")
+         << "\n\n";
+    md << "![training loss](study/" << model << "_train_loss.png) ![validation accuracy](study/" << model
        << "_val_accuracy.png)\n![validation loss](study/" << model << "_val_loss.png) ![time](study/" << model
-       << "_time.png)\n\nCSV logs: `study/" << model << "_<configuration>.csv`.\n\n";
+       << "_time.png)\n\nCSV logs: `study/" << model << "_<configuration>_seed<N>.csv`; the charts show seed 0.\n\n";
   }
   md.close();
   std::printf("\nwrote %s\n", (fs::path(out_dir) / "study.md").string().c_str());
