@@ -1,6 +1,7 @@
 // CPU kernels for selection and indexing: where, index_select, gather, scatter_add, index_add
-// and tril/triu. Inputs may have any strides; indices are I64 and already range-checked by the
-// ops. The accumulating kernels split work only over positions that can never collide.
+// and tril/triu, and check_index, which the ops run on an index before using it. Inputs may have
+// any strides; indices are I64 and already range-checked. The accumulating kernels split work
+// only over positions that can never collide.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -196,6 +197,17 @@ void tri(const Tensor& out, const Tensor& in, int64_t k, bool upper) {
       }
     });
   });
+}
+
+// Every value of index in range (or the ignored one), else the mdl::Error at once.
+void check_index(const Tensor& index, const kernels::IndexCheck& c) {
+  MDL_CHECK(index.dtype() == kI64 && index.is_contiguous(), c.op, ": check_index needs a contiguous I64 index, got ",
+            index.dtype());
+  const int64_t* v = index.data_ptr<int64_t>();
+  for (int64_t i = 0, n = index.numel(); i < n; ++i) {
+    if (c.has_ignore && v[i] == c.ignore) continue;
+    if (v[i] < 0 || v[i] >= c.size) kernels::fail_index_check(c, v[i]);
+  }
 }
 
 }  // namespace mdl::cpu

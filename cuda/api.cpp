@@ -28,6 +28,7 @@ void empty_cache() {}
 void set_caching_enabled(bool on) { g_caching.store(on); }
 bool caching_enabled() { return g_caching.load(); }
 void synchronize() {}
+void check_errors() {}
 Allocator* pinned_allocator() { MDL_FAIL("pin_memory: no CUDA in this build"); }
 Tensor pin_memory(const Tensor&) { MDL_FAIL("pin_memory: no CUDA in this build"); }
 bool is_pinned(const Tensor&) { return false; }

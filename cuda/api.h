@@ -35,8 +35,13 @@ void empty_cache();
 void set_caching_enabled(bool on);
 bool caching_enabled();
 
-// Waits for all work queued on mdl's stream.
+// Waits for all work queued on mdl's stream, then throws the first error a kernel found since
+// the last check (an index out of range, an integer division by zero), naming the op.
 void synchronize();
+// The same, by its purpose: kernels report bad values on the device, without a host read per
+// op; they surface here, at synchronize(), and at every host<->device copy (Tensor::item(),
+// to(Device::cpu()), ...). Without CUDA it does nothing.
+void check_errors();
 
 // f32 matmuls may use TF32 tensor cores (10-bit mantissa products) when on. Default off.
 void set_allow_tf32(bool on);

@@ -1,8 +1,10 @@
 // Elementwise binary ops and where on the GPU; operands arrive expanded to out's shape (stride 0
 // on broadcast dims). Arithmetic runs in acc_t, comparisons write bool. Integer division by zero
-// and negative integer powers raise a device flag that the host turns into an mdl::Error.
+// and negative integer powers go to the device error record (cuda/runtime/device_errors.cuh): no
+// host sync here; the mdl::Error comes at the next synchronisation (cuda::check_errors, item(), ...).
 #include "cuda/elementwise.cuh"
 #include "cuda/kernels.cuh"
+#include "cuda/runtime/device_errors.cuh"
 #include "kernels/binary_math.h"
 
 namespace mdl::cuda {
@@ -13,14 +15,18 @@ namespace {
 
 template <class T, BinaryOp OP>
 struct BinaryMath {
-  int* bad;  // set to 1 on integer division by zero / negative integer power
+  DeviceErrorRecord* errors;  // gets integer division by zero / negative integer powers
+  int dtype;                  // the operands' DType, for the message
   using A = std::conditional_t<std::is_same_v<T, bool>, int64_t, acc_t<T>>;
   using O = std::conditional_t<is_comparison(OP), bool, T>;
   __device__ O operator()(T xa, T xb) const {
     const A a = A(to_acc(xa)), b = A(to_acc(xb));
     bool flagged = false;
     const auto r = binary_apply<OP, A>(a, b, flagged);
-    if (flagged) *bad = 1;
+    if (flagged)  // the host's message names the op from the code (a device string would not do)
+      report_device_error(
+          errors, OP == BinaryOp::Pow ? DeviceErrorCode::NegativeIntegerPower : DeviceErrorCode::IntegerDivisionByZero,
+          nullptr, nullptr, dtype, 0, 0);
     return convert<O>(r);
   }
 };
@@ -29,19 +35,7 @@ template <class T, BinaryOp OP>
 void binary_launch(const Tensor& out, const Tensor& a, const Tensor& b) {
   using F = BinaryMath<T, OP>;
   constexpr bool can_fail = std::is_integral_v<typename F::A> && (OP == BinaryOp::Div || OP == BinaryOp::Pow);
-  if constexpr (!can_fail) {
-    launch_map<typename F::O, T, T>("binary", out, {&a, &b}, F{nullptr});
-  } else {
-    Tensor flag = make_tensor({}, kI32, out.device());
-    CUDA_CHECK("binary", cudaMemsetAsync(flag.raw_data(), 0, sizeof(int), stream()));
-    launch_map<typename F::O, T, T>("binary", out, {&a, &b}, F{ptr<int>(flag)});
-    int bad = 0;
-    CUDA_CHECK("binary", cudaMemcpyAsync(&bad, flag.raw_data(), sizeof(int), cudaMemcpyDeviceToHost, stream()));
-    CUDA_CHECK("binary", cudaStreamSynchronize(stream()));
-    if (bad && OP == BinaryOp::Pow)
-      MDL_FAIL("pow: integers to negative integer powers are not allowed (dtype ", a.dtype(), ")");
-    if (bad) MDL_FAIL("div: integer division by zero (dtype ", a.dtype(), ")");
-  }
+  launch_map<typename F::O, T, T>("binary", out, {&a, &b}, F{can_fail ? device_errors() : nullptr, int(a.dtype())});
 }
 
 template <class T, BinaryOp... OPS>

@@ -1,9 +1,11 @@
 // fill and copy/cast on the GPU, and copies between host and device. A device copy is one map
 // kernel over any strides and any pair of dtypes. A host<->device copy moves one contiguous block
 // with cudaMemcpyAsync (staging through a contiguous temporary on the side that needs one) and
-// leaves casts and strides to the device kernel or the CPU one.
+// leaves casts and strides to the device kernel or the CPU one. A host<->device copy waits for the
+// GPU, so it also raises the first error a kernel found since the last check.
 #include "cuda/elementwise.cuh"
 #include "cuda/kernels.cuh"
+#include "cuda/runtime/device_errors.cuh"
 #include "kernels/views.h"
 
 namespace mdl::cuda {
@@ -35,6 +37,7 @@ void memcpy_sync(void* dst, const void* src, size_t n, cudaMemcpyKind kind) {
   MDL_CHECK(!capturing(), "copy: a host<->device copy cannot be captured in a CUDA Graph");
   CUDA_CHECK("copy", cudaMemcpyAsync(dst, src, n, kind, stream()));
   CUDA_CHECK("copy", cudaStreamSynchronize(stream()));
+  raise_device_error(kind == cudaMemcpyDeviceToHost ? "a device-to-host copy" : "a host-to-device copy");
 }
 
 }  // namespace

@@ -1,9 +1,13 @@
-// Indexing on the GPU: index_select, gather, scatter_add, index_add and tril/triu. Indices are I64
-// and already range-checked by the ops. The accumulating kernels give each thread one position
-// that can never collide with another's and walk the colliding steps in order: deterministic sums,
-// no atomics, every dtype.
+// Indexing on the GPU: index_select, gather, scatter_add, index_add and tril/triu, and
+// check_index. Indices are I64. The ops check them with check_index, which reports a bad one to
+// the device error record (raised at the next sync) instead of reading them on the host; the kernels
+// after it therefore still meet bad values, and skip them (a read gives 0, a write is dropped)
+// rather than touch memory outside the tensor. The accumulating kernels give each thread one
+// position that can never collide with another's and walk the colliding steps in order:
+// deterministic sums, no atomics, every dtype.
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
+#include "cuda/runtime/device_errors.cuh"
 #include "kernels/views.h"
 
 namespace mdl::cuda {
@@ -11,6 +15,18 @@ namespace mdl::cuda {
 using namespace detail;
 
 namespace {
+
+__device__ __forceinline__ bool in_range(int64_t k, int64_t size) { return k >= 0 && k < size; }
+
+// index (n) contiguous: the first value outside [0, size) (and not the ignored one) is reported.
+__global__ void check_index_kernel(int64_t n, const int64_t* index, kernels::IndexCheck c, DeviceErrorRecord* errors) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t v = index[i];
+    if (in_range(v, c.size) || (c.has_ignore && v == c.ignore)) continue;
+    report_device_error(errors, DeviceErrorCode::IndexOutOfRange, c.op, c.what, v, c.size, c.dim);
+    return;
+  }
+}
 
 template <class T>
 __device__ __forceinline__ void add_into(T& o, T v) {
@@ -21,46 +37,53 @@ __device__ __forceinline__ void add_into(T& o, T v) {
 // g: (out slice, in slice); item i = (index entry j, slice element e).
 template <class T>
 __global__ void index_select_kernel(int64_t total, int64_t m, Geo<2> g, T* out, const T* in, const int64_t* idx,
-                                    int64_t idx_stride, int64_t out_step, int64_t in_step) {
+                                    int64_t idx_stride, int64_t out_step, int64_t in_step, int64_t in_size) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t j = i / m;
     int64_t off[2];
     g.offsets(i - j * m, off);
-    out[off[0] + j * out_step] = in[off[1] + idx[j * idx_stride] * in_step];
+    const int64_t k = idx[j * idx_stride];
+    out[off[0] + j * out_step] = in_range(k, in_size) ? in[off[1] + k * in_step] : T{};
   }
 }
 
 // g: (out, index, in with stride 0 along dim).
 template <class T>
-__global__ void gather_kernel(int64_t n, Geo<3> g, T* out, const int64_t* idx, const T* in, int64_t in_step) {
+__global__ void gather_kernel(int64_t n, Geo<3> g, T* out, const int64_t* idx, const T* in, int64_t in_step,
+                              int64_t in_size) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[3];
     g.offsets(i, off);
-    out[off[0]] = in[off[2] + idx[off[1]] * in_step];
+    const int64_t k = idx[off[1]];
+    out[off[0]] = in_range(k, in_size) ? in[off[2] + k * in_step] : T{};
   }
 }
 
 // g: (out, index, src) over index's shape with dim collapsed; steps j along dim in order.
 template <class T>
 __global__ void scatter_add_kernel(int64_t n, Geo<3> g, T* out, const int64_t* idx, const T* src, int64_t len,
-                                   int64_t out_step, int64_t idx_step, int64_t src_step) {
+                                   int64_t out_step, int64_t idx_step, int64_t src_step, int64_t out_size) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[3];
     g.offsets(i, off);
-    for (int64_t j = 0; j < len; ++j)
-      add_into(out[off[0] + idx[off[1] + j * idx_step] * out_step], src[off[2] + j * src_step]);
+    for (int64_t j = 0; j < len; ++j) {
+      const int64_t k = idx[off[1] + j * idx_step];
+      if (in_range(k, out_size)) add_into(out[off[0] + k * out_step], src[off[2] + j * src_step]);
+    }
   }
 }
 
 // g: (out slice, src slice); each slice element walks the index entries in order.
 template <class T>
 __global__ void index_add_kernel(int64_t n, Geo<2> g, T* out, const T* src, const int64_t* idx, int64_t n_index,
-                                 int64_t idx_stride, int64_t out_step, int64_t src_step) {
+                                 int64_t idx_stride, int64_t out_step, int64_t src_step, int64_t out_size) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[2];
     g.offsets(i, off);
-    for (int64_t j = 0; j < n_index; ++j)
-      add_into(out[off[0] + idx[j * idx_stride] * out_step], src[off[1] + j * src_step]);
+    for (int64_t j = 0; j < n_index; ++j) {
+      const int64_t k = idx[j * idx_stride];
+      if (in_range(k, out_size)) add_into(out[off[0] + k * out_step], src[off[1] + j * src_step]);
+    }
   }
 }
 
@@ -89,7 +112,7 @@ void index_select(const Tensor& out, const Tensor& in, int64_t dim, const Tensor
   dispatch<DeviceTypes>(out.dtype(), "index_select", [&]<class T>() {
     index_select_kernel<T><<<blocks_for(n_index * m), kThreads, 0, stream()>>>(
         n_index * m, m, g, ptr<T>(out), ptr<const T>(in), ptr<const int64_t>(index), idx_stride, out.stride(dim),
-        in.stride(dim));
+        in.stride(dim), in.size(dim));
     CUDA_CHECK_LAUNCH("index_select");
   });
 }
@@ -100,7 +123,7 @@ void gather(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& inde
   const Geo<3> g = make_geo<3>("gather", {&out, &index, &in_v});
   dispatch<DeviceTypes>(out.dtype(), "gather", [&]<class T>() {
     gather_kernel<T><<<blocks_for(out.numel()), kThreads, 0, stream()>>>(
-        out.numel(), g, ptr<T>(out), ptr<const int64_t>(index), ptr<const T>(in), in.stride(dim));
+        out.numel(), g, ptr<T>(out), ptr<const int64_t>(index), ptr<const T>(in), in.stride(dim), in.size(dim));
     CUDA_CHECK_LAUNCH("gather");
   });
 }
@@ -114,7 +137,7 @@ void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tens
   dispatch<DeviceTypes>(out.dtype(), "scatter_add", [&]<class T>() {
     scatter_add_kernel<T><<<blocks_for(out_v.numel()), kThreads, 0, stream()>>>(
         out_v.numel(), g, ptr<T>(out), ptr<const int64_t>(index), ptr<const T>(src), index.size(dim), out.stride(dim),
-        index.stride(dim), src.stride(dim));
+        index.stride(dim), src.stride(dim), out.size(dim));
     CUDA_CHECK_LAUNCH("scatter_add");
   });
 }
@@ -129,9 +152,18 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor
   dispatch<DeviceTypes>(out.dtype(), "index_add", [&]<class T>() {
     index_add_kernel<T><<<blocks_for(out_s.numel()), kThreads, 0, stream()>>>(
         out_s.numel(), g, ptr<T>(out), ptr<const T>(src), ptr<const int64_t>(index), n_index, idx_stride,
-        out.stride(dim), src.stride(dim));
+        out.stride(dim), src.stride(dim), out.size(dim));
     CUDA_CHECK_LAUNCH("index_add");
   });
+}
+
+void check_index(const Tensor& index, const kernels::IndexCheck& c) {
+  MDL_CHECK(index.dtype() == kI64 && index.is_contiguous(), c.op, ": check_index needs a contiguous I64 index, got ",
+            dtype_name(index.dtype()));
+  const int64_t n = index.numel();
+  if (n == 0) return;
+  check_index_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, ptr<const int64_t>(index), c, device_errors());
+  CUDA_CHECK_LAUNCH(c.op);
 }
 
 void tri(const Tensor& out, const Tensor& in, int64_t k, bool upper) {

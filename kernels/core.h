@@ -26,7 +26,9 @@ using CopyFn = void(const Tensor& dst, const Tensor& src);
 // out = op(in); out contiguous; same dtype (floating unless op is Neg/Abs/Square/Sign).
 using UnaryFn = void(UnaryOp op, const Tensor& out, const Tensor& in);
 // out = op(a, b); a and b expanded to out's shape, both of the compute dtype;
-// out has that dtype, or Bool for comparisons.
+// out has that dtype, or Bool for comparisons. Integer division by zero and integers to negative
+// integer powers are an mdl::Error naming div / pow: thrown by the CPU kernel, recorded by the GPU
+// kernel and thrown at the next sync point.
 using BinaryFn = void(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
 // out = cond ? a : b; all expanded to out's shape; cond Bool; a, b of out's dtype.
 using WhereFn = void(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
@@ -50,6 +52,29 @@ using GatherFn = void(const Tensor& out, const Tensor& in, int64_t dim, const Te
 using ScatterAddFn = void(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
 // out = index_add: out.index_select(dim, index) += src, accumulating repeats (backward of index_select).
 using IndexAddFn = void(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src);
+// What check_index tests: every value v of an index tensor lies in [0, size), or equals `ignore`
+// when has_ignore. `op` and `what` ("index", "target") name the error and must be string
+// literals: the GPU keeps the pointer until the host reads its error record. dim >= 0 reads
+// "<op>: index 7 is out of range for dim 0 with size 5"; dim < 0 reads "<op>: target 7 is out of
+// range for 5 classes".
+struct IndexCheck {
+  const char* op;
+  const char* what;
+  int64_t size;
+  int64_t dim = -1;
+  bool has_ignore = false;
+  int64_t ignore = 0;
+};
+// The error for a value v that fails c; `suffix` ends the message.
+[[noreturn]] inline void fail_index_check(const IndexCheck& c, int64_t v, const char* suffix = "") {
+  if (c.dim >= 0)
+    MDL_FAIL(c.op, ": ", c.what, " ", v, " is out of range for dim ", c.dim, " with size ", c.size, suffix);
+  MDL_FAIL(c.op, ": ", c.what, " ", v, " is out of range for ", c.size, " classes", suffix);
+}
+// Checks index (I64, contiguous) against c. The CPU throws the mdl::Error at once; the GPU records
+// the first bad value in its device error record (cuda/runtime/device_errors.cuh) and the error
+// is thrown at the next synchronisation, so that no index is ever read on the host.
+using CheckIndexFn = void(const Tensor& index, const IndexCheck& c);
 // Keeps the lower (upper=false) or upper triangle of the last two dims, offset k; zeros elsewhere.
 using TriFn = void(const Tensor& out, const Tensor& in, int64_t k, bool upper);
 
@@ -69,6 +94,7 @@ using TriFn = void(const Tensor& out, const Tensor& in, int64_t k, bool upper);
   X(gather, GatherFn, "gather", BOTH)                              \
   X(scatter_add, ScatterAddFn, "scatter_add", BOTH)                \
   X(index_add, IndexAddFn, "index_add", BOTH)                      \
+  X(check_index, CheckIndexFn, "check_index", BOTH)                \
   X(tri, TriFn, "tril/triu", BOTH)
 MDL_CORE_KERNELS(MDL_DEFINE_STUB)
 

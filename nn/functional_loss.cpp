@@ -23,10 +23,10 @@ DType loss_dtype(DType t) { return t == kF64 ? kF64 : kF32; }
 Tensor as(const Tensor& x, DType t) { return x.dtype() == t ? x : native::to_dtype(x, t); }
 
 // Class-index targets: the shape is logits' without dim 1, (N, d1, ...), or () for logits (C).
-// Returns the targets as a contiguous I64 tensor after checking each is in [0, C) or ignore_index,
-// and counts the ones not ignored.
-Tensor checked_target(const char* op, const Tensor& logits, const Tensor& target, int64_t ignore_index,
-                      int64_t& count) {
+// Returns the targets as a contiguous I64 tensor, checked to be in [0, C) or ignore_index (on the
+// CPU at once; on the GPU by a kernel, raised at the next sync, so no target is read on the host),
+// and sets count to the number not ignored: a 0-dim tensor of the loss dtype on the targets' device.
+Tensor checked_target(const char* op, const Tensor& logits, const Tensor& target, int64_t ignore_index, Tensor& count) {
   MDL_CHECK(logits.defined() && target.defined(), op, ": input and target must be defined");
   MDL_CHECK(logits.is_floating_point(), op, ": expected floating logits (f32, f16, bf16, f64), got ", logits.dtype());
   MDL_CHECK(logits.dim() >= 1, op, ": expected input of shape (C), (N, C) or (N, C, d1, ...), got a 0-dim tensor");
@@ -40,15 +40,23 @@ Tensor checked_target(const char* op, const Tensor& logits, const Tensor& target
             logits.shape(), " (expected a target of shape ", expected, ")");
   const int64_t C = logits.size(logits.dim() == 1 ? 0 : 1);
   Tensor t = native::contiguous(as(target, kI64));
-  Tensor host = native::to_device(t, Device::cpu());
-  const int64_t* v = host.data_ptr<int64_t>();
-  count = 0;
-  for (int64_t i = 0, n = host.numel(); i < n; ++i) {
-    if (v[i] == ignore_index) continue;
-    MDL_CHECK(v[i] >= 0 && v[i] < C, op, ": target ", v[i], " is out of range for ", C, " classes (input of shape ",
-              logits.shape(), ")");
-    ++count;
+  const DType st = loss_dtype(logits.dtype());
+  if (t.device().is_cpu()) {
+    const int64_t* v = t.data_ptr<int64_t>();
+    int64_t kept = 0;
+    for (int64_t i = 0, n = t.numel(); i < n; ++i) {
+      if (v[i] == ignore_index) continue;
+      MDL_CHECK(v[i] >= 0 && v[i] < C, op, ": target ", v[i], " is out of range for ", C, " classes (input of shape ",
+                logits.shape(), ")");
+      ++kept;
+    }
+    count = full({}, double(kept), TensorOptions(st, t.device()));
+    return t;
   }
+  kernels::check_index(t.device(), t, kernels::IndexCheck{op, "target", C, -1, true, ignore_index});
+  // Counted in I64 (exact at any size), then one rounding to the loss dtype.
+  Tensor kept = native::to_dtype(native::binary(BinaryOp::Ne, t, native::scalar_like(double(ignore_index), t)), kI64);
+  count = native::to_dtype(native::reduce(ReduceOp::Sum, kept, {}, false), st);
   return t;
 }
 
@@ -62,19 +70,20 @@ void check_same_shape(const char* op, const Tensor& input, const Tensor& target)
             target.device());
 }
 
-// The reduction of per-element losses `el` (no autograd): itself, its sum, or its sum / count.
-Tensor reduce_native(const Tensor& el, Reduction r, double count) {
+// The reduction of per-element losses `el` (no autograd): itself, its sum, or its sum / count
+// (a 0-dim tensor of el's dtype on its device, so that a mean needs no host value).
+Tensor reduce_native(const Tensor& el, Reduction r, const Tensor& count) {
   if (r == Reduction::None) return el;
   Tensor s = native::reduce(ReduceOp::Sum, el, {}, false);
   if (r == Reduction::Sum) return s;
-  return native::binary(BinaryOp::Div, s, native::scalar_like(count, s));
+  return native::binary(BinaryOp::Div, s, as(count, s.dtype()));
 }
 
 // The gradient of each element of a loss, laid out as `shape`, from the gradient g of its reduction.
-Tensor expand_grad(const Tensor& g, Reduction r, double count, const Shape& shape, DType t) {
+Tensor expand_grad(const Tensor& g, Reduction r, const Tensor& count, const Shape& shape, DType t) {
   Tensor gt = as(g, t);
   if (r == Reduction::None) return native::reshape(gt, shape);
-  if (r == Reduction::Mean) gt = native::binary(BinaryOp::Div, gt, native::scalar_like(count, gt));
+  if (r == Reduction::Mean) gt = native::binary(BinaryOp::Div, gt, as(count, t));
   return native::expand(native::reshape(gt, {}), shape);
 }
 
@@ -83,7 +92,7 @@ Tensor expand_grad(const Tensor& g, Reduction r, double count, const Shape& shap
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossEntropyOptions& opts) {
   auto [logits] = amp::autocast_f32(logits_in);
   const char* op = "cross_entropy";
-  int64_t count = 0;
+  Tensor count;
   Tensor t = checked_target(op, logits, target, opts.ignore_index, count);
   const double ls = opts.label_smoothing;
   MDL_CHECK(ls >= 0.0 && ls <= 1.0, "cross_entropy: label_smoothing must be in [0, 1], got ", ls);
@@ -98,12 +107,12 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossE
   Tensor tv = native::reshape(t, {N, D});
   Tensor loss = make_tensor({N, D}, st, logits.device()), logsum = make_tensor({N, D}, st, logits.device());
   if (N * D > 0) kernels::cross_entropy_forward(logits.device(), loss, logsum, xv, tv, opts.ignore_index, ls);
-  Tensor out = reduce_native(native::reshape(loss, target.shape()), opts.reduction, double(count));
+  Tensor out = reduce_native(native::reshape(loss, target.shape()), opts.reduction, count);
   record_fn("cross_entropy", {logits}, {out}, {xv, tv, logsum},
             [N, D, count, ls, ign = opts.ignore_index, red = opts.reduction, xs = logits.shape()](const Grads& g,
                                                                                                   const FnNode& n) {
               Tensor xv = n.saved(0);
-              Tensor gl = expand_grad(g[0], red, double(count), {N, D}, loss_dtype(xv.dtype()));
+              Tensor gl = expand_grad(g[0], red, count, {N, D}, loss_dtype(xv.dtype()));
               Tensor gx = make_tensor(xv.shape(), xv.dtype(), xv.device());
               if (N * D > 0) kernels::cross_entropy_backward(xv.device(), gx, gl, xv, n.saved(1), n.saved(2), ign, ls);
               return Grads{native::view(gx, xs)};
@@ -113,7 +122,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossE
 
 Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, int64_t ignore_index, Reduction reduction) {
   auto [log_probs] = amp::autocast_f32(log_probs_in);
-  int64_t count = 0;
+  Tensor count;
   Tensor t = checked_target("nll_loss", log_probs, target, ignore_index, count);
   // -log_probs[n, target[n], ...] where the target is not ignored (ignored ones read class 0, weighted 0).
   Tensor valid = native::binary(BinaryOp::Ne, t, native::scalar_like(double(ignore_index), t));
@@ -126,7 +135,7 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, int64_t ignore
   Tensor el = -picked * as(valid, st);
   if (reduction == Reduction::None) return el;
   Tensor s = sum(el);
-  return reduction == Reduction::Sum ? s : s / double(count);
+  return reduction == Reduction::Sum ? s : s / count;
 }
 
 Tensor mse_loss(const Tensor& input_in, const Tensor& target_in, Reduction reduction) {
@@ -149,7 +158,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& t
   using native::unary;
   Tensor el = binary(BinaryOp::Add, binary(BinaryOp::Sub, unary(UnaryOp::Relu, x), binary(BinaryOp::Mul, x, y)),
                      unary(UnaryOp::Log1p, unary(UnaryOp::Exp, unary(UnaryOp::Neg, unary(UnaryOp::Abs, x)))));
-  const double count = double(x.numel());
+  const Tensor count = native::scalar_like(double(x.numel()), x);
   Tensor out = reduce_native(el, reduction, count);
   record_fn("bce_with_logits", {logits, target}, {out}, {x, y},
             [reduction, count, shape = x.shape()](const Grads& g, const FnNode& n) {

@@ -214,12 +214,13 @@ Tensor embedding(const Tensor& index, const Tensor& weight) {
             weight.device());
   const int64_t V = weight.size(0), D = weight.size(1), n = index.numel();
   Tensor flat = native::contiguous(native::reshape(as(index, kI64), {n}));
-  {
-    Tensor host = native::to_device(flat, Device::cpu());
-    const int64_t* v = host.data_ptr<int64_t>();
+  if (flat.device().is_cpu()) {
+    const int64_t* v = flat.data_ptr<int64_t>();
     for (int64_t i = 0; i < n; ++i)
       MDL_CHECK(v[i] >= 0 && v[i] < V, "embedding: index ", v[i], " is out of range for a weight of shape ",
                 weight.shape(), " (", V, " embeddings)");
+  } else {  // on the device: raised at the next sync, no host read of the indices
+    kernels::check_index(flat.device(), flat, kernels::IndexCheck{"embedding", "index", V, 0});
   }
   Shape out_shape = index.shape();
   out_shape.push_back(D);

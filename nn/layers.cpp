@@ -93,7 +93,9 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
             ", H, W), got shape ", shape_str(x.shape()));
   if (is_training()) {
     NoGradGuard no_grad;
-    num_batches_tracked.add_(scalar_tensor(1, kI64));
+    // A one made on the buffer's device (a fill kernel): a CPU scalar would be a host-to-device
+    // copy every step, which stalls the GPU and cannot be captured in a CUDA Graph.
+    num_batches_tracked.add_(full({}, 1.0, TensorOptions(kI64, num_batches_tracked.device())));
   }
   return F::batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum, eps);
 }

@@ -31,7 +31,13 @@ Tensor to_device(const Tensor& x, Device d);
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
+// True division, as torch.div: integers divide in f32, so x / 0 is inf or NaN on both devices.
+// (The binary kernel's integer division by zero, reached by direct kernel calls, is an mdl::Error
+// "div: integer division by zero": at once on the CPU, at the next sync point on the GPU, see
+// cuda::check_errors.)
 Tensor div(const Tensor& a, const Tensor& b);
+// Integers to negative integer powers are an mdl::Error naming pow, raised as integer division
+// by zero is.
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, double exponent);
 Tensor maximum(const Tensor& a, const Tensor& b);

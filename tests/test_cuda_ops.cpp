@@ -4,7 +4,10 @@
 // the end run everywhere.
 #include <doctest/doctest.h>
 
+#include <cmath>
+
 #include "mdl.h"
+#include "kernels/core.h"
 #include "kernels/dropout.h"
 #include "kernels/optim.h"
 #include "ops/native/native.h"
@@ -86,8 +89,21 @@ TEST_CASE("cuda: binary ops broadcast and match the CPU" * MDL_CUDA_ONLY) {
     }
   Tensor a = from_vector<int64_t>({7, -7, 9}, {3}), b = from_vector<int64_t>({2, 2, -1}, {3});
   check_close(native::binary(Div, a.to(kGpu), b.to(kGpu)), native::binary(Div, a, b), kExact, "integer division");
-  CHECK_THROWS_WITH_AS(native::binary(Div, a.to(kGpu), zeros({3}, TensorOptions(kI64, kGpu))),
-                       doctest::Contains("div: integer division by zero"), mdl::Error);
+  // The public div is true division on both devices: integers divide in f32, so / 0 gives inf.
+  const std::vector<float> q =
+      native::binary(Div, a.to(kGpu), zeros({3}, TensorOptions(kI64, kGpu))).to_vector<float>();
+  CHECK((q[0] == HUGE_VALF && q[1] == -HUGE_VALF && q[2] == HUGE_VALF));
+  // The kernel's integer division by zero is an mdl::Error naming div: at once on the CPU, at the
+  // next sync point on the GPU (the kernel records it on the device; nothing is read back here).
+  Tensor out = empty({3}, TensorOptions(kI64, kGpu));
+  CHECK_NOTHROW(kernels::binary(kGpu, Div, out, a.to(kGpu), zeros({3}, TensorOptions(kI64, kGpu))));
+  CHECK_THROWS_WITH_AS(cuda::check_errors(), doctest::Contains("div: integer division by zero (dtype i64)"),
+                       mdl::Error);
+  CHECK_NOTHROW(cuda::check_errors());  // reported once, then cleared
+  kernels::binary(kGpu, Div, out, a.to(kGpu), zeros({3}, TensorOptions(kI64, kGpu)));
+  CHECK_THROWS_WITH_AS(out.to(Device::cpu()), doctest::Contains("div: integer division by zero"), mdl::Error);
+  kernels::binary(kGpu, Pow, out, a.to(kGpu), full({3}, -1.0, TensorOptions(kI64, kGpu)));
+  CHECK_THROWS_WITH_AS(cuda::synchronize(), doctest::Contains("pow: integers to negative integer powers"), mdl::Error);
   Tensor cond = gt(sample({6, 5}, kF32), zeros({1}));
   Tensor x = sample({6, 5}, kF32, false, 7), y = sample({5}, kF32, false, 8);
   check_close(where(cond.to(kGpu), x.to(kGpu), y.to(kGpu)), where(cond, x, y), kExact, "where");

@@ -1,9 +1,10 @@
 // mdl's stream and its cuBLAS/cuDNN/cuBLASLt handles (and cuBLASLt's workspace), created on
-// first use on device 0.
+// first use on device 0, with the device error record the kernels report bad values to.
 #include <mutex>
 
 #include "cuda/runtime/context.cuh"
 #include "cuda/runtime/cublaslt.cuh"
+#include "cuda/runtime/device_errors.cuh"
 #include "tensor/tensor.h"
 
 namespace mdl::cuda::detail {
@@ -13,6 +14,7 @@ struct Context {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   cudnnHandle_t cudnn = nullptr;
+  DeviceErrorRecord* errors = nullptr;
 };
 
 Context& context() {
@@ -20,6 +22,9 @@ Context& context() {
     Context x;
     CUDA_CHECK("cuda init", cudaSetDevice(0));
     CUDA_CHECK("cuda init", cudaStreamCreate(&x.stream));
+    // Before any capture can begin: allocating here never lands inside a CUDA Graph.
+    CUDA_CHECK("cuda init", cudaMalloc(&x.errors, sizeof(DeviceErrorRecord)));
+    CUDA_CHECK("cuda init", cudaMemset(x.errors, 0, sizeof(DeviceErrorRecord)));
     return x;
   }();
   return c;
@@ -27,6 +32,7 @@ Context& context() {
 }  // namespace
 
 cudaStream_t stream() { return context().stream; }
+DeviceErrorRecord* device_errors() { return context().errors; }
 
 cublasHandle_t cublas() {
   static cublasHandle_t h = [] {
@@ -81,5 +87,8 @@ void check_on_gpu(const char* op, const Tensor& t, const char* what) {
 }  // namespace mdl::cuda::detail
 
 namespace mdl::cuda {
-void synchronize() { CUDA_CHECK("synchronize", cudaStreamSynchronize(detail::stream())); }
+void synchronize() {
+  CUDA_CHECK("synchronize", cudaStreamSynchronize(detail::stream()));
+  detail::raise_device_error("cuda::synchronize");
+}
 }  // namespace mdl::cuda

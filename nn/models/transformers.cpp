@@ -37,8 +37,9 @@ Tensor GPT::forward(const Tensor& tokens) {
             tokens.dtype(), " ", shape_str(tokens.shape()));
   const int64_t T = tokens.size(1);
   MDL_CHECK(T <= opts.context, "GPT: sequence length ", T, " exceeds the context ", opts.context);
-  Tensor pos = arange(double(T), {kI64, tokens.device()});
-  Tensor h = (*wte)(tokens) + (*wpe)(pos);  // (B, T, E)
+  // The positions 0..T-1 embed to wpe's first T rows: a view, no index tensor built on the host
+  // and copied to the device (which would stall the GPU and forbid CUDA Graph capture).
+  Tensor h = (*wte)(tokens) + wpe->weight.narrow(0, 0, T);  // (B, T, E)
   for (const auto& block : *blocks) h = (*block)(h);
   return (*lm_head)((*ln_f)(h));  // (B, T, V)
 }

@@ -1,6 +1,7 @@
 // Native selection, joining and indexing ops: where, masked_fill, cat, stack, split,
 // index_select, index_add, gather, scatter_add, tril/triu and one_hot. Every index is
-// range-checked here, before any kernel runs, with an error naming the bad value.
+// range-checked here by the check_index kernel, before the op's kernel runs, with an error naming
+// the bad value: at once on the CPU, at the next synchronisation on the GPU (never a host read).
 #include <algorithm>
 
 #include "ops/native/native.h"
@@ -23,14 +24,11 @@ void check_index_dtype(const char* op, const Tensor& index) {
 // The values of `index` as a contiguous I64 CPU tensor, for checking on the host.
 Tensor host_i64(const Tensor& index) { return contiguous(cast(to_device(index, Device::cpu()), kI64)); }
 
-// Index as I64 on its device, after checking that each value lies in [0, size).
+// Index as I64 on its device, checked (kernels::check_index) that each value lies in [0, size).
 Tensor checked_index(const char* op, const Tensor& index, int64_t dim, int64_t size) {
   check_index_dtype(op, index);
   Tensor idx = cast(index, kI64);
-  Tensor host = host_i64(idx);
-  const int64_t* v = host.data_ptr<int64_t>();
-  for (int64_t i = 0, n = host.numel(); i < n; ++i)
-    MDL_CHECK(v[i] >= 0 && v[i] < size, op, ": index ", v[i], " is out of range for dim ", dim, " with size ", size);
+  kernels::check_index(idx.device(), contiguous(idx), kernels::IndexCheck{op, "index", size, dim});
   return idx;
 }
 
@@ -261,19 +259,24 @@ Tensor one_hot(const Tensor& index, int64_t num_classes) {
   MDL_CHECK(is_integral(index.dtype()) && index.dtype() != kBool, "one_hot: index must be an integer tensor, got ",
             index.dtype());
   MDL_CHECK(num_classes >= -1, "one_hot: num_classes must be -1 (infer) or non-negative, got ", num_classes);
-  Tensor host = host_i64(index);
-  const int64_t* v = host.data_ptr<int64_t>();
-  int64_t max = -1;
-  for (int64_t i = 0, n = host.numel(); i < n; ++i) {
-    MDL_CHECK(v[i] >= 0, "one_hot: class values must be non-negative, got ", v[i]);
-    max = std::max(max, v[i]);
+  if (index.device().is_cpu() || num_classes == -1) {  // inferring num_classes reads the values on the host
+    Tensor host = host_i64(index);
+    const int64_t* v = host.data_ptr<int64_t>();
+    int64_t max = -1;
+    for (int64_t i = 0, n = host.numel(); i < n; ++i) {
+      MDL_CHECK(v[i] >= 0, "one_hot: class values must be non-negative, got ", v[i]);
+      max = std::max(max, v[i]);
+    }
+    if (num_classes == -1) {
+      MDL_CHECK(index.numel() > 0, "one_hot: cannot infer num_classes from an empty index of shape ",
+                shape_str(index.shape()));
+      num_classes = max + 1;
+    }
+    MDL_CHECK(max < num_classes, "one_hot: class value ", max, " is out of range for num_classes ", num_classes);
+  } else {
+    kernels::check_index(index.device(), contiguous(cast(index, kI64)),
+                         kernels::IndexCheck{"one_hot", "class value", num_classes});
   }
-  if (num_classes == -1) {
-    MDL_CHECK(index.numel() > 0, "one_hot: cannot infer num_classes from an empty index of shape ",
-              shape_str(index.shape()));
-    num_classes = max + 1;
-  }
-  MDL_CHECK(max < num_classes, "one_hot: class value ", max, " is out of range for num_classes ", num_classes);
   Shape s = index.shape();
   s.push_back(num_classes);
   Tensor out = make_tensor(s, kI64, index.device());
