@@ -4,7 +4,11 @@
 // after it therefore still meet bad values, and skip them (a read gives 0, a write is dropped)
 // rather than touch memory outside the tensor. The accumulating kernels give each thread one
 // position that can never collide with another's and walk the colliding steps in order:
-// deterministic sums, no atomics, every dtype.
+// deterministic sums, no atomics, every dtype. index_add over the rows of a contiguous matrix
+// (an embedding's backward) first sorts the indices (stably, keeping each row's entries in their
+// order), then sums each row's run of entries in one thread per column, in f32 for 16-bit data.
+#include <cub/device/device_radix_sort.cuh>
+
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/runtime/device_errors.cuh"
@@ -87,6 +91,39 @@ __global__ void index_add_kernel(int64_t n, Geo<2> g, T* out, const T* src, cons
   }
 }
 
+__global__ void iota_kernel(int64_t n, int64_t* out) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = i;
+}
+
+// out (V, D), src (n, D) contiguous; keys (n) the indices sorted stably, pos (n) the entry each
+// came from. Block (k, column chunk): when k starts a run of equal keys, each thread sums its
+// column of the run's src rows, in order, onto out's row in the accumulation type.
+template <class T>
+__global__ void sorted_rows_add_kernel(int64_t n, int64_t D, int64_t V, const int64_t* keys, const int64_t* pos,
+                                       const T* src, T* out) {
+  const int64_t k = blockIdx.x, d = blockIdx.y * int64_t(blockDim.x) + threadIdx.x;
+  const int64_t row = keys[k];
+  if (d >= D || (k > 0 && keys[k - 1] == row) || !in_range(row, V)) return;
+  auto acc = to_acc(out[row * D + d]);
+  int64_t j = k;
+  // Eight entries at a time while the run lasts (the keys are sorted: when the eighth is still
+  // this row, so are the seven before it), so eight loads are in flight; the sum keeps its order.
+  constexpr int kUnroll = 8;
+  for (; j + kUnroll <= n && keys[j + kUnroll - 1] == row; j += kUnroll) {
+    int64_t p[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) p[u] = pos[j + u];
+    T v[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) v[u] = src[p[u] * D + d];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) acc += to_acc(v[u]);
+  }
+  for (; j < n && keys[j] == row; ++j) acc += to_acc(src[pos[j] * D + d]);
+  out[row * D + d] = convert<T>(acc);
+}
+
 // out (rows, C) contiguous; g maps a row to in's offset; element (r, c) kept when in the triangle.
 template <class T>
 __global__ void tri_kernel(int64_t n, int64_t R, int64_t C, Geo<1> rows, int64_t col_stride, T* out, const T* in,
@@ -142,9 +179,44 @@ void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tens
   });
 }
 
+namespace {
+
+// index_add along dim 0 of contiguous out (V, ...) and src (n, ...) with floating data: the
+// indices sorted by cub's radix sort (stable), then one pass over the sorted runs.
+bool sorted_rows_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
+  if (dim != 0 || out.dim() < 1 || !out.is_contiguous() || !src.is_contiguous() || !index.is_contiguous() ||
+      index.dim() != 1 || !is_floating(out.dtype()))
+    return false;
+  const int64_t n = index.numel(), V = out.size(0), D = V ? out.numel() / V : 0;
+  if (D == 0 || n > INT32_MAX || src.numel() != n * D) return false;
+  const Device dev = out.device();
+  Tensor pos_in = make_tensor({n}, kI64, dev), keys = make_tensor({n}, kI64, dev), pos = make_tensor({n}, kI64, dev);
+  iota_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, ptr<int64_t>(pos_in));
+  CUDA_CHECK_LAUNCH("index_add");
+  size_t temp_bytes = 0;
+  CUDA_CHECK("index_add",
+             cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, ptr<const int64_t>(index), ptr<int64_t>(keys),
+                                             ptr<const int64_t>(pos_in), ptr<int64_t>(pos), int(n), 0, 64, stream()));
+  Tensor temp = make_tensor({int64_t(std::max<size_t>(temp_bytes, 1))}, kU8, dev);
+  CUDA_CHECK("index_add",
+             cub::DeviceRadixSort::SortPairs(temp.raw_data(), temp_bytes, ptr<const int64_t>(index), ptr<int64_t>(keys),
+                                             ptr<const int64_t>(pos_in), ptr<int64_t>(pos), int(n), 0, 64, stream()));
+  const unsigned threads = unsigned(std::min<int64_t>(D, kThreads));
+  const dim3 grid(unsigned(n), unsigned((D + threads - 1) / threads));
+  dispatch_floating<DeviceTypes>(out.dtype(), "index_add", [&]<class T>() {
+    sorted_rows_add_kernel<T><<<grid, threads, 0, stream()>>>(n, D, V, ptr<const int64_t>(keys),
+                                                              ptr<const int64_t>(pos), ptr<const T>(src), ptr<T>(out));
+    CUDA_CHECK_LAUNCH("index_add");
+  });
+  return true;
+}
+
+}  // namespace
+
 void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
   const int64_t n_index = index.numel();
   if (src.numel() == 0 || n_index == 0) return;
+  if (sorted_rows_add(out, dim, index, src)) return;
   const Shape slice = kernels::with_size(src.shape(), dim, 1);
   Tensor out_s = kernels::restride(out, slice), src_s = kernels::restride(src, slice);
   const Geo<2> g = make_geo<2>("index_add", {&out_s, &src_s});

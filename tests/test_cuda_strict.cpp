@@ -69,9 +69,10 @@ TEST_CASE("cuda strict: an f16 product with K = 4096 accumulates in f32" * MDL_C
     Tensor want = matmul(a.to(kF64), b.to(kF64));
     Tensor got = matmul(a.to(kGpu), b.to(kGpu));
     const double err = normwise_error(got, want), rounding = t == kF16 ? 1e-3 : 8e-3;
-    CHECK_MESSAGE(err < rounding, dtype_name(t), " matmul K=4096: normwise error ", err, " (allowed ", rounding, ")");
+    CHECK_MESSAGE(err < rounding, std::string(dtype_name(t)), " matmul K=4096: normwise error ", err, " (allowed ",
+                  rounding, ")");
     Tensor got_t = matmul(b.t().to(kGpu), a.t().to(kGpu));  // transposed operands, another GEMM path
-    CHECK_MESSAGE(normwise_error(got_t, want.t()) < rounding, dtype_name(t), " transposed matmul K=4096");
+    CHECK_MESSAGE(normwise_error(got_t, want.t()) < rounding, std::string(dtype_name(t)), " transposed matmul K=4096");
   }
 }
 
@@ -183,4 +184,27 @@ TEST_CASE("cuda strict: batch norm with channels split across blocks matches the
       check_close(got[i], want[i], test::same_tol(tol),
                   "batch_norm " + shape_str(k.shape) + " centre " + std::to_string(k.centre) + ": " + names[i]);
   }
+}
+
+TEST_CASE("cuda strict: embedding backward sums repeated rows in order, 16-bit gradients in f32" * MDL_CUDA_ONLY) {
+  // A character GPT's batch: 8,192 lookups of 65 rows, half of them one row (a run of 4,096
+  // entries); and a 50,000-row table hit sparsely. Against the f64 sum of the same gradients.
+  struct Case {
+    int64_t V, D, n;
+  };
+  for (const Case& k : {Case{65, 384, 8192}, Case{50000, 72, 3000}})
+    for (DType t : {kF32, kF16, kBF16}) {
+      Generator g(71);
+      Tensor idx = randint(0, k.V, {k.n}, TensorOptions(kI64), &g);
+      if (k.V == 65) idx.slice(0, 0, k.n / 2).fill_(7.0);
+      Tensor gy = normal({k.n, k.D}, t, 72);
+      Tensor w64 = zeros({k.V, k.D}, TensorOptions(kF64)).requires_grad_();
+      nn::functional::embedding(idx, w64).backward(gy.to(kF64));
+      Tensor want = w64.grad();
+      Tensor w = zeros({k.V, k.D}, TensorOptions(t, kGpu)).requires_grad_();
+      nn::functional::embedding(idx.to(kGpu), w).backward(gy.to(kGpu));
+      const double err = normwise_error(w.grad(), want), allowed = t == kF32 ? 1e-6 : t == kF16 ? 1e-3 : 8e-3;
+      CHECK_MESSAGE(err < allowed, "embedding backward V=", k.V, " ", std::string(dtype_name(t)), ": normwise error ",
+                    err, " (allowed ", allowed, ")");
+    }
 }
