@@ -82,6 +82,19 @@ def gemm_tflops(n, seconds=1.0):
     print(f"torch_gemm_f16_{n:<18d} {tflops:10.2f} TFLOP/s")
 
 
+def seconds_per_call(step, seconds):
+    """Calls step() (each call synchronised) for about `seconds` after three warm-up calls; the mean time."""
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    n, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        step()
+        torch.cuda.synchronize()
+        n += 1
+    return (time.perf_counter() - start) / n
+
+
 def attention_ms(backward, seconds=1.0):
     """F.scaled_dot_product_attention, causal f16, (32, 6, 256, 64): bench_cuda's flash_attention pair."""
     shape = (32, 6, 256, 64)
@@ -93,15 +106,7 @@ def attention_ms(backward, seconds=1.0):
         if backward:
             y.backward(go)
 
-    for _ in range(3):
-        step()
-    torch.cuda.synchronize()
-    it, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        step()
-        torch.cuda.synchronize()
-        it += 1
-    ms = 1e3 * (time.perf_counter() - start) / it
+    ms = 1e3 * seconds_per_call(step, seconds)
     name = "sdpa_f16_causal_b32_h6_t256_d64_" + ("fwd_bwd" if backward else "fwd")
     print(f"torch_{name:28s} {ms:10.3f} ms/call")
 
@@ -136,13 +141,7 @@ def make_step(model, shape, amp, tokens=None):
 
 
 def time_step(name, model, shape, amp, seconds=2.0, tokens=None):
-    step = make_step(model, shape, amp, tokens)
-    n, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        step()
-        torch.cuda.synchronize()
-        n += 1
-    ms = 1e3 * (time.perf_counter() - start) / n
+    ms = 1e3 * seconds_per_call(make_step(model, shape, amp, tokens), seconds)
     samples = shape[0] * (shape[1] if tokens else 1)
     print(f"torch_{name:28s} {ms:10.3f} ms/step {1e3 * samples / ms:12.0f} {'tokens' if tokens else 'images'}/s")
 
@@ -158,14 +157,7 @@ def batch_norm_us(seconds=1.0):
     def step():
         bn(x).backward(gy)
 
-    step()
-    torch.cuda.synchronize()
-    n, start = 0, time.perf_counter()
-    while time.perf_counter() - start < seconds:
-        step()
-        torch.cuda.synchronize()
-        n += 1
-    print(f"torch_batch_norm_f16{'':14s} {1e6 * (time.perf_counter() - start) / n:10.1f} us")
+    print(f"torch_batch_norm_f16{'':14s} {1e6 * seconds_per_call(step, seconds):10.1f} us")
 
 
 MODELS = {  # name: (constructor, input shape, vocabulary for token models)
