@@ -19,9 +19,11 @@
 # errors, not failures, where an op cannot be captured yet); where a step's GPU time goes, op by op.
 set -u
 HERE=$(cd "$(dirname "$0")" && pwd)
+LOG=""
+[ -n "${1:-}" ] && LOG=$(mkdir -p "$1" && cd "$1" && pwd)  # a LOG_DIR given is taken from the caller's folder
 if [ -x "$HERE/bin/mdl_tests" ]; then BUNDLE=1; cd "$HERE"; else BUNDLE=0; cd "$HERE/.."; fi
 MAKE=${MAKE:-make}
-LOG=${1:-$([ $BUNDLE = 1 ] && echo logs || echo build/gpu-check/logs)}
+LOG=${LOG:-$([ $BUNDLE = 1 ] && echo logs || echo build/gpu-check/logs)}
 mkdir -p "$LOG"
 exec > >(tee "$LOG/console.log") 2>&1
 JOBS=-j$(nproc)
