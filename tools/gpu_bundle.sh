@@ -25,13 +25,14 @@ mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/bench"
 for f in mdl_tests bench/bench_cuda mdl-train mdl-profile-step; do
   strip -o "$STAGE/bin/$(basename "$f")" "$B/$f"
 done
-# Every shared library of the binaries that is neither the system's C/C++ runtime nor CUDA's own
-# (the GPU machine has those) travels in lib/: today that is Google Benchmark alone.
+# Every shared library of the binaries that is neither the system's C/C++ runtime (glibc's parts
+# among it: another glibc's must never be loaded) nor CUDA's own (the GPU machine has those)
+# travels in lib/: today that is Google Benchmark alone.
 ldd "$STAGE"/bin/* | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u |
   while read -r name path; do
     case "$name" in
-      libc.so* | libm.so* | libstdc++* | libgcc_s* | libgomp* | libz.so* | libcu* | libnccl* | libnvJitLink* | \
-        linux-vdso* | ld-linux*) ;;
+      libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so* | libutil.so* | libresolv.so* | ld-linux* | \
+        linux-vdso* | libstdc++* | libgcc_s* | libgomp* | libz.so* | libcu* | libnccl* | libnvJitLink*) ;;
       *) cp -L "$path" "$STAGE/lib/$name" ;;
     esac
   done
