@@ -118,29 +118,16 @@ __device__ void mma_abt(float* c, int ldc, const T* a, int lda, const T* b, int 
   }
 }
 
-// c (16, D) += a (16, 64) @ b (64, D): O += P v, dq += dS k.
-template <class T, int D>
+// c (16, D) += a (16, 64) @ b (64, D). With LayoutA row_major, element (m, k) of a is at
+// a[m * lda + k]: O += P v, dq += dS k. With col_major it is at a[k * lda + m], a (64, 16) tile
+// read as its transpose: dv += P^T dO, dk += dS^T q.
+template <class T, int D, class LayoutA = wmma::row_major>
 __device__ void mma_ab(FragC (&c)[D / 16], const T* a, int lda, const T* b, int ldb) {
+  constexpr bool col_major = std::is_same_v<LayoutA, wmma::col_major>;
 #pragma unroll
   for (int kk = 0; kk < kTile / 16; ++kk) {
-    FragA<T, wmma::row_major> fa;
-    wmma::load_matrix_sync(fa, a + kk * 16, lda);
-#pragma unroll
-    for (int n = 0; n < D / 16; ++n) {
-      FragB<T, wmma::row_major> fb;
-      wmma::load_matrix_sync(fb, b + kk * 16 * ldb + n * 16, ldb);
-      wmma::mma_sync(c[n], fa, fb, c[n]);
-    }
-  }
-}
-
-// c (16, D) += a^T (16, 64) @ b (64, D), a stored (64, 16) at pitch lda: dv += P^T dO, dk += dS^T q.
-template <class T, int D>
-__device__ void mma_atb(FragC (&c)[D / 16], const T* a, int lda, const T* b, int ldb) {
-#pragma unroll
-  for (int kk = 0; kk < kTile / 16; ++kk) {
-    FragA<T, wmma::col_major> fa;  // element (m, k) at a[k * lda + m]
-    wmma::load_matrix_sync(fa, a + kk * 16 * lda, lda);
+    FragA<T, LayoutA> fa;
+    wmma::load_matrix_sync(fa, a + kk * 16 * (col_major ? lda : 1), lda);
 #pragma unroll
     for (int n = 0; n < D / 16; ++n) {
       FragB<T, wmma::row_major> fb;
@@ -340,10 +327,10 @@ __global__ void __launch_bounds__(kFlashThreads)
     t.load_row_stats(a, b, i0, lse, delta);
     __syncthreads();
     t.probs_and_dscores(a, mb, i0, j0, w0);
-    __syncthreads();                               // the warp's keys need P and dS of every query row
-    mma_atb<T, D>(dvf, t.sp + w0, kPP, t.sdo, P);  // dv (16, D) += P^T (16, 64) @ dO (64, D)
-    mma_atb<T, D>(dkf, t.sds + w0, kPP, t.sq, P);  // dk (16, D) += dS^T (16, 64) @ q (64, D)
-    __syncthreads();                               // the tiles are rewritten by the next query tile
+    __syncthreads();                                               // the warp's keys need P and dS of every query row
+    mma_ab<T, D, wmma::col_major>(dvf, t.sp + w0, kPP, t.sdo, P);  // dv (16, D) += P^T (16, 64) @ dO (64, D)
+    mma_ab<T, D, wmma::col_major>(dkf, t.sds + w0, kPP, t.sq, P);  // dk (16, D) += dS^T (16, 64) @ q (64, D)
+    __syncthreads();                                               // the tiles are rewritten by the next query tile
   }
   float* stage = t.stage + threadIdx.x / 32 * 256;
   if (dv) store_rows<T, D>(dv + b * a.S * a.Ev, dvf, stage, j0 + w0, a.S, a.Ev, 1.0f);
