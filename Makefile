@@ -358,8 +358,9 @@ run-bench-dist: $(BUILD)/bench/bench_dist
 	mpirun -np 2 --oversubscribe --bind-to none $$( [ "$$(id -u)" = 0 ] && echo --allow-run-as-root ) $(MPI_RUN_FLAGS) \
 	  $(BUILD)/bench/bench_dist --benchmark_out=$(BUILD)/bench/results/bench_dist.json --benchmark_out_format=json $(BENCH_ARGS)
 
-# The optimization study on Fashion-MNIST: reports/study.md, CSV logs and PNG plots.
-# STUDY_EPOCHS, STUDY_SUBSET, STUDY_MODELS, STUDY_OUT scale and steer it (tools/mdl-study.cpp).
+# The optimization study on Fashion-MNIST, in memory and decoded from PNG files: reports/study.md,
+# CSV logs and PNG plots. STUDY_DATA, STUDY_EPOCHS, STUDY_SUBSET, STUDY_MODELS, STUDY_DECODED_MODELS,
+# STUDY_SEEDS, STUDY_TARGET, STUDY_OUT scale and steer it (tools/mdl-study.cpp).
 study: $(DEPS_STAMP)
 	$(MAKE) run-study
 run-study: $(BUILD)/mdl-study

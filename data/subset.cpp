@@ -1,4 +1,4 @@
-// Subset: indices checked against the prefix, then passed through.
+// Subset: indices checked against n, then mapped to the base's.
 #include "data/subset.h"
 
 #include <algorithm>
@@ -7,15 +7,23 @@
 
 namespace mdl::data {
 
-Subset::Subset(std::shared_ptr<const Dataset> base, int64_t n) : base_(std::move(base)) {
+Subset::Subset(std::shared_ptr<const Dataset> base, int64_t n, Pick pick) : base_(std::move(base)), pick_(pick) {
   MDL_CHECK(base_, "Subset: no dataset");
   MDL_CHECK(n >= 0, "Subset: the sample count must be >= 0, got ", n);
   n_ = std::min(n, base_->size());
 }
 
-Sample Subset::get(int64_t index) const {
+int64_t Subset::base_index(int64_t index) const {
   check_index("subset", index, n_);
-  return base_->get(index);
+  if (pick_ == Pick::First || n_ == base_->size()) return index;
+  // index < n_ < size < 2^62 (a dataset's count), so the product fits in 128 bits; floor(i * size / n).
+  return int64_t((unsigned __int128)index * uint64_t(base_->size()) / uint64_t(n_));
+}
+
+Sample Subset::get(int64_t index) const { return base_->get(base_index(index)); }
+
+std::string Subset::identity() const {
+  return base_->identity() + (pick_ == Pick::First ? "|first " : "|spread ") + std::to_string(n_);
 }
 
 }  // namespace mdl::data

@@ -1,5 +1,7 @@
-// Subset: the first n samples of another dataset (all of them when it has fewer), for quick
-// runs on part of the data (mdl-train --subset, the examples' sample limits).
+// Subset: n samples of another dataset (all of them when it has fewer), for quick runs on part of
+// the data (mdl-train --subset, the examples' sample limits): the first n, or n spread evenly over
+// it (sample i is base sample floor(i * size / n)), for data stored in class order such as an
+// ImageFolder, whose first n samples would hold only its first classes.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -11,14 +13,17 @@ namespace mdl::data {
 
 class Subset : public Dataset {
  public:
-  Subset(std::shared_ptr<const Dataset> base, int64_t n);  // n >= 0
+  enum class Pick { First, Spread };
+  Subset(std::shared_ptr<const Dataset> base, int64_t n, Pick pick = Pick::First);  // n >= 0
   int64_t size() const override { return n_; }
   Sample get(int64_t index) const override;
-  std::string identity() const override { return base_->identity() + "|first " + std::to_string(n_); }
+  std::string identity() const override;
+  int64_t base_index(int64_t index) const;  // the base sample behind `index`
 
  private:
   std::shared_ptr<const Dataset> base_;
   int64_t n_;
+  Pick pick_;
 };
 
 }  // namespace mdl::data

@@ -1,12 +1,19 @@
-// mdl-study: the experiment of the reports this project grew from, on Fashion-MNIST. A baseline
-// training run, then the same run with one optimization after another, then all together, each
-// repeated over several seeds; a table per model of time per epoch, speedup over the baseline,
-// time to a target validation accuracy, loss, accuracy and F1 (means, with the min-max range over
-// the seeds, and a flag on speedups whose range reaches 1.0x), CSV logs per run and PNG plots.
+// mdl-study: the experiment of the reports this project grew from. A baseline training run, then
+// the same run with one optimization after another, then all together, each repeated over several
+// seeds; a table per data set and model of time per epoch, speedup over the baseline, time to a
+// target validation accuracy, loss, accuracy and F1 (means, with the min-max range over the seeds,
+// and a flag on speedups whose range reaches 1.0x), CSV logs per run and PNG plots.
+// Two kinds of data set: Fashion-MNIST's IDX files, held in memory with nothing to decode (the
+// rows are the training-step optimizations), and images decoded from files and augmented (random
+// crop, flip) each epoch, where the input pipeline's rows (prefetch, workers, caches) have work to
+// hide or save. The default decoded set is Fashion-MNIST exported once as PNG files.
 // `make study` runs it; environment:
-//   STUDY_EPOCHS (default 3), STUDY_SUBSET (training samples, default 20000; 0 = all 60000),
-//   STUDY_MODELS (comma-separated zoo models, default cnn), STUDY_SEEDS (runs per row, default 3),
-//   STUDY_TARGET (validation accuracy in %, default 85), STUDY_OUT (default reports).
+//   STUDY_DATA (comma-separated: fashion-mnist, png, imagefolder:PATH, cifar10:PATH; default
+//     fashion-mnist,png), STUDY_EPOCHS (default 3), STUDY_SUBSET (training samples, default 20000;
+//     0 = all; for png, the samples exported), STUDY_MODELS (zoo models on fashion-mnist, default
+//     cnn), STUDY_DECODED_MODELS (on the decoded sets, default mlp,cnn), STUDY_SEEDS (runs per
+//     row, default 3), STUDY_TARGET (validation accuracy in %, default 85), STUDY_OUT (default
+//     reports; the PNG export goes to STUDY_OUT/fashion-mnist-png-N).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -17,6 +24,8 @@
 #include <string>
 #include <vector>
 
+#include "data/export.h"
+#include "data/idx.h"
 #include "tensor/parallel.h"
 #include "train/options.h"
 #include "train/plot.h"
@@ -25,6 +34,7 @@
 
 namespace {
 
+namespace fs = std::filesystem;
 using mdl::train::TrainOptions;
 using mdl::train::TrainReport;
 
@@ -34,8 +44,8 @@ struct Config {
   bool cnn_only = false;  // a variant of SimpleCNN: no row for the other models
 };
 
-// The steps of the experiment, each on top of the baseline; "all" combines them.
-std::vector<Config> configs() {
+// The steps of the experiment on data held in memory, each on top of the baseline; "all" combines them.
+std::vector<Config> memory_configs() {
   auto cache = [](TrainOptions& o) { o.cache = "memory", o.prefetch = 4, o.workers = 1; };
   auto amp = [](TrainOptions& o) { o.amp = "f16"; };
   auto l2 = [](TrainOptions& o) { o.l2 = 1e-4; };
@@ -56,6 +66,44 @@ std::vector<Config> configs() {
        [=](TrainOptions& o) { cache(o), amp(o), l2(o), accum(o), cosine(o), separable(o); }},
   };
 }
+
+// The steps on data read from files and augmented every epoch: the input pipeline's first. Every
+// row augments (random crop, flip), after any cache; a file-cache run starts from an empty cache.
+std::vector<Config> pipeline_configs() {
+  auto prefetch = [](TrainOptions& o) { o.workers = 1, o.prefetch = 4; };
+  auto workers = [](TrainOptions& o) { o.workers = 2, o.prefetch = 4; };
+  auto memory = [](TrainOptions& o) { o.cache = "memory"; };
+  auto file = [](TrainOptions& o) { o.cache = "file"; };
+  auto amp = [](TrainOptions& o) { o.amp = "f16"; };
+  auto l2 = [](TrainOptions& o) { o.l2 = 1e-4; };
+  auto accum = [](TrainOptions& o) { o.grad_accum = 4; };
+  auto separable = [](TrainOptions& o) {
+    if (o.model == "cnn") o.model = "cnn-separable";
+  };
+  return {
+      {"baseline", "f32; each batch read, decoded and augmented in the training thread", [](TrainOptions&) {}},
+      {"+prefetch", "1 loader thread, 4 batches ahead of the training step", prefetch},
+      {"+workers", "2 loader threads, 4 batches ahead", workers},
+      {"+cache-memory", "decoded images kept in memory after epoch 1 (augmented afresh each epoch); no loader thread",
+       memory},
+      {"+cache-file", "decoded images written to a cache file in epoch 1, read back after; no loader thread", file},
+      {"+amp", "autocast f16 with a dynamic loss scaler", amp},
+      {"+l2", "L2 penalty 1e-4 on the dense layers' weights", l2},
+      {"+grad-accum", "each batch of 128 as 4 accumulated micro-batches of 32", accum},
+      {"+separable", "a lighter architecture: the 32->64 conv depthwise separable (cnn only)", separable, true},
+      {"all", "2 loader threads, memory cache and every training-step optimization above",
+       [=](TrainOptions& o) { workers(o), memory(o), amp(o), l2(o), accum(o), separable(o); }},
+  };
+}
+
+// A data set of the study: what TrainOptions::data names, and how to run and describe it.
+struct DataSet {
+  std::string key;   // in file names
+  std::string data;  // TrainOptions::data
+  std::string title;
+  bool pipeline = false;  // read per sample and augmented: the pipeline's rows
+  int64_t subset = 0;     // TrainOptions::subset
+};
 
 int64_t env_int(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);
@@ -110,10 +158,151 @@ std::pair<double, int64_t> time_to_target(const TrainReport& r, double target) {
   return {NAN, 0};
 }
 
+std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t a = 0; a <= list.size();) {
+    size_t b = list.find(',', a);
+    if (b == std::string::npos) b = list.size();
+    if (b > a) out.push_back(list.substr(a, b - a));
+    a = b + 1;
+  }
+  return out;
+}
+
+// Fashion-MNIST's first n training images (all when n is 0) and its 10,000 test images as an
+// ImageFolder of PNGs under dir (train/, test/), written once: into a temporary folder renamed
+// when complete, so an interrupted export is never mistaken for a finished one.
+void export_png(const std::filesystem::path& dir, int64_t n) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(dir)) return;
+  const fs::path tmp = dir.string() + ".partial";
+  fs::remove_all(tmp);
+  std::printf("exporting Fashion-MNIST as PNG files to %s\n", dir.string().c_str());
+  std::fflush(stdout);
+  mdl::data::ExportOptions opt;
+  opt.limit = n > 0 ? n : -1;
+  const auto& classes = mdl::data::FashionMNIST::classes();
+  mdl::data::export_image_folder(mdl::data::FashionMNIST(mdl::data::kFashionMnistRoot, true), (tmp / "train").string(),
+                                 classes, opt);
+  opt.limit = -1;
+  mdl::data::export_image_folder(mdl::data::FashionMNIST(mdl::data::kFashionMnistRoot, false), (tmp / "test").string(),
+                                 classes, opt);
+  fs::rename(tmp, dir);
+}
+
+// STUDY_DATA's entries as data sets; exits with status 2 on an unknown one.
+std::vector<DataSet> data_sets(const std::string& list, int64_t subset, const std::filesystem::path& out_dir) {
+  std::vector<DataSet> sets;
+  const std::string samples = subset ? std::to_string(subset) : std::string("60000");
+  for (const std::string& d : split_list(list)) {
+    const std::string kind = d.substr(0, d.find(':'));
+    const std::string path = d.find(':') == std::string::npos ? "" : d.substr(d.find(':') + 1);
+    if (d == "fashion-mnist") {
+      sets.push_back({"fashion-mnist", "fashion-mnist",
+                      "Fashion-MNIST in memory (IDX, " + samples + " training samples, nothing to decode)", false,
+                      subset});
+    } else if (d == "png") {
+      const auto dir = out_dir / ("fashion-mnist-png-" + samples);
+      export_png(dir, subset);
+      sets.push_back({"png", "imagefolder:" + dir.string(),
+                      "Fashion-MNIST as PNG files (" + samples + " training images decoded every epoch, augmented)",
+                      true, 0});
+    } else if ((kind == "imagefolder" || kind == "cifar10") && !path.empty()) {
+      sets.push_back({kind, d, d + " (augmented)", true, subset});
+    } else {
+      std::fprintf(stderr,
+                   "mdl-study: STUDY_DATA entries are fashion-mnist, png, imagefolder:PATH or cifar10:PATH; got '%s'\n",
+                   d.c_str());
+      std::exit(2);
+    }
+  }
+  return sets;
+}
+
+struct Row {
+  Config config;
+  std::vector<TrainReport> reports;  // one per seed that ran
+};
+
+// One table, its charts and its notes: the rows of one model on one data set.
+void write_table(std::ostream& md, const fs::path& out_dir, const DataSet& set, const std::string& model,
+                 const std::vector<Row>& rows, int64_t seeds, double target, int64_t target_percent) {
+  const std::vector<TrainReport>& base = rows[0].reports;
+  const std::string stem = set.key + "_" + model;
+  md << "## " << set.title << ": " << model << " (" << base[0].parameters << " parameters)\n\n"
+     << "| configuration | what | s/epoch | speedup | to " << target_percent << "% (s) | epochs to " << target_percent
+     << "% | data wait | val loss | val acc | val macro-F1 |\n"
+     << "|---|---|---|---|---|---|---|---|---|---|\n";
+  std::vector<mdl::train::Series> train_loss, val_loss, val_acc;
+  std::vector<std::string> labels, noise;
+  std::vector<double> totals;
+  for (const Row& r : rows) {
+    std::vector<double> per_epoch, speedup, to_target, to_epoch, wait, vloss, vacc, vf1;
+    int64_t missed = 0;
+    for (size_t i = 0; i < r.reports.size(); ++i) {
+      const TrainReport& rep = r.reports[i];
+      const auto& last = rep.epochs.back();
+      double w = 0;
+      for (const auto& e : rep.epochs) w += e.wait_fraction * e.seconds;
+      const double secs = train_seconds(rep);
+      per_epoch.push_back(secs / double(rep.epochs.size()));
+      if (i < base.size()) speedup.push_back(train_seconds(base[i]) / secs);  // the same seed's baseline
+      const auto [t, e] = time_to_target(rep, target);
+      if (e > 0) to_target.push_back(t), to_epoch.push_back(double(e));
+      else ++missed;
+      wait.push_back(100 * w / secs);
+      vloss.push_back(last.val_loss), vacc.push_back(100 * last.val_accuracy), vf1.push_back(last.val_macro_f1);
+    }
+    const bool noisy = speedup.size() > 1 && *std::min_element(speedup.begin(), speedup.end()) <= 1.0 &&
+                       *std::max_element(speedup.begin(), speedup.end()) >= 1.0;
+    if (noisy && &r != &rows[0]) noise.push_back(r.config.name);
+    std::string reached = spread("%.1f", to_target);
+    if (missed) reached += " (" + std::to_string(missed) + " of " + std::to_string(r.reports.size()) + " not reached)";
+    md << "| " << r.config.name << " | " << r.config.what << " | " << spread("%.2f", per_epoch) << " | "
+       << spread("%.2fx", speedup) << (noisy && &r != &rows[0] ? " within noise" : "") << " | " << reached << " | "
+       << spread("%.1f", to_epoch) << " | " << spread("%.1f%%", wait) << " | " << spread("%.4f", vloss) << " | "
+       << spread("%.2f%%", vacc) << " | " << spread("%.4f", vf1) << " |\n";
+    // The charts show the first seed's run.
+    const TrainReport& first = r.reports[0];
+    mdl::train::Series tl{r.config.name, {}, {}}, vl{r.config.name, {}, {}}, va{r.config.name, {}, {}};
+    for (const auto& e : first.epochs) {
+      tl.x.push_back(double(e.epoch)), tl.y.push_back(e.train_loss);
+      vl.x.push_back(double(e.epoch)), vl.y.push_back(e.val_loss);
+      va.x.push_back(double(e.epoch)), va.y.push_back(100 * e.val_accuracy);
+    }
+    train_loss.push_back(tl), val_loss.push_back(vl), val_acc.push_back(va);
+    labels.push_back(r.config.name), totals.push_back(train_seconds(first));
+  }
+  const fs::path dir = out_dir / "study";
+  const std::string title = set.key + " " + model;
+  mdl::train::line_chart((dir / (stem + "_train_loss.png")).string(), train_loss,
+                         {.title = title + ": training loss", .x_label = "epoch", .y_label = "loss"});
+  mdl::train::line_chart((dir / (stem + "_val_loss.png")).string(), val_loss,
+                         {.title = title + ": validation loss", .x_label = "epoch", .y_label = "loss"});
+  mdl::train::line_chart((dir / (stem + "_val_accuracy.png")).string(), val_acc,
+                         {.title = title + ": validation accuracy", .x_label = "epoch", .y_label = "%"});
+  mdl::train::bar_chart((dir / (stem + "_time.png")).string(), labels, totals,
+                        {.title = title + ": training time (s)", .x_label = "seconds"});
+  md << "\nEach cell: the mean over the seeds, and (min-max). s/epoch: training time per epoch (data loading "
+        "included, validation not); speedup: the same seed's baseline training time over this configuration's; "
+        "to "
+     << target_percent << "%: training seconds until the first epoch whose validation accuracy reached "
+     << target_percent << "%, and that epoch; data wait: the share of training time the step waited for its batch.\n\n";
+  if (seeds > 1) {
+    std::string names;
+    for (const auto& n : noise) names += (names.empty() ? "" : ", ") + n;
+    md << (noise.empty() ? std::string("No speedup range reaches 1.0x.")
+                         : "Within noise (the speedup's range over the seeds reaches 1.0x): " + names + ".")
+       << "\n\n";
+  }
+  md << "![training loss](study/" << stem << "_train_loss.png) ![validation accuracy](study/" << stem
+     << "_val_accuracy.png)\n![validation loss](study/" << stem << "_val_loss.png) ![time](study/" << stem
+     << "_time.png)\n\nCSV logs: `study/" << stem << "_<configuration>_seed<N>.csv`; the charts show seed 0.\n\n";
+}
+
 }  // namespace
 
 int main() {
-  namespace fs = std::filesystem;
   const int64_t epochs = std::max<int64_t>(1, env_int("STUDY_EPOCHS", 3));
   const int64_t subset = env_int("STUDY_SUBSET", 20000);
   const int64_t seeds = std::max<int64_t>(1, env_int("STUDY_SEEDS", 3));
@@ -124,129 +313,59 @@ int main() {
     return 2;
   }
   const double target = double(target_percent) / 100.0;
-  const std::string out_dir = env_string("STUDY_OUT", "reports");
-  std::vector<std::string> models;
-  {
-    const std::string list = env_string("STUDY_MODELS", "cnn");
-    for (size_t a = 0; a <= list.size();) {
-      size_t b = list.find(',', a);
-      if (b == std::string::npos) b = list.size();
-      if (b > a) models.push_back(list.substr(a, b - a));
-      a = b + 1;
-    }
+  const fs::path out_dir = env_string("STUDY_OUT", "reports");
+  const std::vector<std::string> memory_models = split_list(env_string("STUDY_MODELS", "cnn"));
+  const std::vector<std::string> pipeline_models = split_list(env_string("STUDY_DECODED_MODELS", "mlp,cnn"));
+  fs::create_directories(out_dir / "study");
+  std::vector<DataSet> sets;
+  try {
+    sets = data_sets(env_string("STUDY_DATA", "fashion-mnist,png"), subset, out_dir);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mdl-study: %s\n", e.what());
+    return 1;
   }
-  fs::create_directories(fs::path(out_dir) / "study");
-  std::ofstream md(fs::path(out_dir) / "study.md");
-  md << "# mdl optimization study\n\nFashion-MNIST (" << (subset ? std::to_string(subset) : std::string("60000"))
-     << " training samples, the 10,000 test images for validation), " << epochs << " epochs, batch 128, AdamW lr 1e-3, "
-     << mdl::get_num_threads() << " threads, " << seeds << (seeds == 1 ? " seed" : " seeds")
-     << " per configuration. Written by `make study` (tools/mdl-study.cpp).\n\n";
+  std::ofstream md(out_dir / "study.md");
+  md << "# mdl optimization study\n\n"
+     << epochs << " epochs, batch 128, AdamW lr 1e-3, " << mdl::get_num_threads() << " threads, " << seeds
+     << (seeds == 1 ? " seed" : " seeds")
+     << " per configuration; validation on the 10,000 test images. Written by `make study` (tools/mdl-study.cpp).\n\n";
 
   int status = 0;
-  for (const std::string& model : models) {
-    struct Row {
-      Config config;
-      std::vector<TrainReport> reports;  // one per seed that ran
-    };
-    std::vector<Row> rows;
-    for (const Config& c : configs()) {
-      if (c.cnn_only && model != "cnn") continue;
-      Row row{c, {}};
-      for (int64_t seed = 0; seed < seeds; ++seed) {
-        TrainOptions o;
-        o.model = model, o.epochs = epochs, o.subset = subset, o.progress = false, o.seed = uint64_t(seed);
-        c.apply(o);
-        o.log =
-            (fs::path(out_dir) / "study" / (model + "_" + c.name + "_seed" + std::to_string(seed) + ".csv")).string();
-        std::printf("\n== %s %s, seed %lld: %s\n", model.c_str(), c.name.c_str(), (long long)seed, c.what.c_str());
-        std::fflush(stdout);
-        try {
-          row.reports.push_back(mdl::train::run_training(o, stdout));
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "mdl-study: %s %s seed %lld failed: %s\n", model.c_str(), c.name.c_str(),
-                       (long long)seed, e.what());
-          status = 1;
+  for (const DataSet& set : sets) {
+    const std::vector<Config> configs = set.pipeline ? pipeline_configs() : memory_configs();
+    for (const std::string& model : set.pipeline ? pipeline_models : memory_models) {
+      std::vector<Row> rows;
+      for (const Config& c : configs) {
+        if (c.cnn_only && model != "cnn") continue;
+        Row row{c, {}};
+        for (int64_t seed = 0; seed < seeds; ++seed) {
+          TrainOptions o;
+          o.data = set.data, o.augment = set.pipeline, o.subset = set.subset;
+          o.model = model, o.epochs = epochs, o.progress = false, o.seed = uint64_t(seed);
+          c.apply(o);
+          const std::string run = set.key + "_" + model + "_" + c.name + "_seed" + std::to_string(seed);
+          o.log = (out_dir / "study" / (run + ".csv")).string();
+          if (o.cache == "file") o.cache_dir = (out_dir / "study" / ("cache_" + run)).string();
+          std::printf("\n== %s, %s %s, seed %lld: %s\n", set.key.c_str(), model.c_str(), c.name.c_str(),
+                      (long long)seed, c.what.c_str());
+          std::fflush(stdout);
+          try {
+            if (!o.cache_dir.empty()) fs::remove_all(o.cache_dir);  // each file-cache run fills its own
+            row.reports.push_back(mdl::train::run_training(o, stdout));
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "mdl-study: %s %s %s seed %lld failed: %s\n", set.key.c_str(), model.c_str(),
+                         c.name.c_str(), (long long)seed, e.what());
+            status = 1;
+          }
+          if (!o.cache_dir.empty()) fs::remove_all(o.cache_dir);
         }
+        if (!row.reports.empty()) rows.push_back(std::move(row));
       }
-      if (!row.reports.empty()) rows.push_back(std::move(row));
+      if (rows.empty() || rows[0].config.name != "baseline") continue;
+      write_table(md, out_dir, set, model, rows, seeds, target, target_percent);
     }
-    if (rows.empty() || rows[0].config.name != "baseline") continue;
-
-    const std::vector<TrainReport>& base = rows[0].reports;
-    md << "## " << model << " (" << base[0].parameters << " parameters)\n\n"
-       << "| configuration | what | s/epoch | speedup | to " << target_percent << "% (s) | epochs to " << target_percent
-       << "% | data wait | val loss | val acc | val macro-F1 |\n"
-       << "|---|---|---|---|---|---|---|---|---|---|\n";
-    std::vector<mdl::train::Series> train_loss, val_loss, val_acc;
-    std::vector<std::string> labels, noise;
-    std::vector<double> totals;
-    for (const Row& r : rows) {
-      std::vector<double> per_epoch, speedup, to_target, to_epoch, wait, vloss, vacc, vf1;
-      int64_t missed = 0;
-      for (size_t i = 0; i < r.reports.size(); ++i) {
-        const TrainReport& rep = r.reports[i];
-        const auto& last = rep.epochs.back();
-        double w = 0;
-        for (const auto& e : rep.epochs) w += e.wait_fraction * e.seconds;
-        const double secs = train_seconds(rep);
-        per_epoch.push_back(secs / double(rep.epochs.size()));
-        if (i < base.size()) speedup.push_back(train_seconds(base[i]) / secs);  // the same seed's baseline
-        const auto [t, e] = time_to_target(rep, target);
-        if (e > 0) to_target.push_back(t), to_epoch.push_back(double(e));
-        else ++missed;
-        wait.push_back(100 * w / secs);
-        vloss.push_back(last.val_loss), vacc.push_back(100 * last.val_accuracy), vf1.push_back(last.val_macro_f1);
-      }
-      const bool noisy = speedup.size() > 1 && *std::min_element(speedup.begin(), speedup.end()) <= 1.0 &&
-                         *std::max_element(speedup.begin(), speedup.end()) >= 1.0;
-      if (noisy && &r != &rows[0]) noise.push_back(r.config.name);
-      std::string reached = spread("%.1f", to_target);
-      if (missed)
-        reached += " (" + std::to_string(missed) + " of " + std::to_string(r.reports.size()) + " not reached)";
-      md << "| " << r.config.name << " | " << r.config.what << " | " << spread("%.2f", per_epoch) << " | "
-         << spread("%.2fx", speedup) << (noisy && &r != &rows[0] ? " within noise" : "") << " | " << reached << " | "
-         << spread("%.1f", to_epoch) << " | " << spread("%.1f%%", wait) << " | " << spread("%.4f", vloss) << " | "
-         << spread("%.2f%%", vacc) << " | " << spread("%.4f", vf1) << " |\n";
-      // The charts show the first seed's run.
-      const TrainReport& first = r.reports[0];
-      mdl::train::Series tl{r.config.name, {}, {}}, vl{r.config.name, {}, {}}, va{r.config.name, {}, {}};
-      for (const auto& e : first.epochs) {
-        tl.x.push_back(double(e.epoch)), tl.y.push_back(e.train_loss);
-        vl.x.push_back(double(e.epoch)), vl.y.push_back(e.val_loss);
-        va.x.push_back(double(e.epoch)), va.y.push_back(100 * e.val_accuracy);
-      }
-      train_loss.push_back(tl), val_loss.push_back(vl), val_acc.push_back(va);
-      labels.push_back(r.config.name), totals.push_back(train_seconds(first));
-    }
-    const fs::path dir = fs::path(out_dir) / "study";
-    mdl::train::line_chart((dir / (model + "_train_loss.png")).string(), train_loss,
-                           {.title = model + ": training loss", .x_label = "epoch", .y_label = "loss"});
-    mdl::train::line_chart((dir / (model + "_val_loss.png")).string(), val_loss,
-                           {.title = model + ": validation loss", .x_label = "epoch", .y_label = "loss"});
-    mdl::train::line_chart((dir / (model + "_val_accuracy.png")).string(), val_acc,
-                           {.title = model + ": validation accuracy", .x_label = "epoch", .y_label = "%"});
-    mdl::train::bar_chart((dir / (model + "_time.png")).string(), labels, totals,
-                          {.title = model + ": training time (s)", .x_label = "seconds"});
-    md << "\nEach cell: the mean over the seeds, and (min-max). s/epoch: training time per epoch (data loading "
-          "included, validation not); speedup: the same seed's baseline training time over this configuration's; "
-          "to "
-       << target_percent << "%: training seconds until the first epoch whose validation accuracy reached "
-       << target_percent << "%, and that epoch.\n\n";
-    if (seeds > 1)
-      md << (noise.empty() ? std::string("No speedup range reaches 1.0x.")
-                           : "Within noise (the speedup's range over the seeds reaches 1.0x): " +
-                                 [&] {
-                                   std::string s;
-                                   for (const auto& n : noise) s += (s.empty() ? "" : ", ") + n;
-                                   return s;
-                                 }() +
-                                 ".")
-         << "\n\n";
-    md << "![training loss](study/" << model << "_train_loss.png) ![validation accuracy](study/" << model
-       << "_val_accuracy.png)\n![validation loss](study/" << model << "_val_loss.png) ![time](study/" << model
-       << "_time.png)\n\nCSV logs: `study/" << model << "_<configuration>_seed<N>.csv`; the charts show seed 0.\n\n";
   }
   md.close();
-  std::printf("\nwrote %s\n", (fs::path(out_dir) / "study.md").string().c_str());
+  std::printf("\nwrote %s\n", (out_dir / "study.md").string().c_str());
   return status;
 }

@@ -128,6 +128,7 @@ const std::map<std::string, Option>& table() {
       {"--prefetch", {true, [](O& o, auto& k, auto& v) { o.prefetch = parse_int(k, v, 0, kMaxPrefetch); }}},
       {"--workers", {true, [](O& o, auto& k, auto& v) { o.workers = parse_int(k, v, 0, kMaxWorkers); }}},
       {"--pin-memory", {false, [](O& o, auto&, auto&) { o.pin_memory = true; }}},
+      {"--augment", {false, [](O& o, auto&, auto&) { o.augment = true; }}},
       {"--device",
        {true,
         [](O& o, auto& k, auto& v) {
@@ -227,6 +228,8 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
     throw UsageError("mdl-train: --model gpt needs --data text:PATH");
   if (o.data.rfind("text:", 0) == 0 && o.model != "gpt")
     throw UsageError("mdl-train: --data text:PATH needs --model gpt");
+  if (o.augment && o.data.rfind("text:", 0) == 0)
+    throw UsageError("mdl-train: --augment crops and flips images; --data text:PATH has none");
   return o;
 }
 
@@ -251,9 +254,13 @@ std::string usage() {
   --amp P            none, f16, bf16 (autocast; f16 adds a dynamic loss scaler)
   --cache C          none, memory, file    --cache-dir DIR   ($XDG_CACHE_HOME or ~/.cache)/mdl
   --prefetch N       batches prepared ahead    --workers N   loader threads    --pin-memory
+  --augment          training images: random crop (zero padding of 1/8 of the side) and horizontal
+                     flip, after the cache, drawn from (seed, epoch, index); validation unchanged
   --device D         cpu, cuda, cuda:N    --threads N   compute threads (0: every core);
                      each loader worker gets N / workers of them (at least 1; 1 when N is 0)
-  --seed N           --subset N (first N training samples)   --context N (text, 64)
+  --seed N           --context N (text, 64)
+  --subset N         N training samples: the first N, or for imagefolder N spread evenly over its
+                     class folders
   --save FILE        --resume FILE (safetensors)    --log FILE (CSV, one row per epoch)
   --evaluate FILE    load FILE's weights (as --save wrote them) into --model, run the held-out split
                      once without gradients, print loss, accuracy and images/s; train nothing

@@ -33,6 +33,7 @@ struct TrainOptions {
   int64_t prefetch = 0;           // batches prepared ahead
   int64_t workers = 0;            // loader threads; 0 = load in the training thread
   bool pin_memory = false;
+  bool augment = false;  // random crop (zero padding of 1/8 of the side) and horizontal flip, training images only
   std::string device = "cpu";  // cpu, cuda, cuda:N
   uint64_t seed = 0;
   int64_t subset = 0;                   // use the first N training samples; 0 = all

@@ -86,7 +86,17 @@ DataBundle make_data(const TrainOptions& o) {
       d.transform = normalized({0.5, 0.5, 0.5}, {0.5, 0.5, 0.5});
     d.classes = int64_t(d.class_names.size());
   }
-  if (o.subset > 0) d.train = std::make_shared<data::Subset>(d.train, o.subset);
+  d.train_transform = d.transform;
+  if (o.augment && d.transform) {
+    d.train_transform = std::make_shared<data::Compose>(std::vector<data::TransformPtr>{
+        std::make_shared<data::RandomCrop>(d.image_size, std::max<int64_t>(1, d.image_size / 8)),
+        std::make_shared<data::RandomHorizontalFlip>(), d.transform});
+  }
+  if (o.augment && d.transform) d.description += ", augmented (random crop, horizontal flip)";
+  // An ImageFolder lists its samples class by class: a prefix would hold only the first classes.
+  if (o.subset > 0)
+    d.train = std::make_shared<data::Subset>(
+        d.train, o.subset, kind == "imagefolder" ? data::Subset::Pick::Spread : data::Subset::Pick::First);
   return d;
 }
 
@@ -97,7 +107,7 @@ data::LoaderOptions make_loader_options(const TrainOptions& o, const DataBundle&
   lo.cache_dir = o.cache_dir, lo.pin_memory = o.pin_memory, lo.seed = o.seed;
   // The workers' OpenMP threads: their share of --threads, else one each (the training step has the cores).
   if (o.threads > 0 && o.workers > 0) lo.worker_threads = int(std::clamp<int64_t>(o.threads / o.workers, 1, 1024));
-  lo.transform = d.transform;
+  lo.transform = d.train_transform;
   return lo;
 }
 
@@ -106,6 +116,7 @@ std::unique_ptr<data::DataLoader> make_validation_loader(const TrainOptions& o, 
   if (!d.test) return nullptr;
   data::LoaderOptions vo = train;
   vo.batch_size = std::max<int64_t>(o.batch, 256), vo.shuffle = false, vo.sampler = nullptr;
+  vo.transform = d.transform;
   return std::make_unique<data::DataLoader>(*d.test, vo);
 }
 

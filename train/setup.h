@@ -19,6 +19,7 @@ namespace mdl::train {
 struct DataBundle {
   std::shared_ptr<data::Dataset> train, test;  // test may be null (no held-out split)
   data::TransformPtr transform;                // u8 image -> normalised f32 CHW; null for text
+  data::TransformPtr train_transform;          // the training loader's: transform, after augmentation with --augment
   int64_t channels = 1, image_size = 28, classes = 10;
   int64_t vocab = 0, context = 0;  // text
   std::vector<std::string> class_names;
