@@ -2,10 +2,17 @@
 // (made by data::export_image_folder under /tmp once; 10,000 images unless --images=N): no cache
 // vs memory cache vs file cache, 1 vs 2 workers, prefetch 0 vs 4, first with no compute (pure
 // input speed), then with a simulated per-batch compute (a busy-wait calibrated to 1.5x the
-// measured per-batch loading time), where prefetching should hide loading. With CUDA and a GPU,
+// measured per-batch loading time), where prefetching should hide loading. The file cache is built
+// by another process (this binary run with --fill-file-cache), so the timed epochs read it as a
+// later run would, never the cache their own process just wrote; its pair runs twice, with every
+// file (PNGs and cache) in the page cache, and with every file evicted before each epoch
+// (posix_fadvise DONTNEED; mincore measures what stayed resident). With CUDA and a GPU,
 // pinned vs pageable host-to-device copies of a batch. A closing table gives the ratios and the
 // consumer's wait as a share of the epoch (the goal: under 5% with cache and prefetch on).
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -74,7 +81,46 @@ struct Config {
   data::Cache cache;
   int workers, prefetch;
   bool compute;
+  bool cold = false;  // every file evicted from the page cache before each timed epoch
 };
+
+fs::path cache_dir() { return kRoot / "cache"; }
+
+// Every regular file the loader may read: the PNGs and the file cache.
+std::vector<fs::path> input_files() {
+  std::vector<fs::path> files;
+  for (const fs::path& dir : {png_dir(), cache_dir()})
+    if (fs::exists(dir))
+      for (const auto& e : fs::recursive_directory_iterator(dir))
+        if (e.is_regular_file()) files.push_back(e.path());
+  return files;
+}
+
+// Asks the kernel to drop the files' clean pages (no root needed); returns the share of their
+// pages still resident afterwards (mincore), in %.
+double evict_page_cache(const std::vector<fs::path>& files) {
+  const int64_t page = sysconf(_SC_PAGESIZE);
+  int64_t pages = 0, resident = 0;
+  for (const fs::path& f : files) {
+    const int fd = ::open(f.c_str(), O_RDONLY);
+    if (fd < 0) continue;
+    ::fdatasync(fd);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    const off_t size = ::lseek(fd, 0, SEEK_END);
+    if (size > 0) {
+      void* map = ::mmap(nullptr, size_t(size), PROT_READ, MAP_SHARED, fd, 0);
+      if (map != MAP_FAILED) {
+        std::vector<unsigned char> in((size_t(size) + size_t(page) - 1) / size_t(page));
+        if (::mincore(map, size_t(size), in.data()) == 0)
+          for (unsigned char b : in) resident += b & 1;
+        pages += int64_t(in.size());
+        ::munmap(map, size_t(size));
+      }
+    }
+    ::close(fd);
+  }
+  return pages ? 100.0 * double(resident) / double(pages) : 0.0;
+}
 
 data::LoaderOptions options(const Config& c) {
   return {.batch_size = 128,
@@ -92,19 +138,41 @@ struct Measured {
 };
 std::map<std::string, Measured> g_results;
 
-// One iteration is one epoch; caches are filled by an untimed epoch first.
+// The file cache as an earlier run leaves it: built from scratch by another process.
+void fill_file_cache_in_child() {
+  fs::remove_all(cache_dir());
+  const std::string cmd = fs::read_symlink("/proc/self/exe").string() +
+                          " --fill-file-cache --images=" + std::to_string(g_images) + " > /dev/null";
+  MDL_CHECK(std::system(cmd.c_str()) == 0, "bench_data: '", cmd, "' failed");
+}
+
+// One iteration is one epoch. A memory cache is filled by an untimed epoch first; a file cache by
+// another process, before the loader opens it.
 void epoch(benchmark::State& state, const Config& c) {
+  if (c.cache == data::Cache::File) fill_file_cache_in_child();
   data::DataLoader loader(dataset(), options(c));
-  if (c.cache != data::Cache::None)
+  if (c.cache == data::Cache::Memory)
     for (auto& batch : loader) benchmark::DoNotOptimize(batch.x.raw_data());
+  if (!c.cold)  // warm: every file read once, so the timed epochs find it in the page cache
+    for (const fs::path& f : input_files()) std::ifstream(f, std::ios::binary).ignore(int64_t(1) << 40);
   loader.reset_stats();
-  for (auto _ : state)
+  double resident = 100;
+  for (auto _ : state) {
+    if (c.cold) {
+      state.PauseTiming();
+      resident = evict_page_cache(input_files());
+      state.ResumeTiming();
+    }
     for (auto& [x, y] : loader) {
       benchmark::DoNotOptimize(x.raw_data());
       benchmark::DoNotOptimize(y.raw_data());
       if (c.compute) busy_wait_ms(g_compute_ms);
     }
+  }
   const data::LoaderStats s = loader.stats();
+  if (c.cache == data::Cache::File && !s.file_cache_reused)
+    state.SkipWithError("the file cache built by --fill-file-cache was not reused");
+  state.counters["resident%"] = resident;  // of the files' pages, at the start of the last epoch
   Measured m{1e3 * s.epoch_seconds / double(s.epochs), 100.0 * s.wait_fraction(), double(s.samples) / s.epoch_seconds};
   g_results[c.name] = m;
   state.counters["ms/epoch"] = m.ms_per_epoch;
@@ -152,6 +220,11 @@ int main(int argc, char** argv) {
   }
   int rest_argc = int(rest.size());
   ensure_png_folder();
+  if (rest.size() > 1 && std::strcmp(rest[1], "--fill-file-cache") == 0) {  // the child of fill_file_cache_in_child
+    data::DataLoader loader(dataset(), options({"", data::Cache::File, 1, 4, false}));
+    for (auto& batch : loader) benchmark::DoNotOptimize(batch.x.raw_data());
+    return 0;
+  }
   std::printf(
       "dataset: %lld Fashion-MNIST training images as PNG in %s; batch 128, RandomCrop(28, 2) + flip + ToTensor\n",
       static_cast<long long>(dataset().size()), png_dir().c_str());
@@ -168,6 +241,8 @@ int main(int argc, char** argv) {
   };
   add_pair("loader_memory_cache", "load_w1_p4", {"", Cache::None, 1, 4, false}, {"", Cache::Memory, 1, 4, false});
   add_pair("loader_file_cache", "load_w1_p4", {"", Cache::None, 1, 4, false}, {"", Cache::File, 1, 4, false});
+  add_pair("loader_file_cache", "load_w1_p4_cold", {"", Cache::None, 1, 4, false, true},
+           {"", Cache::File, 1, 4, false, true});
   add_pair("loader_workers", "load_no_cache_p4", {"", Cache::None, 1, 4, false}, {"", Cache::None, 2, 4, false});
   add_pair("prefetch", "compute_no_cache_w1", {"", Cache::None, 1, 0, true}, {"", Cache::None, 1, 4, true});
   for (const Config& c : std::vector<Config>{{"load/memory/w2/p4", Cache::Memory, 2, 4, false},
@@ -213,6 +288,7 @@ int main(int argc, char** argv) {
   std::printf("\nspeed-ups (epoch time, slow / fast):\n");
   switch_ratio("memory cache over none (1 worker, no compute)", "loader_memory_cache", "load_w1_p4");
   switch_ratio("file cache over none (1 worker, no compute)", "loader_file_cache", "load_w1_p4");
+  switch_ratio("same, every file evicted from the page cache", "loader_file_cache", "load_w1_p4_cold");
   switch_ratio("2 workers over 1 (no cache, no compute)", "loader_workers", "load_no_cache_p4");
   switch_ratio("prefetch 4 over 0 (no cache, compute)", "prefetch", "compute_no_cache_w1");
   ratio("prefetch 4 over 0 (memory cache, compute)", "compute/memory/w1/p0", "compute/memory/w1/p4");

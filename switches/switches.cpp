@@ -234,7 +234,7 @@ std::vector<Switch> make_list() {
        "none",
        "cpu",
        "Decoded samples are written to a file cache that later epochs and runs read instead of decoding.",
-       {{"bench_data", "load_w1_p4", "ms/epoch", "cpu"}}},
+       {{"bench_data", "load_w1_p4", "ms/epoch", "cpu"}, {"bench_data", "load_w1_p4_cold", "ms/epoch", "cpu"}}},
       {"loader_workers",
        option,
        "mdl-train --workers N; DataLoaderOptions::num_workers",
