@@ -13,7 +13,9 @@
 //     0 = all; for png, the samples exported), STUDY_MODELS (zoo models on fashion-mnist, default
 //     cnn), STUDY_DECODED_MODELS (on the decoded sets, default mlp,cnn), STUDY_SEEDS (runs per
 //     row, default 3), STUDY_TARGET (validation accuracy in %, default 85), STUDY_OUT (default
-//     reports; the PNG export goes to STUDY_OUT/fashion-mnist-png-N).
+//     reports; the PNG export goes to STUDY_OUT/fashion-mnist-png-N), STUDY_DEVICES (default cpu,
+//     and cuda when a GPU is present: every table again on the GPU, with a +pin-memory row, and a
+//     last table setting the devices side by side).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -21,11 +23,13 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "data/export.h"
 #include "data/idx.h"
+#include "tensor/device.h"
 #include "tensor/parallel.h"
 #include "train/options.h"
 #include "train/plot.h"
@@ -41,8 +45,15 @@ using mdl::train::TrainReport;
 struct Config {
   std::string name, what;
   std::function<void(TrainOptions&)> apply;
-  bool cnn_only = false;  // a variant of SimpleCNN: no row for the other models
+  bool cnn_only = false;   // a variant of SimpleCNN: no row for the other models
+  bool cuda_only = false;  // only where batches cross to a GPU
 };
+
+// Pinned batches need a loader thread to copy them ahead; on the CPU there is nothing to copy.
+void pin(TrainOptions& o) { o.pin_memory = true, o.workers = std::max<int64_t>(o.workers, 1), o.prefetch = 4; }
+void pin_on_gpu(TrainOptions& o) {
+  if (o.device != "cpu") pin(o);
+}
 
 // The steps of the experiment on data held in memory, each on top of the baseline; "all" combines them.
 std::vector<Config> memory_configs() {
@@ -62,8 +73,10 @@ std::vector<Config> memory_configs() {
       {"+grad-accum", "each batch of 128 as 4 accumulated micro-batches of 32", accum},
       {"+cosine", "cosine learning-rate schedule over the run", cosine},
       {"+separable", "a lighter architecture: the 32->64 conv depthwise separable (cnn only)", separable, true},
+      {"+pin-memory", "batches in page-locked memory, copied ahead on a side stream (1 loader thread, 4 ahead)", pin,
+       false, true},
       {"all", "every optimization above together",
-       [=](TrainOptions& o) { cache(o), amp(o), l2(o), accum(o), cosine(o), separable(o); }},
+       [=](TrainOptions& o) { cache(o), amp(o), l2(o), accum(o), cosine(o), separable(o), pin_on_gpu(o); }},
   };
 }
 
@@ -91,8 +104,10 @@ std::vector<Config> pipeline_configs() {
       {"+l2", "L2 penalty 1e-4 on the dense layers' weights", l2},
       {"+grad-accum", "each batch of 128 as 4 accumulated micro-batches of 32", accum},
       {"+separable", "a lighter architecture: the 32->64 conv depthwise separable (cnn only)", separable, true},
+      {"+pin-memory", "batches in page-locked memory, copied ahead on a side stream (1 loader thread, 4 ahead)", pin,
+       false, true},
       {"all", "2 loader threads, memory cache and every training-step optimization above",
-       [=](TrainOptions& o) { workers(o), memory(o), amp(o), l2(o), accum(o), separable(o); }},
+       [=](TrainOptions& o) { workers(o), memory(o), amp(o), l2(o), accum(o), separable(o), pin_on_gpu(o); }},
   };
 }
 
@@ -224,12 +239,18 @@ struct Row {
   std::vector<TrainReport> reports;  // one per seed that ran
 };
 
-// One table, its charts and its notes: the rows of one model on one data set.
-void write_table(std::ostream& md, const fs::path& out_dir, const DataSet& set, const std::string& model,
-                 const std::vector<Row>& rows, int64_t seeds, double target, int64_t target_percent) {
+// A row's headline cells, for the table that sets the devices side by side.
+struct Headline {
+  std::string per_epoch, speedup;
+};
+
+// One table, its charts and its notes: the rows of one model on one data set on one device.
+std::vector<Headline> write_table(std::ostream& md, const fs::path& out_dir, const std::string& stem,
+                                  const std::string& heading, const std::vector<Row>& rows, int64_t seeds,
+                                  double target, int64_t target_percent) {
   const std::vector<TrainReport>& base = rows[0].reports;
-  const std::string stem = set.key + "_" + model;
-  md << "## " << set.title << ": " << model << " (" << base[0].parameters << " parameters)\n\n"
+  std::vector<Headline> headlines;
+  md << "## " << heading << " (" << base[0].parameters << " parameters)\n\n"
      << "| configuration | what | s/epoch | speedup | to " << target_percent << "% (s) | epochs to " << target_percent
      << "% | data wait | val loss | val acc | val macro-F1 |\n"
      << "|---|---|---|---|---|---|---|---|---|---|\n";
@@ -262,6 +283,8 @@ void write_table(std::ostream& md, const fs::path& out_dir, const DataSet& set, 
        << spread("%.2fx", speedup) << (noisy && &r != &rows[0] ? " within noise" : "") << " | " << reached << " | "
        << spread("%.1f", to_epoch) << " | " << spread("%.1f%%", wait) << " | " << spread("%.4f", vloss) << " | "
        << spread("%.2f%%", vacc) << " | " << spread("%.4f", vf1) << " |\n";
+    headlines.push_back(
+        {spread("%.2f", per_epoch), spread("%.2fx", speedup) + (noisy && &r != &rows[0] ? " within noise" : "")});
     // The charts show the first seed's run.
     const TrainReport& first = r.reports[0];
     mdl::train::Series tl{r.config.name, {}, {}}, vl{r.config.name, {}, {}}, va{r.config.name, {}, {}};
@@ -274,7 +297,7 @@ void write_table(std::ostream& md, const fs::path& out_dir, const DataSet& set, 
     labels.push_back(r.config.name), totals.push_back(train_seconds(first));
   }
   const fs::path dir = out_dir / "study";
-  const std::string title = set.key + " " + model;
+  const std::string title = stem;
   mdl::train::line_chart((dir / (stem + "_train_loss.png")).string(), train_loss,
                          {.title = title + ": training loss", .x_label = "epoch", .y_label = "loss"});
   mdl::train::line_chart((dir / (stem + "_val_loss.png")).string(), val_loss,
@@ -298,6 +321,7 @@ void write_table(std::ostream& md, const fs::path& out_dir, const DataSet& set, 
   md << "![training loss](study/" << stem << "_train_loss.png) ![validation accuracy](study/" << stem
      << "_val_accuracy.png)\n![validation loss](study/" << stem << "_val_loss.png) ![time](study/" << stem
      << "_time.png)\n\nCSV logs: `study/" << stem << "_<configuration>_seed<N>.csv`; the charts show seed 0.\n\n";
+  return headlines;
 }
 
 }  // namespace
@@ -316,6 +340,20 @@ int main() {
   const fs::path out_dir = env_string("STUDY_OUT", "reports");
   const std::vector<std::string> memory_models = split_list(env_string("STUDY_MODELS", "cnn"));
   const std::vector<std::string> pipeline_models = split_list(env_string("STUDY_DECODED_MODELS", "mlp,cnn"));
+  // The CPU, and the GPU when one is present.
+  const std::vector<std::string> devices = split_list(
+      env_string("STUDY_DEVICES", mdl::cuda::is_available() ? "cpu,cuda" : "cpu"));
+  for (const std::string& d : devices) {
+    try {
+      const mdl::Device dev = mdl::parse_device(d);
+      if (dev.is_cuda() && dev.index >= mdl::cuda::device_count())
+        throw std::runtime_error("no GPU " + dev.str() + " here (" + std::to_string(mdl::cuda::device_count()) +
+                                 " found" + (mdl::cuda::compiled() ? "" : "; this build has no CUDA") + ")");
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "mdl-study: STUDY_DEVICES entry '%s': %s\n", d.c_str(), e.what());
+      return 2;
+    }
+  }
   fs::create_directories(out_dir / "study");
   std::vector<DataSet> sets;
   try {
@@ -326,44 +364,80 @@ int main() {
   }
   std::ofstream md(out_dir / "study.md");
   md << "# mdl optimization study\n\n"
-     << epochs << " epochs, batch 128, AdamW lr 1e-3, " << mdl::get_num_threads() << " threads, " << seeds
+     << epochs << " epochs, batch 128, AdamW lr 1e-3, " << mdl::get_num_threads() << " CPU threads, " << seeds
      << (seeds == 1 ? " seed" : " seeds")
      << " per configuration; validation on the 10,000 test images. Written by `make study` (tools/mdl-study.cpp).\n\n";
 
+  // Side by side at the end: (data set, model, configuration) -> each device's headline.
+  struct Line {
+    std::string set, model, config;
+    std::vector<Headline> per_device;
+  };
+  std::vector<Line> lines;
   int status = 0;
-  for (const DataSet& set : sets) {
-    const std::vector<Config> configs = set.pipeline ? pipeline_configs() : memory_configs();
-    for (const std::string& model : set.pipeline ? pipeline_models : memory_models) {
-      std::vector<Row> rows;
-      for (const Config& c : configs) {
-        if (c.cnn_only && model != "cnn") continue;
-        Row row{c, {}};
-        for (int64_t seed = 0; seed < seeds; ++seed) {
-          TrainOptions o;
-          o.data = set.data, o.augment = set.pipeline, o.subset = set.subset;
-          o.model = model, o.epochs = epochs, o.progress = false, o.seed = uint64_t(seed);
-          c.apply(o);
-          const std::string run = set.key + "_" + model + "_" + c.name + "_seed" + std::to_string(seed);
-          o.log = (out_dir / "study" / (run + ".csv")).string();
-          if (o.cache == "file") o.cache_dir = (out_dir / "study" / ("cache_" + run)).string();
-          std::printf("\n== %s, %s %s, seed %lld: %s\n", set.key.c_str(), model.c_str(), c.name.c_str(),
-                      (long long)seed, c.what.c_str());
-          std::fflush(stdout);
-          try {
-            if (!o.cache_dir.empty()) fs::remove_all(o.cache_dir);  // each file-cache run fills its own
-            row.reports.push_back(mdl::train::run_training(o, stdout));
-          } catch (const std::exception& e) {
-            std::fprintf(stderr, "mdl-study: %s %s %s seed %lld failed: %s\n", set.key.c_str(), model.c_str(),
-                         c.name.c_str(), (long long)seed, e.what());
-            status = 1;
+  for (size_t di = 0; di < devices.size(); ++di) {
+    const std::string& device = devices[di];
+    for (const DataSet& set : sets) {
+      const std::vector<Config> configs = set.pipeline ? pipeline_configs() : memory_configs();
+      for (const std::string& model : set.pipeline ? pipeline_models : memory_models) {
+        const std::string stem = (device == "cpu" ? "" : device + "_") + set.key + "_" + model;
+        std::vector<Row> rows;
+        for (const Config& c : configs) {
+          if ((c.cnn_only && model != "cnn") || (c.cuda_only && device == "cpu")) continue;
+          Row row{c, {}};
+          for (int64_t seed = 0; seed < seeds; ++seed) {
+            TrainOptions o;
+            o.data = set.data, o.augment = set.pipeline, o.subset = set.subset, o.device = device;
+            o.model = model, o.epochs = epochs, o.progress = false, o.seed = uint64_t(seed);
+            c.apply(o);
+            const std::string run = stem + "_" + c.name + "_seed" + std::to_string(seed);
+            o.log = (out_dir / "study" / (run + ".csv")).string();
+            if (o.cache == "file") o.cache_dir = (out_dir / "study" / ("cache_" + run)).string();
+            std::printf("\n== %s: %s, %s %s, seed %lld: %s\n", device.c_str(), set.key.c_str(), model.c_str(),
+                        c.name.c_str(), (long long)seed, c.what.c_str());
+            std::fflush(stdout);
+            try {
+              if (!o.cache_dir.empty()) fs::remove_all(o.cache_dir);  // each file-cache run fills its own
+              row.reports.push_back(mdl::train::run_training(o, stdout));
+            } catch (const std::exception& e) {
+              std::fprintf(stderr, "mdl-study: %s %s %s %s seed %lld failed: %s\n", device.c_str(), set.key.c_str(),
+                           model.c_str(), c.name.c_str(), (long long)seed, e.what());
+              status = 1;
+            }
+            if (!o.cache_dir.empty()) fs::remove_all(o.cache_dir);
           }
-          if (!o.cache_dir.empty()) fs::remove_all(o.cache_dir);
+          if (!row.reports.empty()) rows.push_back(std::move(row));
         }
-        if (!row.reports.empty()) rows.push_back(std::move(row));
+        if (rows.empty() || rows[0].config.name != "baseline") continue;
+        const std::vector<Headline> h = write_table(md, out_dir, stem, set.title + ": " + model + " on " + device, rows,
+                                                    seeds, target, target_percent);
+        for (size_t i = 0; i < rows.size(); ++i) {
+          auto it = std::find_if(lines.begin(), lines.end(), [&](const Line& l) {
+            return l.set == set.key && l.model == model && l.config == rows[i].config.name;
+          });
+          if (it == lines.end()) it = lines.insert(lines.end(), {set.key, model, rows[i].config.name, {}});
+          it->per_device.resize(devices.size());
+          it->per_device[di] = h[i];
+        }
       }
-      if (rows.empty() || rows[0].config.name != "baseline") continue;
-      write_table(md, out_dir, set, model, rows, seeds, target, target_percent);
     }
+  }
+  if (devices.size() > 1) {
+    md << "## The devices side by side\n\ns/epoch and speedup over the same device's baseline (mean, and min-max over "
+          "the seeds).\n\n| data set | model | configuration |";
+    for (const std::string& d : devices) md << " " << d << " s/epoch | " << d << " speedup |";
+    md << "\n|---|---|---|";
+    for (size_t d = 0; d < devices.size(); ++d) md << "---|---|";
+    md << "\n";
+    for (const Line& l : lines) {
+      md << "| " << l.set << " | " << l.model << " | " << l.config << " |";
+      for (size_t d = 0; d < devices.size(); ++d) {
+        const bool ran = d < l.per_device.size() && !l.per_device[d].per_epoch.empty();
+        md << " " << (ran ? l.per_device[d].per_epoch : "-") << " | " << (ran ? l.per_device[d].speedup : "-") << " |";
+      }
+      md << "\n";
+    }
+    md << "\n";
   }
   md.close();
   std::printf("\nwrote %s\n", (out_dir / "study.md").string().c_str());
