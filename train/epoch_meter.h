@@ -22,6 +22,7 @@ class EpochMeter {
   // Start it once the loader's epoch is set. out null: no progress line. epoch is 1-based.
   EpochMeter(const data::DataLoader& loader, std::FILE* out, bool terminal, int64_t epoch, int64_t epochs, int world);
   void show_progress(int64_t step, const EpochTotals& totals);
+  bool progress_due(int64_t step) const { return show_ && progress_.due(step); }
   void end_progress();  // ends a redrawn line
   // epoch, seconds, wait_fraction, samples_per_second, train_loss, train_accuracy; the rest is
   // left to the caller.

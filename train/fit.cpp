@@ -56,6 +56,7 @@ EpochRecord Trainer::train_epoch(TrainContext& ctx) {
   ctx.step = 0;
   for (auto& [xb, yb] : loader) {
     (*step_)(xb.to(c_.device), yb.to(c_.device), ctx.running);
+    step_->flush_totals(ctx.running);  // callbacks read the running sums after every step
     ++ctx.step, ++ctx.global_step;
     ctx.epoch_wait_seconds = loader.stats().wait_seconds - wait_before;
     callbacks_.step_end(ctx);

@@ -19,11 +19,18 @@ Progress::Progress(std::FILE* out, bool to_terminal, int64_t epoch, int64_t epoc
     : out_(out), terminal_(to_terminal), epoch_(epoch), epochs_(epochs), steps_(std::max<int64_t>(1, steps)),
       start_(std::chrono::steady_clock::now()) {}
 
+bool Progress::due(int64_t step) const {
+  if (step >= steps_) return true;
+  if (!terminal_) return step >= next_plain_;
+  return std::chrono::steady_clock::now() - drawn_ >= std::chrono::milliseconds(200);
+}
+
 void Progress::update(int64_t step, double loss, double accuracy, double samples_per_s, double wait_fraction) {
   if (!terminal_) {
     if (step < next_plain_ && step != steps_) return;
     next_plain_ = step + std::max<int64_t>(1, steps_ / 10);
   }
+  drawn_ = std::chrono::steady_clock::now();
   const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   const double eta = step > 0 ? elapsed / double(step) * double(steps_ - step) : NAN;
   constexpr int kWidth = 24;

@@ -3,6 +3,7 @@
 #include "train/train_step.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "ops/autocast.h"
 #include "ops/ops.h"
@@ -16,10 +17,13 @@
 namespace mdl::train {
 namespace {
 
-int64_t count_correct(const Tensor& logits, const Tensor& y) {
+// How many rows of logits pick their target, as a tensor on their device.
+Tensor correct_count(const Tensor& logits, const Tensor& y) {
   NoGradGuard no_grad;
-  return sum(eq(argmax(logits.detach(), 1), y)).to(kI64).item<int64_t>();
+  return sum(eq(argmax(logits.detach(), 1), y));
 }
+
+Tensor accumulate(const Tensor& sum, const Tensor& value) { return sum.defined() ? sum + value : value; }
 
 }  // namespace
 
@@ -35,7 +39,12 @@ TrainStep::TrainStep(nn::Module& model, DataParallel& dp, optim::Optimizer& opt,
 TrainStep::TrainStep(const TrainOptions& o, nn::Module& model, DataParallel& dp, optim::Optimizer& opt,
                      amp::GradScaler& scaler, optim::LRScheduler* schedule, bool autocast, DType amp_dtype)
     : TrainStep(model, dp, opt, scaler, schedule, cross_entropy_loss,
-                {.grad_accum = o.grad_accum, .clip = o.clip, .l2 = o.l2, .autocast = autocast, .amp_dtype = amp_dtype},
+                {.grad_accum = o.grad_accum,
+                 .clip = o.clip,
+                 .l2 = o.l2,
+                 .autocast = autocast,
+                 .amp_dtype = amp_dtype,
+                 .defer_totals = parse_device(o.device).is_cuda()},
                 o.l2 > 0 ? dense_weights(model) : std::vector<Tensor>{}) {}
 
 void TrainStep::operator()(const Tensor& x, const Tensor& y, EpochTotals& totals) {
@@ -58,11 +67,19 @@ void TrainStep::operator()(const Tensor& x, const Tensor& y, EpochTotals& totals
       const int64_t rows = loss_rows(logits, yi);
       if (is_classification(logits, yi)) {
         auto [l, t] = flatten_for_loss(logits, yi);
-        totals.correct += count_correct(l, t);
+        const Tensor correct = correct_count(l, t);
+        if (o_.defer_totals) correct_ = accumulate(correct_, correct.to(kF32));
+        else totals.correct += correct.to(kI64).item<int64_t>();
         totals.classified += rows;
       }
       totals.seen += rows;
-      totals.loss_sum += loss.item<double>() * double(rows);
+      if (o_.defer_totals) {
+        NoGradGuard no_grad;
+        loss_sum_ = accumulate(loss_sum_, loss.detach().to(kF32) * double(rows));
+        deferred_samples_ += rows;
+      } else {
+        totals.loss_sum += loss.item<double>() * double(rows);
+      }
     }
     profiler::Phase phase(profiler::kBackward);
     dp_.backward(scaler_.scale(loss * (double(b - a) / double(n))), i + 1 == k);
@@ -75,6 +92,14 @@ void TrainStep::operator()(const Tensor& x, const Tensor& y, EpochTotals& totals
   const bool stepped = scaler_.step(opt_);
   scaler_.update();
   if (schedule_ && stepped) schedule_->step();
+  if (deferred_samples_ >= kMaxDeferredSamples) flush_totals(totals);
+}
+
+void TrainStep::flush_totals(EpochTotals& totals) {
+  if (loss_sum_.defined()) totals.loss_sum += loss_sum_.item<double>();
+  if (correct_.defined()) totals.correct += std::llround(correct_.item<double>());
+  loss_sum_ = Tensor(), correct_ = Tensor();
+  deferred_samples_ = 0;
 }
 
 }  // namespace mdl::train

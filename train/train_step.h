@@ -3,6 +3,9 @@
 // its share of the batch, backward through the GradScaler's scale; then unscale and --clip,
 // the scaler's step and update, and the LR schedule's step when the optimizer stepped. The loss
 // is any LossFn (mdl-train's is cross-entropy); mdl-train and train::Trainer both step with it.
+// With defer_totals the batch's loss and correct count are summed on the model's device and read
+// by flush_totals(), so a step never waits for a GPU to finish: the host runs ahead and queues the
+// next batch's kernels while the GPU works (mdl-train on a GPU flushes when it prints progress).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -32,6 +35,7 @@ struct StepOptions {
   double l2 = 0;           // a penalty l2 * sum(w^2) over the step's l2_weights, added to the loss
   bool autocast = false;
   DType amp_dtype = kF16;
+  bool defer_totals = false;  // sum loss and correct count on the device until flush_totals()
 };
 
 class TrainStep {
@@ -42,8 +46,11 @@ class TrainStep {
   // mdl-train's: cross-entropy, --grad-accum, --l2 (on the dense weights) and --clip from o.
   TrainStep(const TrainOptions& o, nn::Module& model, DataParallel& dp, optim::Optimizer& opt, amp::GradScaler& scaler,
             optim::LRScheduler* schedule, bool autocast, DType amp_dtype);
-  // x and y already on the model's device; adds the batch's loss and accuracy to totals.
+  // x and y already on the model's device; adds the batch's loss and accuracy to totals (with
+  // defer_totals: its sample counts now, its loss and correct count at the next flush_totals()).
   void operator()(const Tensor& x, const Tensor& y, EpochTotals& totals);
+  // Adds the deferred sums to totals (one wait for the device); a no-op without defer_totals.
+  void flush_totals(EpochTotals& totals);
 
  private:
   nn::Module& model_;
@@ -55,6 +62,11 @@ class TrainStep {
   StepOptions o_;
   std::vector<Tensor> l2_weights_;
   std::vector<Tensor> params_;  // what --clip measures
+  // defer_totals: f32 sums on the device since the last flush. Counts stay exact in f32 up to
+  // 2^24; a flush comes before the samples since the last one pass kMaxDeferredSamples.
+  Tensor loss_sum_, correct_;
+  int64_t deferred_samples_ = 0;
+  static constexpr int64_t kMaxDeferredSamples = int64_t(1) << 22;
 };
 
 }  // namespace mdl::train

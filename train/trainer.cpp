@@ -110,13 +110,18 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
       const Tensor x = xb.to(device), y = yb.to(device);
       train_step(x, y, totals);
       ++step;
+      // On a GPU the sums are read only when the progress line is drawn (TrainStep::flush_totals).
+      const bool show = meter.progress_due(step);
+      if (show) train_step.flush_totals(totals);
       if (!first_nonfinite_step && !std::isfinite(totals.loss_sum)) {
         first_nonfinite_step = step;
         if (dp.world() == 1) break;  // with several ranks, all decide together below, from the summed loss
       }
       if (profiling.after_step(step)) break;  // --profile: the recorded steps are done
-      meter.show_progress(step, totals);
+      if (show) meter.show_progress(step, totals);
     }
+    train_step.flush_totals(totals);
+    if (!first_nonfinite_step && !std::isfinite(totals.loss_sum)) first_nonfinite_step = step;
     meter.end_progress();
     if (profiling.enabled()) {  // --profile stops after one epoch's recorded steps
       report.profile_table = profiling.finish(step, o.trace, dp.rank() == 0, out);
@@ -126,7 +131,7 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
     // A diverged run stops here, before it validates, logs or overwrites the last good checkpoint.
     if (!std::isfinite(r.train_loss) || !weights_finite(*model))
       MDL_FAIL("training diverged in epoch ", epoch + 1,
-               first_nonfinite_step ? ": the loss was not finite at step " + std::to_string(first_nonfinite_step)
+               first_nonfinite_step ? ": the loss was found non-finite at step " + std::to_string(first_nonfinite_step)
                                     : std::string(": the loss or the weights are no longer finite"),
                o.save.empty() ? std::string() : "; '" + o.save + "' was not overwritten");
     r.lr = opt->lr();

@@ -1,0 +1,88 @@
+// TrainStep's deferred totals (the loss and correct-count sums kept on the device until
+// flush_totals, so a GPU step never waits for the host): the same sums as the per-step path, for
+// plain and accumulated micro-batches, and nothing lost or counted twice across flushes; on a GPU
+// (skipped without one) the deferred sums there equal the CPU's per-step ones.
+#include <doctest/doctest.h>
+
+#include "mdl.h"
+#include "nn/container.h"
+#include "nn/layers.h"
+#include "optim/sgd.h"
+#include "train/distributed.h"
+#include "train/loss_fn.h"
+#include "train/train_step.h"
+#include "tests/test_util.h"
+
+using namespace mdl;
+
+namespace {
+
+// Runs `steps` SGD steps of a small classifier on fixed batches and returns the totals, flushing
+// after the steps listed in flush_after (and at the end).
+train::EpochTotals run(bool defer, int64_t grad_accum, const std::vector<int64_t>& flush_after, int64_t steps = 6,
+                       Device device = Device::cpu()) {
+  manual_seed(3);
+  auto model = std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+      std::make_shared<nn::Linear>(5, 8), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(8, 3)});
+  model->to(device);
+  optim::SGD opt(model->parameters(), {.lr = 0.1});
+  amp::GradScaler scaler({.enabled = false});
+  train::DataParallel dp(false, device);
+  train::TrainStep step(*model, dp, opt, scaler, nullptr, train::cross_entropy_loss,
+                        {.grad_accum = grad_accum, .defer_totals = defer});
+  train::EpochTotals totals;
+  Generator g(11);
+  for (int64_t s = 1; s <= steps; ++s) {
+    const Tensor x = randn({13, 5}, {}, &g), y = randint(0, 3, {13}, kI64, &g);
+    step(x.to(device), y.to(device), totals);
+    for (int64_t f : flush_after)
+      if (f == s) step.flush_totals(totals);
+  }
+  step.flush_totals(totals);
+  step.flush_totals(totals);  // a second flush adds nothing
+  return totals;
+}
+
+}  // namespace
+
+TEST_CASE("TrainStep: deferred totals equal the per-step ones after a flush, with and without accumulation") {
+  for (int64_t accum : {1, 3}) {
+    CAPTURE(accum);
+    const train::EpochTotals now = run(false, accum, {});
+    for (const std::vector<int64_t>& flushes : {std::vector<int64_t>{}, {1}, {2, 3, 5}}) {
+      const train::EpochTotals later = run(true, accum, flushes);
+      CHECK(later.seen == now.seen);
+      CHECK(later.seen == 6 * 13);
+      CHECK(later.classified == now.classified);
+      CHECK(later.correct == now.correct);
+      CHECK(later.loss_sum == doctest::Approx(now.loss_sum).epsilon(1e-5));
+      CHECK(later.loss_sum > 0);
+    }
+  }
+}
+
+TEST_CASE("TrainStep: before a flush the deferred sums are not in the totals; the sample counts are") {
+  manual_seed(3);
+  auto model = std::make_shared<nn::Linear>(4, 2);
+  optim::SGD opt(model->parameters(), {.lr = 0.1});
+  amp::GradScaler scaler({.enabled = false});
+  train::DataParallel dp(false, Device::cpu());
+  train::TrainStep step(*model, dp, opt, scaler, nullptr, train::cross_entropy_loss, {.defer_totals = true});
+  train::EpochTotals totals;
+  step(randn({8, 4}), zeros({8}, kI64), totals);
+  CHECK(totals.seen == 8);
+  CHECK(totals.loss_sum == 0);
+  CHECK(totals.correct == 0);
+  step.flush_totals(totals);
+  CHECK(totals.loss_sum > 0);
+  CHECK(totals.correct >= 0);
+  CHECK(totals.correct <= 8);
+}
+
+TEST_CASE("TrainStep on a GPU: deferred totals equal the CPU's per-step ones" * MDL_CUDA_ONLY) {
+  const train::EpochTotals cpu = run(false, 2, {});
+  const train::EpochTotals gpu = run(true, 2, {3}, 6, Device::cuda());
+  CHECK(gpu.seen == cpu.seen);
+  CHECK(gpu.correct == cpu.correct);
+  CHECK(gpu.loss_sum == doctest::Approx(cpu.loss_sum).epsilon(1e-4));
+}
