@@ -10,6 +10,7 @@
 #include "kernels/views.h"
 #include "cpu/loops.h"
 #include "cpu/select_bits.h"
+#include "tensor/grad_mode.h"
 
 namespace mdl::cpu {
 
@@ -140,10 +141,19 @@ void scatter_add(const Tensor& out, int64_t dim, const Tensor& index, const Tens
 }
 
 // out (.., S, ..) row index[j] += src (.., N, ..) row j. Threads split the slice elements, so
-// repeated indices accumulate in index order, deterministically.
+// repeated indices accumulate in index order, deterministically. 16-bit floats are summed in f32
+// and rounded once (as the GPU's embedding backward does): rounded at every add, 2048 + 1 stays
+// 2048 in f16, and a frequent token's gradient would stop growing.
 void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor& src) {
   const int64_t n_index = index.numel();
   if (src.numel() == 0 || n_index == 0) return;
+  if (out.dtype() == kF16 || out.dtype() == kBF16) {
+    NoGradGuard no_grad;
+    const Tensor sum = out.to(kF32);
+    index_add(sum, dim, index, src.to(kF32));
+    const_cast<Tensor&>(out).copy_(sum);
+    return;
+  }
   const Shape slice = kernels::with_size(src.shape(), dim, 1);
   Tensor out_s = kernels::restride(out, slice), src_s = kernels::restride(src, slice);
   const StridedLoop<2> loop({&out_s, &src_s});

@@ -231,6 +231,17 @@ void check_index_add(const Tensor& x, int64_t dim, const Tensor& index, const Te
 }
 }  // namespace
 
+TEST_CASE("index index_add: 16-bit floats are summed in f32 and rounded once, not at every add") {
+  // f16 holds every integer up to 2048, then only even ones: 2048 + 1 rounds back to 2048. bf16
+  // stops at 256 the same way.
+  for (auto [t, n] : {std::pair{kF16, int64_t(4096)}, std::pair{kBF16, int64_t(1024)}}) {
+    CAPTURE(t);
+    const Tensor out = native::index_add(zeros({2, 3}, t), 0, zeros({n}, kI64), ones({n, 3}, t));
+    CHECK(out.dtype() == t);
+    CHECK(values(out) == std::vector<double>{double(n), double(n), double(n), 0, 0, 0});
+  }
+}
+
 TEST_CASE("index index_add: repeated indices accumulate") {
   manual_seed(5);
   for (DType t : kTypes) {
