@@ -366,7 +366,7 @@ int main() {
   md << "# mdl optimization study\n\n"
      << epochs << " epochs, batch 128, AdamW lr 1e-3, " << mdl::get_num_threads() << " CPU threads, " << seeds
      << (seeds == 1 ? " seed" : " seeds")
-     << " per configuration; validation on the 10,000 test images. Written by `make study` (tools/mdl-study.cpp).\n\n";
+     << " per configuration; validation on the held-out split (Fashion-MNIST's 10,000 test images). Written by `make study` (tools/mdl-study.cpp).\n\n";
 
   // Side by side at the end: (data set, model, configuration) -> each device's headline.
   struct Line {
