@@ -8,9 +8,12 @@
 #include "cpu/float_block.h"
 #include "cpu/gemm.h"
 #include "cpu/pool.h"
+#include "cpu/select_bits.h"
+#include "cpu/vec_map.h"
 #include "cuda/api.h"
 #include "io/json.h"
 #include "nn/container.h"
+#include "ops/ops.h"
 #include "tensor/error.h"
 #include "tensor/float_mode.h"
 
@@ -50,6 +53,28 @@ std::vector<Switch> make_list() {
        {{"bench_elementwise", "f32_4096x4096", "time", "cpu"}},
        cpu::set_tiled_transpose,
        cpu::tiled_transpose},
+      {"vector_math",
+       toggle,
+       "cpu::set_vector_math",
+       "on",
+       "cpu",
+       "f32 exp, tanh, sigmoid, SiLU and GELU (exact and tanh forms, and GELU's backward) run polynomials on "
+       "float vectors instead of one libm call per element.",
+       {{"bench_elementwise", "exp_f32_1M", "time", "cpu"},
+        {"bench_elementwise", "tanh_f32_1M", "time", "cpu"},
+        {"bench_elementwise", "gelu_f32_1M", "time", "cpu"}},
+       cpu::set_vector_math,
+       cpu::vector_math},
+      {"branchless_select",
+       toggle,
+       "cpu::set_branchless_select",
+       "on",
+       "cpu",
+       "where and masked_fill (ReLU's backward among others) choose between the values' bits through a mask "
+       "instead of a ternary the compiler turns into a branch, which a random mask mispredicts.",
+       {{"bench_elementwise", "masked_fill_f32_4M", "time", "cpu"}},
+       cpu::set_branchless_select,
+       cpu::branchless_select},
       {"avx512_gemm",
        toggle,
        "cpu::set_avx512_gemm",
@@ -91,6 +116,16 @@ std::vector<Switch> make_list() {
        {{"bench_conv", "simplecnn_train_step_b128", "time", "cpu"}},
        nn::set_pool_before_relu,
        nn::pool_before_relu},
+      {"fused_gelu_backward",
+       toggle,
+       "mdl::set_fused_gelu_backward",
+       "on",
+       "cpu, cuda",
+       "GELU's backward (both forms) runs as one kernel instead of its formula composed of about a dozen ops, "
+       "each a pass with a temporary.",
+       {{"bench_elementwise", "gelu_f32_1M_fwd_bwd", "time", "cpu"}},
+       set_fused_gelu_backward,
+       fused_gelu_backward},
       {"flush_denormal",
        toggle,
        "mdl::set_flush_denormal",
