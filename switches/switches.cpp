@@ -14,6 +14,7 @@
 #include "io/json.h"
 #include "nn/container.h"
 #include "ops/ops.h"
+#include "optim/adam_options.h"
 #include "tensor/error.h"
 #include "tensor/float_mode.h"
 
@@ -126,6 +127,16 @@ std::vector<Switch> make_list() {
        {{"bench_elementwise", "gelu_f32_1M_fwd_bwd", "time", "cpu"}},
        set_fused_gelu_backward,
        fused_gelu_backward},
+      {"fused_adamw",
+       toggle,
+       "optim::set_fused_adamw",
+       "on",
+       "cpu, cuda",
+       "The Adam and AdamW update reads and writes each parameter, gradient and moment once in one kernel "
+       "instead of as tensor ops composed in several passes with temporaries.",
+       {{"bench_optim", "10000000", "time", "cpu"}},
+       optim::set_fused_adamw,
+       optim::fused_adamw},
       {"flush_denormal",
        toggle,
        "mdl::set_flush_denormal",
@@ -241,13 +252,6 @@ std::vector<Switch> make_list() {
        "Attention runs per block of query rows in one kernel (scores, softmax, P v), its backward recomputing "
        "the probabilities from the saved logsumexp.",
        {{"bench_attention", "fwd_bwd", "time", "cpu"}}},
-      {"fused_adamw",
-       option,
-       "optim::AdamW (fused) vs its update composed of tensor ops",
-       "fused",
-       "cpu, cuda",
-       "The AdamW update reads and writes each parameter, gradient and moment once in one pass.",
-       {{"bench_optim", "10000000", "time", "cpu"}}},
       {"separable_conv",
        option,
        "mdl-train --model cnn-separable; nn::SeparableConv2d",

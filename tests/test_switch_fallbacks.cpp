@@ -40,7 +40,7 @@ double sigmoid_ref(double x) { return 1 / (1 + std::exp(-x)); }
 struct UnaryCase {
   std::string name;
   std::function<Tensor(const Tensor&)> op;
-  std::function<double(double)> ref;    // in double
+  std::function<double(double)> ref;   // in double
   std::function<float(float)> scalar;  // the one <cmath> call per element the switch off runs
 };
 
@@ -97,7 +97,7 @@ TEST_CASE("vector_math off: exp, tanh, sigmoid and both GELUs run one <cmath> ca
           differs_from_scalar += got[size_t(i)] != c.scalar(xi);
         }
         CHECK(bad == 0);
-        if (!on) CHECK(differs_from_scalar == 0);      // off is exactly the libm loop
+        if (!on) CHECK(differs_from_scalar == 0);            // off is exactly the libm loop
         if (on && n > 1000) CHECK(differs_from_scalar > 0);  // and on is not
       }
   CHECK(switches::get("vector_math"));
@@ -148,7 +148,7 @@ TEST_CASE("fused_gelu_backward off: GELU's backward composed of ops, against the
           SwitchGuard fuse("fused_gelu_backward", fused), vec("vector_math", vector);
           Generator gen(13);
           Tensor base = (randn({37, 23}, {}, &gen) * 3.0);
-          base.data_ptr<float>()[5] = 0.0f;  // x = 0: Phi(0) = 1/2 in the composed form
+          base.data_ptr<float>()[5] = 0.0f;                                // x = 0: Phi(0) = 1/2 in the composed form
           const Tensor x = base.to(dt).t().detach().requires_grad_(true);  // (23, 37), transposed strides
           const Tensor g = randn({23, 37}, {}, &gen).to(dt);
           gelu(x, approx).backward(g);
@@ -167,7 +167,8 @@ TEST_CASE("fused_gelu_backward off: GELU's backward composed of ops, against the
           if (dt == kF64) {
             Generator g2(14);
             const Tensor xs = (randn({5, 7}, kF64, &g2) * 2.0).requires_grad_(true);
-            const auto r = autograd::gradcheck([&](const std::vector<Tensor>& in) { return gelu(in[0], approx); }, {xs});
+            const auto r = autograd::gradcheck([&](const std::vector<Tensor>& in) { return gelu(in[0], approx); },
+                                               {xs});
             CHECK_MESSAGE(r.ok, r.report);
           }
         }
