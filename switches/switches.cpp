@@ -13,6 +13,7 @@
 #include "cuda/api.h"
 #include "io/json.h"
 #include "nn/container.h"
+#include "nn/layer_norm_options.h"
 #include "ops/ops.h"
 #include "optim/adam_options.h"
 #include "tensor/error.h"
@@ -137,6 +138,16 @@ std::vector<Switch> make_list() {
        {{"bench_optim", "10000000", "time", "cpu"}},
        optim::set_fused_adamw,
        optim::fused_adamw},
+      {"fused_layer_norm",
+       toggle,
+       "nn::functional::set_fused_layer_norm",
+       "on",
+       "cpu, cuda",
+       "Layer norm computes its statistics and output in two passes, with a fused backward, instead of as "
+       "mean/var/rsqrt composed of ops.",
+       {{"bench_fusion", "4096x768_fwd_bwd", "time", "cpu"}},
+       nn::functional::set_fused_layer_norm,
+       nn::functional::fused_layer_norm},
       {"flush_denormal",
        toggle,
        "mdl::set_flush_denormal",
@@ -230,13 +241,6 @@ std::vector<Switch> make_list() {
        "cpu, cuda",
        "Log-softmax and NLL run as one pass over the logits forward and one backward.",
        {{"bench_fusion", "2048x8192_fwd_bwd", "time", "cpu"}}},
-      {"fused_layer_norm",
-       option,
-       "nn::functional::layer_norm (fused) vs mean/var/rsqrt composed of ops",
-       "fused",
-       "cpu, cuda",
-       "Layer norm computes its statistics and output in two passes, with a fused backward.",
-       {{"bench_fusion", "4096x768_fwd_bwd", "time", "cpu"}}},
       {"fused_linear_act",
        option,
        "nn::functional::linear with an activation; nn::LinearAct",
