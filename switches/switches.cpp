@@ -13,6 +13,7 @@
 #include "cuda/api.h"
 #include "io/json.h"
 #include "nn/container.h"
+#include "nn/cross_entropy_options.h"
 #include "nn/layer_norm_options.h"
 #include "ops/ops.h"
 #include "optim/adam_options.h"
@@ -138,6 +139,16 @@ std::vector<Switch> make_list() {
        {{"bench_optim", "10000000", "time", "cpu"}},
        optim::set_fused_adamw,
        optim::fused_adamw},
+      {"fused_cross_entropy",
+       toggle,
+       "nn::functional::set_fused_cross_entropy",
+       "on",
+       "cpu, cuda",
+       "Log-softmax and NLL run as one pass over the logits forward and one backward, instead of log_softmax "
+       "then nll_loss as separate ops.",
+       {{"bench_fusion", "2048x8192_fwd_bwd", "time", "cpu"}},
+       nn::functional::set_fused_cross_entropy,
+       nn::functional::fused_cross_entropy},
       {"fused_layer_norm",
        toggle,
        "nn::functional::set_fused_layer_norm",
@@ -234,13 +245,6 @@ std::vector<Switch> make_list() {
        "A batch runs as N micro-batches whose gradients add up before one optimizer step, holding one "
        "micro-batch's activations at a time.",
        {{"bench_accumulate", "simplecnn_step_512", "peak_MB", "cpu"}}},
-      {"fused_cross_entropy",
-       option,
-       "nn::functional::cross_entropy (fused) vs log-softmax and NLL composed of ops",
-       "fused",
-       "cpu, cuda",
-       "Log-softmax and NLL run as one pass over the logits forward and one backward.",
-       {{"bench_fusion", "2048x8192_fwd_bwd", "time", "cpu"}}},
       {"fused_linear_act",
        option,
        "nn::functional::linear with an activation; nn::LinearAct",
