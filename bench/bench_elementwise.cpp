@@ -1,17 +1,14 @@
 // Memory-bound f32 ops as users call them (each call allocates its output): elementwise at 1M
-// and 16M elements (add also without the allocation; exp, tanh and GELU also as a libm loop),
-// GELU's backward fused and composed, ReLU's backward masked_fill (also as the branchy loop it
-// replaced), a broadcast add, a transposed copy, the f16 cast, sums and softmax. Bytes read plus
-// written per call give the GB/s column.
+// and 16M elements (add also without the allocation), a broadcast add, the f16 cast, sums and
+// softmax; and the switch pairs of the CPU's elementwise kernels, the same op with the switch off
+// and on: vector_math (exp, tanh, GELU on 1M f32), fused_gelu_backward (GELU forward + backward),
+// branchless_select (ReLU's backward masked_fill) and tiled_transpose (a transposed copy). Bytes
+// read plus written per call give the GB/s column.
 #include <benchmark/benchmark.h>
 
-#include <cmath>
-
 #include "mdl.h"
-#include "kernels/core.h"      // kernels::binary, for the allocation-free add
-#include "cpu/copy_options.h"  // cpu::set_tiled_transpose
+#include "kernels/core.h"  // kernels::binary, for the allocation-free add
 #include "bench/switch_bench.h"
-#include "kernels/gelu.h"  // kernels::gelu_backward, the fused backward alone
 
 using namespace mdl;
 
@@ -70,91 +67,45 @@ void BM_Exp(benchmark::State& state) {
   run(state, 2 * n * 4, [&] { return exp(a); });
 }
 
-// The same unary op as mdl's kernel ran it before it was vectorised: one libm call per element,
-// on the same threads, into a fresh output. The ratio to BM_Exp / BM_Tanh is what vec4.h buys.
+// Runs body() with toggle `name` set to `on`, then restores the toggle's previous value.
 template <class F>
-void libm_loop(benchmark::State& state, const F& f) {
-  const int64_t n = state.range(0);
-  Tensor a = input({n});
-  run(state, 2 * n * 4, [&] {
-    Tensor out = empty({n});
-    const float* x = a.data_ptr<float>();
-    float* o = out.data_ptr<float>();
-    parallel_for(0, n, int64_t(1) << 15, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) o[i] = f(x[i]);
+void with_switch(std::string_view name, bool on, const F& body) {
+  const bool was = switches::get(name);
+  switches::set(name, on);
+  body();
+  switches::set(name, was);
+}
+
+// op(a) on 1M f32 in [-2, 2): on float vectors, or (vector_math off) one libm call per element,
+// each on the same threads into a fresh output.
+template <class Op>
+void vector_math_pair(benchmark::State& state, bool on, const Op& op) {
+  Tensor a = input({k1M});
+  with_switch("vector_math", on, [&] { run(state, 2 * k1M * 4, [&] { return op(a); }); });
+}
+
+// GELU (exact) on 1M f32, forward and backward through autograd: the backward as one fused kernel,
+// or (off) composed of ops, each into fresh outputs. The forward is the same on both sides.
+void gelu_fwd_bwd(benchmark::State& state, bool fused) {
+  Tensor x = input({k1M}).requires_grad_(true), g = input({k1M});
+  with_switch("fused_gelu_backward", fused, [&] {
+    run(state, 5 * k1M * 4, [&] {
+      gelu(x).backward(g);
+      Tensor gx = x.grad();
+      x.zero_grad();
+      return gx;
     });
-    return out;
   });
 }
 
-void BM_ExpLibm(benchmark::State& state) {
-  libm_loop(state, [](float x) { return std::exp(x); });
-}
-
-void BM_Tanh(benchmark::State& state) {
-  const int64_t n = state.range(0);
-  Tensor a = input({n});
-  run(state, 2 * n * 4, [&] { return tanh(a); });
-}
-
-void BM_TanhLibm(benchmark::State& state) {
-  libm_loop(state, [](float x) { return std::tanh(x); });
-}
-
-// GELU (exact) on 1M f32: forward as mdl runs it vs a libm erf loop, and the backward as one fused
-// pass vs the formula composed from tensor ops (as autograd ran it before: exp, gelu, div, where,
-// mul, add), each into fresh outputs.
-void BM_Gelu(benchmark::State& state) {
-  const int64_t n = state.range(0);
-  Tensor a = input({n});
-  run(state, 2 * n * 4, [&] { return gelu(a); });
-}
-
-void BM_GeluLibm(benchmark::State& state) {
-  libm_loop(state, [](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678f)); });
-}
-
-void BM_GeluBackwardFused(benchmark::State& state) {
-  Tensor x = input({k1M}), g = input({k1M});
-  run(state, 3 * k1M * 4, [&] {
-    Tensor gx = empty({k1M});
-    kernels::gelu_backward(Device::cpu(), gx, g, x, false);
-    return gx;
-  });
-}
-
-void BM_GeluBackwardComposed(benchmark::State& state) {
-  Tensor x = input({k1M}), g = input({k1M});
-  run(state, 3 * k1M * 4, [&] {
-    Tensor phi = exp(x * x * -0.5) * (1.0 / std::sqrt(2.0 * M_PI));
-    Tensor Phi = where(eq(x, zeros({})), full_like(x, 0.5), gelu(x) / x);
-    return g * (Phi + x * phi);
-  });
-}
-
-// masked_fill(g, x <= 0, 0): ReLU's backward on a random half-and-half mask, 4M f32 (the size
-// of SimpleCNN's first activation). BM_MaskedFillTernary is the loop the kernel had before, a
-// plain `c ? v : y` the compiler turns into a branch that mispredicts half the time, on the
-// same threads; mdl's kernel selects on the bits instead.
+// masked_fill(g, x <= 0, 0): ReLU's backward on a random half-and-half mask, 4M f32 (the size of
+// SimpleCNN's first activation): selected on the bits, or (off) by a branch that mispredicts half
+// the time.
 constexpr int64_t k4M = int64_t(1) << 22;
 
-void BM_MaskedFill(benchmark::State& state) {
+void masked_fill_pair(benchmark::State& state, bool branchless) {
   Tensor g = input({k4M}), mask = le(input({k4M}), zeros({}));
-  run(state, k4M * 9, [&] { return masked_fill(g, mask, 0.0); });
-}
-
-void BM_MaskedFillTernary(benchmark::State& state) {
-  Tensor g = input({k4M}), mask = le(input({k4M}), zeros({}));
-  run(state, k4M * 9, [&] {
-    Tensor out = empty({k4M});
-    const bool* c = mask.data_ptr<bool>();
-    const float* y = g.data_ptr<float>();
-    float* o = out.data_ptr<float>();
-    parallel_for(0, k4M, int64_t(1) << 15, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) o[i] = c[i] ? 0.0f : y[i];
-    });
-    return out;
-  });
+  with_switch("branchless_select", branchless, [&] { run(state, k4M * 9, [&] { return masked_fill(g, mask, 0.0); }); });
 }
 
 // (4096, 4096) + (4096): the row is read with stride 0 along dim 0.
@@ -163,13 +114,11 @@ void BM_BroadcastAdd(benchmark::State& state) {
   run(state, (2 * kSide * kSide + kSide) * 4, [&] { return a + row; });
 }
 
-// (4096, 4096).t().contiguous(): reads with a stride of 4096 elements, writes contiguously.
-// a.t().contiguous() on 4096 x 4096 f32: in 32 x 32 tiles (mdl's copy) or row by row (the switch off).
+// a.t().contiguous() on 4096 x 4096 f32 (reads with a stride of 4096 elements, writes contiguously):
+// in 32 x 32 tiles, or row by row (tiled_transpose off).
 void transposed_copy(benchmark::State& state, bool tiled) {
-  cpu::set_tiled_transpose(tiled);
   Tensor a = input({kSide, kSide});
-  run(state, 2 * kSide * kSide * 4, [&] { return a.t().contiguous(); });
-  cpu::set_tiled_transpose(true);
+  with_switch("tiled_transpose", tiled, [&] { run(state, 2 * kSide * kSide * 4, [&] { return a.t().contiguous(); }); });
 }
 
 void BM_CastF16(benchmark::State& state) {
@@ -204,16 +153,7 @@ BENCHMARK(BM_Add)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTi
 BENCHMARK(BM_AddKernelOnly)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Mul)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_Relu)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_Exp)->Arg(k1M)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_ExpLibm)->Arg(k1M)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_Tanh)->Arg(k1M)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_TanhLibm)->Arg(k1M)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_GeluLibm)->Arg(k1M)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_Gelu)->Arg(k1M)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_GeluBackwardComposed)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_GeluBackwardFused)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_MaskedFillTernary)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_MaskedFill)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Exp)->Arg(k16M)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_BroadcastAdd)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_CastF16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_SumAll)->Unit(benchmark::kMicrosecond)->UseRealTime();
@@ -223,10 +163,20 @@ BENCHMARK(BM_Softmax)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 
 int main(int argc, char** argv) {
-  for (bool tiled : {false, true})
-    bench::register_switch("tiled_transpose", tiled, "f32_4096x4096", transposed_copy)
-        ->Unit(benchmark::kMicrosecond)
-        ->UseRealTime();
+  // Each pair's off and on side one after the other, so both see the same machine.
+  auto pair = [](std::string_view name, std::string_view case_name, void (*fn)(benchmark::State&, bool)) {
+    for (bool on : {false, true})
+      bench::register_switch(name, on, case_name, fn)->Unit(benchmark::kMicrosecond)->UseRealTime();
+  };
+  pair("vector_math", "exp_f32_1M",
+       [](benchmark::State& s, bool on) { vector_math_pair(s, on, [](const Tensor& a) { return exp(a); }); });
+  pair("vector_math", "tanh_f32_1M",
+       [](benchmark::State& s, bool on) { vector_math_pair(s, on, [](const Tensor& a) { return tanh(a); }); });
+  pair("vector_math", "gelu_f32_1M",
+       [](benchmark::State& s, bool on) { vector_math_pair(s, on, [](const Tensor& a) { return gelu(a); }); });
+  pair("fused_gelu_backward", "gelu_f32_1M_fwd_bwd", gelu_fwd_bwd);
+  pair("branchless_select", "masked_fill_f32_4M", masked_fill_pair);
+  pair("tiled_transpose", "f32_4096x4096", transposed_copy);
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::RunSpecifiedBenchmarks();

@@ -1,11 +1,14 @@
 // Fused kernels against the same math composed of tensor ops, forward and backward, in one
-// run: cross-entropy (log-softmax + NLL in one pass over the logits, one backward pass) and
-// layer_norm (one pass for statistics, one for the output; a fused backward). The composed
-// versions are what a framework without those kernels runs: several passes and temporaries.
+// run: cross-entropy (log-softmax + NLL in one pass over the logits, one backward pass; off:
+// log_softmax then nll_loss) and layer_norm (one pass for statistics, one for the output; a fused
+// backward; off: mean/var/rsqrt composed of ops). Both sides are nn::functional's own code, with
+// the fused_cross_entropy and fused_layer_norm switches off and on.
 #include <benchmark/benchmark.h>
 
 #include "mdl.h"
+#include "nn/cross_entropy_options.h"
 #include "nn/functional.h"
+#include "nn/layer_norm_options.h"
 #include "bench/switch_bench.h"
 
 using namespace mdl;
@@ -18,43 +21,37 @@ constexpr int64_t kRows = 2048, kVocab = 8192;
 // Transformer activations: 8 x 512 tokens of width 768.
 constexpr int64_t kTokens = 4096, kWidth = 768;
 
-Tensor cross_entropy_composed(const Tensor& logits, const Tensor& target) {
-  Tensor shifted = logits - max(logits, 1, true).first.detach();  // the shift has no gradient
-  Tensor log_probs = shifted - log(sum(exp(shifted), {1}, true));
-  return -mean(gather(log_probs, 1, target.unsqueeze(1)));
-}
-
-Tensor layer_norm_composed(const Tensor& x, const Tensor& w, const Tensor& b, double eps) {
-  Tensor mu = mean(x, {-1}, true);
-  Tensor centered = x - mu;
-  Tensor var = mean(centered * centered, {-1}, true);
-  return centered * rsqrt(var + eps) * w + b;
-}
-
-template <bool Fused>
-void BM_CrossEntropy(benchmark::State& state) {
+// cross_entropy as nn::functional runs it: one fused node, or (fused_cross_entropy off) log_softmax
+// then nll_loss.
+void cross_entropy_pair(benchmark::State& state, bool fused) {
+  const bool was = F::fused_cross_entropy();
+  F::set_fused_cross_entropy(fused);
   Generator g(1);
   Tensor logits = randn({kRows, kVocab}, {}, &g).requires_grad_(true);
   Tensor target = randint(0, kVocab, {kRows}, kI64, &g);
   for (auto _ : state) {
-    Tensor loss = Fused ? F::cross_entropy(logits, target) : cross_entropy_composed(logits, target);
+    Tensor loss = F::cross_entropy(logits, target);
     loss.backward();
     logits.zero_grad();
   }
+  F::set_fused_cross_entropy(was);
   state.SetBytesProcessed(int64_t(state.iterations()) * kRows * kVocab * 4 * 3);  // read, read, write grad
 }
 
-template <bool Fused>
-void BM_LayerNorm(benchmark::State& state) {
+// layer_norm as nn::functional runs it: fused kernels, or (fused_layer_norm off) composed of ops.
+void layer_norm_pair(benchmark::State& state, bool fused) {
+  const bool was = F::fused_layer_norm();
+  F::set_fused_layer_norm(fused);
   Generator g(2);
   Tensor x = randn({kTokens, kWidth}, {}, &g).requires_grad_(true);
   Tensor w = ones({kWidth}).requires_grad_(true), b = zeros({kWidth}).requires_grad_(true);
   Tensor dy = randn({kTokens, kWidth}, {}, &g);
   for (auto _ : state) {
-    Tensor y = Fused ? F::layer_norm(x, {kWidth}, w, b) : layer_norm_composed(x, w, b, 1e-5);
+    Tensor y = F::layer_norm(x, {kWidth}, w, b);
     y.backward(dy);
     x.zero_grad(), w.zero_grad(), b.zero_grad();
   }
+  F::set_fused_layer_norm(was);
   state.SetBytesProcessed(int64_t(state.iterations()) * kTokens * kWidth * 4 * 5);
 }
 
@@ -62,14 +59,10 @@ void BM_LayerNorm(benchmark::State& state) {
 
 int main(int argc, char** argv) {
   for (bool fused : {false, true}) {
-    bench::register_switch(
-        "fused_cross_entropy", fused, "2048x8192_fwd_bwd",
-        [](benchmark::State& s, bool fused) { fused ? BM_CrossEntropy<true>(s) : BM_CrossEntropy<false>(s); })
+    bench::register_switch("fused_cross_entropy", fused, "2048x8192_fwd_bwd", cross_entropy_pair)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
-    bench::register_switch(
-        "fused_layer_norm", fused, "4096x768_fwd_bwd",
-        [](benchmark::State& s, bool fused) { fused ? BM_LayerNorm<true>(s) : BM_LayerNorm<false>(s); })
+    bench::register_switch("fused_layer_norm", fused, "4096x768_fwd_bwd", layer_norm_pair)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }

@@ -1,6 +1,6 @@
 // The fused AdamW step over 10M f32 parameters, against a memory-bandwidth ceiling measured in
 // the same run (a STREAM-style triad over the same sizes and threads) and against the same
-// update composed of tensor ops (the unfused baseline: several passes and temporaries).
+// update composed of tensor ops (the fused_adamw switch off: several passes and temporaries).
 // AdamW moves 28 bytes per parameter: p read+write, g read, exp_avg and exp_avg_sq read+write.
 #include <benchmark/benchmark.h>
 
@@ -8,6 +8,7 @@
 
 #include "mdl.h"
 #include "optim/adam.h"
+#include "optim/adam_options.h"
 #include "optim/clip.h"
 #include "bench/switch_bench.h"
 
@@ -36,35 +37,21 @@ void BM_TriadCeiling(benchmark::State& state) {
   state.SetBytesProcessed(int64_t(state.iterations()) * 12 * n);
 }
 
-void BM_AdamWFused(benchmark::State& state) {
+// One AdamW step over n f32 parameters: one fused kernel, or (fused_adamw off) the same update
+// composed of tensor ops inside optim::AdamW.
+void adamw_step(benchmark::State& state, bool fused) {
   const int64_t n = state.range(0);
   Tensor p = input(n, 1);
   p.set_grad(input(n, 2) * 1e-2);
   optim::AdamW opt({p}, {.lr = 1e-3, .weight_decay = 1e-2});
   opt.step();  // creates the state outside the timed loop
+  const bool was = optim::fused_adamw();
+  optim::set_fused_adamw(fused);
   for (auto _ : state) {
     opt.step();
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(int64_t(state.iterations()) * 28 * n);
-}
-
-// The same AdamW update written with tensor ops, as a framework without fused steps does it.
-void BM_AdamWUnfused(benchmark::State& state) {
-  const int64_t n = state.range(0);
-  Tensor p = input(n, 1), g = input(n, 2) * 1e-2, m = zeros({n}), v = zeros({n});
-  const double lr = 1e-3, wd = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8;
-  int64_t t = 0;
-  NoGradGuard no_grad;
-  for (auto _ : state) {
-    ++t;
-    p.mul_(1 - lr * wd);
-    m.mul_(b1).add_(g, 1 - b1);
-    v.mul_(b2).add_(g * g, 1 - b2);
-    Tensor denom = sqrt(v) / std::sqrt(1 - std::pow(b2, double(t))) + eps;
-    p.add_(m / denom, -lr / (1 - std::pow(b1, double(t))));
-    benchmark::ClobberMemory();
-  }
+  optim::set_fused_adamw(was);
   state.SetBytesProcessed(int64_t(state.iterations()) * 28 * n);
 }
 
@@ -85,8 +72,7 @@ int main(int argc, char** argv) {
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime();
   for (bool fused : {false, true})
-    bench::register_switch("fused_adamw", fused, "",
-                           [](benchmark::State& s, bool fused) { fused ? BM_AdamWFused(s) : BM_AdamWUnfused(s); })
+    bench::register_switch("fused_adamw", fused, "", adamw_step)
         ->Arg(k10M)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();

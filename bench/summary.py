@@ -2,7 +2,8 @@
 """The closing table of `make bench`: one row per optimization, read from the Google Benchmark
 JSON files the suites wrote ($BUILD/bench/results/*.json): one row per benchmark pair of every
 optimization switch (the list in switches/switches.h, which the suites publish in their JSON
-context), then the comparisons below; each with the baseline, the optimized figure, the speedup
+context), then the few comparisons below that are not switches (two dtypes, OpenBLAS as a
+yardstick, per-run options together); each with the baseline, the optimized figure, the speedup
 (or memory saving) and the device. Rows whose benchmarks did not run say why (a GPU is needed,
 the suite was skipped, or a filter left them out). Also written as Markdown next to the
 JSON files (summary.md), for bench/RESULTS.md.
@@ -18,29 +19,20 @@ import glob, json, os, platform, re, sys
 
 # The optimization switches come from switches/switches.h: every suite with a switch pair publishes
 # the list in its JSON context ("mdl_switches"), each pair named <switch>/off/<case> and
-# <switch>/on/<case>. The rows below are comparisons, not switches: two implementations or
-# dtypes side by side, with nothing to flip.
+# <switch>/on/<case>: the same library code with the switch off and on. The rows below are not
+# switches and say so in their text: two dtypes side by side, an external yardstick (OpenBLAS), or
+# several per-run options together; none is a baseline written in a benchmark.
 # (row, suite, baseline benchmark, optimized benchmark, metric, device)
 # metric: "time" (real_time, lower is better), or a counter name; counters in LOWER_BETTER are
 # costs (memory, epoch time), the others rates (higher is better).
 COMPARISONS = [
-    ("GEMM 1024^3 f32: naive loop -> mdl packed+threaded", "bench_gemm", "naive/1024", "threaded/1024", "GFLOP/s", "cpu"),
-    ("GEMM 1024^3 f32: mdl vs OpenBLAS (yardstick)", "bench_gemm", "openblas/1024", "threaded/1024", "GFLOP/s", "cpu"),
-    ("matmul 1024 on the CPU: f32 -> f16 storage", "bench_amp", "matmul/1024/f32", "matmul/1024/f16", "time", "cpu"),
-    ("data wait under compute: synchronous -> cache+prefetch+2 workers", "bench_data", "compute/none/w0",
-     "compute/memory/w2/p4", "wait%", "cpu"),
-    ("f16 tensor-core GEMM 4096: f32 (no TF32) -> f16", "bench_cuda", "allow_tf32/off/gemm/4096", "BM_gemm_f16/4096",
-     "TFLOP/s", "cuda"),
-    ("exp 1M f32: libm per element -> vector polynomial", "bench_elementwise", "BM_ExpLibm/1048576",
-     "BM_Exp/1048576", "time", "cpu"),
-    ("tanh 1M f32: libm per element -> vector polynomial", "bench_elementwise", "BM_TanhLibm/1048576",
-     "BM_Tanh/1048576", "time", "cpu"),
-    ("GELU (erf) fwd 1M f32: libm erf per element -> vector polynomial", "bench_elementwise", "BM_GeluLibm/1048576",
-     "BM_Gelu/1048576", "time", "cpu"),
-    ("GELU (erf) bwd 1M f32: composed from ops -> one fused pass", "bench_elementwise", "BM_GeluBackwardComposed",
-     "BM_GeluBackwardFused", "time", "cpu"),
-    ("ReLU backward masked_fill 4M f32: branchy ternary -> bit select", "bench_elementwise", "BM_MaskedFillTernary",
-     "BM_MaskedFill", "time", "cpu"),
+    ("GEMM 1024^3 f32, yardstick: OpenBLAS -> mdl", "bench_gemm", "openblas/1024", "threaded/1024", "GFLOP/s", "cpu"),
+    ("matmul 1024 on the CPU, two dtypes: f32 -> f16 storage", "bench_amp", "matmul/1024/f32", "matmul/1024/f16",
+     "time", "cpu"),
+    ("data wait under compute, options together: none -> memory cache + prefetch 4 + 2 workers", "bench_data",
+     "compute/none/w0", "compute/memory/w2/p4", "wait%", "cpu"),
+    ("GEMM 4096 on tensor cores, two dtypes: f32 (no TF32) -> f16", "bench_cuda", "allow_tf32/off/gemm/4096",
+     "BM_gemm_f16/4096", "TFLOP/s", "cuda"),
 ]
 LOWER_BETTER = {"time", "peak_MB", "ms/epoch", "wait%"}
 # Counters Google Benchmark stores in base units (kIs1000 rates): shown in the unit the row names.

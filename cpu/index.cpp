@@ -3,6 +3,7 @@
 // any strides; indices are I64 and already range-checked. The accumulating kernels split work
 // only over positions that can never collide.
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -26,20 +27,35 @@ void add_into(char* dst, const char* src) {
   o = T(acc_t<T>(o) + acc_t<T>(*reinterpret_cast<const T*>(src)));
 }
 
+std::atomic<bool> g_branchless_select{true};
+
+// o[i] = c[i] ? x[i * x_step] : y[i], the loop where had before select_bits: the compiler turns the
+// data-dependent choice into a branch, which a random mask mispredicts about half the time.
+template <class T>
+void select_ternary(T* o, const bool* c, const T* x, int64_t x_step, const T* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) o[i] = c[i] ? x[i * x_step] : y[i];
+}
+
 }  // namespace
+
+void set_branchless_select(bool on) { g_branchless_select.store(on, std::memory_order_relaxed); }
+bool branchless_select() { return g_branchless_select.load(std::memory_order_relaxed); }
 
 // out = cond ? a : b, all of out's shape.
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (out.numel() == 0) return;
   StridedLoop<4> loop({&out, &cond, &a, &b});
+  const bool branchless = branchless_select();
   dispatch(out.dtype(), "where", [&]<class T>() {
-    loop.run([](char* const* p, const int64_t* s, int64_t n) {
+    loop.run([branchless](char* const* p, const int64_t* s, int64_t n) {
       auto* o = reinterpret_cast<T*>(p[0]);
       auto* c = reinterpret_cast<const bool*>(p[1]);
       auto* x = reinterpret_cast<const T*>(p[2]);
       auto* y = reinterpret_cast<const T*>(p[3]);
       if (s[0] == sizeof(T) && s[1] == 1 && s[3] == sizeof(T) && (s[2] == sizeof(T) || s[2] == 0)) {
-        select_bits(o, c, x, s[2] == 0 ? 0 : 1, y, 1, n);  // s[2] == 0: masked_fill, a scalar
+        // s[2] == 0: masked_fill, a scalar
+        if (branchless) select_bits(o, c, x, s[2] == 0 ? 0 : 1, y, 1, n);
+        else select_ternary(o, c, x, s[2] == 0 ? 0 : 1, y, n);
         return;
       }
       for (int64_t i = 0; i < n; ++i)

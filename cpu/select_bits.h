@@ -1,12 +1,17 @@
 // c ? a : b on the values' bits, through a mask made from the bool: no branch, so a loop of them
 // vectorises. A data-dependent branch mispredicts about half the time on a random mask (ReLU's
-// backward, dropout), which made such loops several times slower.
+// backward, dropout), which made such loops several times slower. where and masked_fill select
+// this way while the branchless_select switch is on (the default); off, they run the plain ternary.
 #pragma once
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
 namespace mdl::cpu {
+
+// The branchless_select switch (cpu/index.cpp's where): default on.
+void set_branchless_select(bool on);
+bool branchless_select();
 
 // The unsigned integer as wide as T.
 template <class T>

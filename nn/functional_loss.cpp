@@ -1,11 +1,13 @@
 // nn::functional losses: cross_entropy as one fused node (log-softmax, NLL and label smoothing in
 // one kernel each way), nll_loss and mse_loss composed from differentiable ops, and a stable
 // binary_cross_entropy_with_logits node. Losses are f32 for f32/f16/bf16 inputs, f64 for f64.
+#include <atomic>
 #include <vector>
 
 #include "ops/autocast.h"
 #include "autograd/function.h"
 #include "nn/functional.h"
+#include "nn/cross_entropy_options.h"
 #include "kernels/loss.h"
 #include "ops/native/native.h"
 #include "ops/ops.h"
@@ -87,7 +89,30 @@ Tensor expand_grad(const Tensor& g, Reduction r, const Tensor& count, const Shap
   return native::expand(native::reshape(gt, {}), shape);
 }
 
+std::atomic<bool> g_fused_cross_entropy{true};
+
+// cross_entropy composed of ops, as a framework without the fused node runs it: log_softmax, then
+// nll_loss, with label smoothing's mean of -log_probs over the classes; t is the checked I64 target
+// and count the number not ignored.
+Tensor cross_entropy_composed(const Tensor& logits, const Tensor& t, const CrossEntropyOptions& opts,
+                              const Tensor& count) {
+  const int64_t class_dim = logits.dim() == 1 ? 0 : 1;
+  const DType st = loss_dtype(logits.dtype());
+  Tensor log_probs = log_softmax(to_dtype(logits, st), class_dim);
+  Tensor el = nll_loss(log_probs, t, opts.ignore_index, Reduction::None);
+  if (opts.label_smoothing > 0) {
+    Tensor kept = as(native::binary(BinaryOp::Ne, t, native::scalar_like(double(opts.ignore_index), t)), st);
+    el = el * (1.0 - opts.label_smoothing) - mean(log_probs, {class_dim}) * kept * opts.label_smoothing;
+  }
+  if (opts.reduction == Reduction::None) return el;
+  Tensor s = sum(el);
+  return opts.reduction == Reduction::Sum ? s : s / count;
+}
+
 }  // namespace
+
+void set_fused_cross_entropy(bool on) { g_fused_cross_entropy.store(on, std::memory_order_relaxed); }
+bool fused_cross_entropy() { return g_fused_cross_entropy.load(std::memory_order_relaxed); }
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossEntropyOptions& opts) {
   auto [logits] = amp::autocast_f32(logits_in);
@@ -101,6 +126,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossE
   int64_t D = 1;
   for (int64_t i = 2; i < logits.dim(); ++i) D *= logits.size(i);
   MDL_CHECK(C > 0, "cross_entropy: the input of shape ", logits.shape(), " has no classes");
+  if (!fused_cross_entropy()) return cross_entropy_composed(logits, t, opts, count);
   const DType st = loss_dtype(logits.dtype());
   // logits (N, C, D), target (N, D) -> loss, logsum (N, D)
   Tensor xv = native::reshape(native::contiguous(logits), {N, C, D});

@@ -1,6 +1,7 @@
 // nn::functional normalisations, dropout and embedding: argument checks, then the fused kernels
 // of kernels/norm.h with each backward recorded right beside its forward. batch_norm also
 // updates the running statistics in place, outside autograd.
+#include <atomic>
 #include <cmath>
 #include <utility>
 
@@ -8,6 +9,8 @@
 #include "autograd/function.h"
 #include "tensor/grad_mode.h"
 #include "nn/functional.h"
+#include "nn/layer_norm_options.h"
+#include "ops/ops.h"
 #include "kernels/norm.h"
 #include "kernels/dropout.h"
 #include "ops/native/native.h"
@@ -19,6 +22,20 @@ using autograd::Grads;
 using autograd::record_fn;
 
 namespace {
+
+std::atomic<bool> g_fused_layer_norm{true};
+
+// layer_norm composed of ops over the last k dims, in x's dtype, as a framework without the fused
+// kernels runs it: each line a pass and a temporary, autograd differentiating every op.
+Tensor layer_norm_composed(const Tensor& x, int64_t k, const Tensor& weight, const Tensor& bias, double eps) {
+  std::vector<int64_t> dims;
+  for (int64_t i = x.dim() - k; i < x.dim(); ++i) dims.push_back(i);
+  Tensor centered = x - mean(x, dims, true);
+  Tensor y = centered * rsqrt(mean(centered * centered, dims, true) + eps);
+  if (weight.defined()) y = y * weight;
+  if (bias.defined()) y = y + bias;
+  return y;
+}
 
 // Means, inverse stds, parameters and their gradients: f64 for f64 inputs, f32 otherwise.
 DType stat_dtype(DType t) { return t == kF64 ? kF64 : kF32; }
@@ -152,6 +169,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   return y;
 }
 
+void set_fused_layer_norm(bool on) { g_fused_layer_norm.store(on, std::memory_order_relaxed); }
+bool fused_layer_norm() { return g_fused_layer_norm.load(std::memory_order_relaxed); }
+
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
   auto [x] = amp::autocast_f32(x_in);
@@ -167,6 +187,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   int64_t M = 1;
   for (int64_t i = 0; i < x.dim() - k; ++i) M *= x.size(i);
   Tensor w = param(op, "weight", weight, normalized_shape, x), b = param(op, "bias", bias, normalized_shape, x);
+  if (!fused_layer_norm()) return layer_norm_composed(x, k, weight, bias, eps);
   return group_norm_op("layer_norm", x, {M, F, 1}, 1, weight, bias, w, b, eps);
 }
 

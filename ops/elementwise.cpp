@@ -1,5 +1,6 @@
 // Elementwise ops, forward and backward side by side. Broadcast inputs get their gradient
 // summed back to their own shape (sum_to).
+#include <atomic>
 #include <cmath>
 
 #include "ops/autocast.h"
@@ -19,7 +20,27 @@ using native::sum_to;
 
 namespace {
 Tensor zero_where(const Tensor& cond, const Tensor& g) { return native::masked_fill(g, cond, 0.0); }
+
+std::atomic<bool> g_fused_gelu_backward{true};
+
+// GELU's backward composed of ops, as it ran before its fused kernel: about a dozen passes, each
+// with a temporary. Exact: g (Phi(x) + x phi(x)), with Phi(x) = gelu(x) / x (1/2 at 0). Tanh form:
+// g ((1 + t) / 2 + x/2 (1 - t^2) k (1 + 3c x^2)), t = tanh(k (x + c x^3)).
+Tensor gelu_backward_composed(const Tensor& g, const Tensor& x, bool tanh_approx) {
+  if (tanh_approx) {
+    const double k = std::sqrt(2.0 / M_PI), c = 0.044715;
+    Tensor t = tanh((x + x * x * x * c) * k);
+    Tensor dinner = (1.0 + x * x * (3.0 * c)) * k;
+    return g * ((1.0 + t) * 0.5 + x * 0.5 * (1.0 - t * t) * dinner);
+  }
+  Tensor phi = exp(x * x * -0.5) * (1.0 / std::sqrt(2.0 * M_PI));
+  Tensor Phi = where(eq(x, scalar_like(0, x)), full_like(x, 0.5), native::unary(UnaryOp::Gelu, x) / x);
+  return g * (Phi + x * phi);
+}
 }  // namespace
+
+void set_fused_gelu_backward(bool on) { g_fused_gelu_backward.store(on, std::memory_order_relaxed); }
+bool fused_gelu_backward() { return g_fused_gelu_backward.load(std::memory_order_relaxed); }
 
 // ---- binary -------------------------------------------------------------------------------
 Tensor add(const Tensor& a, const Tensor& b) {
@@ -183,6 +204,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   return unary_op(tanh_approx ? UnaryOp::GeluTanh : UnaryOp::Gelu, x,
                   [tanh_approx](const Tensor& g, const Tensor& x, const Tensor&) {
                     const Tensor gg = g.dtype() == x.dtype() ? g : native::to_dtype(g, x.dtype());
+                    if (!fused_gelu_backward()) return gelu_backward_composed(gg, x, tanh_approx);
                     Tensor gx = make_tensor(x.shape(), x.dtype(), x.device());
                     kernels::gelu_backward(x.device(), gx, gg, x, tanh_approx);
                     return gx;

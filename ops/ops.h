@@ -77,6 +77,10 @@ Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");  // or "tanh"
+// The fused_gelu_backward switch (default on): gelu's backward runs as one kernel (kernels/gelu.h);
+// off, as the formula composed of the ops above (exp, mul, div, where, ...).
+void set_fused_gelu_backward(bool on);
+bool fused_gelu_backward();
 Tensor silu(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);

@@ -1,8 +1,14 @@
-// Adam and AdamW: per-group options into the fused adam_step kernel, state created on first use.
+// Adam and AdamW: per-group options into the fused adam_step kernel (or, with the fused_adamw switch
+// off, the same update composed of tensor ops), state created on first use.
 #include "optim/adam.h"
 
-#include "tensor/error.h"
+#include <atomic>
+#include <cmath>
+
 #include "kernels/optim.h"
+#include "optim/adam_options.h"
+#include "ops/ops.h"
+#include "tensor/error.h"
 
 namespace mdl::optim {
 namespace {
@@ -23,7 +29,33 @@ AdamOptions as_adam(const AdamWOptions& o) {
   return {.lr = o.lr, .betas = o.betas, .eps = o.eps, .weight_decay = o.weight_decay, .amsgrad = o.amsgrad};
 }
 std::vector<ParamGroup> one_group(std::vector<Tensor> params) { return {ParamGroup{.params = std::move(params)}}; }
+
+std::atomic<bool> g_fused_adamw{true};
+
+// adam_step's update written with tensor ops, as a framework without a fused step runs it: a pass
+// and a temporary per line. The moments are f32 (as the kernel's); the parameter's step is
+// computed in f32 (f64 for f64 parameters) and rounded into it once.
+// The tensors are handles: updating m, v, vmax and param in place updates the optimizer's state.
+void adam_composed(Tensor param, const Tensor& grad, Tensor m, Tensor v, Tensor vmax, const kernels::AdamParams& hp) {
+  const DType c = param.dtype() == kF64 ? kF64 : kF32;
+  Tensor p = param.to(c);  // param itself when it is already of type c
+  Tensor g = grad.to(c) * hp.grad_scale;
+  if (!hp.decoupled) g = g + p * hp.weight_decay;
+  else p.mul_(1.0 - hp.lr * hp.weight_decay);
+  const Tensor g32 = g.to(kF32);
+  m.mul_(hp.beta1).add_(g32, 1.0 - hp.beta1);
+  v.mul_(hp.beta2).add_(g32 * g32, 1.0 - hp.beta2);
+  if (hp.amsgrad) vmax.copy_(maximum(vmax, v));
+  const double bc1 = 1.0 - std::pow(hp.beta1, double(hp.step));
+  const double bc2_sqrt = std::sqrt(1.0 - std::pow(hp.beta2, double(hp.step)));
+  const Tensor denom = sqrt(hp.amsgrad ? vmax : v) / bc2_sqrt + hp.eps;
+  p.add_((m / denom).to(c), -hp.lr / bc1);
+  if (param.dtype() != c) param.copy_(p);
+}
 }  // namespace
+
+void set_fused_adamw(bool on) { g_fused_adamw.store(on, std::memory_order_relaxed); }
+bool fused_adamw() { return g_fused_adamw.load(std::memory_order_relaxed); }
 
 Adam::Adam(const char* name, std::vector<ParamGroup> groups, AdamOptions options, bool decoupled)
     : Optimizer(name, adam_defaults(name, options)), amsgrad_(options.amsgrad), decoupled_(decoupled) {
@@ -54,8 +86,9 @@ void Adam::update(const ParamGroup& group, const Tensor& param, const Tensor& gr
                          .amsgrad = amsgrad_,
                          .step = state.step,
                          .grad_scale = grad_scale};
-  kernels::adam_step(param.device(), param, grad, state.exp_avg, state.exp_avg_sq,
-                     amsgrad_ ? state.max_exp_avg_sq : Tensor(), hp);
+  const Tensor vmax = amsgrad_ ? state.max_exp_avg_sq : Tensor();
+  if (!fused_adamw()) return adam_composed(param, grad, state.exp_avg, state.exp_avg_sq, vmax, hp);
+  kernels::adam_step(param.device(), param, grad, state.exp_avg, state.exp_avg_sq, vmax, hp);
 }
 
 }  // namespace mdl::optim

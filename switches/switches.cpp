@@ -8,9 +8,15 @@
 #include "cpu/float_block.h"
 #include "cpu/gemm.h"
 #include "cpu/pool.h"
+#include "cpu/select_bits.h"
+#include "cpu/vec_map.h"
 #include "cuda/api.h"
 #include "io/json.h"
 #include "nn/container.h"
+#include "nn/cross_entropy_options.h"
+#include "nn/layer_norm_options.h"
+#include "ops/ops.h"
+#include "optim/adam_options.h"
 #include "tensor/error.h"
 #include "tensor/float_mode.h"
 
@@ -50,6 +56,28 @@ std::vector<Switch> make_list() {
        {{"bench_elementwise", "f32_4096x4096", "time", "cpu"}},
        cpu::set_tiled_transpose,
        cpu::tiled_transpose},
+      {"vector_math",
+       toggle,
+       "cpu::set_vector_math",
+       "on",
+       "cpu",
+       "f32 exp, tanh, sigmoid, SiLU and GELU (exact and tanh forms, and GELU's backward) run polynomials on "
+       "float vectors instead of one libm call per element.",
+       {{"bench_elementwise", "exp_f32_1M", "time", "cpu"},
+        {"bench_elementwise", "tanh_f32_1M", "time", "cpu"},
+        {"bench_elementwise", "gelu_f32_1M", "time", "cpu"}},
+       cpu::set_vector_math,
+       cpu::vector_math},
+      {"branchless_select",
+       toggle,
+       "cpu::set_branchless_select",
+       "on",
+       "cpu",
+       "where and masked_fill (ReLU's backward among others) choose between the values' bits through a mask "
+       "instead of a ternary the compiler turns into a branch, which a random mask mispredicts.",
+       {{"bench_elementwise", "masked_fill_f32_4M", "time", "cpu"}},
+       cpu::set_branchless_select,
+       cpu::branchless_select},
       {"avx512_gemm",
        toggle,
        "cpu::set_avx512_gemm",
@@ -91,6 +119,46 @@ std::vector<Switch> make_list() {
        {{"bench_conv", "simplecnn_train_step_b128", "time", "cpu"}},
        nn::set_pool_before_relu,
        nn::pool_before_relu},
+      {"fused_gelu_backward",
+       toggle,
+       "mdl::set_fused_gelu_backward",
+       "on",
+       "cpu, cuda",
+       "GELU's backward (both forms) runs as one kernel instead of its formula composed of about a dozen ops, "
+       "each a pass with a temporary.",
+       {{"bench_elementwise", "gelu_f32_1M_fwd_bwd", "time", "cpu"}},
+       set_fused_gelu_backward,
+       fused_gelu_backward},
+      {"fused_adamw",
+       toggle,
+       "optim::set_fused_adamw",
+       "on",
+       "cpu, cuda",
+       "The Adam and AdamW update reads and writes each parameter, gradient and moment once in one kernel "
+       "instead of as tensor ops composed in several passes with temporaries.",
+       {{"bench_optim", "10000000", "time", "cpu"}},
+       optim::set_fused_adamw,
+       optim::fused_adamw},
+      {"fused_cross_entropy",
+       toggle,
+       "nn::functional::set_fused_cross_entropy",
+       "on",
+       "cpu, cuda",
+       "Log-softmax and NLL run as one pass over the logits forward and one backward, instead of log_softmax "
+       "then nll_loss as separate ops.",
+       {{"bench_fusion", "2048x8192_fwd_bwd", "time", "cpu"}},
+       nn::functional::set_fused_cross_entropy,
+       nn::functional::fused_cross_entropy},
+      {"fused_layer_norm",
+       toggle,
+       "nn::functional::set_fused_layer_norm",
+       "on",
+       "cpu, cuda",
+       "Layer norm computes its statistics and output in two passes, with a fused backward, instead of as "
+       "mean/var/rsqrt composed of ops.",
+       {{"bench_fusion", "4096x768_fwd_bwd", "time", "cpu"}},
+       nn::functional::set_fused_layer_norm,
+       nn::functional::fused_layer_norm},
       {"flush_denormal",
        toggle,
        "mdl::set_flush_denormal",
@@ -177,20 +245,6 @@ std::vector<Switch> make_list() {
        "A batch runs as N micro-batches whose gradients add up before one optimizer step, holding one "
        "micro-batch's activations at a time.",
        {{"bench_accumulate", "simplecnn_step_512", "peak_MB", "cpu"}}},
-      {"fused_cross_entropy",
-       option,
-       "nn::functional::cross_entropy (fused) vs log-softmax and NLL composed of ops",
-       "fused",
-       "cpu, cuda",
-       "Log-softmax and NLL run as one pass over the logits forward and one backward.",
-       {{"bench_fusion", "2048x8192_fwd_bwd", "time", "cpu"}}},
-      {"fused_layer_norm",
-       option,
-       "nn::functional::layer_norm (fused) vs mean/var/rsqrt composed of ops",
-       "fused",
-       "cpu, cuda",
-       "Layer norm computes its statistics and output in two passes, with a fused backward.",
-       {{"bench_fusion", "4096x768_fwd_bwd", "time", "cpu"}}},
       {"fused_linear_act",
        option,
        "nn::functional::linear with an activation; nn::LinearAct",
@@ -206,13 +260,6 @@ std::vector<Switch> make_list() {
        "Attention runs per block of query rows in one kernel (scores, softmax, P v), its backward recomputing "
        "the probabilities from the saved logsumexp.",
        {{"bench_attention", "fwd_bwd", "time", "cpu"}}},
-      {"fused_adamw",
-       option,
-       "optim::AdamW (fused) vs its update composed of tensor ops",
-       "fused",
-       "cpu, cuda",
-       "The AdamW update reads and writes each parameter, gradient and moment once in one pass.",
-       {{"bench_optim", "10000000", "time", "cpu"}}},
       {"separable_conv",
        option,
        "mdl-train --model cnn-separable; nn::SeparableConv2d",

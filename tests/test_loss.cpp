@@ -13,6 +13,7 @@
 
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
+#include "nn/cross_entropy_options.h"
 #include "nn/functional.h"
 #include "ops/factory.h"
 #include "ops/ops.h"
@@ -64,49 +65,62 @@ double reduce_ref(const Vec& el, Reduction r, double count) {
 
 // ---- cross entropy ---------------------------------------------------------------------------
 
-TEST_CASE("loss: cross_entropy matches log-softmax + gather with smoothing, ignore_index and every reduction") {
-  Generator g(21);
-  for (DType t : {kF64, kF32}) {
-    const Tol tol = t == kF64 ? Tol{1e-12, 1e-14} : Tol{2e-6, 2e-8};
-    // (N, C) from a transposed view, and (N, C, d1, d2).
-    for (const Shape& s : {Shape{9, 7}, Shape{3, 5, 2, 4}}) {
-      const int64_t N = s[0], C = s[1], D = shape_numel(s) / (N * C);
-      Tensor x = uniform(s, g, -4, 4, t);
-      if (s.size() == 2) x = x.t().contiguous().t();
-      Shape ts = s;
-      ts.erase(ts.begin() + 1);
-      std::vector<int64_t> tv = randint(0, C, ts, kI64, &g).to_vector<int64_t>();
-      tv[1] = -100;
-      tv[4] = 3;
-      Tensor target = from_vector(tv, ts);
-      const double count = double(std::count_if(tv.begin(), tv.end(), [](int64_t v) { return v != -100; }));
-      for (double ls : {0.0, 0.1, 1.0}) {
-        Vec el = ref_ce(values(x.contiguous()), tv, N, C, D, ls, -100);
-        Tensor none = F::cross_entropy(x, target, {.label_smoothing = ls, .reduction = Reduction::None});
-        CHECK(none.shape() == ts);
-        CHECK(none.dtype() == t);
-        check_close(none, el, tol);
-        Tensor mean = F::cross_entropy(x, target, {.label_smoothing = ls});
-        CHECK(mean.dim() == 0);
-        check_close(mean, {reduce_ref(el, Reduction::Mean, count)}, tol);
-        Tensor sum = F::cross_entropy(x, target, {.label_smoothing = ls, .reduction = Reduction::Sum});
-        check_close(sum, {reduce_ref(el, Reduction::Sum, count)}, tol);
+TEST_CASE(
+    "loss: cross_entropy, fused or composed, matches log-softmax + gather with smoothing, ignore_index and every reduction") {
+  const bool was_fused = F::fused_cross_entropy();
+  for (bool fused : {true, false}) {
+    F::set_fused_cross_entropy(fused);  // off: log_softmax then nll_loss, composed of ops
+    CAPTURE(fused);
+    Generator g(21);
+    for (DType t : {kF64, kF32}) {
+      const Tol tol = t == kF64 ? Tol{1e-12, 1e-14} : Tol{2e-6, 2e-8};
+      // (N, C) from a transposed view, and (N, C, d1, d2).
+      for (const Shape& s : {Shape{9, 7}, Shape{3, 5, 2, 4}}) {
+        const int64_t N = s[0], C = s[1], D = shape_numel(s) / (N * C);
+        Tensor x = uniform(s, g, -4, 4, t);
+        if (s.size() == 2) x = x.t().contiguous().t();
+        Shape ts = s;
+        ts.erase(ts.begin() + 1);
+        std::vector<int64_t> tv = randint(0, C, ts, kI64, &g).to_vector<int64_t>();
+        tv[1] = -100;
+        tv[4] = 3;
+        Tensor target = from_vector(tv, ts);
+        const double count = double(std::count_if(tv.begin(), tv.end(), [](int64_t v) { return v != -100; }));
+        for (double ls : {0.0, 0.1, 1.0}) {
+          Vec el = ref_ce(values(x.contiguous()), tv, N, C, D, ls, -100);
+          Tensor none = F::cross_entropy(x, target, {.label_smoothing = ls, .reduction = Reduction::None});
+          CHECK(none.shape() == ts);
+          CHECK(none.dtype() == t);
+          check_close(none, el, tol);
+          Tensor mean = F::cross_entropy(x, target, {.label_smoothing = ls});
+          CHECK(mean.dim() == 0);
+          check_close(mean, {reduce_ref(el, Reduction::Mean, count)}, tol);
+          Tensor sum = F::cross_entropy(x, target, {.label_smoothing = ls, .reduction = Reduction::Sum});
+          check_close(sum, {reduce_ref(el, Reduction::Sum, count)}, tol);
+        }
+        // Without smoothing it equals log_softmax + nll_loss.
+        check_close(F::cross_entropy(x, target), F::nll_loss(log_softmax(x, 1), target), tol);
+        // A different ignore_index: -100 is then out of range, so use class 3.
+        tv[1] = 0;
+        Tensor t2 = from_vector(tv, ts);
+        const double c2 = double(std::count_if(tv.begin(), tv.end(), [](int64_t v) { return v != 3; }));
+        Vec el2 = ref_ce(values(x.contiguous()), tv, N, C, D, 0.2, 3);
+        check_close(F::cross_entropy(x, t2, {.label_smoothing = 0.2, .ignore_index = 3}),
+                    {reduce_ref(el2, Reduction::Mean, c2)}, tol);
       }
-      // Without smoothing it equals log_softmax + nll_loss.
-      check_close(F::cross_entropy(x, target), F::nll_loss(log_softmax(x, 1), target), tol);
-      // A different ignore_index: -100 is then out of range, so use class 3.
-      tv[1] = 0;
-      Tensor t2 = from_vector(tv, ts);
-      const double c2 = double(std::count_if(tv.begin(), tv.end(), [](int64_t v) { return v != 3; }));
-      Vec el2 = ref_ce(values(x.contiguous()), tv, N, C, D, 0.2, 3);
-      check_close(F::cross_entropy(x, t2, {.label_smoothing = 0.2, .ignore_index = 3}),
-                  {reduce_ref(el2, Reduction::Mean, c2)}, tol);
+    }
+    // One sample: logits (C), target ().
+    Tensor x1 = from_vector<double>({1.0, 2.0, 0.5});
+    check_close(F::cross_entropy(x1, scalar_tensor(1, kI64)), ref_ce({1.0, 2.0, 0.5}, {1}, 1, 3, 1, 0, -100),
+                {.rtol = 1e-12, .atol = 1e-14});
+    if (!fused) {  // the composed form's gradient, op by op, with smoothing and an ignored target
+      Tensor xg = uniform({5, 4, 3}, g, -2, 2).requires_grad_(true);
+      Tensor tg = from_vector<int64_t>({0, 1, 2, 3, -100, 1, 2, 0, 3, 1, 2, 2, 0, 1, 3}, {5, 3});
+      gradcheck_composed({xg}, [&](const V& v) { return F::cross_entropy(v[0], tg, {.label_smoothing = 0.1}); });
     }
   }
-  // One sample: logits (C), target ().
-  Tensor x1 = from_vector<double>({1.0, 2.0, 0.5});
-  check_close(F::cross_entropy(x1, scalar_tensor(1, kI64)), ref_ce({1.0, 2.0, 0.5}, {1}, 1, 3, 1, 0, -100),
-              {.rtol = 1e-12, .atol = 1e-14});
+  F::set_fused_cross_entropy(was_fused);
+  CHECK(F::fused_cross_entropy());
 }
 
 TEST_CASE("loss: cross_entropy is finite for huge logits and NaN when every target is ignored") {

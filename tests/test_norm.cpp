@@ -14,6 +14,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "nn/functional.h"
+#include "nn/layer_norm_options.h"
 #include "ops/factory.h"
 #include "ops/ops.h"
 #include "tensor/parallel.h"
@@ -293,6 +294,44 @@ TEST_CASE("norm: layer_norm f32 forward and backward match f64") {
     check_close(got[2], want[2], {.rtol = 2e-5, .atol = 2e-6});
     check_close(got[3], want[3], {.rtol = 2e-5, .atol = 2e-6});
   }
+}
+
+TEST_CASE("norm: layer_norm with fused_layer_norm off (composed of ops) matches the fused kernels, and gradchecks") {
+  const bool was = F::fused_layer_norm();
+  Generator g(11);
+  for (DType t : {kF64, kF32})
+    for (const Shape& ns : {Shape{131}, Shape{3, 7}}) {
+      CAPTURE(t);
+      CAPTURE(shape_str(ns));
+      Shape s = {9};
+      s.insert(s.end(), ns.begin(), ns.end());
+      const Tensor x0 = uniform(s, g, -3, 2).to(t), w0 = uniform(ns, g, 0.5, 1.5).to(t), b0 = uniform(ns, g).to(t);
+      const Tensor gy = uniform(s, g).to(t);
+      std::vector<Vec> got[2];
+      for (bool fused : {false, true}) {
+        F::set_fused_layer_norm(fused);
+        Tensor x = x0.detach().requires_grad_(), w = w0.detach().requires_grad_(), b = b0.detach().requires_grad_();
+        Tensor y = F::layer_norm(x, ns, w, b);
+        y.backward(gy);
+        CHECK(y.dtype() == t);
+        got[fused] = {values(y), values(x.grad()), values(w.grad()), values(b.grad())};
+      }
+      const Tol tol = t == kF64 ? Tol{1e-10, 1e-12} : Tol{2e-5, 2e-6};
+      for (size_t i = 0; i < 4; ++i) check_close(got[0][i], got[1][i], tol);
+      if (t == kF32) CHECK(got[0][1] != got[1][1]);  // different code: the gradients differ in rounding
+      if (t == kF64) {
+        F::set_fused_layer_norm(false);
+        const auto r = autograd::gradcheck(
+            [&](const V& v) { return F::layer_norm(v[0], ns, v[1], v[2]); },
+            {x0.detach().requires_grad_(), w0.detach().requires_grad_(), b0.detach().requires_grad_()});
+        CHECK_MESSAGE(r.ok, r.report);
+        const auto bare = autograd::gradcheck([&](const V& v) { return F::layer_norm(v[0], ns); },
+                                              {x0.detach().requires_grad_()});  // no weight, no bias
+        CHECK_MESSAGE(bare.ok, bare.report);
+      }
+    }
+  F::set_fused_layer_norm(was);
+  CHECK(F::fused_layer_norm());
 }
 
 TEST_CASE("norm: normalisation errors name the op and the shapes") {
