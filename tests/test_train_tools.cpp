@@ -115,6 +115,8 @@ TEST_CASE("mdl-train options: defaults, both value forms, every switch") {
   CHECK(o.profile == 10);
   CHECK(o.trace == "t.json");
   CHECK(parse_train_options({"--model", "mobilenet"}).model == "efficientnet");
+  CHECK(parse_train_options({"--model", "efficientnetv2"}).model == "efficientnetv2");
+  CHECK(train::usage().find("efficientnetv2") != std::string::npos);
   CHECK(parse_train_options({"--model", "cnn-separable"}).model == "cnn-separable");
   CHECK(parse_train_options({"-h"}).help);
 }

@@ -83,7 +83,9 @@ const std::map<std::string, Option>& table() {
        {true,
         [](O& o, auto& k, auto& v) {
           o.model = parse_choice(
-              k, v, {"mlp", "cnn", "cnn-separable", "resnet18", "resnet50", "efficientnet", "mobilenet", "vit", "gpt"});
+              k, v,
+              {"mlp", "cnn", "cnn-separable", "resnet18", "resnet50", "efficientnet", "efficientnetv2", "mobilenet",
+               "vit", "gpt"});
           if (o.model == "mobilenet") o.model = "efficientnet";
         }}},
       {"--data",
@@ -239,7 +241,7 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
 std::string usage() {
   return R"(usage: mdl-train [options]
   --model M          mlp, cnn (default), cnn-separable (its 2nd conv depthwise separable), resnet18,
-                     resnet50, efficientnet (mobilenet), vit, gpt
+                     resnet50, efficientnet (B0; alias mobilenet), efficientnetv2 (V2-B0), vit, gpt
   --data D           fashion-mnist[:ROOT] (default), imagefolder:PATH, cifar10:PATH, text:PATH
   --epochs N         5        --batch N        128
   --optimizer O      sgd, adam, adamw (default)    --lr X  0.001    --momentum X  0.9 (sgd)

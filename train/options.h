@@ -14,7 +14,7 @@ struct UsageError : Error {
 };
 
 struct TrainOptions {
-  std::string model = "cnn";           // mlp, cnn, resnet18, resnet50, efficientnet, vit, gpt
+  std::string model = "cnn";  // mlp, cnn, cnn-separable, resnet18, resnet50, efficientnet, efficientnetv2, vit, gpt
   std::string data = "fashion-mnist";  // fashion-mnist[:ROOT], imagefolder:PATH, cifar10:PATH, text:PATH
   int64_t epochs = 5;
   int64_t batch = 128;

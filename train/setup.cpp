@@ -127,6 +127,7 @@ nn::ModulePtr make_model(const TrainOptions& o, const DataBundle& d) {
   if (o.model == "resnet18") return M::resnet18(d.classes, d.channels);
   if (o.model == "resnet50") return M::resnet50(d.classes, d.channels);
   if (o.model == "efficientnet") return M::efficientnet_b0(d.classes, d.channels, true);
+  if (o.model == "efficientnetv2") return M::efficientnet_v2_b0(d.classes, d.channels, true);
   if (o.model == "vit") {
     const int64_t patch = d.image_size % 7 == 0 ? 7 : 4;
     MDL_CHECK(d.image_size % patch == 0, "mdl-train: --model vit needs an image size divisible by 4 or 7, got ",
