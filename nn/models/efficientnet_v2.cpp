@@ -17,8 +17,8 @@ std::shared_ptr<Sequential> efficientnet_v2_b0(int64_t classes, int64_t in_chann
     bool fused;
     int64_t expand, k, stride, in, out, layers;
   };
-  const Stage stages[] = {{true, 1, 3, 1, 32, 16, 1},   {true, 4, 3, 2, 16, 32, 2},   {true, 4, 3, 2, 32, 48, 2},
-                          {false, 4, 3, 2, 48, 96, 3},  {false, 6, 3, 1, 96, 112, 5}, {false, 6, 3, 2, 112, 192, 8}};
+  const Stage stages[] = {{true, 1, 3, 1, 32, 16, 1},  {true, 4, 3, 2, 16, 32, 2},   {true, 4, 3, 2, 32, 48, 2},
+                          {false, 4, 3, 2, 48, 96, 3}, {false, 6, 3, 1, 96, 112, 5}, {false, 6, 3, 2, 112, 192, 8}};
   auto features = std::make_shared<Sequential>();
   features->push_back(conv_bn_act(in_channels, 32, 3, small_input ? 1 : 2, 1, true, kBnEps));
   for (const Stage& s : stages) {

@@ -52,7 +52,7 @@ FusedMBConv::FusedMBConv(int64_t expand, int64_t k, int64_t stride, int64_t in, 
   block = std::make_shared<Sequential>();
   if (expand != 1) {
     block->push_back(conv_bn_act(in, in * expand, k, stride, 1, true, bn_eps));  // the fused expansion
-    block->push_back(conv_bn_act(in * expand, out, 1, 1, 1, false, bn_eps));   // the projection
+    block->push_back(conv_bn_act(in * expand, out, 1, 1, 1, false, bn_eps));     // the projection
   } else {
     block->push_back(conv_bn_act(in, out, k, stride, 1, true, bn_eps));
   }
