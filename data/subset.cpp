@@ -18,4 +18,9 @@ Sample Subset::get(int64_t index) const {
   return base_->get(index);
 }
 
+int64_t Subset::label(int64_t index) const {
+  check_index("subset", index, n_);
+  return base_->label(index);
+}
+
 }  // namespace mdl::data

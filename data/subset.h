@@ -14,6 +14,7 @@ class Subset : public Dataset {
   Subset(std::shared_ptr<const Dataset> base, int64_t n);  // n >= 0
   int64_t size() const override { return n_; }
   Sample get(int64_t index) const override;
+  int64_t label(int64_t index) const override;
   std::string identity() const override { return base_->identity() + "|first " + std::to_string(n_); }
 
  private:
