@@ -228,6 +228,12 @@ TEST_CASE("mdl-train data: --classes keeps and relabels classes in both splits; 
   o.subset = 2;  // --subset takes the first samples of the chosen classes
   CHECK(train::make_data(o).train->size() == 2);
   o.subset = 0;
+  // A whole run: training, validation and the confusion matrix over the two classes.
+  o.model = "mlp", o.epochs = 1, o.batch = 2, o.progress = false;
+  train::TrainReport r = train::run_training(o, nullptr);
+  REQUIRE(r.epochs.size() == 1);
+  CHECK(r.parameters == 3 * 8 * 8 * 256 + 256 + 256 * 128 + 128 + 128 * 2 + 2);
+  CHECK(std::isfinite(r.epochs[0].val_loss));
 
   o.classes = {"class_9"};
   CHECK_THROWS_WITH_AS(train::make_data(o), doctest::Contains("'class_9' is not a class of ImageFolder"), UsageError);
