@@ -9,7 +9,8 @@
 #include "amp/grad_scaler.h"  // amp::GradScaler
 #include "amp/keep_f32.h"     // hybrid precision: modules kept in f32 under autocast
 
-#include "data/cifar.h"           // data::Cifar10Binary
+#include "data/cifar.h"           // data::Cifar10Binary, Cifar100Binary
+#include "data/class_subset.h"    // data::ClassSubset (some classes, relabelled)
 #include "data/export.h"          // data::export_image_folder
 #include "data/idx.h"             // data::IdxDataset, data::FashionMNIST
 #include "data/image_folder.h"    // data::ImageFolder
@@ -23,13 +24,13 @@
 
 #include "io/safetensors.h"  // io::save_safetensors, io::load_safetensors, io::read_safetensors
 
-#include "nn/container.h"       // nn::Sequential, nn::ModuleList
-#include "nn/functional.h"      // nn::functional: linear, conv2d, norms, attention, losses
-#include "nn/init.h"            // nn::init
-#include "nn/layers.h"          // nn::Linear, Conv2d, BatchNorm2d, LayerNorm, Dropout, ...
-#include "nn/linear_act.h"      // nn::LinearAct, nn::functional::linear(x, w, b, Activation)
-#include "nn/models/models.h"   // nn::models: MLP, SimpleCNN, resnet18/50, efficientnet_b0, ViT, GPT
-#include "nn/module.h"          // nn::Module
+#include "nn/container.h"      // nn::Sequential, nn::ModuleList
+#include "nn/functional.h"     // nn::functional: linear, conv2d, norms, attention, losses
+#include "nn/init.h"           // nn::init
+#include "nn/layers.h"         // nn::Linear, Conv2d, BatchNorm2d, LayerNorm, Dropout, ...
+#include "nn/linear_act.h"     // nn::LinearAct, nn::functional::linear(x, w, b, Activation)
+#include "nn/models/models.h"  // nn::models: MLP, SimpleCNN, resnet18/50, efficientnet_b0, efficientnet_v2_b0, ViT, GPT
+#include "nn/module.h"         // nn::Module
 #include "nn/separable_conv.h"  // nn::SeparableConv2d (depthwise + pointwise)
 #include "nn/summary.h"         // nn::summary
 #include "nn/transformer.h"     // nn::MultiheadAttention, TransformerEncoderLayer, PatchEmbedding

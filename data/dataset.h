@@ -1,6 +1,7 @@
 // The Dataset contract (random access: size() and get(i)) and the Sample it returns: an input
 // tensor x (an image as u8 HWC, or already transformed) and a target y (an I64 scalar label, or a
-// tensor such as the next tokens). identity() names the data and its version for the file cache.
+// tensor such as the next tokens). identity() names the data and its version for the file cache;
+// label(i) is sample i's class.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -20,6 +21,10 @@ class Dataset {
   virtual int64_t size() const = 0;
   // Thread-safe: the DataLoader calls it from several workers at once.
   virtual Sample get(int64_t index) const = 0;
+  // The class label of sample `index`, for choosing samples by class without decoding them. This
+  // default calls get() and reads y, which must be one integer; datasets holding their labels in
+  // memory override it. Thread-safe, as get().
+  virtual int64_t label(int64_t index) const;
   // What the data is and which version of it: paths, sizes, mtimes, options. Equal identities
   // mean equal samples; the file cache is keyed by it.
   virtual std::string identity() const = 0;

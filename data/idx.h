@@ -28,7 +28,7 @@ class IdxDataset : public Dataset {
   int64_t height() const { return h_; }
   int64_t width() const { return w_; }
   int64_t channels() const { return c_; }
-  int64_t label(int64_t index) const;
+  int64_t label(int64_t index) const override;
 
  private:
   std::vector<uint8_t> pixels_, labels_;

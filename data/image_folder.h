@@ -19,7 +19,7 @@ class ImageFolder : public Dataset {
 
   const std::vector<std::string>& classes() const { return classes_; }
   const std::string& path(int64_t index) const;
-  int64_t label(int64_t index) const;
+  int64_t label(int64_t index) const override;
 
   // The extensions read (any case): png, jpg, jpeg, bmp, gif, pnm, ppm, pgm.
   static bool is_image_file(const std::string& name);

@@ -26,4 +26,6 @@ std::string Subset::identity() const {
   return base_->identity() + (pick_ == Pick::First ? "|first " : "|spread ") + std::to_string(n_);
 }
 
+int64_t Subset::label(int64_t index) const { return base_->label(base_index(index)); }
+
 }  // namespace mdl::data

@@ -17,6 +17,7 @@ class Subset : public Dataset {
   Subset(std::shared_ptr<const Dataset> base, int64_t n, Pick pick = Pick::First);  // n >= 0
   int64_t size() const override { return n_; }
   Sample get(int64_t index) const override;
+  int64_t label(int64_t index) const override;
   std::string identity() const override;
   int64_t base_index(int64_t index) const;  // the base sample behind `index`
 

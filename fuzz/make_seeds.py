@@ -85,6 +85,10 @@ def cifar(records):
     return b"".join(bytes([r % 10]) + bytes((r + i) % 256 for i in range(3072)) for r in range(records))
 
 
+def cifar100(records):
+    return b"".join(bytes([r % 20, (r * 7) % 100]) + bytes((r + i) % 256 for i in range(3072)) for r in range(records))
+
+
 def tensor_record(dtype, shape, raw):
     """A tensor in a cache record: dtype byte (mdl's DType order), dim byte, u64 dims, data."""
     return bytes([dtype, len(shape)]) + b"".join(struct.pack("<Q", d) for d in shape) + raw
@@ -152,7 +156,7 @@ def seeds():
         "checkpoint": [b"\x00" + weights, b"\x01" + safetensors(train_state(), {"epoch": "3"}),
                        b"\x02" + safetensors(train_state(), {"epoch": "3"})],
         "idx": [idx_pair(3, 2, 2), idx_pair(2, 3, 2, 3), idx_pair(2, 2, 2, compress=True)],
-        "cifar": [cifar(1), cifar(2)],
+        "cifar": [cifar(1), cifar(2), cifar100(1), cifar100(3)],
         "cache_record": [sample_record(), sample_record(3, 1),
                          b"S" + tensor_record(F32_CODE, [2], f32(1, 2)) + tensor_record(I64_CODE, [1], i64(7))],
         "cache_file": [cache_file([sample_record(), b"Efailed to load"]), cache_file([sample_record(1, 2)]),

@@ -73,6 +73,7 @@ TEST_CASE("data: Subset spread takes n samples evenly over the base, so data sto
   std::vector<int64_t> picked;
   for (int64_t i = 0; i < 4; ++i) picked.push_back(spread.get(i).y.item<int64_t>());
   CHECK(picked == std::vector<int64_t>{0, 2, 5, 7});  // floor(i * 10 / 4)
+  for (int64_t i = 0; i < 4; ++i) CHECK(spread.label(i) == picked[size_t(i)]);
   CHECK(spread.identity() == base->identity() + "|spread 4");
   CHECK(spread.identity() != data::Subset(base, 4).identity());
   CHECK(data::Subset(base, 10, data::Subset::Pick::Spread).get(9).y.item<int64_t>() == 9);

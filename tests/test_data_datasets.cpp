@@ -1,13 +1,17 @@
 // Datasets: byte-exact Fashion-MNIST samples (values read from the Debian files), IDX, ImageFolder
-// (PNG, BMP, JPEG, PGM, GIF, channel conversion), CIFAR-10 binary, TensorDataset and TextDataset, and
-// every bad-input error they raise, on files the tests make themselves.
+// (PNG, BMP, JPEG, PGM, GIF, channel conversion), CIFAR-10 and CIFAR-100 binary, TensorDataset,
+// TextDataset, Subset and ClassSubset, and every bad-input error they raise, on files the tests
+// make themselves.
 #include <doctest/doctest.h>
 
 #include <stb/stb_image_write.h>
 
+#include <algorithm>
+#include <atomic>
 #include <numeric>
 
 #include "data/cifar.h"
+#include "data/class_subset.h"
 #include "data/export.h"
 #include "data/idx.h"
 #include "data/image_folder.h"
@@ -239,6 +243,9 @@ TEST_CASE("data: Cifar10Binary reads records as HWC and rejects truncated files"
   REQUIRE(ds.size() == 2);
   data::Sample s = ds.get(1);
   CHECK(s.y.item<int64_t>() == 4);
+  CHECK(ds.label(0) == 3);
+  CHECK(ds.label(1) == 4);
+  CHECK_THROWS_AS(ds.label(2), Error);
   REQUIRE(s.x.shape() == Shape{32, 32, 3});
   std::vector<uint8_t> v = s.x.to_vector<uint8_t>();
   const size_t p = 5 * 32 + 9;  // pixel (5, 9): plane c holds c*80 + (c*1024 + p)%7 + 1
@@ -253,6 +260,88 @@ TEST_CASE("data: Cifar10Binary reads records as HWC and rejects truncated files"
   rec[0] = 10;
   write_bytes(dir.file("test_batch.bin"), rec);
   CHECK_THROWS_WITH_AS(data::Cifar10Binary(dir.path.string(), false), doctest::Contains("label 10 at offset 0"), Error);
+}
+
+namespace {
+// CIFAR-100 records: coarse label, fine label, then planes where plane c of record r holds
+// c*70 + (c*1024 + p) % 11 + r at pixel p.
+std::vector<uint8_t> cifar100_records(const std::vector<std::pair<uint8_t, uint8_t>>& labels) {
+  std::vector<uint8_t> b;
+  for (size_t r = 0; r < labels.size(); ++r) {
+    b.push_back(labels[r].first);
+    b.push_back(labels[r].second);
+    for (size_t k = 0; k < 3072; ++k) b.push_back(uint8_t((k / 1024) * 70 + k % 11 + r));
+  }
+  return b;
+}
+}  // namespace
+
+TEST_CASE("data: Cifar100Binary reads fine or coarse labels and HWC images, and names its 100 and 20 classes") {
+  TempDir dir;
+  write_bytes(dir.file("train.bin"), cifar100_records({{4, 30}, {19, 99}, {0, 0}}));
+  write_bytes(dir.file("test.bin"), cifar100_records({{7, 6}}));
+  data::Cifar100Binary fine(dir.path.string(), /*train=*/true);
+  REQUIRE(fine.size() == 3);
+  CHECK(fine.get(0).y.item<int64_t>() == 30);
+  CHECK(fine.get(1).y.item<int64_t>() == 99);
+  CHECK(fine.label(2) == 0);
+  data::Sample s = fine.get(1);
+  REQUIRE(s.x.shape() == Shape{32, 32, 3});
+  std::vector<uint8_t> v = s.x.to_vector<uint8_t>();
+  const size_t p = 17 * 32 + 30;  // pixel (17, 30)
+  for (size_t c = 0; c < 3; ++c) CHECK(v[p * 3 + c] == uint8_t(c * 70 + (c * 1024 + p) % 11 + 1));
+  data::Cifar100Binary coarse(dir.path.string(), true, data::Cifar100Labels::Coarse);
+  CHECK(coarse.get(0).y.item<int64_t>() == 4);
+  CHECK(coarse.label(1) == 19);
+  CHECK(coarse.get(1).x.to_vector<uint8_t>() == v);
+  CHECK(coarse.identity() != fine.identity());  // a file cache must not mix the two labellings
+  data::Cifar100Binary test(dir.path.string(), /*train=*/false);
+  CHECK(test.size() == 1);
+  CHECK(test.label(0) == 6);
+  CHECK(test.identity() != fine.identity());
+
+  REQUIRE(data::Cifar100Binary::fine_classes().size() == 100);
+  REQUIRE(data::Cifar100Binary::coarse_classes().size() == 20);
+  CHECK(fine.classes() == data::Cifar100Binary::fine_classes());
+  CHECK(coarse.classes() == data::Cifar100Binary::coarse_classes());
+  CHECK(fine.classes()[0] == "apple");
+  CHECK(fine.classes()[30] == "dolphin");
+  CHECK(fine.classes()[58] == "pickup_truck");
+  CHECK(fine.classes()[99] == "worm");
+  CHECK(coarse.classes()[4] == "fruit_and_vegetables");
+  CHECK(coarse.classes()[19] == "vehicles_2");
+  std::vector<std::string> sorted = fine.classes();  // the meta file lists them alphabetically
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(sorted == fine.classes());
+  CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end());
+}
+
+TEST_CASE("data: Cifar100Binary refuses missing, truncated and empty files and labels out of range") {
+  TempDir dir;
+  const std::string missing = "Cifar100Binary: cannot open '" + dir.file("train.bin") + "': No such file";
+  CHECK_THROWS_WITH_AS(data::Cifar100Binary(dir.path.string(), true), doctest::Contains(missing.c_str()), Error);
+  std::vector<uint8_t> two = cifar100_records({{1, 2}, {3, 4}});
+  two.pop_back();
+  write_bytes(dir.file("test.bin"), two);
+  CHECK_THROWS_WITH_AS(data::Cifar100Binary(dir.path.string(), false),
+                       doctest::Contains("is 6147 bytes, not a whole number of 3074-byte records (truncated at "
+                                         "offset 3074?)"),
+                       Error);
+  // A CIFAR-10 batch (3073-byte records) is not a CIFAR-100 file.
+  write_bytes(dir.file("test.bin"), std::vector<uint8_t>(3 * 3073, 0));
+  CHECK_THROWS_WITH_AS(data::Cifar100Binary(dir.path.string(), false),
+                       doctest::Contains("not a whole number of 3074-byte records"), Error);
+  write_bytes(dir.file("test.bin"), {});
+  CHECK_THROWS_WITH_AS(data::Cifar100Binary(dir.path.string(), false), doctest::Contains("is 0 bytes"), Error);
+  write_bytes(dir.file("test.bin"), cifar100_records({{1, 2}, {20, 4}}));
+  CHECK_THROWS_WITH_AS(data::Cifar100Binary(dir.path.string(), false),
+                       doctest::Contains("has coarse label 20 at offset 3074 (expected 0 to 19)"), Error);
+  write_bytes(dir.file("test.bin"), cifar100_records({{1, 100}}));
+  // Both labels are checked whichever is kept.
+  CHECK_THROWS_WITH_AS(data::Cifar100Binary(dir.path.string(), false, data::Cifar100Labels::Coarse),
+                       doctest::Contains("has fine label 100 at offset 1 (expected 0 to 99)"), Error);
+  write_bytes(dir.file("test.bin"), cifar100_records({{1, 255}}));
+  CHECK_THROWS_WITH_AS(data::Cifar100Binary(dir.path.string(), false), doctest::Contains("fine label 255"), Error);
 }
 
 TEST_CASE("data: TensorDataset rows and errors") {
@@ -335,4 +424,92 @@ TEST_CASE("data: Subset is the first n samples, its identity names n, out-of-ran
   CHECK_THROWS_AS(first.get(4), Error);
   CHECK_THROWS_WITH_AS(data::Subset(base, -1), doctest::Contains("must be >= 0, got -1"), Error);
   CHECK_THROWS_WITH_AS(data::Subset(nullptr, 1), doctest::Contains("Subset: no dataset"), Error);
+}
+
+TEST_CASE("data: Subset and the default Dataset::label read the label of a sample") {
+  auto base = std::make_shared<data::TensorDataset>(arange(6.0).reshape({6, 1}),
+                                                    from_vector<int64_t>({5, 4, 3, 2, 1, 0}));
+  CHECK(base->label(1) == 4);  // the default: get(1).y
+  data::Subset first(base, 3);
+  CHECK(first.label(2) == 3);
+  CHECK_THROWS_AS(first.label(3), Error);
+  // A target that is not one integer has no label.
+  data::TensorDataset rows(arange(4.0).reshape({2, 2}), arange(4.0).reshape({2, 2}));
+  CHECK_THROWS_WITH_AS(rows.label(0), doctest::Contains("has no class label (its target is f32"), Error);
+}
+
+namespace {
+// Labels kept in memory, images made on request; counts get() calls.
+class LabelsOnly : public data::Dataset {
+ public:
+  explicit LabelsOnly(std::vector<int64_t> labels) : labels_(std::move(labels)) {}
+  int64_t size() const override { return int64_t(labels_.size()); }
+  data::Sample get(int64_t i) const override {
+    ++gets;
+    return {full({1}, double(i)), data::label_tensor(labels_[size_t(i)])};
+  }
+  int64_t label(int64_t i) const override { return labels_[size_t(i)]; }
+  std::string identity() const override { return "LabelsOnly"; }
+  mutable std::atomic<int64_t> gets{0};
+
+ private:
+  std::vector<int64_t> labels_;
+};
+}  // namespace
+
+TEST_CASE("data: ClassSubset keeps the given classes in the base's order, relabelled in the order given") {
+  auto base = std::make_shared<LabelsOnly>(std::vector<int64_t>{0, 3, 1, 5, 3, 0, 2, 5, 3});
+  data::ClassSubset sub(base, {3, 0});
+  CHECK(base->gets == 0);  // the samples were found through label(), no sample was made
+  REQUIRE(sub.size() == 5);
+  const std::vector<int64_t> base_index = {0, 1, 4, 5, 8}, label = {1, 0, 0, 1, 0};
+  for (int64_t i = 0; i < sub.size(); ++i) {
+    CAPTURE(i);
+    CHECK(sub.base_index(i) == base_index[size_t(i)]);
+    CHECK(sub.label(i) == label[size_t(i)]);
+    data::Sample s = sub.get(i);
+    CHECK(s.x.item<float>() == float(base_index[size_t(i)]));
+    CHECK(s.y.dtype() == kI64);
+    CHECK(s.y.item<int64_t>() == label[size_t(i)]);
+  }
+  CHECK(sub.classes() == std::vector<int64_t>{3, 0});
+  CHECK(sub.identity() == "LabelsOnly|classes 3,0");
+  CHECK(data::ClassSubset(base, {0, 3}).identity() != sub.identity());  // other labels: other data
+  CHECK(data::ClassSubset(base, {5}).size() == 2);
+  CHECK_THROWS_AS(sub.get(5), Error);
+  CHECK_THROWS_AS(sub.label(-1), Error);
+
+  CHECK_THROWS_WITH_AS(data::ClassSubset(base, {}), doctest::Contains("ClassSubset: no classes given"), Error);
+  CHECK_THROWS_WITH_AS(data::ClassSubset(base, {3, 1, 3}), doctest::Contains("class 3 is given twice"), Error);
+  CHECK_THROWS_WITH_AS(data::ClassSubset(base, {-1}), doctest::Contains("class -1 is negative"), Error);
+  CHECK_THROWS_WITH_AS(data::ClassSubset(base, {1, 4}), doctest::Contains("class 4 has no samples in LabelsOnly"),
+                       Error);
+  CHECK_THROWS_WITH_AS(data::ClassSubset(nullptr, {1}), doctest::Contains("ClassSubset: no dataset"), Error);
+}
+
+TEST_CASE("data: ClassSubset over an ImageFolder and CIFAR-10 reads stored labels, and batches carry the new ones") {
+  TempDir dir;
+  make_image_folder(dir.path / "images", 4, 3, 4, 4, 1);
+  auto folder = std::make_shared<data::ImageFolder>((dir.path / "images").string(), Channels::Gray);
+  data::ClassSubset two(folder, {2, 1});
+  REQUIRE(two.size() == 6);
+  CHECK(two.label(0) == 1);  // class_1's images come first in the folder's order, labelled 1
+  CHECK(two.label(3) == 0);
+  CHECK(two.get(3).x.to_vector<uint8_t>()[0] == pixel(2, 0, 0, 0, 0));
+  data::DataLoader loader(two, {.batch_size = 4, .transform = std::make_shared<data::ToTensor>()});
+  Epoch e = run_epoch(loader);
+  REQUIRE(e.y.size() == 2);
+  CHECK(e.y[0] == std::vector<int64_t>{1, 1, 1, 0});
+  CHECK(e.y[1] == std::vector<int64_t>{0, 0});
+
+  std::vector<uint8_t> rec(4 * 3073, 0);
+  for (size_t r = 0; r < 4; ++r) rec[r * 3073] = uint8_t(9 - r), rec[r * 3073 + 1] = uint8_t(r);
+  write_bytes(dir.file("test_batch.bin"), rec);
+  auto cifar = std::make_shared<data::Cifar10Binary>(dir.path.string(), false);
+  data::ClassSubset pick(cifar, {6, 9});
+  REQUIRE(pick.size() == 2);
+  CHECK(pick.get(0).x.to_vector<uint8_t>()[0] == 0);  // record 0, label 9
+  CHECK(pick.label(0) == 1);
+  CHECK(pick.get(1).x.to_vector<uint8_t>()[0] == 3);  // record 3, label 6
+  CHECK(pick.label(1) == 0);
 }

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "mdl.h"
@@ -81,6 +82,33 @@ TEST_CASE("models: EfficientNet-B0 matches torchvision's parameter count") {
   CHECK(M::efficientnet_b0(1000, 3, false)->num_parameters() == 5288548);  // torchvision efficientnet_b0
   auto m = M::efficientnet_b0(10, 1, true);
   check_trains(*m, randn({2, 1, 32, 32}), randint(0, 10, {2}), 10);
+}
+
+TEST_CASE("models: EfficientNetV2-B0 matches Keras's parameter count, fused blocks first") {
+  manual_seed(5);
+  auto full = M::efficientnet_v2_b0(1000, 3, false);
+  // Keras EfficientNetV2B0 (include_top, 1000 classes): 7,139,704 trainable and 60,608
+  // non-trainable (the BatchNorms' moving mean and variance), 7,200,312 in all.
+  CHECK(full->num_parameters() == 7139704);
+  int64_t running_stats = 0;
+  for (auto& [name, b] : full->named_buffers())
+    if (name.find("running_") != std::string::npos) running_stats += b.numel();
+  CHECK(running_stats == 60608);
+  // Stages 1-3 are Fused-MBConv: a full 3x3 conv expands (16 -> 64 in stage 2), a 1x1 conv projects,
+  // no squeeze-and-excitation. Stages 4-6 are MBConv: 1x1 expansion, depthwise 3x3, SE to in / 4.
+  std::map<std::string, Shape> shapes;
+  for (auto& [name, p] : full->named_parameters()) shapes[name] = p.shape();
+  CHECK(shapes["features.1.0.block.0.0.weight"] == Shape{16, 32, 3, 3});
+  CHECK(shapes["features.2.0.block.0.0.weight"] == Shape{64, 16, 3, 3});
+  CHECK(shapes["features.2.0.block.1.0.weight"] == Shape{32, 64, 1, 1});
+  CHECK(shapes.count("features.2.0.block.2.fc1.weight") == 0);
+  CHECK(shapes["features.4.0.block.1.0.weight"] == Shape{192, 1, 3, 3});
+  CHECK(shapes["features.4.0.block.2.fc1.weight"] == Shape{12, 192, 1, 1});
+  CHECK(shapes["features.6.7.block.2.fc1.weight"] == Shape{48, 1152, 1, 1});
+  CHECK(shapes["features.7.0.weight"] == Shape{1280, 192, 1, 1});
+  CHECK(shapes["classifier.1.weight"] == Shape{1000, 1280});
+  auto m = M::efficientnet_v2_b0(10, 1, true);
+  check_trains(*m, randn({1, 1, 32, 32}), randint(0, 10, {1}), 10);
 }
 
 TEST_CASE("models: ViT parameter count follows the formula and vit_b_16's figure") {

@@ -1,5 +1,5 @@
-// The training tool's parts: option parsing (good and bad), metrics against hand-computed
-// cases, the CSV log round trip, and the PNG chart writer.
+// The training tool's parts: option parsing (good and bad), the data and model the options make,
+// metrics against hand-computed cases, the CSV log round trip, and the PNG chart writer.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -11,12 +11,14 @@
 
 #include <stb/stb_image.h>
 
+#include "data_test_util.h"
 #include "io/safetensors.h"
 #include "mdl.h"
 #include "train/csv_log.h"
 #include "train/metrics.h"
 #include "train/options.h"
 #include "train/plot.h"
+#include "train/setup.h"
 #include "train/trainer.h"
 
 using namespace mdl;
@@ -115,6 +117,8 @@ TEST_CASE("mdl-train options: defaults, both value forms, every switch") {
   CHECK(o.profile == 10);
   CHECK(o.trace == "t.json");
   CHECK(parse_train_options({"--model", "mobilenet"}).model == "efficientnet");
+  CHECK(parse_train_options({"--model", "efficientnetv2"}).model == "efficientnetv2");
+  CHECK(train::usage().find("efficientnetv2") != std::string::npos);
   CHECK(parse_train_options({"--model", "cnn-separable"}).model == "cnn-separable");
   CHECK(parse_train_options({"-h"}).help);
 }
@@ -174,6 +178,107 @@ TEST_CASE("mdl-train options: the callback options --early-stop, --save-best, --
   CHECK(usage_error({"--evaluate", "a", "--early-stop", "2"}).find("it takes no --early-stop") != std::string::npos);
   for (const char* opt : {"--early-stop", "--save-best", "--plateau", "--target-accuracy"})
     CHECK(train::usage().find(opt) != std::string::npos);
+}
+
+TEST_CASE("mdl-train options: --classes lists, CIFAR-100 data kinds") {
+  CHECK(parse_train_options(std::vector<std::string>{}).classes.empty());
+  CHECK(parse_train_options({"--classes", "0,3,5"}).classes == std::vector<std::string>{"0", "3", "5"});
+  CHECK(parse_train_options({"--classes=cat,dog"}).classes == std::vector<std::string>{"cat", "dog"});
+  CHECK(parse_train_options({"--classes", "7"}).classes == std::vector<std::string>{"7"});
+  CHECK(parse_train_options({"--data", "cifar100:/tmp/c"}).data == "cifar100:/tmp/c");
+  CHECK(parse_train_options({"--data", "cifar100-coarse:/tmp/c"}).data == "cifar100-coarse:/tmp/c");
+  CHECK(usage_error({"--classes="}).find("--classes needs at least one class") != std::string::npos);
+  CHECK(usage_error({"--classes"}).find("--classes needs a value") != std::string::npos);
+  CHECK(usage_error({"--classes", "0,,3"}).find("--classes has an empty class in '0,,3'") != std::string::npos);
+  CHECK(usage_error({"--classes", "1,"}).find("--classes has an empty class") != std::string::npos);
+  CHECK(usage_error({"--classes", "cat,dog,cat"}).find("--classes names class 'cat' twice") != std::string::npos);
+  CHECK(usage_error({"--model", "gpt", "--data", "text:/tmp/a.txt", "--classes", "1"})
+            .find("--classes picks classes of image data") != std::string::npos);
+  CHECK(usage_error({"--data", "cifar100"}).find("cifar100 needs a path") != std::string::npos);
+  CHECK(usage_error({"--data", "cifar1000:/x"}).find("--data must be one of") != std::string::npos);
+  for (const char* text : {"--classes LIST", "cifar100:PATH", "cifar100-coarse:PATH"})
+    CHECK(train::usage().find(text) != std::string::npos);
+}
+
+TEST_CASE("mdl-train data: --classes keeps and relabels classes in both splits; the model's outputs follow") {
+  data_test::TempDir dir("train_classes");
+  data_test::make_image_folder(dir.path / "train", 4, 3, 8, 8, 1);
+  data_test::make_image_folder(dir.path / "test", 4, 2, 8, 8, 1);
+  train::TrainOptions o;
+  o.data = "imagefolder:" + dir.path.string();
+  o.classes = {"class_3", "1"};  // a name, then an index
+  train::DataBundle d = train::make_data(o);
+  CHECK(d.classes == 2);
+  CHECK(d.class_names == std::vector<std::string>{"class_3", "class_1"});
+  REQUIRE(d.train->size() == 6);
+  REQUIRE(d.test->size() == 4);
+  CHECK(d.train->get(0).y.item<int64_t>() == 1);  // class_1's images come first, labelled 1
+  CHECK(d.train->get(5).y.item<int64_t>() == 0);
+  CHECK(d.train->get(5).x.to_vector<uint8_t>()[0] == data_test::pixel(3, 2, 0, 0, 0));
+  CHECK(d.test->get(3).y.item<int64_t>() == 0);
+  train::TrainOptions all_classes;
+  all_classes.data = o.data;
+  CHECK(d.train->identity() != train::make_data(all_classes).train->identity());
+  o.model = "mlp";
+  CHECK(train::make_model(o, d)->forward(train::example_input(d)).shape() == Shape{1, 2});
+  o.model = "efficientnetv2";
+  auto v2 = train::make_model(o, d);
+  v2->eval();  // 8x8 images end as 1x1 maps: one value per channel, too few for batch statistics
+  CHECK(v2->forward(train::example_input(d)).shape() == Shape{1, 2});
+  o.subset = 2;  // --subset takes the first samples of the chosen classes
+  CHECK(train::make_data(o).train->size() == 2);
+  o.subset = 0;
+  // A whole run: training, validation and the confusion matrix over the two classes.
+  o.model = "mlp", o.epochs = 1, o.batch = 2, o.progress = false;
+  train::TrainReport r = train::run_training(o, nullptr);
+  REQUIRE(r.epochs.size() == 1);
+  CHECK(r.parameters == 3 * 8 * 8 * 256 + 256 + 256 * 128 + 128 + 128 * 2 + 2);
+  CHECK(std::isfinite(r.epochs[0].val_loss));
+
+  o.classes = {"class_9"};
+  CHECK_THROWS_WITH_AS(train::make_data(o), doctest::Contains("'class_9' is not a class of ImageFolder"), UsageError);
+  o.classes = {"4"};
+  CHECK_THROWS_WITH_AS(train::make_data(o), doctest::Contains("class 4 is not in ImageFolder"), UsageError);
+  o.classes = {"-1"};
+  CHECK_THROWS_WITH_AS(train::make_data(o), doctest::Contains("class -1 is not in"), UsageError);
+  o.classes = {"class_2", "2"};
+  CHECK_THROWS_WITH_AS(train::make_data(o), doctest::Contains("--classes names class 2 (class_2) twice"), UsageError);
+}
+
+TEST_CASE("mdl-train data: cifar100 and cifar100-coarse read train.bin and test.bin") {
+  data_test::TempDir dir("train_cifar100");
+  auto records = [](std::vector<uint8_t> coarse_fine) {
+    std::vector<uint8_t> b;
+    for (size_t r = 0; r < coarse_fine.size(); r += 2) {
+      b.push_back(coarse_fine[r]), b.push_back(coarse_fine[r + 1]);
+      b.insert(b.end(), 3072, uint8_t(r));
+    }
+    return b;
+  };
+  data_test::write_bytes(dir.file("train.bin"), records({0, 30, 1, 1, 0, 55, 14, 2}));
+  data_test::write_bytes(dir.file("test.bin"), records({0, 55, 14, 2}));
+  train::TrainOptions o;
+  o.data = "cifar100:" + dir.path.string();
+  train::DataBundle fine = train::make_data(o);
+  CHECK(fine.classes == 100);
+  CHECK(fine.channels == 3);
+  CHECK(fine.image_size == 32);
+  CHECK(fine.class_names[30] == "dolphin");
+  CHECK(fine.train->size() == 4);
+  CHECK(fine.test->size() == 2);
+  o.data = "cifar100-coarse:" + dir.path.string();
+  train::DataBundle coarse = train::make_data(o);
+  CHECK(coarse.classes == 20);
+  CHECK(coarse.class_names[0] == "aquatic_mammals");
+  CHECK(coarse.train->get(3).y.item<int64_t>() == 14);
+  o.classes = {"people", "aquatic_mammals"};
+  train::DataBundle two = train::make_data(o);
+  CHECK(two.classes == 2);
+  CHECK(two.train->size() == 3);
+  CHECK(two.train->get(2).y.item<int64_t>() == 0);  // record 3: people
+  CHECK(two.test->size() == 2);
+  o.classes = {"fish"};  // a superclass with samples in train.bin, none in test.bin
+  CHECK_THROWS_WITH_AS(train::make_data(o), doctest::Contains("class 1 has no samples"), Error);
 }
 
 TEST_CASE("metrics: confusion matrix, accuracy, per-class and macro F1 by hand") {

@@ -62,6 +62,24 @@ std::string parse_device(const std::string& opt, const std::string& v) {
   throw UsageError("mdl-train: " + opt + " must be cpu, cuda or cuda:N with N in [0, 1023]; got '" + v + "'");
 }
 
+// "a,b,c": the classes of --classes, each a name or an index, none empty, none twice.
+std::vector<std::string> parse_class_list(const std::string& opt, const std::string& v) {
+  if (v.empty())
+    throw UsageError("mdl-train: " + opt + " needs at least one class (names or indices, comma-separated)");
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = v.find(',', start);
+    std::string item = v.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (item.empty()) throw UsageError("mdl-train: " + opt + " has an empty class in '" + v + "'");
+    if (std::find(out.begin(), out.end(), item) != out.end())
+      throw UsageError("mdl-train: " + opt + " names class '" + item + "' twice");
+    out.push_back(std::move(item));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
+}
+
 std::string parse_choice(const std::string& opt, const std::string& v, std::initializer_list<const char*> choices) {
   std::string all;
   for (const char* c : choices) {
@@ -83,18 +101,21 @@ const std::map<std::string, Option>& table() {
        {true,
         [](O& o, auto& k, auto& v) {
           o.model = parse_choice(
-              k, v, {"mlp", "cnn", "cnn-separable", "resnet18", "resnet50", "efficientnet", "mobilenet", "vit", "gpt"});
+              k, v,
+              {"mlp", "cnn", "cnn-separable", "resnet18", "resnet50", "efficientnet", "efficientnetv2", "mobilenet",
+               "vit", "gpt"});
           if (o.model == "mobilenet") o.model = "efficientnet";
         }}},
       {"--data",
        {true,
         [](O& o, auto& k, auto& v) {
           const std::string kind = v.substr(0, v.find(':'));
-          parse_choice(k, kind, {"fashion-mnist", "imagefolder", "cifar10", "text"});
+          parse_choice(k, kind, {"fashion-mnist", "imagefolder", "cifar10", "cifar100", "cifar100-coarse", "text"});
           if (kind != "fashion-mnist" && v.find(':') == std::string::npos)
             throw UsageError("mdl-train: " + k + " " + kind + " needs a path: " + kind + ":PATH");
           o.data = v;
         }}},
+      {"--classes", {true, [](O& o, auto& k, auto& v) { o.classes = parse_class_list(k, v); }}},
       {"--epochs", {true, [](O& o, auto& k, auto& v) { o.epochs = parse_int(k, v, 1, kMaxEpochs); }}},
       {"--batch", {true, [](O& o, auto& k, auto& v) { o.batch = parse_int(k, v, 1, kMaxBatch); }}},
       {"--optimizer",
@@ -230,6 +251,8 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
     throw UsageError("mdl-train: --data text:PATH needs --model gpt");
   if (o.augment && o.data.rfind("text:", 0) == 0)
     throw UsageError("mdl-train: --augment crops and flips images; --data text:PATH has none");
+  if (o.data.rfind("text:", 0) == 0 && !o.classes.empty())
+    throw UsageError("mdl-train: --classes picks classes of image data; --data text:PATH has none");
   return o;
 }
 
@@ -242,8 +265,13 @@ TrainOptions parse_train_options(int argc, const char* const* argv) {
 std::string usage() {
   return R"(usage: mdl-train [options]
   --model M          mlp, cnn (default), cnn-separable (its 2nd conv depthwise separable), resnet18,
-                     resnet50, efficientnet (mobilenet), vit, gpt
-  --data D           fashion-mnist[:ROOT] (default), imagefolder:PATH, cifar10:PATH, text:PATH
+                     resnet50, efficientnet (B0; alias mobilenet), efficientnetv2 (V2-B0), vit, gpt
+  --data D           fashion-mnist[:ROOT] (default), imagefolder:PATH, cifar10:PATH,
+                     cifar100:PATH (train.bin, test.bin; 100 fine labels),
+                     cifar100-coarse:PATH (the same files; 20 superclass labels), text:PATH
+  --classes LIST     keep only these classes, e.g. 0,3,5 or cat,dog (a class name first, else an
+                     index), in training and validation, relabelled 0..k-1 in the order given;
+                     the model gets k outputs
   --epochs N         5        --batch N        128
   --optimizer O      sgd, adam, adamw (default)    --lr X  0.001    --momentum X  0.9 (sgd)
   --schedule S       none, cosine, restarts, step, warmup    --warmup-steps N

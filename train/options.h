@@ -14,8 +14,10 @@ struct UsageError : Error {
 };
 
 struct TrainOptions {
-  std::string model = "cnn";           // mlp, cnn, resnet18, resnet50, efficientnet, vit, gpt
-  std::string data = "fashion-mnist";  // fashion-mnist[:ROOT], imagefolder:PATH, cifar10:PATH, text:PATH
+  std::string model = "cnn";  // mlp, cnn, cnn-separable, resnet18, resnet50, efficientnet, efficientnetv2, vit, gpt
+  std::string data = "fashion-mnist";  // fashion-mnist[:ROOT], imagefolder:PATH, cifar10:PATH, cifar100:PATH,
+                                       // cifar100-coarse:PATH, text:PATH
+  std::vector<std::string> classes;    // keep these classes (names or indices), relabelled 0..k-1; empty = all
   int64_t epochs = 5;
   int64_t batch = 128;
   std::string optimizer = "adamw";  // sgd, adam, adamw

@@ -2,9 +2,11 @@
 #include "train/setup.h"
 
 #include <algorithm>
+#include <charconv>
 #include <filesystem>
 
 #include "data/cifar.h"
+#include "data/class_subset.h"
 #include "data/idx.h"
 #include "data/image_folder.h"
 #include "data/subset.h"
@@ -23,6 +25,33 @@ namespace fs = std::filesystem;
 std::string after_colon(const std::string& s) {
   auto at = s.find(':');
   return at == std::string::npos ? "" : s.substr(at + 1);
+}
+
+// --classes: each entry a class name of the data, else an index into its classes.
+std::vector<int64_t> resolve_classes(const std::vector<std::string>& wanted, const DataBundle& d) {
+  const auto& names = d.class_names;
+  std::vector<int64_t> ids;
+  for (const std::string& w : wanted) {
+    int64_t id = std::find(names.begin(), names.end(), w) - names.begin();
+    if (id == int64_t(names.size())) {
+      const char* end = w.data() + w.size();
+      auto [p, ec] = std::from_chars(w.data(), end, id);
+      if (ec != std::errc() || p != end) {
+        std::string known;
+        for (size_t i = 0; i < names.size() && i < 20; ++i) known += (i ? ", " : "") + names[i];
+        if (names.size() > 20) known += ", ... (" + std::to_string(names.size()) + " in all)";
+        throw UsageError("mdl-train: --classes: '" + w + "' is not a class of " + d.description + "; its classes are " +
+                         known);
+      }
+      if (id < 0 || id >= int64_t(names.size()))
+        throw UsageError("mdl-train: --classes: class " + w + " is not in " + d.description + ", which has " +
+                         std::to_string(names.size()) + " classes (0 to " + std::to_string(names.size() - 1) + ")");
+    }
+    if (std::find(ids.begin(), ids.end(), id) != ids.end())
+      throw UsageError("mdl-train: --classes names class " + std::to_string(id) + " (" + names[size_t(id)] + ") twice");
+    ids.push_back(id);
+  }
+  return ids;
 }
 
 data::TransformPtr normalized(std::vector<double> mean, std::vector<double> std) {
@@ -49,6 +78,14 @@ DataBundle make_data(const TrainOptions& o) {
     d.class_names = data::Cifar10Binary::classes();
     d.channels = 3, d.image_size = 32;
     d.description = "CIFAR-10 (" + path + ")";
+  } else if (kind == "cifar100" || kind == "cifar100-coarse") {
+    const auto labels = kind == "cifar100" ? data::Cifar100Labels::Fine : data::Cifar100Labels::Coarse;
+    auto train = std::make_shared<data::Cifar100Binary>(path, true, labels);
+    d.train = train;
+    d.test = std::make_shared<data::Cifar100Binary>(path, false, labels);
+    d.transform = normalized({0.5071, 0.4865, 0.4409}, {0.2673, 0.2564, 0.2762});
+    d.class_names = train->classes();
+    d.description = std::string(kind == "cifar100" ? "CIFAR-100" : "CIFAR-100 superclasses") + " (" + path + ")";
   } else if (kind == "imagefolder") {
     // PATH/train and PATH/test when both exist, else PATH for training and no validation.
     const bool split = fs::is_directory(fs::path(path) / "train") && fs::is_directory(fs::path(path) / "test");
@@ -85,6 +122,16 @@ DataBundle make_data(const TrainOptions& o) {
     if (d.transform && d.channels == 3 && kind == "imagefolder")
       d.transform = normalized({0.5, 0.5, 0.5}, {0.5, 0.5, 0.5});
     d.classes = int64_t(d.class_names.size());
+  }
+  if (!o.classes.empty()) {
+    const std::vector<int64_t> ids = resolve_classes(o.classes, d);
+    d.train = std::make_shared<data::ClassSubset>(d.train, ids);
+    if (d.test) d.test = std::make_shared<data::ClassSubset>(d.test, ids);
+    std::vector<std::string> kept;
+    for (int64_t id : ids) kept.push_back(d.class_names[size_t(id)]);
+    d.class_names = kept;
+    d.classes = int64_t(ids.size());
+    d.description += ", " + std::to_string(ids.size()) + " of its classes";
   }
   d.train_transform = d.transform;
   if (o.augment && d.transform) {
@@ -138,6 +185,7 @@ nn::ModulePtr make_model(const TrainOptions& o, const DataBundle& d) {
   if (o.model == "resnet18") return M::resnet18(d.classes, d.channels);
   if (o.model == "resnet50") return M::resnet50(d.classes, d.channels);
   if (o.model == "efficientnet") return M::efficientnet_b0(d.classes, d.channels, true);
+  if (o.model == "efficientnetv2") return M::efficientnet_v2_b0(d.classes, d.channels, true);
   if (o.model == "vit") {
     const int64_t patch = d.image_size % 7 == 0 ? 7 : 4;
     MDL_CHECK(d.image_size % patch == 0, "mdl-train: --model vit needs an image size divisible by 4 or 7, got ",

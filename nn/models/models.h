@@ -1,7 +1,8 @@
 // The model zoo: MLP, SimpleCNN (the model of the reports this project grew from) and its
 // depthwise separable variant SeparableCNN, ResNet-18/50
 // for small images, EfficientNet-B0 (MBConv: depthwise separable convolutions, squeeze-and-
-// excitation, SiLU), ViT and GPT. Parameter names follow torchvision / nanoGPT where they exist.
+// excitation, SiLU), EfficientNetV2-B0 (Fused-MBConv in its early stages), ViT and GPT.
+// Parameter names follow torchvision / nanoGPT where they exist.
 #pragma once
 #include <vector>
 
@@ -60,6 +61,11 @@ std::shared_ptr<ResNet> resnet50(int64_t classes = 10, int64_t in_channels = 3);
 // EfficientNet-B0 as torchvision builds it (5,288,548 params at 1000 classes, 3 channels), with
 // an option to keep the stem at stride 1 for small images. No stochastic depth.
 std::shared_ptr<Sequential> efficientnet_b0(int64_t classes = 10, int64_t in_channels = 3, bool small_input = true);
+
+// EfficientNetV2-B0 as Keras builds it: 7,139,704 params at 1000 classes, 3 channels (Keras's
+// trainable count; its 60,608 non-trainable ones are the BatchNorms' running means and variances,
+// buffers here). Same stem option; no stochastic depth.
+std::shared_ptr<Sequential> efficientnet_v2_b0(int64_t classes = 10, int64_t in_channels = 3, bool small_input = true);
 
 struct ViTOptions {
   int64_t image_size = 28, patch_size = 7, in_channels = 1, classes = 10;
