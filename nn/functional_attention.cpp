@@ -3,11 +3,16 @@
 // (L, S) probabilities: the backward kernel recomputes them block by block.
 // A query row that may attend to no key (every key masked) outputs zeros and passes back zero
 // gradients, where PyTorch gives NaN: padded batches then train without NaN guards.
+// With the fused_attention switch off it is composed of ops instead, with the same results.
+#include <atomic>
 #include <cmath>
 
 #include "ops/autocast.h"
 #include "autograd/function.h"
+#include "nn/attention_options.h"
 #include "nn/functional.h"
+#include "ops/factory.h"
+#include "ops/ops.h"
 #include "kernels/attention.h"
 #include "ops/native/native.h"
 
@@ -16,6 +21,7 @@ namespace mdl::nn::functional {
 namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
+std::atomic<bool> g_fused_attention{true};
 
 Shape batch_dims(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
 Shape with_matrix(Shape batch, int64_t rows, int64_t cols) {
@@ -73,6 +79,23 @@ Tensor expand_to(const Tensor& t, const Shape& batch) {
   return native::expand(t, with_matrix(batch, t.size(-2), t.size(-1)));
 }
 
+// The fused_attention switch off: softmax(q k^T s) v composed of autograd ops. Masked scores get a
+// large finite negative value rather than -inf, and masked probabilities are zeroed after the
+// softmax, so a row with every key masked gives zeros and zero gradients as the fused kernel does
+// (with -inf its softmax, and then its backward, would be NaN).
+Tensor attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
+                          double s) {
+  const int64_t L = q.size(-2), S = k.size(-2);
+  Tensor scores = matmul(q, transpose(k, -2, -1)) * s;  // (.., L, S)
+  if (!causal && !mask.defined()) return matmul(softmax(scores, -1), v);
+  Tensor hidden = causal ? triu(ones({L, S}, {kF32, q.device()}), 1) : zeros({L, S}, {kF32, q.device()});
+  if (mask.defined()) hidden = hidden + (1.0 - mask.to(kF32));
+  hidden = gt(hidden, scalar_tensor(0.5, {kF32, q.device()}));  // Bool (.., L, S): true = masked
+  const double lowest = q.dtype() == kF16 ? -65504.0 : -1e30;   // f16's lowest finite; far below any score
+  const Tensor p = masked_fill(softmax(masked_fill(scores, hidden, lowest), -1), hidden, 0.0);
+  return matmul(p, v);
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& mask,
@@ -81,6 +104,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   const Shape batch = check(q, k, v, mask);
   const int64_t L = q.size(-2), E = q.size(-1), S = k.size(-2), Ev = v.size(-1);
   const double s = scale ? *scale : E > 0 ? 1.0 / std::sqrt(double(E)) : 1.0;
+  if (!fused_attention()) return attention_composed(q, k, v, mask, causal, s);
   const Tensor me = mask.defined() ? native::expand(mask, with_matrix(batch, L, S)) : Tensor();
   Tensor out = make_tensor(with_matrix(batch, L, Ev), q.dtype(), q.device());
   Shape row_shape = batch;
@@ -109,5 +133,8 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
       });
   return out;
 }
+
+void set_fused_attention(bool on) { g_fused_attention.store(on, std::memory_order_relaxed); }
+bool fused_attention() { return g_fused_attention.load(std::memory_order_relaxed); }
 
 }  // namespace mdl::nn::functional

@@ -12,6 +12,7 @@
 #include "cpu/vec_map.h"
 #include "cuda/api.h"
 #include "io/json.h"
+#include "nn/attention_options.h"
 #include "nn/container.h"
 #include "nn/cross_entropy_options.h"
 #include "nn/layer_norm_options.h"
@@ -159,6 +160,17 @@ std::vector<Switch> make_list() {
        {{"bench_fusion", "4096x768_fwd_bwd", "time", "cpu"}},
        nn::functional::set_fused_layer_norm,
        nn::functional::fused_layer_norm},
+      {"fused_attention",
+       toggle,
+       "nn::functional::set_fused_attention",
+       "on",
+       "cpu, cuda",
+       "Attention runs per block of query rows in one kernel (scores, softmax, P v), its backward recomputing "
+       "the probabilities from the saved logsumexp, instead of as matmul, masked_fill, softmax and matmul ops "
+       "that keep (L, S) scores and probabilities for the backward.",
+       {{"bench_attention", "fwd_bwd", "time", "cpu"}},
+       nn::functional::set_fused_attention,
+       nn::functional::fused_attention},
       {"flush_denormal",
        toggle,
        "mdl::set_flush_denormal",
@@ -252,14 +264,6 @@ std::vector<Switch> make_list() {
        "cpu, cuda",
        "Bias and activation run in the GEMM's epilogue (cuBLASLt on the GPU) instead of as separate passes.",
        {{"bench_linear", "fwd_bwd/relu", "time", "cpu"}, {"bench_cuda", "f16/relu", "time", "cuda"}}},
-      {"fused_attention",
-       option,
-       "nn::functional::scaled_dot_product_attention vs softmax(QK^T)V composed of ops",
-       "fused",
-       "cpu, cuda",
-       "Attention runs per block of query rows in one kernel (scores, softmax, P v), its backward recomputing "
-       "the probabilities from the saved logsumexp.",
-       {{"bench_attention", "fwd_bwd", "time", "cpu"}}},
       {"separable_conv",
        option,
        "mdl-train --model cnn-separable; nn::SeparableConv2d",

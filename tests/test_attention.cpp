@@ -1,7 +1,8 @@
 // Fused scaled_dot_product_attention: the forward against a plain double loop (no mask, causal
 // with L == S and L != S, padding and full masks, both, many leading dims, transposed views,
 // Ev != E, custom scale, several query blocks, f64/f16/bf16), the backward by gradcheck in f64
-// and against the composed ops, fully-masked rows (zeros, not NaN), zero sizes, and the errors.
+// and against the composed ops, fully-masked rows (zeros, not NaN), zero sizes, and the errors;
+// and the same call with the fused_attention switch off (composed of ops inside the library).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 #include "mdl.h"
+#include "nn/attention_options.h"
 #include "nn/functional.h"
 #include "tests/gradcheck_cases.h"
 #include "tests/test_util.h"
@@ -280,6 +282,50 @@ TEST_CASE("attention: backward matches the composed ops over several blocks; f16
     CHECK(half[i].dtype() == kF16);
     check_close(half[i], want[i], {.rtol = 2e-2, .atol = 2e-2});
   }
+}
+
+TEST_CASE("attention: with fused_attention off the composed path gives the fused results, masked rows included") {
+  const bool was = F::fused_attention();
+  Generator g(13);
+  const int64_t B = 2, H = 3, L = 7, S = 9, E = 5;
+  Tensor q0 = randn_t({B, H, L, E}, kF64, g), k0 = randn_t({B, H, S, E}, kF64, g), v0 = randn_t({B, H, S, 4}, kF64, g);
+  V mask_v(size_t(L * S), 1.0);
+  for (int64_t j = 0; j < S; ++j) mask_v[size_t(2 * S + j)] = 0.0;  // query row 2 sees no key
+  for (int64_t i = 0; i < L; ++i) mask_v[size_t(i * S + 4)] = 0.0;  // nor does anyone see key 4
+  Tensor mask = gt(from_vector(mask_v, {L, S}), scalar_tensor(0.5, kF64));
+  Tensor r = randn_t({B, H, L, 4}, kF64, g);
+  for (bool causal : {false, true})
+    for (bool masked : {false, true}) {
+      CAPTURE(causal);
+      CAPTURE(masked);
+      const Tensor m = masked ? mask : Tensor();
+      auto run = [&](bool fused) {
+        F::set_fused_attention(fused);
+        Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
+        Tensor out = F::scaled_dot_product_attention(q, k, v, m, causal);
+        sum(out * r).backward();
+        return std::vector<Tensor>{out, q.grad(), k.grad(), v.grad()};
+      };
+      const auto fused = run(true), composed_ops = run(false);
+      for (size_t i = 0; i < 4; ++i) {
+        CAPTURE(i);
+        for (double x : values(composed_ops[i])) CHECK(std::isfinite(x));
+        check_close(composed_ops[i], fused[i], {.rtol = 1e-9, .atol = 1e-11});
+      }
+      check_close(composed_ops[0], reference(q0, k0, v0, m, causal), {.rtol = 1e-9, .atol = 1e-11});
+    }
+  F::set_fused_attention(false);
+  Tensor q = randn_t({1, 3, 4}, kF64, g).requires_grad_(), k = randn_t({1, 5, 4}, kF64, g).requires_grad_();
+  Tensor v = randn_t({1, 5, 2}, kF64, g).requires_grad_();
+  Tensor pad = bool_mask({1, 1, 1, 0, 0}, {1, 1, 5});
+  const auto grad = autograd::gradcheck(
+      [&](const std::vector<Tensor>& x) { return F::scaled_dot_product_attention(x[0], x[1], x[2], pad, true); },
+      {q, k, v});
+  CHECK_MESSAGE(grad.ok, grad.report);
+  // f16 inputs: the masked fill stays finite in f16.
+  Tensor h = F::scaled_dot_product_attention(q0.to(kF16), k0.to(kF16), v0.to(kF16), mask, true);
+  for (double x : values(h)) CHECK(std::isfinite(x));
+  F::set_fused_attention(was);
 }
 
 TEST_CASE("attention: the result does not depend on the thread count") {
