@@ -338,9 +338,10 @@ endif
 # Each suite writes its JSON beside the binaries; bench/summary.py closes with one row per optimization.
 bench: $(DEPS_STAMP)
 	$(MAKE) run-benches
-# BENCH_REPS=N runs each benchmark N times: the summary gives each row's median gain, its min-max
-# range and whether that range reaches 1.0x (within noise).
-BENCH_REPS ?= 1
+# BENCH_REPS=N runs each benchmark N times (3 by default: about 8.5 minutes on 2 cores): the
+# summary gives each row's median gain, its min-max range and whether that range reaches 1.0x
+# (within noise). BENCH_REPS=1 runs each once (about 3 minutes), with no spread.
+BENCH_REPS ?= 3
 run-benches: benches
 	@mkdir -p $(BUILD)/bench/results
 	@for b in $(BENCH_BINS); do echo "== $$b"; \
