@@ -132,7 +132,7 @@ def main():
     if not switches:
         print("(no suite's JSON holds the switch list, mdl_switches: only the comparisons are shown)")
     if not repeated:
-        print("(one run per benchmark: a gain near 1.0x may be noise; BENCH_REPS=5 gives each row its spread)")
+        print("(one run per benchmark: a gain near 1.0x may be noise; BENCH_REPS=3, the default, gives each row its spread)")
     print(line(header))
     print("  ".join("-" * w for w in widths))
     for r in rows:
