@@ -361,7 +361,8 @@ run-bench-dist: $(BUILD)/bench/bench_dist
 
 # The optimization study on Fashion-MNIST, in memory and decoded from PNG files: reports/study.md,
 # CSV logs and PNG plots. STUDY_DATA, STUDY_EPOCHS, STUDY_SUBSET, STUDY_MODELS, STUDY_DECODED_MODELS,
-# STUDY_SEEDS, STUDY_TARGET, STUDY_OUT scale and steer it (tools/mdl-study.cpp).
+# STUDY_SEEDS, STUDY_TARGET, STUDY_DECODED_TARGET, STUDY_DEVICES, STUDY_OUT scale and steer it
+# (tools/mdl-study.cpp).
 study: $(DEPS_STAMP)
 	$(MAKE) run-study
 run-study: $(BUILD)/mdl-study
