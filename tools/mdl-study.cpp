@@ -50,6 +50,14 @@ struct Config {
   bool cuda_only = false;  // only where batches cross to a GPU
 };
 
+// The training-step optimizations, rows of both experiments.
+void amp(TrainOptions& o) { o.amp = "f16"; }
+void l2(TrainOptions& o) { o.l2 = 1e-4; }
+void accum(TrainOptions& o) { o.grad_accum = 4; }
+void separable(TrainOptions& o) {
+  if (o.model == "cnn") o.model = "cnn-separable";
+}
+
 // Pinned batches need a loader thread to copy them ahead; on the CPU there is nothing to copy.
 void pin(TrainOptions& o) { o.pin_memory = true, o.workers = std::max<int64_t>(o.workers, 1), o.prefetch = 4; }
 void pin_on_gpu(TrainOptions& o) {
@@ -59,13 +67,7 @@ void pin_on_gpu(TrainOptions& o) {
 // The steps of the experiment on data held in memory, each on top of the baseline; "all" combines them.
 std::vector<Config> memory_configs() {
   auto cache = [](TrainOptions& o) { o.cache = "memory", o.prefetch = 4, o.workers = 1; };
-  auto amp = [](TrainOptions& o) { o.amp = "f16"; };
-  auto l2 = [](TrainOptions& o) { o.l2 = 1e-4; };
-  auto accum = [](TrainOptions& o) { o.grad_accum = 4; };
   auto cosine = [](TrainOptions& o) { o.schedule = "cosine"; };
-  auto separable = [](TrainOptions& o) {
-    if (o.model == "cnn") o.model = "cnn-separable";
-  };
   return {
       {"baseline", "f32, no cache, no prefetch, data loaded in the training thread", [](TrainOptions&) {}},
       {"+cache+prefetch", "memory cache, 1 loader thread, 4 batches prefetched", cache},
@@ -88,12 +90,6 @@ std::vector<Config> pipeline_configs() {
   auto workers = [](TrainOptions& o) { o.workers = 2, o.prefetch = 4; };
   auto memory = [](TrainOptions& o) { o.cache = "memory"; };
   auto file = [](TrainOptions& o) { o.cache = "file"; };
-  auto amp = [](TrainOptions& o) { o.amp = "f16"; };
-  auto l2 = [](TrainOptions& o) { o.l2 = 1e-4; };
-  auto accum = [](TrainOptions& o) { o.grad_accum = 4; };
-  auto separable = [](TrainOptions& o) {
-    if (o.model == "cnn") o.model = "cnn-separable";
-  };
   return {
       {"baseline", "f32; each batch read, decoded and augmented in the training thread", [](TrainOptions&) {}},
       {"+prefetch", "1 loader thread, 4 batches ahead of the training step", prefetch},

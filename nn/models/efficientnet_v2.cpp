@@ -31,13 +31,7 @@ std::shared_ptr<Sequential> efficientnet_v2_b0(int64_t classes, int64_t in_chann
     features->push_back(stage);
   }
   features->push_back(conv_bn_act(192, 1280, 1, 1, 1, true, kBnEps));
-  auto m = std::make_shared<Sequential>();
-  m->push_back("features", features);
-  m->push_back("avgpool", std::make_shared<AdaptiveAvgPool2d>(1));
-  m->push_back("flatten", std::make_shared<Flatten>());
-  m->push_back("classifier", std::make_shared<Sequential>(std::initializer_list<ModulePtr>{
-                                 std::make_shared<Dropout>(0.2), std::make_shared<Linear>(1280, classes)}));
-  return m;
+  return efficientnet_with_head(features, 1280, classes);
 }
 
 }  // namespace mdl::nn::models

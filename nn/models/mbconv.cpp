@@ -20,6 +20,17 @@ std::shared_ptr<Sequential> conv_bn_act(int64_t in, int64_t out, int64_t k, int6
   return s;
 }
 
+std::shared_ptr<Sequential> efficientnet_with_head(std::shared_ptr<Sequential> features, int64_t channels,
+                                                   int64_t classes) {
+  auto m = std::make_shared<Sequential>();
+  m->push_back("features", std::move(features));
+  m->push_back("avgpool", std::make_shared<AdaptiveAvgPool2d>(1));
+  m->push_back("flatten", std::make_shared<Flatten>());
+  m->push_back("classifier", std::make_shared<Sequential>(std::initializer_list<ModulePtr>{
+                                 std::make_shared<Dropout>(0.2), std::make_shared<Linear>(channels, classes)}));
+  return m;
+}
+
 SqueezeExcitation::SqueezeExcitation(int64_t channels, int64_t squeeze) : Module("SqueezeExcitation") {
   fc1 = register_module("fc1", std::make_shared<Conv2d>(channels, squeeze, 1));
   fc2 = register_module("fc2", std::make_shared<Conv2d>(squeeze, channels, 1));

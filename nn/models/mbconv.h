@@ -14,6 +14,11 @@ namespace mdl::nn::models {
 std::shared_ptr<Sequential> conv_bn_act(int64_t in, int64_t out, int64_t k, int64_t stride, int64_t groups, bool act,
                                         double bn_eps);
 
+// The model around its feature extractor, as torchvision names it: features (ending in `channels`
+// maps), avgpool, flatten, classifier (dropout 0.2, linear channels -> classes).
+std::shared_ptr<Sequential> efficientnet_with_head(std::shared_ptr<Sequential> features, int64_t channels,
+                                                   int64_t classes);
+
 // x * sigmoid(fc2(silu(fc1(avgpool(x))))), fc1 and fc2 1x1 convs with bias.
 class SqueezeExcitation : public Module {
  public:
