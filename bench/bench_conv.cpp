@@ -1,7 +1,7 @@
 // CPU conv2d forward and backward on SimpleCNN's convs, a ResNet 3x3 and a depthwise 3x3, in
-// GFLOP/s (2 N Cout Ho Wo Cin/groups kH kW per forward, twice that per backward); convs with one
-// input channel per group run direct and via im2col (SimpleCNN's conv1 also with the weight
-// gradient alone, as a first layer needs it), and a closing table gives the ratio; then
+// GFLOP/s (2 N Cout Ho Wo Cin/groups kH kW per forward, twice that per backward); each runs its
+// direct kernel (depthwise_direct or direct_conv) and im2col + GEMM, the backward also with the
+// weight gradient alone (as a first layer needs it), and a closing table gives the ratio; then
 // SimpleCNN's first max pool, scalar vs vectorised; then a lighter architecture: a standard 3x3
 // conv against a depthwise separable one (nn::SeparableConv2d), as a layer and as SimpleCNN's
 // training step against SeparableCNN's.
@@ -17,6 +17,7 @@
 #include "kernels/conv.h"
 #include "kernels/pool.h"
 #include "cpu/conv.h"
+#include "cpu/conv_direct.h"
 #include "cpu/pool.h"
 #include "bench/switch_bench.h"
 
@@ -57,8 +58,14 @@ void set_counter(benchmark::State& state, double flops) {
                                                  benchmark::Counter::kIs1000);
 }
 
+// The switch that picks direct or im2col for the layer: depthwise_direct for depthwise convs,
+// else direct_conv.
+const char* direct_switch(const Layer& l) {
+  return l.groups > 1 && l.Cin == l.groups ? "depthwise_direct" : "direct_conv";
+}
+
 void forward(benchmark::State& state, const Layer& l, bool direct) {
-  cpu::set_depthwise_direct(direct);
+  switches::set(direct_switch(l), direct);
   Inputs in(l);
   NoGradGuard ng;
   for (auto _ : state) {
@@ -66,13 +73,13 @@ void forward(benchmark::State& state, const Layer& l, bool direct) {
     benchmark::DoNotOptimize(y.raw_data());
   }
   set_counter(state, l.flops());
-  cpu::set_depthwise_direct(true);
+  switches::set(direct_switch(l), true);
 }
 
 // with_input_grad false: grad_w and grad_b alone (half the FLOPs), as for a network's first
 // conv, whose input needs no gradient.
 void backward(benchmark::State& state, const Layer& l, bool direct, bool with_input_grad) {
-  cpu::set_depthwise_direct(direct);
+  switches::set(direct_switch(l), direct);
   Inputs in(l);
   const kernels::Conv2dParams p{1, 1, l.pad, l.pad, 1, 1, l.groups};
   const Tensor gx = with_input_grad ? in.gx : Tensor();
@@ -82,7 +89,7 @@ void backward(benchmark::State& state, const Layer& l, bool direct, bool with_in
     benchmark::ClobberMemory();
   }
   set_counter(state, (with_input_grad ? 2.0 : 1.0) * l.flops());
-  cpu::set_depthwise_direct(true);
+  switches::set(direct_switch(l), true);
 }
 
 // SimpleCNN's first max pool, 2x2 / stride 2 over (128, 32, 28, 28) f32: the scalar loop vs
@@ -155,31 +162,20 @@ class RecordingReporter : public benchmark::ConsoleReporter {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Convs with one input channel per group run under the depthwise_direct switch, off (im2col)
-  // and on (direct): depthwise_direct/{off,on}/<pass>/<layer>; the others as <pass>/<layer>.
-  std::vector<std::string> paired;
+  // Each layer runs direct and via im2col, under the switch direct_switch names:
+  // <switch>/{off,on}/<pass>/<layer>.
   for (const Layer& l : kLayers) {
-    const bool one_channel_groups = l.Cin == l.groups;
     auto add = [&](const char* pass, auto fn) {
-      const std::string id = std::string(pass) + "/" + l.name;
-      if (!one_channel_groups) {
-        benchmark::RegisterBenchmark(id.c_str(), [fn](benchmark::State& s) { fn(s, true); })
-            ->Unit(benchmark::kMillisecond)
-            ->UseRealTime()
-            ->MinTime(0.3);
-        return;
-      }
       for (bool direct : {true, false})
-        bench::register_switch("depthwise_direct", direct, id, fn)
+        bench::register_switch(direct_switch(l), direct, std::string(pass) + "/" + l.name, fn)
             ->Unit(benchmark::kMillisecond)
             ->UseRealTime()
             ->MinTime(0.3);
     };
     add("fwd", [l](benchmark::State& s, bool direct) { forward(s, l, direct); });
     add("bwd", [l](benchmark::State& s, bool direct) { backward(s, l, direct, true); });
-    if (l.Cin == 1)  // a first layer: its backward computes grad_w and grad_b only
-      add("bwd_weight", [l](benchmark::State& s, bool direct) { backward(s, l, direct, false); });
-    if (one_channel_groups) paired.push_back(l.name);
+    // grad_w and grad_b alone, as for a network's first conv, whose input needs no gradient.
+    add("bwd_weight", [l](benchmark::State& s, bool direct) { backward(s, l, direct, false); });
   }
 
   for (bool vectorized : {false, true})
@@ -199,7 +195,7 @@ int main(int argc, char** argv) {
         ->MinTime(0.5);
   }
 
-  for (const char* name : {"avx512_gemm", "pool_before_relu", "bf16_gemm"})
+  for (const char* name : {"direct_conv", "avx512_gemm", "pool_before_relu", "bf16_gemm"})
     for (bool on : {false, true})
       bench::register_switch(name, on, "simplecnn_train_step_b128",
                              [name](benchmark::State& s, bool on) { cnn_step_with(s, name, on); })
@@ -213,16 +209,16 @@ int main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
 
-  std::printf("\nthreads: %d; convs with one input channel per group, direct kernel vs im2col + GEMM:\n",
-              get_num_threads());
+  std::printf("\nthreads: %d; direct conv loop: %s; direct kernel vs im2col + GEMM:\n", get_num_threads(),
+              cpu::direct_conv_kernel_name() ? cpu::direct_conv_kernel_name() : "none on this CPU");
   std::printf("%-36s %10s %16s %16s %8s\n", "layer", "pass", "direct GFLOP/s", "im2col GFLOP/s", "ratio");
-  for (const std::string& name : paired)
+  for (const Layer& l : kLayers)
     for (const char* pass : {"fwd", "bwd", "bwd_weight"}) {
-      const std::string id = std::string(pass) + "/" + name;
-      auto d = reporter.gflops.find(bench::switch_benchmark("depthwise_direct", true, id));
-      auto i = reporter.gflops.find(bench::switch_benchmark("depthwise_direct", false, id));
+      const std::string id = std::string(pass) + "/" + l.name;
+      auto d = reporter.gflops.find(bench::switch_benchmark(direct_switch(l), true, id));
+      auto i = reporter.gflops.find(bench::switch_benchmark(direct_switch(l), false, id));
       if (d == reporter.gflops.end() || i == reporter.gflops.end()) continue;
-      std::printf("%-36s %10s %16.2f %16.2f %7.2fx\n", name.c_str(), pass, d->second, i->second, d->second / i->second);
+      std::printf("%-36s %10s %16.2f %16.2f %7.2fx\n", l.name, pass, d->second, i->second, d->second / i->second);
     }
   return 0;
 }

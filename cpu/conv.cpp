@@ -1,6 +1,7 @@
 // CPU convolution by im2col + GEMM: per group, the forward, the weight gradient and the input
 // gradient are each one GEMM against a column matrix unfolded from a chunk of the batch; threads
-// split the batch when it is large enough, else share each GEMM. Depthwise convs go direct.
+// split the batch when it is large enough, else share each GEMM. Depthwise convs go direct
+// (cpu/depthwise.cpp), and so do stride-1 f32 convs (cpu/conv_direct.cpp).
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "cpu/gemm.h"
 #include "kernels/conv.h"
 #include "cpu/conv.h"
+#include "cpu/conv_direct.h"
 #include "tensor/parallel.h"
 
 namespace mdl::cpu {
@@ -307,6 +309,7 @@ bool depthwise_direct() { return g_depthwise_direct.load(std::memory_order_relax
 void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b,
                     const kernels::Conv2dParams& p) {
   if (out.numel() == 0) return;
+  if (direct_conv_applies(x, w, p)) return direct_conv2d_forward(out, x, w, b, p);
   if (use_depthwise(x, p)) return depthwise_conv2d_forward(out, x, w, b, p);
   const Geom g(x, w, out, p);
   dispatch_floating(out.dtype(), "conv2d", [&]<class T>() {
@@ -322,11 +325,21 @@ void conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const
       if (t->defined()) fill(*t, 0.0);
     return;
   }
-  if (use_depthwise(x, p)) return depthwise_conv2d_backward(gx, gw, gb, go, x, w, p);
+  Tensor gx_left = gx, gw_left = gw, gb_left = gb;  // what the direct kernels leave to im2col
+  if (!direct_conv_applies(x, w, p) && use_depthwise(x, p)) return depthwise_conv2d_backward(gx, gw, gb, go, x, w, p);
+  if (direct_conv_applies(x, w, p)) {
+    if (gx.defined() && direct_conv_backward_input_applies(x, w, p)) {
+      direct_conv2d_backward_input(gx, go, w, p);
+      gx_left = Tensor();
+    }
+    if (gw.defined() || gb.defined()) direct_conv2d_backward_weight(gw, gb, go, x, p);
+    if (!gx_left.defined()) return;
+    gw_left = gb_left = Tensor();
+  }
   const Geom g(x, w, go, p);
   dispatch_floating(go.dtype(), "conv2d_backward", [&]<class T>() {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      backward_impl<T>(gx, gw, gb, go, x, w, g);
+      backward_impl<T>(gx_left, gw_left, gb_left, go, x, w, g);
     } else {
       MDL_FAIL("conv2d_backward: the CPU kernel takes f32 or f64, got ", go.dtype());
     }

@@ -4,6 +4,7 @@
 
 #include "cpu/block_cache.h"
 #include "cpu/conv.h"
+#include "cpu/conv_direct.h"
 #include "cpu/copy_options.h"
 #include "cpu/float_block.h"
 #include "cpu/gemm.h"
@@ -39,6 +40,21 @@ std::vector<Switch> make_list() {
         {"bench_conv", "bwd/depthwise_3x3_c128_32x32_b32", "time", "cpu"}},
        cpu::set_depthwise_direct,
        cpu::depthwise_direct},
+      {"direct_conv",
+       toggle,
+       "cpu::set_direct_conv",
+       "on",
+       "cpu",
+       "f32 convs with stride 1 and dilation 1 accumulate each output tile in vector registers from shifted rows of the "
+       "zero-padded input (forward, input gradient and weight gradient) instead of unfolding the input for a GEMM "
+       "(im2col); AVX-512 or AVX2 + FMA loops, following the GEMM kernel choice.",
+       {{"bench_conv", "fwd/cnn_conv2_32to64_14x14_b128", "time", "cpu"},
+        {"bench_conv", "bwd/cnn_conv2_32to64_14x14_b128", "time", "cpu"},
+        {"bench_conv", "fwd/resnet_3x3_64to64_32x32_b32", "time", "cpu"},
+        {"bench_conv", "bwd/resnet_3x3_64to64_32x32_b32", "time", "cpu"},
+        {"bench_conv", "simplecnn_train_step_b128", "time", "cpu"}},
+       cpu::set_direct_conv,
+       cpu::direct_conv},
       {"max_pool_vectorized",
        toggle,
        "cpu::set_max_pool_vectorized",

@@ -1,0 +1,288 @@
+// The direct convolution's driver: picks the ISA loop (cpu/conv_direct_avx512.cpp or
+// cpu/conv_direct_avx2.cpp, following the GEMM kernel choice), copies each sample into a
+// zero-padded buffer whose rows are whole vectors wide, and splits the work over the threads:
+// by sample when the batch has enough of them, else by blocks of output channels.
+#include "cpu/conv_direct.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "cpu/gemm.h"
+#include "cpu/kernels.h"
+#include "tensor/error.h"
+#include "tensor/parallel.h"
+
+namespace mdl::cpu {
+
+namespace {
+
+std::atomic<bool> g_direct_conv{true};
+
+using PlaneFn = void (*)(const detail::DirectConvPlane&, int64_t, int64_t);
+using WeightGradFn = void (*)(const detail::DirectConvWeightGrad&, int64_t, int, int64_t);
+struct Isa {
+  PlaneFn plane;
+  WeightGradFn weight_grad;
+  int64_t lanes, channels;  // a vector's floats; the output channels a forward tile packs together
+  const char* name;
+};
+
+// The loop for the GEMM kernel gemm_f32 runs now (so ScopedGemmKernel and the avx512_gemm switch
+// reach it too); none for the scalar and AMX kernels.
+const Isa* isa() {
+  static constexpr Isa avx512{detail::direct_conv_plane_avx512, detail::direct_conv_weight_grad_avx512,
+                              detail::kDirectLanesAvx512, detail::kDirectChannelsAvx512, "avx512f 4x6x16"};
+  static constexpr Isa avx2{detail::direct_conv_plane_avx2, detail::direct_conv_weight_grad_avx2,
+                            detail::kDirectLanesAvx2, detail::kDirectChannelsAvx2, "avx2-fma 3x3x8"};
+  if (!g_direct_conv.load(std::memory_order_relaxed)) return nullptr;
+  switch (gemm_f32_kernel()) {
+    case GemmKernel::avx512: return &avx512;
+    case GemmKernel::avx2: return &avx2;
+    default: return nullptr;
+  }
+}
+
+// Weights in the layout DirectConvPlane describes, for all groups one after another, from
+// at(g, co, c, t): group g's output channel co, input channel c, tap t = ki * kw + kj.
+template <class At>
+std::vector<float> pack_weights(int64_t G, int64_t cog, int64_t cig, int64_t kk, int64_t K, const At& at) {
+  const int64_t blocks = (cog + K - 1) / K;
+  std::vector<float> p(size_t(G * blocks * cig * kk * K), 0.0f);
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t co = 0; co < cog; ++co)
+      for (int64_t c = 0; c < cig; ++c)
+        for (int64_t t = 0; t < kk; ++t) p[size_t((((g * blocks + co / K) * cig + c) * kk + t) * K + co % K)] = at(g, co, c, t);
+  return p;
+}
+
+// A conv with stride 1 and dilation 1 over x (N, C, H, W) with weights w packed by pack_weights
+// into out (N, C_out, Ho, Wo) contiguous.
+struct Job {
+  const Isa& isa;
+  const float* x;
+  int64_t xs[4];
+  int64_t N, C, H, W, G, kh, kw, ph, pw;
+  const float* w;
+  const float* bias;
+  float* out;
+  int64_t Cout, Ho, Wo;
+
+  int64_t cig() const { return C / G; }
+  int64_t cog() const { return Cout / G; }
+  int64_t wq() const { return (Wo + isa.lanes - 1) / isa.lanes * isa.lanes + kw - 1; }
+  int64_t hp() const { return Ho + kh - 1; }
+  int64_t plane() const { return hp() * wq(); }
+
+  // buf (C, hp, width) = sample n of x, zero-padded and moved left by `shift` columns:
+  // buf[c, r, q] = x[n, c, r - ph, q + shift - pw], zero outside x.
+  void pad(int64_t n, float* buf, int64_t width, int64_t shift = 0) const {
+    const int64_t plane = hp() * width;
+    std::fill(buf, buf + C * plane, 0.0f);
+    const int64_t rows = std::min(H, hp() - ph);
+    const int64_t q0 = std::max<int64_t>(0, pw - shift), q1 = std::min(width, W + pw - shift);  // columns from x
+    if (q1 <= q0) return;
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t ih = 0; ih < rows; ++ih) {
+        const float* src = x + n * xs[0] + c * xs[1] + ih * xs[2] + (q0 + shift - pw) * xs[3];
+        float* dst = buf + c * plane + (ih + ph) * width + q0;
+        if (xs[3] == 1) std::memcpy(dst, src, size_t(q1 - q0) * sizeof(float));
+        else
+          for (int64_t q = 0; q < q1 - q0; ++q) dst[q] = src[q * xs[3]];
+      }
+  }
+  void pad(int64_t n, float* buf) const { pad(n, buf, wq()); }
+
+  detail::DirectConvPlane plane_of(const float* padded, int64_t n, int64_t g) const {
+    const int64_t packed = (cog() + isa.channels - 1) / isa.channels * isa.channels * cig() * kh * kw;
+    return {padded + g * cig() * plane(), plane(), wq(),           w + g * packed, cig(), kh, kw,
+            bias ? bias + g * cog() : nullptr, out + (n * Cout + g * cog()) * Ho * Wo, Ho, Wo};
+  }
+
+  void run() const {
+    const int nt = get_num_threads();
+    if (N >= nt || in_parallel_region()) {
+      parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
+        std::vector<float> buf(size_t(C * plane()));
+        for (int64_t n = n0; n < n1; ++n) {
+          pad(n, buf.data());
+          for (int64_t g = 0; g < G; ++g) isa.plane(plane_of(buf.data(), n, g), 0, cog());
+        }
+      });
+      return;
+    }
+    // Fewer samples than threads: each sample's channel blocks are shared out.
+    std::vector<float> buf(size_t(C * plane()));
+    constexpr int64_t kBlock = 12;
+    const int64_t blocks = (cog() + kBlock - 1) / kBlock;
+    for (int64_t n = 0; n < N; ++n) {
+      pad(n, buf.data());
+      parallel_for(0, G * blocks, 1, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const int64_t g = i / blocks, co = i % blocks * kBlock;
+          isa.plane(plane_of(buf.data(), n, g), co, std::min(cog(), co + kBlock));
+        }
+      });
+    }
+  }
+};
+
+Tensor contiguous_f32(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor c = make_tensor(t.shape(), t.dtype(), t.device());
+  copy(c, t);
+  return c;
+}
+
+}  // namespace
+
+void set_direct_conv(bool on) { g_direct_conv.store(on, std::memory_order_relaxed); }
+bool direct_conv() { return g_direct_conv.load(std::memory_order_relaxed); }
+
+const char* direct_conv_kernel_name() {
+  const Isa* k = isa();
+  return k ? k->name : nullptr;
+}
+
+bool direct_conv_applies(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {
+  return x.dtype() == DType::F32 && !p.bf16_values && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
+         p.dil_w == 1 && (p.groups == 1 || p.groups != x.size(1)) && isa() != nullptr && w.size(2) > 0 && w.size(3) > 0;
+}
+
+bool direct_conv_backward_input_applies(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {
+  return direct_conv_applies(x, w, p) && p.pad_h <= w.size(2) - 1 && p.pad_w <= w.size(3) - 1;
+}
+
+void direct_conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w_, const Tensor& b_,
+                           const kernels::Conv2dParams& p) {
+  const Isa* k = isa();
+  MDL_CHECK(k, "direct_conv2d_forward: no direct kernel for this CPU or setting");
+  const Tensor w = contiguous_f32(w_), b = b_.defined() ? contiguous_f32(b_) : b_;
+  const int64_t G = p.groups, cog = w.size(0) / G, cig = w.size(1), kk = w.size(2) * w.size(3);
+  const float* wp = w.data_ptr<float>();
+  const std::vector<float> packed = pack_weights(
+      G, cog, cig, kk, k->channels, [&](int64_t g, int64_t co, int64_t c, int64_t t) { return wp[((g * cog + co) * cig + c) * kk + t]; });
+  Job job{*k,
+          static_cast<const float*>(x.raw_data()),
+          {x.stride(0), x.stride(1), x.stride(2), x.stride(3)},
+          x.size(0),
+          x.size(1),
+          x.size(2),
+          x.size(3),
+          p.groups,
+          w.size(2),
+          w.size(3),
+          p.pad_h,
+          p.pad_w,
+          packed.data(),
+          b.defined() ? b.data_ptr<float>() : nullptr,
+          out.data_ptr<float>(),
+          out.size(1),
+          out.size(2),
+          out.size(3)};
+  job.run();
+}
+
+// grad_w[co, c, ki, kj] = sum over (n, oh, ow) of grad_out[n, co, oh, ow] x[n, c, oh + ki - ph, ow + kj - pw].
+// The batch goes in blocks of samples padded together (about 512 KiB, to stay in L2), each
+// sample once per kernel column, shifted; within a block the threads share out (group, input channel, pair of output channels) items, so every
+// element is summed in the same order whatever the thread count.
+void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& go_, const Tensor& x,
+                                   const kernels::Conv2dParams& p) {
+  const Isa* k = isa();
+  MDL_CHECK(k, "direct_conv2d_backward_weight: no direct kernel for this CPU or setting");
+  const Tensor go = contiguous_f32(go_);
+  const int64_t N = x.size(0), C = x.size(1), G = p.groups, Cout = go.size(1), Ho = go.size(2), Wo = go.size(3);
+  const float* gop = go.data_ptr<float>();
+  if (gb.defined()) {
+    float* gbp = gb.data_ptr<float>();
+    parallel_for(0, Cout, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N * Ho * Wo, 1)), [&](int64_t c0, int64_t c1) {
+      for (int64_t co = c0; co < c1; ++co) {
+        double s = 0;
+        for (int64_t n = 0; n < N; ++n) {
+          const float* g = gop + (n * Cout + co) * Ho * Wo;
+          for (int64_t q = 0; q < Ho * Wo; ++q) s += double(g[q]);
+        }
+        gbp[co] = float(s);
+      }
+    });
+  }
+  if (!gw.defined()) return;
+  const int64_t kh = gw.size(2), kw = gw.size(3), cig = C / G, cog = Cout / G, kk = kh * kw;
+  const Job job{*k, static_cast<const float*>(x.raw_data()), {x.stride(0), x.stride(1), x.stride(2), x.stride(3)},
+                N, C, x.size(2), x.size(3), G, kh, kw, p.pad_h, p.pad_w, nullptr, nullptr, nullptr, Cout, Ho, Wo};
+  float* gwp = gw.data_ptr<float>();
+  std::fill(gwp, gwp + gw.numel(), 0.0f);
+  const int64_t wq = (Wo + k->lanes - 1) / k->lanes * k->lanes, plane = job.hp() * wq, shifted = C * plane;
+  const int64_t sample = kw * shifted;
+  const int64_t block = std::clamp<int64_t>((int64_t(512) << 10) / (sample * int64_t(sizeof(float))), 1, N);
+  std::vector<float> storage(size_t(block * sample + 16));
+  float* buf = storage.data() + (16 - reinterpret_cast<uintptr_t>(storage.data()) / sizeof(float) % 16) % 16;
+  constexpr int64_t R = detail::kWeightGradChannels;
+  const int64_t pairs = (cog + R - 1) / R, items = G * pairs * cig;
+  for (int64_t n0 = 0; n0 < N; n0 += block) {
+    const int64_t nb = std::min(block, N - n0);
+    parallel_for(0, nb * kw, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) job.pad(n0 + i / kw, buf + i * shifted, wq, i % kw);
+    });
+    parallel_for(0, items, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t g = i / (pairs * cig), c = i / pairs % cig, co = i % pairs * R;
+        const detail::DirectConvWeightGrad a{buf + g * cig * plane,
+                                             plane,
+                                             wq,
+                                             shifted,
+                                             sample,
+                                             gop + (n0 * Cout + g * cog) * Ho * Wo,
+                                             Cout * Ho * Wo,
+                                             Ho,
+                                             Wo,
+                                             nb,
+                                             cig,
+                                             kh,
+                                             kw,
+                                             gwp + g * cog * cig * kk};
+        k->weight_grad(a, co, int(std::min(R, cog - co)), c);
+      }
+    });
+  }
+}
+
+// grad_x[n, c, ih, iw] = sum over (co, ki, kj) of w[co, c, ki, kj] grad_out[n, co, ih + ph - ki, iw + pw - kj]:
+// a stride-1 conv of grad_out with w flipped in both spatial axes and its channel axes swapped
+// per group, padded by k - 1 - pad.
+void direct_conv2d_backward_input(const Tensor& gx, const Tensor& go, const Tensor& w_,
+                                  const kernels::Conv2dParams& p) {
+  const Isa* k = isa();
+  MDL_CHECK(k, "direct_conv2d_backward_input: no direct kernel for this CPU or setting");
+  const Tensor w = contiguous_f32(w_);
+  const int64_t Cout = w.size(0), cig = w.size(1), kh = w.size(2), kw = w.size(3), G = p.groups, cog = Cout / G;
+  const int64_t kk = kh * kw;
+  const float* wp = w.data_ptr<float>();
+  // Output channel c, input channel co of the flipped weights: w[co, c] rotated by 180 degrees.
+  const std::vector<float> wt = pack_weights(G, cig, cog, kk, k->channels, [&](int64_t g, int64_t c, int64_t co, int64_t t) {
+    return wp[((g * cog + co) * cig + c) * kk + (kk - 1 - t)];
+  });
+  Job job{*k,
+          static_cast<const float*>(go.raw_data()),
+          {go.stride(0), go.stride(1), go.stride(2), go.stride(3)},
+          go.size(0),
+          Cout,
+          go.size(2),
+          go.size(3),
+          G,
+          kh,
+          kw,
+          kh - 1 - p.pad_h,
+          kw - 1 - p.pad_w,
+          wt.data(),
+          nullptr,
+          gx.data_ptr<float>(),
+          gx.size(1),
+          gx.size(2),
+          gx.size(3)};
+  job.run();
+}
+
+}  // namespace mdl::cpu

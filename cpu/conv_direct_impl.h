@@ -1,0 +1,233 @@
+// The direct convolution's register-blocked loop, written once over a vector type V (AVX-512's
+// 16 floats or AVX2's 8) and included by one file per ISA, each compiled for its ISA by pragma
+// (so it calls nothing from the standard library, whose inline copies would get that ISA too).
+// A tile is R output channels x S output rows x one L-wide chunk of columns, held in R*S vector
+// accumulators that start at the bias; each (c, ki, kj) step broadcasts R weights and loads S
+// shifted input rows from the zero-padded sample, so no column matrix is ever built.
+#pragma once
+#include <cstdint>
+
+#include "cpu/conv_direct.h"
+
+namespace mdl::cpu::detail {
+
+#define MDL_DIRECT_INLINE [[gnu::always_inline]] inline
+
+// V: using reg; L (lanes); RMAX, SMAX (the largest forward tile its registers hold); GR, GT (the
+// weight gradient's channels x taps); load(p), load_first(p, n) (lanes from n on zero),
+// set1(f), fma(a, b, c) = a * b + c, store(p, v), store_first(p, v, n) (n < L lanes), sum(v).
+//
+// Forward tile: out[co + r, oh + s, ow .. ow + L) for r < R, s < S. a.w is packed by channel
+// block: w[((co / RMAX * cin + c) * kh + ki) * kw + kj) * RMAX + r], so one step's R weights are
+// adjacent. KW: the kernel width when known at compile time (its loop unrolled), else 0.
+template <class V, int R, int S, int KW>
+MDL_DIRECT_INLINE void direct_tile(const DirectConvPlane& a, int64_t co, int64_t oh, int64_t ow) {
+  using reg = typename V::reg;
+  const int64_t kw = KW ? KW : a.kw;
+  reg acc[R][S];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    const reg b = V::set1(a.bias ? a.bias[co + r] : 0.0f);
+#pragma GCC unroll 6
+    for (int s = 0; s < S; ++s) acc[r][s] = b;
+  }
+  const float* w = a.w + co / V::RMAX * a.cin * a.kh * kw * V::RMAX;
+  const float* x = a.xp + oh * a.wq + ow;
+  for (int64_t c = 0; c < a.cin; ++c, x += a.plane)
+    for (int64_t ki = 0; ki < a.kh; ++ki) {
+      const float* xk = x + ki * a.wq;
+#pragma GCC unroll 8
+      for (int64_t kj = 0; kj < kw; ++kj, w += V::RMAX) {
+        reg wv[R];
+#pragma GCC unroll 4
+        for (int r = 0; r < R; ++r) wv[r] = V::set1(w[r]);
+#pragma GCC unroll 6
+        for (int s = 0; s < S; ++s) {
+          const reg xv = V::load(xk + s * a.wq + kj);
+#pragma GCC unroll 4
+          for (int r = 0; r < R; ++r) acc[r][s] = V::fma(wv[r], xv, acc[r][s]);
+        }
+      }
+    }
+  const int64_t n = a.wo - ow;
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 6
+    for (int s = 0; s < S; ++s) {
+      float* o = a.out + (co + r) * a.ho * a.wo + (oh + s) * a.wo + ow;
+      if (n >= V::L) V::store(o, acc[r][s]);
+      else V::store_first(o, acc[r][s], int(n));
+    }
+}
+
+// The rows [oh, oh + S) of every column chunk, for R channels from co.
+template <class V, int R, int S>
+void direct_rows(const DirectConvPlane& a, int64_t co, int64_t oh) {
+  if (a.kw == 3)
+    for (int64_t ow = 0; ow < a.wo; ow += V::L) direct_tile<V, R, S, 3>(a, co, oh, ow);
+  else
+    for (int64_t ow = 0; ow < a.wo; ow += V::L) direct_tile<V, R, S, 0>(a, co, oh, ow);
+}
+
+template <class V, int R>
+void direct_rows_any(const DirectConvPlane& a, int64_t co, int64_t oh, int s) {
+  static_assert(V::SMAX >= 1 && V::SMAX <= 6);
+  switch (s) {
+    case 1: return direct_rows<V, R, 1>(a, co, oh);
+    case 2: return direct_rows<V, R, 2>(a, co, oh);
+    case 3: return direct_rows<V, R, 3>(a, co, oh);
+    case 4:
+      if constexpr (V::SMAX >= 4) return direct_rows<V, R, 4>(a, co, oh);
+      break;
+    case 5:
+      if constexpr (V::SMAX >= 5) return direct_rows<V, R, 5>(a, co, oh);
+      break;
+    case 6:
+      if constexpr (V::SMAX >= 6) return direct_rows<V, R, 6>(a, co, oh);
+      break;
+  }
+}
+
+// Output channels [co0, co1) of one sample and group, in blocks of RMAX channels, the rows cut
+// into near-equal blocks of at most SMAX.
+template <class V>
+void direct_plane(const DirectConvPlane& a, int64_t co0, int64_t co1) {
+  const int64_t row_blocks = (a.ho + V::SMAX - 1) / V::SMAX;
+  for (int64_t co = co0; co < co1; co += V::RMAX) {
+    const int64_t r = co1 - co < V::RMAX ? co1 - co : V::RMAX;
+    for (int64_t rb = 0; rb < row_blocks; ++rb) {
+      const int64_t oh = a.ho * rb / row_blocks, s = a.ho * (rb + 1) / row_blocks - oh;
+      switch (r) {
+        case 1: direct_rows_any<V, 1>(a, co, oh, int(s)); break;
+        case 2: direct_rows_any<V, 2>(a, co, oh, int(s)); break;
+        case 3: direct_rows_any<V, 3>(a, co, oh, int(s)); break;
+        default:
+          if constexpr (V::RMAX >= 4) direct_rows_any<V, 4>(a, co, oh, int(s));
+          break;
+      }
+    }
+  }
+}
+
+// grad_w[co + r, c, t0 + t] += sum over samples and output pixels of grad_out[co + r] times the
+// input channel c shifted by tap t0 + t, for r < R, t < T: R x T accumulators, each (row, column
+// chunk) step loading R gradient rows (zero past the row's end) and T input rows, each from the
+// copy of the input shifted by its tap's column, so that every load is aligned.
+template <class V, int R, int T>
+void weight_grad_tile(const DirectConvWeightGrad& a, int64_t co, int64_t c, int64_t t0) {
+  using reg = typename V::reg;
+  reg acc[R][T];
+  int64_t off[T];
+#pragma GCC unroll 9
+  for (int t = 0; t < T; ++t) {
+    off[t] = (t0 + t) / a.kw * a.wq + (t0 + t) % a.kw * a.shifted;
+#pragma GCC unroll 3
+    for (int r = 0; r < R; ++r) acc[r][t] = V::set1(0.0f);
+  }
+  const int64_t hw = a.ho * a.wo;
+  for (int64_t n = 0; n < a.samples; ++n) {
+    const float* g = a.go + n * a.go_sample + co * hw;
+    const float* x = a.xp + n * a.xp_sample + c * a.plane;
+    for (int64_t oh = 0; oh < a.ho; ++oh)
+      for (int64_t ow = 0; ow < a.wo; ow += V::L) {
+        const int64_t left = a.wo - ow;
+        reg d[R];
+#pragma GCC unroll 3
+        for (int r = 0; r < R; ++r) {
+          const float* gr = g + r * hw + oh * a.wo + ow;
+          d[r] = left >= V::L ? V::load(gr) : V::load_first(gr, int(left));
+        }
+        const float* xr = x + oh * a.wq + ow;
+#pragma GCC unroll 9
+        for (int t = 0; t < T; ++t) {
+          const reg xv = V::load(xr + off[t]);
+#pragma GCC unroll 3
+          for (int r = 0; r < R; ++r) acc[r][t] = V::fma(d[r], xv, acc[r][t]);
+        }
+      }
+  }
+  const int64_t kk = a.kh * a.kw;
+#pragma GCC unroll 3
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 9
+    for (int t = 0; t < T; ++t) a.gw[((co + r) * a.cin + c) * kk + t0 + t] += V::sum(acc[r][t]);
+}
+
+// The same for a 3x3 kernel, all nine taps at once.
+template <class V, int R>
+void weight_grad_tile_3x3(const DirectConvWeightGrad& a, int64_t co, int64_t c) {
+  using reg = typename V::reg;
+  reg acc[R][9];
+#pragma GCC unroll 3
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 9
+    for (int t = 0; t < 9; ++t) acc[r][t] = V::set1(0.0f);
+  const int64_t hw = a.ho * a.wo;
+  for (int64_t n = 0; n < a.samples; ++n) {
+    const float* g = a.go + n * a.go_sample + co * hw;
+    const float* x = a.xp + n * a.xp_sample + c * a.plane;
+    for (int64_t oh = 0; oh < a.ho; ++oh, g += a.wo, x += a.wq)
+      for (int64_t ow = 0; ow < a.wo; ow += V::L) {
+        const int64_t left = a.wo - ow;
+        reg d[R];
+#pragma GCC unroll 3
+        for (int r = 0; r < R; ++r) d[r] = left >= V::L ? V::load(g + r * hw + ow) : V::load_first(g + r * hw + ow, int(left));
+#pragma GCC unroll 3
+        for (int ki = 0; ki < 3; ++ki) {
+          const float* xr = x + ki * a.wq + ow;
+#pragma GCC unroll 3
+          for (int kj = 0; kj < 3; ++kj) {
+            const reg xv = V::load(xr + kj * a.shifted);
+#pragma GCC unroll 3
+            for (int r = 0; r < R; ++r) acc[r][ki * 3 + kj] = V::fma(d[r], xv, acc[r][ki * 3 + kj]);
+          }
+        }
+      }
+  }
+#pragma GCC unroll 3
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 9
+    for (int t = 0; t < 9; ++t) a.gw[((co + r) * a.cin + c) * 9 + t] += V::sum(acc[r][t]);
+}
+
+template <class V, int R>
+void weight_grad_taps(const DirectConvWeightGrad& a, int64_t co, int64_t c) {
+  static_assert(V::GT >= 1 && V::GT <= 9);
+  if constexpr (V::GT == 9)
+    if (a.kh == 3 && a.kw == 3) return weight_grad_tile_3x3<V, R>(a, co, c);
+  const int64_t kk = a.kh * a.kw;
+  for (int64_t t0 = 0; t0 < kk; t0 += V::GT) {
+    const int64_t t = kk - t0 < V::GT ? kk - t0 : V::GT;
+    switch (t) {
+#define MDL_TAPS_CASE(n)                                                      \
+  case n:                                                                     \
+    if constexpr (V::GT >= n) weight_grad_tile<V, R, n>(a, co, c, t0); \
+    break;
+      MDL_TAPS_CASE(1)
+      MDL_TAPS_CASE(2)
+      MDL_TAPS_CASE(3)
+      MDL_TAPS_CASE(4)
+      MDL_TAPS_CASE(5)
+      MDL_TAPS_CASE(6)
+      MDL_TAPS_CASE(7)
+      MDL_TAPS_CASE(8)
+      MDL_TAPS_CASE(9)
+#undef MDL_TAPS_CASE
+    }
+  }
+}
+
+// Channels [co, co + r) (r <= GR) against input channel c, every tap.
+template <class V>
+void weight_grad(const DirectConvWeightGrad& a, int64_t co, int r, int64_t c) {
+  static_assert(V::GR >= 1 && V::GR <= 3);
+  if (r >= 3) {
+    if constexpr (V::GR >= 3) return weight_grad_taps<V, 3>(a, co, c);
+  }
+  if (r >= 2) {
+    if constexpr (V::GR >= 2) return weight_grad_taps<V, 2>(a, co, c);
+  }
+  weight_grad_taps<V, 1>(a, co, c);
+}
+
+}  // namespace mdl::cpu::detail
