@@ -53,7 +53,8 @@ std::vector<float> pack_weights(int64_t G, int64_t cog, int64_t cig, int64_t kk,
   for (int64_t g = 0; g < G; ++g)
     for (int64_t co = 0; co < cog; ++co)
       for (int64_t c = 0; c < cig; ++c)
-        for (int64_t t = 0; t < kk; ++t) p[size_t((((g * blocks + co / K) * cig + c) * kk + t) * K + co % K)] = at(g, co, c, t);
+        for (int64_t t = 0; t < kk; ++t)
+          p[size_t((((g * blocks + co / K) * cig + c) * kk + t) * K + co % K)] = at(g, co, c, t);
   return p;
 }
 
@@ -75,29 +76,38 @@ struct Job {
   int64_t hp() const { return Ho + kh - 1; }
   int64_t plane() const { return hp() * wq(); }
 
-  // buf (C, hp, width) = sample n of x, zero-padded and moved left by `shift` columns:
-  // buf[c, r, q] = x[n, c, r - ph, q + shift - pw], zero outside x.
-  void pad(int64_t n, float* buf, int64_t width, int64_t shift = 0) const {
+  // buf (c1 - c0, hp, width) = channels [c0, c1) of sample n of x, zero-padded and moved left by
+  // `shift` columns: buf[c - c0, r, q] = x[n, c, r - ph, q + shift - pw], zero outside x.
+  void pad(int64_t n, float* buf, int64_t width, int64_t shift, int64_t c0, int64_t c1) const {
     const int64_t plane = hp() * width;
-    std::fill(buf, buf + C * plane, 0.0f);
+    std::fill(buf, buf + (c1 - c0) * plane, 0.0f);
     const int64_t rows = std::min(H, hp() - ph);
     const int64_t q0 = std::max<int64_t>(0, pw - shift), q1 = std::min(width, W + pw - shift);  // columns from x
     if (q1 <= q0) return;
-    for (int64_t c = 0; c < C; ++c)
+    for (int64_t c = c0; c < c1; ++c)
       for (int64_t ih = 0; ih < rows; ++ih) {
         const float* src = x + n * xs[0] + c * xs[1] + ih * xs[2] + (q0 + shift - pw) * xs[3];
-        float* dst = buf + c * plane + (ih + ph) * width + q0;
+        float* dst = buf + (c - c0) * plane + (ih + ph) * width + q0;
         if (xs[3] == 1) std::memcpy(dst, src, size_t(q1 - q0) * sizeof(float));
         else
           for (int64_t q = 0; q < q1 - q0; ++q) dst[q] = src[q * xs[3]];
       }
   }
-  void pad(int64_t n, float* buf) const { pad(n, buf, wq()); }
+  void pad(int64_t n, float* buf) const { pad(n, buf, wq(), 0, 0, C); }
 
   detail::DirectConvPlane plane_of(const float* padded, int64_t n, int64_t g) const {
     const int64_t packed = (cog() + isa.channels - 1) / isa.channels * isa.channels * cig() * kh * kw;
-    return {padded + g * cig() * plane(), plane(), wq(),           w + g * packed, cig(), kh, kw,
-            bias ? bias + g * cog() : nullptr, out + (n * Cout + g * cog()) * Ho * Wo, Ho, Wo};
+    return {padded + g * cig() * plane(),
+            plane(),
+            wq(),
+            w + g * packed,
+            cig(),
+            kh,
+            kw,
+            bias ? bias + g * cog() : nullptr,
+            out + (n * Cout + g * cog()) * Ho * Wo,
+            Ho,
+            Wo};
   }
 
   void run() const {
@@ -127,6 +137,19 @@ struct Job {
     }
   }
 };
+
+// Sum of n floats in 16 interleaved f32 partial sums, which the compiler keeps in vector
+// registers (a single running sum would wait on each add's latency).
+double plane_sum(const float* p, int64_t n) {
+  float part[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; ++l) part[l] += p[i + l];
+  double s = 0;
+  for (; i < n; ++i) s += double(p[i]);
+  for (float v : part) s += double(v);
+  return s;
+}
 
 Tensor contiguous_f32(const Tensor& t) {
   if (t.is_contiguous()) return t;
@@ -162,7 +185,8 @@ void direct_conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w_,
   const int64_t G = p.groups, cog = w.size(0) / G, cig = w.size(1), kk = w.size(2) * w.size(3);
   const float* wp = w.data_ptr<float>();
   const std::vector<float> packed = pack_weights(
-      G, cog, cig, kk, k->channels, [&](int64_t g, int64_t co, int64_t c, int64_t t) { return wp[((g * cog + co) * cig + c) * kk + t]; });
+      G, cog, cig, kk, k->channels,
+      [&](int64_t g, int64_t co, int64_t c, int64_t t) { return wp[((g * cog + co) * cig + c) * kk + t]; });
   Job job{*k,
           static_cast<const float*>(x.raw_data()),
           {x.stride(0), x.stride(1), x.stride(2), x.stride(3)},
@@ -185,9 +209,7 @@ void direct_conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w_,
 }
 
 // grad_w[co, c, ki, kj] = sum over (n, oh, ow) of grad_out[n, co, oh, ow] x[n, c, oh + ki - ph, ow + kj - pw].
-// The batch goes in blocks of samples padded together (about 512 KiB, to stay in L2), each
-// sample once per kernel column, shifted; within a block the threads share out (group, input channel, pair of output channels) items, so every
-// element is summed in the same order whatever the thread count.
+// The input is copied once per kernel column, shifted, so that the loop's loads are aligned.
 void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& go_, const Tensor& x,
                                    const kernels::Conv2dParams& p) {
   const Isa* k = isa();
@@ -197,40 +219,59 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
   const float* gop = go.data_ptr<float>();
   if (gb.defined()) {
     float* gbp = gb.data_ptr<float>();
-    parallel_for(0, Cout, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N * Ho * Wo, 1)), [&](int64_t c0, int64_t c1) {
-      for (int64_t co = c0; co < c1; ++co) {
-        double s = 0;
-        for (int64_t n = 0; n < N; ++n) {
-          const float* g = gop + (n * Cout + co) * Ho * Wo;
-          for (int64_t q = 0; q < Ho * Wo; ++q) s += double(g[q]);
-        }
-        gbp[co] = float(s);
-      }
-    });
+    parallel_for(0, Cout, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N * Ho * Wo, 1)),
+                 [&](int64_t c0, int64_t c1) {
+                   for (int64_t co = c0; co < c1; ++co) {
+                     double s = 0;
+                     for (int64_t n = 0; n < N; ++n) s += plane_sum(gop + (n * Cout + co) * Ho * Wo, Ho * Wo);
+                     gbp[co] = float(s);
+                   }
+                 });
   }
   if (!gw.defined()) return;
   const int64_t kh = gw.size(2), kw = gw.size(3), cig = C / G, cog = Cout / G, kk = kh * kw;
-  const Job job{*k, static_cast<const float*>(x.raw_data()), {x.stride(0), x.stride(1), x.stride(2), x.stride(3)},
-                N, C, x.size(2), x.size(3), G, kh, kw, p.pad_h, p.pad_w, nullptr, nullptr, nullptr, Cout, Ho, Wo};
+  const Job job{*k,
+                static_cast<const float*>(x.raw_data()),
+                {x.stride(0), x.stride(1), x.stride(2), x.stride(3)},
+                N,
+                C,
+                x.size(2),
+                x.size(3),
+                G,
+                kh,
+                kw,
+                p.pad_h,
+                p.pad_w,
+                nullptr,
+                nullptr,
+                nullptr,
+                Cout,
+                Ho,
+                Wo};
   float* gwp = gw.data_ptr<float>();
   std::fill(gwp, gwp + gw.numel(), 0.0f);
-  const int64_t wq = (Wo + k->lanes - 1) / k->lanes * k->lanes, plane = job.hp() * wq, shifted = C * plane;
-  const int64_t sample = kw * shifted;
-  const int64_t block = std::clamp<int64_t>((int64_t(512) << 10) / (sample * int64_t(sizeof(float))), 1, N);
-  std::vector<float> storage(size_t(block * sample + 16));
-  float* buf = storage.data() + (16 - reinterpret_cast<uintptr_t>(storage.data()) / sizeof(float) % 16) % 16;
+  // Item i: input channel i / pairs (all groups' channels in a row) against the pair of output
+  // channels i % pairs. Each thread copies the channels its items read into its own buffer, a
+  // block of samples at a time (the block sized for all C channels, so that the sums run in the
+  // same order whatever the thread count). The copies and samples sit one and two cache lines
+  // past a whole number of planes apart: planes are often a multiple of 4 KiB, and at such
+  // distances every copy of a row would share one L1 set.
+  const int64_t wq = (Wo + k->lanes - 1) / k->lanes * k->lanes, plane = job.hp() * wq;
+  const int64_t block = std::clamp<int64_t>((int64_t(512) << 10) / (kw * C * plane * int64_t(sizeof(float))), 1, N);
   constexpr int64_t R = detail::kWeightGradChannels;
-  const int64_t pairs = (cog + R - 1) / R, items = G * pairs * cig;
-  for (int64_t n0 = 0; n0 < N; n0 += block) {
-    const int64_t nb = std::min(block, N - n0);
-    parallel_for(0, nb * kw, 1, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) job.pad(n0 + i / kw, buf + i * shifted, wq, i % kw);
-    });
-    parallel_for(0, items, 1, [&](int64_t i0, int64_t i1) {
+  const int64_t pairs = (cog + R - 1) / R;
+  parallel_for(0, C * pairs, 1, [&](int64_t i0, int64_t i1) {
+    const int64_t ch0 = i0 / pairs, ch1 = (i1 - 1) / pairs + 1;
+    const int64_t shifted = (ch1 - ch0) * plane + 16, sample = kw * shifted + 32;
+    std::vector<float> storage(size_t(block * sample + 16));
+    float* buf = storage.data() + (16 - reinterpret_cast<uintptr_t>(storage.data()) / sizeof(float) % 16) % 16;
+    for (int64_t n0 = 0; n0 < N; n0 += block) {
+      const int64_t nb = std::min(block, N - n0);
+      for (int64_t b = 0; b < nb; ++b)
+        for (int64_t kj = 0; kj < kw; ++kj) job.pad(n0 + b, buf + b * sample + kj * shifted, wq, kj, ch0, ch1);
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t g = i / (pairs * cig), c = i / pairs % cig, co = i % pairs * R;
-        const detail::DirectConvWeightGrad a{buf + g * cig * plane,
-                                             plane,
+        const int64_t ch = i / pairs, g = ch / cig, co = i % pairs * R;
+        const detail::DirectConvWeightGrad a{buf + (ch - ch0) * plane,
                                              wq,
                                              shifted,
                                              sample,
@@ -243,10 +284,10 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
                                              kh,
                                              kw,
                                              gwp + g * cog * cig * kk};
-        k->weight_grad(a, co, int(std::min(R, cog - co)), c);
+        k->weight_grad(a, co, int(std::min(R, cog - co)), ch % cig);
       }
-    });
-  }
+    }
+  });
 }
 
 // grad_x[n, c, ih, iw] = sum over (co, ki, kj) of w[co, c, ki, kj] grad_out[n, co, ih + ph - ki, iw + pw - kj]:
@@ -261,9 +302,9 @@ void direct_conv2d_backward_input(const Tensor& gx, const Tensor& go, const Tens
   const int64_t kk = kh * kw;
   const float* wp = w.data_ptr<float>();
   // Output channel c, input channel co of the flipped weights: w[co, c] rotated by 180 degrees.
-  const std::vector<float> wt = pack_weights(G, cig, cog, kk, k->channels, [&](int64_t g, int64_t c, int64_t co, int64_t t) {
-    return wp[((g * cog + co) * cig + c) * kk + (kk - 1 - t)];
-  });
+  const std::vector<float> wt = pack_weights(
+      G, cig, cog, kk, k->channels,
+      [&](int64_t g, int64_t c, int64_t co, int64_t t) { return wp[((g * cog + co) * cig + c) * kk + (kk - 1 - t)]; });
   Job job{*k,
           static_cast<const float*>(go.raw_data()),
           {go.stride(0), go.stride(1), go.stride(2), go.stride(3)},

@@ -32,8 +32,7 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
                                    const kernels::Conv2dParams& p);
 // grad_x (N, Cin, H, W) contiguous from grad_out; needs the padding at most the kernel size - 1.
 bool direct_conv_backward_input_applies(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p);
-void direct_conv2d_backward_input(const Tensor& gx, const Tensor& go, const Tensor& w,
-                                  const kernels::Conv2dParams& p);
+void direct_conv2d_backward_input(const Tensor& gx, const Tensor& go, const Tensor& w, const kernels::Conv2dParams& p);
 
 namespace detail {
 
@@ -58,15 +57,15 @@ void direct_conv_plane_avx2(const DirectConvPlane& a, int64_t co0, int64_t co1);
 inline constexpr int kDirectLanesAvx512 = 16, kDirectLanesAvx2 = 8;
 inline constexpr int kDirectChannelsAvx512 = 4, kDirectChannelsAvx2 = 3;
 
-// A block of samples for the weight gradient of one group. xp: like DirectConvPlane's but kw
-// times over, the copy for kernel column kj `shifted` floats after the first and holding the
-// padded input moved left by kj columns, so that every row load is aligned (wq a whole number of
-// vectors, rows 64-byte aligned); sample n's copies at xp + n * xp_sample. go: the group's first
-// output channel of sample 0, (samples, ., ho, wo) with go_sample floats per sample. gw: the
-// group's (cout, cin, kh, kw), accumulated into.
+// A block of samples for the weight gradient of one input channel c (the kernels' argument) of
+// one group. xp: the channel's zero-padded rows as in DirectConvPlane, kw times over, the copy
+// for kernel column kj `shifted` floats after the first and moved left by kj columns, so that
+// every row load is aligned (wq a whole number of vectors, rows 64-byte aligned); sample n's
+// copies at xp + n * xp_sample. go: the group's first output channel of sample 0, (samples, .,
+// ho, wo) with go_sample floats per sample. gw: the group's (cout, cin, kh, kw), accumulated into.
 struct DirectConvWeightGrad {
   const float* xp;
-  int64_t plane, wq, shifted, xp_sample;
+  int64_t wq, shifted, xp_sample;
   const float* go;
   int64_t go_sample, ho, wo;
   int64_t samples, cin, kh, kw;

@@ -21,7 +21,9 @@ struct Avx2 {
   static reg set1(float f) { return _mm256_set1_ps(f); }
   static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
   static void store(float* p, reg v) { _mm256_storeu_ps(p, v); }
-  static __m256i first(int n) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)); }
+  static __m256i first(int n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
   static void store_first(float* p, reg v, int n) { _mm256_maskstore_ps(p, first(n), v); }
   static reg load_first(const float* p, int n) { return _mm256_maskload_ps(p, first(n)); }
   static float sum(reg v) {

@@ -127,7 +127,7 @@ void weight_grad_tile(const DirectConvWeightGrad& a, int64_t co, int64_t c, int6
   const int64_t hw = a.ho * a.wo;
   for (int64_t n = 0; n < a.samples; ++n) {
     const float* g = a.go + n * a.go_sample + co * hw;
-    const float* x = a.xp + n * a.xp_sample + c * a.plane;
+    const float* x = a.xp + n * a.xp_sample;
     for (int64_t oh = 0; oh < a.ho; ++oh)
       for (int64_t ow = 0; ow < a.wo; ow += V::L) {
         const int64_t left = a.wo - ow;
@@ -153,7 +153,38 @@ void weight_grad_tile(const DirectConvWeightGrad& a, int64_t co, int64_t c, int6
     for (int t = 0; t < T; ++t) a.gw[((co + r) * a.cin + c) * kk + t0 + t] += V::sum(acc[r][t]);
 }
 
-// The same for a 3x3 kernel, all nine taps at once.
+// Output rows [oh, oh + U) of one column chunk for a 3x3 kernel: the U + 2 input rows they
+// share are loaded once per kernel column and feed every (row, tap) pair that reads them.
+template <class V, int R, int U>
+MDL_DIRECT_INLINE void weight_grad_rows_3x3(const DirectConvWeightGrad& a, typename V::reg (&acc)[R][9], const float* g,
+                                            const float* x, int64_t hw, int64_t ow) {
+  using reg = typename V::reg;
+  const int64_t left = a.wo - ow;
+  reg d[U][R];
+#pragma GCC unroll 2
+  for (int u = 0; u < U; ++u)
+#pragma GCC unroll 3
+    for (int r = 0; r < R; ++r) {
+      const float* gr = g + r * hw + u * a.wo + ow;
+      d[u][r] = left >= V::L ? V::load(gr) : V::load_first(gr, int(left));
+    }
+#pragma GCC unroll 4
+  for (int j = 0; j < U + 2; ++j)
+#pragma GCC unroll 3
+    for (int kj = 0; kj < 3; ++kj) {
+      reg xv = V::load(x + j * a.wq + ow + kj * a.shifted);
+      asm("" : "+v"(xv));  // one load per row, not one per FMA folded into it
+#pragma GCC unroll 2
+      for (int u = 0; u < U; ++u) {
+        const int ki = j - u;
+        if (ki < 0 || ki > 2) continue;
+#pragma GCC unroll 3
+        for (int r = 0; r < R; ++r) acc[r][ki * 3 + kj] = V::fma(d[u][r], xv, acc[r][ki * 3 + kj]);
+      }
+    }
+}
+
+// The same for a 3x3 kernel, all nine taps at once, two output rows per step.
 template <class V, int R>
 void weight_grad_tile_3x3(const DirectConvWeightGrad& a, int64_t co, int64_t c) {
   using reg = typename V::reg;
@@ -165,24 +196,14 @@ void weight_grad_tile_3x3(const DirectConvWeightGrad& a, int64_t co, int64_t c) 
   const int64_t hw = a.ho * a.wo;
   for (int64_t n = 0; n < a.samples; ++n) {
     const float* g = a.go + n * a.go_sample + co * hw;
-    const float* x = a.xp + n * a.xp_sample + c * a.plane;
-    for (int64_t oh = 0; oh < a.ho; ++oh, g += a.wo, x += a.wq)
-      for (int64_t ow = 0; ow < a.wo; ow += V::L) {
-        const int64_t left = a.wo - ow;
-        reg d[R];
-#pragma GCC unroll 3
-        for (int r = 0; r < R; ++r) d[r] = left >= V::L ? V::load(g + r * hw + ow) : V::load_first(g + r * hw + ow, int(left));
-#pragma GCC unroll 3
-        for (int ki = 0; ki < 3; ++ki) {
-          const float* xr = x + ki * a.wq + ow;
-#pragma GCC unroll 3
-          for (int kj = 0; kj < 3; ++kj) {
-            const reg xv = V::load(xr + kj * a.shifted);
-#pragma GCC unroll 3
-            for (int r = 0; r < R; ++r) acc[r][ki * 3 + kj] = V::fma(d[r], xv, acc[r][ki * 3 + kj]);
-          }
-        }
-      }
+    const float* x = a.xp + n * a.xp_sample;
+    int64_t oh = 0;
+    for (; oh + 2 <= a.ho; oh += 2)
+      for (int64_t ow = 0; ow < a.wo; ow += V::L)
+        weight_grad_rows_3x3<V, R, 2>(a, acc, g + oh * a.wo, x + oh * a.wq, hw, ow);
+    if (oh < a.ho)
+      for (int64_t ow = 0; ow < a.wo; ow += V::L)
+        weight_grad_rows_3x3<V, R, 1>(a, acc, g + oh * a.wo, x + oh * a.wq, hw, ow);
   }
 #pragma GCC unroll 3
   for (int r = 0; r < R; ++r)
@@ -199,8 +220,8 @@ void weight_grad_taps(const DirectConvWeightGrad& a, int64_t co, int64_t c) {
   for (int64_t t0 = 0; t0 < kk; t0 += V::GT) {
     const int64_t t = kk - t0 < V::GT ? kk - t0 : V::GT;
     switch (t) {
-#define MDL_TAPS_CASE(n)                                                      \
-  case n:                                                                     \
+#define MDL_TAPS_CASE(n)                                               \
+  case n:                                                              \
     if constexpr (V::GT >= n) weight_grad_tile<V, R, n>(a, co, c, t0); \
     break;
       MDL_TAPS_CASE(1)

@@ -40,8 +40,8 @@ std::vector<ConvCase> direct_cases() {
   for (int64_t w : {1, 7, 8, 9, 14, 15, 16, 17, 23, 31, 33}) cs.push_back({2, 3, 5, w, 5, 3, 3, {1, 1}, {1, 1}});
   for (int64_t h : {1, 2, 5, 6, 7, 12, 13, 14, 19}) cs.push_back({2, 2, h, 9, 4, 3, 3, {1, 1}, {1, 1}});
   for (int64_t co : {1, 2, 3, 5, 13, 40}) cs.push_back({1, 4, 6, 10, co, 3, 3, {1, 1}, {1, 1}});
-  cs.push_back({3, 6, 9, 11, 6, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, false});                  // groups
-  cs.push_back({2, 9, 7, 8, 12, 3, 3, {1, 1}, {1, 1}, {1, 1}, 3, true, "strided"});        // groups, strided x
+  cs.push_back({3, 6, 9, 11, 6, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2, false});                 // groups
+  cs.push_back({2, 9, 7, 8, 12, 3, 3, {1, 1}, {1, 1}, {1, 1}, 3, true, "strided"});       // groups, strided x
   cs.push_back({2, 5, 6, 7, 7, 1, 1, {1, 1}, {0, 0}, {1, 1}, 1, true, "channels_last"});  // 1x1
   cs.push_back({2, 3, 10, 12, 4, 5, 5, {1, 1}, {2, 2}});
   cs.push_back({2, 3, 9, 18, 4, 2, 3, {1, 1}, {1, 0}});            // asymmetric kernel and padding
