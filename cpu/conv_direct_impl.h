@@ -88,24 +88,32 @@ void direct_rows_any(const DirectConvPlane& a, int64_t co, int64_t oh, int s) {
   }
 }
 
+// R = min(RMAX, co1 - co) output channels from co, rows [oh, oh + s).
+template <class V>
+void direct_block(const DirectConvPlane& a, int64_t co, int64_t co1, int64_t oh, int64_t s) {
+  switch (co1 - co < V::RMAX ? co1 - co : V::RMAX) {
+    case 1: return direct_rows_any<V, 1>(a, co, oh, int(s));
+    case 2: return direct_rows_any<V, 2>(a, co, oh, int(s));
+    case 3: return direct_rows_any<V, 3>(a, co, oh, int(s));
+    default:
+      if constexpr (V::RMAX >= 4) direct_rows_any<V, 4>(a, co, oh, int(s));
+  }
+}
+
 // Output channels [co0, co1) of one sample and group, in blocks of RMAX channels, the rows cut
-// into near-equal blocks of at most SMAX.
+// into near-equal blocks of at most SMAX. When the input rows a row block reads, every channel of
+// them, fit in half of L1, row blocks go outside and those rows stay in L1 while the channel
+// blocks take their turns; else channel blocks go outside, keeping their weights in L1.
 template <class V>
 void direct_plane(const DirectConvPlane& a, int64_t co0, int64_t co1) {
   const int64_t row_blocks = (a.ho + V::SMAX - 1) / V::SMAX;
-  for (int64_t co = co0; co < co1; co += V::RMAX) {
-    const int64_t r = co1 - co < V::RMAX ? co1 - co : V::RMAX;
-    for (int64_t rb = 0; rb < row_blocks; ++rb) {
-      const int64_t oh = a.ho * rb / row_blocks, s = a.ho * (rb + 1) / row_blocks - oh;
-      switch (r) {
-        case 1: direct_rows_any<V, 1>(a, co, oh, int(s)); break;
-        case 2: direct_rows_any<V, 2>(a, co, oh, int(s)); break;
-        case 3: direct_rows_any<V, 3>(a, co, oh, int(s)); break;
-        default:
-          if constexpr (V::RMAX >= 4) direct_rows_any<V, 4>(a, co, oh, int(s));
-          break;
-      }
-    }
+  auto rows = [&](int64_t rb) { return a.ho * rb / row_blocks; };
+  if ((V::SMAX + a.kh - 1) * a.wq * a.cin * int64_t(sizeof(float)) <= (int64_t(24) << 10)) {
+    for (int64_t rb = 0; rb < row_blocks; ++rb)
+      for (int64_t co = co0; co < co1; co += V::RMAX) direct_block<V>(a, co, co1, rows(rb), rows(rb + 1) - rows(rb));
+  } else {
+    for (int64_t co = co0; co < co1; co += V::RMAX)
+      for (int64_t rb = 0; rb < row_blocks; ++rb) direct_block<V>(a, co, co1, rows(rb), rows(rb + 1) - rows(rb));
   }
 }
 
