@@ -50,6 +50,7 @@ struct DirectConvPlane {
   const float* bias;
   float* out;
   int64_t ho, wo;
+  int64_t c0 = 0, c1 = 0;  // the input channels a call sums, set by the loop itself
 };
 // Output channels [co0, co1) of the plane.
 void direct_conv_plane_avx512(const DirectConvPlane& a, int64_t co0, int64_t co1);

@@ -20,20 +20,25 @@ namespace mdl::cpu::detail {
 // Forward tile: out[co + r, oh + s, ow .. ow + L) for r < R, s < S. a.w is packed by channel
 // block: w[((co / RMAX * cin + c) * kh + ki) * kw + kj) * RMAX + r], so one step's R weights are
 // adjacent. KW: the kernel width when known at compile time (its loop unrolled), else 0.
+// Input channels [a.c0, a.c1) are summed: the first block starts from the bias, a later one from
+// what the earlier ones stored.
 template <class V, int R, int S, int KW>
 MDL_DIRECT_INLINE void direct_tile(const DirectConvPlane& a, int64_t co, int64_t oh, int64_t ow) {
   using reg = typename V::reg;
-  const int64_t kw = KW ? KW : a.kw;
+  const int64_t kw = KW ? KW : a.kw, n = a.wo - ow;
   reg acc[R][S];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     const reg b = V::set1(a.bias ? a.bias[co + r] : 0.0f);
 #pragma GCC unroll 6
-    for (int s = 0; s < S; ++s) acc[r][s] = b;
+    for (int s = 0; s < S; ++s) {
+      const float* o = a.out + (co + r) * a.ho * a.wo + (oh + s) * a.wo + ow;
+      acc[r][s] = a.c0 == 0 ? b : n >= V::L ? V::load(o) : V::load_first(o, int(n));
+    }
   }
-  const float* w = a.w + co / V::RMAX * a.cin * a.kh * kw * V::RMAX;
-  const float* x = a.xp + oh * a.wq + ow;
-  for (int64_t c = 0; c < a.cin; ++c, x += a.plane)
+  const float* w = a.w + (co / V::RMAX * a.cin + a.c0) * a.kh * kw * V::RMAX;
+  const float* x = a.xp + a.c0 * a.plane + oh * a.wq + ow;
+  for (int64_t c = a.c0; c < a.c1; ++c, x += a.plane)
     for (int64_t ki = 0; ki < a.kh; ++ki) {
       const float* xk = x + ki * a.wq;
 #pragma GCC unroll 8
@@ -49,7 +54,6 @@ MDL_DIRECT_INLINE void direct_tile(const DirectConvPlane& a, int64_t co, int64_t
         }
       }
     }
-  const int64_t n = a.wo - ow;
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 6
@@ -101,20 +105,20 @@ void direct_block(const DirectConvPlane& a, int64_t co, int64_t co1, int64_t oh,
 }
 
 // Output channels [co0, co1) of one sample and group, in blocks of RMAX channels, the rows cut
-// into near-equal blocks of at most SMAX. When the input rows a row block reads, every channel of
-// them, fit in half of L1, row blocks go outside and those rows stay in L1 while the channel
-// blocks take their turns; else channel blocks go outside, keeping their weights in L1.
+// into near-equal blocks of at most SMAX, the input channels into blocks whose rows for one row
+// block fit in half of L1: those rows stay in L1 while the channel blocks take their turns.
 template <class V>
-void direct_plane(const DirectConvPlane& a, int64_t co0, int64_t co1) {
+void direct_plane(const DirectConvPlane& plane, int64_t co0, int64_t co1) {
+  DirectConvPlane a = plane;
   const int64_t row_blocks = (a.ho + V::SMAX - 1) / V::SMAX;
+  const int64_t row_bytes = (V::SMAX + a.kh - 1) * a.wq * int64_t(sizeof(float));
+  const int64_t channels = row_bytes >= (int64_t(24) << 10) ? 1 : (int64_t(24) << 10) / row_bytes;
   auto rows = [&](int64_t rb) { return a.ho * rb / row_blocks; };
-  if ((V::SMAX + a.kh - 1) * a.wq * a.cin * int64_t(sizeof(float)) <= (int64_t(24) << 10)) {
-    for (int64_t rb = 0; rb < row_blocks; ++rb)
+  for (int64_t rb = 0; rb < row_blocks; ++rb)
+    for (a.c0 = 0; a.c0 < a.cin; a.c0 = a.c1) {
+      a.c1 = a.cin - a.c0 < channels ? a.cin : a.c0 + channels;
       for (int64_t co = co0; co < co1; co += V::RMAX) direct_block<V>(a, co, co1, rows(rb), rows(rb + 1) - rows(rb));
-  } else {
-    for (int64_t co = co0; co < co1; co += V::RMAX)
-      for (int64_t rb = 0; rb < row_blocks; ++rb) direct_block<V>(a, co, co1, rows(rb), rows(rb + 1) - rows(rb));
-  }
+    }
 }
 
 // grad_w[co + r, c, t0 + t] += sum over samples and output pixels of grad_out[co + r] times the

@@ -49,6 +49,7 @@ std::vector<ConvCase> direct_cases() {
   cs.push_back({2, 3, 6, 6, 4, 3, 3, {1, 1}, {0, 0}, {1, 1}, 1});  // no padding
   cs.push_back({2, 3, 6, 9, 4, 3, 3, {1, 1}, {3, 2}});             // padding past k - 1
   cs.push_back({3, 32, 14, 14, 64, 3, 3, {1, 1}, {1, 1}});         // SimpleCNN's second conv
+  cs.push_back({2, 48, 6, 40, 8, 3, 3, {1, 1}, {1, 1}});           // input channels in blocks of 15
   cs.push_back({1, 16, 28, 28, 20, 3, 3, {1, 1}, {1, 1}});         // one sample: channel blocks shared
   cs.push_back({5, 2, 40, 37, 3, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false, "strided"});
   return cs;
