@@ -257,10 +257,11 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
     }
     if (!db_parts.empty()) {
       double* db = db_parts.data() + tid * g.Cout;
-      for (int64_t co = 0; co < g.Cout; ++co) {
-        double s = 0;
-        for (int64_t q = 0; q < BP; ++q) s += double(d[co * ld + q]);
-        db[co] += s;
+      for (int64_t co = 0; co < g.Cout; ++co) {  // in vector lanes: one running sum waits on every add
+        T s = T(0);
+#pragma omp simd reduction(+ : s)
+        for (int64_t q = 0; q < BP; ++q) s += d[co * ld + q];
+        db[co] += double(s);
       }
     }
     T* col = need_cols ? colbuf.data() + tid * g.Kg * cols : nullptr;

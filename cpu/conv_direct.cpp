@@ -138,17 +138,12 @@ struct Job {
   }
 };
 
-// Sum of n floats in 16 interleaved f32 partial sums, which the compiler keeps in vector
-// registers (a single running sum would wait on each add's latency).
+// Sum of n floats in vector lanes (a single running sum would wait on each add's latency).
 double plane_sum(const float* p, int64_t n) {
-  float part[16] = {};
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    for (int l = 0; l < 16; ++l) part[l] += p[i + l];
-  double s = 0;
-  for (; i < n; ++i) s += double(p[i]);
-  for (float v : part) s += double(v);
-  return s;
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += p[i];
+  return double(s);
 }
 
 Tensor contiguous_f32(const Tensor& t) {
