@@ -1,13 +1,17 @@
 // The direct convolution's AVX2 loops: 8-float columns; forward 3 channels x 3 rows of
 // accumulators (9 of the 16 ymm registers, with the weights and a row beside them), weight
 // gradient 2 channels x 5 taps (10). This file alone is compiled for
-// AVX2 and FMA (by pragma).
+// AVX2 and FMA (by pragma, GCC's or clang's).
 #include "cpu/conv_direct.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
-#include <immintrin.h>
+#endif
 
 #include "cpu/conv_direct_impl.h"
 
@@ -41,7 +45,11 @@ void direct_conv_weight_grad_avx2(const DirectConvWeightGrad& a, int64_t co, int
 }
 
 }  // namespace mdl::cpu::detail
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #else
 #include <cstdlib>
 namespace mdl::cpu::detail {

@@ -1,11 +1,15 @@
 // The direct convolution's AVX-512 loops: 16-float columns; forward 4 channels x 6 rows of
-// accumulators (24 of the 32 zmm registers), weight gradient 2 channels x 9 taps (18). This file alone is compiled for AVX-512F (by pragma).
+// accumulators (24 of the 32 zmm registers), weight gradient 2 channels x 9 taps (18). This file alone is compiled for AVX-512F (by pragma, GCC's or clang's).
 #include "cpu/conv_direct.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
+#else
 #pragma GCC push_options
 #pragma GCC target("avx512f")
-#include <immintrin.h>
+#endif
 
 #include "cpu/conv_direct_impl.h"
 
@@ -39,7 +43,11 @@ void direct_conv_weight_grad_avx512(const DirectConvWeightGrad& a, int64_t co, i
 }
 
 }  // namespace mdl::cpu::detail
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
 #pragma GCC pop_options
+#endif
 #else
 #include <cstdlib>
 namespace mdl::cpu::detail {
