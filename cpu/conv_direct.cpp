@@ -1,7 +1,8 @@
 // The direct convolution's driver: picks the ISA loop (cpu/conv_direct_avx512.cpp or
 // cpu/conv_direct_avx2.cpp, following the GEMM kernel choice), copies each sample into a
-// zero-padded buffer whose rows are whole vectors wide, and splits the work over the threads:
-// by sample when the batch has enough of them, else by blocks of output channels.
+// zero-padded buffer whose rows are whole vectors wide, and splits the work over the threads: the
+// forward and input gradient by sample when the batch has enough of them, else by blocks of
+// output channels; the weight gradient by (input channel, pair of output channels).
 #include "cpu/conv_direct.h"
 
 #include <algorithm>

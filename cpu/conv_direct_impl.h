@@ -3,7 +3,9 @@
 // (so it calls nothing from the standard library, whose inline copies would get that ISA too).
 // A tile is R output channels x S output rows x one L-wide chunk of columns, held in R*S vector
 // accumulators that start at the bias; each (c, ki, kj) step broadcasts R weights and loads S
-// shifted input rows from the zero-padded sample, so no column matrix is ever built.
+// shifted input rows from the zero-padded sample, so no column matrix is ever built. The weight
+// gradient's loop holds output channels x kernel taps instead, each accumulator a vector of
+// partial sums over pixels, added up across lanes at the end.
 #pragma once
 #include <cstdint>
 
