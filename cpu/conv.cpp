@@ -31,13 +31,6 @@ void gemm(bool, int64_t M, int64_t N, int64_t K, double alpha, const double* A, 
   gemm_f64(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
 }
 
-Tensor contiguous_copy(const Tensor& t) {
-  if (t.is_contiguous()) return t;
-  Tensor c = make_tensor(t.shape(), t.dtype(), t.device());
-  copy(c, t);
-  return c;
-}
-
 struct Geom {
   int64_t N, C, H, W, Cout, kh, kw, Ho, Wo, G, Cig, Cog, Kg, P;
   kernels::Conv2dParams p;
@@ -302,6 +295,13 @@ bool use_depthwise(const Tensor& x, const kernels::Conv2dParams& p) {
 }
 
 }  // namespace
+
+Tensor contiguous_copy(const Tensor& t) {
+  if (t.is_contiguous()) return t;
+  Tensor c = make_tensor(t.shape(), t.dtype(), t.device());
+  copy(c, t);
+  return c;
+}
 
 void set_depthwise_direct(bool on) { g_depthwise_direct.store(on, std::memory_order_relaxed); }
 bool depthwise_direct() { return g_depthwise_direct.load(std::memory_order_relaxed); }

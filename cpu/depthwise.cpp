@@ -37,13 +37,6 @@ void run(const K& k, int64_t n, int64_t work_per_item) {
   });
 }
 
-Tensor contiguous_copy(const Tensor& t) {
-  if (t.is_contiguous()) return t;
-  Tensor c = make_tensor(t.shape(), t.dtype(), t.device());
-  copy(c, t);
-  return c;
-}
-
 // Each plane is first copied into a zero-padded buffer, so the inner loops have no bounds checks;
 // at stride 1 the buffer's rows are laid end to end and a whole plane is one long loop (the
 // columns past Wo are computed and dropped). The input gradient at stride 1 is the same
