@@ -93,14 +93,14 @@ void linear_act(benchmark::State& st, Activation act, bool fused) {
                                               benchmark::Counter::kIsRate);
 }
 
-// Causal self-attention in f16 at the GPT step's shape (batch 32, 6 heads, 256 tokens, head dim
-// 64): the FlashAttention-2 kernels (cuda/flash_attention.cu) vs the plain fused kernel, forward
-// alone and forward + backward (dO given, so the pair times the attention kernels alone).
-void attention(benchmark::State& st, bool flash, bool backward) {
+// Causal self-attention in f16 or f32 at the GPT step's shape (batch 32, 6 heads, 256 tokens, head
+// dim 64): the FlashAttention-2 kernels (cuda/flash_attention.cu) vs the plain fused kernel,
+// forward alone and forward + backward (dO given, so the pair times the attention kernels alone).
+void attention(benchmark::State& st, DType dtype, bool flash, bool backward) {
   cuda::set_flash_attention(flash);
-  const TensorOptions f16(kF16, kGpu);
-  Tensor q = randn({32, 6, 256, 64}, f16), k = randn({32, 6, 256, 64}, f16), v = randn({32, 6, 256, 64}, f16);
-  Tensor go = randn({32, 6, 256, 64}, f16);
+  const TensorOptions o(dtype, kGpu);
+  Tensor q = randn({32, 6, 256, 64}, o), k = randn({32, 6, 256, 64}, o), v = randn({32, 6, 256, 64}, o);
+  Tensor go = randn({32, 6, 256, 64}, o);
   auto step = [&] {
     if (!backward) {
       NoGradGuard ng;
@@ -322,7 +322,14 @@ void conv_step(benchmark::State& st, bool measured) {
     step();
     cuda::synchronize();
   }
-  cuda::set_cudnn_benchmark(true);
+  cuda::set_cudnn_benchmark(false);
+}
+
+// The ResNet-18 AMP step (BM_resnet18_step_amp) under each position: every conv shape of the model.
+void resnet18_step_cudnn(benchmark::State& st, bool measured) {
+  cuda::set_cudnn_benchmark(measured);
+  train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, true);
+  cuda::set_cudnn_benchmark(false);
 }
 
 }  // namespace
@@ -344,13 +351,16 @@ int main(int argc, char** argv) {
                              [act = act](benchmark::State& st, bool fused) { linear_act(st, act, fused); })
           ->UseRealTime()
           ->Unit(benchmark::kMicrosecond);
-  for (bool backward : {false, true})
-    for (bool on : {false, true})
-      bench::register_switch("flash_attention", on,
-                             backward ? "f16/causal_b32_h6_t256_d64/fwd_bwd" : "f16/causal_b32_h6_t256_d64/fwd",
-                             [backward](benchmark::State& st, bool flash) { attention(st, flash, backward); })
-          ->UseRealTime()
-          ->Unit(benchmark::kMicrosecond);
+  for (DType dtype : {kF16, kF32})
+    for (bool backward : {false, true})
+      for (bool on : {false, true})
+        bench::register_switch(
+            "flash_attention", on,
+            std::string(dtype_name(dtype)) +
+                (backward ? "/causal_b32_h6_t256_d64/fwd_bwd" : "/causal_b32_h6_t256_d64/fwd"),
+            [dtype, backward](benchmark::State& st, bool flash) { attention(st, dtype, flash, backward); })
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
   for (bool on : {false, true})
     bench::register_switch("loader_side_stream", on, "epoch", loader_epoch)
         ->UseRealTime()
@@ -363,6 +373,10 @@ int main(int argc, char** argv) {
                            [](benchmark::State& st, bool graph) { graph ? chain_graph(st) : chain_eager(st); })
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
+  for (bool on : {false, true})
+    bench::register_switch("cudnn_benchmark", on, "resnet18_step_amp", resnet18_step_cudnn)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   for (bool on : {false, true})
     bench::register_switch("cudnn_benchmark", on, "conv3x3_c64_32x32_b128_f16", conv_step)
         ->UseRealTime()

@@ -95,11 +95,13 @@ def seconds_per_call(step, seconds):
     return (time.perf_counter() - start) / n
 
 
-def attention_ms(backward, seconds=1.0):
-    """F.scaled_dot_product_attention, causal f16, (32, 6, 256, 64): bench_cuda's flash_attention pair."""
+def attention_ms(backward, dtype, seconds=1.0):
+    """F.scaled_dot_product_attention, causal, (32, 6, 256, 64): bench_cuda's flash_attention pairs
+    (dtype "f16" or "f32"; f32 with TF32 off, as the step figures run)."""
     shape = (32, 6, 256, 64)
-    q, k, v = (torch.randn(shape, device="cuda", dtype=torch.float16, requires_grad=backward) for _ in range(3))
-    go = torch.randn(shape, device="cuda", dtype=torch.float16)
+    t = {"f16": torch.float16, "f32": torch.float32}[dtype]
+    q, k, v = (torch.randn(shape, device="cuda", dtype=t, requires_grad=backward) for _ in range(3))
+    go = torch.randn(shape, device="cuda", dtype=t)
 
     def step():
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -107,7 +109,7 @@ def attention_ms(backward, seconds=1.0):
             y.backward(go)
 
     ms = 1e3 * seconds_per_call(step, seconds)
-    name = "sdpa_f16_causal_b32_h6_t256_d64_" + ("fwd_bwd" if backward else "fwd")
+    name = f"sdpa_{dtype}_causal_b32_h6_t256_d64_" + ("fwd_bwd" if backward else "fwd")
     print(f"torch_{name:28s} {ms:10.3f} ms/call")
 
 
@@ -213,8 +215,9 @@ def main():
     for n in (4096, 8192):
         gemm_tflops(n)
     batch_norm_us()
-    for backward in (False, True):
-        attention_ms(backward)
+    for dtype in ("f16", "f32"):
+        for backward in (False, True):
+            attention_ms(backward, dtype)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
-// FlashAttention-2 for f16/bf16 on tensor cores (WMMA 16x16x16, f32 accumulators), forward beside
-// backward, with the contract of kernels/attention.h. tests/flash_attention_reference.h runs the
+// FlashAttention-2, forward beside backward, with the contract of kernels/attention.h: for f16/bf16
+// on tensor cores (WMMA 16x16x16, f32 accumulators), for f32 with FMAs in f32 (cuda/flash_tiles.cuh
+// holds both kinds of tile product). tests/flash_attention_reference.h runs the
 // same algorithm on the CPU, tile for tile, where a test checks it against plain attention.
 //
 // A block of 4 warps takes a tile of 64 query rows (16 per warp) and streams tiles of 64 keys
@@ -13,43 +14,26 @@
 // tile dq += dS k (keys streamed), with dS = P * (dO v^T - D), D = rowsum(dO * O); every sum has
 // a fixed order (no atomics), so results are deterministic. Head dims are zero-padded to 64 or
 // 128 in shared memory.
-#include <mma.h>
-
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 #include "cuda/api.h"
 #include "cuda/attention_operands.cuh"
 #include "cuda/common.cuh"
 #include "cuda/flash_attention.cuh"
+#include "cuda/flash_tiles.cuh"
 #include "cuda/kernels.cuh"
 
 namespace mdl::cuda {
 
 using namespace detail;
 using namespace attn;
-namespace wmma = nvcuda::wmma;
+using namespace flash;
 
 namespace {
 
-constexpr int kTile = 64;  // query rows per tile and keys per tile
-constexpr int kWarps = 4;  // each owns 16 rows of a tile
-constexpr int kFlashThreads = kWarps * 32;
-constexpr int kPS = kTile + 4;  // row pitch (floats) of a tile of scores
-constexpr int kPP = kTile + 8;  // row pitch (elements) of a tile of P or dS in the input type
-
-// Row pitch (elements) of a (64, D) tile of q, k, v or dO: 8 more than D keeps every 16x16
-// fragment 32-byte aligned and spreads a fragment's rows over the shared-memory banks.
-template <int D>
-constexpr int pitch() {
-  return D + 8;
-}
-
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
-template <class T, class Layout>
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, T, Layout>;
-template <class T, class Layout>
-using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, T, Layout>;
+constexpr int kFlashThreads = flash::kThreads;
 
 struct FlashArgs {
   Batch g;
@@ -77,14 +61,14 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-// dst (64, D), pitch pitch<D>() = rows [r0, r0 + 64) of the (n, cols) matrix at src, zero past n and cols.
+// dst (64, D), pitch pitch<T, D>() = rows [r0, r0 + 64) of the (n, cols) matrix at src, zero past n and cols.
 template <class T, int D>
 __device__ void load_tile(T* dst, const T* src, const Operand& o, int64_t r0, int64_t n, int64_t cols, bool vec) {
-  constexpr int P = pitch<D>();
-  if (vec) {  // unit column stride, 8 | cols, 16-byte aligned rows
-    constexpr int C = D / 8;
+  constexpr int P = pitch<T, D>();
+  if (vec) {  // unit column stride, cols a multiple of V, 16-byte aligned rows
+    constexpr int V = 16 / sizeof(T), C = D / V;
     for (int idx = threadIdx.x; idx < kTile * C; idx += kFlashThreads) {
-      const int r = idx / C, c = idx % C * 8;
+      const int r = idx / C, c = idx % C * V;
       uint4 x = make_uint4(0, 0, 0, 0);
       if (r0 + r < n && c < cols) x = *reinterpret_cast<const uint4*>(src + (r0 + r) * o.rs + c);
       *reinterpret_cast<uint4*>(dst + r * P + c) = x;
@@ -97,54 +81,14 @@ __device__ void load_tile(T* dst, const T* src, const Operand& o, int64_t r0, in
   }
 }
 
-// ---- warp-level products on tensor cores (one warp, 16 rows) -------------------------------------
-
-// c (16, 64) = a (16, D) @ b^T (D, 64), b stored (64, D): scores q k^T, or dO v^T.
-template <class T, int D>
-__device__ void mma_abt(float* c, int ldc, const T* a, int lda, const T* b, int ldb) {
-#pragma unroll
-  for (int n = 0; n < kTile / 16; ++n) {
-    FragC acc;
-    wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      FragA<T, wmma::row_major> fa;
-      FragB<T, wmma::col_major> fb;  // element (e, j) at b[j * ldb + e]
-      wmma::load_matrix_sync(fa, a + kk * 16, lda);
-      wmma::load_matrix_sync(fb, b + n * 16 * ldb + kk * 16, ldb);
-      wmma::mma_sync(acc, fa, fb, acc);
-    }
-    wmma::store_matrix_sync(c + n * 16, acc, ldc, wmma::mem_row_major);
-  }
-}
-
-// c (16, D) += a (16, 64) @ b (64, D). With LayoutA row_major, element (m, k) of a is at
-// a[m * lda + k]: O += P v, dq += dS k. With col_major it is at a[k * lda + m], a (64, 16) tile
-// read as its transpose: dv += P^T dO, dk += dS^T q.
-template <class T, int D, class LayoutA = wmma::row_major>
-__device__ void mma_ab(FragC (&c)[D / 16], const T* a, int lda, const T* b, int ldb) {
-  constexpr bool col_major = std::is_same_v<LayoutA, wmma::col_major>;
-#pragma unroll
-  for (int kk = 0; kk < kTile / 16; ++kk) {
-    FragA<T, LayoutA> fa;
-    wmma::load_matrix_sync(fa, a + kk * 16 * (col_major ? lda : 1), lda);
-#pragma unroll
-    for (int n = 0; n < D / 16; ++n) {
-      FragB<T, wmma::row_major> fb;
-      wmma::load_matrix_sync(fb, b + kk * 16 * ldb + n * 16, ldb);
-      wmma::mma_sync(c[n], fa, fb, c[n]);
-    }
-  }
-}
-
 // Writes the warp's (16, D) fragments times `mul` to rows [r0, r0 + 16) of the contiguous (n, cols)
 // matrix dst, through a 16x16 float staging tile of its own.
 template <class T, int D>
-__device__ void store_rows(T* dst, FragC (&c)[D / 16], float* stage, int64_t r0, int64_t n, int64_t cols, float mul) {
+__device__ void store_rows(T* dst, Acc<T> (&c)[D / 16], float* stage, int64_t r0, int64_t n, int64_t cols, float mul) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int f = 0; f < D / 16; ++f) {
-    wmma::store_matrix_sync(stage, c[f], 16, wmma::mem_row_major);
+    store_acc(stage, c[f], 16);
     __syncwarp();
     for (int t = lane; t < 256; t += 32) {
       const int64_t r = r0 + t / 16, e = f * 16 + t % 16;
@@ -161,7 +105,7 @@ __device__ void store_rows(T* dst, FragC (&c)[D / 16], float* stage, int64_t r0,
 template <class T, int D>
 __global__ void __launch_bounds__(kFlashThreads)
     flash_forward_kernel(FlashArgs a, T* out, float* lse, const T* q, const T* k, const T* v) {
-  constexpr int P = pitch<D>(), PO = D + 4;
+  constexpr int P = pitch<T, D>(), PO = D + 4;
   extern __shared__ __align__(128) unsigned char smem[];
   T* sq = reinterpret_cast<T*>(smem);
   T* sk = sq + kTile * P;
@@ -213,12 +157,12 @@ __global__ void __launch_bounds__(kFlashThreads)
     }
     __syncwarp();
     // so (16, D) += P (16, 64) @ v (64, D)
-    FragC o[D / 16];
+    Acc<T> o[D / 16];
 #pragma unroll
-    for (int n = 0; n < D / 16; ++n) wmma::load_matrix_sync(o[n], so + w0 * PO + n * 16, PO, wmma::mem_row_major);
+    for (int n = 0; n < D / 16; ++n) load_acc(o[n], so + w0 * PO + n * 16, PO);
     mma_ab<T, D>(o, sp + w0 * kPP, kPP, sv, P);
 #pragma unroll
-    for (int n = 0; n < D / 16; ++n) wmma::store_matrix_sync(so + w0 * PO + n * 16, o[n], PO, wmma::mem_row_major);
+    for (int n = 0; n < D / 16; ++n) store_acc(so + w0 * PO + n * 16, o[n], PO);
     __syncthreads();  // k and v are rewritten by the next tile
   }
   __syncthreads();  // with no key tile at all, the initial O, m and l must still be visible
@@ -254,7 +198,7 @@ __global__ void flash_delta_kernel(FlashArgs a, float* delta, const T* go, const
 // dP (64, 64) in f32; a 16x16 staging tile per warp; lse and D of the query tile.
 template <class T, int D>
 struct BackwardTiles {
-  static constexpr int P = pitch<D>();
+  static constexpr int P = pitch<T, D>();
   T *sq, *sdo, *sk, *sv, *sp, *sds;
   float *ss, *sdp, *stage, *slse, *sdelta;
   static constexpr size_t bytes() {
@@ -307,7 +251,7 @@ template <class T, int D>
 __global__ void __launch_bounds__(kFlashThreads)
     flash_dkdv_kernel(FlashArgs a, T* dk, T* dv, const float* lse, const float* delta, const T* q, const T* k,
                       const T* v, const T* go) {
-  constexpr int P = pitch<D>();
+  constexpr int P = pitch<T, D>();
   extern __shared__ __align__(128) unsigned char smem[];
   BackwardTiles<T, D> t(smem);
   const int64_t b = blockIdx.x / a.tiles, j0 = blockIdx.x % a.tiles * kTile;
@@ -317,9 +261,9 @@ __global__ void __launch_bounds__(kFlashThreads)
   const bool* mb = a.mask_p ? a.mask_p + a.mask.base(a.g, b) : nullptr;
   load_tile<T, D>(t.sk, k + a.k.base(a.g, b), a.k, j0, a.S, a.E, a.vec_k);
   load_tile<T, D>(t.sv, v + a.v.base(a.g, b), a.v, j0, a.S, a.Ev, a.vec_v);
-  FragC dkf[D / 16], dvf[D / 16];
+  Acc<T> dkf[D / 16], dvf[D / 16];
 #pragma unroll
-  for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(dkf[n], 0.0f), wmma::fill_fragment(dvf[n], 0.0f);
+  for (int n = 0; n < D / 16; ++n) fill(dkf[n], 0.0f), fill(dvf[n], 0.0f);
   // causal: query tiles before j0 see none of these keys
   for (int64_t i0 = a.causal ? j0 : 0; i0 < a.L; i0 += kTile) {
     load_tile<T, D>(t.sq, qb, a.q, i0, a.L, a.E, a.vec_q);
@@ -342,7 +286,7 @@ template <class T, int D>
 __global__ void __launch_bounds__(kFlashThreads)
     flash_dq_kernel(FlashArgs a, T* dq, const float* lse, const float* delta, const T* q, const T* k, const T* v,
                     const T* go) {
-  constexpr int P = pitch<D>();
+  constexpr int P = pitch<T, D>();
   extern __shared__ __align__(128) unsigned char smem[];
   BackwardTiles<T, D> t(smem);
   const int64_t b = blockIdx.x / a.tiles, i0 = blockIdx.x % a.tiles * kTile;
@@ -353,9 +297,9 @@ __global__ void __launch_bounds__(kFlashThreads)
   load_tile<T, D>(t.sq, q + a.q.base(a.g, b), a.q, i0, a.L, a.E, a.vec_q);
   load_tile<T, D>(t.sdo, go + a.go.base(a.g, b), a.go, i0, a.L, a.Ev, a.vec_go);
   t.load_row_stats(a, b, i0, lse, delta);
-  FragC dqf[D / 16];
+  Acc<T> dqf[D / 16];
 #pragma unroll
-  for (int n = 0; n < D / 16; ++n) wmma::fill_fragment(dqf[n], 0.0f);
+  for (int n = 0; n < D / 16; ++n) fill(dqf[n], 0.0f);
   const int64_t kend = a.causal ? min(a.S, i0 + kTile) : a.S;
   for (int64_t j0 = 0; j0 < kend; j0 += kTile) {
     load_tile<T, D>(t.sk, kb, a.k, j0, a.S, a.E, a.vec_k);
@@ -370,12 +314,14 @@ __global__ void __launch_bounds__(kFlashThreads)
 
 // ---- host side -------------------------------------------------------------------------------------
 
-// t can be read in 16-byte chunks of 8 elements: unit column stride, every other stride and the
-// data pointer aligned to 8 elements, cols a multiple of 8.
+// t can be read in 16-byte chunks (8 f16/bf16 or 4 f32 elements): unit column stride, every other
+// stride and the data pointer aligned to a chunk, cols a multiple of one.
 bool vectorizable(const Tensor& t) {
-  if (!t.defined() || t.stride(-1) != 1 || t.size(-1) % 8 != 0) return false;
+  if (!t.defined()) return false;
+  const int64_t v = 16 / int64_t(dtype_size(t.dtype()));
+  if (t.stride(-1) != 1 || t.size(-1) % v != 0) return false;
   for (int64_t d = 0; d + 1 < t.dim(); ++d)
-    if (t.stride(d) % 8 != 0) return false;
+    if (t.stride(d) % v != 0) return false;
   return reinterpret_cast<uintptr_t>(t.raw_data()) % 16 == 0;
 }
 
@@ -412,14 +358,43 @@ template <class F>
 void dispatch_flash(const Tensor& q, const Tensor& v, F&& f) {
   const bool wide = std::max(q.size(-1), v.size(-1)) > 64;
   if (q.dtype() == kF16) wide ? f.template operator()<__half, 128>() : f.template operator()<__half, 64>();
-  else wide ? f.template operator()<__nv_bfloat16, 128>() : f.template operator()<__nv_bfloat16, 64>();
+  else if (q.dtype() == kBF16)
+    wide ? f.template operator()<__nv_bfloat16, 128>() : f.template operator()<__nv_bfloat16, 64>();
+  else wide ? f.template operator()<float, 128>() : f.template operator()<float, 64>();
+}
+
+// The forward kernel's shared memory: q, k, v tiles and P in T; scores, O, m and l in f32.
+template <class T, int D>
+constexpr size_t forward_smem() {
+  return (3 * size_t(kTile) * pitch<T, D>() + size_t(kTile) * kPP) * sizeof(T) +
+         size_t(kTile) * (kPS + D + 4 + 2) * sizeof(float);
+}
+
+// The most dynamic shared memory a block may opt in to on CUDA device `index` (227 KiB on an
+// H100, 163 KiB on an A100), read once per device.
+size_t max_block_smem(int index) {
+  static std::atomic<int> cached[64];
+  if (index < 0 || index >= 64) return 48 * 1024;
+  int bytes = cached[index].load(std::memory_order_relaxed);
+  if (bytes == 0) {
+    if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, index) != cudaSuccess) {
+      (void)cudaGetLastError();
+      bytes = 48 * 1024;
+    }
+    cached[index].store(bytes, std::memory_order_relaxed);
+  }
+  return size_t(bytes);
 }
 
 }  // namespace
 
 bool flash_attention_applies(const Tensor& q, const Tensor& v) {
-  return flash_attention() && (q.dtype() == kF16 || q.dtype() == kBF16) && q.size(-1) <= kFlashMaxHeadDim &&
-         v.size(-1) <= kFlashMaxHeadDim;
+  if (!flash_attention() || !(q.dtype() == kF16 || q.dtype() == kBF16 || q.dtype() == kF32) ||
+      q.size(-1) > kFlashMaxHeadDim || v.size(-1) > kFlashMaxHeadDim)
+    return false;
+  size_t need = 0;  // f32 at head dim 128 needs 207 KiB, more than an A100's block may have
+  dispatch_flash(q, v, [&]<class T, int D>() { need = std::max(forward_smem<T, D>(), BackwardTiles<T, D>::bytes()); });
+  return need <= max_block_smem(q.device().index);
 }
 
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
@@ -427,10 +402,8 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
   const char* op = "scaled_dot_product_attention";
   FlashArgs a = flash_args(op, q, k, v, mask, Tensor(), causal, scale);
   dispatch_flash(q, v, [&]<class T, int D>() {
-    constexpr size_t smem = (3 * size_t(kTile) * pitch<D>() + size_t(kTile) * kPP) * sizeof(T) +
-                            size_t(kTile) * (kPS + D + 4 + 2) * sizeof(float);
-    launch(op, flash_forward_kernel<T, D>, a, tiles_of(a.L), smem, ptr<T>(out), ptr<float>(lse), ptr<const T>(q),
-           ptr<const T>(k), ptr<const T>(v));
+    launch(op, flash_forward_kernel<T, D>, a, tiles_of(a.L), forward_smem<T, D>(), ptr<T>(out), ptr<float>(lse),
+           ptr<const T>(q), ptr<const T>(k), ptr<const T>(v));
   });
 }
 

@@ -1,5 +1,6 @@
-// FlashAttention-2 on tensor cores for f16/bf16 (cuda/flash_attention.cu), behind the contract of
-// kernels/attention.h; cuda/attention.cu hands a call here when flash_attention_applies.
+// FlashAttention-2 (cuda/flash_attention.cu): on tensor cores for f16/bf16, with f32 FMAs for f32,
+// behind the contract of kernels/attention.h; cuda/attention.cu hands a call here when
+// flash_attention_applies.
 #pragma once
 #include "tensor/tensor.h"
 
@@ -7,7 +8,8 @@ namespace mdl::cuda {
 
 constexpr int64_t kFlashMaxHeadDim = 128;
 
-// The switch is on (cuda::flash_attention()), q is f16 or bf16 and both head dims are <= 128.
+// The switch is on (cuda::flash_attention()), q is f16, bf16 or f32, both head dims are <= 128, and
+// the kernels' shared memory fits a block of q's device.
 bool flash_attention_applies(const Tensor& q, const Tensor& v);
 
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,

@@ -1,7 +1,7 @@
 // Fused scaled-dot-product attention on CUDA against the CPU through nn::functional, forward and
 // backward: causal and padding masks, rows that see no key, more keys and queries than one tile,
 // L != S, broadcast batch dims and strided operands, in every floating dtype, with the plain
-// fused kernel and (f16, bf16) the FlashAttention-2 kernels; the flash kernels also against f64
+// fused kernel and (f32, f16, bf16) the FlashAttention-2 kernels; the flash kernels also against f64
 // attention at lengths across their 64-wide tiles and head dims 64 to 128. Skipped (reported
 // skipped) without a GPU; the too-large-head error is checked only where a GPU is present.
 #include <doctest/doctest.h>
@@ -64,11 +64,12 @@ void compare(const std::string& what, const Tensor& q, const Tensor& k, const Te
     for (size_t i = 0; i < c.size(); ++i)
       check_close(g[i], c[i], tol, what + " " + names[i] + " " + dtype_name(q.dtype()));
   }
-  if (q.dtype() == kF16 || q.dtype() == kBF16) {
+  if (q.dtype() != kF64) {
     FlashAttention flash(true);
     const auto g = run(kGpu);
-    // P and dS are rounded to the input type before their products (the CPU keeps them in f32).
-    const double tol = q.dtype() == kF16 ? 1e-2 : 6e-2;
+    // f16/bf16: P and dS are rounded to the input type before their products (the CPU keeps them
+    // in f32). f32 stays f32 throughout: only the order of the sums differs.
+    const double tol = q.dtype() == kF32 ? 1e-5 : q.dtype() == kF16 ? 1e-2 : 6e-2;
     for (size_t i = 0; i < c.size(); ++i) {
       const double err = rel_err(g[i], c[i]);
       CHECK_MESSAGE(err <= tol, what, " flash ", names[i], " ", dtype_name(q.dtype()), ": relative error ", err);
@@ -107,16 +108,17 @@ TEST_CASE("cuda: fused attention names a head dim too large for its shared memor
   CHECK_THROWS_WITH_AS(F::scaled_dot_product_attention(q, k, k), doctest::Contains("too large"), mdl::Error);
 }
 
-// Flash (f16, bf16) against attention in f64 on the CPU from the same rounded inputs: lengths on
+// Flash (f32, f16, bf16) against attention in f64 on the CPU from the same rounded inputs: lengths on
 // both sides of the 64-wide tiles, L != S, head dims 64, 80 (zero-padded to 128) and 128, and
 // 136 (past the flash kernels: the plain kernel takes it), without a mask, causal, with a mask
 // that hides a pattern of keys and every key of row 1, and both. The tolerances hold f16/bf16
-// rounding of the inputs' products; a missed tile, mask or rescale is off by far more.
+// rounding of the inputs' products, and f32's of its sums; a missed tile, mask or rescale is off
+// by far more.
 TEST_CASE("cuda: flash attention matches f64 attention across tile edges, head dims and masks, forward and backward" *
           MDL_CUDA_ONLY) {
   const std::pair<int64_t, int64_t> lengths[] = {{1, 1}, {65, 129}, {129, 65}, {257, 257}, {1, 257}, {64, 64}};
   uint64_t seed = 10;
-  for (DType t : {kF16, kBF16})
+  for (DType t : {kF32, kF16, kBF16})
     for (int64_t E : {64, 80, 128, 136})
       for (auto [L, S] : lengths)
         for (int masking = 0; masking < 4; ++masking) {
@@ -139,7 +141,7 @@ TEST_CASE("cuda: flash attention matches f64 attention across tile edges, head d
           FlashAttention flash(true);
           const auto want = run(Device::cpu(), kF64), got = run(kGpu, t);
           const char* names[] = {"out", "dq", "dk", "dv"};
-          const double tol = t == kF16 ? 1e-2 : 6e-2;
+          const double tol = t == kF32 ? 2e-5 : t == kF16 ? 1e-2 : 6e-2;
           for (size_t i = 0; i < want.size(); ++i) {
             const double err = rel_err(got[i], want[i]);
             CHECK_MESSAGE(err <= tol, dtype_name(t), " E=", E, " L=", L, " S=", S, " causal=", causal,
