@@ -53,8 +53,11 @@ TEST_CASE("cuda: an out-of-range embedding index throws at the next sync, naming
   // The bad row read as zeros: no access outside the weight (a sticky CUDA error would follow).
   const std::vector<float> v = y.to_vector<float>();
   CHECK((v[3] == 0.0f && v[4] == 0.0f && v[5] == 0.0f));
-  // item() is a sync point too; the first error wins over later ones.
-  Tensor s = sum(F::embedding(i64({-1}, kGpu), w)) + sum(index_select(w, 1, i64({3}, kGpu)));
+  // item() is a sync point too; the first error wins over later ones. Every index is copied to the
+  // GPU first: a host-to-device copy is a sync point as well, and would raise the first error early.
+  const Tensor bad_row = i64({-1}, kGpu), bad_col = i64({3}, kGpu);
+  Tensor first = sum(F::embedding(bad_row, w));
+  Tensor s = first + sum(index_select(w, 1, bad_col));
   CHECK_THROWS_WITH_AS(s.item<float>(), doctest::Contains("embedding: index -1 is out of range"), Error);
   CHECK_NOTHROW(cuda::check_errors());
 }
