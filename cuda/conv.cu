@@ -2,11 +2,13 @@
 // own deterministic reduction). Each (direction, dtype, shapes, params, TF32 setting, choice mode)
 // gets a Plan once: its cuDNN descriptors and its algorithm, so every later call is a map lookup
 // and a launch. The algorithm is measured with cudnnFind*AlgorithmEx (as cudnn.benchmark does),
-// keeping the fastest deterministic one, while cuda::cudnn_benchmark() is on (the default); taken
-// from the v7 heuristics when it is off, and while a CUDA Graph is being captured (that choice is
+// keeping the fastest deterministic one, while cuda::cudnn_benchmark() is on; taken from the v7
+// heuristics when it is off (the default), and while a CUDA Graph is being captured (that choice is
 // not kept: the next eager call measures). Workspaces come from the caching allocator.
 // f32 (TF32 only when cuda::allow_tf32()), f64, and f16/bf16 with f32 compute.
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <array>
 #include <climits>
 #include <map>
@@ -121,9 +123,23 @@ Tensor workspace(size_t bytes) {
 }
 void* data_or_null(const Tensor& t) { return t.defined() ? t.raw_data() : nullptr; }
 
+// MDL_CUDNN_LOG set in the environment: every algorithm list a new plan chooses from goes to
+// stderr, measured (with cuDNN's times) or from the heuristic, so a choice can be checked.
+template <class Perf>
+void log_choices(const char* op, const Perf* perf, int n) {
+  static const bool on = std::getenv("MDL_CUDNN_LOG") != nullptr;
+  if (!on) return;
+  std::fprintf(stderr, "cudnn %s: %d algorithms (algo status deterministic ms MiB math)", op, n);
+  for (int i = 0; i < n; ++i)
+    std::fprintf(stderr, " | %d %d %d %.3f %.1f %d", int(perf[i].algo), int(perf[i].status), int(perf[i].determinism),
+                 double(perf[i].time), double(perf[i].memory) / (1 << 20), int(perf[i].mathType));
+  std::fprintf(stderr, "\n");
+}
+
 // The first successful, deterministic result of a sorted perf list (cuDNN sorts by time).
 template <class Perf>
 Choice pick(const char* op, const Perf* perf, int n) {
+  log_choices(op, perf, n);
   for (int i = 0; i < n; ++i)
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC)
       return {int(perf[i].algo), perf[i].mathType, perf[i].memory};

@@ -10,6 +10,7 @@
 # A failing step is named and the next one still runs; the exit status is nonzero if any step
 # failed. Each step's log is in LOG_DIR (build/gpu-check/logs, or mdl-gpu/logs from the bundle),
 # and all of them, the table first, in LOG_DIR/gpu-check.log.
+# TORCH_PROFILES=0 leaves out PyTorch's two op tables (80 s of the budget).
 # Budget: under 5 minutes from the bundle (the step timeouts add up to 420 s; a build adds 220).
 # What it records: f16 tensor-core GEMM TFLOP/s at 4096 and 8192 next to cuBLAS's own
 # (PyTorch's matmul); SimpleCNN, ResNet-18 (32x32) and GPT (6 x 384, context 256) training steps in
@@ -93,7 +94,7 @@ else
 fi
 step cuda-tests 90 $B/mdl_tests -tc='cuda:*'
 [ $BUNDLE = 1 ] || step other-tests 70 $B/mdl_tests -tce='cuda:*'
-step bench-cuda 150 $BENCH --benchmark_min_time=0.1s --benchmark_out="$LOG/bench_cuda.json" \
+step bench-cuda 150 $BENCH --benchmark_min_time=0.3 --benchmark_out="$LOG/bench_cuda.json" \
   --benchmark_out_format=json
 TORCH=0
 python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1 && TORCH=1
@@ -105,7 +106,8 @@ fi
 # Where one AMP step's time goes, op by op, in mdl and in PyTorch (the tables are in the logs).
 for model in gpt resnet18; do
   step "profile-mdl-$model" 40 $B/mdl-profile-step --model $model --amp --device cuda
-  [ $TORCH = 1 ] && step "profile-torch-$model" 40 python3 bench/torch_gpu_step.py --profile $model --amp
+  [ $TORCH = 1 ] && [ "${TORCH_PROFILES:-1}" = 1 ] &&
+    step "profile-torch-$model" 40 python3 bench/torch_gpu_step.py --profile $model --amp
 done
 
 echo
@@ -138,6 +140,8 @@ ratio("fused_linear_act/on/f16/relu/real_time", "fused_linear_act/off/f16/relu/r
 ratio("fused_linear_act/on/f16/gelu/real_time", "fused_linear_act/off/f16/gelu/real_time", "linear+bias+gelu: cuBLASLt epilogue vs separate kernels (speedup)")
 ratio("cudnn_benchmark/on/conv3x3_c64_32x32_b128_f16/real_time", "cudnn_benchmark/off/conv3x3_c64_32x32_b128_f16/real_time",
       "conv 3x3 f16 fwd+bwd: measured vs heuristic cuDNN algorithms (speedup)")
+ratio("cudnn_benchmark/on/resnet18_step_amp/real_time", "cudnn_benchmark/off/resnet18_step_amp/real_time",
+      "ResNet-18 AMP step: measured vs heuristic cuDNN algorithms (speedup)")
 ratio("allow_tf32/on/gemm/4096/real_time", "allow_tf32/off/gemm/4096/real_time", "f32 GEMM 4096: TF32 vs full f32 (speedup)")
 ratio("loader_side_stream/on/epoch/iterations:3/real_time", "loader_side_stream/off/epoch/iterations:3/real_time",
       "DataLoader epoch: side-stream copy vs copy on mdl's stream (speedup)")
@@ -161,12 +165,13 @@ if f16:
         cublas = torch_ms.get(f"gemm_f16_{n}")
         vs = f", {100*r['TFLOP/s']/cublas:5.1f}% of cuBLAS via PyTorch ({cublas:.1f})" if cublas else ""
         print(f'f16 GEMM {r["name"]:32s} {r["TFLOP/s"]:7.1f} TFLOP/s = {100*r["TFLOP/s"]/peak:5.1f}% of the best size{vs}')
-for part in ("fwd", "fwd_bwd"):
-    case = f"f16/causal_b32_h6_t256_d64/{part}/real_time"
-    ratio(f"flash_attention/on/{case}", f"flash_attention/off/{case}", f"attention {part}: flash vs plain kernel (speedup)")
-    r, t = by.get(f"flash_attention/on/{case}"), torch_ms.get(f"sdpa_f16_causal_b32_h6_t256_d64_{part}")
-    if r and t:  # bench_cuda's times are in us, the script's in ms
-        print(f'attention {part}: flash {r["real_time"] / 1e3:.3f} ms, PyTorch SDPA {t:.3f} ms, mdl time / PyTorch time {r["real_time"] / 1e3 / t:.2f}')
+for dt in ("f16", "f32"):
+    for part in ("fwd", "fwd_bwd"):
+        case = f"{dt}/causal_b32_h6_t256_d64/{part}/real_time"
+        ratio(f"flash_attention/on/{case}", f"flash_attention/off/{case}", f"attention {dt} {part}: flash vs plain kernel (speedup)")
+        r, t = by.get(f"flash_attention/on/{case}"), torch_ms.get(f"sdpa_{dt}_causal_b32_h6_t256_d64_{part}")
+        if r and t:  # bench_cuda's times are in us, the script's in ms
+            print(f'attention {dt} {part}: flash {r["real_time"] / 1e3:.3f} ms, PyTorch SDPA {t:.3f} ms, mdl time / PyTorch time {r["real_time"] / 1e3 / t:.2f}')
 r, t = by.get("BM_batch_norm_f16/real_time"), torch_ms.get("batch_norm_f16")
 if r:
     vs = f', PyTorch {t:.1f} us, mdl time / PyTorch time {r["real_time"] / t:.2f}' if t else ""

@@ -17,6 +17,7 @@
 #include "ops/autocast.h"
 #include "profiler/scope.h"
 #include "profiler/session.h"
+#include "switches/switches.h"
 
 using namespace mdl;
 
@@ -29,9 +30,10 @@ struct Options {
 };
 
 const char* kUsage = R"(usage: mdl-profile-step [--model simplecnn|resnet18|gpt] [--amp] [--device cpu|cuda|cuda:N]
-                        [--steps N] [--rows N]
+                        [--steps N] [--rows N] [--switch NAME=on|off ...]
   times N training steps (after 3 warm-up steps) of the model on random data, then profiles N more
-  and prints the profiler's table (its first --rows rows, 25), the step's phases and memory
+  and prints the profiler's table (its first --rows rows, 25), the step's phases and memory;
+  --switch sets one of `make bench`'s toggles (e.g. cudnn_benchmark=off) for the whole run
 )";
 
 int parse_count(const std::string& flag, const char* text, int hi) {
@@ -41,6 +43,15 @@ int parse_count(const std::string& flag, const char* text, int hi) {
     throw Error("mdl-profile-step: " + flag + " takes a whole number from 1 to " + std::to_string(hi) + ", not '" +
                 text + "'");
   return int(v);
+}
+
+// NAME=on or NAME=off: switches::set, which names an unknown switch in its error.
+void set_switch(const std::string& text) {
+  const size_t eq = text.find('=');
+  const std::string name = text.substr(0, eq), value = eq == std::string::npos ? "" : text.substr(eq + 1);
+  if (value != "on" && value != "off")
+    throw Error("mdl-profile-step: --switch takes NAME=on or NAME=off, not '" + text + "'");
+  switches::set(name, value == "on");
 }
 
 Options parse(int argc, char** argv) {
@@ -57,6 +68,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--amp") o.amp = true;
     else if (a == "--steps") o.steps = parse_count(a, value(), 10000);
     else if (a == "--rows") o.rows = parse_count(a, value(), 1000);
+    else if (a == "--switch") set_switch(value());
     else throw Error("mdl-profile-step: unknown option '" + a + "'");
   }
   if (o.model != "simplecnn" && o.model != "resnet18" && o.model != "gpt")
