@@ -22,7 +22,10 @@
 #include "train/trainer.h"
 
 using namespace mdl;
+using train::kGpuLoaderPrefetch;
+using train::kGpuLoaderWorkers;
 using train::parse_train_options;
+using train::TrainOptions;
 using train::UsageError;
 
 namespace {
@@ -121,6 +124,25 @@ TEST_CASE("mdl-train options: defaults, both value forms, every switch") {
   CHECK(train::usage().find("efficientnetv2") != std::string::npos);
   CHECK(parse_train_options({"--model", "cnn-separable"}).model == "cnn-separable");
   CHECK(parse_train_options({"-h"}).help);
+}
+
+TEST_CASE("mdl-train options: a GPU run's loader defaults feed the device; given values and the CPU's stand") {
+  const TrainOptions cpu = parse_train_options(std::vector<std::string>{});
+  CHECK((cpu.workers == 0 && cpu.prefetch == 0 && !cpu.pin_memory));
+  const TrainOptions gpu = parse_train_options({"--device", "cuda"});
+  CHECK(gpu.workers >= 1);
+  CHECK(gpu.workers <= kGpuLoaderWorkers);
+  CHECK(gpu.prefetch == kGpuLoaderPrefetch);
+  CHECK(gpu.pin_memory);
+  // Each one given keeps its value, the others still take the GPU's defaults.
+  const TrainOptions mixed = parse_train_options({"--device=cuda:1", "--workers", "0", "--prefetch", "2"});
+  CHECK(mixed.workers == 0);
+  CHECK(mixed.prefetch == 2);
+  CHECK(mixed.pin_memory);
+  const TrainOptions pinned = parse_train_options({"--pin-memory", "--device", "cuda"});
+  CHECK(pinned.prefetch == kGpuLoaderPrefetch);
+  CHECK(pinned.pin_memory);
+  CHECK_FALSE(parse_train_options({"--device", "cuda", "--no-pin-memory"}).pin_memory);
 }
 
 TEST_CASE("mdl-train options: bad options are named") {

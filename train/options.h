@@ -13,6 +13,11 @@ struct UsageError : Error {
   using Error::Error;
 };
 
+// A GPU run's loader when the command line names none of --workers, --prefetch, --pin-memory:
+// up to kGpuLoaderWorkers workers (one core is left to the training thread), kGpuLoaderPrefetch
+// batches ahead, pinned memory.
+inline constexpr int64_t kGpuLoaderWorkers = 4, kGpuLoaderPrefetch = 8;
+
 struct TrainOptions {
   std::string model = "cnn";  // mlp, cnn, cnn-separable, resnet18, resnet50, efficientnet, efficientnetv2, vit, gpt
   std::string data = "fashion-mnist";  // fashion-mnist[:ROOT], imagefolder:PATH, cifar10:PATH, cifar100:PATH,
@@ -32,8 +37,9 @@ struct TrainOptions {
   std::string amp = "none";       // none, f16, bf16
   std::string cache = "none";     // none, memory, file
   std::string cache_dir{};        // empty: data::default_cache_dir(), private to the user
-  int64_t prefetch = 0;           // batches prepared ahead
-  int64_t workers = 0;            // loader threads; 0 = load in the training thread
+  // The loader: parse_train_options gives a GPU run the kGpuLoader* values for those not given.
+  int64_t prefetch = 0;  // batches prepared ahead
+  int64_t workers = 0;   // loader threads; 0 = load in the training thread
   bool pin_memory = false;
   bool augment = false;  // random crop (zero padding of 1/8 of the side) and horizontal flip, training images only
   std::string device = "cpu";  // cpu, cuda, cuda:N
