@@ -21,7 +21,7 @@ const std::vector<std::string>& differentiable_ops() {
                              "sum", "mean", "max", "min", "max_dim", "min_dim", "var", "softmax", "log_softmax",
                              // views, copies, joining
                              "view", "reshape", "squeeze", "unsqueeze", "permute", "transpose", "expand", "slice",
-                             "narrow", "select", "clone", "to_dtype", "to_device", "cat", "tril", "triu",
+                             "narrow", "select", "clone", "to_dtype", "to_device", "cat", "split", "tril", "triu",
                              // indexing, linear algebra
                              "index_select", "gather", "scatter_add", "matmul",
                              // nn: norms, dropout, embedding, losses, attention

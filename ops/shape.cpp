@@ -128,27 +128,38 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
   return cat(u, d);
 }
 
-std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
-  MDL_CHECK(split_size > 0 || (split_size == 0 && x.size(dim) == 0), "split: split_size must be positive, got ",
-            split_size);
-  std::vector<Tensor> parts;
-  int64_t n = x.size(dim);
-  for (int64_t s = 0; s < n || (n == 0 && s == 0 && parts.empty()); s += std::max<int64_t>(split_size, 1)) {
-    parts.push_back(narrow(x, dim, s, std::min(split_size, n - s)));
-    if (n == 0) break;
-  }
+// The parts are views of x made by one node, whose backward joins their gradients with one cat
+// (a part the loss did not use joins as zeros). One narrow node per part would instead fill a
+// zero tensor of x's size per part, copy each gradient in, and add the results up.
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
+  std::vector<Tensor> parts = native::split_with_sizes(x, sizes, dim);  // validates
+  const int64_t d = wrap_dim(dim, x.dim(), "split");
+  record_fn("split", {x}, parts, {}, [d, sizes, s = x.shape()](const Grads& g, const FnNode&) {
+    const Tensor* any = nullptr;  // apply() calls with at least one gradient
+    for (const Tensor& t : g)
+      if (t.defined()) any = &t;
+    const TensorOptions o(any->dtype(), any->device());
+    if (s[size_t(d)] == 0) return Grads{zeros(s, o)};
+    std::vector<Tensor> joined = g;
+    for (size_t k = 0; k < joined.size(); ++k)  // a part already freed gets no zeros from apply()
+      if (!joined[k].defined()) {
+        Shape ps = s;
+        ps[size_t(d)] = sizes[k];
+        joined[k] = native::expand(native::to_dtype(native::scalar_like(0.0, *any), any->dtype()), ps);
+      }
+    return Grads{native::cat(joined, d)};
+  });
   return parts;
 }
 
-std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
-  native::split_with_sizes(x, sizes, dim);  // validates
-  std::vector<Tensor> parts;
-  int64_t s = 0;
-  for (int64_t len : sizes) {
-    parts.push_back(narrow(x, dim, s, len));
-    s += len;
-  }
-  return parts;
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  MDL_CHECK(split_size > 0 || (split_size == 0 && x.size(dim) == 0), "split: split_size must be positive, got ",
+            split_size);
+  const int64_t n = x.size(dim);
+  std::vector<int64_t> sizes;
+  for (int64_t s = 0; s < n; s += split_size) sizes.push_back(std::min(split_size, n - s));
+  if (n == 0) sizes.push_back(0);
+  return split(x, sizes, dim);
 }
 
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {

@@ -264,6 +264,13 @@ void add_shape_ops(std::vector<Entry>& t, Maker& m) {
                [](const V& v) {
                  return cat({T(v[0]), v[1], v[2]}, 1);
                }});
+  t.push_back({"split", "two halves of a transposed [4,3] multiplied", {m.uniform({3, 4})}, [](const V& v) {
+                 auto p = split(T(v[0]), 2, 0);
+                 return p[0] * p[1];
+               }});
+  t.push_back({"split", "sizes 1, 0, 2 along dim -1, one part used", {m.uniform({4, 3})}, [](const V& v) {
+                 return split(v[0], std::vector<int64_t>{1, 0, 2}, -1)[2];
+               }});
   t.push_back({"cat", "dim 0, strided and plain", {m.uniform({2, 8}), m.uniform({3, 4})}, [](const V& v) {
                  return cat({every_other(v[0]), v[1]}, 0);
                }});

@@ -3,8 +3,11 @@
 // then the public ops (which add autograd) against the native ones.
 #include <doctest/doctest.h>
 
+#include <string>
 #include <vector>
 
+#include "autograd/gradcheck.h"
+#include "autograd/node.h"
 #include "ops/factory.h"
 #include "ops/native/native.h"
 #include "ops/ops.h"
@@ -212,4 +215,32 @@ TEST_CASE("join split_with_sizes: pieces, zero sizes, errors") {
                        doctest::Contains("split_with_sizes: sizes must be non-negative, got [7,-1]"), Error);
   CHECK_THROWS_WITH_AS(native::split_with_sizes(scalar_tensor(1.0), {1}, 0),
                        doctest::Contains("split_with_sizes: expected a tensor with at least one dim"), Error);
+}
+
+// split and chunk record one node for all their parts, whose backward joins the parts' gradients
+// (zeros for a part the loss did not use) into x's gradient.
+TEST_CASE("join split: one node for all parts; gradients of used and unused parts, by gradcheck") {
+  Tensor x = sample({4, 7}, kF64, 3).requires_grad_();
+  auto parts = split(x, 3, 1);  // sizes 3, 3, 1
+  REQUIRE(parts.size() == 3);
+  CHECK(parts[0].grad_fn() == parts[2].grad_fn());
+  CHECK(std::string(parts[0].grad_fn()->name()) == "split");
+  // Only parts 0 and 2 reach the loss: the middle columns get zeros.
+  sum(parts[0] * 2.0 + 0.0).backward();
+  sum(parts[2] * 3.0).backward();
+  const std::vector<double> g = values(x.grad());
+  for (int64_t r = 0; r < 4; ++r)
+    for (int64_t c = 0; c < 7; ++c) CHECK(g[size_t(r * 7 + c)] == (c < 3 ? 2.0 : c < 6 ? 0.0 : 3.0));
+  auto fn = [](const std::vector<Tensor>& in) {
+    auto p = split(in[0], std::vector<int64_t>{2, 0, 3}, -1);  // a zero-size part, a negative dim
+    auto c = chunk(in[0], 2, 0);
+    return sum(p[0] * p[0]) + sum(sin(p[2])) + sum(c[1] * c[1] * c[1]);
+  };
+  CHECK(autograd::gradcheck(fn, {sample({3, 5}, kF64, 4).requires_grad_()}));
+  // A dim of size 0: one empty part, an empty gradient.
+  Tensor e = zeros({0, 3}, kF64).requires_grad_();
+  auto ep = split(e, 2, 0);
+  REQUIRE(ep.size() == 1);
+  sum(ep[0]).backward();
+  CHECK(e.grad().shape() == Shape({0, 3}));
 }
