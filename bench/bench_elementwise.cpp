@@ -2,7 +2,8 @@
 // and 16M elements (add also without the allocation), a broadcast add, the f16 cast, sums and
 // softmax; and the switch pairs of the CPU's elementwise kernels, the same op with the switch off
 // and on: vector_math (exp, tanh, GELU on 1M f32), fused_gelu_backward (GELU forward + backward),
-// branchless_select (ReLU's backward masked_fill) and tiled_transpose (a transposed copy). Bytes
+// fused_relu_backward (ReLU forward + backward), branchless_select (masked_fill) and
+// tiled_transpose (a transposed copy). Bytes
 // read plus written per call give the GB/s column.
 #include <benchmark/benchmark.h>
 
@@ -82,6 +83,20 @@ template <class Op>
 void vector_math_pair(benchmark::State& state, bool on, const Op& op) {
   Tensor a = input({k1M});
   with_switch("vector_math", on, [&] { run(state, 2 * k1M * 4, [&] { return op(a); }); });
+}
+
+// ReLU on 4M f32, forward and backward through autograd: the backward as one pass, or (off) a
+// comparison into a bool mask and a masked fill.
+void relu_fwd_bwd(benchmark::State& state, bool fused) {
+  Tensor x = input({4 * k1M}).requires_grad_(true), g = input({4 * k1M});
+  with_switch("fused_relu_backward", fused, [&] {
+    run(state, 5 * 4 * k1M * 4, [&] {
+      relu(x).backward(g);
+      Tensor gx = x.grad();
+      x.zero_grad();
+      return gx;
+    });
+  });
 }
 
 // GELU (exact) on 1M f32, forward and backward through autograd: the backward as one fused kernel,
@@ -175,6 +190,7 @@ int main(int argc, char** argv) {
   pair("vector_math", "gelu_f32_1M",
        [](benchmark::State& s, bool on) { vector_math_pair(s, on, [](const Tensor& a) { return gelu(a); }); });
   pair("fused_gelu_backward", "gelu_f32_1M_fwd_bwd", gelu_fwd_bwd);
+  pair("fused_relu_backward", "relu_f32_4M_fwd_bwd", relu_fwd_bwd);
   pair("branchless_select", "masked_fill_f32_4M", masked_fill_pair);
   pair("tiled_transpose", "f32_4096x4096", transposed_copy);
   benchmark::Initialize(&argc, argv);

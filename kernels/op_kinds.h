@@ -35,6 +35,7 @@
   X(Pow, "pow", true)         \
   X(Maximum, "maximum", true) \
   X(Minimum, "minimum", true) \
+  X(ReluBackward, "relu_backward", false) \
   X(Eq, "eq", false)          \
   X(Ne, "ne", false)          \
   X(Lt, "lt", false)          \

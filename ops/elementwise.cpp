@@ -22,6 +22,7 @@ namespace {
 Tensor zero_where(const Tensor& cond, const Tensor& g) { return native::masked_fill(g, cond, 0.0); }
 
 std::atomic<bool> g_fused_gelu_backward{true};
+std::atomic<bool> g_fused_relu_backward{true};
 
 // GELU's backward composed of ops, as it ran before its fused kernel: about a dozen passes, each
 // with a temporary. Exact: g (Phi(x) + x phi(x)), with Phi(x) = gelu(x) / x (1/2 at 0). Tanh form:
@@ -41,6 +42,8 @@ Tensor gelu_backward_composed(const Tensor& g, const Tensor& x, bool tanh_approx
 
 void set_fused_gelu_backward(bool on) { g_fused_gelu_backward.store(on, std::memory_order_relaxed); }
 bool fused_gelu_backward() { return g_fused_gelu_backward.load(std::memory_order_relaxed); }
+void set_fused_relu_backward(bool on) { g_fused_relu_backward.store(on, std::memory_order_relaxed); }
+bool fused_relu_backward() { return g_fused_relu_backward.load(std::memory_order_relaxed); }
 
 // ---- binary -------------------------------------------------------------------------------
 Tensor add(const Tensor& a, const Tensor& b) {
@@ -193,6 +196,7 @@ Tensor sigmoid(const Tensor& x) {
 }
 Tensor relu(const Tensor& x) {
   return unary_op(UnaryOp::Relu, x, [](const Tensor& g, const Tensor& x, const Tensor&) {
+    if (fused_relu_backward()) return native::binary(BinaryOp::ReluBackward, g, x);
     return zero_where(le(x, scalar_like(0, x)), g);
   });
 }

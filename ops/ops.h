@@ -81,6 +81,11 @@ Tensor gelu(const Tensor& x, const std::string& approximate = "none");  // or "t
 // off, as the formula composed of the ops above (exp, mul, div, where, ...).
 void set_fused_gelu_backward(bool on);
 bool fused_gelu_backward();
+// The fused_relu_backward switch (default on): relu's backward is one pass, g where x > 0 else 0
+// (BinaryOp::ReluBackward); off, a comparison into a bool mask, then masked_fill (three kernels
+// with the scalar's fill, and a mask written and read).
+void set_fused_relu_backward(bool on);
+bool fused_relu_backward();
 Tensor silu(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);

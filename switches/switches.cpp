@@ -90,8 +90,9 @@ std::vector<Switch> make_list() {
        "cpu::set_branchless_select",
        "on",
        "cpu",
-       "where and masked_fill (ReLU's backward among others) choose between the values' bits through a mask "
-       "instead of a ternary the compiler turns into a branch, which a random mask mispredicts.",
+       "where and masked_fill (ReLU's backward when fused_relu_backward is off, among others) choose between the "
+       "values' bits through a mask instead of a ternary the compiler turns into a branch, which a random mask "
+       "mispredicts.",
        {{"bench_elementwise", "masked_fill_f32_4M", "time", "cpu"}},
        cpu::set_branchless_select,
        cpu::branchless_select},
@@ -146,6 +147,16 @@ std::vector<Switch> make_list() {
        {{"bench_elementwise", "gelu_f32_1M_fwd_bwd", "time", "cpu"}},
        set_fused_gelu_backward,
        fused_gelu_backward},
+      {"fused_relu_backward",
+       toggle,
+       "mdl::set_fused_relu_backward",
+       "on",
+       "cpu, cuda",
+       "ReLU's backward runs as one pass (the gradient where the input is positive, else 0) instead of a "
+       "comparison into a bool mask and a masked fill.",
+       {{"bench_elementwise", "relu_f32_4M_fwd_bwd", "time", "cpu"}},
+       set_fused_relu_backward,
+       fused_relu_backward},
       {"fused_adamw",
        toggle,
        "optim::set_fused_adamw",

@@ -77,7 +77,7 @@ TEST_CASE("cuda: unary ops match the CPU in every floating dtype" * MDL_CUDA_ONL
 TEST_CASE("cuda: binary ops broadcast and match the CPU" * MDL_CUDA_ONLY) {
   using enum BinaryOp;
   for (DType t : {kF32, kF64, kF16, kBF16, kI64, kI32})
-    for (BinaryOp op : {Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge}) {
+    for (BinaryOp op : {Add, Sub, Mul, Div, Pow, Maximum, Minimum, ReluBackward, Eq, Ne, Lt, Le, Gt, Ge}) {
       if (!is_floating(t) && (op == Div || op == Pow)) continue;
       Tensor a = sample({4, 1, 37}, t, op == Pow, 2), b = sample({5, 1}, t, false, 3);
       if (op == Pow && !is_floating(t)) b = abs(b);

@@ -1,5 +1,5 @@
 // The off side of the kernel switches whose benchmark pairs run an op with the switch off and on
-// (vector_math, branchless_select, fused_gelu_backward): each op, with its switch off and on,
+// (vector_math, branchless_select, fused_gelu_backward, fused_relu_backward): each op, with its switch off and on,
 // against a plain reference at odd sizes and strided layouts, and each switch restored afterwards.
 #include <doctest/doctest.h>
 
@@ -185,4 +185,37 @@ TEST_CASE("fused_gelu_backward off: GELU's backward composed of ops, against the
   CHECK(grads[0] != grads[1]);
   CHECK(switches::get("fused_gelu_backward"));
   CHECK(switches::get("vector_math"));
+}
+
+TEST_CASE("fused_relu_backward: one pass and the mask-and-fill form give the same gradient, NaN and zeros included") {
+  const double nan = std::nan("");
+  // x: negative, -0, +0, positive, NaN (relu' is 0 where x <= 0; a NaN input passes the gradient,
+  // as PyTorch's threshold_backward), and a run long enough for the vector loops and their tail.
+  std::vector<double> xs = {-2.0, -0.0, 0.0, 3.0, nan};
+  for (int i = 0; i < 70; ++i) xs.push_back((i % 7) - 3.0 + 0.25);
+  const int64_t n = int64_t(xs.size());
+  for (DType dt : {kF32, kF64, kF16, kBF16})
+    for (bool fused : {false, true}) {
+      CAPTURE(dt);
+      CAPTURE(fused);
+      SwitchGuard guard("fused_relu_backward", fused);
+      // A strided input: every other element of a (2n) tensor.
+      const Tensor column = from_vector<double>(xs, {n}).to(dt);
+      const Tensor x = stack({column, column}, 1).select(1, 0);
+      const Tensor xl = x.detach().requires_grad_(true);
+      Generator gen(21);
+      const Tensor g = randn({n}, {}, &gen).to(dt);
+      relu(xl).backward(g);
+      REQUIRE(xl.grad().defined());
+      CHECK(xl.grad().dtype() == dt);
+      const std::vector<double> gv = g.to(kF64).to_vector<double>(), got = xl.grad().to(kF64).to_vector<double>();
+      int bad = 0;
+      for (int64_t i = 0; i < n; ++i) bad += got[size_t(i)] != (xs[size_t(i)] <= 0.0 ? 0.0 : gv[size_t(i)]);
+      CHECK(bad == 0);
+    }
+  Generator g2(22);
+  const Tensor xs64 = (randn({5, 7}, kF64, &g2) + 0.05).requires_grad_(true);
+  const auto r = autograd::gradcheck([](const std::vector<Tensor>& in) { return relu(in[0]); }, {xs64});
+  CHECK_MESSAGE(r.ok, r.report);
+  CHECK(switches::get("fused_relu_backward"));
 }
