@@ -322,14 +322,14 @@ void conv_step(benchmark::State& st, bool measured) {
     step();
     cuda::synchronize();
   }
-  cuda::set_cudnn_benchmark(false);
+  cuda::set_cudnn_benchmark(true);
 }
 
 // The ResNet-18 AMP step (BM_resnet18_step_amp) under each position: every conv shape of the model.
 void resnet18_step_cudnn(benchmark::State& st, bool measured) {
   cuda::set_cudnn_benchmark(measured);
   train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, true);
-  cuda::set_cudnn_benchmark(false);
+  cuda::set_cudnn_benchmark(true);
 }
 
 }  // namespace

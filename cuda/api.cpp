@@ -8,7 +8,7 @@ namespace mdl::cuda {
 
 namespace {
 std::atomic<bool> g_allow_tf32{false};
-std::atomic<bool> g_cudnn_benchmark{false};
+std::atomic<bool> g_cudnn_benchmark{true};
 std::atomic<bool> g_flash_attention{true};
 }  // namespace
 void set_allow_tf32(bool on) { g_allow_tf32.store(on); }

@@ -2,8 +2,8 @@
 // own deterministic reduction). Each (direction, dtype, shapes, params, TF32 setting, choice mode)
 // gets a Plan once: its cuDNN descriptors and its algorithm, so every later call is a map lookup
 // and a launch. The algorithm is measured with cudnnFind*AlgorithmEx (as cudnn.benchmark does),
-// keeping the fastest deterministic one, while cuda::cudnn_benchmark() is on; taken from the v7
-// heuristics when it is off (the default), and while a CUDA Graph is being captured (that choice is
+// keeping the fastest deterministic one, while cuda::cudnn_benchmark() is on (the default); taken
+// from the v7 heuristics when it is off, and while a CUDA Graph is being captured (that choice is
 // not kept: the next eager call measures). Workspaces come from the caching allocator.
 // f32 (TF32 only when cuda::allow_tf32()), f64, and f16/bf16 with f32 compute.
 #include <algorithm>

@@ -249,7 +249,7 @@ std::vector<Switch> make_list() {
       {"cudnn_benchmark",
        toggle,
        "cuda::set_cudnn_benchmark",
-       "off",
+       "on",
        "cuda",
        "Each convolution shape's cuDNN algorithm is measured once (as cudnn.benchmark) instead of taken from cuDNN's heuristics.",
        {{"bench_cuda", "conv3x3_c64_32x32_b128_f16", "time", "cuda"},

@@ -77,7 +77,7 @@ TEST_CASE("cuda: conv2d through cuDNN matches the CPU, forward and backward" * M
             same_tol(t == kF32 ? 3e-4 : 1e-9));  // cuDNN may pick Winograd or FFT in f32
       }
   }
-  cuda::set_cudnn_benchmark(false);
+  cuda::set_cudnn_benchmark(true);
   // A strided (non-contiguous) input, and the same shape again (the cached algorithm).
   Tensor x = sample({2, 9, 3, 8}, kF32, 4).permute({0, 2, 1, 3}), w = sample({5, 3, 3, 3}, kF32, 5);
   for (int rep = 0; rep < 2; ++rep)
