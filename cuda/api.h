@@ -48,9 +48,8 @@ void set_allow_tf32(bool on);
 bool allow_tf32();
 
 // On (the default), each convolution shape's cuDNN algorithm is measured once, as PyTorch's
-// torch.backends.cudnn.benchmark; off, it is cuDNN's heuristic pick, made without running anything.
-// On an H100 with cuDNN 9 the heuristic made the f32 ResNet-18 step 1.5x slower (22.0 vs 14.6 ms)
-// and the AMP step no faster.
+// torch.backends.cudnn.benchmark; off, it is cuDNN's heuristic pick, made without running anything
+// (on an H100 the heuristic made the f32 ResNet-18 step about 1.5x slower: bench/RESULTS.md).
 void set_cudnn_benchmark(bool on);
 bool cudnn_benchmark();
 // f16/bf16 attention with head dims up to 128 runs the FlashAttention-2 kernels on tensor cores

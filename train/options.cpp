@@ -203,15 +203,11 @@ const std::map<std::string, Option>& table() {
   return t;
 }
 
-}  // namespace
-
-namespace {
-
 // On a GPU the loader settings the command line left out keep the device fed: workers decode
-// while the step runs, batches wait in pinned memory, and the copy to the device is asynchronous.
-// Measured on an H100 (SimpleCNN, Fashion-MNIST): at the CPU's defaults the step waited for data
-// 27-35% of each epoch, with these 0.7%. On the CPU the loader's threads would take the cores the
-// step computes on, so there everything stays in the training thread unless asked for.
+// while the step runs and batches wait in pinned memory, which copies to the device faster
+// (bench/RESULTS.md: the SimpleCNN step's data wait fell from about a third of each epoch to under
+// 1% on an H100). On the CPU the loader's threads would take the cores the step computes on, so
+// there everything stays in the training thread unless asked for.
 void apply_gpu_loader_defaults(TrainOptions& o, const std::set<std::string>& given) {
   if (!given.count("--workers"))
     o.workers = std::clamp<int64_t>(int64_t(std::thread::hardware_concurrency()) - 1, 1, kGpuLoaderWorkers);
