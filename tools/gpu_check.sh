@@ -178,7 +178,7 @@ if r:
     print(f'batch norm f16 forward + backward (128, 64, 32, 32): mdl {r["real_time"]:.1f} us{vs}')
 # Training steps: mdl f32 vs autocast f16, and PyTorch's time for the same step.
 print()
-print(f'{"training step":28s} {"mdl ms":>9s} {"PyTorch ms":>11s} {"mdl/PyTorch":>12s}')
+print(f'{"training step":28s} {"mdl ms":>9s} {"PyTorch ms":>11s} {"mdl speed vs PyTorch":>21s}')
 for model in ("simplecnn", "resnet18", "gpt"):
     for mode in ("f32", "amp"):
         key = f"{model}_step_{mode}"
@@ -186,7 +186,7 @@ for model in ("simplecnn", "resnet18", "gpt"):
         if not r: continue
         ms = r["real_time"] if r.get("time_unit") == "ms" else r["real_time"] / 1e3
         t = torch_ms.get(key)
-        print(f'{key:28s} {ms:9.2f} {t if t else float("nan"):11.2f} {ms / t if t else float("nan"):11.2f}x')
+        print(f'{key:28s} {ms:9.2f} {t if t else float("nan"):11.2f} {t / ms if t else float("nan"):20.2f}x')
     ratio(f"BM_{model}_step_amp/real_time", f"BM_{model}_step_f32/real_time", f"{model}: autocast f16 vs f32 step (speedup)")
     ratio(f"BM_{model}_step_f32_graph/real_time", f"BM_{model}_step_f32/real_time", f"{model}: f32 step as a CUDA Graph vs eager (speedup)")
     g = by.get(f"BM_{model}_step_f32_graph/real_time")
