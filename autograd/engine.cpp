@@ -93,8 +93,10 @@ void record(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs
     TensorImpl* o = outputs[i].impl();
     if (!o || !is_floating(o->dtype)) {
       node->outputs.emplace_back();
+      node->output_meta.emplace_back();
       continue;
     }
+    node->output_meta.push_back({o->shape, o->dtype, outputs[i].device(), true});
     o->requires_grad = true;
     o->grad_fn = node;
     o->output_nr = uint32_t(i);

@@ -1,6 +1,7 @@
 // FnNode and record_fn.
 #include "autograd/function.h"
 
+#include "ops/factory.h"
 #include "ops/native/native.h"
 
 namespace mdl::autograd {
@@ -16,13 +17,12 @@ Grads FnNode::apply(Grads&& grad_outputs) {
   bool any = false;
   for (const Tensor& g : grad_outputs) any = any || g.defined();
   if (!any) return Grads(next_edges.size());
-  // An output that got no gradient (unused by the loss) contributes zeros.
+  // An output that got no gradient (unused by the loss, or already freed) contributes zeros.
   for (size_t k = 0; k < grad_outputs.size(); ++k) {
-    auto o = k < outputs.size() ? outputs[k].lock() : nullptr;
-    if (!grad_outputs[k].defined() && o)
-      grad_outputs[k] = native::to_dtype(native::scalar_like(0.0, Tensor(o)), o->dtype);
-    if (!grad_outputs[k].defined()) continue;
-    if (o && grad_outputs[k].shape() != o->shape) grad_outputs[k] = native::expand(grad_outputs[k], o->shape);
+    if (k >= output_meta.size() || !output_meta[k].differentiable) continue;
+    const OutputMeta& m = output_meta[k];
+    if (!grad_outputs[k].defined()) grad_outputs[k] = full({}, 0.0, TensorOptions(m.dtype, m.device));
+    if (grad_outputs[k].shape() != m.shape) grad_outputs[k] = native::expand(grad_outputs[k], m.shape);
   }
   Grads in = backward_(grad_outputs, *this);
   for (size_t i = 0; i < in.size() && i < input_dtypes_.size(); ++i)

@@ -32,6 +32,14 @@ class SavedTensor {
   uint64_t version_ = 0;
 };
 
+// What backward needs of an output that may be freed before it runs: a gradient of zeros for it.
+struct OutputMeta {
+  Shape shape;
+  DType dtype = kF32;
+  Device device;
+  bool differentiable = false;  // a floating output, recorded with this node as its grad_fn
+};
+
 class Node {
  public:
   virtual ~Node() = default;
@@ -43,6 +51,7 @@ class Node {
 
   std::vector<Edge> next_edges;
   std::vector<std::weak_ptr<TensorImpl>> outputs;  // for retain_grad on non-leaves
+  std::vector<OutputMeta> output_meta;             // one per output, alive or freed
   bool released = false;                           // saved tensors already freed
   uint64_t sequence_nr = 0;                        // creation order: later nodes run first
 };

@@ -3,8 +3,7 @@
 // softmax; and the switch pairs of the CPU's elementwise kernels, the same op with the switch off
 // and on: vector_math (exp, tanh, GELU on 1M f32), fused_gelu_backward (GELU forward + backward),
 // fused_relu_backward (ReLU forward + backward), branchless_select (masked_fill) and
-// tiled_transpose (a transposed copy). Bytes
-// read plus written per call give the GB/s column.
+// tiled_transpose (a transposed copy). Bytes read plus written per call give the GB/s column.
 #include <benchmark/benchmark.h>
 
 #include "mdl.h"

@@ -10,6 +10,7 @@
 #include "cpu/kernels.h"
 #include "cpu/gemm.h"
 #include "kernels/conv.h"
+#include "kernels/views.h"
 #include "cpu/conv.h"
 #include "cpu/conv_direct.h"
 #include "tensor/parallel.h"
@@ -179,7 +180,7 @@ void for_each_chunk(const Geom& g, const Plan& pl, const F& body) {
 // partial weight gradients are summed in thread order.
 template <class T>
 void forward_impl(const Tensor& out, const Tensor& x, const Tensor& w_, const Tensor& b_, const Geom& g) {
-  const Tensor w = contiguous_copy(w_), b = b_.defined() ? contiguous_copy(b_) : b_;
+  const Tensor w = kernels::contiguous(w_), b = b_.defined() ? kernels::contiguous(b_) : b_;
   const T* xp = static_cast<const T*>(x.raw_data());
   const T* wp = w.data_ptr<T>();
   const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
@@ -217,7 +218,7 @@ void forward_impl(const Tensor& out, const Tensor& x, const Tensor& w_, const Te
 template <class T>
 void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& go_, const Tensor& x,
                    const Tensor& w_, const Geom& g) {
-  const Tensor go = contiguous_copy(go_), w = contiguous_copy(w_);
+  const Tensor go = kernels::contiguous(go_), w = kernels::contiguous(w_);
   const T* gop = go.data_ptr<T>();
   const T* xp = static_cast<const T*>(x.raw_data());
   const T* wp = w.data_ptr<T>();
@@ -295,13 +296,6 @@ bool use_depthwise(const Tensor& x, const kernels::Conv2dParams& p) {
 }
 
 }  // namespace
-
-Tensor contiguous_copy(const Tensor& t) {
-  if (t.is_contiguous()) return t;
-  Tensor c = make_tensor(t.shape(), t.dtype(), t.device());
-  copy(c, t);
-  return c;
-}
 
 void set_depthwise_direct(bool on) { g_depthwise_direct.store(on, std::memory_order_relaxed); }
 bool depthwise_direct() { return g_depthwise_direct.load(std::memory_order_relaxed); }

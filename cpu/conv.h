@@ -3,7 +3,6 @@
 // Cin (cpu/depthwise.cpp), with the switch between them.
 #pragma once
 #include "kernels/conv.h"
-#include "tensor/tensor.h"
 
 namespace mdl::cpu {
 
@@ -13,8 +12,5 @@ kernels::Conv2dBackwardFn depthwise_conv2d_backward;
 // false forces im2col, for benchmarks and cross-checks.
 void set_depthwise_direct(bool on);
 bool depthwise_direct();
-
-// t itself when contiguous, else a contiguous copy: what the conv kernels index directly.
-Tensor contiguous_copy(const Tensor& t);
 
 }  // namespace mdl::cpu

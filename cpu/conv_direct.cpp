@@ -10,9 +10,9 @@
 #include <cstring>
 #include <vector>
 
-#include "cpu/conv.h"
 #include "cpu/gemm.h"
 #include "cpu/kernels.h"
+#include "kernels/views.h"
 #include "tensor/error.h"
 #include "tensor/parallel.h"
 
@@ -171,7 +171,7 @@ void direct_conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w_,
                            const kernels::Conv2dParams& p) {
   const Isa* k = isa();
   MDL_CHECK(k, "direct_conv2d_forward: no direct kernel for this CPU or setting");
-  const Tensor w = contiguous_copy(w_), b = b_.defined() ? contiguous_copy(b_) : b_;
+  const Tensor w = kernels::contiguous(w_), b = b_.defined() ? kernels::contiguous(b_) : b_;
   const int64_t G = p.groups, cog = w.size(0) / G, cig = w.size(1), kk = w.size(2) * w.size(3);
   const float* wp = w.data_ptr<float>();
   const std::vector<float> packed = pack_weights(
@@ -204,7 +204,7 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
                                    const kernels::Conv2dParams& p) {
   const Isa* k = isa();
   MDL_CHECK(k, "direct_conv2d_backward_weight: no direct kernel for this CPU or setting");
-  const Tensor go = contiguous_copy(go_);
+  const Tensor go = kernels::contiguous(go_);
   const int64_t N = x.size(0), C = x.size(1), G = p.groups, Cout = go.size(1), Ho = go.size(2), Wo = go.size(3);
   const float* gop = go.data_ptr<float>();
   if (gb.defined()) {
@@ -287,7 +287,7 @@ void direct_conv2d_backward_input(const Tensor& gx, const Tensor& go, const Tens
                                   const kernels::Conv2dParams& p) {
   const Isa* k = isa();
   MDL_CHECK(k, "direct_conv2d_backward_input: no direct kernel for this CPU or setting");
-  const Tensor w = contiguous_copy(w_);
+  const Tensor w = kernels::contiguous(w_);
   const int64_t Cout = w.size(0), cig = w.size(1), kh = w.size(2), kw = w.size(3), G = p.groups, cog = Cout / G;
   const int64_t kk = kh * kw;
   const float* wp = w.data_ptr<float>();

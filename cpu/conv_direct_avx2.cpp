@@ -1,7 +1,7 @@
 // The direct convolution's AVX2 loops: 8-float columns; forward 3 channels x 3 rows of
 // accumulators (9 of the 16 ymm registers, with the weights and a row beside them), weight
-// gradient 2 channels x 5 taps (10). This file alone is compiled for
-// AVX2 and FMA (by pragma, GCC's or clang's).
+// gradient 2 channels x 5 taps (10). This file alone is compiled for AVX2 and FMA (by pragma,
+// GCC's or clang's).
 #include "cpu/conv_direct.h"
 
 #if defined(__x86_64__) || defined(__i386__)

@@ -1,5 +1,6 @@
 // The direct convolution's AVX-512 loops: 16-float columns; forward 4 channels x 6 rows of
-// accumulators (24 of the 32 zmm registers), weight gradient 2 channels x 9 taps (18). This file alone is compiled for AVX-512F (by pragma, GCC's or clang's).
+// accumulators (24 of the 32 zmm registers), weight gradient 2 channels x 9 taps (18). This file
+// alone is compiled for AVX-512F (by pragma, GCC's or clang's).
 #include "cpu/conv_direct.h"
 
 #if defined(__x86_64__) || defined(__i386__)

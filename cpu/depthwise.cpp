@@ -7,6 +7,7 @@
 #include "cpu/cpu_features.h"
 #include "cpu/kernels.h"
 #include "kernels/conv.h"
+#include "kernels/views.h"
 #include "cpu/conv.h"
 #include "tensor/parallel.h"
 
@@ -325,7 +326,8 @@ void dispatch_conv_type(DType t, const char* op, const F& f) {
 void depthwise_conv2d_forward(const Tensor& out, const Tensor& x_, const Tensor& w_, const Tensor& b_,
                               const kernels::Conv2dParams& p) {
   if (out.numel() == 0) return;
-  const Tensor x = contiguous_copy(x_), w = contiguous_copy(w_), b = b_.defined() ? contiguous_copy(b_) : b_;
+  const Tensor x = kernels::contiguous(x_), w = kernels::contiguous(w_),
+               b = b_.defined() ? kernels::contiguous(b_) : b_;
   const Geom g(x, w, out, p);
   dispatch_conv_type(out.dtype(), "conv2d", [&]<class T>() {
     Scratch<T> buf(g.fwd.buf_elems()), tmp(g.fwd.tmp_elems());
@@ -337,7 +339,7 @@ void depthwise_conv2d_forward(const Tensor& out, const Tensor& x_, const Tensor&
 
 void depthwise_conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& go_,
                                const Tensor& x_, const Tensor& w_, const kernels::Conv2dParams& p) {
-  const Tensor go = contiguous_copy(go_), x = contiguous_copy(x_), w = contiguous_copy(w_);
+  const Tensor go = kernels::contiguous(go_), x = kernels::contiguous(x_), w = kernels::contiguous(w_);
   const Geom g(x, w, go, p);
   const int64_t kk = g.kh * g.kw;
   dispatch_conv_type(go.dtype(), "conv2d_backward", [&]<class T>() {

@@ -7,10 +7,10 @@
 // not kept: the next eager call measures). Workspaces come from the caching allocator.
 // f32 (TF32 only when cuda::allow_tf32()), f64, and f16/bf16 with f32 compute.
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <array>
 #include <climits>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>

@@ -134,20 +134,9 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int64_t dim) {
   std::vector<Tensor> parts = native::split_with_sizes(x, sizes, dim);  // validates
   const int64_t d = wrap_dim(dim, x.dim(), "split");
-  record_fn("split", {x}, parts, {}, [d, sizes, s = x.shape()](const Grads& g, const FnNode&) {
-    const Tensor* any = nullptr;  // apply() calls with at least one gradient
-    for (const Tensor& t : g)
-      if (t.defined()) any = &t;
-    const TensorOptions o(any->dtype(), any->device());
-    if (s[size_t(d)] == 0) return Grads{zeros(s, o)};
-    std::vector<Tensor> joined = g;
-    for (size_t k = 0; k < joined.size(); ++k)  // a part already freed gets no zeros from apply()
-      if (!joined[k].defined()) {
-        Shape ps = s;
-        ps[size_t(d)] = sizes[k];
-        joined[k] = native::expand(native::to_dtype(native::scalar_like(0.0, *any), any->dtype()), ps);
-      }
-    return Grads{native::cat(joined, d)};
+  record_fn("split", {x}, parts, {}, [d, s = x.shape()](const Grads& g, const FnNode&) {
+    if (s[size_t(d)] == 0) return Grads{zeros(s, {g[0].dtype(), g[0].device()})};
+    return Grads{native::cat(g, d)};
   });
   return parts;
 }
