@@ -1,7 +1,8 @@
-// GradScaler: scale, the fused unscale-and-check per gradient, the skipped step, the scale update,
-// and its state dict.
+// GradScaler: scale, the fused unscale-and-check per gradient, the step skipped on the device,
+// the scale update, and its state dict.
 #include "amp/grad_scaler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -27,7 +28,7 @@ bool scale_valid(double s) { return s >= kMinScale && s <= kMaxScale; }
 
 }  // namespace
 
-GradScaler::GradScaler(GradScalerOptions options) : opt_(options), scale_(options.init_scale) {
+GradScaler::GradScaler(GradScalerOptions options) : opt_(options) {
   MDL_CHECK(scale_valid(opt_.init_scale), "GradScaler: init_scale must be positive and finite, in f32's normal range [",
             kMinScale, ", ", kMaxScale, "], got ", opt_.init_scale);
   MDL_CHECK(opt_.growth_factor > 1.0 && std::isfinite(opt_.growth_factor),
@@ -35,17 +36,34 @@ GradScaler::GradScaler(GradScalerOptions options) : opt_(options), scale_(option
   MDL_CHECK(opt_.backoff_factor > 0.0 && opt_.backoff_factor < 1.0,
             "GradScaler: backoff_factor must be in (0, 1), got ", opt_.backoff_factor);
   MDL_CHECK(opt_.growth_interval >= 1, "GradScaler: growth_interval must be at least 1, got ", opt_.growth_interval);
+  scale_ = scalar_tensor(opt_.init_scale, kF32);
+  growth_tracker_ = zeros({}, kI64);
+  skipped_ = zeros({}, kI64);
 }
 
-double GradScaler::get_scale() const { return opt_.enabled ? scale_ : 1.0; }
+StepResult::operator bool() const { return !found_inf_.defined() || found_inf_.item<float>() == 0.0f; }
 
-Tensor GradScaler::scale(const Tensor& loss) const {
+double GradScaler::get_scale() const { return opt_.enabled ? double(scale_.item<float>()) : 1.0; }
+int64_t GradScaler::skipped_steps() const { return skipped_.item<int64_t>(); }
+int64_t GradScaler::growth_tracker() const { return growth_tracker_.item<int64_t>(); }
+
+void GradScaler::move_state_to(Device d) {
+  if (scale_.device() == d) return;
+  scale_ = scale_.to(d);
+  growth_tracker_ = growth_tracker_.to(d);
+  skipped_ = skipped_.to(d);
+}
+
+Tensor GradScaler::scale(const Tensor& loss) {
   MDL_CHECK(loss.defined(), "GradScaler.scale: the loss is undefined");
   MDL_CHECK(loss.is_floating_point(), "GradScaler.scale: expected a floating loss, got ", loss.dtype());
   if (!opt_.enabled) return loss;
+  if (per_opt_.empty()) move_state_to(loss.device());
+  MDL_CHECK(loss.device() == scale_.device(), "GradScaler.scale: the loss is on ", loss.device(),
+            " but this step's scale is on ", scale_.device());
   // In f32, as PyTorch multiplies by its f32 scale tensor: an f16 loss times 65536 would overflow.
-  const Tensor wide = loss.dtype() == kF64 ? loss : to_dtype(loss, kF32);
-  return wide * scale_;
+  if (loss.dtype() == kF64) return loss * scale_.to(kF64);
+  return to_dtype(loss, kF32) * scale_;
 }
 
 void GradScaler::unscale_(optim::Optimizer& opt) {
@@ -66,64 +84,62 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
                 "parameters f32 and use AutocastGuard, or train in pure 16-bit without a scaler)");
       params.push_back(p);
     }
-  const double inv_scale = 1.0 / scale_;
-  std::vector<std::pair<Device, Tensor>> found;  // one flag per device
+  // One flag and one copy of the scale per device the gradients are on.
+  struct OnDevice {
+    Device device;
+    Tensor found_inf, scale;
+  };
+  std::vector<OnDevice> per_device;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.is_contiguous()) {
       g = g.contiguous();
       p.set_grad(g);
     }
-    Tensor* flag = nullptr;
-    for (auto& [d, f] : found)
-      if (d == g.device()) flag = &f;
-    if (!flag) flag = &found.emplace_back(g.device(), zeros({}, TensorOptions(kF32, g.device()))).second;
-    kernels::unscale_check(g.device(), g, *flag, inv_scale);
+    auto it = std::find_if(per_device.begin(), per_device.end(),
+                           [&](const OnDevice& o) { return o.device == g.device(); });
+    if (it == per_device.end()) {
+      per_device.push_back({g.device(), zeros({}, TensorOptions(kF32, g.device())), scale_.to(g.device())});
+      it = per_device.end() - 1;
+    }
+    kernels::unscale_check(g.device(), g, it->found_inf, it->scale);
   }
-  st.found_inf = false;
-  for (auto& [d, f] : found) st.found_inf = st.found_inf || f.item<float>() != 0.0f;
-  if (reduce_found_inf_) st.found_inf = reduce_found_inf_(st.found_inf);
+  // The flags combined on the scale's device (Max: any inf anywhere).
+  Tensor found = zeros({}, TensorOptions(kF32, scale_.device()));
+  for (const OnDevice& o : per_device) found = maximum(found, o.found_inf.to(scale_.device()));
+  if (reduce_found_inf_) reduce_found_inf_(found);
+  st.found_inf = found;
   st.stage = Stage::Unscaled;
 }
 
-bool GradScaler::step(optim::Optimizer& opt) {
+StepResult GradScaler::step(optim::Optimizer& opt) {
   if (!opt_.enabled) {
     opt.step();
-    return true;
+    return StepResult();
   }
   PerOptimizer& st = per_opt_[&opt];
   MDL_CHECK(st.stage != Stage::Stepped, "GradScaler.step: already called on this optimizer since the last update()");
   if (st.stage == Stage::Ready) unscale_(opt);
-  const bool stepped = !st.found_inf;
-  if (stepped) opt.step();
-  else ++skipped_;
+  opt.step_if_finite(st.found_inf);
   st.stage = Stage::Stepped;
-  return stepped;
+  return StepResult(st.found_inf);
 }
 
 void GradScaler::update() {
   if (!opt_.enabled) return;
-  bool checked = false, found_inf = false;
+  Tensor found_inf;
   for (const auto& [o, st] : per_opt_) {
     if (st.stage == Stage::Ready) continue;
-    checked = true;
-    found_inf = found_inf || st.found_inf;
+    found_inf = found_inf.defined() ? maximum(found_inf, st.found_inf) : st.found_inf;
   }
-  MDL_CHECK(checked, "GradScaler.update: no inf checks were recorded since the last update() (call step() first)");
-  if (found_inf) {
-    // PyTorch keeps halving, down to 0, and then steps on zero gradients without a word.
-    const double backed_off = scale_ * opt_.backoff_factor;
-    MDL_CHECK(backed_off >= kMinScale, "GradScaler.update: the scale would fall from ", scale_, " to ", backed_off,
-              ", below f32's smallest normal number ", kMinScale,
-              ", where the scaled loss rounds to 0: ", "the gradients keep overflowing (", skipped_,
-              " steps skipped in all), so the loss or the model has ", "diverged");
-    scale_ = backed_off;
-    growth_tracker_ = 0;
-  } else if (++growth_tracker_ == opt_.growth_interval) {
-    const double grown = scale_ * opt_.growth_factor;
-    if (grown <= kMaxScale) scale_ = grown;
-    growth_tracker_ = 0;
-  }
+  MDL_CHECK(found_inf.defined(),
+            "GradScaler.update: no inf checks were recorded since the last update() (call step() first)");
+  // PyTorch keeps halving, down to 0, and then steps on zero gradients without a word; this
+  // kernel refuses to go below f32's smallest normal number.
+  const kernels::ScaleUpdate rule{.growth_factor = opt_.growth_factor,
+                                  .backoff_factor = opt_.backoff_factor,
+                                  .growth_interval = opt_.growth_interval};
+  kernels::update_scale(scale_.device(), scale_, growth_tracker_, skipped_, found_inf, rule);
   per_opt_.clear();
 }
 
@@ -131,19 +147,19 @@ void GradScaler::update(double new_scale) {
   if (!opt_.enabled) return;
   MDL_CHECK(scale_valid(new_scale), "GradScaler.update: new_scale must be positive and finite, in f32's normal range [",
             kMinScale, ", ", kMaxScale, "], got ", new_scale);
-  scale_ = new_scale;
-  growth_tracker_ = 0;
+  scale_.fill_(new_scale);
+  growth_tracker_.zero_();
   per_opt_.clear();
 }
 
 NamedTensors GradScaler::state_dict() const {
   if (!opt_.enabled) return {};
-  return {{"scale", scalar_tensor(scale_, kF64)},
+  return {{"scale", scalar_tensor(get_scale(), kF64)},
           {"growth_factor", scalar_tensor(opt_.growth_factor, kF64)},
           {"backoff_factor", scalar_tensor(opt_.backoff_factor, kF64)},
           {"growth_interval", scalar_tensor(double(opt_.growth_interval), kI64)},
-          {"_growth_tracker", scalar_tensor(double(growth_tracker_), kI64)},
-          {"skipped_steps", scalar_tensor(double(skipped_), kI64)}};
+          {"_growth_tracker", scalar_tensor(double(growth_tracker()), kI64)},
+          {"skipped_steps", scalar_tensor(double(skipped_steps()), kI64)}};
 }
 
 void GradScaler::load_state_dict(const NamedTensors& state) {
@@ -171,8 +187,9 @@ void GradScaler::load_state_dict(const NamedTensors& state) {
   const int64_t skipped = skipped_entry ? optim::count_value(*skipped_entry, what("skipped_steps")) : 0;
   GradScaler loaded(o);  // validates the options
   loaded.reduce_found_inf_ = std::move(reduce_found_inf_);
-  loaded.growth_tracker_ = tracker;
-  loaded.skipped_ = skipped;
+  loaded.growth_tracker_.fill_(double(tracker));
+  loaded.skipped_.fill_(double(skipped));
+  loaded.move_state_to(scale_.device());
   *this = std::move(loaded);
 }
 

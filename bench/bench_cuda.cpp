@@ -8,7 +8,7 @@
 // ops eager vs CUDA Graph replay, batch norm forward and backward, a 3x3 conv forward and backward with cuDNN's algorithms measured
 // vs its heuristic picks, and one training step of SimpleCNN and ResNet-18 at batch 128
 // and GPT (6 x 384, context 256) at batch 32 in f32 vs under autocast f16 with a GradScaler, and
-// in f32 replayed as a CUDA Graph (bench/torch_gpu_step.py times the same steps in PyTorch).
+// each replayed as a CUDA Graph (bench/torch_gpu_step.py times the same steps in PyTorch).
 // Without a GPU it prints why and exits 0.
 #include <benchmark/benchmark.h>
 
@@ -232,7 +232,8 @@ void train_step(benchmark::State& st, std::shared_ptr<nn::Module> model, const S
   for (int i = 0; i < 3; ++i) step();  // warm-up: cuDNN algorithm search, allocator cache, optimizer state
   cuda::synchronize();
   if (graph) {
-    // f32: the whole step (forward, loss, backward, SGD update) captured once, then one replay per step.
+    // The whole step (forward, loss, backward, the scaler's unscale, skip and update, the SGD
+    // update) captured once, then one replay per step.
     try {
       cuda::Graph g;
       g.capture_begin();
@@ -286,9 +287,21 @@ BENCHMARK(BM_resnet18_step_f32)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_resnet18_step_amp)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_gpt_step_f32)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_gpt_step_amp)->UseRealTime()->Unit(benchmark::kMillisecond);
+void BM_simplecnn_step_amp_graph(benchmark::State& st) {
+  train_step(st, nn::models::SimpleCNN(1, 10, 28), {128, 1, 28, 28}, true, 0, true);
+}
+void BM_resnet18_step_amp_graph(benchmark::State& st) {
+  train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, true, 0, true);
+}
+void BM_gpt_step_amp_graph(benchmark::State& st) {
+  train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, true, 65, true);
+}
 BENCHMARK(BM_simplecnn_step_f32_graph)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_resnet18_step_f32_graph)->UseRealTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_gpt_step_f32_graph)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_simplecnn_step_amp_graph)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_resnet18_step_amp_graph)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_gpt_step_amp_graph)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Batch norm in training, forward and backward, on a ResNet-18 stage-1 activation (128, 64, 32, 32)
 // in f16 with f32 statistics and affine parameters (bench/torch_gpu_step.py times PyTorch's).

@@ -1,9 +1,10 @@
-// CPU mixed-precision kernels: the fused non-finite check and unscale behind GradScaler. One
-// pass over the gradient, threaded in static chunks; the check ORs the exponent bits' all-ones
-// test (inf and NaN), integer work that vectorises without reordering float sums.
+// CPU mixed-precision kernels: the fused non-finite check and unscale behind GradScaler, and its
+// scale update. One pass over the gradient, threaded in static chunks; the check ORs the exponent
+// bits' all-ones test (inf and NaN), integer work that vectorises without reordering float sums.
 #include <atomic>
 #include <bit>
 #include <cstdint>
+#include <limits>
 
 #include "cpu/kernels.h"
 #include "kernels/amp.h"
@@ -41,7 +42,8 @@ bool unscale_chunk(T* g, int64_t b, int64_t e, T inv) {
 
 }  // namespace
 
-void unscale_check(const Tensor& grad, const Tensor& found_inf, double inv_scale) {
+void unscale_check(const Tensor& grad, const Tensor& found_inf, const Tensor& scale) {
+  const double inv_scale = 1.0 / double(*scale.data_ptr<float>());
   const int64_t n = grad.numel();
   std::atomic<bool> any{false};
   auto run = [&]<class T>(T* g) {
@@ -53,6 +55,24 @@ void unscale_check(const Tensor& grad, const Tensor& found_inf, double inv_scale
   else if (grad.dtype() == kF64) run(grad.data_ptr<double>());
   else MDL_FAIL("amp_unscale_check: expected an f32 or f64 gradient, got ", dtype_name(grad.dtype()));
   if (any.load()) *found_inf.data_ptr<float>() = 1.0f;
+}
+
+void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& skipped, const Tensor& found_inf,
+                  const kernels::ScaleUpdate& u) {
+  float& s = *scale.data_ptr<float>();
+  int64_t& tracker = *growth_tracker.data_ptr<int64_t>();
+  int64_t& skips = *skipped.data_ptr<int64_t>();
+  if (*found_inf.data_ptr<float>() != 0.0f) {
+    const float backed_off = float(double(s) * u.backoff_factor);
+    if (backed_off < std::numeric_limits<float>::min()) kernels::fail_scale_underflow(s, backed_off, skips + 1);
+    s = backed_off;
+    tracker = 0;
+    ++skips;
+  } else if (++tracker == u.growth_interval) {
+    const double grown = double(s) * u.growth_factor;
+    if (grown <= double(std::numeric_limits<float>::max())) s = float(grown);
+    tracker = 0;
+  }
 }
 
 }  // namespace mdl::cpu

@@ -1,4 +1,5 @@
-// CPU optimizer steps (Adam/AdamW, SGD) and the sum of squares behind clip_grad_norm_.
+// CPU optimizer steps (Adam/AdamW, SGD), their step counters, and the sum of squares behind
+// clip_grad_norm_.
 // One pass over contiguous memory per parameter, threaded in static chunks, no allocation;
 // SGD and the sum of squares vectorise; Adam's sqrt keeps g++ scalar under -fmath-errno (the
 // build's default), which still leaves the 10M-parameter step memory-bound on 2 cores.
@@ -37,46 +38,52 @@ void adam_chunk(P* p, const P* g, float* m, float* v, float* vmax, int64_t b, in
 }
 
 template <class P, bool kAms>
-void adam_loop(P* p, const P* g, float* m, float* v, float* vmax, int64_t n, const kernels::AdamParams& hp) {
+void adam_loop(P* p, const P* g, float* m, float* v, float* vmax, int64_t n, const kernels::AdamParams& hp,
+               int64_t step, double lr) {
   using C = std::conditional_t<std::is_same_v<P, double>, double, float>;
   const C b1 = C(hp.beta1), b2 = C(hp.beta2), eps = C(hp.eps), scale = C(hp.grad_scale);
-  const C bc1 = C(1.0 - std::pow(hp.beta1, double(hp.step)));
-  const C bc2_sqrt = C(std::sqrt(1.0 - std::pow(hp.beta2, double(hp.step))));
-  const C step_size = C(hp.lr) / bc1;
+  const C bc1 = C(1.0 - std::pow(hp.beta1, double(step)));
+  const C bc2_sqrt = C(std::sqrt(1.0 - std::pow(hp.beta2, double(step))));
+  const C step_size = C(lr) / bc1;
   const C l2 = hp.decoupled ? C(0) : C(hp.weight_decay);
-  const C keep = hp.decoupled ? C(1.0 - hp.lr * hp.weight_decay) : C(1);
+  const C keep = hp.decoupled ? C(1.0 - lr * hp.weight_decay) : C(1);
   parallel_for(0, n, kOptimGrain, [&](int64_t b, int64_t e) {
     adam_chunk<P, kAms, C>(p, g, m, v, vmax, b, e, b1, b2, eps, scale, l2, keep, step_size, bc2_sqrt);
   });
 }
 
+bool skipped(const kernels::DeviceStepState& d) { return d.found_inf && *d.found_inf != 0.0f; }
+
 }  // namespace
 
 void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
                const Tensor& max_exp_avg_sq, const kernels::AdamParams& hp) {
+  if (skipped(hp.device)) return;
+  const int64_t step = hp.device.step ? *hp.device.step : hp.step;
+  const double lr = hp.device.lr ? *hp.device.lr : hp.lr;
   float* vmax = hp.amsgrad ? max_exp_avg_sq.data_ptr<float>() : nullptr;
   dispatch_floating(param.dtype(), "adam_step", [&]<class P>() {
     auto* p = param.data_ptr<P>();
     const auto* g = grad.data_ptr<P>();
     float* m = exp_avg.data_ptr<float>();
     float* v = exp_avg_sq.data_ptr<float>();
-    if (hp.amsgrad) adam_loop<P, true>(p, g, m, v, vmax, param.numel(), hp);
-    else adam_loop<P, false>(p, g, m, v, vmax, param.numel(), hp);
+    if (hp.amsgrad) adam_loop<P, true>(p, g, m, v, vmax, param.numel(), hp, step, lr);
+    else adam_loop<P, false>(p, g, m, v, vmax, param.numel(), hp, step, lr);
   });
 }
 
 // p, g (n) of type P; buf (n) f32 or null when momentum == 0.
 template <class P>
-void sgd_loop(P* p, const P* g, float* buf, int64_t n, const kernels::SGDParams& hp) {
+void sgd_loop(P* p, const P* g, float* buf, int64_t n, const kernels::SGDParams& hp, bool first) {
   using C = std::conditional_t<std::is_same_v<P, double>, double, float>;
-  const C lr = C(hp.lr), mom = C(hp.momentum), damp = C(1.0 - hp.dampening);
+  const C lr = C(hp.device.lr ? *hp.device.lr : hp.lr), mom = C(hp.momentum), damp = C(1.0 - hp.dampening);
   const C wd = C(hp.weight_decay), scale = C(hp.grad_scale);
   parallel_for(0, n, kOptimGrain, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       C pi = C(p[i]);
       C gi = C(g[i]) * scale + wd * pi;
       if (buf) {
-        C bi = hp.first ? gi : mom * C(buf[i]) + damp * gi;
+        C bi = first ? gi : mom * C(buf[i]) + damp * gi;
         buf[i] = float(bi);
         gi = hp.nesterov ? gi + mom * bi : bi;
       }
@@ -86,9 +93,17 @@ void sgd_loop(P* p, const P* g, float* buf, int64_t n, const kernels::SGDParams&
 }
 
 void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const kernels::SGDParams& hp) {
+  if (skipped(hp.device)) return;
+  const bool first = hp.device.step ? *hp.device.step == 1 : hp.first;
   float* buf = momentum_buffer.defined() ? momentum_buffer.data_ptr<float>() : nullptr;
-  dispatch_floating(param.dtype(), "sgd_step",
-                    [&]<class P>() { sgd_loop<P>(param.data_ptr<P>(), grad.data_ptr<P>(), buf, param.numel(), hp); });
+  dispatch_floating(param.dtype(), "sgd_step", [&]<class P>() {
+    sgd_loop<P>(param.data_ptr<P>(), grad.data_ptr<P>(), buf, param.numel(), hp, first);
+  });
+}
+
+void advance_steps(const std::vector<Tensor>& steps, const Tensor& found_inf) {
+  if (found_inf.defined() && *found_inf.data_ptr<float>() != 0.0f) return;
+  for (const Tensor& s : steps) ++*s.data_ptr<int64_t>();
 }
 
 // Per-chunk f64 partials, combined in chunk order: deterministic for a given thread count.

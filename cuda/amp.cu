@@ -1,8 +1,11 @@
-// GradScaler's fused unscale-and-check on the GPU (kernels/amp.h): one pass multiplies
-// the gradient by 1/scale in place and raises found_inf (on the device, no host sync) when any
-// element was inf or NaN before scaling, tested on the exponent bits as the CPU does.
+// GradScaler on the GPU (kernels/amp.h): one pass multiplies the gradient by 1/scale in place and
+// raises found_inf when any element was inf or NaN before scaling, tested on the exponent bits as
+// the CPU does; then one thread updates the scale. Scale and flag stay on the device: no host sync.
 #include "cuda/kernels.cuh"
 #include "cuda/common.cuh"
+#include "cuda/runtime/device_errors.cuh"
+
+#include <cfloat>
 
 namespace mdl::cuda {
 
@@ -17,7 +20,8 @@ __device__ __forceinline__ bool non_finite(T x) {
 }
 
 template <class T>
-__global__ void unscale_check_kernel(T* g, int64_t n, T inv, float* found_inf) {
+__global__ void unscale_check_kernel(T* g, int64_t n, const float* scale, float* found_inf) {
+  const T inv = T(1) / T(*scale);
   bool bad = false;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const T x = g[i];
@@ -27,21 +31,58 @@ __global__ void unscale_check_kernel(T* g, int64_t n, T inv, float* found_inf) {
   if (bad) *found_inf = 1.0f;  // every writer stores the same value
 }
 
+// One thread: the scaler's state is four scalars.
+__global__ void update_scale_kernel(float* scale, int64_t* tracker, int64_t* skipped, const float* found_inf,
+                                    kernels::ScaleUpdate u, DeviceErrorRecord* errors) {
+  if (*found_inf != 0.0f) {
+    const float backed_off = float(double(*scale) * u.backoff_factor);
+    if (backed_off < FLT_MIN) {  // the scale stays; the host raises at its next synchronisation
+      report_device_error(errors, DeviceErrorCode::ScaleUnderflow, "GradScaler.update", "scale", *skipped + 1,
+                          __float_as_int(*scale), __float_as_int(backed_off));
+      return;
+    }
+    *scale = backed_off;
+    *tracker = 0;
+    *skipped += 1;
+  } else if (++*tracker == u.growth_interval) {
+    const double grown = double(*scale) * u.growth_factor;
+    if (grown <= double(FLT_MAX)) *scale = float(grown);
+    *tracker = 0;
+  }
+}
+
+void check_scalar(const char* op, const Tensor& t, const char* what, DType dtype) {
+  check_on_gpu(op, t, what);
+  MDL_CHECK(t.dtype() == dtype && t.numel() == 1, op, ": ", what, " must be one ", dtype_name(dtype), ", got ",
+            dtype_name(t.dtype()), " ", shape_str(t.shape()));
+}
+
 }  // namespace
 
-void unscale_check(const Tensor& grad, const Tensor& found_inf, double inv_scale) {
-  check_on_gpu("amp_unscale_check", found_inf, "found_inf");
-  MDL_CHECK(found_inf.dtype() == kF32 && found_inf.numel() == 1, "amp_unscale_check: found_inf must be one f32, got ",
-            dtype_name(found_inf.dtype()), " ", shape_str(found_inf.shape()));
+void unscale_check(const Tensor& grad, const Tensor& found_inf, const Tensor& scale) {
+  check_scalar("amp_unscale_check", found_inf, "found_inf", kF32);
+  check_scalar("amp_unscale_check", scale, "scale", kF32);
   const int64_t n = grad.numel();
   if (n == 0) return;
   float* flag = ptr<float>(found_inf);
+  const float* s = ptr<const float>(scale);
   if (grad.dtype() == kF32)
-    unscale_check_kernel<float><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<float>(grad), n, float(inv_scale), flag);
+    unscale_check_kernel<float><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<float>(grad), n, s, flag);
   else if (grad.dtype() == kF64)
-    unscale_check_kernel<double><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<double>(grad), n, inv_scale, flag);
+    unscale_check_kernel<double><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<double>(grad), n, s, flag);
   else MDL_FAIL("amp_unscale_check: expected an f32 or f64 gradient, got ", dtype_name(grad.dtype()));
   CUDA_CHECK_LAUNCH("amp_unscale_check");
+}
+
+void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& skipped, const Tensor& found_inf,
+                  const kernels::ScaleUpdate& u) {
+  check_scalar("amp_update_scale", scale, "scale", kF32);
+  check_scalar("amp_update_scale", growth_tracker, "growth_tracker", kI64);
+  check_scalar("amp_update_scale", skipped, "skipped", kI64);
+  check_scalar("amp_update_scale", found_inf, "found_inf", kF32);
+  update_scale_kernel<<<1, 1, 0, stream()>>>(ptr<float>(scale), ptr<int64_t>(growth_tracker), ptr<int64_t>(skipped),
+                                             ptr<const float>(found_inf), u, device_errors());
+  CUDA_CHECK_LAUNCH("amp_update_scale");
 }
 
 }  // namespace mdl::cuda

@@ -33,6 +33,7 @@ Allocator* pinned_allocator() { MDL_FAIL("pin_memory: no CUDA in this build"); }
 Tensor pin_memory(const Tensor&) { MDL_FAIL("pin_memory: no CUDA in this build"); }
 bool is_pinned(const Tensor&) { return false; }
 
+bool is_capturing() { return false; }
 struct Graph::Impl {};
 Graph::Graph() = default;
 Graph::~Graph() = default;

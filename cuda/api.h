@@ -86,6 +86,10 @@ class Graph {
   std::unique_ptr<Impl> impl_;
 };
 
+// Whether mdl's stream is being captured into a Graph now (false without CUDA). Ops whose host
+// side draws a value per call (dropout's random offset) refuse to be captured.
+bool is_capturing();
+
 // Per device.
 // The caching allocator's statistics for one device index (cache_stats() is the total over all),
 // and the device indices it has served, ascending.

@@ -1,6 +1,9 @@
 // Fused optimizer steps on the GPU: one pass per parameter updating it and its f32 state, the same
-// arithmetic as cpu/optim.cpp (f32 compute, f64 for f64 params, one rounding into the param);
-// and the sum of squares behind clip_grad_norm_, reduced in f64.
+// arithmetic as cpu/optim.cpp (f32 compute, f64 for f64 params, one rounding into the param),
+// the step count and skip flag read on the device; the step counters' advance; and the sum of
+// squares behind clip_grad_norm_, reduced in f64.
+#include <algorithm>
+
 #include "cuda/kernels.cuh"
 #include "cuda/reduce_all.cuh"
 
@@ -14,10 +17,32 @@ template <class P, class C>
 struct AdamConsts {
   C b1, b2, eps, scale, l2, keep, step_size, bc2_sqrt;
   bool ams;
+  double lr, beta1, beta2, weight_decay;  // for what the device's step count and lr decide
+  int64_t step;
+  bool decoupled;
+  kernels::DeviceStepState device;
 };
+
+// Whether a device found_inf says to skip this update (every thread reads the same flag).
+__device__ __forceinline__ bool skip_update(const kernels::DeviceStepState& d) {
+  return d.found_inf && *d.found_inf != 0.0f;
+}
 
 template <class P, class C>
 __global__ void adam_kernel(int64_t n, P* p, const P* g, float* m, float* v, float* vmax, AdamConsts<P, C> k) {
+  if (skip_update(k.device)) return;
+  if (k.device.step || k.device.lr) {  // what the device's step and lr decide, once per block
+    __shared__ C derived[3];
+    if (threadIdx.x == 0) {
+      const double lr = k.device.lr ? *k.device.lr : k.lr;
+      const double t = double(k.device.step ? *k.device.step : k.step);
+      derived[0] = C(lr / (1.0 - pow(k.beta1, t)));
+      derived[1] = C(sqrt(1.0 - pow(k.beta2, t)));
+      derived[2] = k.decoupled ? C(1.0 - lr * k.weight_decay) : C(1);
+    }
+    __syncthreads();
+    k.step_size = derived[0], k.bc2_sqrt = derived[1], k.keep = derived[2];
+  }
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     C pi = C(to_acc(p[i]));
     const C gi = C(to_acc(g[i])) * k.scale + k.l2 * pi;
@@ -38,7 +63,10 @@ __global__ void adam_kernel(int64_t n, P* p, const P* g, float* m, float* v, flo
 
 template <class P, class C>
 __global__ void sgd_kernel(int64_t n, P* p, const P* g, float* buf, C lr, C mom, C damp, C wd, C scale, bool first,
-                           bool nesterov) {
+                           bool nesterov, kernels::DeviceStepState device) {
+  if (skip_update(device)) return;
+  if (device.step) first = *device.step == 1;
+  if (device.lr) lr = C(*device.lr);
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const C pi = C(to_acc(p[i]));
     C gi = C(to_acc(g[i])) * scale + wd * pi;
@@ -67,6 +95,9 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
     k.l2 = hp.decoupled ? C(0) : C(hp.weight_decay);
     k.keep = hp.decoupled ? C(1.0 - hp.lr * hp.weight_decay) : C(1);
     k.ams = hp.amsgrad;
+    k.lr = hp.lr, k.beta1 = hp.beta1, k.beta2 = hp.beta2, k.weight_decay = hp.weight_decay;
+    k.decoupled = hp.decoupled, k.step = hp.step;
+    k.device = hp.device;
     adam_kernel<P, C><<<blocks_for(n), kThreads, 0, stream()>>>(n, ptr<P>(param), ptr<const P>(grad),
                                                                 ptr<float>(exp_avg), ptr<float>(exp_avg_sq), vmax, k);
     CUDA_CHECK_LAUNCH("adam_step");
@@ -81,9 +112,42 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
     using C = std::conditional_t<std::is_same_v<P, double>, double, float>;
     sgd_kernel<P, C><<<blocks_for(n), kThreads, 0, stream()>>>(
         n, ptr<P>(param), ptr<const P>(grad), buf, C(hp.lr), C(hp.momentum), C(1.0 - hp.dampening), C(hp.weight_decay),
-        C(hp.grad_scale), hp.first, hp.nesterov);
+        C(hp.grad_scale), hp.first, hp.nesterov, hp.device);
     CUDA_CHECK_LAUNCH("sgd_step");
   });
+}
+
+// Up to kMaxCounters step counters per launch, their addresses passed by value (a CUDA Graph
+// keeps them with the launch).
+constexpr int kMaxCounters = 64;
+struct Counters {
+  int64_t* p[kMaxCounters];
+  int n;
+};
+__global__ void advance_steps_kernel(Counters c, const float* found_inf) {
+  if (found_inf && *found_inf != 0.0f) return;
+  if (int(threadIdx.x) < c.n) *c.p[threadIdx.x] += 1;
+}
+
+void advance_steps(const std::vector<Tensor>& steps, const Tensor& found_inf) {
+  const float* flag = nullptr;
+  if (found_inf.defined()) {
+    check_on_gpu("advance_steps", found_inf, "found_inf");
+    flag = ptr<const float>(found_inf);
+  }
+  for (size_t b = 0; b < steps.size(); b += kMaxCounters) {
+    Counters c{};
+    c.n = int(std::min(steps.size() - b, size_t(kMaxCounters)));
+    for (int i = 0; i < c.n; ++i) {
+      const Tensor& s = steps[b + size_t(i)];
+      check_on_gpu("advance_steps", s, "step");
+      MDL_CHECK(s.dtype() == kI64 && s.numel() == 1, "advance_steps: a step counter must be one i64, got ",
+                dtype_name(s.dtype()), " ", shape_str(s.shape()));
+      c.p[i] = ptr<int64_t>(s);
+    }
+    advance_steps_kernel<<<1, kMaxCounters, 0, stream()>>>(c, flag);
+    CUDA_CHECK_LAUNCH("advance_steps");
+  }
 }
 
 double sum_squares(const Tensor& t) {

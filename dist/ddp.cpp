@@ -138,10 +138,12 @@ void DistributedDataParallel::reset_for_next_backward() {
 }
 
 void sync_found_inf(amp::GradScaler& scaler, ProcessGroup& group) {
-  scaler.set_found_inf_reduction([&group](bool found_inf) {
-    const Tensor flag = scalar_tensor(found_inf ? 1.0 : 0.0, kF32);
-    group.all_reduce(flag, ReduceOp::Max);
-    return flag.item<float>() != 0.0f;
+  scaler.set_found_inf_reduction([&group](const Tensor& found_inf) {
+    // NCCL reduces the flag where it lives, on the GPU; MPI reduces a copy on the host.
+    if (group.backend() == "nccl") return group.all_reduce(found_inf, ReduceOp::Max);
+    const Tensor host = found_inf.cpu();
+    group.all_reduce(host, ReduceOp::Max);
+    Tensor(found_inf).copy_(host);  // a handle: writes the scaler's flag
   });
 }
 

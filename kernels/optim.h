@@ -3,24 +3,37 @@
 // (optim/*.cpp) check that param, grad and state are contiguous, same shape and same device.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "kernels/core.h"
 
 namespace mdl::kernels {
 
-// Hyperparameters of one Adam/AdamW step. step counts from 1 (bias correction).
+// What a step reads from the parameter's device rather than from the host, so that it needs no
+// host sync and a CUDA Graph replays it with the values of the moment. Each may be null.
+struct DeviceStepState {
+  const int64_t* step = nullptr;     // the parameter's update count, this update included
+  const float* found_inf = nullptr;  // nonzero: skip the update, leaving param and state as they are
+  const double* lr = nullptr;        // the learning rate, in place of the host's
+};
+
+// Hyperparameters of one Adam/AdamW step. step counts from 1 (bias correction); device.step and
+// device.lr, when set, replace step and lr.
 struct AdamParams {
   double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
   bool decoupled = false;  // AdamW: p *= 1 - lr*wd; Adam: g += wd*p
   bool amsgrad = false;
   int64_t step = 1;
-  double grad_scale = 1.0;  // grads are multiplied by this first (GradScaler passes 1/scale)
+  double grad_scale = 1.0;  // grads are multiplied by this first
+  DeviceStepState device;
 };
 struct SGDParams {
   double lr = 1e-2, momentum = 0.0, dampening = 0.0, weight_decay = 0.0;
   bool nesterov = false;
-  bool first = true;  // momentum buffer is set to g on the first step, as PyTorch
+  bool first = true;  // momentum buffer is set to g on the first step, as PyTorch; device.step,
+                      // when set, replaces it (first when *device.step == 1), as device.lr does lr
   double grad_scale = 1.0;
+  DeviceStepState device;
 };
 
 // param, grad (n) of one floating dtype; exp_avg, exp_avg_sq, max_exp_avg_sq (n) f32;
@@ -32,11 +45,15 @@ using AdamStepFn = void(const Tensor& param, const Tensor& grad, const Tensor& e
 using SGDStepFn = void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SGDParams& hp);
 // sum of squares of a contiguous floating tensor, accumulated in f64 (clip_grad_norm_).
 using SumSquaresFn = double(const Tensor& t);
+// steps: 0-dim i64 tensors on one device, each += 1 unless found_inf (0-dim f32 on that device,
+// or undefined) is nonzero. One launch for many counters, before the updates that read them.
+using AdvanceStepsFn = void(const std::vector<Tensor>& steps, const Tensor& found_inf);
 
-#define MDL_OPTIM_KERNELS(X)                  \
-  X(adam_step, AdamStepFn, "adam_step", BOTH) \
-  X(sgd_step, SGDStepFn, "sgd_step", BOTH)    \
-  X(sum_squares, SumSquaresFn, "sum_squares", BOTH)
+#define MDL_OPTIM_KERNELS(X)                        \
+  X(adam_step, AdamStepFn, "adam_step", BOTH)       \
+  X(sgd_step, SGDStepFn, "sgd_step", BOTH)          \
+  X(sum_squares, SumSquaresFn, "sum_squares", BOTH) \
+  X(advance_steps, AdvanceStepsFn, "advance_steps", BOTH)
 MDL_OPTIM_KERNELS(MDL_DEFINE_STUB)
 
 }  // namespace mdl::kernels

@@ -8,6 +8,7 @@
 #include "ops/autocast.h"
 #include "autograd/function.h"
 #include "tensor/grad_mode.h"
+#include "cuda/api.h"
 #include "nn/functional.h"
 #include "nn/layer_norm_options.h"
 #include "ops/ops.h"
@@ -209,6 +210,9 @@ Tensor dropout(const Tensor& x, double p, bool training, Generator* gen) {
   check_input("dropout", x);
   MDL_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability must be in [0, 1], got ", p);
   if (!training || p == 0.0) return x;
+  MDL_CHECK(!x.device().is_cuda() || !cuda::is_capturing(),
+            "dropout: cannot be captured in a CUDA Graph: every replay would drop the units its capture drew; ",
+            "set the dropout to 0 or run the step eagerly");
   Generator& g = gen ? *gen : default_generator();
   const uint64_t seed = g.seed(), offset = g.advance((uint64_t(x.numel()) + 3) / 4);
   Tensor mask = make_tensor(x.shape(), kBool, x.device());

@@ -70,13 +70,12 @@ AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
     : Adam("AdamW", std::move(groups), as_adam(options), true) {}
 
 void Adam::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state,
-                  double grad_scale) {
+                  double grad_scale, const Tensor& found_inf, const kernels::DeviceStepState& device) {
   if (!state.exp_avg.defined()) {
     state.exp_avg = new_state_like(param);
     state.exp_avg_sq = new_state_like(param);
   }
   if (amsgrad_ && !state.max_exp_avg_sq.defined()) state.max_exp_avg_sq = new_state_like(param);
-  ++state.step;
   kernels::AdamParams hp{.lr = group.lr,
                          .beta1 = group.beta1,
                          .beta2 = group.beta2,
@@ -84,10 +83,14 @@ void Adam::update(const ParamGroup& group, const Tensor& param, const Tensor& gr
                          .weight_decay = group.weight_decay,
                          .decoupled = decoupled_,
                          .amsgrad = amsgrad_,
-                         .step = state.step,
-                         .grad_scale = grad_scale};
+                         .grad_scale = grad_scale,
+                         .device = device};
   const Tensor vmax = amsgrad_ ? state.max_exp_avg_sq : Tensor();
-  if (!fused_adamw()) return adam_composed(param, grad, state.exp_avg, state.exp_avg_sq, vmax, hp);
+  if (!fused_adamw()) {  // the host reads the flag and the count, as an unfused framework must
+    if (found_inf.defined() && found_inf.item<float>() != 0.0f) return;
+    hp.step = state.steps();
+    return adam_composed(param, grad, state.exp_avg, state.exp_avg_sq, vmax, hp);
+  }
   kernels::adam_step(param.device(), param, grad, state.exp_avg, state.exp_avg_sq, vmax, hp);
 }
 

@@ -29,8 +29,8 @@ class Adam : public Optimizer {
 
  protected:
   Adam(const char* name, std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
-  void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state,
-              double grad_scale) override;
+  void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state, double grad_scale,
+              const Tensor& found_inf, const kernels::DeviceStepState& device) override;
 
  private:
   bool amsgrad_;

@@ -1,14 +1,17 @@
 // Optimizer base: groups, zero_grad, the step loop, and the state dict through safetensors.
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <map>
 #include <string_view>
 
 #include "tensor/grad_mode.h"
+#include "cuda/api.h"
 #include "io/safetensors.h"
 #include "tensor/error.h"
 #include "ops/factory.h"
 #include "ops/ops.h"
+#include "kernels/optim.h"
 #include "optim/state_values.h"
 
 namespace mdl::optim {
@@ -121,35 +124,98 @@ void Optimizer::zero_grad(bool set_to_none) {
     }
 }
 
+kernels::DeviceStepState Optimizer::device_state(size_t g, const Tensor& param, const ParamState& state,
+                                                 const Tensor& found_inf) const {
+  const Tensor& lr = device_lr_[g].value;
+  return {.step = state.step.data_ptr<int64_t>(),
+          .found_inf = found_inf.defined() ? found_inf.data_ptr<float>() : nullptr,
+          .lr = lr.defined() && lr.device() == param.device() ? lr.data_ptr<double>() : nullptr};
+}
+
+void Optimizer::sync_device_lr() {
+  device_lr_.resize(groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    DeviceLR& d = device_lr_[g];
+    if (groups_[g].params.empty() || d.synced == groups_[g].lr) continue;
+    // Inside a capture the write would be replayed with this value at every step.
+    MDL_CHECK(!cuda::is_capturing(), name_, ": the lr of group ", g, " changed to ", groups_[g].lr,
+              " inside a CUDA Graph capture; call sync_device_lr() before capture_begin()");
+    const Device device = groups_[g].params[0].device();
+    if (!d.value.defined() || d.value.device() != device) d.value = zeros({}, TensorOptions(kF64, device));
+    d.value.fill_(groups_[g].lr);
+    d.synced = groups_[g].lr;
+  }
+}
+
 Tensor Optimizer::new_state_like(const Tensor& param) const {
   return zeros(param.shape(), TensorOptions(kF32, param.device()));
 }
 
-void Optimizer::step(double grad_scale) {
+void Optimizer::step(double grad_scale) { step_impl(grad_scale, Tensor()); }
+
+void Optimizer::step_if_finite(const Tensor& found_inf) {
+  MDL_CHECK(found_inf.defined() && found_inf.dtype() == kF32 && found_inf.numel() == 1, name_,
+            ".step_if_finite: found_inf must be one f32 value");
+  step_impl(1.0, found_inf);
+}
+
+int64_t ParamState::steps() const { return step.defined() ? step.item<int64_t>() : 0; }
+int64_t Optimizer::step_count() const { return step_count_.defined() ? step_count_.item<int64_t>() : 0; }
+
+void Optimizer::step_impl(double grad_scale, const Tensor& found_inf) {
   NoGradGuard no_grad;
   // Check every gradient before touching any parameter.
-  for (const auto& g : groups_)
-    for (const auto& p : g.params) {
+  struct Update {
+    size_t group;
+    Tensor param, grad;
+  };
+  std::vector<Update> updates;
+  for (size_t g = 0; g < groups_.size(); ++g)
+    for (const auto& p : groups_[g].params) {
       Tensor gr = p.grad();
       if (!gr.defined()) continue;
       MDL_CHECK(gr.shape() == p.shape(), name_, ": grad of shape ", gr.shape(), " for parameter of shape ", p.shape());
       MDL_CHECK(gr.device() == p.device(), name_, ": grad on ", gr.device(), " for parameter on ", p.device());
+      updates.push_back({g, p, gr});
     }
-  ++step_count_;
-  for (const auto& g : groups_)
-    for (const auto& p : g.params) {
-      Tensor gr = p.grad();
-      if (!gr.defined()) continue;
-      if (gr.dtype() != p.dtype()) gr = gr.to(p.dtype());
-      if (!gr.is_contiguous()) gr = gr.contiguous();
-      update(g, p, gr, state_[p.impl()], grad_scale);
-      p.bump_version();
+  if (updates.empty()) return;
+  sync_device_lr();
+  if (!step_count_.defined()) step_count_ = zeros({}, TensorOptions(kI64, updates[0].param.device()));
+  // The step counters advance first, one launch per device, each kept where its kernels read it.
+  std::vector<std::pair<Device, std::vector<Tensor>>> counters{{step_count_.device(), {step_count_}}};
+  for (const Update& u : updates) {
+    ParamState& st = state_[u.param.impl()];
+    if (!st.step.defined()) st.step = zeros({}, TensorOptions(kI64, u.param.device()));
+    auto it = std::find_if(counters.begin(), counters.end(),
+                           [&](const auto& c) { return c.first == u.param.device(); });
+    if (it == counters.end()) {
+      counters.emplace_back(u.param.device(), std::vector<Tensor>{});
+      it = counters.end() - 1;
     }
+    it->second.push_back(st.step);
+  }
+  std::vector<std::pair<Device, Tensor>> flags;  // found_inf on each device
+  auto flag_on = [&](Device d) -> Tensor {
+    if (!found_inf.defined()) return Tensor();
+    for (const auto& [fd, f] : flags)
+      if (fd == d) return f;
+    return flags.emplace_back(d, found_inf.to(d)).second;
+  };
+  for (const auto& [d, steps] : counters) kernels::advance_steps(d, steps, flag_on(d));
+  for (const Update& u : updates) {
+    Tensor gr = u.grad;
+    if (gr.dtype() != u.param.dtype()) gr = gr.to(u.param.dtype());
+    if (!gr.is_contiguous()) gr = gr.contiguous();
+    ParamState& st = state_[u.param.impl()];
+    const Tensor flag = flag_on(u.param.device());
+    update(groups_[u.group], u.param, gr, st, grad_scale, flag, device_state(u.group, u.param, st, flag));
+    u.param.bump_version();
+  }
 }
 
 NamedTensors Optimizer::state_dict() const {
   NamedTensors d;
-  d.emplace_back("step", scalar_tensor(double(step_count_), kI64));
+  d.emplace_back("step", scalar_tensor(double(step_count()), kI64));
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     ParamGroup g = groups_[gi];
     std::string prefix = "param_groups." + std::to_string(gi) + ".";
@@ -163,7 +229,7 @@ NamedTensors Optimizer::state_dict() const {
       std::string prefix = "state." + std::to_string(index++) + ".";
       if (it == state_.end()) continue;
       ParamState s = it->second;
-      d.emplace_back(prefix + "step", scalar_tensor(double(s.step), kI64));
+      d.emplace_back(prefix + "step", scalar_tensor(double(s.steps()), kI64));
       for (int k = 0; k < 4; ++k)
         if (buffer(s, k)->defined()) d.emplace_back(prefix + kBufferNames[k], buffer(s, k)->clone());
     }
@@ -222,7 +288,7 @@ void Optimizer::load_state_dict(const NamedTensors& dict) {
       continue;
     }
     ParamState s;
-    s.step = count_value(step->second, quoted(prefix + "step"));
+    s.step = scalar_tensor(double(count_value(step->second, quoted(prefix + "step"))), kI64).to(param.device());
     for (int k = 0; k < 4; ++k) {
       auto b = by_name.find(prefix + kBufferNames[k]);
       if (b == by_name.end()) continue;
@@ -235,7 +301,7 @@ void Optimizer::load_state_dict(const NamedTensors& dict) {
     }
     state.emplace(param.impl(), std::move(s));
   }
-  step_count_ = step_count;
+  step_count_ = params.empty() ? Tensor() : scalar_tensor(double(step_count), kI64).to(params[0]->device());
   groups_ = std::move(groups);
   state_ = std::move(state);
 }

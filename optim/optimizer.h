@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "kernels/optim.h"
 #include "tensor/tensor.h"
 
 namespace mdl::optim {
@@ -34,9 +35,12 @@ std::vector<ParamGroup> param_groups_no_decay(const NamedTensors& named_paramete
 
 // Per-parameter state: f32 tensors of the parameter's shape, created on the first step.
 // Parameters of f16/bf16 keep f32 state and are rounded once per step (no f32 master copy).
+// The step count lives on the parameter's device, where the kernels read it: a step skipped on
+// the device (step_if_finite) does not count, and a CUDA Graph replays it with its current value.
 struct ParamState {
-  int64_t step = 0;
+  Tensor step;  // 0-dim i64: the updates applied
   Tensor momentum_buffer, exp_avg, exp_avg_sq, max_exp_avg_sq;
+  int64_t steps() const;  // step, read on the host (waits for the device); 0 before the first
 };
 
 class Optimizer {
@@ -48,15 +52,23 @@ class Optimizer {
   // Drops (set_to_none) or zeroes every parameter's .grad.
   void zero_grad(bool set_to_none = true);
   // One update of every parameter that has a .grad, under NoGradGuard; grads are multiplied by
-  // grad_scale first (GradScaler passes 1/scale). Bumps each updated parameter's version.
+  // grad_scale first. Bumps each updated parameter's version.
   void step(double grad_scale = 1.0);
+  // step(), decided on the device: when found_inf (0-dim f32) is nonzero, every kernel leaves its
+  // parameter, state and step count as they were. GradScaler steps through this, so an AMP step
+  // never waits for the GPU and can be captured as a CUDA Graph.
+  void step_if_finite(const Tensor& found_inf);
 
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   void add_param_group(ParamGroup group);
   double lr() const;       // the first group's
   void set_lr(double lr);  // every group's
-  int64_t step_count() const { return step_count_; }
+  // Writes each group's lr where the kernels read it, on its parameters' device (a group's copy
+  // lives on the device of its first parameter). step() does this itself; a loop that replays a
+  // captured step (cuda::Graph) must call it after changing an lr, before the replay.
+  void sync_device_lr();
+  int64_t step_count() const;  // the steps applied (reads the device counter)
   const ParamState* state(const Tensor& param) const;
 
   // "step", "param_groups.<g>.<option>" (0-dim f64), "param_groups.<g>.num_params" (0-dim i64),
@@ -70,15 +82,29 @@ class Optimizer {
   Optimizer(const char* name, ParamGroup defaults) : name_(name), defaults_(std::move(defaults)) {}
   void init_groups(std::vector<ParamGroup> groups);
   // Updates one parameter; param, grad contiguous, same shape, dtype and device; grad not null.
+  // state.step is already advanced for this update; found_inf (0-dim f32 on param's device, or
+  // undefined) says to skip it; device points the kernel at the step, the flag and the lr on the
+  // device.
   virtual void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state,
-                      double grad_scale) = 0;
+                      double grad_scale, const Tensor& found_inf, const kernels::DeviceStepState& device) = 0;
   Tensor new_state_like(const Tensor& param) const;  // zeros, f32, param's shape and device
 
   const char* name_;
   ParamGroup defaults_;
   std::vector<ParamGroup> groups_;
   std::unordered_map<const TensorImpl*, ParamState> state_;
-  int64_t step_count_ = 0;
+  Tensor step_count_;  // 0-dim i64 on the first updated parameter's device; undefined before
+  struct DeviceLR {
+    Tensor value;  // 0-dim f64
+    double synced = kUnset;
+  };
+  std::vector<DeviceLR> device_lr_;  // per group
+
+ private:
+  void step_impl(double grad_scale, const Tensor& found_inf);
+  // What update() hands its kernel for a parameter of group g.
+  kernels::DeviceStepState device_state(size_t g, const Tensor& param, const ParamState& state,
+                                        const Tensor& found_inf) const;
 };
 
 }  // namespace mdl::optim

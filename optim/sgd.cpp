@@ -29,17 +29,17 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options)
   init_groups(std::move(groups));
 }
 
-void SGD::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state,
-                 double grad_scale) {
+void SGD::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state, double grad_scale,
+                 const Tensor& /*found_inf: read by the kernel through device*/,
+                 const kernels::DeviceStepState& device) {
   kernels::SGDParams hp{.lr = group.lr,
                         .momentum = group.momentum,
                         .dampening = group.dampening,
                         .weight_decay = group.weight_decay,
                         .nesterov = options_.nesterov,
-                        .first = !state.momentum_buffer.defined(),
-                        .grad_scale = grad_scale};
+                        .grad_scale = grad_scale,
+                        .device = device};
   if (group.momentum != 0 && !state.momentum_buffer.defined()) state.momentum_buffer = new_state_like(param);
-  ++state.step;
   kernels::sgd_step(param.device(), param, grad, group.momentum != 0 ? state.momentum_buffer : Tensor(), hp);
 }
 

@@ -20,8 +20,8 @@ class SGD : public Optimizer {
   const SGDOptions& options() const { return options_; }
 
  protected:
-  void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state,
-              double grad_scale) override;
+  void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state, double grad_scale,
+              const Tensor& found_inf, const kernels::DeviceStepState& device) override;
 
  private:
   SGDOptions options_;

@@ -52,7 +52,7 @@ TEST_CASE("amp_unscale_check kernel: multiplies in place and flags inf and NaN, 
     Tensor g = randn({n}).to(t) * 1024.0;
     const std::vector<double> before = g.to_vector<double>();
     Tensor flag = zeros({});
-    kernels::unscale_check(g.device(), g, flag, 1.0 / 1024);
+    kernels::unscale_check(g.device(), g, flag, scalar_tensor(1024.0));
     CHECK(flag.item<float>() == 0.0f);
     const std::vector<double> after = g.to_vector<double>();
     bool exact = true;
@@ -67,18 +67,18 @@ TEST_CASE("amp_unscale_check kernel: multiplies in place and flags inf and NaN, 
         if (t == kF32) h.data_ptr<float>()[at] = float(bad);
         else h.data_ptr<double>()[at] = bad;
         Tensor f = zeros({});
-        kernels::unscale_check(h.device(), h, f, 0.5);
+        kernels::unscale_check(h.device(), h, f, scalar_tensor(2.0));
         CHECK(f.item<float>() == 1.0f);
         CHECK(h.to_vector<double>()[size_t(at == 0 ? 1 : 0)] == 0.5);
       }
     }
     // A flag already set stays set: one flag collects every gradient of a step.
     Tensor f = ones({});
-    kernels::unscale_check(g.device(), ones({10}, t), f, 1.0);
+    kernels::unscale_check(g.device(), ones({10}, t), f, ones({}));
     CHECK(f.item<float>() == 1.0f);
   }
   Tensor f = zeros({});
-  CHECK_THROWS_WITH_AS(kernels::unscale_check(Device::cpu(), ones({4}, kF16), f, 1.0),
+  CHECK_THROWS_WITH_AS(kernels::unscale_check(Device::cpu(), ones({4}, kF16), f, ones({})),
                        doctest::Contains("expected an f32 or f64 gradient, got f16"), Error);
 }
 
@@ -144,12 +144,12 @@ TEST_CASE("GradScaler: an inf at step k skips that step bitwise, halves the scal
     scaler.scale(loss).backward();
     if (step == kBad) poke_grad(toy.w2, 5, kInf);
     const auto before = snapshot(toy.params());
-    const int64_t adam_steps = opt.state(toy.w1) ? opt.state(toy.w1)->step : 0;
+    const int64_t adam_steps = opt.state(toy.w1) ? opt.state(toy.w1)->steps() : 0;
     const bool stepped = scaler.step(opt);
     CHECK(stepped == (step != kBad));
     if (step == kBad) {
       CHECK(snapshot(toy.params()) == before);  // bitwise
-      CHECK(opt.state(toy.w1)->step == adam_steps);
+      CHECK(opt.state(toy.w1)->steps() == adam_steps);
     } else {
       CHECK(snapshot(toy.params()) != before);
     }

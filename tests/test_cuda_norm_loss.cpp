@@ -145,15 +145,16 @@ TEST_CASE("cuda: GradScaler's unscale-and-check flags inf and NaN and unscales l
       if (bad != 0.0) g.slice(0, 77777, 77778).fill_(bad);
       Tensor gc = g.clone(), gg = g.to(kGpu);
       Tensor fc = zeros({}), fg = zeros({}, kGpu);
-      kernels::unscale_check(Device::cpu(), gc, fc, 1.0 / 1024.0);
-      kernels::unscale_check(kGpu, gg, fg, 1.0 / 1024.0);
+      kernels::unscale_check(Device::cpu(), gc, fc, scalar_tensor(1024.0));
+      kernels::unscale_check(kGpu, gg, fg, scalar_tensor(1024.0, kGpu));
       check_close(gg, gc, kExact, name("unscaled gradient", t));
       CHECK(fg.item<float>() == fc.item<float>());
       CHECK(fg.item<float>() == (bad == 0.0 ? 0.0f : 1.0f));
     }
   Tensor h = zeros({4}, TensorOptions(kF16, kGpu)), f = zeros({}, kGpu);
-  CHECK_THROWS_WITH_AS(kernels::unscale_check(kGpu, h, f, 0.5), doctest::Contains("expected an f32 or f64 gradient"),
+  const Tensor two = scalar_tensor(2.0, kGpu);
+  CHECK_THROWS_WITH_AS(kernels::unscale_check(kGpu, h, f, two), doctest::Contains("expected an f32 or f64 gradient"),
                        mdl::Error);
-  CHECK_THROWS_WITH_AS(kernels::unscale_check(kGpu, zeros({4}, kGpu), zeros({}), 0.5),
+  CHECK_THROWS_WITH_AS(kernels::unscale_check(kGpu, zeros({4}, kGpu), zeros({}), two),
                        doctest::Contains("found_inf is on cpu"), mdl::Error);
 }

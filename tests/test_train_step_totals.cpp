@@ -1,15 +1,18 @@
 // TrainStep's deferred totals (the loss and correct-count sums kept on the device until
 // flush_totals, so a GPU step never waits for the host): the same sums as the per-step path, for
 // plain and accumulated micro-batches, and nothing lost or counted twice across flushes; on a GPU
-// (skipped without one) the deferred sums there equal the CPU's per-step ones.
+// (skipped without one) the deferred sums there equal the CPU's per-step ones, and an AMP step
+// replayed as a CUDA Graph trains as the eager steps do; --cuda-graph's refusals.
 #include <doctest/doctest.h>
 
 #include "mdl.h"
 #include "nn/container.h"
 #include "nn/layers.h"
+#include "optim/schedulers.h"
 #include "optim/sgd.h"
 #include "train/distributed.h"
 #include "train/loss_fn.h"
+#include "train/options.h"
 #include "train/train_step.h"
 #include "tests/test_util.h"
 
@@ -85,4 +88,65 @@ TEST_CASE("TrainStep on a GPU: deferred totals equal the CPU's per-step ones" * 
   CHECK(gpu.seen == cpu.seen);
   CHECK(gpu.correct == cpu.correct);
   CHECK(gpu.loss_sum == doctest::Approx(cpu.loss_sum).epsilon(1e-4));
+}
+
+TEST_CASE("TrainStep: cuda_graph needs deferred totals; mdl-train --cuda-graph refuses what a replay cannot do") {
+  auto model = std::make_shared<nn::Linear>(4, 2);
+  optim::SGD opt(model->parameters(), {.lr = 0.1});
+  amp::GradScaler scaler({.enabled = false});
+  train::DataParallel dp(false, Device::cpu());
+  CHECK_THROWS_WITH_AS(
+      train::TrainStep(*model, dp, opt, scaler, nullptr, train::cross_entropy_loss, {.cuda_graph = true}),
+      doctest::Contains("cuda_graph needs defer_totals"), Error);
+  CHECK(train::parse_train_options({"--device", "cuda", "--cuda-graph"}).cuda_graph);
+  for (const std::vector<std::string>& bad : {std::vector<std::string>{"--cuda-graph"},
+                                              {"--device", "cuda", "--cuda-graph", "--clip", "1"},
+                                              {"--device", "cuda", "--cuda-graph", "--profile", "3"}})
+    CHECK_THROWS_WITH_AS(train::parse_train_options(bad), doctest::Contains("--cuda-graph does not work with"),
+                         std::exception);
+}
+
+TEST_CASE("TrainStep on a GPU: an AMP step replayed as a CUDA Graph trains as the eager steps do" * MDL_CUDA_ONLY) {
+  // The same model, batches and cosine schedule, eager and graphed; the last batch of each epoch
+  // is smaller, so it runs eagerly between replays.
+  struct Result {
+    train::EpochTotals totals;
+    std::vector<Tensor> params;
+    double lr;
+    int64_t replayed, captures;
+  };
+  auto train_with = [](bool graph) {
+    manual_seed(3);
+    auto model = std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
+        std::make_shared<nn::Linear>(5, 8), std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(8, 3)});
+    model->to(Device::cuda());
+    optim::SGD opt(model->parameters(), {.lr = 0.1, .momentum = 0.9});
+    optim::CosineAnnealingLR schedule(opt, 30);
+    amp::GradScaler scaler({.growth_interval = 4});
+    train::DataParallel dp(false, Device::cuda());
+    train::TrainStep step(*model, dp, opt, scaler, &schedule, train::cross_entropy_loss,
+                          {.autocast = true, .defer_totals = true, .cuda_graph = graph});
+    Result r;
+    Generator g(11);
+    for (int epoch = 0; epoch < 3; ++epoch)
+      for (int64_t s = 0; s < 8; ++s) {
+        const int64_t n = s == 7 ? 5 : 13;
+        const Tensor x = randn({n, 5}, {}, &g), y = randint(0, 3, {n}, kI64, &g);
+        step(x.to(Device::cuda()), y.to(Device::cuda()), r.totals);
+      }
+    step.flush_totals(r.totals);
+    for (const Tensor& p : model->parameters()) r.params.push_back(p.cpu());
+    r.lr = opt.lr();
+    r.replayed = step.replayed_steps(), r.captures = step.captures();
+    return r;
+  };
+  const Result eager = train_with(false), graphed = train_with(true);
+  CHECK(graphed.captures == 1);
+  CHECK(graphed.replayed == 3 * 7 - 2);  // every full batch after the two warm-up steps
+  CHECK(eager.replayed == 0);
+  CHECK(graphed.totals.seen == eager.totals.seen);
+  CHECK(graphed.totals.correct == eager.totals.correct);
+  CHECK(graphed.totals.loss_sum == doctest::Approx(eager.totals.loss_sum).epsilon(1e-5));
+  CHECK(graphed.lr == eager.lr);
+  for (size_t i = 0; i < eager.params.size(); ++i) CHECK(test::max_rel_diff(graphed.params[i], eager.params[i]) < 1e-5);
 }

@@ -188,9 +188,10 @@ for model in ("simplecnn", "resnet18", "gpt"):
         t = torch_ms.get(key)
         print(f'{key:28s} {ms:9.2f} {t if t else float("nan"):11.2f} {t / ms if t else float("nan"):20.2f}x')
     ratio(f"BM_{model}_step_amp/real_time", f"BM_{model}_step_f32/real_time", f"{model}: autocast f16 vs f32 step (speedup)")
-    ratio(f"BM_{model}_step_f32_graph/real_time", f"BM_{model}_step_f32/real_time", f"{model}: f32 step as a CUDA Graph vs eager (speedup)")
-    g = by.get(f"BM_{model}_step_f32_graph/real_time")
-    if g is None: print(f"{model}: the CUDA Graph step did not run (see bench_cuda's log for the error)")
+    for mode in ("f32", "amp"):
+        ratio(f"BM_{model}_step_{mode}_graph/real_time", f"BM_{model}_step_{mode}/real_time", f"{model}: {mode} step as a CUDA Graph vs eager (speedup)")
+        if by.get(f"BM_{model}_step_{mode}_graph/real_time") is None:
+            print(f"{model}: the {mode} CUDA Graph step did not run (see bench_cuda's log for the error)")
 PY
 fi
 {

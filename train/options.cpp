@@ -197,6 +197,7 @@ const std::map<std::string, Option>& table() {
           o.target_accuracy = parse_real(k, v, 0, 1);
           if (!(o.target_accuracy > 0)) throw UsageError("mdl-train: " + k + " must be in (0, 1], got " + v);
         }}},
+      {"--cuda-graph", {false, [](O& o, auto&, auto&) { o.cuda_graph = true; }}},
       {"--no-progress", {false, [](O& o, auto&, auto&) { o.progress = false; }}},
       {"--help", {false, [](O& o, auto&, auto&) { o.help = true; }}},
   };
@@ -240,6 +241,16 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   if (o.grad_accum > o.batch)
     throw UsageError("mdl-train: --grad-accum " + std::to_string(o.grad_accum) + " is larger than --batch " +
                      std::to_string(o.batch) + " (each micro-batch needs a sample)");
+  if (o.cuda_graph) {
+    // A replay reads nothing back to the host: the clipping norm and the profiler's phase times
+    // would be, and the data-parallel all_reduce waits on the host.
+    const char* clash = o.device == "cpu" ? "--device cpu"
+                        : o.clip > 0      ? "--clip"
+                        : o.profile       ? "--profile"
+                        : o.dist          ? "--dist"
+                                          : nullptr;
+    if (clash) throw UsageError(std::string("mdl-train: --cuda-graph does not work with ") + clash);
+  }
   if (!o.evaluate.empty()) {
     const char* clash = !o.resume.empty() ? "--resume"
                         : !o.save.empty() ? "--save"
@@ -306,6 +317,8 @@ std::string usage() {
                      flip, after the cache, drawn from (seed, epoch, index); validation unchanged
   --device D         cpu, cuda, cuda:N    --threads N   compute threads (0: every core);
                      each loader worker gets N / workers of them (at least 1; 1 when N is 0)
+  --cuda-graph       on a GPU: capture the training step (AMP included) once as a CUDA Graph and
+                     replay it per batch; not with --clip, --profile, --dist or dropout
   --seed N           --context N (text, 64)
   --subset N         N training samples: the first N, or for imagefolder N spread evenly over its
                      class folders

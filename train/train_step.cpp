@@ -7,6 +7,7 @@
 
 #include "ops/autocast.h"
 #include "ops/ops.h"
+#include "cuda/api.h"
 #include "optim/clip.h"
 #include "optim/regularization.h"
 #include "profiler/scope.h"
@@ -23,7 +24,12 @@ Tensor correct_count(const Tensor& logits, const Tensor& y) {
   return sum(eq(argmax(logits.detach(), 1), y));
 }
 
-Tensor accumulate(const Tensor& sum, const Tensor& value) { return sum.defined() ? sum + value : value; }
+// sum += value in place (a graph's replays add to the memory it captured); sum is created at the
+// first call.
+void accumulate(Tensor& sum, const Tensor& value) {
+  if (!sum.defined()) sum = zeros({}, TensorOptions(kF32, value.device()));
+  sum.add_(value);
+}
 
 }  // namespace
 
@@ -34,6 +40,8 @@ TrainStep::TrainStep(nn::Module& model, DataParallel& dp, optim::Optimizer& opt,
   MDL_CHECK(loss_, "TrainStep: no loss function");
   MDL_CHECK(o_.grad_accum >= 1, "TrainStep: grad_accum must be at least 1, got ", o_.grad_accum);
   MDL_CHECK(o_.clip >= 0 && o_.l2 >= 0, "TrainStep: clip and l2 must not be negative, got ", o_.clip, " and ", o_.l2);
+  MDL_CHECK(!o_.cuda_graph || o_.defer_totals, "TrainStep: cuda_graph needs defer_totals (a replay cannot read the ",
+            "loss back to the host)");
 }
 
 TrainStep::TrainStep(const TrainOptions& o, nn::Module& model, DataParallel& dp, optim::Optimizer& opt,
@@ -44,10 +52,49 @@ TrainStep::TrainStep(const TrainOptions& o, nn::Module& model, DataParallel& dp,
                  .l2 = o.l2,
                  .autocast = autocast,
                  .amp_dtype = amp_dtype,
-                 .defer_totals = parse_device(o.device).is_cuda()},
+                 .defer_totals = parse_device(o.device).is_cuda(),
+                 .cuda_graph = o.cuda_graph},
                 o.l2 > 0 ? dense_weights(model) : std::vector<Tensor>{}) {}
 
 void TrainStep::operator()(const Tensor& x, const Tensor& y, EpochTotals& totals) {
+  if (o_.cuda_graph) run_graphed(x, y, totals);
+  else run(x, y, totals);
+  if (deferred_samples_ >= kMaxDeferredSamples) flush_totals(totals);
+}
+
+void TrainStep::run_graphed(const Tensor& x, const Tensor& y, EpochTotals& totals) {
+  const bool fits = graph_ && x.shape() == graph_x_.shape() && y.shape() == graph_y_.shape() &&
+                    x.dtype() == graph_x_.dtype() && y.dtype() == graph_y_.dtype();
+  if (!fits && (warmup_left_ > 0 || graph_)) {  // warm-up, or a batch of other shapes
+    if (warmup_left_ > 0) --warmup_left_;
+    return run(x, y, totals);
+  }
+  if (!fits) {  // the capture: its kernels are recorded, not run; the replay below runs them
+    graph_x_ = x.clone(), graph_y_ = y.clone();
+    const EpochTotals before = totals;
+    const int64_t deferred_before = deferred_samples_;
+    opt_.sync_device_lr();  // so that the capture records no write of the lr
+    cuda::synchronize();
+    graph_ = std::make_unique<cuda::Graph>();
+    graph_->capture_begin();
+    run(graph_x_, graph_y_, totals);
+    graph_->capture_end();
+    ++captures_;
+    graph_counts_ = {.seen = totals.seen - before.seen, .classified = totals.classified - before.classified};
+    totals = before;
+    deferred_samples_ = deferred_before;
+  } else {
+    graph_x_.copy_(x), graph_y_.copy_(y);
+    opt_.sync_device_lr();  // an lr set since the last step (the schedule, --plateau)
+  }
+  graph_->replay();
+  ++replayed_;
+  totals.seen += graph_counts_.seen, totals.classified += graph_counts_.classified;
+  deferred_samples_ += graph_counts_.seen;
+  if (schedule_) schedule_->step();
+}
+
+void TrainStep::run(const Tensor& x, const Tensor& y, EpochTotals& totals) {
   const int64_t n = x.size(0), k = std::min(o_.grad_accum, n);
   opt_.zero_grad();
   for (int64_t i = 0; i < k; ++i) {
@@ -68,14 +115,14 @@ void TrainStep::operator()(const Tensor& x, const Tensor& y, EpochTotals& totals
       if (is_classification(logits, yi)) {
         auto [l, t] = flatten_for_loss(logits, yi);
         const Tensor correct = correct_count(l, t);
-        if (o_.defer_totals) correct_ = accumulate(correct_, correct.to(kF32));
+        if (o_.defer_totals) accumulate(correct_, correct.to(kF32));
         else totals.correct += correct.to(kI64).item<int64_t>();
         totals.classified += rows;
       }
       totals.seen += rows;
       if (o_.defer_totals) {
         NoGradGuard no_grad;
-        loss_sum_ = accumulate(loss_sum_, loss.detach().to(kF32) * double(rows));
+        accumulate(loss_sum_, loss.detach().to(kF32) * double(rows));
         deferred_samples_ += rows;
       } else {
         totals.loss_sum += loss.item<double>() * double(rows);
@@ -89,16 +136,22 @@ void TrainStep::operator()(const Tensor& x, const Tensor& y, EpochTotals& totals
     scaler_.unscale_(opt_);
     optim::clip_grad_norm_(params_, o_.clip);
   }
-  const bool stepped = scaler_.step(opt_);
+  const amp::StepResult stepped = scaler_.step(opt_);
   scaler_.update();
-  if (schedule_ && stepped) schedule_->step();
-  if (deferred_samples_ >= kMaxDeferredSamples) flush_totals(totals);
+  // Reading `stepped` would wait for the GPU: with deferred totals the schedule advances on every
+  // optimizer step, skipped or not, as PyTorch's training loops do.
+  if (schedule_ && !cuda::is_capturing() && (o_.defer_totals || stepped)) schedule_->step();
 }
 
 void TrainStep::flush_totals(EpochTotals& totals) {
-  if (loss_sum_.defined()) totals.loss_sum += loss_sum_.item<double>();
-  if (correct_.defined()) totals.correct += std::llround(correct_.item<double>());
-  loss_sum_ = Tensor(), correct_ = Tensor();
+  if (loss_sum_.defined()) {
+    totals.loss_sum += loss_sum_.item<double>();
+    loss_sum_.zero_();
+  }
+  if (correct_.defined()) {
+    totals.correct += std::llround(correct_.item<double>());
+    correct_.zero_();
+  }
   deferred_samples_ = 0;
 }
 

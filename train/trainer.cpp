@@ -156,6 +156,9 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
     }
   }
   callbacks.list.train_end(ctx);
+  if (o.cuda_graph && out)
+    std::fprintf(out, "cuda graph: %lld steps replayed from %lld capture(s); the others ran eagerly\n",
+                 (long long)train_step.replayed_steps(), (long long)train_step.captures());
   if (callbacks.target && callbacks.target->reached())
     report.target_epoch = callbacks.target->epoch(), report.target_seconds = callbacks.target->seconds();
   report.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();

@@ -2,8 +2,12 @@
 // synchronisation point and turning it into an mdl::Error, and cuda::check_errors().
 #include "cuda/runtime/device_errors.cuh"
 
+#include <bit>
+#include <cstdint>
+
 #include "cuda/api.h"
 #include "cuda/runtime/context.cuh"
+#include "kernels/amp.h"
 #include "kernels/core.h"
 #include "tensor/dtype.h"
 
@@ -22,6 +26,9 @@ void raise_device_error(const char* where) {
       MDL_FAIL("div: integer division by zero (dtype ", DType(r.value), ")", suffix);
     case DeviceErrorCode::NegativeIntegerPower:
       MDL_FAIL("pow: integers to negative integer powers are not allowed (dtype ", DType(r.value), ")", suffix);
+    case DeviceErrorCode::ScaleUnderflow:
+      kernels::fail_scale_underflow(std::bit_cast<float>(int32_t(r.bound)), std::bit_cast<float>(int32_t(r.dim)),
+                                    r.value, suffix.c_str());
     default: MDL_FAIL("cuda: unknown device error code ", r.code, suffix);
   }
 }

@@ -16,6 +16,8 @@ enum class DeviceErrorCode : int {
   IndexOutOfRange = 1,        // op, what, value, bound (the size), dim (-1: classes)
   IntegerDivisionByZero = 2,  // value: the DType
   NegativeIntegerPower = 3,   // value: the DType
+  ScaleUnderflow = 4,         // value: the skipped steps; bound, dim: the f32 bits of the scale and
+                              // of what it would have become
 };
 
 struct DeviceErrorRecord {

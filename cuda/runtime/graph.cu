@@ -55,4 +55,6 @@ void Graph::replay() {
 
 bool Graph::captured() const { return impl_->exec != nullptr; }
 
+bool is_capturing() { return is_available() && detail::capturing(); }
+
 }  // namespace mdl::cuda
