@@ -107,8 +107,8 @@ void advance_steps(const std::vector<Tensor>& steps, const Tensor& found_inf) {
 }
 
 // Per-chunk f64 partials, combined in chunk order: deterministic for a given thread count.
-double sum_squares(const Tensor& t) {
-  return dispatch_floating(t.dtype(), "sum_squares", [&]<class T>() {
+void sum_squares(const Tensor& t, const Tensor& out) {
+  *out.data_ptr<double>() = dispatch_floating(t.dtype(), "sum_squares", [&]<class T>() {
     const T* x = t.data_ptr<T>();
     const int64_t n = t.numel();
     constexpr int64_t kMaxChunks = 256;

@@ -150,12 +150,12 @@ void advance_steps(const std::vector<Tensor>& steps, const Tensor& found_inf) {
   }
 }
 
-double sum_squares(const Tensor& t) {
-  if (t.numel() == 0) return 0.0;
-  double r = 0;
+void sum_squares(const Tensor& t, const Tensor& out) {
+  check_on_gpu("sum_squares", out, "out");
+  MDL_CHECK(out.dtype() == kF64 && out.numel() == 1, "sum_squares: out must be one f64, got ", dtype_name(out.dtype()),
+            " ", shape_str(out.shape()));
   dispatch_floating<DeviceTypes>(t.dtype(), "sum_squares",
-                                 [&]<class T>() { r = sum_of_squares<T>(ptr<const T>(t), t.numel()); });
-  return r;
+                                 [&]<class T>() { sum_of_squares<T>(ptr<const T>(t), t.numel(), ptr<double>(out)); });
 }
 
 }  // namespace mdl::cuda

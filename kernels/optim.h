@@ -43,8 +43,9 @@ using AdamStepFn = void(const Tensor& param, const Tensor& grad, const Tensor& e
                         const Tensor& max_exp_avg_sq, const AdamParams& hp);
 // param, grad (n); momentum_buffer (n) f32, undefined when momentum == 0.
 using SGDStepFn = void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SGDParams& hp);
-// sum of squares of a contiguous floating tensor, accumulated in f64 (clip_grad_norm_).
-using SumSquaresFn = double(const Tensor& t);
+// out (0-dim f64 on t's device) = the sum of squares of t (contiguous, floating), accumulated in
+// f64 in a fixed order (clip_grad_norm_, without a host sync).
+using SumSquaresFn = void(const Tensor& t, const Tensor& out);
 // steps: 0-dim i64 tensors on one device, each += 1 unless found_inf (0-dim f32 on that device,
 // or undefined) is nonzero. One launch for many counters, before the updates that read them.
 using AdvanceStepsFn = void(const std::vector<Tensor>& steps, const Tensor& found_inf);

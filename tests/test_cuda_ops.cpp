@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "mdl.h"
+#include "optim/clip.h"
 #include "kernels/core.h"
 #include "kernels/dropout.h"
 #include "kernels/optim.h"
@@ -295,6 +296,22 @@ TEST_CASE("cuda: dropout masks equal the CPU's bit for bit; fused optimizer step
   kernels::sgd_step(Device::cpu(), p, g, buf, sp);
   kernels::sgd_step(kGpu, gp, g.to(kGpu), gbuf, sp);
   check_close(gp, p, {1e-6, 1e-6}, "sgd param");
-  CHECK(kernels::sum_squares.get(kGpu)(g.to(kGpu)) ==
-        doctest::Approx(kernels::sum_squares.get(Device::cpu())(g)).epsilon(1e-12));
+  // Sizes around one block and past 1024 blocks (the partials then wrap).
+  for (int64_t n : {int64_t(1), int64_t(255), int64_t(257), int64_t(500), int64_t(300001)}) {
+    CAPTURE(n);
+    const Tensor x = sample({n}, kF32, false, 4);
+    Tensor sc = zeros({}, kF64), sg = zeros({}, TensorOptions(kF64, kGpu));
+    kernels::sum_squares(Device::cpu(), x, sc);
+    kernels::sum_squares(kGpu, x.to(kGpu), sg);
+    CHECK(sg.item<double>() == doctest::Approx(sc.item<double>()).epsilon(1e-12));
+  }
+  // clip_grad_norm_on_device_ on the GPU against the CPU's clip_grad_norm_.
+  for (double max_norm : {1e-3, 1e9}) {
+    Tensor a = sample({1000}, kF32), b = a.to(kGpu);
+    a.set_grad(sample({1000}, kF32, false, 5));
+    b.set_grad(a.grad().to(kGpu));
+    const double host = optim::clip_grad_norm_({a}, max_norm);
+    CHECK(optim::clip_grad_norm_on_device_({b}, max_norm).item<double>() == doctest::Approx(host).epsilon(1e-12));
+    check_close(b.grad(), a.grad(), {1e-6, 1e-6}, "clipped grad");
+  }
 }

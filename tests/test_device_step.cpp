@@ -164,8 +164,7 @@ TEST_CASE("cuda: optimizer steps skipped on the device, step counters and the sc
     CAPTURE(k);
     const std::vector<float> cpu = run(optimizers()[k], Device::cpu(), 6, 2, false);
     const std::vector<float> gpu = run(optimizers()[k], kGpu, 6, 2, false);
-    CHECK(test::max_rel_diff(from_vector(gpu, {int64_t(gpu.size())}), from_vector(cpu, {int64_t(cpu.size())})) <
-          1e-5);
+    CHECK(test::max_rel_diff(from_vector(gpu, {int64_t(gpu.size())}), from_vector(cpu, {int64_t(cpu.size())})) < 1e-5);
   }
   // 100 counters: two launches of the step kernel.
   std::vector<Tensor> steps;
@@ -261,4 +260,15 @@ TEST_CASE("cuda: an AMP training step captured as a CUDA Graph replays like eage
     const auto pe = eager->parameters(), pg = graphed->parameters();
     for (size_t i = 0; i < pe.size(); ++i) CHECK(test::max_rel_diff(pg[i].cpu(), pe[i].cpu()) < 1e-6);
   }
+}
+
+TEST_CASE("cuda: dropout refuses to be captured, and works again after the abandoned capture" * MDL_CUDA_ONLY) {
+  const Tensor x = ones({64}, kGpu);
+  {
+    cuda::Graph g;
+    g.capture_begin();
+    CHECK_THROWS_WITH_AS(F::dropout(x, 0.5, true), doctest::Contains("cannot be captured in a CUDA Graph"), Error);
+  }  // the graph ends the abandoned capture
+  CHECK_FALSE(cuda::is_capturing());
+  CHECK(F::dropout(x, 0.5, true).numel() == 64);
 }

@@ -375,6 +375,31 @@ TEST_CASE("optim: clip_grad_norm_ leaves non-finite grads untouched or throws") 
   CHECK_THROWS_WITH_AS(optim::clip_grad_norm_({a}, 1.0, true), doctest::Contains("non-finite"), Error);
 }
 
+TEST_CASE("optim: clip_grad_norm_on_device_ clips as clip_grad_norm_ does, deciding on the device") {
+  // Norms below, above and at max_norm, inf and NaN: the same norm and the same grads, bit for bit.
+  const float kInf = std::numeric_limits<float>::infinity();
+  for (const std::vector<float>& g0 : std::vector<std::vector<float>>{{3, 0, 0, 0, 0, 4},
+                                                                      {0.3f, 0, 0, 0, 0, 0.4f},
+                                                                      {0.6f, 0, 0, 0, 0, 0.8f},
+                                                                      {1, kInf, 0, 0, 0, 0},
+                                                                      {1, std::nanf(""), 0, 0, 0, 0}}) {
+    CAPTURE(g0[0]);
+    Tensor a = param_from(kP0), b = param_from(kP0);
+    a.set_grad(from_vector(g0, {2, 3}));
+    b.set_grad(from_vector(g0, {2, 3}));
+    const double host = optim::clip_grad_norm_({a}, 1.0);
+    const Tensor device = optim::clip_grad_norm_on_device_({b}, 1.0);
+    CHECK(device.dtype() == kF64);
+    const double d = device.item<double>();
+    CHECK((d == host || (std::isnan(d) && std::isnan(host))));
+    CHECK(a.grad().to_vector<float>()[0] == b.grad().to_vector<float>()[0]);
+    CHECK(a.grad().to_vector<float>()[5] == b.grad().to_vector<float>()[5]);
+  }
+  Tensor c = zeros({2});
+  CHECK_FALSE(optim::clip_grad_norm_on_device_({c}, 1.0).defined());
+  CHECK_THROWS_WITH_AS(optim::clip_grad_norm_on_device_({c}, -1.0), doctest::Contains("invalid max_norm"), Error);
+}
+
 TEST_CASE("optim: clip_grad_value_ clamps each element") {
   Tensor a = param_from(kP0);
   a.set_grad(from_vector<float>({-3, -0.5, 0, 0.5, 2, 0.99f}, {2, 3}));

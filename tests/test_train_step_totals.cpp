@@ -100,15 +100,15 @@ TEST_CASE("TrainStep: cuda_graph needs deferred totals; mdl-train --cuda-graph r
       doctest::Contains("cuda_graph needs defer_totals"), Error);
   CHECK(train::parse_train_options({"--device", "cuda", "--cuda-graph"}).cuda_graph);
   for (const std::vector<std::string>& bad : {std::vector<std::string>{"--cuda-graph"},
-                                              {"--device", "cuda", "--cuda-graph", "--clip", "1"},
+                                              {"--device", "cuda", "--cuda-graph", "--dist"},
                                               {"--device", "cuda", "--cuda-graph", "--profile", "3"}})
     CHECK_THROWS_WITH_AS(train::parse_train_options(bad), doctest::Contains("--cuda-graph does not work with"),
                          std::exception);
 }
 
 TEST_CASE("TrainStep on a GPU: an AMP step replayed as a CUDA Graph trains as the eager steps do" * MDL_CUDA_ONLY) {
-  // The same model, batches and cosine schedule, eager and graphed; the last batch of each epoch
-  // is smaller, so it runs eagerly between replays.
+  // The same model, batches, clipping and cosine schedule, eager and graphed; the last batch of
+  // each epoch is smaller, so it runs eagerly between replays.
   struct Result {
     train::EpochTotals totals;
     std::vector<Tensor> params;
@@ -125,7 +125,7 @@ TEST_CASE("TrainStep on a GPU: an AMP step replayed as a CUDA Graph trains as th
     amp::GradScaler scaler({.growth_interval = 4});
     train::DataParallel dp(false, Device::cuda());
     train::TrainStep step(*model, dp, opt, scaler, &schedule, train::cross_entropy_loss,
-                          {.autocast = true, .defer_totals = true, .cuda_graph = graph});
+                          {.clip = 0.5, .autocast = true, .defer_totals = true, .cuda_graph = graph});
     Result r;
     Generator g(11);
     for (int epoch = 0; epoch < 3; ++epoch)

@@ -242,13 +242,9 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
     throw UsageError("mdl-train: --grad-accum " + std::to_string(o.grad_accum) + " is larger than --batch " +
                      std::to_string(o.batch) + " (each micro-batch needs a sample)");
   if (o.cuda_graph) {
-    // A replay reads nothing back to the host: the clipping norm and the profiler's phase times
-    // would be, and the data-parallel all_reduce waits on the host.
-    const char* clash = o.device == "cpu" ? "--device cpu"
-                        : o.clip > 0      ? "--clip"
-                        : o.profile       ? "--profile"
-                        : o.dist          ? "--dist"
-                                          : nullptr;
+    // A replay reads nothing back to the host: the profiler's phase times would be, and the
+    // data-parallel all_reduce waits on the host.
+    const char* clash = o.device == "cpu" ? "--device cpu" : o.profile ? "--profile" : o.dist ? "--dist" : nullptr;
     if (clash) throw UsageError(std::string("mdl-train: --cuda-graph does not work with ") + clash);
   }
   if (!o.evaluate.empty()) {
@@ -318,7 +314,7 @@ std::string usage() {
   --device D         cpu, cuda, cuda:N    --threads N   compute threads (0: every core);
                      each loader worker gets N / workers of them (at least 1; 1 when N is 0)
   --cuda-graph       on a GPU: capture the training step (AMP included) once as a CUDA Graph and
-                     replay it per batch; not with --clip, --profile, --dist or dropout
+                     replay it per batch; not with --profile, --dist or dropout
   --seed N           --context N (text, 64)
   --subset N         N training samples: the first N, or for imagefolder N spread evenly over its
                      class folders

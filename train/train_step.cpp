@@ -134,7 +134,8 @@ void TrainStep::run(const Tensor& x, const Tensor& y, EpochTotals& totals) {
   profiler::Phase phase(profiler::kOptimizer);
   if (o_.clip > 0) {
     scaler_.unscale_(opt_);
-    optim::clip_grad_norm_(params_, o_.clip);
+    if (o_.defer_totals) optim::clip_grad_norm_on_device_(params_, o_.clip);  // no wait for the GPU
+    else optim::clip_grad_norm_(params_, o_.clip);
   }
   const amp::StepResult stepped = scaler_.step(opt_);
   scaler_.update();
