@@ -236,16 +236,19 @@ std::vector<OpCase> op_cases() {
                  return Tensors{p.grad()};
                },
                false});
-  c.push_back({"GradScaler unscale_", param,
+  c.push_back({"GradScaler unscale_, step and update", param,
                [](const Tensors& x) {
                  NoGradGuard no_grad;
                  Tensor p = x[0].clone();
                  p.requires_grad_();
                  p.set_grad(x[1].clone());
                  optim::SGD opt(std::vector<Tensor>{p}, {.lr = 1.0});
-                 amp::GradScaler scaler({.init_scale = 1024.0});
+                 amp::GradScaler scaler({.init_scale = 1024.0, .growth_interval = 1});
                  scaler.unscale_(opt);
-                 return Tensors{p.grad()};
+                 const Tensor unscaled = p.grad().clone();
+                 scaler.step(opt);
+                 scaler.update();  // a clean step: the scale doubles
+                 return Tensors{unscaled, p.detach().clone(), scaler.scale_tensor().clone()};
                },
                false});
   return c;

@@ -71,14 +71,23 @@ void TrainStep::run_graphed(const Tensor& x, const Tensor& y, EpochTotals& total
   }
   if (!fits) {  // the capture: its kernels are recorded, not run; the replay below runs them
     graph_x_ = x.clone(), graph_y_ = y.clone();
+    // The sums exist before the capture: one created inside it would be zeroed by every replay.
+    for (Tensor* sum : {&loss_sum_, &correct_})
+      if (!sum->defined()) *sum = zeros({}, TensorOptions(kF32, x.device()));
     const EpochTotals before = totals;
     const int64_t deferred_before = deferred_samples_;
     opt_.sync_device_lr();  // so that the capture records no write of the lr
     cuda::synchronize();
     graph_ = std::make_unique<cuda::Graph>();
-    graph_->capture_begin();
-    run(graph_x_, graph_y_, totals);
-    graph_->capture_end();
+    try {
+      graph_->capture_begin();
+      run(graph_x_, graph_y_, totals);
+      graph_->capture_end();
+    } catch (...) {
+      graph_.reset();  // ends the abandoned capture
+      totals = before;
+      throw;
+    }
     ++captures_;
     graph_counts_ = {.seen = totals.seen - before.seen, .classified = totals.classified - before.classified};
     totals = before;
