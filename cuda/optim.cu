@@ -36,7 +36,7 @@ __global__ void adam_kernel(int64_t n, P* p, const P* g, float* m, float* v, flo
     if (threadIdx.x == 0) {
       const double lr = k.device.lr ? *k.device.lr : k.lr;
       const double t = double(k.device.step ? *k.device.step : k.step);
-      derived[0] = C(lr / (1.0 - pow(k.beta1, t)));
+      derived[0] = C(lr) / C(1.0 - pow(k.beta1, t));  // rounded as the CPU's
       derived[1] = C(sqrt(1.0 - pow(k.beta2, t)));
       derived[2] = k.decoupled ? C(1.0 - lr * k.weight_decay) : C(1);
     }

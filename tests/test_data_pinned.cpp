@@ -11,7 +11,7 @@
 
 using namespace mdl;
 
-TEST_CASE("data: pin_memory puts every batch in page-locked memory" * MDL_CUDA_ONLY) {
+TEST_CASE("cuda: pin_memory puts every batch in page-locked memory" * MDL_CUDA_ONLY) {
   data_test::TempDir dir("pinned");
   data_test::make_image_folder(dir.path, 1, 7, 2, 2, 1);
   data::ImageFolder images(dir.path.string());

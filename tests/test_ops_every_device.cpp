@@ -319,7 +319,7 @@ void run_every_case_on(Device device) {
 
 TEST_CASE("every op on the CPU: f32 forward and backward agree with f64") { run_every_case_on(Device::cpu()); }
 
-TEST_CASE("every op on CUDA: f32 forward and backward agree with the CPU's f64" * MDL_CUDA_ONLY) {
+TEST_CASE("cuda: every op in f32, forward and backward, agrees with the CPU's f64" * MDL_CUDA_ONLY) {
   run_every_case_on(Device::cuda());
 }
 

@@ -623,7 +623,7 @@ with open(dst, 'wb') as f:
   CHECK(c.tensors[3].second.to_vector<float>() == std::vector<float>{1.5f, -0.25f});
 }
 
-TEST_CASE("safetensors saves tensors that live on a GPU" * MDL_CUDA_ONLY) {
+TEST_CASE("cuda: safetensors saves tensors that live on a GPU" * MDL_CUDA_ONLY) {
   TempDir dir;
   std::string path = dir.file("gpu.safetensors");
   Tensor x = arange(6.0).view({2, 3}).to(Device::cuda());

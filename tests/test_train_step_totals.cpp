@@ -82,7 +82,7 @@ TEST_CASE("TrainStep: before a flush the deferred sums are not in the totals; th
   CHECK(totals.correct <= 8);
 }
 
-TEST_CASE("TrainStep on a GPU: deferred totals equal the CPU's per-step ones" * MDL_CUDA_ONLY) {
+TEST_CASE("cuda: TrainStep's deferred totals equal the CPU's per-step ones" * MDL_CUDA_ONLY) {
   const train::EpochTotals cpu = run(false, 2, {});
   const train::EpochTotals gpu = run(true, 2, {3}, 6, Device::cuda());
   CHECK(gpu.seen == cpu.seen);
@@ -106,7 +106,7 @@ TEST_CASE("TrainStep: cuda_graph needs deferred totals; mdl-train --cuda-graph r
                          std::exception);
 }
 
-TEST_CASE("TrainStep on a GPU: an AMP step replayed as a CUDA Graph trains as the eager steps do" * MDL_CUDA_ONLY) {
+TEST_CASE("cuda: TrainStep replays an AMP step as a CUDA Graph and trains as the eager steps do" * MDL_CUDA_ONLY) {
   // The same model, batches, clipping and cosine schedule, eager and graphed; the last batch of
   // each epoch is smaller, so it runs eagerly between replays.
   struct Result {
