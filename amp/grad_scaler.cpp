@@ -104,9 +104,10 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
     }
     kernels::unscale_check(g.device(), g, it->found_inf, it->scale);
   }
-  // The flags combined on the scale's device (Max: any inf anywhere).
-  Tensor found = zeros({}, TensorOptions(kF32, scale_.device()));
-  for (const OnDevice& o : per_device) found = maximum(found, o.found_inf.to(scale_.device()));
+  // The flags combined on the scale's device (Max: any inf anywhere); usually there is one.
+  Tensor found = per_device.empty() ? zeros({}, TensorOptions(kF32, scale_.device()))
+                                    : per_device[0].found_inf.to(scale_.device());
+  for (size_t i = 1; i < per_device.size(); ++i) found = maximum(found, per_device[i].found_inf.to(scale_.device()));
   if (reduce_found_inf_) reduce_found_inf_(found);
   st.found_inf = found;
   st.stage = Stage::Unscaled;

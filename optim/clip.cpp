@@ -30,11 +30,12 @@ std::vector<Tensor> grads_of(const std::vector<Tensor>& params, double max_norm)
 // The global L2 norm of grads (not empty), 0-dim f64 on the first one's device, summed in order.
 Tensor global_norm(const std::vector<Tensor>& grads) {
   const Device device = grads[0].device();
-  Tensor total = zeros({}, TensorOptions(kF64, device));
+  Tensor total;
   for (const Tensor& g : grads) {
-    const Tensor s = zeros({}, TensorOptions(kF64, g.device()));
+    const Tensor s = empty({}, TensorOptions(kF64, g.device()));  // sum_squares writes it
     kernels::sum_squares(g.device(), g, s);
-    total.add_(s.to(device));
+    if (total.defined()) total.add_(s.to(device));
+    else total = s.to(device);
   }
   return sqrt(total);
 }

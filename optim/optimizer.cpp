@@ -168,6 +168,7 @@ void Optimizer::step_impl(double grad_scale, const Tensor& found_inf) {
   struct Update {
     size_t group;
     Tensor param, grad;
+    ParamState* state = nullptr;  // state_'s nodes stay where they are as it grows
   };
   std::vector<Update> updates;
   for (size_t g = 0; g < groups_.size(); ++g)
@@ -183,8 +184,9 @@ void Optimizer::step_impl(double grad_scale, const Tensor& found_inf) {
   if (!step_count_.defined()) step_count_ = zeros({}, TensorOptions(kI64, updates[0].param.device()));
   // The step counters advance first, one launch per device, each kept where its kernels read it.
   std::vector<std::pair<Device, std::vector<Tensor>>> counters{{step_count_.device(), {step_count_}}};
-  for (const Update& u : updates) {
-    ParamState& st = state_[u.param.impl()];
+  for (Update& u : updates) {
+    u.state = &state_[u.param.impl()];
+    ParamState& st = *u.state;
     if (!st.step.defined()) st.step = zeros({}, TensorOptions(kI64, u.param.device()));
     auto it = std::find_if(counters.begin(), counters.end(),
                            [&](const auto& c) { return c.first == u.param.device(); });
@@ -206,9 +208,8 @@ void Optimizer::step_impl(double grad_scale, const Tensor& found_inf) {
     Tensor gr = u.grad;
     if (gr.dtype() != u.param.dtype()) gr = gr.to(u.param.dtype());
     if (!gr.is_contiguous()) gr = gr.contiguous();
-    ParamState& st = state_[u.param.impl()];
     const Tensor flag = flag_on(u.param.device());
-    update(groups_[u.group], u.param, gr, st, grad_scale, flag, device_state(u.group, u.param, st, flag));
+    update(groups_[u.group], u.param, gr, *u.state, grad_scale, flag, device_state(u.group, u.param, *u.state, flag));
     u.param.bump_version();
   }
 }
