@@ -92,7 +92,7 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
   std::vector<OnDevice> per_device;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
-    if (!g.is_contiguous()) {
+    if (!g.is_contiguous() && !g.is_contiguous(MemoryFormat::ChannelsLast)) {  // dense: a flat walk
       g = g.contiguous();
       p.set_grad(g);
     }

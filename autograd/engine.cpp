@@ -48,8 +48,9 @@ std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
   if (g.dtype() != leaf.dtype()) g = native::to_dtype(g, leaf.dtype());
   Tensor cur = leaf.grad();
   if (!cur.defined()) {
-    // The engine may hand over a view of another gradient: own the memory.
-    leaf.set_grad(g.is_contiguous() && g.storage().use_count() == 1 ? g : native::clone(g));
+    // The engine may hand over a view of another gradient: own the memory, laid out as the leaf.
+    const MemoryFormat f = leaf.memory_format();
+    leaf.set_grad(g.is_contiguous(f) && g.storage().use_count() == 1 ? g : native::clone(g, f));
   } else {
     leaf.set_grad(native::binary(BinaryOp::Add, cur, g));
   }

@@ -207,9 +207,10 @@ void chain_graph(benchmark::State& st) {
 // One training step: forward, cross-entropy, backward, SGD with momentum; under autocast f16 with
 // a GradScaler when amp. Reports images/s (tokens/s for a language model).
 void train_step(benchmark::State& st, std::shared_ptr<nn::Module> model, const Shape& input, bool amp,
-                int64_t vocab = 0, bool graph = false) {
+                int64_t vocab = 0, bool graph = false, bool channels_last = false) {
   manual_seed(0);
   model->to(kGpu);
+  if (channels_last) model->to(MemoryFormat::ChannelsLast);
   model->train();
   optim::SGD opt(model->parameters(), {.lr = 0.01, .momentum = 0.9});
   amp::GradScaler scaler({.enabled = amp});
@@ -217,6 +218,7 @@ void train_step(benchmark::State& st, std::shared_ptr<nn::Module> model, const S
   Tensor x = vocab ? randint(0, vocab, input, TensorOptions(kI64, kGpu)) : randn(input, kGpu);
   Tensor y = vocab ? randint(0, vocab, {input[0] * input[1]}, TensorOptions(kI64, kGpu))
                    : randint(0, 10, {input[0]}, TensorOptions(kI64, kGpu));
+  if (channels_last) x = x.contiguous(MemoryFormat::ChannelsLast);
   auto step = [&] {
     opt.zero_grad();
     Tensor loss;
@@ -322,12 +324,14 @@ BENCHMARK(BM_batch_norm_f16)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // A 3x3 conv (64 -> 64 channels, 32x32, batch 128, f16: a ResNet-18 stage-1 layer) forward and
 // backward; measured (on) against heuristic (off) cuDNN algorithms. Each position makes its own plans.
-void conv_step(benchmark::State& st, bool measured) {
+// With channels_last, x, w and gy are laid out NHWC (the channels_last pair, measured algorithms).
+void conv_step(benchmark::State& st, bool measured, bool channels_last = false) {
   cuda::set_cudnn_benchmark(measured);
   manual_seed(0);
-  Tensor x = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu)).requires_grad_();
-  Tensor w = (randn({64, 64, 3, 3}, kGpu) * 0.05).to(kF16).requires_grad_();
-  Tensor gy = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu));
+  const MemoryFormat f = channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
+  Tensor x = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu)).contiguous(f).requires_grad_();
+  Tensor w = (randn({64, 64, 3, 3}, kGpu) * 0.05).to(kF16).contiguous(f).requires_grad_();
+  Tensor gy = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu)).contiguous(f);
   auto step = [&] { nn::functional::conv2d(x, w, Tensor(), {1, 1}, {1, 1}).backward(gy); };
   step();  // the plans: descriptors and algorithms
   cuda::synchronize();
@@ -343,6 +347,12 @@ void resnet18_step_cudnn(benchmark::State& st, bool measured) {
   cuda::set_cudnn_benchmark(measured);
   train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, true);
   cuda::set_cudnn_benchmark(true);
+}
+
+// The ResNet-18 AMP step with the model and its input channels-last (Module::to, mdl-train
+// --channels-last) against (N, C, H, W).
+void resnet18_step_layout(benchmark::State& st, bool channels_last) {
+  train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, true, 0, false, channels_last);
 }
 
 }  // namespace
@@ -394,6 +404,15 @@ int main(int argc, char** argv) {
     bench::register_switch("cudnn_benchmark", on, "conv3x3_c64_32x32_b128_f16", conv_step)
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
+  for (bool on : {false, true})
+    bench::register_switch("channels_last", on, "conv3x3_c64_32x32_b128_f16",
+                           [](benchmark::State& st, bool cl) { conv_step(st, true, cl); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  for (bool on : {false, true})
+    bench::register_switch("channels_last", on, "resnet18_step_amp", resnet18_step_layout)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   benchmark::Initialize(&argc, argv);
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

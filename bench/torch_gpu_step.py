@@ -113,11 +113,14 @@ def attention_ms(backward, dtype, seconds=1.0):
     print(f"torch_{name:28s} {ms:10.3f} ms/call")
 
 
-def make_step(model, shape, amp, tokens=None):
-    """One training step of model on a random batch: zero_grad, forward under autocast, backward, step."""
+def make_step(model, shape, amp, tokens=None, channels_last=False):
+    """One training step of model on a random batch: zero_grad, forward under autocast, backward, step.
+    channels_last: the model and the batch in torch.channels_last (bench_cuda's channels_last pair)."""
     torch.manual_seed(0)
     dev = torch.device("cuda")
     model = model.to(dev).train()
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     scaler = torch.amp.GradScaler("cuda", enabled=amp)
     if tokens:  # (B, T) token ids, a next-token target per position
@@ -126,6 +129,8 @@ def make_step(model, shape, amp, tokens=None):
     else:
         x = torch.randn(*shape, device=dev)
         y = torch.randint(0, 10, (shape[0],), device=dev)
+        if channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -142,8 +147,8 @@ def make_step(model, shape, amp, tokens=None):
     return step
 
 
-def time_step(name, model, shape, amp, seconds=2.0, tokens=None):
-    ms = 1e3 * seconds_per_call(make_step(model, shape, amp, tokens), seconds)
+def time_step(name, model, shape, amp, seconds=2.0, tokens=None, channels_last=False):
+    ms = 1e3 * seconds_per_call(make_step(model, shape, amp, tokens, channels_last), seconds)
     samples = shape[0] * (shape[1] if tokens else 1)
     print(f"torch_{name:28s} {ms:10.3f} ms/step {1e3 * samples / ms:12.0f} {'tokens' if tokens else 'images'}/s")
 
@@ -210,6 +215,7 @@ def main():
     time_step("simplecnn_step_amp", simple_cnn(), (128, 1, 28, 28), True)
     time_step("resnet18_step_f32", ResNet18(), (128, 3, 32, 32), False)
     time_step("resnet18_step_amp", ResNet18(), (128, 3, 32, 32), True)
+    time_step("resnet18_step_amp_channels_last", ResNet18(), (128, 3, 32, 32), True, channels_last=True)
     time_step("gpt_step_f32", GPT(), (32, 256), False, tokens=65)
     time_step("gpt_step_amp", GPT(), (32, 256), True, tokens=65)
     for n in (4096, 8192):

@@ -300,10 +300,16 @@ bool use_depthwise(const Tensor& x, const kernels::Conv2dParams& p) {
 void set_depthwise_direct(bool on) { g_depthwise_direct.store(on, std::memory_order_relaxed); }
 bool depthwise_direct() { return g_depthwise_direct.load(std::memory_order_relaxed); }
 
-// out (N, Cout, Ho, Wo) contiguous; x (N, Cin, H, W) any strides; w (Cout, Cin/G, kH, kW).
+// out (N, Cout, Ho, Wo), written through a contiguous copy when channels-last; x (N, Cin, H, W)
+// any strides; w (Cout, Cin/G, kH, kW).
 void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b,
                     const kernels::Conv2dParams& p) {
   if (out.numel() == 0) return;
+  if (!out.is_contiguous()) {
+    const Tensor target = kernels::contiguous_target(out);
+    conv2d_forward(target, x, w, b, p);
+    return kernels::copy_from_target(out, target);
+  }
   if (direct_conv_applies(x, w, p)) return direct_conv2d_forward(out, x, w, b, p);
   if (use_depthwise(x, p)) return depthwise_conv2d_forward(out, x, w, b, p);
   const Geom g(x, w, out, p);
@@ -315,6 +321,12 @@ void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w, const T
 
 void conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& go, const Tensor& x,
                      const Tensor& w, const kernels::Conv2dParams& p) {
+  if ((gx.defined() && !gx.is_contiguous()) || (gw.defined() && !gw.is_contiguous())) {
+    const Tensor tx = kernels::contiguous_target(gx), tw = kernels::contiguous_target(gw);
+    conv2d_backward(tx, tw, gb, go, x, w, p);
+    kernels::copy_from_target(gx, tx);
+    return kernels::copy_from_target(gw, tw);
+  }
   if (go.numel() == 0) {  // nothing flows back: every gradient is zero
     for (const Tensor* t : {&gx, &gw, &gb})
       if (t->defined()) fill(*t, 0.0);

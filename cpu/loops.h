@@ -27,8 +27,11 @@ struct StridedLoop {
     MDL_CHECK(sh.size() <= size_t(kMaxDimsCpu), "cpu kernel: tensors of more than ", kMaxDimsCpu,
               " dims are not supported");
     for (int t = 0; t < NT; ++t) base[t] = static_cast<char*>(ts[t]->raw_data());
-    // Keep the dims of size != 1, in order, then merge neighbours that are contiguous in all operands.
-    for (size_t d = 0; d < sh.size(); ++d) {
+    // Keep the dims of size != 1, in order (a channels-last output's in memory order), then merge
+    // neighbours that are contiguous in all operands.
+    const bool nhwc = walks_channels_last(sh, ts[0]->strides());
+    for (size_t k = 0; k < sh.size(); ++k) {
+      const size_t d = nhwc ? size_t(channels_last_walk()[k]) : k;
       numel *= sh[d];
       if (sh[d] == 1) continue;
       bool merge = ndim > 0;

@@ -107,7 +107,9 @@ template <int NT>
 Geo<NT> make_geo(const char* op, const std::array<const Tensor*, NT>& ts) {
   Geo<NT> g;
   const Shape& sh = ts[0]->shape();
-  for (size_t d = 0; d < sh.size(); ++d) {
+  const bool nhwc = walks_channels_last(sh, ts[0]->strides());  // walk a channels-last output in memory order
+  for (size_t k = 0; k < sh.size(); ++k) {
+    const size_t d = nhwc ? size_t(channels_last_walk()[k]) : k;
     if (sh[d] == 1) continue;
     bool merge = g.ndim > 0;
     for (int t = 0; t < NT && merge; ++t) merge = g.stride[t][g.ndim - 1] == ts[t]->stride(int64_t(d)) * sh[d];

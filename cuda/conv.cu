@@ -5,7 +5,9 @@
 // keeping the fastest deterministic one, while cuda::cudnn_benchmark() is on (the default); taken
 // from the v7 heuristics when it is off, and while a CUDA Graph is being captured (that choice is
 // not kept: the next eager call measures). Workspaces come from the caching allocator.
-// f32 (TF32 only when cuda::allow_tf32()), f64, and f16/bf16 with f32 compute.
+// f32 (TF32 only when cuda::allow_tf32()), f64, and f16/bf16 with f32 compute. A channels-last
+// output (or input or weight, in the backward) runs every operand in NHWC, so f16/bf16 convs reach
+// the tensor-core kernels without layout transforms; operands in the other format are copied.
 #include <algorithm>
 #include <array>
 #include <climits>
@@ -32,11 +34,12 @@ enum class Dir : int { Forward, BackwardData, BackwardFilter };
 
 // ---- descriptors ------------------------------------------------------------------------------
 
+// Dims are always given as (N, C, H, W); the format says how they lie in memory.
 struct TensorDesc {
   cudnnTensorDescriptor_t d = nullptr;
-  TensorDesc(const char* op, cudnnDataType_t t, const std::array<int, 4>& s) {
+  TensorDesc(const char* op, cudnnDataType_t t, cudnnTensorFormat_t f, const std::array<int, 4>& s) {
     CUDNN_CHECK(op, cudnnCreateTensorDescriptor(&d));
-    CUDNN_CHECK(op, cudnnSetTensor4dDescriptor(d, CUDNN_TENSOR_NCHW, t, s[0], s[1], s[2], s[3]));
+    CUDNN_CHECK(op, cudnnSetTensor4dDescriptor(d, f, t, s[0], s[1], s[2], s[3]));
   }
   ~TensorDesc() { cudnnDestroyTensorDescriptor(d); }
   TensorDesc(const TensorDesc&) = delete;
@@ -45,9 +48,9 @@ struct TensorDesc {
 
 struct FilterDesc {
   cudnnFilterDescriptor_t d = nullptr;
-  FilterDesc(const char* op, cudnnDataType_t t, const std::array<int, 4>& s) {
+  FilterDesc(const char* op, cudnnDataType_t t, cudnnTensorFormat_t f, const std::array<int, 4>& s) {
     CUDNN_CHECK(op, cudnnCreateFilterDescriptor(&d));
-    CUDNN_CHECK(op, cudnnSetFilter4dDescriptor(d, t, CUDNN_TENSOR_NCHW, s[0], s[1], s[2], s[3]));
+    CUDNN_CHECK(op, cudnnSetFilter4dDescriptor(d, t, f, s[0], s[1], s[2], s[3]));
   }
   ~FilterDesc() { cudnnDestroyFilterDescriptor(d); }
   FilterDesc(const FilterDesc&) = delete;
@@ -96,10 +99,10 @@ std::array<int, 4> dims4(const char* op, const Tensor& t) {
 struct Key {
   int dir;
   DType dtype;
-  bool tf32, measured;
+  bool tf32, measured, nhwc;
   std::array<int, 4> x, w;
   std::array<int64_t, 7> p;
-  auto tie() const { return std::tie(dir, dtype, tf32, measured, x, w, p); }
+  auto tie() const { return std::tie(dir, dtype, tf32, measured, nhwc, x, w, p); }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
@@ -157,9 +160,9 @@ struct Plan {
   ConvDesc conv;
   std::optional<Choice> choice;  // read and written under g_plans_mutex
 
-  Plan(const char* op, DType dt, const std::array<int, 4>& xd, const std::array<int, 4>& wd,
+  Plan(const char* op, DType dt, cudnnTensorFormat_t f, const std::array<int, 4>& xd, const std::array<int, 4>& wd,
        const std::array<int, 4>& yd, const kernels::Conv2dParams& p)
-      : ty(types_for(op, dt)), x(op, ty.data, xd), y(op, ty.data, yd), w(op, ty.data, wd),
+      : ty(types_for(op, dt)), x(op, ty.data, f, xd), y(op, ty.data, f, yd), w(op, ty.data, f, wd),
         conv(op, p, ty.compute, ty.math) {}
 };
 
@@ -172,19 +175,19 @@ struct Problem {
   bool measured;
   Plan* plan;
 
-  Problem(const char* op_, Dir dir, DType dt, const Tensor& xt, const Tensor& wt, const Tensor& yt,
+  // Every operand lies in one format: channels-last (NHWC) when nhwc, else NCHW.
+  Problem(const char* op_, Dir dir, DType dt, bool nhwc, const Tensor& xt, const Tensor& wt, const Tensor& yt,
           const kernels::Conv2dParams& p)
       : op(op_), measured(cudnn_benchmark()) {
-    const Key key{int(dir),
-                  dt,
-                  allow_tf32(),
-                  measured,
-                  dims4(op_, xt),
-                  dims4(op_, wt),
-                  {p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w, p.groups}};
+    const Key key{int(dir),       dt,
+                  allow_tf32(),   measured,
+                  nhwc,           dims4(op_, xt),
+                  dims4(op_, wt), {p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w, p.groups}};
     std::lock_guard<std::mutex> lock(g_plans_mutex);
     auto& slot = g_plans[key];
-    if (!slot) slot = std::make_unique<Plan>(op_, dt, key.x, key.w, dims4(op_, yt), p);
+    if (!slot)
+      slot = std::make_unique<Plan>(op_, dt, nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW, key.x, key.w, dims4(op_, yt),
+                                    p);
     plan = slot.get();
   }
   cudnnTensorDescriptor_t x() const { return plan->x.d; }
@@ -303,7 +306,8 @@ void conv_backward_filter(Problem& P, const Tensor& gw, const Tensor& gy, const 
                                                  s.zero(), P.w(), gw.raw_data()));
 }
 
-// out (N, Cout, Ho, Wo) += b[c], broadcast over (N, Ho, Wo).
+// out (N, Cout, Ho, Wo) += b[c], broadcast over (N, Ho, Wo); HW = Ho * Wo for NCHW, 1 for NHWC
+// (the channel is then the fastest index).
 template <class T>
 __global__ void add_bias_kernel(T* out, const T* b, int64_t n, int64_t C, int64_t HW) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
@@ -312,51 +316,79 @@ __global__ void add_bias_kernel(T* out, const T* b, int64_t n, int64_t C, int64_
 
 }  // namespace
 
-void conv2d_forward(const Tensor& out, const Tensor& x_in, const Tensor& w_in, const Tensor& b,
+namespace {
+MemoryFormat format_for(bool nhwc) { return nhwc ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous; }
+
+// t when it lies in format f, else a tensor of its shape in f for cuDNN to write (copied back after).
+Tensor target_in(const Tensor& t, MemoryFormat f) {
+  return !t.defined() || t.is_contiguous(f) ? t : make_tensor(t.shape(), t.dtype(), t.device(), f);
+}
+}  // namespace
+
+void conv2d_forward(const Tensor& out_in, const Tensor& x_in, const Tensor& w_in, const Tensor& b,
                     const kernels::Conv2dParams& p) {
   const char* op = "conv2d";
-  if (out.numel() == 0) return;
-  const Tensor x = kernels::contiguous(x_in), w = kernels::contiguous(w_in);
+  if (out_in.numel() == 0) return;
+  // The caller lays out the output in the conv's format: NHWC runs cuDNN's channels-last kernels.
+  const bool nhwc = out_in.memory_format() == MemoryFormat::ChannelsLast;
+  const MemoryFormat f = format_for(nhwc);
+  const Tensor x = kernels::contiguous(x_in, f), w = kernels::contiguous(w_in, f), out = target_in(out_in, f);
   if (x.numel() > 0) {
-    Problem P(op, Dir::Forward, out.dtype(), x, w, out, p);
+    Problem P(op, Dir::Forward, out.dtype(), nhwc, x, w, out, p);
     conv_forward(P, out, x, w);
   } else {  // an empty input plane under padding: the bias alone
     cuda::fill(out, 0.0);
   }
   if (b.defined()) {
     const Tensor bc = kernels::contiguous(b);
-    const int64_t n = out.numel(), C = out.size(1), HW = out.size(2) * out.size(3);
+    const int64_t n = out.numel(), C = out.size(1), HW = nhwc ? 1 : out.size(2) * out.size(3);
     dispatch_floating<DeviceTypes>(out.dtype(), op, [&]<class T>() {
       add_bias_kernel<T><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(out), ptr<const T>(bc), n, C, HW);
       CUDA_CHECK_LAUNCH(op);
     });
   }
+  kernels::copy_from_target(out_in, out);
 }
 
-void conv2d_backward(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
+void conv2d_backward(const Tensor& grad_x_in, const Tensor& grad_w_in, const Tensor& grad_b, const Tensor& grad_out,
                      const Tensor& x_in, const Tensor& w_in, const kernels::Conv2dParams& p) {
   const char* op = "conv2d_backward";
-  const Tensor gy = kernels::contiguous(grad_out);
+  const auto channels_last = [](const Tensor& t) {
+    return t.defined() && t.memory_format() == MemoryFormat::ChannelsLast;
+  };
+  const bool nhwc = channels_last(grad_x_in) || channels_last(grad_out) || channels_last(x_in) || channels_last(w_in);
+  const MemoryFormat f = format_for(nhwc);
+  const Tensor gy = kernels::contiguous(grad_out, f);
   const bool empty = gy.numel() == 0 || x_in.numel() == 0 || w_in.numel() == 0;
   if (grad_b.defined()) {
-    if (gy.numel() == 0) cuda::fill(grad_b, 0.0);
-    else
+    if (gy.numel() == 0) {
+      cuda::fill(grad_b, 0.0);
+    } else if (nhwc) {  // gy is (N*Ho*Wo, C) rows in memory
+      const int64_t C = gy.size(1), rows = gy.numel() / C;
+      cuda::reduce(ReduceOp::Sum, kernels::view_contiguous(grad_b, {1, C}),
+                   make_view(gy, {rows, C}, {C, 1}, gy.offset()), {true, false});
+    } else {
       cuda::reduce(ReduceOp::Sum, kernels::view_contiguous(grad_b, {1, grad_b.size(0), 1, 1}), gy,
                    {true, false, true, true});
+    }
   }
   if (empty) {  // nothing flows: every wanted gradient is zero
-    if (grad_x.defined() && grad_x.numel()) cuda::fill(grad_x, 0.0);
-    if (grad_w.defined() && grad_w.numel()) cuda::fill(grad_w, 0.0);
+    if (grad_x_in.defined() && grad_x_in.numel()) cuda::fill(grad_x_in, 0.0);
+    if (grad_w_in.defined() && grad_w_in.numel()) cuda::fill(grad_w_in, 0.0);
     return;
   }
-  const Tensor x = kernels::contiguous(x_in), w = kernels::contiguous(w_in);
-  if (grad_x.defined()) {
-    Problem P(op, Dir::BackwardData, x.dtype(), x, w, gy, p);
+  const Tensor x = kernels::contiguous(x_in, f), w = kernels::contiguous(w_in, f);
+  if (grad_x_in.defined()) {
+    const Tensor grad_x = target_in(grad_x_in, f);
+    Problem P(op, Dir::BackwardData, x.dtype(), nhwc, x, w, gy, p);
     conv_backward_data(P, grad_x, gy, w);
+    kernels::copy_from_target(grad_x_in, grad_x);
   }
-  if (grad_w.defined()) {
-    Problem P(op, Dir::BackwardFilter, x.dtype(), x, w, gy, p);
+  if (grad_w_in.defined()) {
+    const Tensor grad_w = target_in(grad_w_in, f);
+    Problem P(op, Dir::BackwardFilter, x.dtype(), nhwc, x, w, gy, p);
     conv_backward_filter(P, grad_w, gy, x);
+    kernels::copy_from_target(grad_w_in, grad_w);
   }
 }
 

@@ -1,6 +1,7 @@
 // The kernel contract for 2-D convolution, forward beside backward. The caller
-// (nn/functional_conv.cpp) checks arguments and allocates contiguous outputs; inputs may have any
-// strides. Conv kernels take f32 and f64 (the caller runs f16/bf16 in f32).
+// (nn/functional_conv.cpp) checks arguments and allocates the outputs, each contiguous or
+// channels-last (out and grad_x in the conv's format, grad_w in the weight's); inputs may have any
+// strides. Conv kernels take f32 and f64 (the caller runs f16/bf16 in f32 on the CPU).
 #pragma once
 #include <cstdint>
 

@@ -1,6 +1,7 @@
 // The kernel contract for the optimizer steps and gradient clipping: each step updates one
 // parameter and its f32 state in a single pass over memory, with no temporaries. The callers
-// (optim/*.cpp) check that param, grad and state are contiguous, same shape and same device.
+// (optim/*.cpp) check that param, grad and state have one shape, one device and one dense layout
+// (contiguous, or all channels-last), so a kernel walks them as flat arrays.
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -53,4 +53,22 @@ inline Tensor contiguous(const Tensor& x) {
   return out;
 }
 
+// x itself when dense in memory format f, else a copy in f on x's device.
+inline Tensor contiguous(const Tensor& x, MemoryFormat f) {
+  if (x.is_contiguous(f)) return x;
+  Tensor out = make_tensor(x.shape(), x.dtype(), x.device(), f);
+  if (out.numel()) copy(x.device(), out, x);
+  return out;
+}
+
+// A contiguous tensor of t's shape for a kernel to write when t itself is not contiguous (a
+// channels-last result of a kernel that writes (N, C, H, W)); t itself otherwise, undefined if t is.
+inline Tensor contiguous_target(const Tensor& t) {
+  return !t.defined() || t.is_contiguous() ? t : make_tensor(t.shape(), t.dtype(), t.device());
+}
+// Copies what a kernel wrote into `target` back to t, when they differ.
+inline void copy_from_target(const Tensor& t, const Tensor& target) {
+  if (t.defined() && !t.is_same(target) && t.numel()) copy(t.device(), t, target);
+}
+
 }  // namespace mdl::kernels

@@ -1,6 +1,7 @@
 // nn::functional::conv2d: argument checks and output shape, then the kernels of kernels/conv.h,
 // the backward recorded right beside the forward as one node. f16/bf16 convs run in f32 and
-// round the result once on the CPU; on CUDA cuDNN takes them as they are (f32 compute).
+// round the result once on the CPU; on CUDA cuDNN takes them as they are (f32 compute). The
+// output and the input's gradient are channels-last when the input or the weight is.
 #include <string>
 
 #include "autograd/function.h"
@@ -51,14 +52,17 @@ Tensor conv2d(const Tensor& input_in, const Tensor& w_in, const Tensor& b_in, Pa
     const kernels::Conv2dParams p{stride[0],   stride[1],   padding[0], padding[1],
                                   dilation[0], dilation[1], groups,     bf16_values};
 
-    Tensor out = make_tensor({N, Cout, Ho, Wo}, ct, x.device());
+    // Channels-last when the input or the weight is (as PyTorch): the format flows on to the next layer.
+    const MemoryFormat fmt = x.memory_format() == MemoryFormat::ChannelsLast ? MemoryFormat::ChannelsLast
+                                                                             : w.memory_format();
+    Tensor out = make_tensor({N, Cout, Ho, Wo}, ct, x.device(), fmt);
     kernels::conv2d_forward(x.device(), out, as(x, ct), as(w, ct), as(b, ct), p);
     Tensor y = as(out, x.dtype());
-    record_fn("conv2d", {x, w, b}, {y}, {x, w}, [p, ct, Cout](const Grads& g, const FnNode& n) {
+    record_fn("conv2d", {x, w, b}, {y}, {x, w}, [p, ct, Cout, fmt](const Grads& g, const FnNode& n) {
       const Tensor x = as(n.saved(0), ct), w = as(n.saved(1), ct);
       Grads r(3);
-      if (n.needs(0)) r[0] = make_tensor(x.shape(), ct, x.device());
-      if (n.needs(1)) r[1] = make_tensor(w.shape(), ct, x.device());
+      if (n.needs(0)) r[0] = make_tensor(x.shape(), ct, x.device(), fmt);
+      if (n.needs(1)) r[1] = make_tensor(w.shape(), ct, x.device(), w.memory_format());
       if (n.needs(2)) r[2] = make_tensor({Cout}, ct, x.device());
       kernels::Conv2dParams pb = p;
       pb.bf16_values = p.bf16_values && g[0].dtype() == kBF16;  // the gradient too must hold bf16 values

@@ -64,6 +64,17 @@ Tensor grad_as(const Tensor& g, DType t, const Shape& shape) {
   return native::reshape(native::contiguous(as(g, t)), shape);
 }
 
+// A channels-last (N, C, H, W) tensor's memory is (N*H*W, C) rows, so batch norm's per-channel
+// statistics over (N*H*W, C, 1) are those over (N, C, H*W), read in place with no transpose.
+Tensor rows_of_channels(const Tensor& x) {
+  const Tensor c = native::contiguous(x, MemoryFormat::ChannelsLast);
+  const int64_t C = c.size(1);
+  return make_view(c, {c.numel() / C, C, 1}, {C, 1, 1}, c.offset());
+}
+Tensor from_rows_of_channels(const Tensor& t, const Shape& shape4) {
+  return make_view(t, shape4, strides_for(shape4, MemoryFormat::ChannelsLast), t.offset());
+}
+
 Tensor maybe(bool needed, const Shape& shape, DType t, Device d) {
   return needed ? make_tensor(shape, t, d) : Tensor();
 }
@@ -126,13 +137,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   const int64_t N = x.size(0), C = x.size(1);
   int64_t S = 1;
   for (int64_t i = 2; i < x.dim(); ++i) S *= x.size(i);
-  const Shape shape3{N, C, S};
+  const bool nhwc = x.memory_format() == MemoryFormat::ChannelsLast;
+  const Shape shape3 = nhwc ? Shape{N * S, C, 1} : Shape{N, C, S};
   Tensor w = param(op, "weight", weight, {C}, x), b = param(op, "bias", bias, {C}, x);
   Tensor rm = param(op, "running_mean", running_mean, {C}, x), rv = param(op, "running_var", running_var, {C}, x);
   MDL_CHECK(!training || N * S > 1,
             "batch_norm: expected more than 1 value per channel when training, got input of shape ", x.shape());
   const DType st = stat_dtype(x.dtype());
-  const Tensor xv = native::reshape(native::contiguous(x), shape3);
+  const Tensor xv = nhwc ? rows_of_channels(x) : native::reshape(native::contiguous(x), shape3);
   Tensor out = make_tensor(shape3, x.dtype(), x.device());
   Tensor mean, var, invstd;
   if (training) {
@@ -154,18 +166,19 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
       else running.bump_version();  // written in place, as copy_ would have
     }
   }
-  Tensor y = native::view(out, x.shape());
+  Tensor y = nhwc ? from_rows_of_channels(out, x.shape()) : native::view(out, x.shape());
   const bool has_w = w.defined();
   record_fn("batch_norm", {x, weight, bias}, {y}, saved_list(xv, mean, invstd, w),
-            [shape3, training, has_w, xs = x.shape()](const Grads& g, const FnNode& n) {
+            [shape3, training, has_w, nhwc, xs = x.shape()](const Grads& g, const FnNode& n) {
               Tensor xv = n.saved(0), w = has_w ? n.saved(3) : Tensor();
               const DType st = stat_dtype(xv.dtype());
               const int64_t C = shape3[1];
               Tensor gx = maybe(n.needs(0), shape3, xv.dtype(), xv.device());
               Tensor gw = maybe(n.needs(1), {C}, st, xv.device()), gb = maybe(n.needs(2), {C}, st, xv.device());
-              kernels::batch_norm_backward(xv.device(), gx, gw, gb, grad_as(g[0], xv.dtype(), shape3), xv, n.saved(1),
-                                           n.saved(2), w, training);
-              return Grads{gx.defined() ? native::view(gx, xs) : gx, gw, gb};
+              const Tensor gy = nhwc ? rows_of_channels(as(g[0], xv.dtype())) : grad_as(g[0], xv.dtype(), shape3);
+              kernels::batch_norm_backward(xv.device(), gx, gw, gb, gy, xv, n.saved(1), n.saved(2), w, training);
+              if (!gx.defined()) return Grads{gx, gw, gb};
+              return Grads{nhwc ? from_rows_of_channels(gx, xs) : native::view(gx, xs), gw, gb};
             });
   return y;
 }

@@ -1,5 +1,6 @@
 // nn::functional pooling (max, average, adaptive average): window checks and output shapes, then
-// the kernels of kernels/pool.h, each backward recorded right beside its forward.
+// the kernels of kernels/pool.h, each backward recorded right beside its forward. A channels-last
+// input gives a channels-last result.
 #include <string>
 
 #include "autograd/function.h"
@@ -38,6 +39,12 @@ Shape pool_out_shape(const Tensor& x, const kernels::Pool2dParams& p) {
           (x.size(3) + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1};
 }
 
+// The pooling kernels write contiguous (N, C, H, W) planes (they read any strides): the result of a
+// channels-last input is handed back channels-last, so the format flows on to the next layer.
+Tensor in_format_of(const Tensor& x, const Tensor& out) {
+  return x.memory_format() == MemoryFormat::ChannelsLast ? contiguous(out, MemoryFormat::ChannelsLast) : out;
+}
+
 }  // namespace
 
 Tensor max_pool2d(const Tensor& input, Pair kernel, Pair stride, Pair padding) {
@@ -52,7 +59,7 @@ Tensor max_pool2d(const Tensor& input, Pair kernel, Pair stride, Pair padding) {
       kernels::max_pool2d_backward(idx.device(), gx, as(g[0], t), idx);
       return Grads{gx};
     });
-    return out;
+    return in_format_of(x, out);
   });
 }
 
@@ -67,7 +74,7 @@ Tensor avg_pool2d(const Tensor& input, Pair kernel, Pair stride, Pair padding, b
                 kernels::avg_pool2d_backward(d, gx, as(g[0], t), p, count_include_pad);
                 return Grads{gx};
               });
-    return out;
+    return in_format_of(x, out);
   });
 }
 
@@ -85,7 +92,7 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Pair output_size) {
                 kernels::adaptive_avg_pool2d_backward(d, gx, as(g[0], t));
                 return Grads{gx};
               });
-    return out;
+    return in_format_of(x, out);
   });
 }
 

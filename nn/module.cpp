@@ -117,6 +117,14 @@ void Module::to(DType t) {
     if (is_floating(b.dtype()) && b.dtype() != t) rebind(b, native::to_dtype(b, t));
 }
 
+void Module::to(MemoryFormat f) {
+  NoGradGuard no_grad;
+  for (auto& [n, p] : named_parameters())
+    if (p.dim() == 4 && p.memory_format() != f) rebind(p, native::clone(p, f));
+  for (auto& [n, b] : named_buffers())
+    if (b.dim() == 4 && b.memory_format() != f) rebind(b, native::clone(b, f));
+}
+
 void Module::zero_grad() {
   for (auto& [n, p] : named_parameters()) p.zero_grad();
 }

@@ -47,6 +47,9 @@ class Module : public std::enable_shared_from_this<Module> {
   bool is_training() const { return training_; }
   void to(Device d);
   void to(DType t);  // floating parameters and buffers only
+  // Lays out the 4-D parameters and buffers (conv weights) in f. With ChannelsLast every conv gives
+  // channels-last activations, whatever its input, as PyTorch's model.to(memory_format=...).
+  void to(MemoryFormat f);
   void zero_grad();
 
   // State dict: parameters then buffers, dotted names. load_state_dict copies values in and

@@ -24,6 +24,7 @@ Tensor squeeze(const Tensor& x, int64_t dim);
 Tensor unsqueeze(const Tensor& x, int64_t dim);
 Tensor expand(const Tensor& x, const Shape& shape);
 Tensor clone(const Tensor& x);
+Tensor contiguous(const Tensor& x, MemoryFormat f);  // x when already in f, else a copy in f (differentiable)
 Tensor to_dtype(const Tensor& x, DType t);
 Tensor to_device(const Tensor& x, Device d);
 

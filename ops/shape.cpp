@@ -82,6 +82,13 @@ Tensor clone(const Tensor& x) {
   return out;
 }
 
+Tensor contiguous(const Tensor& x, MemoryFormat f) {
+  if (x.is_contiguous(f)) return x;
+  Tensor out = native::contiguous(x, f);
+  record_fn("clone", {x}, {out}, {}, [](const Grads& g, const FnNode&) { return Grads{g[0]}; });
+  return out;
+}
+
 Tensor to_dtype(const Tensor& x, DType t) {
   Tensor out = native::to_dtype(x, t);
   // The gradient flows back in the input's dtype (FnNode casts it), e.g. f16 -> f32.

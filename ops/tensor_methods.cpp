@@ -33,6 +33,7 @@ Tensor Tensor::squeeze(int64_t d) const { return mdl::squeeze(*this, d); }
 Tensor Tensor::unsqueeze(int64_t d) const { return mdl::unsqueeze(*this, d); }
 Tensor Tensor::expand(const Shape& s) const { return mdl::expand(*this, s); }
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : mdl::clone(*this); }
+Tensor Tensor::contiguous(MemoryFormat f) const { return mdl::contiguous(*this, f); }
 Tensor Tensor::clone() const { return mdl::clone(*this); }
 Tensor Tensor::to(DType t) const { return dtype() == t ? *this : mdl::to_dtype(*this, t); }
 Tensor Tensor::to(Device d) const { return device() == d ? *this : mdl::to_device(*this, d); }

@@ -22,7 +22,8 @@ std::vector<Tensor> grads_of(const std::vector<Tensor>& params, double max_norm)
     Tensor g = p.grad();
     if (!g.defined()) continue;
     MDL_CHECK(g.is_floating_point(), "clip_grad_norm_: grad of dtype ", g.dtype(), " is not floating");
-    grads.push_back(g.is_contiguous() ? g : g.contiguous());
+    const bool dense = g.is_contiguous() || g.is_contiguous(MemoryFormat::ChannelsLast);  // summed as flat arrays
+    grads.push_back(dense ? g : g.contiguous());
   }
   return grads;
 }

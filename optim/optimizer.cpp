@@ -27,6 +27,12 @@ constexpr int kNumOptions = 7;
 
 // The buffers of ParamState by name.
 constexpr const char* kBufferNames[] = {"momentum_buffer", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+// The memory format a parameter lies in. Its gradient and state are laid out the same, so the
+// update kernels walk all of them as one flat array.
+MemoryFormat layout_of(const Tensor& p) {
+  return p.is_contiguous() ? MemoryFormat::Contiguous : MemoryFormat::ChannelsLast;
+}
+
 Tensor* buffer(ParamState& s, int k) {
   Tensor* fields[] = {&s.momentum_buffer, &s.exp_avg, &s.exp_avg_sq, &s.max_exp_avg_sq};
   return fields[k];
@@ -94,7 +100,8 @@ void Optimizer::add_param_group(ParamGroup group) {
   for (const auto& p : group.params) {
     MDL_CHECK(p.defined(), name_, ": undefined parameter in group ", groups_.size());
     MDL_CHECK(p.is_floating_point(), name_, ": parameter of dtype ", p.dtype(), " is not floating");
-    MDL_CHECK(p.is_contiguous(), name_, ": parameter of shape ", p.shape(), " is not contiguous");
+    MDL_CHECK(p.is_contiguous() || p.is_contiguous(MemoryFormat::ChannelsLast), name_, ": parameter of shape ",
+              p.shape(), " is neither contiguous nor channels-last");
     for (const auto& g : groups_)
       for (const auto& q : g.params)
         MDL_CHECK(!q.is_same(p), name_, ": a parameter of shape ", p.shape(), " appears in two groups");
@@ -148,7 +155,8 @@ void Optimizer::sync_device_lr() {
 }
 
 Tensor Optimizer::new_state_like(const Tensor& param) const {
-  return zeros(param.shape(), TensorOptions(kF32, param.device()));
+  Tensor t = make_tensor(param.shape(), kF32, param.device(), layout_of(param));
+  return t.zero_();
 }
 
 void Optimizer::step(double grad_scale) { step_impl(grad_scale, Tensor()); }
@@ -188,6 +196,9 @@ void Optimizer::step_impl(double grad_scale, const Tensor& found_inf) {
     u.state = &state_[u.param.impl()];
     ParamState& st = *u.state;
     if (!st.step.defined()) st.step = zeros({}, TensorOptions(kI64, u.param.device()));
+    for (int k = 0; k < 4; ++k)  // a parameter laid out anew (Module::to(MemoryFormat)) takes its state along
+      if (Tensor* b = buffer(st, k); b->defined() && !b->is_contiguous(layout_of(u.param)))
+        *b = b->contiguous(layout_of(u.param));
     auto it = std::find_if(counters.begin(), counters.end(),
                            [&](const auto& c) { return c.first == u.param.device(); });
     if (it == counters.end()) {
@@ -207,7 +218,7 @@ void Optimizer::step_impl(double grad_scale, const Tensor& found_inf) {
   for (const Update& u : updates) {
     Tensor gr = u.grad;
     if (gr.dtype() != u.param.dtype()) gr = gr.to(u.param.dtype());
-    if (!gr.is_contiguous()) gr = gr.contiguous();
+    if (!gr.is_contiguous(layout_of(u.param))) gr = gr.contiguous(layout_of(u.param));
     const Tensor flag = flag_on(u.param.device());
     update(groups_[u.group], u.param, gr, *u.state, grad_scale, flag, device_state(u.group, u.param, *u.state, flag));
     u.param.bump_version();
@@ -298,7 +309,7 @@ void Optimizer::load_state_dict(const NamedTensors& dict) {
       MDL_CHECK(t.shape() == param.shape(), quoted(b->first), " has shape ", t.shape(), " but parameter ", i,
                 " has shape ", param.shape());
       MDL_CHECK(all_finite(t), quoted(b->first), " holds inf or NaN");
-      *buffer(s, k) = t.to(param.device(), kF32).contiguous().clone();
+      *buffer(s, k) = new_state_like(param).copy_(t);
     }
     state.emplace(param.impl(), std::move(s));
   }

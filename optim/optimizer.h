@@ -87,7 +87,7 @@ class Optimizer {
   // device.
   virtual void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state,
                       double grad_scale, const Tensor& found_inf, const kernels::DeviceStepState& device) = 0;
-  Tensor new_state_like(const Tensor& param) const;  // zeros, f32, param's shape and device
+  Tensor new_state_like(const Tensor& param) const;  // zeros, f32, param's shape, device and layout
 
   const char* name_;
   ParamGroup defaults_;

@@ -351,6 +351,15 @@ std::vector<Switch> make_list() {
        "cuda",
        "A captured sequence of kernels is replayed with one launch instead of one launch per op.",
        {{"bench_cuda", "op_chain", "time", "cuda"}}},
+      {"channels_last",
+       option,
+       "mdl-train --channels-last; Module::to(MemoryFormat::ChannelsLast) and Tensor::contiguous(MemoryFormat)",
+       "off",
+       "cuda",
+       "Conv weights and activations lie in NHWC memory, so cuDNN runs f16/bf16 convolutions on tensor cores "
+       "without transposing them (the CPU's convs convert, and gain nothing).",
+       {{"bench_cuda", "conv3x3_c64_32x32_b128_f16", "time", "cuda"},
+        {"bench_cuda", "resnet18_step_amp", "time", "cuda"}}},
   };
 }
 

@@ -24,6 +24,12 @@ Tensor make_tensor(const Shape& shape, DType dtype, Device device) {
   return Tensor(std::move(impl));
 }
 
+Tensor make_tensor(const Shape& shape, DType dtype, Device device, MemoryFormat f) {
+  Tensor t = make_tensor(shape, dtype, device);
+  if (f != MemoryFormat::Contiguous) t.impl()->strides = strides_for(shape, f);
+  return t;
+}
+
 Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset) {
   checked_numel(shape, "view");
   auto impl = std::make_shared<TensorImpl>();
@@ -70,6 +76,10 @@ bool Tensor::is_contiguous() const {
   }
   return true;
 }
+
+bool Tensor::is_contiguous(MemoryFormat f) const { return has_memory_format(shape(), strides(), f); }
+
+MemoryFormat Tensor::memory_format() const { return memory_format_of(shape(), strides()); }
 
 void Tensor::bump_version() const { storage()->bump_version(); }
 uint64_t Tensor::version() const { return storage()->version(); }

@@ -10,6 +10,7 @@
 
 #include "tensor/device.h"
 #include "tensor/dtype.h"
+#include "tensor/memory_format.h"
 #include "tensor/shape.h"
 #include "tensor/storage.h"
 
@@ -68,6 +69,9 @@ class Tensor {
   size_t element_size() const { return dtype_size(dtype()); }
   size_t nbytes() const { return numel() * element_size(); }
   bool is_contiguous() const;
+  bool is_contiguous(MemoryFormat f) const;
+  // The format an op's result keeps (tensor/memory_format.h, memory_format_of).
+  MemoryFormat memory_format() const;
   bool is_floating_point() const { return is_floating(dtype()); }
   const std::shared_ptr<Storage>& storage() const;
   std::string str() const;  // the values, PyTorch-style
@@ -98,6 +102,7 @@ class Tensor {
 
   // Copies and conversions.
   Tensor contiguous() const;
+  Tensor contiguous(MemoryFormat f) const;  // same tensor when already in f
   Tensor clone() const;
   Tensor to(DType t) const;   // same tensor when already t
   Tensor to(Device d) const;  // same tensor when already on d
@@ -144,6 +149,8 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 // Makes a tensor of `shape` over fresh storage on `device`, uninitialised.
 Tensor make_tensor(const Shape& shape, DType dtype, Device device);
+// The same, laid out in memory format f.
+Tensor make_tensor(const Shape& shape, DType dtype, Device device, MemoryFormat f);
 // Makes a view of `base`'s storage with the given geometry.
 Tensor make_view(const Tensor& base, const Shape& shape, const Shape& strides, int64_t offset);
 

@@ -124,6 +124,8 @@ TEST_CASE("mdl-train options: defaults, both value forms, every switch") {
   CHECK(train::usage().find("efficientnetv2") != std::string::npos);
   CHECK(parse_train_options({"--model", "cnn-separable"}).model == "cnn-separable");
   CHECK(parse_train_options({"-h"}).help);
+  CHECK_FALSE(o.channels_last);
+  CHECK(parse_train_options({"--channels-last"}).channels_last);
 }
 
 TEST_CASE("mdl-train options: a GPU run's loader defaults feed the device; given values and the CPU's stand") {
@@ -481,6 +483,42 @@ TEST_CASE("run_training: --early-stop, --save-best, --plateau and --target-accur
   CHECK(reached.target_seconds <= reached.total_seconds);
   CHECK(reached.stop_reason.find("val_accuracy reached 0.3 at epoch 1") != std::string::npos);
   std::filesystem::remove(best);
+}
+
+TEST_CASE(
+    "run_training: --channels-last trains SimpleCNN bit for bit as the contiguous run, and saves the same files") {
+  // On the CPU a channels-last conv computes the same sums as the contiguous one, so the weights,
+  // the optimizer state and the checkpoint bytes (saved in (N, C, H, W) order) must all be equal.
+  const std::string dir = temp_path("channels_last");
+  std::filesystem::create_directories(dir);
+  train::TrainOptions o;
+  o.model = "cnn", o.batch = 64, o.subset = 256, o.epochs = 1, o.progress = false, o.optimizer = "sgd";
+  o.save = dir + "/nchw.safetensors";
+  const train::TrainReport nchw = train::run_training(o, nullptr);
+  o.channels_last = true, o.save = dir + "/nhwc.safetensors";
+  const train::TrainReport nhwc = train::run_training(o, nullptr);
+  REQUIRE(nhwc.epochs.size() == 1);
+  CHECK(nhwc.epochs[0].train_loss == nchw.epochs[0].train_loss);
+  CHECK(nhwc.epochs[0].val_loss == nchw.epochs[0].val_loss);
+  for (const std::string suffix : {"", ".train.safetensors"}) {
+    const io::SafetensorsContents a = io::read_safetensors(dir + "/nchw.safetensors" + suffix);
+    const io::SafetensorsContents b = io::read_safetensors(dir + "/nhwc.safetensors" + suffix);
+    REQUIRE(a.tensors.size() == b.tensors.size());
+    for (size_t i = 0; i < a.tensors.size(); ++i) {
+      CAPTURE(a.tensors[i].first);
+      const Tensor &x = a.tensors[i].second, &y = b.tensors[i].second;
+      REQUIRE(x.shape() == y.shape());
+      CHECK(std::memcmp(x.raw_data(), y.raw_data(), size_t(x.numel()) * dtype_size(x.dtype())) == 0);
+    }
+  }
+  // Resumed under channels-last from the contiguous run's files: the second epoch is the same too.
+  o.epochs = 2, o.resume = dir + "/nchw.safetensors", o.save = "";
+  const train::TrainReport resumed_nhwc = train::run_training(o, nullptr);
+  o.channels_last = false;
+  const train::TrainReport resumed_nchw = train::run_training(o, nullptr);
+  REQUIRE(resumed_nhwc.epochs.size() == 1);
+  CHECK(resumed_nhwc.epochs[0].train_loss == resumed_nchw.epochs[0].train_loss);
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("run_training: a run checkpointed and resumed ends bit for bit where an uninterrupted run ends") {

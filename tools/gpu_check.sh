@@ -142,6 +142,10 @@ ratio("cudnn_benchmark/on/conv3x3_c64_32x32_b128_f16/real_time", "cudnn_benchmar
       "conv 3x3 f16 fwd+bwd: measured vs heuristic cuDNN algorithms (speedup)")
 ratio("cudnn_benchmark/on/resnet18_step_amp/real_time", "cudnn_benchmark/off/resnet18_step_amp/real_time",
       "ResNet-18 AMP step: measured vs heuristic cuDNN algorithms (speedup)")
+ratio("channels_last/on/conv3x3_c64_32x32_b128_f16/real_time", "channels_last/off/conv3x3_c64_32x32_b128_f16/real_time",
+      "conv 3x3 f16 fwd+bwd: NHWC vs NCHW (speedup)")
+ratio("channels_last/on/resnet18_step_amp/real_time", "channels_last/off/resnet18_step_amp/real_time",
+      "ResNet-18 AMP step: channels-last vs NCHW (speedup)")
 ratio("allow_tf32/on/gemm/4096/real_time", "allow_tf32/off/gemm/4096/real_time", "f32 GEMM 4096: TF32 vs full f32 (speedup)")
 ratio("loader_side_stream/on/epoch/iterations:3/real_time", "loader_side_stream/off/epoch/iterations:3/real_time",
       "DataLoader epoch: side-stream copy vs copy on mdl's stream (speedup)")
@@ -192,6 +196,9 @@ for model in ("simplecnn", "resnet18", "gpt"):
         ratio(f"BM_{model}_step_{mode}_graph/real_time", f"BM_{model}_step_{mode}/real_time", f"{model}: {mode} step as a CUDA Graph vs eager (speedup)")
         if by.get(f"BM_{model}_step_{mode}_graph/real_time") is None:
             print(f"{model}: the {mode} CUDA Graph step did not run (see bench_cuda's log for the error)")
+r, t = by.get("channels_last/on/resnet18_step_amp/real_time"), torch_ms.get("resnet18_step_amp_channels_last")
+if r and t:
+    print(f'{"resnet18_step_amp_channels_last":28s} {r["real_time"]:9.2f} {t:11.2f} {t / r["real_time"]:20.2f}x')
 PY
 fi
 {

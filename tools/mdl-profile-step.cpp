@@ -25,14 +25,16 @@ namespace {
 
 struct Options {
   std::string model = "gpt", device = "cuda";
-  bool amp = false, help = false;
-  int steps = 10, rows = 25;
+  bool amp = false, help = false, channels_last = false;
+  int steps = 10, rows = 25, batch = 0;  // batch 0: the model's own (128 images, 32 sequences)
 };
 
 const char* kUsage = R"(usage: mdl-profile-step [--model simplecnn|resnet18|gpt] [--amp] [--device cpu|cuda|cuda:N]
-                        [--steps N] [--rows N] [--switch NAME=on|off ...]
+                        [--steps N] [--rows N] [--batch N] [--channels-last] [--switch NAME=on|off ...]
   times N training steps (after 3 warm-up steps) of the model on random data, then profiles N more
   and prints the profiler's table (its first --rows rows, 25), the step's phases and memory;
+  --batch sets the batch (128 images, 32 sequences for gpt), --channels-last lays out the model
+  and its images NHWC (mdl-train --channels-last);
   --switch sets one of `make bench`'s toggles (e.g. cudnn_benchmark=off) for the whole run
 )";
 
@@ -68,6 +70,8 @@ Options parse(int argc, char** argv) {
     else if (a == "--amp") o.amp = true;
     else if (a == "--steps") o.steps = parse_count(a, value(), 10000);
     else if (a == "--rows") o.rows = parse_count(a, value(), 1000);
+    else if (a == "--batch") o.batch = parse_count(a, value(), 4096);
+    else if (a == "--channels-last") o.channels_last = true;
     else if (a == "--switch") set_switch(value());
     else throw Error("mdl-profile-step: unknown option '" + a + "'");
   }
@@ -84,21 +88,23 @@ struct Bench {
   double samples = 0;
 };
 
-Bench make_bench(const std::string& name, Device dev) {
+Bench make_bench(const std::string& name, Device dev, int64_t batch) {
   manual_seed(0);
   Bench b;
   if (name == "gpt") {
+    const int64_t B = batch ? batch : 32;
     b.model = std::make_shared<nn::models::GPT>();
-    b.x = randint(0, 65, {32, 256}, TensorOptions(kI64, dev));
-    b.y = randint(0, 65, {32 * 256}, TensorOptions(kI64, dev));
-    b.samples = 32 * 256;
+    b.x = randint(0, 65, {B, 256}, TensorOptions(kI64, dev));
+    b.y = randint(0, 65, {B * 256}, TensorOptions(kI64, dev));
+    b.samples = double(B * 256);
     return b;
   }
+  const int64_t B = batch ? batch : 128;
   const bool cnn = name == "simplecnn";
   b.model = cnn ? std::shared_ptr<nn::Module>(nn::models::SimpleCNN(1, 10, 28)) : nn::models::resnet18(10, 3);
-  b.x = cnn ? randn({128, 1, 28, 28}, dev) : randn({128, 3, 32, 32}, dev);
-  b.y = randint(0, 10, {128}, TensorOptions(kI64, dev));
-  b.samples = 128;
+  b.x = cnn ? randn({B, 1, 28, 28}, dev) : randn({B, 3, 32, 32}, dev);
+  b.y = randint(0, 10, {B}, TensorOptions(kI64, dev));
+  b.samples = double(B);
   return b;
 }
 
@@ -108,8 +114,12 @@ void synchronize(Device dev) {
 
 int run(const Options& o) {
   const Device dev = parse_device(o.device);
-  Bench b = make_bench(o.model, dev);
+  Bench b = make_bench(o.model, dev, o.batch);
   b.model->to(dev);
+  if (o.channels_last && b.x.dim() == 4) {
+    b.model->to(MemoryFormat::ChannelsLast);
+    b.x = b.x.contiguous(MemoryFormat::ChannelsLast);
+  }
   b.model->train();
   optim::SGD opt(b.model->parameters(), {.lr = 0.01, .momentum = 0.9});
   amp::GradScaler scaler({.enabled = o.amp});

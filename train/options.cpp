@@ -198,6 +198,7 @@ const std::map<std::string, Option>& table() {
           if (!(o.target_accuracy > 0)) throw UsageError("mdl-train: " + k + " must be in (0, 1], got " + v);
         }}},
       {"--cuda-graph", {false, [](O& o, auto&, auto&) { o.cuda_graph = true; }}},
+      {"--channels-last", {false, [](O& o, auto&, auto&) { o.channels_last = true; }}},
       {"--no-progress", {false, [](O& o, auto&, auto&) { o.progress = false; }}},
       {"--help", {false, [](O& o, auto&, auto&) { o.help = true; }}},
   };
@@ -315,6 +316,8 @@ std::string usage() {
                      each loader worker gets N / workers of them (at least 1; 1 when N is 0)
   --cuda-graph       on a GPU: capture the training step (AMP included) once as a CUDA Graph and
                      replay it per batch; not with --profile, --dist or dropout
+  --channels-last    conv weights and image batches in NHWC memory (PyTorch's channels_last): on a
+                     GPU f16/bf16 convs run cuDNN's NHWC kernels; the CPU's convs convert
   --seed N           --context N (text, 64)
   --subset N         N training samples: the first N, or for imagefolder N spread evenly over its
                      class folders

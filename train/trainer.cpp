@@ -53,6 +53,7 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
     std::fprintf(out, "data: %s; %lld training samples, %lld validation samples\n%s\n", d.description.c_str(),
                  (long long)d.train->size(), (long long)(d.test ? d.test->size() : 0), report.model_summary.c_str());
   model->to(device);
+  if (o.channels_last) model->to(MemoryFormat::ChannelsLast);  // before the optimizer makes its state
   auto opt = make_optimizer(o, *model);
   data::LoaderOptions lo = make_loader_options(o, d);
   dp.shard(lo, d.train->size(), o.seed);
@@ -107,7 +108,9 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
     EpochTotals totals;
     int64_t step = 0, first_nonfinite_step = 0;
     for (auto& [xb, yb] : train_loader) {
-      const Tensor x = xb.to(device), y = yb.to(device);
+      Tensor x = xb.to(device);
+      const Tensor y = yb.to(device);
+      if (o.channels_last && x.dim() == 4) x = x.contiguous(MemoryFormat::ChannelsLast);
       train_step(x, y, totals);
       ++step;
       // On a GPU the sums are read only when the progress line is drawn (TrainStep::flush_totals).

@@ -24,6 +24,13 @@ DType result_type(const Tensor& a, const Tensor& b) {
     return sa ? b.dtype() : a.dtype();
   return promote_types(a.dtype(), b.dtype());
 }
+// A channels-last operand of the result's shape makes a channels-last result (the first one's
+// format wins), so a channels-last network stays channels-last through its elementwise ops.
+MemoryFormat result_format(const Tensor& a, const Tensor& b, const Shape& shape) {
+  for (const Tensor* t : {&a, &b})
+    if (t->shape() == shape && t->memory_format() == MemoryFormat::ChannelsLast) return MemoryFormat::ChannelsLast;
+  return MemoryFormat::Contiguous;
+}
 }  // namespace
 
 Tensor unary(UnaryOp op, const Tensor& x) {
@@ -31,7 +38,7 @@ Tensor unary(UnaryOp op, const Tensor& x) {
   Tensor in = x;
   if (!is_floating(x.dtype()) && !allows_integral(op)) in = to_dtype(x, kF32);  // exp of an int is a float
   MDL_CHECK(!(x.dtype() == kBool && op == UnaryOp::Neg), "neg: not defined for bool tensors (use logical not)");
-  Tensor out = make_tensor(in.shape(), in.dtype(), in.device());
+  Tensor out = make_tensor(in.shape(), in.dtype(), in.device(), in.memory_format());
   if (out.numel()) kernels::unary(in.device(), op, out, in);
   return out;
 }
@@ -47,7 +54,7 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   Device dev = a.dim() == 0 && b.dim() != 0 ? b.device() : a.device();
   Tensor ca = expand(to_device(a.dtype() == compute ? a : to_dtype(a, compute), dev), shape);
   Tensor cb = expand(to_device(b.dtype() == compute ? b : to_dtype(b, compute), dev), shape);
-  Tensor out = make_tensor(shape, is_comparison(op) ? kBool : compute, dev);
+  Tensor out = make_tensor(shape, is_comparison(op) ? kBool : compute, dev, result_format(a, b, shape));
   if (out.numel()) kernels::binary(dev, op, out, ca, cb);
   return out;
 }

@@ -15,7 +15,9 @@ void copy_(const Tensor& dst, const Tensor& src);  // broadcasts src to dst
 Tensor to_dtype(const Tensor& x, DType t);
 Tensor to_device(const Tensor& x, Device d);
 Tensor contiguous(const Tensor& x);
-Tensor clone(const Tensor& x);
+Tensor contiguous(const Tensor& x, MemoryFormat f);  // x itself when already in f, else a copy in f
+Tensor clone(const Tensor& x);                       // contiguous
+Tensor clone(const Tensor& x, MemoryFormat f);       // laid out in f
 void fill_(const Tensor& x, double value);
 
 // Views.

@@ -25,7 +25,7 @@ void copy_(const Tensor& dst, const Tensor& src) {
 }
 
 Tensor to_dtype(const Tensor& x, DType t) {
-  Tensor out = make_tensor(x.shape(), t, x.device());
+  Tensor out = make_tensor(x.shape(), t, x.device(), x.memory_format());
   if (out.numel()) kernels::copy(x.device(), out, x);
   return out;
 }
@@ -44,6 +44,14 @@ Tensor clone(const Tensor& x) {
 }
 
 Tensor contiguous(const Tensor& x) { return x.is_contiguous() ? x : clone(x); }
+
+Tensor clone(const Tensor& x, MemoryFormat f) {
+  Tensor out = make_tensor(x.shape(), x.dtype(), x.device(), f);
+  if (out.numel()) kernels::copy(x.device(), out, x);
+  return out;
+}
+
+Tensor contiguous(const Tensor& x, MemoryFormat f) { return x.is_contiguous(f) ? x : clone(x, f); }
 
 void fill_(const Tensor& x, double value) {
   if (x.numel()) kernels::fill(x.device(), x, value);
