@@ -12,6 +12,7 @@
 // Without a GPU it prints why and exits 0.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 
@@ -23,6 +24,7 @@
 #include "nn/functional.h"
 #include "nn/linear_act.h"
 #include "nn/models/models.h"
+#include "profiler/session.h"
 #include "cuda/api.h"
 #include "bench/switch_bench.h"
 
@@ -254,6 +256,14 @@ void train_step(benchmark::State& st, std::shared_ptr<nn::Module> model, const S
       step();
       cuda::synchronize();
     }
+    // Kernel calls in one more step: every primitive the step calls (each at least one launch).
+    profiler::Session prof({.memory = false, .record_modules = false});
+    step();
+    cuda::synchronize();
+    prof.stop();
+    const auto& ev = prof.events();
+    st.counters["kernels/step"] = double(std::count_if(
+        ev.begin(), ev.end(), [](const profiler::Event& e) { return e.kind == profiler::EventKind::Kernel; }));
   }
   const double samples = vocab ? double(input[0] * input[1]) : double(input[0]);
   st.counters[vocab ? "tokens/s" : "images/s"] = benchmark::Counter(samples * double(st.iterations()),
@@ -349,6 +359,14 @@ void resnet18_step_cudnn(benchmark::State& st, bool measured) {
   cuda::set_cudnn_benchmark(true);
 }
 
+// The ResNet-18 AMP step with its 62 parameters updated one launch each (off) or 24 per launch
+// (on); the pair's kernels/step counter says how many kernel calls a step makes.
+void resnet18_step_multi_tensor(benchmark::State& st, bool on) {
+  optim::set_multi_tensor_step(on);
+  train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, true);
+  optim::set_multi_tensor_step(true);
+}
+
 // The ResNet-18 AMP step with the model and its input channels-last (Module::to, mdl-train
 // --channels-last) against (N, C, H, W).
 void resnet18_step_layout(benchmark::State& st, bool channels_last) {
@@ -401,7 +419,8 @@ int main(int argc, char** argv) {
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   for (bool on : {false, true})
-    bench::register_switch("cudnn_benchmark", on, "conv3x3_c64_32x32_b128_f16", conv_step)
+    bench::register_switch("cudnn_benchmark", on, "conv3x3_c64_32x32_b128_f16",
+                           [](benchmark::State& st, bool measured) { conv_step(st, measured); })
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
   for (bool on : {false, true})
@@ -409,6 +428,10 @@ int main(int argc, char** argv) {
                            [](benchmark::State& st, bool cl) { conv_step(st, true, cl); })
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
+  for (bool on : {false, true})
+    bench::register_switch("multi_tensor_step", on, "resnet18_step_amp", resnet18_step_multi_tensor)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   for (bool on : {false, true})
     bench::register_switch("channels_last", on, "resnet18_step_amp", resnet18_step_layout)
         ->UseRealTime()

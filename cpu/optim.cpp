@@ -101,6 +101,23 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
   });
 }
 
+// One parameter after another: the CPU has no launches to save.
+void adam_step_many(const std::vector<kernels::StepTensors>& ts, const kernels::AdamParams& hp) {
+  for (const kernels::StepTensors& t : ts) {
+    kernels::AdamParams h = hp;
+    h.device.step = t.step.data_ptr<int64_t>();
+    adam_step(t.param, t.grad, t.state[0], t.state[1], t.state[2], h);
+  }
+}
+
+void sgd_step_many(const std::vector<kernels::StepTensors>& ts, const kernels::SGDParams& hp) {
+  for (const kernels::StepTensors& t : ts) {
+    kernels::SGDParams h = hp;
+    h.device.step = t.step.data_ptr<int64_t>();
+    sgd_step(t.param, t.grad, t.state[0], h);
+  }
+}
+
 void advance_steps(const std::vector<Tensor>& steps, const Tensor& found_inf) {
   if (found_inf.defined() && *found_inf.data_ptr<float>() != 0.0f) return;
   for (const Tensor& s : steps) ++*s.data_ptr<int64_t>();

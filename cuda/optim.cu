@@ -1,4 +1,5 @@
-// Fused optimizer steps on the GPU: one pass per parameter updating it and its f32 state, the same
+// Fused optimizer steps on the GPU: one pass per parameter (or one launch for up to 24 of them, the
+// multi-tensor steps) updating it and its f32 state, the same
 // arithmetic as cpu/optim.cpp (f32 compute, f64 for f64 params, one rounding into the param),
 // the step count and skip flag read on the device; the step counters' advance; and the sum of
 // squares behind clip_grad_norm_, reduced in f64.
@@ -28,37 +29,62 @@ __device__ __forceinline__ bool skip_update(const kernels::DeviceStepState& d) {
   return d.found_inf && *d.found_inf != 0.0f;
 }
 
+// k's step-dependent constants from the device's step count (step) and lr, once per block.
+template <class P, class C>
+__device__ __forceinline__ void adam_device_consts(AdamConsts<P, C>& k, const int64_t* step) {
+  if (!step && !k.device.lr) return;
+  __shared__ C derived[3];
+  if (threadIdx.x == 0) {
+    const double lr = k.device.lr ? *k.device.lr : k.lr;
+    const double t = double(step ? *step : k.step);
+    derived[0] = C(lr) / C(1.0 - pow(k.beta1, t));  // rounded as the CPU's
+    derived[1] = C(sqrt(1.0 - pow(k.beta2, t)));
+    derived[2] = k.decoupled ? C(1.0 - lr * k.weight_decay) : C(1);
+  }
+  __syncthreads();
+  k.step_size = derived[0], k.bc2_sqrt = derived[1], k.keep = derived[2];
+}
+
+// Element i of one parameter: p, g of type P; m, v, vmax (null unless amsgrad) f32.
+template <class P, class C>
+__device__ __forceinline__ void adam_element(int64_t i, P* p, const P* g, float* m, float* v, float* vmax,
+                                             const AdamConsts<P, C>& k) {
+  C pi = C(to_acc(p[i]));
+  const C gi = C(to_acc(g[i])) * k.scale + k.l2 * pi;
+  pi *= k.keep;
+  const C mi = k.b1 * C(m[i]) + (C(1) - k.b1) * gi;
+  const C vi = k.b2 * C(v[i]) + (C(1) - k.b2) * gi * gi;
+  m[i] = float(mi);
+  v[i] = float(vi);
+  C vd = vi;
+  if (k.ams) {
+    vd = C(vmax[i]) > vi ? C(vmax[i]) : vi;
+    vmax[i] = float(vd);
+  }
+  const C denom = sqrt(vd) / k.bc2_sqrt + k.eps;
+  p[i] = convert<P>(pi - k.step_size * mi / denom);
+}
+
 template <class P, class C>
 __global__ void adam_kernel(int64_t n, P* p, const P* g, float* m, float* v, float* vmax, AdamConsts<P, C> k) {
   if (skip_update(k.device)) return;
-  if (k.device.step || k.device.lr) {  // what the device's step and lr decide, once per block
-    __shared__ C derived[3];
-    if (threadIdx.x == 0) {
-      const double lr = k.device.lr ? *k.device.lr : k.lr;
-      const double t = double(k.device.step ? *k.device.step : k.step);
-      derived[0] = C(lr) / C(1.0 - pow(k.beta1, t));  // rounded as the CPU's
-      derived[1] = C(sqrt(1.0 - pow(k.beta2, t)));
-      derived[2] = k.decoupled ? C(1.0 - lr * k.weight_decay) : C(1);
-    }
-    __syncthreads();
-    k.step_size = derived[0], k.bc2_sqrt = derived[1], k.keep = derived[2];
+  adam_device_consts(k, k.device.step);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    adam_element(i, p, g, m, v, vmax, k);
+}
+
+// Element i of one parameter: p, g of type P; buf f32 or null (no momentum).
+template <class P, class C>
+__device__ __forceinline__ void sgd_element(int64_t i, P* p, const P* g, float* buf, C lr, C mom, C damp, C wd, C scale,
+                                            bool first, bool nesterov) {
+  const C pi = C(to_acc(p[i]));
+  C gi = C(to_acc(g[i])) * scale + wd * pi;
+  if (buf) {
+    const C bi = first ? gi : mom * C(buf[i]) + damp * gi;
+    buf[i] = float(bi);
+    gi = nesterov ? gi + mom * bi : bi;
   }
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    C pi = C(to_acc(p[i]));
-    const C gi = C(to_acc(g[i])) * k.scale + k.l2 * pi;
-    pi *= k.keep;
-    const C mi = k.b1 * C(m[i]) + (C(1) - k.b1) * gi;
-    const C vi = k.b2 * C(v[i]) + (C(1) - k.b2) * gi * gi;
-    m[i] = float(mi);
-    v[i] = float(vi);
-    C vd = vi;
-    if (k.ams) {
-      vd = C(vmax[i]) > vi ? C(vmax[i]) : vi;
-      vmax[i] = float(vd);
-    }
-    const C denom = sqrt(vd) / k.bc2_sqrt + k.eps;
-    p[i] = convert<P>(pi - k.step_size * mi / denom);
-  }
+  p[i] = convert<P>(pi - lr * gi);
 }
 
 template <class P, class C>
@@ -67,16 +93,106 @@ __global__ void sgd_kernel(int64_t n, P* p, const P* g, float* buf, C lr, C mom,
   if (skip_update(device)) return;
   if (device.step) first = *device.step == 1;
   if (device.lr) lr = C(*device.lr);
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const C pi = C(to_acc(p[i]));
-    C gi = C(to_acc(g[i])) * scale + wd * pi;
-    if (buf) {
-      const C bi = first ? gi : mom * C(buf[i]) + damp * gi;
-      buf[i] = float(bi);
-      gi = nesterov ? gi + mom * bi : bi;
-    }
-    p[i] = convert<P>(pi - lr * gi);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    sgd_element(i, p, g, buf, lr, mom, damp, wd, scale, first, nesterov);
+}
+
+// ---- multi-tensor steps: up to kMaxTensors parameters per launch ---------------------------------
+// Their addresses go by value (a CUDA Graph keeps them with the launch). Each block updates one
+// chunk of kChunk elements: block b works on tensor t where first[t] <= b < first[t + 1].
+constexpr int kMaxTensors = 24;
+constexpr int64_t kChunk = 16 * kThreads;
+struct TensorChunks {
+  void* p[kMaxTensors];
+  const void* g[kMaxTensors];
+  float* s[3][kMaxTensors];  // the f32 state, null where unused
+  const int64_t* step[kMaxTensors];
+  int64_t n[kMaxTensors];
+  int first[kMaxTensors + 1];
+  int count;
+};
+
+__device__ __forceinline__ int tensor_of(const TensorChunks& c, int b) {
+  int t = 0;
+  while (t + 1 < c.count && c.first[t + 1] <= b) ++t;
+  return t;
+}
+
+template <class P, class C>
+__global__ void adam_many_kernel(TensorChunks c, AdamConsts<P, C> k) {
+  if (skip_update(k.device)) return;
+  const int t = tensor_of(c, int(blockIdx.x));
+  adam_device_consts(k, c.step[t]);
+  const int64_t begin = int64_t(int(blockIdx.x) - c.first[t]) * kChunk;
+  const int64_t end = begin + kChunk < c.n[t] ? begin + kChunk : c.n[t];
+  P* p = static_cast<P*>(c.p[t]);
+  const P* g = static_cast<const P*>(c.g[t]);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    adam_element(i, p, g, c.s[0][t], c.s[1][t], c.s[2][t], k);
+}
+
+template <class P, class C>
+__global__ void sgd_many_kernel(TensorChunks c, C lr, C mom, C damp, C wd, C scale, bool nesterov,
+                                kernels::DeviceStepState device) {
+  if (skip_update(device)) return;
+  const int t = tensor_of(c, int(blockIdx.x));
+  const bool first = *c.step[t] == 1;
+  if (device.lr) lr = C(*device.lr);
+  const int64_t begin = int64_t(int(blockIdx.x) - c.first[t]) * kChunk;
+  const int64_t end = begin + kChunk < c.n[t] ? begin + kChunk : c.n[t];
+  P* p = static_cast<P*>(c.p[t]);
+  const P* g = static_cast<const P*>(c.g[t]);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+    sgd_element(i, p, g, c.s[0][t], lr, mom, damp, wd, scale, first, nesterov);
+}
+
+// Calls launch(chunks, blocks) for each group of up to kMaxTensors non-empty parameters of ts.
+template <class Launch>
+void for_each_launch(const char* op, const std::vector<kernels::StepTensors>& ts, const Launch& launch) {
+  TensorChunks c{};
+  int blocks = 0;
+  auto flush = [&] {
+    if (c.count == 0) return;
+    c.first[c.count] = blocks;
+    launch(c, blocks);
+    c = TensorChunks{};
+    blocks = 0;
+  };
+  for (const kernels::StepTensors& t : ts) {
+    const int64_t n = t.param.numel();
+    if (n == 0) continue;
+    MDL_CHECK(t.param.dtype() == ts[0].param.dtype() && t.grad.dtype() == t.param.dtype(), op,
+              ": one multi-tensor step takes one dtype, got ", dtype_name(t.param.dtype()), " and ",
+              dtype_name(ts[0].param.dtype()));
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    MDL_CHECK(chunks < (int64_t(1) << 30), op, ": a parameter of ", n, " elements is too large for one launch");
+    if (c.count == kMaxTensors || int64_t(blocks) + chunks >= (int64_t(1) << 30)) flush();
+    const int i = c.count++;
+    c.p[i] = t.param.raw_data();
+    c.g[i] = t.grad.raw_data();
+    for (int k = 0; k < 3; ++k) c.s[k][i] = t.state[size_t(k)].defined() ? ptr<float>(t.state[size_t(k)]) : nullptr;
+    c.step[i] = ptr<const int64_t>(t.step);
+    c.n[i] = n;
+    c.first[i] = blocks;
+    blocks += int(chunks);
   }
+  flush();
+}
+
+// The host's part of Adam's constants (the device's step and lr replace what depends on them).
+template <class P, class C>
+AdamConsts<P, C> adam_consts(const kernels::AdamParams& hp) {
+  AdamConsts<P, C> k;
+  k.b1 = C(hp.beta1), k.b2 = C(hp.beta2), k.eps = C(hp.eps), k.scale = C(hp.grad_scale);
+  k.bc2_sqrt = C(std::sqrt(1.0 - std::pow(hp.beta2, double(hp.step))));
+  k.step_size = C(hp.lr) / C(1.0 - std::pow(hp.beta1, double(hp.step)));
+  k.l2 = hp.decoupled ? C(0) : C(hp.weight_decay);
+  k.keep = hp.decoupled ? C(1.0 - hp.lr * hp.weight_decay) : C(1);
+  k.ams = hp.amsgrad;
+  k.lr = hp.lr, k.beta1 = hp.beta1, k.beta2 = hp.beta2, k.weight_decay = hp.weight_decay;
+  k.decoupled = hp.decoupled, k.step = hp.step;
+  k.device = hp.device;
+  return k;
 }
 
 }  // namespace
@@ -88,18 +204,8 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
   float* vmax = hp.amsgrad ? ptr<float>(max_exp_avg_sq) : nullptr;
   dispatch_floating<DeviceTypes>(param.dtype(), "adam_step", [&]<class P>() {
     using C = std::conditional_t<std::is_same_v<P, double>, double, float>;
-    AdamConsts<P, C> k;
-    k.b1 = C(hp.beta1), k.b2 = C(hp.beta2), k.eps = C(hp.eps), k.scale = C(hp.grad_scale);
-    k.bc2_sqrt = C(std::sqrt(1.0 - std::pow(hp.beta2, double(hp.step))));
-    k.step_size = C(hp.lr) / C(1.0 - std::pow(hp.beta1, double(hp.step)));
-    k.l2 = hp.decoupled ? C(0) : C(hp.weight_decay);
-    k.keep = hp.decoupled ? C(1.0 - hp.lr * hp.weight_decay) : C(1);
-    k.ams = hp.amsgrad;
-    k.lr = hp.lr, k.beta1 = hp.beta1, k.beta2 = hp.beta2, k.weight_decay = hp.weight_decay;
-    k.decoupled = hp.decoupled, k.step = hp.step;
-    k.device = hp.device;
-    adam_kernel<P, C><<<blocks_for(n), kThreads, 0, stream()>>>(n, ptr<P>(param), ptr<const P>(grad),
-                                                                ptr<float>(exp_avg), ptr<float>(exp_avg_sq), vmax, k);
+    adam_kernel<P, C><<<blocks_for(n), kThreads, 0, stream()>>>(
+        n, ptr<P>(param), ptr<const P>(grad), ptr<float>(exp_avg), ptr<float>(exp_avg_sq), vmax, adam_consts<P, C>(hp));
     CUDA_CHECK_LAUNCH("adam_step");
   });
 }
@@ -114,6 +220,31 @@ void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_bu
         n, ptr<P>(param), ptr<const P>(grad), buf, C(hp.lr), C(hp.momentum), C(1.0 - hp.dampening), C(hp.weight_decay),
         C(hp.grad_scale), hp.first, hp.nesterov, hp.device);
     CUDA_CHECK_LAUNCH("sgd_step");
+  });
+}
+
+void adam_step_many(const std::vector<kernels::StepTensors>& ts, const kernels::AdamParams& hp) {
+  if (ts.empty()) return;
+  dispatch_floating<DeviceTypes>(ts[0].param.dtype(), "adam_step_many", [&]<class P>() {
+    using C = std::conditional_t<std::is_same_v<P, double>, double, float>;
+    const AdamConsts<P, C> k = adam_consts<P, C>(hp);
+    for_each_launch("adam_step_many", ts, [&](const TensorChunks& c, int blocks) {
+      adam_many_kernel<P, C><<<unsigned(blocks), kThreads, 0, stream()>>>(c, k);
+      CUDA_CHECK_LAUNCH("adam_step_many");
+    });
+  });
+}
+
+void sgd_step_many(const std::vector<kernels::StepTensors>& ts, const kernels::SGDParams& hp) {
+  if (ts.empty()) return;
+  dispatch_floating<DeviceTypes>(ts[0].param.dtype(), "sgd_step_many", [&]<class P>() {
+    using C = std::conditional_t<std::is_same_v<P, double>, double, float>;
+    for_each_launch("sgd_step_many", ts, [&](const TensorChunks& c, int blocks) {
+      sgd_many_kernel<P, C><<<unsigned(blocks), kThreads, 0, stream()>>>(c, C(hp.lr), C(hp.momentum),
+                                                                         C(1.0 - hp.dampening), C(hp.weight_decay),
+                                                                         C(hp.grad_scale), hp.nesterov, hp.device);
+      CUDA_CHECK_LAUNCH("sgd_step_many");
+    });
   });
 }
 

@@ -3,6 +3,7 @@
 // (optim/*.cpp) check that param, grad and state have one shape, one device and one dense layout
 // (contiguous, or all channels-last), so a kernel walks them as flat arrays.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -44,6 +45,19 @@ using AdamStepFn = void(const Tensor& param, const Tensor& grad, const Tensor& e
                         const Tensor& max_exp_avg_sq, const AdamParams& hp);
 // param, grad (n); momentum_buffer (n) f32, undefined when momentum == 0.
 using SGDStepFn = void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SGDParams& hp);
+// One parameter of a multi-tensor step: param and grad, its f32 state (SGD: {momentum_buffer};
+// Adam: {exp_avg, exp_avg_sq, max_exp_avg_sq}; undefined where unused) and its step counter
+// (0-dim i64 on its device).
+struct StepTensors {
+  Tensor param, grad;
+  std::array<Tensor, 3> state;
+  Tensor step;
+};
+// The updates of many parameters of one group, dtype and device: what adam_step / sgd_step do to
+// each, each with its own step counter (hp.device.step is not read; hp.device.found_inf and
+// hp.device.lr are). A GPU updates up to 24 parameters per launch instead of one.
+using AdamStepManyFn = void(const std::vector<StepTensors>& ts, const AdamParams& hp);
+using SGDStepManyFn = void(const std::vector<StepTensors>& ts, const SGDParams& hp);
 // out (0-dim f64 on t's device) = the sum of squares of t (contiguous, floating), accumulated in
 // f64 in a fixed order (clip_grad_norm_, without a host sync).
 using SumSquaresFn = void(const Tensor& t, const Tensor& out);
@@ -51,10 +65,12 @@ using SumSquaresFn = void(const Tensor& t, const Tensor& out);
 // or undefined) is nonzero. One launch for many counters, before the updates that read them.
 using AdvanceStepsFn = void(const std::vector<Tensor>& steps, const Tensor& found_inf);
 
-#define MDL_OPTIM_KERNELS(X)                        \
-  X(adam_step, AdamStepFn, "adam_step", BOTH)       \
-  X(sgd_step, SGDStepFn, "sgd_step", BOTH)          \
-  X(sum_squares, SumSquaresFn, "sum_squares", BOTH) \
+#define MDL_OPTIM_KERNELS(X)                                \
+  X(adam_step, AdamStepFn, "adam_step", BOTH)               \
+  X(sgd_step, SGDStepFn, "sgd_step", BOTH)                  \
+  X(adam_step_many, AdamStepManyFn, "adam_step_many", BOTH) \
+  X(sgd_step_many, SGDStepManyFn, "sgd_step_many", BOTH)    \
+  X(sum_squares, SumSquaresFn, "sum_squares", BOTH)         \
   X(advance_steps, AdvanceStepsFn, "advance_steps", BOTH)
 MDL_OPTIM_KERNELS(MDL_DEFINE_STUB)
 

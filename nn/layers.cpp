@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "tensor/grad_mode.h"
+#include "kernels/optim.h"
 #include "nn/init.h"
 #include "ops/ops.h"
 
@@ -93,9 +94,10 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
             ", H, W), got shape ", shape_str(x.shape()));
   if (is_training()) {
     NoGradGuard no_grad;
-    // A one made on the buffer's device (a fill kernel): a CPU scalar would be a host-to-device
-    // copy every step, which stalls the GPU and cannot be captured in a CUDA Graph.
-    num_batches_tracked.add_(full({}, 1.0, TensorOptions(kI64, num_batches_tracked.device())));
+    // One kernel on the buffer's device, the optimizers' step counter advance: no host-to-device
+    // copy (which would stall the GPU and could not be captured in a CUDA Graph), no fill of a one.
+    kernels::advance_steps(num_batches_tracked.device(), std::vector<Tensor>{num_batches_tracked}, Tensor());
+    num_batches_tracked.bump_version();
   }
   return F::batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum, eps);
 }

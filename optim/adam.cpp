@@ -69,22 +69,31 @@ AdamW::AdamW(std::vector<Tensor> params, AdamWOptions options)
 AdamW::AdamW(std::vector<ParamGroup> groups, AdamWOptions options)
     : Adam("AdamW", std::move(groups), as_adam(options), true) {}
 
-void Adam::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state,
-                  double grad_scale, const Tensor& found_inf, const kernels::DeviceStepState& device) {
+kernels::AdamParams Adam::params_of(const ParamGroup& group, double grad_scale,
+                                    const kernels::DeviceStepState& device) const {
+  return {.lr = group.lr,
+          .beta1 = group.beta1,
+          .beta2 = group.beta2,
+          .eps = group.eps,
+          .weight_decay = group.weight_decay,
+          .decoupled = decoupled_,
+          .amsgrad = amsgrad_,
+          .grad_scale = grad_scale,
+          .device = device};
+}
+
+void Adam::make_state(const Tensor& param, ParamState& state) const {
   if (!state.exp_avg.defined()) {
     state.exp_avg = new_state_like(param);
     state.exp_avg_sq = new_state_like(param);
   }
   if (amsgrad_ && !state.max_exp_avg_sq.defined()) state.max_exp_avg_sq = new_state_like(param);
-  kernels::AdamParams hp{.lr = group.lr,
-                         .beta1 = group.beta1,
-                         .beta2 = group.beta2,
-                         .eps = group.eps,
-                         .weight_decay = group.weight_decay,
-                         .decoupled = decoupled_,
-                         .amsgrad = amsgrad_,
-                         .grad_scale = grad_scale,
-                         .device = device};
+}
+
+void Adam::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state,
+                  double grad_scale, const Tensor& found_inf, const kernels::DeviceStepState& device) {
+  make_state(param, state);
+  kernels::AdamParams hp = params_of(group, grad_scale, device);
   const Tensor vmax = amsgrad_ ? state.max_exp_avg_sq : Tensor();
   if (!fused_adamw()) {  // the host reads the flag and the count, as an unfused framework must
     if (found_inf.defined() && found_inf.item<float>() != 0.0f) return;
@@ -92,6 +101,19 @@ void Adam::update(const ParamGroup& group, const Tensor& param, const Tensor& gr
     return adam_composed(param, grad, state.exp_avg, state.exp_avg_sq, vmax, hp);
   }
   kernels::adam_step(param.device(), param, grad, state.exp_avg, state.exp_avg_sq, vmax, hp);
+}
+
+void Adam::update_many(const ParamGroup& group, const std::vector<ParamUpdate>& updates, double grad_scale,
+                       const Tensor& found_inf, const kernels::DeviceStepState& device) {
+  if (!fused_adamw()) return Optimizer::update_many(group, updates, grad_scale, found_inf, device);
+  std::vector<kernels::StepTensors> ts;
+  ts.reserve(updates.size());
+  for (const ParamUpdate& u : updates) {
+    ParamState& s = *u.state;
+    make_state(u.param, s);
+    ts.push_back({u.param, u.grad, {s.exp_avg, s.exp_avg_sq, amsgrad_ ? s.max_exp_avg_sq : Tensor()}, s.step});
+  }
+  kernels::adam_step_many(updates[0].param.device(), ts, params_of(group, grad_scale, device));
 }
 
 }  // namespace mdl::optim

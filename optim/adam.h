@@ -31,8 +31,13 @@ class Adam : public Optimizer {
   Adam(const char* name, std::vector<ParamGroup> groups, AdamOptions options, bool decoupled);
   void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state, double grad_scale,
               const Tensor& found_inf, const kernels::DeviceStepState& device) override;
+  void update_many(const ParamGroup& group, const std::vector<ParamUpdate>& updates, double grad_scale,
+                   const Tensor& found_inf, const kernels::DeviceStepState& device) override;
 
  private:
+  kernels::AdamParams params_of(const ParamGroup& group, double grad_scale,
+                                const kernels::DeviceStepState& device) const;
+  void make_state(const Tensor& param, ParamState& state) const;  // the buffers, on first use
   bool amsgrad_;
   bool decoupled_;
 };

@@ -2,6 +2,7 @@
 #include "optim/optimizer.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <string_view>
 
@@ -167,6 +168,12 @@ void Optimizer::step_if_finite(const Tensor& found_inf) {
   step_impl(1.0, found_inf);
 }
 
+namespace {
+std::atomic<bool> g_multi_tensor_step{true};
+}  // namespace
+void set_multi_tensor_step(bool on) { g_multi_tensor_step.store(on, std::memory_order_relaxed); }
+bool multi_tensor_step() { return g_multi_tensor_step.load(std::memory_order_relaxed); }
+
 int64_t ParamState::steps() const { return step.defined() ? step.item<int64_t>() : 0; }
 int64_t Optimizer::step_count() const { return step_count_.defined() ? step_count_.item<int64_t>() : 0; }
 
@@ -215,13 +222,39 @@ void Optimizer::step_impl(double grad_scale, const Tensor& found_inf) {
     return flags.emplace_back(d, found_inf.to(d)).second;
   };
   for (const auto& [d, steps] : counters) kernels::advance_steps(d, steps, flag_on(d));
-  for (const Update& u : updates) {
-    Tensor gr = u.grad;
-    if (gr.dtype() != u.param.dtype()) gr = gr.to(u.param.dtype());
-    if (!gr.is_contiguous(layout_of(u.param))) gr = gr.contiguous(layout_of(u.param));
+  // Each grad in its parameter's dtype and layout; then the updates, those of one group, dtype and
+  // device together when multi_tensor_step is on (updates are in group order).
+  for (Update& u : updates) {
+    if (u.grad.dtype() != u.param.dtype()) u.grad = u.grad.to(u.param.dtype());
+    if (!u.grad.is_contiguous(layout_of(u.param))) u.grad = u.grad.contiguous(layout_of(u.param));
+  }
+  const bool together = multi_tensor_step();
+  for (size_t i = 0, j = 0; i < updates.size(); i = j) {
+    const Update& u = updates[i];
+    for (j = i + 1; together && j < updates.size(); ++j)
+      if (updates[j].group != u.group || updates[j].param.device() != u.param.device() ||
+          updates[j].param.dtype() != u.param.dtype())
+        break;
     const Tensor flag = flag_on(u.param.device());
-    update(groups_[u.group], u.param, gr, *u.state, grad_scale, flag, device_state(u.group, u.param, *u.state, flag));
-    u.param.bump_version();
+    kernels::DeviceStepState device = device_state(u.group, u.param, *u.state, flag);
+    if (j - i == 1) {
+      update(groups_[u.group], u.param, u.grad, *u.state, grad_scale, flag, device);
+    } else {
+      std::vector<ParamUpdate> batch;
+      for (size_t k = i; k < j; ++k) batch.push_back({updates[k].param, updates[k].grad, updates[k].state});
+      device.step = nullptr;
+      update_many(groups_[u.group], batch, grad_scale, flag, device);
+    }
+    for (size_t k = i; k < j; ++k) updates[k].param.bump_version();
+  }
+}
+
+void Optimizer::update_many(const ParamGroup& group, const std::vector<ParamUpdate>& updates, double grad_scale,
+                            const Tensor& found_inf, const kernels::DeviceStepState& device) {
+  for (const ParamUpdate& u : updates) {
+    kernels::DeviceStepState d = device;
+    d.step = u.state->step.data_ptr<int64_t>();
+    update(group, u.param, u.grad, *u.state, grad_scale, found_inf, d);
   }
 }
 

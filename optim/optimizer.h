@@ -43,6 +43,11 @@ struct ParamState {
   int64_t steps() const;  // step, read on the host (waits for the device); 0 before the first
 };
 
+// The multi_tensor_step switch (on): step() updates the parameters of one group, dtype and device
+// together (Optimizer::update_many), one GPU launch for up to 24 of them instead of one each.
+void set_multi_tensor_step(bool on);
+bool multi_tensor_step();
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;
@@ -87,6 +92,15 @@ class Optimizer {
   // device.
   virtual void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state,
                       double grad_scale, const Tensor& found_inf, const kernels::DeviceStepState& device) = 0;
+  // Updates several parameters of one group, dtype and device, as update() would each; device
+  // holds the flag and the lr (its step is unset: each state's own counter counts). By default one
+  // update() each; SGD and Adam hand them to one multi-tensor kernel.
+  struct ParamUpdate {
+    Tensor param, grad;
+    ParamState* state = nullptr;
+  };
+  virtual void update_many(const ParamGroup& group, const std::vector<ParamUpdate>& updates, double grad_scale,
+                           const Tensor& found_inf, const kernels::DeviceStepState& device);
   Tensor new_state_like(const Tensor& param) const;  // zeros, f32, param's shape, device and layout
 
   const char* name_;

@@ -29,18 +29,38 @@ SGD::SGD(std::vector<ParamGroup> groups, SGDOptions options)
   init_groups(std::move(groups));
 }
 
+kernels::SGDParams SGD::params_of(const ParamGroup& group, double grad_scale,
+                                  const kernels::DeviceStepState& device) const {
+  return {.lr = group.lr,
+          .momentum = group.momentum,
+          .dampening = group.dampening,
+          .weight_decay = group.weight_decay,
+          .nesterov = options_.nesterov,
+          .grad_scale = grad_scale,
+          .device = device};
+}
+
+Tensor SGD::momentum_buffer(const ParamGroup& group, const Tensor& param, ParamState& state) const {
+  if (group.momentum == 0) return Tensor();
+  if (!state.momentum_buffer.defined()) state.momentum_buffer = new_state_like(param);
+  return state.momentum_buffer;
+}
+
 void SGD::update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state, double grad_scale,
                  const Tensor& /*found_inf: read by the kernel through device*/,
                  const kernels::DeviceStepState& device) {
-  kernels::SGDParams hp{.lr = group.lr,
-                        .momentum = group.momentum,
-                        .dampening = group.dampening,
-                        .weight_decay = group.weight_decay,
-                        .nesterov = options_.nesterov,
-                        .grad_scale = grad_scale,
-                        .device = device};
-  if (group.momentum != 0 && !state.momentum_buffer.defined()) state.momentum_buffer = new_state_like(param);
-  kernels::sgd_step(param.device(), param, grad, group.momentum != 0 ? state.momentum_buffer : Tensor(), hp);
+  kernels::sgd_step(param.device(), param, grad, momentum_buffer(group, param, state),
+                    params_of(group, grad_scale, device));
+}
+
+void SGD::update_many(const ParamGroup& group, const std::vector<ParamUpdate>& updates, double grad_scale,
+                      const Tensor& /*found_inf: read by the kernel through device*/,
+                      const kernels::DeviceStepState& device) {
+  std::vector<kernels::StepTensors> ts;
+  ts.reserve(updates.size());
+  for (const ParamUpdate& u : updates)
+    ts.push_back({u.param, u.grad, {momentum_buffer(group, u.param, *u.state), Tensor(), Tensor()}, u.state->step});
+  kernels::sgd_step_many(updates[0].param.device(), ts, params_of(group, grad_scale, device));
 }
 
 }  // namespace mdl::optim

@@ -22,8 +22,13 @@ class SGD : public Optimizer {
  protected:
   void update(const ParamGroup& group, const Tensor& param, const Tensor& grad, ParamState& state, double grad_scale,
               const Tensor& found_inf, const kernels::DeviceStepState& device) override;
+  void update_many(const ParamGroup& group, const std::vector<ParamUpdate>& updates, double grad_scale,
+                   const Tensor& found_inf, const kernels::DeviceStepState& device) override;
 
  private:
+  kernels::SGDParams params_of(const ParamGroup& group, double grad_scale,
+                               const kernels::DeviceStepState& device) const;
+  Tensor momentum_buffer(const ParamGroup& group, const Tensor& param, ParamState& state) const;  // made on first use
   SGDOptions options_;
 };
 

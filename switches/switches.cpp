@@ -19,6 +19,7 @@
 #include "nn/layer_norm_options.h"
 #include "ops/ops.h"
 #include "optim/adam_options.h"
+#include "optim/optimizer.h"
 #include "tensor/error.h"
 #include "tensor/float_mode.h"
 
@@ -167,6 +168,17 @@ std::vector<Switch> make_list() {
        {{"bench_optim", "10000000", "time", "cpu"}},
        optim::set_fused_adamw,
        optim::fused_adamw},
+      {"multi_tensor_step",
+       toggle,
+       "optim::set_multi_tensor_step",
+       "on",
+       "cpu, cuda",
+       "An optimizer step updates up to 24 parameters of one group per GPU launch instead of one launch each "
+       "(on the CPU the same loop either way).",
+       {{"bench_cuda", "resnet18_step_amp", "kernels/step", "cuda"},
+        {"bench_cuda", "resnet18_step_amp", "time", "cuda"}},
+       optim::set_multi_tensor_step,
+       optim::multi_tensor_step},
       {"fused_cross_entropy",
        toggle,
        "nn::functional::set_fused_cross_entropy",

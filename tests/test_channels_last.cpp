@@ -105,6 +105,9 @@ TEST_CASE("channels_last: strides, format tests and conversions") {
 
   // Casts keep the format (autocast's f16 copies stay channels-last); the conversion is differentiable.
   CHECK(is_cl(y.to(kF16)));
+  CHECK(is_cl(y.to(Device::cpu())));  // same device: the tensor itself
+  CHECK(is_cl(y.to(Device::cpu())));  // same device: the tensor itself
+  CHECK(is_cl(Tensor(y).to(kF64).to(Device::cpu())));
   CHECK(values(y.to(kF64)) == values(x.to(kF64)));
   Tensor leaf = nchw_leaf(x);
   sum(leaf.contiguous(kCL) * 2.0).backward();
@@ -202,10 +205,22 @@ TEST_CASE("channels_last: batch norm, pooling and ReLU equal their contiguous fo
     }
     using Pool = std::function<Tensor(const Tensor&)>;
     const std::pair<const char*, Pool> pools[] = {
-        {"max_pool2d 2x2", [](const Tensor& t) { return F::max_pool2d(t, {2, 2}); }},
-        {"max_pool2d 3x3 stride 2 pad 1", [](const Tensor& t) { return F::max_pool2d(t, {3, 3}, {2, 2}, {1, 1}); }},
-        {"avg_pool2d 3x2", [](const Tensor& t) { return F::avg_pool2d(t, {3, 2}, {1, 2}, {1, 1}, false); }},
-        {"adaptive_avg_pool2d 4x3", [](const Tensor& t) { return F::adaptive_avg_pool2d(t, {4, 3}); }},
+        {"max_pool2d 2x2",
+         [](const Tensor& t) {
+           return F::max_pool2d(t, {2, 2});
+         }},
+        {"max_pool2d 3x3 stride 2 pad 1",
+         [](const Tensor& t) {
+           return F::max_pool2d(t, {3, 3}, {2, 2}, {1, 1});
+         }},
+        {"avg_pool2d 3x2",
+         [](const Tensor& t) {
+           return F::avg_pool2d(t, {3, 2}, {1, 2}, {1, 1}, false);
+         }},
+        {"adaptive_avg_pool2d 4x3",
+         [](const Tensor& t) {
+           return F::adaptive_avg_pool2d(t, {4, 3});
+         }},
         {"relu", [](const Tensor& t) { return relu(t); }},
     };
     for (const auto& [what, pool] : pools) {
@@ -324,8 +339,7 @@ TEST_CASE("channels_last: an optimizer's state follows a parameter laid out anew
   }
 }
 
-TEST_CASE("cuda: channels-last conv2d (cuDNN NHWC), batch norm and pooling equal the contiguous ones" *
-          MDL_CUDA_ONLY) {
+TEST_CASE("cuda: channels-last conv2d (cuDNN NHWC), batch norm and pooling equal the contiguous ones" * MDL_CUDA_ONLY) {
   cuda::set_allow_tf32(false);
   const Device d = Device::cuda();
   for (DType dt : {kF32, kF16, kBF16})
@@ -357,6 +371,8 @@ TEST_CASE("cuda: channels-last conv2d (cuDNN NHWC), batch norm and pooling equal
     CAPTURE(dtype_name(dt));
     const Shape s{4, 8, 10, 10};
     Tensor x = nchw_leaf(sample(s, dt, 70).to(d)), xc = cl_leaf(s, dt, 70, d);
+    CHECK(is_cl(xc));
+    CHECK(is_cl(xc.detach().cpu()));  // device moves keep the format
     const auto net = [](const Tensor& t) {
       Tensor y = F::batch_norm(t, Tensor(), Tensor(), Tensor(), Tensor(), true);
       return F::adaptive_avg_pool2d(F::max_pool2d(relu(y) + t, {2, 2}), {3, 3});

@@ -513,3 +513,24 @@ TEST_CASE("norm: embedding errors name the index, its range and the shapes") {
       F::embedding(zeros({2}, kI64), zeros({5})),
       doctest::Contains("embedding: weight must be 2-D (num_embeddings, embedding_dim), got shape [5]"), mdl::Error);
 }
+
+TEST_CASE("norm: BatchNorm2d counts its training batches in num_batches_tracked, not its eval ones") {
+  nn::BatchNorm2d bn(3);
+  const Tensor x = sample({4, 3, 2, 2}, kF32, 5);
+  const uint64_t version = bn.num_batches_tracked.version();
+  for (int i = 0; i < 3; ++i) bn(x);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 3);
+  CHECK(bn.num_batches_tracked.version() > version);  // written in place, as add_ would
+  bn.eval();
+  bn(x);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 3);
+}
+
+TEST_CASE("cuda: BatchNorm2d counts its training batches on the GPU" * MDL_CUDA_ONLY) {
+  nn::BatchNorm2d bn(3);
+  bn.to(Device::cuda());
+  const Tensor x = sample({4, 3, 2, 2}, kF32, 5).to(Device::cuda());
+  for (int i = 0; i < 3; ++i) bn(x);
+  CHECK(bn.num_batches_tracked.device().is_cuda());
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 3);
+}

@@ -226,6 +226,37 @@ std::vector<OpCase> op_cases() {
                  });
                },
                false});
+  // Three parameters of one group: the multi-tensor kernels (one launch for all of them on a GPU).
+  auto params3 = [](Generator& g) {
+    return Tensors{U(g, {10}), U(g, {3, 4}), U(g, {5}), U(g, {10}), U(g, {3, 4}), U(g, {5})};
+  };
+  auto step3 = [](const Tensors& x, auto make_opt) {
+    NoGradGuard no_grad;
+    std::vector<Tensor> ps;
+    for (int i = 0; i < 3; ++i) {
+      Tensor p = x[size_t(i)].clone();
+      p.requires_grad_();
+      p.set_grad(x[size_t(i) + 3].clone());
+      ps.push_back(p);
+    }
+    auto opt = make_opt(ps);
+    opt.step();
+    opt.step();
+    return Tensors{ps[0].detach(), ps[1].detach(), ps[2].detach()};
+  };
+  c.push_back({"AdamW step, amsgrad, three parameters at once", params3,
+               [=](const Tensors& x) {
+                 return step3(
+                     x, [](const std::vector<Tensor>& ps) { return optim::AdamW(ps, {.lr = 0.01, .amsgrad = true}); });
+               },
+               false});
+  c.push_back({"SGD step, nesterov, three parameters at once", params3,
+               [=](const Tensors& x) {
+                 return step3(x, [](const std::vector<Tensor>& ps) {
+                   return optim::SGD(ps, {.lr = 0.1, .momentum = 0.9, .nesterov = true});
+                 });
+               },
+               false});
   c.push_back({"clip_grad_norm_", param,
                [](const Tensors& x) {
                  NoGradGuard no_grad;

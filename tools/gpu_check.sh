@@ -144,6 +144,11 @@ ratio("cudnn_benchmark/on/resnet18_step_amp/real_time", "cudnn_benchmark/off/res
       "ResNet-18 AMP step: measured vs heuristic cuDNN algorithms (speedup)")
 ratio("channels_last/on/conv3x3_c64_32x32_b128_f16/real_time", "channels_last/off/conv3x3_c64_32x32_b128_f16/real_time",
       "conv 3x3 f16 fwd+bwd: NHWC vs NCHW (speedup)")
+ratio("multi_tensor_step/on/resnet18_step_amp/real_time", "multi_tensor_step/off/resnet18_step_amp/real_time",
+      "ResNet-18 AMP step: multi-tensor optimizer step vs one launch per parameter (speedup)")
+for side in ("off", "on"):
+    r = by.get(f"multi_tensor_step/{side}/resnet18_step_amp/real_time")
+    if r and "kernels/step" in r: print(f'{"multi_tensor_step/" + side + ": kernel calls per ResNet-18 AMP step":60s} {r["kernels/step"]:6.0f}')
 ratio("channels_last/on/resnet18_step_amp/real_time", "channels_last/off/resnet18_step_amp/real_time",
       "ResNet-18 AMP step: channels-last vs NCHW (speedup)")
 ratio("allow_tf32/on/gemm/4096/real_time", "allow_tf32/off/gemm/4096/real_time", "f32 GEMM 4096: TF32 vs full f32 (speedup)")

@@ -32,7 +32,7 @@ Tensor to_dtype(const Tensor& x, DType t) {
 
 Tensor to_device(const Tensor& x, Device d) {
   if (x.device() == d) return x;
-  Tensor out = make_tensor(x.shape(), x.dtype(), d);
+  Tensor out = make_tensor(x.shape(), x.dtype(), d, x.memory_format());
   if (out.numel()) kernels::copy(d.is_cuda() ? d : x.device(), out, x);
   return out;
 }
