@@ -90,6 +90,7 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
     Tensor found_inf, scale;
   };
   std::vector<OnDevice> per_device;
+  std::vector<std::vector<Tensor>> grads;  // per device, for the multi-tensor kernel
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.is_contiguous() && !g.is_contiguous(MemoryFormat::ChannelsLast)) {  // dense: a flat walk
@@ -100,10 +101,15 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
                            [&](const OnDevice& o) { return o.device == g.device(); });
     if (it == per_device.end()) {
       per_device.push_back({g.device(), zeros({}, TensorOptions(kF32, g.device())), scale_.to(g.device())});
+      grads.emplace_back();
       it = per_device.end() - 1;
     }
-    kernels::unscale_check(g.device(), g, it->found_inf, it->scale);
+    if (optim::multi_tensor_step()) grads[size_t(it - per_device.begin())].push_back(g);
+    else kernels::unscale_check(g.device(), g, it->found_inf, it->scale);
   }
+  for (size_t d = 0; d < grads.size(); ++d)  // one call per device: a few launches for every gradient
+    if (!grads[d].empty())
+      kernels::unscale_check_many(per_device[d].device, grads[d], per_device[d].found_inf, per_device[d].scale);
   // The flags combined on the scale's device (Max: any inf anywhere); usually there is one.
   Tensor found = per_device.empty() ? zeros({}, TensorOptions(kF32, scale_.device()))
                                     : per_device[0].found_inf.to(scale_.device());

@@ -57,6 +57,10 @@ void unscale_check(const Tensor& grad, const Tensor& found_inf, const Tensor& sc
   if (any.load()) *found_inf.data_ptr<float>() = 1.0f;
 }
 
+void unscale_check_many(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& scale) {
+  for (const Tensor& g : grads) unscale_check(g, found_inf, scale);
+}
+
 void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& skipped, const Tensor& found_inf,
                   const kernels::ScaleUpdate& u) {
   float& s = *scale.data_ptr<float>();

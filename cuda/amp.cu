@@ -3,6 +3,7 @@
 // the CPU does; then one thread updates the scale. Scale and flag stay on the device: no host sync.
 #include "cuda/kernels.cuh"
 #include "cuda/common.cuh"
+#include "cuda/multi_tensor.cuh"
 #include "cuda/runtime/device_errors.cuh"
 
 #include <cfloat>
@@ -19,16 +20,38 @@ __device__ __forceinline__ bool non_finite(T x) {
   else return (uint64_t(__double_as_longlong(x)) & 0x7ff0000000000000ull) == 0x7ff0000000000000ull;
 }
 
+// g[i] *= inv; true when g[i] was inf or NaN.
+template <class T>
+__device__ __forceinline__ bool unscale_element(T* g, int64_t i, T inv) {
+  const T x = g[i];
+  g[i] = x * inv;
+  return non_finite(x);
+}
+
 template <class T>
 __global__ void unscale_check_kernel(T* g, int64_t n, const float* scale, float* found_inf) {
   const T inv = T(1) / T(*scale);
   bool bad = false;
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    const T x = g[i];
-    bad |= non_finite(x);
-    g[i] = x * inv;
-  }
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    bad |= unscale_element(g, i, inv);
   if (bad) *found_inf = 1.0f;  // every writer stores the same value
+}
+
+// Up to kMaxTensors gradients of type T (cuda/multi_tensor.cuh).
+struct GradPointers {
+  void* g[kMaxTensors];
+  ChunkMap map;
+};
+template <class T>
+__global__ void unscale_check_many_kernel(GradPointers c, const float* scale, float* found_inf) {
+  const int b = int(blockIdx.x), t = c.map.tensor_of(b);
+  int64_t begin, end;
+  c.map.range(b, t, begin, end);
+  T* g = static_cast<T*>(c.g[t]);
+  const T inv = T(1) / T(*scale);
+  bool bad = false;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) bad |= unscale_element(g, i, inv);
+  if (bad) *found_inf = 1.0f;
 }
 
 // One thread: the scaler's state is four scalars.
@@ -72,6 +95,32 @@ void unscale_check(const Tensor& grad, const Tensor& found_inf, const Tensor& sc
     unscale_check_kernel<double><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<double>(grad), n, s, flag);
   else MDL_FAIL("amp_unscale_check: expected an f32 or f64 gradient, got ", dtype_name(grad.dtype()));
   CUDA_CHECK_LAUNCH("amp_unscale_check");
+}
+
+void unscale_check_many(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& scale) {
+  check_scalar("amp_unscale_check_many", found_inf, "found_inf", kF32);
+  check_scalar("amp_unscale_check_many", scale, "scale", kF32);
+  float* flag = ptr<float>(found_inf);
+  const float* s = ptr<const float>(scale);
+  for (const Tensor& g : grads)
+    MDL_CHECK(g.dtype() == kF32 || g.dtype() == kF64, "amp_unscale_check_many: expected f32 or f64 gradients, got ",
+              dtype_name(g.dtype()));
+  auto run = [&]<class T>(DType dt) {
+    std::vector<Tensor> of;
+    for (const Tensor& g : grads)
+      if (g.dtype() == dt) of.push_back(g);
+    for_each_launch(
+        "amp_unscale_check_many", of.size(), [&](size_t i) { return of[i].numel(); },
+        [&](const ChunkMap& map, const size_t* slots, int blocks) {
+          GradPointers c{};
+          c.map = map;
+          for (int k = 0; k < map.count; ++k) c.g[k] = of[slots[k]].raw_data();
+          unscale_check_many_kernel<T><<<unsigned(blocks), kThreads, 0, stream()>>>(c, s, flag);
+          CUDA_CHECK_LAUNCH("amp_unscale_check_many");
+        });
+  };
+  run.operator()<float>(kF32);
+  run.operator()<double>(kF64);
 }
 
 void update_scale(const Tensor& scale, const Tensor& growth_tracker, const Tensor& skipped, const Tensor& found_inf,

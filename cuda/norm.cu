@@ -2,7 +2,7 @@
 // backward, with the arithmetic of cpu/norm.cpp: statistics in double (batch norm's from sums of
 // each value less its channel's first value; group norm's in two passes), per-channel or per-row
 // coefficients rounded to the stat type A, then y = x * a + b elementwise. Batch norm spreads each
-// channel over several blocks; group norm takes one block per (n, group) row, and its parameter
+// channel over several blocks (for rows of channels, S == 1, each block 32 channels); group norm takes one block per (n, group) row, and its parameter
 // gradients one block per channel.
 #include "cuda/kernels.cuh"
 #include "cuda/rows.cuh"
@@ -68,6 +68,79 @@ __global__ void bn_finalize_stats_kernel(const double* part, int64_t P, const T*
   mean[c] = A(shift + md);
   var[c] = A(v);
   invstd[c] = A(1.0 / sqrt(v + eps));
+}
+
+// ---- batch norm over rows: S == 1, x (M, C) ----------------------------------------------------
+// A channels-last activation (nn/functional_norm.cpp reads it as (N*H*W, C, 1)) or an (N, C) input:
+// channel c's values lie C apart, so the walk above would read one value per 32-byte sector. Here
+// a block of (32, kRowThreads) threads covers 32 consecutive channels: thread (tx, ty) sums channel
+// 32 * blockIdx.x + tx over rows ty, ty + kRowThreads, ... of its piece, each warp reading 32
+// neighbouring values of one row; the kRowThreads partial sums are added in order, and the
+// partials go to the same (2, P, C) layout the finalize kernels read.
+constexpr int kRowThreads = 8;
+
+template <class T>
+__global__ void bn_rows_partial_stats_kernel(const T* x, int64_t C, int64_t M, int64_t piece, double* part) {
+  const int64_t c = blockIdx.x * 32 + threadIdx.x, p = blockIdx.y, P = gridDim.y;
+  const int64_t j0 = p * piece, j1 = j0 + piece < M ? j0 + piece : M;
+  double s1 = 0, s2 = 0;
+  if (c < C) {
+    const double shift = double(to_acc(x[c]));
+    for (int64_t j = j0 + threadIdx.y; j < j1; j += kRowThreads) {
+      const double d = double(to_acc(x[j * C + c])) - shift;
+      s1 += d;
+      s2 += d * d;
+    }
+  }
+  __shared__ double sum1[kRowThreads][32], sum2[kRowThreads][32];
+  sum1[threadIdx.y][threadIdx.x] = s1;
+  sum2[threadIdx.y][threadIdx.x] = s2;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= C) return;
+  for (int r = 1; r < kRowThreads; ++r) s1 += sum1[r][threadIdx.x], s2 += sum2[r][threadIdx.x];
+  part[p * C + c] = s1;
+  part[(P + p) * C + c] = s2;
+}
+
+template <class T>
+__global__ void bn_rows_partial_grad_kernel(const T* gy, const T* x, int64_t C, int64_t M, int64_t piece,
+                                            const acc_t<T>* mean, double* part) {
+  const int64_t c = blockIdx.x * 32 + threadIdx.x, p = blockIdx.y, P = gridDim.y;
+  const int64_t j0 = p * piece, j1 = j0 + piece < M ? j0 + piece : M;
+  double sdy = 0, sdx = 0;
+  if (c < C) {
+    const double mu = double(mean[c]);
+    for (int64_t j = j0 + threadIdx.y; j < j1; j += kRowThreads) {
+      const double g = double(to_acc(gy[j * C + c]));
+      sdy += g;
+      sdx += g * (double(to_acc(x[j * C + c])) - mu);
+    }
+  }
+  __shared__ double sum1[kRowThreads][32], sum2[kRowThreads][32];
+  sum1[threadIdx.y][threadIdx.x] = sdy;
+  sum2[threadIdx.y][threadIdx.x] = sdx;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= C) return;
+  for (int r = 1; r < kRowThreads; ++r) sdy += sum1[r][threadIdx.x], sdx += sum2[r][threadIdx.x];
+  part[p * C + c] = sdy;
+  part[(P + p) * C + c] = sdx;
+}
+
+// The statistics grid of x (N, C, S): (C, P) blocks of kRowBlock threads walking each channel, or
+// for S == 1 (ceil(C / 32), P) blocks of 32 x kRowThreads walking rows.
+struct StatGrid {
+  bool rows;
+  ChannelSplit sp;
+  dim3 grid, block;
+};
+StatGrid stat_grid(int64_t M, int64_t C, int64_t S) {
+  if (S == 1) {
+    const int64_t groups = (C + 31) / 32;
+    const ChannelSplit sp = channel_split(M, groups, kStatBlocks, 4 * kRowThreads);
+    return {true, sp, dim3(unsigned(groups), unsigned(sp.P)), dim3(32, kRowThreads)};
+  }
+  const ChannelSplit sp = channel_split(M, C, kStatBlocks, kMinPiece);
+  return {false, sp, dim3(unsigned(C), unsigned(sp.P)), dim3(kRowBlock)};
 }
 
 // The channel of flat element i of an (N, C, S) tensor; I is 32-bit where N * C * S fits.
@@ -264,12 +337,16 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
   dispatch_floating<DeviceTypes>(x.dtype(), "batch_norm", [&]<class T>() {
     using A = acc_t<T>;
     if (training && C > 0) {
-      const ChannelSplit sp = channel_split(M, C, kStatBlocks, kMinPiece);
-      const int64_t P = M > 0 ? sp.P : 0;
+      const StatGrid sg = stat_grid(M, C, S);
+      const int64_t P = M > 0 ? sg.sp.P : 0;
       Tensor part = make_tensor({2, std::max<int64_t>(P, 1), C}, kF64, x.device());
-      if (P > 0) {
-        bn_partial_stats_kernel<T><<<dim3(unsigned(C), unsigned(P)), kRowBlock, 0, stream()>>>(
-            ptr<const T>(x), C, S, M, sp.piece, ptr<double>(part));
+      if (P > 0 && sg.rows) {
+        bn_rows_partial_stats_kernel<T>
+            <<<sg.grid, sg.block, 0, stream()>>>(ptr<const T>(x), C, M, sg.sp.piece, ptr<double>(part));
+        CUDA_CHECK_LAUNCH("batch_norm");
+      } else if (P > 0) {
+        bn_partial_stats_kernel<T>
+            <<<sg.grid, sg.block, 0, stream()>>>(ptr<const T>(x), C, S, M, sg.sp.piece, ptr<double>(part));
         CUDA_CHECK_LAUNCH("batch_norm");
       }
       bn_finalize_stats_kernel<T><<<blocks_for(C), kThreads, 0, stream()>>>(
@@ -305,12 +382,16 @@ void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tenso
   if (C == 0) return;
   dispatch_floating<DeviceTypes>(x.dtype(), "batch_norm_backward", [&]<class T>() {
     using A = acc_t<T>;
-    const ChannelSplit sp = channel_split(M, C, kStatBlocks, kMinPiece);
-    const int64_t P = M > 0 ? sp.P : 0;
+    const StatGrid sg = stat_grid(M, C, S);
+    const int64_t P = M > 0 ? sg.sp.P : 0;
     Tensor part = make_tensor({2, std::max<int64_t>(P, 1), C}, kF64, x.device());
-    if (P > 0) {
-      bn_partial_grad_kernel<T><<<dim3(unsigned(C), unsigned(P)), kRowBlock, 0, stream()>>>(
-          ptr<const T>(grad_out), ptr<const T>(x), C, S, M, sp.piece, ptr<const A>(mean), ptr<double>(part));
+    if (P > 0 && sg.rows) {
+      bn_rows_partial_grad_kernel<T><<<sg.grid, sg.block, 0, stream()>>>(
+          ptr<const T>(grad_out), ptr<const T>(x), C, M, sg.sp.piece, ptr<const A>(mean), ptr<double>(part));
+      CUDA_CHECK_LAUNCH("batch_norm_backward");
+    } else if (P > 0) {
+      bn_partial_grad_kernel<T><<<sg.grid, sg.block, 0, stream()>>>(ptr<const T>(grad_out), ptr<const T>(x), C, S, M,
+                                                                    sg.sp.piece, ptr<const A>(mean), ptr<double>(part));
       CUDA_CHECK_LAUNCH("batch_norm_backward");
     }
     Tensor coef;

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "cuda/kernels.cuh"
+#include "cuda/multi_tensor.cuh"
 #include "cuda/reduce_all.cuh"
 
 namespace mdl::cuda {
@@ -97,34 +98,22 @@ __global__ void sgd_kernel(int64_t n, P* p, const P* g, float* buf, C lr, C mom,
     sgd_element(i, p, g, buf, lr, mom, damp, wd, scale, first, nesterov);
 }
 
-// ---- multi-tensor steps: up to kMaxTensors parameters per launch ---------------------------------
-// Their addresses go by value (a CUDA Graph keeps them with the launch). Each block updates one
-// chunk of kChunk elements: block b works on tensor t where first[t] <= b < first[t + 1].
-constexpr int kMaxTensors = 24;
-constexpr int64_t kChunk = 16 * kThreads;
-struct TensorChunks {
+// ---- multi-tensor steps (cuda/multi_tensor.cuh): up to kMaxTensors parameters per launch --------
+struct StepPointers {
   void* p[kMaxTensors];
   const void* g[kMaxTensors];
   float* s[3][kMaxTensors];  // the f32 state, null where unused
   const int64_t* step[kMaxTensors];
-  int64_t n[kMaxTensors];
-  int first[kMaxTensors + 1];
-  int count;
+  ChunkMap map;
 };
 
-__device__ __forceinline__ int tensor_of(const TensorChunks& c, int b) {
-  int t = 0;
-  while (t + 1 < c.count && c.first[t + 1] <= b) ++t;
-  return t;
-}
-
 template <class P, class C>
-__global__ void adam_many_kernel(TensorChunks c, AdamConsts<P, C> k) {
+__global__ void adam_many_kernel(StepPointers c, AdamConsts<P, C> k) {
   if (skip_update(k.device)) return;
-  const int t = tensor_of(c, int(blockIdx.x));
+  const int b = int(blockIdx.x), t = c.map.tensor_of(b);
   adam_device_consts(k, c.step[t]);
-  const int64_t begin = int64_t(int(blockIdx.x) - c.first[t]) * kChunk;
-  const int64_t end = begin + kChunk < c.n[t] ? begin + kChunk : c.n[t];
+  int64_t begin, end;
+  c.map.range(b, t, begin, end);
   P* p = static_cast<P*>(c.p[t]);
   const P* g = static_cast<const P*>(c.g[t]);
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
@@ -132,51 +121,42 @@ __global__ void adam_many_kernel(TensorChunks c, AdamConsts<P, C> k) {
 }
 
 template <class P, class C>
-__global__ void sgd_many_kernel(TensorChunks c, C lr, C mom, C damp, C wd, C scale, bool nesterov,
+__global__ void sgd_many_kernel(StepPointers c, C lr, C mom, C damp, C wd, C scale, bool nesterov,
                                 kernels::DeviceStepState device) {
   if (skip_update(device)) return;
-  const int t = tensor_of(c, int(blockIdx.x));
+  const int b = int(blockIdx.x), t = c.map.tensor_of(b);
   const bool first = *c.step[t] == 1;
   if (device.lr) lr = C(*device.lr);
-  const int64_t begin = int64_t(int(blockIdx.x) - c.first[t]) * kChunk;
-  const int64_t end = begin + kChunk < c.n[t] ? begin + kChunk : c.n[t];
+  int64_t begin, end;
+  c.map.range(b, t, begin, end);
   P* p = static_cast<P*>(c.p[t]);
   const P* g = static_cast<const P*>(c.g[t]);
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
     sgd_element(i, p, g, c.s[0][t], lr, mom, damp, wd, scale, first, nesterov);
 }
 
-// Calls launch(chunks, blocks) for each group of up to kMaxTensors non-empty parameters of ts.
+// Calls launch(pointers, blocks) for each launch's worth of ts (one dtype).
 template <class Launch>
-void for_each_launch(const char* op, const std::vector<kernels::StepTensors>& ts, const Launch& launch) {
-  TensorChunks c{};
-  int blocks = 0;
-  auto flush = [&] {
-    if (c.count == 0) return;
-    c.first[c.count] = blocks;
-    launch(c, blocks);
-    c = TensorChunks{};
-    blocks = 0;
-  };
-  for (const kernels::StepTensors& t : ts) {
-    const int64_t n = t.param.numel();
-    if (n == 0) continue;
+void for_each_step_launch(const char* op, const std::vector<kernels::StepTensors>& ts, const Launch& launch) {
+  for (const kernels::StepTensors& t : ts)
     MDL_CHECK(t.param.dtype() == ts[0].param.dtype() && t.grad.dtype() == t.param.dtype(), op,
               ": one multi-tensor step takes one dtype, got ", dtype_name(t.param.dtype()), " and ",
               dtype_name(ts[0].param.dtype()));
-    const int64_t chunks = (n + kChunk - 1) / kChunk;
-    MDL_CHECK(chunks < (int64_t(1) << 30), op, ": a parameter of ", n, " elements is too large for one launch");
-    if (c.count == kMaxTensors || int64_t(blocks) + chunks >= (int64_t(1) << 30)) flush();
-    const int i = c.count++;
-    c.p[i] = t.param.raw_data();
-    c.g[i] = t.grad.raw_data();
-    for (int k = 0; k < 3; ++k) c.s[k][i] = t.state[size_t(k)].defined() ? ptr<float>(t.state[size_t(k)]) : nullptr;
-    c.step[i] = ptr<const int64_t>(t.step);
-    c.n[i] = n;
-    c.first[i] = blocks;
-    blocks += int(chunks);
-  }
-  flush();
+  for_each_launch(
+      op, ts.size(), [&](size_t i) { return ts[i].param.numel(); },
+      [&](const ChunkMap& map, const size_t* slots, int blocks) {
+        StepPointers c{};
+        c.map = map;
+        for (int k = 0; k < map.count; ++k) {
+          const kernels::StepTensors& t = ts[slots[k]];
+          c.p[k] = t.param.raw_data();
+          c.g[k] = t.grad.raw_data();
+          for (int j = 0; j < 3; ++j)
+            c.s[j][k] = t.state[size_t(j)].defined() ? ptr<float>(t.state[size_t(j)]) : nullptr;
+          c.step[k] = ptr<const int64_t>(t.step);
+        }
+        launch(c, blocks);
+      });
 }
 
 // The host's part of Adam's constants (the device's step and lr replace what depends on them).
@@ -228,7 +208,7 @@ void adam_step_many(const std::vector<kernels::StepTensors>& ts, const kernels::
   dispatch_floating<DeviceTypes>(ts[0].param.dtype(), "adam_step_many", [&]<class P>() {
     using C = std::conditional_t<std::is_same_v<P, double>, double, float>;
     const AdamConsts<P, C> k = adam_consts<P, C>(hp);
-    for_each_launch("adam_step_many", ts, [&](const TensorChunks& c, int blocks) {
+    for_each_step_launch("adam_step_many", ts, [&](const StepPointers& c, int blocks) {
       adam_many_kernel<P, C><<<unsigned(blocks), kThreads, 0, stream()>>>(c, k);
       CUDA_CHECK_LAUNCH("adam_step_many");
     });
@@ -239,7 +219,7 @@ void sgd_step_many(const std::vector<kernels::StepTensors>& ts, const kernels::S
   if (ts.empty()) return;
   dispatch_floating<DeviceTypes>(ts[0].param.dtype(), "sgd_step_many", [&]<class P>() {
     using C = std::conditional_t<std::is_same_v<P, double>, double, float>;
-    for_each_launch("sgd_step_many", ts, [&](const TensorChunks& c, int blocks) {
+    for_each_step_launch("sgd_step_many", ts, [&](const StepPointers& c, int blocks) {
       sgd_many_kernel<P, C><<<unsigned(blocks), kThreads, 0, stream()>>>(c, C(hp.lr), C(hp.momentum),
                                                                          C(1.0 - hp.dampening), C(hp.weight_decay),
                                                                          C(hp.grad_scale), hp.nesterov, hp.device);

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "kernels/core.h"
 
@@ -16,6 +17,9 @@ namespace mdl::kernels {
 // grad *= 1 / scale; found_inf is set to 1 when any element of grad was inf or NaN before
 // scaling, and left alone otherwise.
 using UnscaleCheckFn = void(const Tensor& grad, const Tensor& found_inf, const Tensor& scale);
+// The same for many gradients on one device (f32 and f64 may mix; each dense): a GPU unscales up
+// to 24 gradients of a dtype per launch instead of one each.
+using UnscaleCheckManyFn = void(const std::vector<Tensor>& grads, const Tensor& found_inf, const Tensor& scale);
 
 struct ScaleUpdate {
   double growth_factor = 2.0, backoff_factor = 0.5;
@@ -30,8 +34,9 @@ struct ScaleUpdate {
 using UpdateScaleFn = void(const Tensor& scale, const Tensor& growth_tracker, const Tensor& skipped,
                            const Tensor& found_inf, const ScaleUpdate& u);
 
-#define MDL_AMP_KERNELS(X)                                    \
-  X(unscale_check, UnscaleCheckFn, "amp_unscale_check", BOTH) \
+#define MDL_AMP_KERNELS(X)                                                  \
+  X(unscale_check, UnscaleCheckFn, "amp_unscale_check", BOTH)               \
+  X(unscale_check_many, UnscaleCheckManyFn, "amp_unscale_check_many", BOTH) \
   X(update_scale, UpdateScaleFn, "amp_update_scale", BOTH)
 MDL_AMP_KERNELS(MDL_DEFINE_STUB)
 

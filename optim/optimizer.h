@@ -44,7 +44,8 @@ struct ParamState {
 };
 
 // The multi_tensor_step switch (on): step() updates the parameters of one group, dtype and device
-// together (Optimizer::update_many), one GPU launch for up to 24 of them instead of one each.
+// together (Optimizer::update_many), and GradScaler unscales a device's gradients together: one
+// GPU launch for up to 24 of them instead of one each.
 void set_multi_tensor_step(bool on);
 bool multi_tensor_step();
 

@@ -173,8 +173,8 @@ std::vector<Switch> make_list() {
        "optim::set_multi_tensor_step",
        "on",
        "cpu, cuda",
-       "An optimizer step updates up to 24 parameters of one group per GPU launch instead of one launch each "
-       "(on the CPU the same loop either way).",
+       "An optimizer step updates up to 24 parameters of one group, and GradScaler unscales up to 24 gradients, "
+       "per GPU launch instead of one launch each (on the CPU the same loop either way).",
        {{"bench_cuda", "resnet18_step_amp", "kernels/step", "cuda"},
         {"bench_cuda", "resnet18_step_amp", "time", "cuda"}},
        optim::set_multi_tensor_step,

@@ -75,7 +75,8 @@ Run run(const MakeOpt& make, bool on, const std::vector<Shape>& shapes, Device d
 void check_same(const Run& got, const Run& want) {
   CHECK(got.counts == want.counts);
   REQUIRE(got.tensors.size() == want.tensors.size());
-  for (size_t i = 0; i < got.tensors.size(); ++i) check_close(got.tensors[i], want.tensors[i], kExact, std::to_string(i));
+  for (size_t i = 0; i < got.tensors.size(); ++i)
+    check_close(got.tensors[i], want.tensors[i], kExact, std::to_string(i));
 }
 
 const std::pair<const char*, MakeOpt> kOptimizers[] = {
@@ -86,7 +87,8 @@ const std::pair<const char*, MakeOpt> kOptimizers[] = {
      }},
     {"SGD, nesterov, dampening 0",
      [](std::vector<optim::ParamGroup> g) {
-       return std::make_unique<optim::SGD>(std::move(g), optim::SGDOptions{.lr = 0.1, .momentum = 0.8, .nesterov = true});
+       return std::make_unique<optim::SGD>(std::move(g),
+                                           optim::SGDOptions{.lr = 0.1, .momentum = 0.8, .nesterov = true});
      }},
     {"SGD, no momentum",
      [](std::vector<optim::ParamGroup> g) { return std::make_unique<optim::SGD>(std::move(g), optim::SGDOptions{}); }},
@@ -127,5 +129,34 @@ TEST_CASE("cuda: multi-tensor steps on the GPU equal one launch per parameter an
     CHECK(many.counts == cpu.counts);
     for (size_t i = 0; i < many.tensors.size(); ++i)
       check_close(many.tensors[i], cpu.tensors[i], dtype_tol(many.tensors[i].dtype()), std::to_string(i));
+  }
+}
+
+TEST_CASE("multi_tensor_step: GradScaler unscales every gradient as one kernel call each does, and finds an inf") {
+  for (bool with_inf : {false, true}) {
+    CAPTURE(with_inf);
+    std::vector<std::vector<double>> grads[2];
+    double flags[2];
+    for (bool on : {false, true}) {
+      optim::set_multi_tensor_step(on);
+      std::vector<Tensor> ps;
+      for (int i = 0; i < 5; ++i) {
+        Tensor p = sample({int64_t(3 + i)}, i == 2 ? kF64 : kF32, uint64_t(i)).requires_grad_();
+        Tensor g = sample(p.shape(), p.dtype(), uint64_t(10 + i)) * 1024.0;
+        if (with_inf && i == 3) g = g / 0.0;
+        p.set_grad(g);
+        ps.push_back(p);
+      }
+      optim::SGD opt(ps, {.lr = 1.0});
+      amp::GradScaler scaler({.init_scale = 1024.0});
+      scaler.unscale_(opt);
+      for (const Tensor& p : ps) grads[on].push_back(values(p.grad()));
+      flags[on] = double(scaler.step(opt) ? 0 : 1);  // the StepResult says whether the step ran
+      optim::set_multi_tensor_step(true);
+    }
+    CHECK(flags[0] == flags[1]);
+    CHECK(flags[1] == (with_inf ? 1.0 : 0.0));
+    for (size_t i = 0; i < 5; ++i)
+      if (!with_inf || i != 3) CHECK(grads[1][i] == grads[0][i]);
   }
 }

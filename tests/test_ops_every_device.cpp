@@ -267,6 +267,24 @@ std::vector<OpCase> op_cases() {
                  return Tensors{p.grad()};
                },
                false});
+  c.push_back({"GradScaler unscale_ of three gradients, one kernel call each (multi_tensor_step off)", params3,
+               [](const Tensors& x) {
+                 NoGradGuard no_grad;
+                 std::vector<Tensor> ps;
+                 for (int i = 0; i < 3; ++i) {
+                   Tensor p = x[size_t(i)].clone();
+                   p.requires_grad_();
+                   p.set_grad(x[size_t(i) + 3].clone());
+                   ps.push_back(p);
+                 }
+                 optim::SGD opt(ps, {.lr = 1.0});
+                 amp::GradScaler scaler({.init_scale = 1024.0});
+                 optim::set_multi_tensor_step(false);
+                 scaler.unscale_(opt);
+                 optim::set_multi_tensor_step(true);
+                 return Tensors{ps[0].grad(), ps[1].grad(), ps[2].grad()};
+               },
+               false});
   c.push_back({"GradScaler unscale_, step and update", param,
                [](const Tensors& x) {
                  NoGradGuard no_grad;
