@@ -367,6 +367,13 @@ void resnet18_step_multi_tensor(benchmark::State& st, bool on) {
   optim::set_multi_tensor_step(true);
 }
 
+// The ResNet-18 AMP step with its blocks ending in add + relu (off) or one add_relu (on).
+void resnet18_step_add_relu(benchmark::State& st, bool on) {
+  set_fused_add_relu(on);
+  train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, true);
+  set_fused_add_relu(true);
+}
+
 // The ResNet-18 AMP step with the model and its input channels-last (Module::to, mdl-train
 // --channels-last) against (N, C, H, W).
 void resnet18_step_layout(benchmark::State& st, bool channels_last) {
@@ -430,6 +437,10 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMicrosecond);
   for (bool on : {false, true})
     bench::register_switch("multi_tensor_step", on, "resnet18_step_amp", resnet18_step_multi_tensor)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  for (bool on : {false, true})
+    bench::register_switch("fused_add_relu", on, "resnet18_step_amp", resnet18_step_add_relu)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   for (bool on : {false, true})

@@ -98,6 +98,22 @@ void relu_fwd_bwd(benchmark::State& state, bool fused) {
   });
 }
 
+// A residual block's end on a (32, 64, 32, 32) f32 activation, forward and backward: add_relu in one
+// pass, or (off) an add and a relu, the sum written and read once more.
+void add_relu_fwd_bwd(benchmark::State& state, bool fused) {
+  Tensor a = input({32, 64, 32, 32}).requires_grad_(true), b = input({32, 64, 32, 32}).requires_grad_(true);
+  Tensor g = input({32, 64, 32, 32});
+  with_switch("fused_add_relu", fused, [&] {
+    run(state, 6 * 2 * k1M * 4, [&] {
+      (fused_add_relu() ? add_relu(a, b) : relu(a + b)).backward(g);
+      Tensor ga = a.grad();
+      a.zero_grad();
+      b.zero_grad();
+      return ga;
+    });
+  });
+}
+
 // GELU (exact) on 1M f32, forward and backward through autograd: the backward as one fused kernel,
 // or (off) composed of ops, each into fresh outputs. The forward is the same on both sides.
 void gelu_fwd_bwd(benchmark::State& state, bool fused) {
@@ -190,6 +206,7 @@ int main(int argc, char** argv) {
        [](benchmark::State& s, bool on) { vector_math_pair(s, on, [](const Tensor& a) { return gelu(a); }); });
   pair("fused_gelu_backward", "gelu_f32_1M_fwd_bwd", gelu_fwd_bwd);
   pair("fused_relu_backward", "relu_f32_4M_fwd_bwd", relu_fwd_bwd);
+  pair("fused_add_relu", "resblock_f32_32x64x32x32_fwd_bwd", add_relu_fwd_bwd);
   pair("branchless_select", "masked_fill_f32_4M", masked_fill_pair);
   pair("tiled_transpose", "f32_4096x4096", transposed_copy);
   benchmark::Initialize(&argc, argv);

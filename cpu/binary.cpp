@@ -87,7 +87,8 @@ void binary_switch(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   dispatch(a.dtype(), "binary", [&]<class T>() {
     using enum BinaryOp;
-    binary_switch<T, Add, Sub, Mul, Div, Pow, Maximum, Minimum, ReluBackward, Eq, Ne, Lt, Le, Gt, Ge>(op, out, a, b);
+    binary_switch<T, Add, Sub, Mul, Div, Pow, Maximum, Minimum, ReluBackward, AddRelu, Eq, Ne, Lt, Le, Gt, Ge>(op, out,
+                                                                                                               a, b);
   });
 }
 

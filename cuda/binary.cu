@@ -53,7 +53,8 @@ struct Select {
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   dispatch<DeviceTypes>(a.dtype(), "binary", [&]<class T>() {
     using enum BinaryOp;
-    binary_switch<T, Add, Sub, Mul, Div, Pow, Maximum, Minimum, ReluBackward, Eq, Ne, Lt, Le, Gt, Ge>(op, out, a, b);
+    binary_switch<T, Add, Sub, Mul, Div, Pow, Maximum, Minimum, ReluBackward, AddRelu, Eq, Ne, Lt, Le, Gt, Ge>(op, out,
+                                                                                                               a, b);
   });
 }
 

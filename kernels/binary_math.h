@@ -56,7 +56,10 @@ MDL_HOST_DEVICE auto binary_apply(A a, A b, bool& bad) {
   } else if constexpr (OP == BinaryOp::Maximum) return (a != a) ? a : (b != b) ? b : (a > b ? a : b);
   else if constexpr (OP == BinaryOp::Minimum) return (a != a) ? a : (b != b) ? b : (a < b ? a : b);
   else if constexpr (OP == BinaryOp::ReluBackward) return b <= A(0) ? A(0) : a;  // a: grad, b: relu's input
-  else if constexpr (OP == BinaryOp::Eq) return a == b;
+  else if constexpr (OP == BinaryOp::AddRelu) {  // relu(a + b) as UnaryOp::Relu: NaN stays NaN
+    const A s = A(a + b);
+    return s > A(0) ? s : (s != s ? s : A(0));
+  } else if constexpr (OP == BinaryOp::Eq) return a == b;
   else if constexpr (OP == BinaryOp::Ne) return a != b;
   else if constexpr (OP == BinaryOp::Lt) return a < b;
   else if constexpr (OP == BinaryOp::Le) return a <= b;

@@ -36,6 +36,7 @@
   X(Maximum, "maximum", true) \
   X(Minimum, "minimum", true) \
   X(ReluBackward, "relu_backward", false) \
+  X(AddRelu, "add_relu", true)            \
   X(Eq, "eq", false)          \
   X(Ne, "ne", false)          \
   X(Lt, "lt", false)          \

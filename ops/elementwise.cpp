@@ -23,6 +23,7 @@ Tensor zero_where(const Tensor& cond, const Tensor& g) { return native::masked_f
 
 std::atomic<bool> g_fused_gelu_backward{true};
 std::atomic<bool> g_fused_relu_backward{true};
+std::atomic<bool> g_fused_add_relu{true};
 
 // GELU's backward composed of ops, as it ran before its fused kernel: about a dozen passes, each
 // with a temporary. Exact: g (Phi(x) + x phi(x)), with Phi(x) = gelu(x) / x (1/2 at 0). Tanh form:
@@ -42,6 +43,8 @@ Tensor gelu_backward_composed(const Tensor& g, const Tensor& x, bool tanh_approx
 
 void set_fused_gelu_backward(bool on) { g_fused_gelu_backward.store(on, std::memory_order_relaxed); }
 bool fused_gelu_backward() { return g_fused_gelu_backward.load(std::memory_order_relaxed); }
+void set_fused_add_relu(bool on) { g_fused_add_relu.store(on, std::memory_order_relaxed); }
+bool fused_add_relu() { return g_fused_add_relu.load(std::memory_order_relaxed); }
 void set_fused_relu_backward(bool on) { g_fused_relu_backward.store(on, std::memory_order_relaxed); }
 bool fused_relu_backward() { return g_fused_relu_backward.load(std::memory_order_relaxed); }
 
@@ -200,6 +203,22 @@ Tensor relu(const Tensor& x) {
     return zero_where(le(x, scalar_like(0, x)), g);
   });
 }
+// The backward of relu from its output y: y > 0 exactly where relu's input was (NaN passes g in both).
+Tensor relu_backward_from_output(const Tensor& g, const Tensor& y) {
+  if (fused_relu_backward()) return native::binary(BinaryOp::ReluBackward, g, y);
+  return zero_where(le(y, scalar_like(0, y)), g);
+}
+
+Tensor add_relu(const Tensor& a, const Tensor& b) {
+  Tensor out = native::binary(BinaryOp::AddRelu, a, b);
+  record_fn(binary_op_name(BinaryOp::AddRelu), {a, b}, {out}, {out},
+            [sa = a.shape(), sb = b.shape()](const Grads& g, const FnNode& n) {
+              const Tensor gs = relu_backward_from_output(g[0], n.saved(0));
+              return Grads{sum_to(gs, sa), sum_to(gs, sb)};
+            });
+  return out;
+}
+
 Tensor gelu(const Tensor& x, const std::string& approximate) {
   MDL_CHECK(approximate == "none" || approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '",
             approximate, "'");

@@ -87,6 +87,12 @@ bool fused_gelu_backward();
 // with the scalar's fill, and a mask written and read).
 void set_fused_relu_backward(bool on);
 bool fused_relu_backward();
+// relu(a + b) in one pass (BinaryOp::AddRelu), a residual block's end; its backward is relu's.
+Tensor add_relu(const Tensor& a, const Tensor& b);
+// The fused_add_relu switch (default on): the ResNet blocks end with add_relu instead of an add
+// and a relu (two kernels, and the sum written and read once more).
+void set_fused_add_relu(bool on);
+bool fused_add_relu();
 Tensor silu(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);

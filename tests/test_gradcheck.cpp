@@ -88,6 +88,11 @@ void add_elementwise(std::vector<Entry>& t, Maker& m) {
                "[3,1,4] view vs [2,4]",
                {m.spaced({4, 1, 3}, -1.0, 0.2), m.spaced({2, 4}, -0.95, 0.3)},
                [P](const V& v) { return maximum(P(v[0]), v[1]); }});
+  // Sums on a grid 0.03 away from the kink at 0.
+  t.push_back({"add_relu",
+               "[3,1,4] view + [2,4]",
+               {m.spaced({4, 1, 3}, -1.0, 0.2), m.spaced({2, 4}, -0.93, 0.3)},
+               [P](const V& v) { return add_relu(P(v[0]), v[1]); }});
   t.push_back({"minimum",
                "[3,1,4] view vs [2,4]",
                {m.spaced({4, 1, 3}, -1.0, 0.2), m.spaced({2, 4}, -0.95, 0.3)},

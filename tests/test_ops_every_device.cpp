@@ -200,6 +200,11 @@ std::vector<OpCase> op_cases() {
                  return Tensors{U(g, {6, 5}), ints(g, 5, {6})};
                },
                [](const Tensors& x) { return Tensors{F::cross_entropy(x[0], x[1], {.label_smoothing = 0.1})}; }});
+  c.push_back({"add_relu, broadcast",
+               [](Generator& g) {
+                 return Tensors{U(g, {4, 5}), U(g, {5})};
+               },
+               [](const Tensors& x) { return Tensors{add_relu(x[0], x[1])}; }});
   c.push_back(
       {"scaled_dot_product_attention, causal",
        [](Generator& g) {

@@ -5,16 +5,20 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
 #include "autograd/gradcheck.h"
 #include "kernels/gelu_math.h"
 #include "ops/factory.h"
+#include "nn/models/models.h"
 #include "ops/ops.h"
 #include "switches/switches.h"
+#include "tests/test_util.h"
 
 using namespace mdl;
+using mdl::test::values;
 
 namespace {
 
@@ -218,4 +222,66 @@ TEST_CASE("fused_relu_backward: one pass and the mask-and-fill form give the sam
   const auto r = autograd::gradcheck([](const std::vector<Tensor>& in) { return relu(in[0]); }, {xs64});
   CHECK_MESSAGE(r.ok, r.report);
   CHECK(switches::get("fused_relu_backward"));
+}
+
+TEST_CASE("fused_add_relu: add_relu equals relu(a + b) bit for bit, forward and backward, broadcast, NaN and zeros") {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  // Sums negative, -0 (-0.5 + 0.5 and -0 + -0), +0, positive, NaN, inf - inf, and a run long
+  // enough for the vector loops and their tail.
+  std::vector<double> as = {-2.0, -0.0, 0.0, 3.0, nan, inf, -0.5}, bs = {1.0, -0.0, 0.0, -1.0, 1.0, -inf, 0.5};
+  for (int i = 0; i < 70; ++i) as.push_back((i % 7) - 3.0 + 0.25), bs.push_back((i % 5) - 2.0);
+  const int64_t n = int64_t(as.size());
+  for (DType dt : {kF32, kF64, kF16, kBF16}) {
+    CAPTURE(dt);
+    Generator gen(23);
+    const Tensor a0 = from_vector<double>(as, {n}).to(dt), b0 = from_vector<double>(bs, {n}).to(dt);
+    const Tensor g = randn({n}, {}, &gen).to(dt);
+    const Tensor bias = randn({1, 5}, {}, &gen).to(dt), x2 = randn({3, 5}, {}, &gen).to(dt),
+                 g2 = randn({3, 5}, {}, &gen).to(dt);
+    std::vector<std::vector<double>> got[2];
+    for (bool fused : {false, true}) {
+      CAPTURE(fused);
+      const Tensor a = a0.detach().requires_grad_(true), b = b0.detach().requires_grad_(true);
+      const Tensor y = fused ? add_relu(a, b) : relu(a + b);
+      y.backward(g);
+      // A broadcast bias: its gradient is summed over the rows.
+      const Tensor x = x2.detach().requires_grad_(true), c = bias.detach().requires_grad_(true);
+      const Tensor z = fused ? add_relu(x, c) : relu(x + c);
+      z.backward(g2);
+      got[fused] = {values(y), values(a.grad()), values(b.grad()), values(z), values(x.grad()), values(c.grad())};
+    }
+    for (size_t k = 0; k < got[0].size(); ++k) {
+      CAPTURE(k);
+      REQUIRE(got[0][k].size() == got[1][k].size());
+      int bad = 0;
+      for (size_t i = 0; i < got[0][k].size(); ++i) {
+        const double u = got[0][k][i], v = got[1][k][i];
+        bad += !(u == v && std::signbit(u) == std::signbit(v)) && !(std::isnan(u) && std::isnan(v));
+      }
+      CHECK(bad == 0);
+    }
+  }
+  Generator g3(24);
+  const Tensor a64 = (randn({4, 6}, kF64, &g3) + 0.05).requires_grad_(true),
+               b64 = randn({6}, kF64, &g3).requires_grad_(true);
+  const auto r = autograd::gradcheck([](const std::vector<Tensor>& in) { return add_relu(in[0], in[1]); }, {a64, b64});
+  CHECK_MESSAGE(r.ok, r.report);
+}
+
+TEST_CASE("fused_add_relu: ResNet-18 with its blocks' add_relu trains as with add then relu, bit for bit") {
+  std::vector<std::vector<double>> got[2];
+  for (bool fused : {false, true}) {
+    SwitchGuard guard("fused_add_relu", fused);
+    manual_seed(3);
+    auto m = nn::models::resnet18(10, 3);
+    Generator gen(4);
+    const Tensor x = randn({2, 3, 8, 8}, {}, &gen);
+    const Tensor y = (*m)(x);
+    sum(square(y)).backward();
+    got[fused].push_back(values(y));
+    for (const auto& [name, p] : m->named_parameters()) got[fused].push_back(values(p.grad()));
+  }
+  REQUIRE(got[0].size() == got[1].size());
+  for (size_t k = 0; k < got[0].size(); ++k) CHECK(got[0][k] == got[1][k]);
+  CHECK(switches::get("fused_add_relu"));
 }

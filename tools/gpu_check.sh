@@ -146,6 +146,8 @@ ratio("channels_last/on/conv3x3_c64_32x32_b128_f16/real_time", "channels_last/of
       "conv 3x3 f16 fwd+bwd: NHWC vs NCHW (speedup)")
 ratio("multi_tensor_step/on/resnet18_step_amp/real_time", "multi_tensor_step/off/resnet18_step_amp/real_time",
       "ResNet-18 AMP step: multi-tensor optimizer step vs one launch per parameter (speedup)")
+ratio("fused_add_relu/on/resnet18_step_amp/real_time", "fused_add_relu/off/resnet18_step_amp/real_time",
+      "ResNet-18 AMP step: add_relu vs add then relu (speedup)")
 for side in ("off", "on"):
     r = by.get(f"multi_tensor_step/{side}/resnet18_step_amp/real_time")
     if r and "kernels/step" in r: print(f'{"multi_tensor_step/" + side + ": kernel calls per ResNet-18 AMP step":60s} {r["kernels/step"]:6.0f}')

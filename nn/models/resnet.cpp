@@ -30,7 +30,8 @@ BasicBlock::BasicBlock(int64_t in, int64_t planes, int64_t stride) : Module("Bas
 Tensor BasicBlock::forward(const Tensor& x) {
   Tensor out = relu((*bn1)((*conv1)(x)));
   out = (*bn2)((*conv2)(out));
-  return relu(out + (downsample ? (*downsample)(x) : x));
+  const Tensor identity = downsample ? (*downsample)(x) : x;
+  return fused_add_relu() ? add_relu(out, identity) : relu(out + identity);
 }
 
 Bottleneck::Bottleneck(int64_t in, int64_t planes, int64_t stride) : Module("Bottleneck") {
@@ -47,7 +48,8 @@ Tensor Bottleneck::forward(const Tensor& x) {
   Tensor out = relu((*bn1)((*conv1)(x)));
   out = relu((*bn2)((*conv2)(out)));
   out = (*bn3)((*conv3)(out));
-  return relu(out + (downsample ? (*downsample)(x) : x));
+  const Tensor identity = downsample ? (*downsample)(x) : x;
+  return fused_add_relu() ? add_relu(out, identity) : relu(out + identity);
 }
 
 ResNet::ResNet(bool bottleneck, const std::vector<int64_t>& layers, int64_t classes, int64_t in_channels)
