@@ -147,6 +147,17 @@ TEST_CASE("mdl-train options: a GPU run's loader defaults feed the device; given
   CHECK_FALSE(parse_train_options({"--device", "cuda", "--no-pin-memory"}).pin_memory);
 }
 
+TEST_CASE("mdl-train options: --copy-stream hands the loader the GPU; without one it is refused") {
+  CHECK_FALSE(parse_train_options({}).copy_stream);
+  CHECK(usage_error({"--copy-stream"}).find("--copy-stream copies batches to a GPU; it needs --device cuda") !=
+        std::string::npos);
+  const train::TrainOptions o = parse_train_options({"--copy-stream", "--device", "cuda"});
+  CHECK(o.copy_stream);
+  train::DataBundle d;
+  CHECK(train::make_loader_options(o, d).device == Device::cuda(0));
+  CHECK(train::make_loader_options(parse_train_options({"--device", "cuda"}), d).device.is_cpu());
+}
+
 TEST_CASE("mdl-train options: bad options are named") {
   CHECK(usage_error({"--modle", "cnn"}).find("unknown option '--modle'") != std::string::npos);
   CHECK(usage_error({"--model", "alexnet"}).find("--model must be one of") != std::string::npos);

@@ -199,6 +199,7 @@ const std::map<std::string, Option>& table() {
         }}},
       {"--cuda-graph", {false, [](O& o, auto&, auto&) { o.cuda_graph = true; }}},
       {"--channels-last", {false, [](O& o, auto&, auto&) { o.channels_last = true; }}},
+      {"--copy-stream", {false, [](O& o, auto&, auto&) { o.copy_stream = true; }}},
       {"--no-progress", {false, [](O& o, auto&, auto&) { o.progress = false; }}},
       {"--help", {false, [](O& o, auto&, auto&) { o.help = true; }}},
   };
@@ -242,6 +243,8 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   if (o.grad_accum > o.batch)
     throw UsageError("mdl-train: --grad-accum " + std::to_string(o.grad_accum) + " is larger than --batch " +
                      std::to_string(o.batch) + " (each micro-batch needs a sample)");
+  if (o.copy_stream && o.device == "cpu")
+    throw UsageError("mdl-train: --copy-stream copies batches to a GPU; it needs --device cuda");
   if (o.cuda_graph) {
     // A replay reads nothing back to the host: the profiler's phase times would be, and the
     // data-parallel all_reduce waits on the host.
@@ -318,6 +321,8 @@ std::string usage() {
                      replay it per batch; not with --profile, --dist or dropout
   --channels-last    conv weights and image batches in NHWC memory (PyTorch's channels_last): on a
                      GPU f16/bf16 convs run cuDNN's NHWC kernels; the CPU's convs convert
+  --copy-stream      on a GPU: the loader's workers copy each batch to the GPU on a side stream
+                     (LoaderOptions::device) instead of the training thread on mdl's stream
   --seed N           --context N (text, 64)
   --subset N         N training samples: the first N, or for imagefolder N spread evenly over its
                      class folders

@@ -45,6 +45,7 @@ struct TrainOptions {
   std::string device = "cpu";  // cpu, cuda, cuda:N
   bool cuda_graph = false;     // capture the training step once as a CUDA Graph and replay it
   bool channels_last = false;  // conv weights and image batches laid out channels-last (NHWC)
+  bool copy_stream = false;    // the loader copies batches to the GPU on its side stream
   uint64_t seed = 0;
   int64_t subset = 0;                   // use the first N training samples; 0 = all
   int64_t threads = 0;                  // compute threads; 0 = every core

@@ -155,6 +155,7 @@ data::LoaderOptions make_loader_options(const TrainOptions& o, const DataBundle&
   // The workers' OpenMP threads: their share of --threads, else one each (the training step has the cores).
   if (o.threads > 0 && o.workers > 0) lo.worker_threads = int(std::clamp<int64_t>(o.threads / o.workers, 1, 1024));
   lo.transform = d.train_transform;
+  if (o.copy_stream) lo.device = parse_device(o.device);  // batches arrive on the GPU
   return lo;
 }
 
