@@ -339,9 +339,11 @@ void conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const
       direct_conv2d_backward_input(gx, go, w, p);
       gx_left = Tensor();
     }
-    if (gw.defined() || gb.defined()) direct_conv2d_backward_weight(gw, gb, go, x, p);
-    if (!gx_left.defined()) return;
-    gw_left = gb_left = Tensor();
+    if ((gw.defined() || gb.defined()) && direct_weight_grad_pays(x, w, p)) {
+      direct_conv2d_backward_weight(gw, gb, go, x, p);
+      gw_left = gb_left = Tensor();
+    }
+    if (!gx_left.defined() && !gw_left.defined() && !gb_left.defined()) return;
   }
   const Geom g(x, w, go, p);
   dispatch_floating(go.dtype(), "conv2d_backward", [&]<class T>() {

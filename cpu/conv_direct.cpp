@@ -163,6 +163,10 @@ bool direct_conv_applies(const Tensor& x, const Tensor& w, const kernels::Conv2d
          p.dil_w == 1 && (p.groups == 1 || p.groups != x.size(1)) && isa() != nullptr && w.size(2) > 0 && w.size(3) > 0;
 }
 
+bool direct_weight_grad_pays(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {
+  return direct_conv_applies(x, w, p) && (isa()->lanes == detail::kDirectLanesAvx512 || w.size(1) == 1);
+}
+
 bool direct_conv_backward_input_applies(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {
   return direct_conv_applies(x, w, p) && p.pad_h <= w.size(2) - 1 && p.pad_w <= w.size(3) - 1;
 }

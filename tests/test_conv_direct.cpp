@@ -74,6 +74,13 @@ void check_case(const ConvCase& c, double scale, Generator& gen) {
   CHECK(scaled_err(values(view_of(r.xleaf.grad(), c.layout)), g.gx) < 2e-6);
   CHECK(scaled_err(values(r.w.grad()), g.gw) < 2e-6);
   if (c.bias) CHECK(scaled_err(values(r.b.grad()), g.gb) < 2e-6);
+  // The direct weight-gradient loop itself, also where conv2d_backward leaves the weight gradient
+  // to im2col + GEMM (direct_weight_grad_pays: the AVX2 loop with several input channels).
+  const kernels::Conv2dParams p{.pad_h = c.p[0], .pad_w = c.p[1], .groups = c.g};
+  Tensor gw = empty(r.w.shape()), gb = c.bias ? empty({r.w.size(0)}) : Tensor();
+  cpu::direct_conv2d_backward_weight(gw, gb, gy, r.x, p);
+  CHECK(scaled_err(values(gw), g.gw) < 2e-6);
+  if (c.bias) CHECK(scaled_err(values(gb), g.gb) < 2e-6);
 }
 
 void check_kernel(cpu::GemmKernel k, const char* name) {
