@@ -235,15 +235,20 @@ std::vector<OpCase> op_cases() {
   auto params3 = [](Generator& g) {
     return Tensors{U(g, {10}), U(g, {3, 4}), U(g, {5}), U(g, {10}), U(g, {3, 4}), U(g, {5})};
   };
-  auto step3 = [](const Tensors& x, auto make_opt) {
-    NoGradGuard no_grad;
+  // The three parameters of params3's values, each with its gradient.
+  auto with_grads3 = [](const Tensors& x) {
     std::vector<Tensor> ps;
-    for (int i = 0; i < 3; ++i) {
-      Tensor p = x[size_t(i)].clone();
+    for (size_t i = 0; i < 3; ++i) {
+      Tensor p = x[i].clone();
       p.requires_grad_();
-      p.set_grad(x[size_t(i) + 3].clone());
+      p.set_grad(x[i + 3].clone());
       ps.push_back(p);
     }
+    return ps;
+  };
+  auto step3 = [=](const Tensors& x, auto make_opt) {
+    NoGradGuard no_grad;
+    std::vector<Tensor> ps = with_grads3(x);
     auto opt = make_opt(ps);
     opt.step();
     opt.step();
@@ -273,15 +278,9 @@ std::vector<OpCase> op_cases() {
                },
                false});
   c.push_back({"GradScaler unscale_ of three gradients, one kernel call each (multi_tensor_step off)", params3,
-               [](const Tensors& x) {
+               [=](const Tensors& x) {
                  NoGradGuard no_grad;
-                 std::vector<Tensor> ps;
-                 for (int i = 0; i < 3; ++i) {
-                   Tensor p = x[size_t(i)].clone();
-                   p.requires_grad_();
-                   p.set_grad(x[size_t(i) + 3].clone());
-                   ps.push_back(p);
-                 }
+                 std::vector<Tensor> ps = with_grads3(x);
                  optim::SGD opt(ps, {.lr = 1.0});
                  amp::GradScaler scaler({.init_scale = 1024.0});
                  optim::set_multi_tensor_step(false);
