@@ -88,9 +88,9 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
   struct OnDevice {
     Device device;
     Tensor found_inf, scale;
+    std::vector<Tensor> grads;  // for the multi-tensor kernel
   };
   std::vector<OnDevice> per_device;
-  std::vector<std::vector<Tensor>> grads;  // per device, for the multi-tensor kernel
   for (const Tensor& p : params) {
     Tensor g = p.grad();
     if (!g.is_contiguous() && !g.is_contiguous(MemoryFormat::ChannelsLast)) {  // dense: a flat walk
@@ -100,16 +100,14 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
     auto it = std::find_if(per_device.begin(), per_device.end(),
                            [&](const OnDevice& o) { return o.device == g.device(); });
     if (it == per_device.end()) {
-      per_device.push_back({g.device(), zeros({}, TensorOptions(kF32, g.device())), scale_.to(g.device())});
-      grads.emplace_back();
+      per_device.push_back({g.device(), zeros({}, TensorOptions(kF32, g.device())), scale_.to(g.device()), {}});
       it = per_device.end() - 1;
     }
-    if (optim::multi_tensor_step()) grads[size_t(it - per_device.begin())].push_back(g);
+    if (optim::multi_tensor_step()) it->grads.push_back(g);
     else kernels::unscale_check(g.device(), g, it->found_inf, it->scale);
   }
-  for (size_t d = 0; d < grads.size(); ++d)  // one call per device: a few launches for every gradient
-    if (!grads[d].empty())
-      kernels::unscale_check_many(per_device[d].device, grads[d], per_device[d].found_inf, per_device[d].scale);
+  for (const OnDevice& d : per_device)  // one call per device: a few launches for every gradient
+    if (!d.grads.empty()) kernels::unscale_check_many(d.device, d.grads, d.found_inf, d.scale);
   // The flags combined on the scale's device (Max: any inf anywhere); usually there is one.
   Tensor found = per_device.empty() ? zeros({}, TensorOptions(kF32, scale_.device()))
                                     : per_device[0].found_inf.to(scale_.device());

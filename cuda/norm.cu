@@ -79,10 +79,23 @@ __global__ void bn_finalize_stats_kernel(const double* part, int64_t P, const T*
 // partials go to the same (2, P, C) layout the finalize kernels read.
 constexpr int kRowThreads = 8;
 
+// Adds the kRowThreads partial sums (a, b) of each of the block's 32 channels, in order, and writes
+// channel c's totals to part (2, P, C) at piece blockIdx.y.
+__device__ __forceinline__ void write_row_partials(double a, double b, int64_t c, int64_t C, double* part) {
+  __shared__ double sum1[kRowThreads][32], sum2[kRowThreads][32];
+  sum1[threadIdx.y][threadIdx.x] = a;
+  sum2[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= C) return;
+  for (int r = 1; r < kRowThreads; ++r) a += sum1[r][threadIdx.x], b += sum2[r][threadIdx.x];
+  part[blockIdx.y * C + c] = a;
+  part[(gridDim.y + blockIdx.y) * C + c] = b;
+}
+
 template <class T>
 __global__ void bn_rows_partial_stats_kernel(const T* x, int64_t C, int64_t M, int64_t piece, double* part) {
-  const int64_t c = blockIdx.x * 32 + threadIdx.x, p = blockIdx.y, P = gridDim.y;
-  const int64_t j0 = p * piece, j1 = j0 + piece < M ? j0 + piece : M;
+  const int64_t c = blockIdx.x * 32 + threadIdx.x, j0 = blockIdx.y * piece;
+  const int64_t j1 = j0 + piece < M ? j0 + piece : M;
   double s1 = 0, s2 = 0;
   if (c < C) {
     const double shift = double(to_acc(x[c]));
@@ -92,21 +105,14 @@ __global__ void bn_rows_partial_stats_kernel(const T* x, int64_t C, int64_t M, i
       s2 += d * d;
     }
   }
-  __shared__ double sum1[kRowThreads][32], sum2[kRowThreads][32];
-  sum1[threadIdx.y][threadIdx.x] = s1;
-  sum2[threadIdx.y][threadIdx.x] = s2;
-  __syncthreads();
-  if (threadIdx.y != 0 || c >= C) return;
-  for (int r = 1; r < kRowThreads; ++r) s1 += sum1[r][threadIdx.x], s2 += sum2[r][threadIdx.x];
-  part[p * C + c] = s1;
-  part[(P + p) * C + c] = s2;
+  write_row_partials(s1, s2, c, C, part);
 }
 
 template <class T>
 __global__ void bn_rows_partial_grad_kernel(const T* gy, const T* x, int64_t C, int64_t M, int64_t piece,
                                             const acc_t<T>* mean, double* part) {
-  const int64_t c = blockIdx.x * 32 + threadIdx.x, p = blockIdx.y, P = gridDim.y;
-  const int64_t j0 = p * piece, j1 = j0 + piece < M ? j0 + piece : M;
+  const int64_t c = blockIdx.x * 32 + threadIdx.x, j0 = blockIdx.y * piece;
+  const int64_t j1 = j0 + piece < M ? j0 + piece : M;
   double sdy = 0, sdx = 0;
   if (c < C) {
     const double mu = double(mean[c]);
@@ -116,14 +122,7 @@ __global__ void bn_rows_partial_grad_kernel(const T* gy, const T* x, int64_t C, 
       sdx += g * (double(to_acc(x[j * C + c])) - mu);
     }
   }
-  __shared__ double sum1[kRowThreads][32], sum2[kRowThreads][32];
-  sum1[threadIdx.y][threadIdx.x] = sdy;
-  sum2[threadIdx.y][threadIdx.x] = sdx;
-  __syncthreads();
-  if (threadIdx.y != 0 || c >= C) return;
-  for (int r = 1; r < kRowThreads; ++r) sdy += sum1[r][threadIdx.x], sdx += sum2[r][threadIdx.x];
-  part[p * C + c] = sdy;
-  part[(P + p) * C + c] = sdx;
+  write_row_partials(sdy, sdx, c, C, part);
 }
 
 // The statistics grid of x (N, C, S): (C, P) blocks of kRowBlock threads walking each channel, or
