@@ -11,11 +11,22 @@
 #   make gpu-check  build and run the CUDA tests and benchmarks here (a GPU machine with a toolchain)
 #   make gpu-bundle the same binaries packed for a bare GPU machine: build/gpu-bundle/mdl-gpu.tar.xz
 #   make fuzz FUZZ_SECONDS=N   build the libFuzzer harnesses (clang++-14) and run each for N seconds, one table
+#   make fuzz-replay SANITIZE=address,undefined   each harness once on its seed corpus, g++ and no libFuzzer
 #   test, bench, bench-dist and study install the Debian packages first when the list changed;
 #   run-tests, run-benches, run-bench-dist and run-study skip that step.
 # Switches: CUDA=auto|0|1  MPI=auto|0|1  NCCL=auto|0|1  SANITIZE=address,undefined|thread  DEBUG=1  MDL_CUDA_ARCH="80 90"
 #           WERROR=1 (warnings fail the build; CI)  BUILD=path (another folder)
 #           CUDNN_HOME=, NCCL_HOME= where cuDNN or NCCL live outside the CUDA toolkit (include/, lib/)
+
+# Parallel by default: with no -j given (on the command line or in MAKEFLAGS), every core builds
+# (GNU make 4.3 shows no -j in $(MAKEFLAGS) while it reads the makefile, hence the look at its own
+# command line). Sub-makes share the top one's job slots; `make clean ...` stays serial.
+ifeq ($(MAKELEVEL)$(filter -j%,$(MAKEFLAGS))$(filter clean,$(MAKECMDGOALS)),0)
+  ifeq ($(shell tr '\0' '\n' < /proc/$$PPID/cmdline 2>/dev/null | grep -E -- '^(-[a-zA-Z]*j|--jobs)'; \
+          printenv MAKEFLAGS | grep -E -- '(^| )-?[a-zA-Z]*j'),)
+    MAKEFLAGS += -j$(shell nproc)
+  endif
+endif
 
 CXX      ?= g++
 CUDA     ?= auto
@@ -190,7 +201,7 @@ DEB_PACKAGES := g++ make pkg-config python3 doctest-dev libstb-dev libbenchmark-
   libopenmpi-dev openmpi-bin
 
 .PHONY: all lib tests benches tools examples run-examples check-install test bench bench-dist study run-tests run-benches \
-  run-bench-dist run-study deps install clean gpu-check gpu-bundle fuzz fuzzers run-fuzz print-build latest format format-check \
+  run-bench-dist run-study deps install clean gpu-check gpu-bundle fuzz fuzzers run-fuzz fuzz-replay print-build latest format format-check \
   compile_commands.json
 all: lib tests benches tools examples
 lib: $(LIB)
@@ -294,6 +305,27 @@ run-fuzz: fuzzers
 	@rm -rf $(FUZZ_RUN) && python3 fuzz/make_seeds.py $(FUZZ_RUN)
 	@$(foreach h,$(FUZZ_NAMES),$(call fuzz_run_one,$(h));)
 	@python3 tools/fuzz_table.py $(FUZZ_RUN) $(FUZZ_NAMES)
+
+# make fuzz-replay SANITIZE=address,undefined  runs each harness once on its seed corpus (what CI
+# checks) without clang or libFuzzer: the harness is linked with fuzz/replay_main.cpp against this
+# configuration's library, so the ASan/UBSan test build's folder needs no second library build. Each
+# input is cut to the harness's -max_len, as in make fuzz. Any sanitizer report, failed check or
+# harness that runs past FUZZ_REPLAY_TIMEOUT seconds fails it.
+FUZZ_REPLAY_BINS    := $(FUZZ_NAMES:%=$(BUILD)/fuzz-replay/fuzz_%)
+FUZZ_REPLAY_RUN     := $(BUILD)/fuzz-replay-run
+FUZZ_REPLAY_TIMEOUT ?= 300
+fuzz-replay: $(FUZZ_REPLAY_BINS)
+	@rm -rf $(FUZZ_REPLAY_RUN) && python3 fuzz/make_seeds.py $(FUZZ_REPLAY_RUN)
+	@$(foreach h,$(FUZZ_NAMES),test -d $(FUZZ_REPLAY_RUN)/$(h)/corpus || { echo "fuzz-replay: no seeds for fuzz_$(h)"; exit 1; }; \
+	  timeout $(FUZZ_REPLAY_TIMEOUT) $(BUILD)/fuzz-replay/fuzz_$(h) -max_len=$(call fuzz_max_len,$(h)) $(FUZZ_REPLAY_RUN)/$(h)/corpus \
+	  || { echo "fuzz-replay: fuzz_$(h) failed (exit $$?)"; exit 1; };)
+	@echo "fuzz-replay: $(words $(FUZZ_NAMES)) harnesses ran their seed corpora"
+
+# Kept between runs (make would delete them as intermediate files).
+.SECONDARY: $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%.o) $(BUILD)/fuzz/replay_main.o
+$(BUILD)/fuzz-replay/fuzz_%: $(BUILD)/fuzz/fuzz_%.o $(BUILD)/fuzz/replay_main.o $(LIB) $(FLAGS)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS) -o $@ $< $(BUILD)/fuzz/replay_main.o $(LIB) $(LDLIBS)
 
 print-build:
 	@echo $(BUILD)
