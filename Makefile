@@ -172,6 +172,11 @@ LIB_SRCS := $(filter-out $(if $(filter 1,$(WITH_MPI)),,dist/mpi_group.cpp) $(if 
 CU_SRCS  := $(if $(filter 1,$(WITH_CUDA)),$(wildcard cuda/*.cu cuda/runtime/*.cu),)
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 LIB      := $(BUILD)/libmdl.a
+# mdl-train's own parts (its options, the setup from them, plots, --evaluate, --dump-order and
+# run_training), apart from the library: linked into the tools, the tests and the fuzz harnesses,
+# never installed. A program built on train::Trainer needs only libmdl.a.
+APP_SRCS := $(wildcard tools/mdl_train/*.cpp)
+APP_LIB  := $(BUILD)/libmdl_train_app.a
 
 TEST_SRCS := $(wildcard tests/*.cpp)
 # Under ThreadSanitizer only the suites of mdl's own threads are built (see run-tests below).
@@ -235,18 +240,22 @@ $(LIB): $(LIB_OBJS)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(TEST_BIN): $(TEST_OBJS) $(LIB) $(FLAGS)
-	$(CXX) $(CXXFLAGS) -o $@ $(TEST_OBJS) $(LIB) $(LDLIBS)
+$(APP_LIB): $(APP_SRCS:%.cpp=$(BUILD)/%.o)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/mdl_dist_worker: tests/dist/worker.cpp $(LIB) $(FLAGS)
-	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+$(TEST_BIN): $(TEST_OBJS) $(APP_LIB) $(LIB) $(FLAGS)
+	$(CXX) $(CXXFLAGS) -o $@ $(TEST_OBJS) $(APP_LIB) $(LIB) $(LDLIBS)
+
+$(BUILD)/mdl_dist_worker: tests/dist/worker.cpp $(APP_LIB) $(LIB) $(FLAGS)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(APP_LIB) $(LIB) $(LDLIBS)
 
 $(BUILD)/bench/%: bench/%.cpp $(LIB) $(FLAGS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(BENCH_FLAGS) $(CXXFLAGS) -o $@ $< $(LIB) $(BENCH_LIBS) $(LDLIBS)
 
-$(BUILD)/%: tools/%.cpp $(LIB) $(FLAGS)
-	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(LIB) $(LDLIBS)
+$(BUILD)/%: tools/%.cpp $(APP_LIB) $(LIB) $(FLAGS)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(APP_LIB) $(LIB) $(LDLIBS)
 
 $(BUILD)/examples/%: examples/%.cpp $(LIB) $(FLAGS)
 	@mkdir -p $(dir $@)
@@ -292,9 +301,9 @@ fuzz:
 	$(MAKE) run-fuzz CXX="$(FUZZ_CXX)" SANITIZE=$(FUZZ_SANITIZE) CUDA=0 NCCL=0 MPI=$(FUZZ_MPI)
 fuzzers: $(FUZZ_BINS)
 
-$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.cpp $(LIB) $(FLAGS)
+$(BUILD)/fuzz/fuzz_%: fuzz/fuzz_%.cpp $(APP_LIB) $(LIB) $(FLAGS)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LDLIBS)
+	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -fsanitize=fuzzer -o $@ $< $(APP_LIB) $(LIB) $(LDLIBS)
 
 fuzz_run_one = d=$(FUZZ_RUN)/$(1); mkdir -p $$d/artifacts; echo "== fuzz_$(1): $(FUZZ_SECONDS) s"; t0=$$(date +%s); \
   $(BUILD)/fuzz/fuzz_$(1) $$d/corpus -max_total_time=$(FUZZ_SECONDS) -timeout=$(FUZZ_TIMEOUT) \

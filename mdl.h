@@ -57,8 +57,11 @@
 #include "tensor/parallel.h"   // set_num_threads
 #include "tensor/tensor.h"     // Tensor
 
-#include "train/callbacks.h"  // train::ProgressPrinter, CsvLogger, CheckpointBest, EarlyStopping, ReduceLROnPlateau, TimeToTarget
-#include "train/fit.h"  // train::Trainer (fit, evaluate), TrainerConfig, Callback
+#include "amp/amp_config.h"  // amp::AmpConfig: a run's mixed precision
+#include "train/builtin_callbacks.h"  // train::ProgressPrinter, CsvLogger, SaveCheckpoint, CheckpointBest, EarlyStopping, ReduceLROnPlateau, TimeToTarget
+#include "train/checkpoint.h"     // train::save_checkpoint, resume_checkpoint
+#include "train/profile_steps.h"  // train::ProfileSteps
+#include "train/trainer.h"        // train::Trainer (fit, evaluate), TrainerConfig, Callback
 
 // Data parallel: built with Open MPI (make MPI=auto|0|1), NCCL (with CUDA, make NCCL=auto|0|1) or both.
 #ifdef MDL_WITH_DIST

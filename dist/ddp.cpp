@@ -68,12 +68,16 @@ std::vector<int64_t> DistributedDataParallel::bucket_numels() const {
   return n;
 }
 
-Tensor DistributedDataParallel::forward(const Tensor& x) {
+void DistributedDataParallel::before_forward() {
   if (ready_count_ > 0) wait();  // a synchronised backward left unfinished: name what was missing
   if (opt_.broadcast_buffers && group_.world_size() > 1 && module_->is_training()) {
     NoGradGuard no_grad;
     for (const auto& [name, b] : module_->named_buffers()) group_.broadcast(b, 0);
   }
+}
+
+Tensor DistributedDataParallel::forward(const Tensor& x) {
+  before_forward();
   return (*module_)(x);
 }
 

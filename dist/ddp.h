@@ -39,8 +39,13 @@ class DistributedDataParallel {
   DistributedDataParallel(const DistributedDataParallel&) = delete;
   DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
 
+  // before_forward(), then the module's forward.
   Tensor forward(const Tensor& x);
   Tensor operator()(const Tensor& x) { return forward(x); }
+  // What forward does before the module runs: finishes a synchronised backward left unfinished
+  // (naming what was missing) and, in training mode, broadcasts rank 0's buffers to every rank.
+  // A loop that calls the module itself calls this first.
+  void before_forward();
   nn::Module& module() { return *module_; }
   const nn::ModulePtr& module_ptr() const { return module_; }
   ProcessGroup& group() { return group_; }

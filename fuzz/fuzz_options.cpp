@@ -3,7 +3,7 @@
 #include <string>
 #include <vector>
 
-#include "train/options.h"
+#include "tools/mdl_train/options.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<std::string> args(1);

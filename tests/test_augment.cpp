@@ -7,8 +7,8 @@
 #include "data/subset.h"
 #include "data/tensor_dataset.h"
 #include "tests/data_test_util.h"
-#include "train/options.h"
-#include "train/setup.h"
+#include "tools/mdl_train/options.h"
+#include "tools/mdl_train/setup.h"
 
 using namespace mdl;
 

@@ -18,7 +18,7 @@
 #include "tests/test_util.h"
 #include "train/checkpoint.h"
 #include "train/csv_log.h"
-#include "train/trainer.h"
+#include "tools/mdl_train/run_training.h"
 #include "tests/data_test_util.h"
 
 using namespace mdl;
@@ -39,7 +39,6 @@ struct Run {
   std::shared_ptr<nn::Linear> model = std::make_shared<nn::Linear>(4, 3);
   optim::AdamW opt{model->parameters(), {.lr = 0.01}};
   amp::GradScaler scaler{{.enabled = false}};
-  train::TrainOptions options;
   void step() {
     opt.zero_grad();
     sum(model->forward(randn({2, 4}))).backward();
@@ -51,7 +50,7 @@ struct Run {
     return w;
   }
   void save(const std::string& path, int64_t epoch) {
-    train::save_checkpoint(path, *model, opt, scaler, options, epoch);
+    train::save_checkpoint(path, *model, opt, scaler, epoch, {{"model", "linear"}});
   }
   int64_t resume(const std::string& path) { return train::resume_checkpoint(path, *model, opt, scaler); }
 };

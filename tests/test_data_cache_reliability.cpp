@@ -24,8 +24,8 @@
 #include "data_test_util.h"
 #include "test_util.h"
 #include "mdl.h"
-#include "train/options.h"
-#include "train/setup.h"
+#include "tools/mdl_train/options.h"
+#include "tools/mdl_train/setup.h"
 
 using namespace mdl;
 using namespace data_test;

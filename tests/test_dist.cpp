@@ -14,7 +14,7 @@
 #include <map>
 #include <string>
 
-#include "train/options.h"
+#include "tools/mdl_train/options.h"
 
 using namespace mdl;
 

@@ -9,7 +9,7 @@
 #include "data_test_util.h"
 #include "mdl.h"
 #include "nn/functional.h"
-#include "train/setup.h"
+#include "tools/mdl_train/setup.h"
 
 using namespace mdl;
 namespace F = mdl::nn::functional;

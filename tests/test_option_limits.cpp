@@ -2,7 +2,7 @@
 // reals, integers past a ceiling, device indices no machine has. Each is a UsageError (exit 2).
 #include <doctest/doctest.h>
 
-#include "train/options.h"
+#include "tools/mdl_train/options.h"
 
 using namespace mdl;
 

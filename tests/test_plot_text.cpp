@@ -18,7 +18,7 @@
 #include <stb/stb_easy_font.h>
 #pragma GCC diagnostic pop
 
-#include "train/plot.h"
+#include "tools/mdl_train/plot.h"
 
 namespace {
 

@@ -10,9 +10,9 @@
 #include "nn/layers.h"
 #include "optim/schedulers.h"
 #include "optim/sgd.h"
-#include "train/distributed.h"
+#include "train/data_parallel.h"
 #include "train/loss_fn.h"
-#include "train/options.h"
+#include "tools/mdl_train/options.h"
 #include "train/train_step.h"
 #include "tests/test_util.h"
 
@@ -125,7 +125,7 @@ TEST_CASE("cuda: TrainStep replays an AMP step as a CUDA Graph and trains as the
     amp::GradScaler scaler({.growth_interval = 4});
     train::DataParallel dp(false, Device::cuda());
     train::TrainStep step(*model, dp, opt, scaler, &schedule, train::cross_entropy_loss,
-                          {.clip = 0.5, .autocast = true, .defer_totals = true, .cuda_graph = graph});
+                          {.clip = 0.5, .amp = {kF16}, .defer_totals = true, .cuda_graph = graph});
     Result r;
     Generator g(11);
     for (int epoch = 0; epoch < 3; ++epoch)

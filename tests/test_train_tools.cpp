@@ -16,10 +16,10 @@
 #include "mdl.h"
 #include "train/csv_log.h"
 #include "train/metrics.h"
-#include "train/options.h"
-#include "train/plot.h"
-#include "train/setup.h"
-#include "train/trainer.h"
+#include "tools/mdl_train/options.h"
+#include "tools/mdl_train/plot.h"
+#include "tools/mdl_train/setup.h"
+#include "tools/mdl_train/run_training.h"
 
 using namespace mdl;
 using train::kGpuLoaderPrefetch;
@@ -459,7 +459,8 @@ TEST_CASE("run_training: a short MLP run logs, checkpoints, resumes and profiles
   p.profile = 100;  // more steps than the epoch has
   CHECK_THROWS_WITH_AS(
       train::run_training(p, nullptr),
-      doctest::Contains("--profile 100 needs more than 103 steps in the first epoch (3 to warm up); it has 10"), Error);
+      doctest::Contains("recording 100 steps needs more than 103 steps in the first epoch (3 to warm up); it has 10"),
+      Error);
   for (const auto& f : {log, ckpt, ckpt + ".train.safetensors", trace}) std::remove(f.c_str());
 }
 

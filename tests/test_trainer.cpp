@@ -18,9 +18,9 @@
 #include "nn/layers.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
-#include "train/callbacks.h"
+#include "train/builtin_callbacks.h"
 #include "train/csv_log.h"
-#include "train/fit.h"
+#include "train/trainer.h"
 
 using namespace mdl;
 using train::EpochRecord;

@@ -4,7 +4,7 @@
 The layers, lowest first. Folders on one line form one layer and may include each other; a
 subfolder belongs to the nearest listed folder above it (nn/models is nn). Folders named in
 INDEPENDENT share a layer's rank but must not include each other (the two backends).
-tools/, bench/ and tests/ sit above everything and are not checked.
+The rest of tools/, bench/ and tests/ sit above everything and are not checked.
 Usage: tools/check_layers.py [ROOT]   exit 0 when clean, 1 with one line per upward include.
 """
 import os
@@ -24,7 +24,8 @@ LAYERS = [
     "data",              # datasets, transforms, the loader and its cache
     "dist",              # process groups and DistributedDataParallel
     "switches",          # every optimization switch: name, default, setter, benchmark pair
-    "train",             # the training loop and its helpers
+    "train",             # the training loop (Trainer), its step, callbacks, checkpoints and metrics
+    "tools/mdl_train",   # mdl-train's own parts: options, setup from them, plots, run_training
 ]
 INDEPENDENT = [("cpu", "cuda")]
 SOURCE = re.compile(r"\.(cpp|h|cu|cuh)$")

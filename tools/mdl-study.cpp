@@ -32,10 +32,10 @@
 #include "data/idx.h"
 #include "tensor/device.h"
 #include "tensor/parallel.h"
-#include "train/options.h"
-#include "train/plot.h"
+#include "tools/mdl_train/options.h"
+#include "tools/mdl_train/plot.h"
 #include "train/progress.h"
-#include "train/trainer.h"
+#include "tools/mdl_train/run_training.h"
 
 namespace {
 

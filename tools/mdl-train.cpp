@@ -5,9 +5,9 @@
 #include <cstdio>
 
 #include "cpu/gemm.h"
-#include "train/options.h"
+#include "tools/mdl_train/options.h"
 #include "train/progress.h"
-#include "train/trainer.h"
+#include "tools/mdl_train/run_training.h"
 #ifdef MDL_WITH_MPI
 #include "dist/mpi_group.h"
 #endif

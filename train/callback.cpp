@@ -10,11 +10,21 @@ void TrainContext::request_stop(std::string reason) {
   stop = true;
 }
 
+void TrainContext::stop_now(std::string reason) {
+  request_stop(std::move(reason));
+  abandon_epoch = true;
+}
+
 void CallbackList::train_begin(TrainContext& c) {
   for (auto& cb : items) cb->on_train_begin(c);
 }
 void CallbackList::epoch_begin(TrainContext& c) {
   for (auto& cb : items) cb->on_epoch_begin(c);
+}
+bool CallbackList::needs_step_totals(const TrainContext& c) {
+  bool any = false;
+  for (auto& cb : items) any = cb->needs_step_totals(c) || any;  // each is asked: some count their steps
+  return any;
 }
 void CallbackList::step_end(TrainContext& c) {
   for (auto& cb : items) cb->on_step_end(c);

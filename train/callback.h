@@ -1,6 +1,7 @@
-// Callbacks, as Keras has them: objects a training loop calls at its fixed points (the run's
+// Callbacks, as Keras has them: objects train::Trainer calls at its fixed points (the run's
 // begin and end, each epoch's begin and end, each step's end). They read the run's state in a
-// TrainContext and may stop the run. train::Trainer and mdl-train's run_training both call them.
+// TrainContext and may stop the run. mdl-train's printing, logging, checkpoints and profiling
+// are callbacks too.
 #pragma once
 #include <chrono>
 #include <cstdint>
@@ -20,21 +21,33 @@ namespace mdl::train {
 struct TrainContext {
   nn::Module* model = nullptr;
   optim::Optimizer* optimizer = nullptr;
+  amp::GradScaler* scaler = nullptr;
   int64_t epoch = 0;   // 1-based: the epoch running, or the one just finished
   int64_t epochs = 0;  // the run's last epoch
   int64_t step = 0;    // 1-based within the epoch, at on_step_end
   int64_t steps_per_epoch = 0;
-  int64_t global_step = 0;        // steps since the run began
-  EpochTotals running;            // the epoch's sums so far
-  double epoch_wait_seconds = 0;  // of the epoch so far, the time spent waiting for data
+  int64_t global_step = 0;  // steps since the run began
+  // The epoch's sums so far. On a GPU the loss and correct count are summed on the device and
+  // read back only when a callback asks (Callback::needs_step_totals) and at the epoch's end.
+  EpochTotals running;
+  double epoch_seconds = 0;       // the epoch's wall time so far
+  int64_t epoch_samples = 0;      // samples loaded in the epoch so far, over all ranks
+  double epoch_wait_seconds = 0;  // of epoch_seconds, the time spent waiting for data
   bool has_validation = false;
+  int rank = 0, world = 1;           // under data parallel: this process's rank, and the ranks training
   std::vector<EpochRecord> history;  // this run's finished epochs
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
   bool stop = false;
+  bool abandon_epoch = false;  // stop_now: the epoch is neither recorded nor validated
   std::string stop_reason;
 
   double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
-  void request_stop(std::string reason);  // the loop stops after the current step or epoch
+  // From on_step_end: the loop ends the epoch after this step and stops; from on_epoch_end: the
+  // run stops after this epoch. Keras's model.stop_training.
+  void request_stop(std::string reason);
+  // From on_step_end: the loop stops after this step without finishing the epoch (no record, no
+  // validation, no on_epoch_end): a profiler that has recorded its steps.
+  void stop_now(std::string reason);
 };
 
 class Callback {
@@ -42,6 +55,9 @@ class Callback {
   virtual ~Callback() = default;
   virtual void on_train_begin(TrainContext&) {}
   virtual void on_epoch_begin(TrainContext&) {}
+  // Asked after each step, before on_step_end: true when this call needs `running` up to date.
+  // On a GPU that is a wait for the device; a progress line asks only when it draws.
+  virtual bool needs_step_totals(const TrainContext&) { return false; }
   virtual void on_step_end(TrainContext&) {}
   virtual void on_epoch_end(TrainContext&, const EpochRecord&) {}
   virtual void on_train_end(TrainContext&) {}
@@ -53,6 +69,7 @@ struct CallbackList {
   std::vector<CallbackPtr> items;
   void train_begin(TrainContext& c);
   void epoch_begin(TrainContext& c);
+  bool needs_step_totals(const TrainContext& c);  // whether any callback does
   void step_end(TrainContext& c);
   void epoch_end(TrainContext& c, const EpochRecord& r);
   void train_end(TrainContext& c);

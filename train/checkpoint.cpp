@@ -75,8 +75,9 @@ bool parse(const std::string& text, uint64_t lo, uint64_t hi, int base, uint64_t
 }  // namespace
 
 void save_checkpoint(const std::string& path, nn::Module& model, const optim::Optimizer& opt,
-                     const amp::GradScaler& scaler, const TrainOptions& o, int64_t epoch) {
-  const io::Metadata meta = {{"epoch", std::to_string(epoch)}, {"model", o.model}, {"data", o.data}};
+                     const amp::GradScaler& scaler, int64_t epoch, const io::Metadata& tags) {
+  io::Metadata meta = {{"epoch", std::to_string(epoch)}};
+  meta.insert(meta.end(), tags.begin(), tags.end());
   io::save_safetensors(path, model.state_dict(), meta);
   const FileDigest weights = digest(path);
   io::Metadata state_meta = meta;

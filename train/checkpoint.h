@@ -1,20 +1,21 @@
-// mdl-train's checkpoints (--save, --resume): the model's weights in a safetensors file, and
-// beside it (CHECKPOINT.train.safetensors) the optimizer and loss-scaler state, both tagged
-// with the epochs done, the model and the data. The state file also records the weights file's
-// size and CRC-32 ("model_bytes", "model_crc32"), which tie the two into one checkpoint.
+// A training checkpoint (mdl-train --save, --resume; the SaveCheckpoint callback): the model's
+// weights in a safetensors file, and beside it (CHECKPOINT.train.safetensors) the optimizer and
+// loss-scaler state, both tagged with the epochs done and the caller's tags (mdl-train's: the
+// model and the data). The state file also records the weights file's size and CRC-32
+// ("model_bytes", "model_crc32"), which tie the two into one checkpoint.
 #pragma once
 #include <cstdint>
 #include <string>
 
 #include "amp/grad_scaler.h"
+#include "io/safetensors.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
-#include "train/options.h"
 
 namespace mdl::train {
 
 void save_checkpoint(const std::string& path, nn::Module& model, const optim::Optimizer& opt,
-                     const amp::GradScaler& scaler, const TrainOptions& o, int64_t epoch);
+                     const amp::GradScaler& scaler, int64_t epoch, const io::Metadata& tags = {});
 
 // Loads the model, the optimizer and (when enabled and saved) the scaler; returns the epochs
 // done. A missing state file, a malformed epoch, or a weights file that is not the one the state

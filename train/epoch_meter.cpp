@@ -12,33 +12,22 @@ double running_accuracy(const EpochTotals& totals) {
   return totals.classified > 0 ? double(totals.correct) / double(totals.classified) : NAN;
 }
 
-EpochMeter::EpochMeter(const data::DataLoader& loader, std::FILE* out, bool terminal, int64_t epoch, int64_t epochs,
-                       int world)
-    : loader_(loader), show_(out != nullptr), epoch_(epoch), world_(world), before_(loader.stats()),
-      progress_(out ? out : stdout, terminal, epoch, epochs, loader.size()), start_(std::chrono::steady_clock::now()) {}
+EpochMeter::EpochMeter(const data::DataLoader& loader, int64_t epoch, int world)
+    : loader_(loader), epoch_(epoch), world_(world), before_(loader.stats()), start_(std::chrono::steady_clock::now()) {
+}
 
-double EpochMeter::elapsed() const {
+double EpochMeter::seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
-void EpochMeter::show_progress(int64_t step, const EpochTotals& totals) {
-  if (!show_) return;
-  const data::LoaderStats now = loader_.stats();
-  const double seconds = elapsed();
-  const double seen = double(std::max<int64_t>(totals.seen, 1));
-  progress_.update(step, totals.loss_sum / seen, running_accuracy(totals),
-                   double(now.samples - before_.samples) * world_ / std::max(seconds, 1e-9),
-                   (now.wait_seconds - before_.wait_seconds) / std::max(seconds, 1e-9));
-}
+int64_t EpochMeter::samples() const { return (loader_.stats().samples - before_.samples) * world_; }
 
-void EpochMeter::end_progress() {
-  if (show_) progress_.finish();
-}
+double EpochMeter::wait_seconds() const { return loader_.stats().wait_seconds - before_.wait_seconds; }
 
 EpochRecord EpochMeter::record(const EpochTotals& totals, DataParallel& dp) const {
   EpochRecord r;
   r.epoch = epoch_;
-  r.seconds = elapsed();
+  r.seconds = seconds();
   const data::LoaderStats after = loader_.stats();
   r.wait_fraction = (after.wait_seconds - before_.wait_seconds) / std::max(r.seconds, 1e-9);
   std::vector<double> sums = {totals.loss_sum, double(totals.correct), double(totals.seen),

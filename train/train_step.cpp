@@ -13,7 +13,6 @@
 #include "profiler/scope.h"
 #include "tensor/grad_mode.h"
 #include "train/flatten_logits.h"
-#include "train/setup.h"
 
 namespace mdl::train {
 namespace {
@@ -43,18 +42,6 @@ TrainStep::TrainStep(nn::Module& model, DataParallel& dp, optim::Optimizer& opt,
   MDL_CHECK(!o_.cuda_graph || o_.defer_totals, "TrainStep: cuda_graph needs defer_totals (a replay cannot read the ",
             "loss back to the host)");
 }
-
-TrainStep::TrainStep(const TrainOptions& o, nn::Module& model, DataParallel& dp, optim::Optimizer& opt,
-                     amp::GradScaler& scaler, optim::LRScheduler* schedule, bool autocast, DType amp_dtype)
-    : TrainStep(model, dp, opt, scaler, schedule, cross_entropy_loss,
-                {.grad_accum = o.grad_accum,
-                 .clip = o.clip,
-                 .l2 = o.l2,
-                 .autocast = autocast,
-                 .amp_dtype = amp_dtype,
-                 .defer_totals = parse_device(o.device).is_cuda(),
-                 .cuda_graph = o.cuda_graph},
-                o.l2 > 0 ? dense_weights(model) : std::vector<Tensor>{}) {}
 
 void TrainStep::operator()(const Tensor& x, const Tensor& y, EpochTotals& totals) {
   if (o_.cuda_graph) run_graphed(x, y, totals);
@@ -114,32 +101,20 @@ void TrainStep::run(const Tensor& x, const Tensor& y, EpochTotals& totals) {
     Tensor logits, loss;
     {
       profiler::Phase phase(profiler::kForward);
-      amp::AutocastGuard guard(o_.amp_dtype, o_.autocast);
-      logits = dp_.forward(model_, xi);
+      amp::AutocastGuard autocast = o_.amp.guard();
+      dp_.before_forward();
+      logits = model_(xi);
       loss = loss_(logits, yi);
       MDL_CHECK(loss.numel() == 1, "TrainStep: the loss function returned ", shape_str(loss.shape()),
                 "; expected a single value (the batch's mean loss)");
       if (!l2_weights_.empty()) loss = loss + optim::l2_penalty(l2_weights_, o_.l2);
-      const int64_t rows = loss_rows(logits, yi);
-      if (is_classification(logits, yi)) {
-        auto [l, t] = flatten_for_loss(logits, yi);
-        const Tensor correct = correct_count(l, t);
-        if (o_.defer_totals) accumulate(correct_, correct.to(kF32));
-        else totals.correct += correct.to(kI64).item<int64_t>();
-        totals.classified += rows;
-      }
-      totals.seen += rows;
-      if (o_.defer_totals) {
-        NoGradGuard no_grad;
-        accumulate(loss_sum_, loss.detach().to(kF32) * double(rows));
-        deferred_samples_ += rows;
-      } else {
-        totals.loss_sum += loss.item<double>() * double(rows);
-      }
+      add_to_totals(logits, yi, loss, totals);
     }
     profiler::Phase phase(profiler::kBackward);
-    dp_.backward(scaler_.scale(loss * (double(b - a) / double(n))), i + 1 == k);
+    dp_.sync_gradients(i + 1 == k);
+    scaler_.scale(loss * (double(b - a) / double(n))).backward();
   }
+  dp_.wait_gradients();
   profiler::Phase phase(profiler::kOptimizer);
   if (o_.clip > 0) {
     scaler_.unscale_(opt_);
@@ -151,6 +126,25 @@ void TrainStep::run(const Tensor& x, const Tensor& y, EpochTotals& totals) {
   // Reading `stepped` would wait for the GPU: with deferred totals the schedule advances on every
   // optimizer step, skipped or not, as PyTorch's training loops do.
   if (schedule_ && !cuda::is_capturing() && (o_.defer_totals || stepped)) schedule_->step();
+}
+
+void TrainStep::add_to_totals(const Tensor& logits, const Tensor& y, const Tensor& loss, EpochTotals& totals) {
+  const int64_t rows = loss_rows(logits, y);
+  if (is_classification(logits, y)) {
+    auto [l, t] = flatten_for_loss(logits, y);
+    const Tensor correct = correct_count(l, t);
+    if (o_.defer_totals) accumulate(correct_, correct.to(kF32));
+    else totals.correct += correct.to(kI64).item<int64_t>();
+    totals.classified += rows;
+  }
+  totals.seen += rows;
+  if (o_.defer_totals) {
+    NoGradGuard no_grad;
+    accumulate(loss_sum_, loss.detach().to(kF32) * double(rows));
+    deferred_samples_ += rows;
+  } else {
+    totals.loss_sum += loss.item<double>() * double(rows);
+  }
 }
 
 void TrainStep::flush_totals(EpochTotals& totals) {

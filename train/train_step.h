@@ -1,21 +1,22 @@
-// One optimizer step on one batch, the heart of training: the batch split into --grad-accum
-// micro-batches, each forward under autocast with the loss (plus the --l2 penalty) weighted by
-// its share of the batch, backward through the GradScaler's scale; then unscale and --clip,
+// One optimizer step on one batch, the heart of training: the batch split into grad_accum
+// micro-batches, each forward under autocast with the loss (plus an L2 penalty) weighted by
+// its share of the batch, backward through the GradScaler's scale; then unscale and clip,
 // the scaler's step and update, and the LR schedule's step when the optimizer stepped (with
 // defer_totals, at every step: knowing whether the scaler skipped would wait for the GPU). The loss
-// is any LossFn (mdl-train's is cross-entropy); mdl-train and train::Trainer both step with it.
+// is any LossFn. train::Trainer steps with it; data parallel adds its hooks (data_parallel.h).
 // With defer_totals the batch's loss and correct count are summed on the model's device and read
 // by flush_totals(), so a step never waits for a GPU to finish: the host runs ahead and queues the
-// next batch's kernels while the GPU works (mdl-train on a GPU flushes when it prints progress).
-// With cuda_graph (mdl-train --cuda-graph) the step, AMP included, is captured once as a CUDA
-// Graph after two eager warm-up steps and replayed for every batch of the same shapes: one launch
-// per step instead of hundreds. A batch of other shapes (an epoch's last) runs eagerly; an lr
+// next batch's kernels while the GPU works (the Trainer flushes when a callback asks, and at the
+// epoch's end). With cuda_graph the step, AMP included, is captured once as a CUDA Graph after two
+// eager warm-up steps and replayed for every batch of the same shapes: one launch per step instead
+// of hundreds. A batch of other shapes (an epoch's last) runs eagerly; an lr
 // changed by the schedule reaches the replay through Optimizer::sync_device_lr().
 #pragma once
 #include <cstdint>
 #include <memory>
 #include <vector>
 
+#include "amp/amp_config.h"
 #include "amp/grad_scaler.h"
 #include "cuda/api.h"
 #include "nn/module.h"
@@ -23,9 +24,8 @@
 #include "optim/schedulers.h"
 #include "tensor/dtype.h"
 #include "tensor/tensor.h"
-#include "train/distributed.h"
+#include "train/data_parallel.h"
 #include "train/loss_fn.h"
-#include "train/options.h"
 
 namespace mdl::train {
 
@@ -37,11 +37,10 @@ struct EpochTotals {
 };
 
 struct StepOptions {
-  int64_t grad_accum = 1;  // micro-batches per optimizer step
-  double clip = 0;         // max global gradient norm; 0 = off
-  double l2 = 0;           // a penalty l2 * sum(w^2) over the step's l2_weights, added to the loss
-  bool autocast = false;
-  DType amp_dtype = kF16;
+  int64_t grad_accum = 1;     // micro-batches per optimizer step
+  double clip = 0;            // max global gradient norm; 0 = off
+  double l2 = 0;              // a penalty l2 * sum(w^2) over the step's l2_weights, added to the loss
+  amp::AmpConfig amp{};       // mixed precision: the forward under autocast in amp.dtype
   bool defer_totals = false;  // sum loss and correct count on the device until flush_totals()
   // Capture the step once as a CUDA Graph and replay it for every batch of the same shapes
   // (needs defer_totals: a replay cannot return values to the host).
@@ -53,9 +52,6 @@ class TrainStep {
   // schedule may be null; l2_weights: what StepOptions::l2 penalises.
   TrainStep(nn::Module& model, DataParallel& dp, optim::Optimizer& opt, amp::GradScaler& scaler,
             optim::LRScheduler* schedule, LossFn loss, StepOptions options, std::vector<Tensor> l2_weights = {});
-  // mdl-train's: cross-entropy, --grad-accum, --l2 (on the dense weights) and --clip from o.
-  TrainStep(const TrainOptions& o, nn::Module& model, DataParallel& dp, optim::Optimizer& opt, amp::GradScaler& scaler,
-            optim::LRScheduler* schedule, bool autocast, DType amp_dtype);
   // x and y already on the model's device; adds the batch's loss and accuracy to totals (with
   // defer_totals: its sample counts now, its loss and correct count at the next flush_totals()).
   void operator()(const Tensor& x, const Tensor& y, EpochTotals& totals);
@@ -68,6 +64,8 @@ class TrainStep {
  private:
   void run(const Tensor& x, const Tensor& y, EpochTotals& totals);
   void run_graphed(const Tensor& x, const Tensor& y, EpochTotals& totals);
+  // The micro-batch's loss and correct count into totals, or into the deferred sums.
+  void add_to_totals(const Tensor& logits, const Tensor& y, const Tensor& loss, EpochTotals& totals);
 
   nn::Module& model_;
   DataParallel& dp_;

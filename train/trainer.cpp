@@ -1,32 +1,31 @@
-// run_training: set up from the options, then for each epoch train its steps, measure, validate,
-// log and checkpoint. Data parallel, profiling, logging and checkpoints sit behind the helpers
-// in this folder; the step itself is train_step.cpp.
+// Trainer::fit, the one epoch loop: each epoch its steps (TrainStep), its record (EpochMeter),
+// its validation, and the callbacks at each fixed point.
 #include "train/trainer.h"
 
-#include <chrono>
 #include <cmath>
 
-#include "amp/grad_scaler.h"
-#include "data/loader.h"
-#include "nn/summary.h"
-#include "ops/factory.h"
 #include "ops/ops.h"
 #include "tensor/allocator.h"
-#include "tensor/parallel.h"
-#include "train/checkpoint.h"
-#include "train/distributed.h"
-#include "train/epoch_log.h"
-#include "train/epoch_meter.h"
-#include "train/evaluate.h"
-#include "train/option_callbacks.h"
-#include "train/order_dump.h"
-#include "train/setup.h"
-#include "train/step_profiler.h"
-#include "train/train_step.h"
-#include "train/validate.h"
+#include "train/builtin_callbacks.h"
 
 namespace mdl::train {
 namespace {
+
+TrainerConfig checked(TrainerConfig c) {
+  MDL_CHECK(c.model, "Trainer: no model");
+  MDL_CHECK(c.optimizer, "Trainer: no optimizer (give TrainerConfig::optimizer, e.g. an optim::AdamW)");
+  MDL_CHECK(c.loss, "Trainer: no loss function");
+  MDL_CHECK(c.train, "Trainer: no training DataLoader");
+  MDL_CHECK(c.amp.dtype == kF32 || c.amp.dtype == kF16 || c.amp.dtype == kBF16,
+            "Trainer: amp.dtype must be kF32 (off), kF16 or kBF16, got ", dtype_name(c.amp.dtype));
+  MDL_CHECK(c.grad_accum >= 1, "Trainer: grad_accum must be at least 1, got ", c.grad_accum);
+  MDL_CHECK(c.clip >= 0 && std::isfinite(c.clip), "Trainer: clip must be a finite number >= 0, got ", c.clip);
+  MDL_CHECK(c.l2 >= 0 && std::isfinite(c.l2), "Trainer: l2 must be a finite number >= 0, got ", c.l2);
+  MDL_CHECK(c.l2 == 0 || !c.l2_weights.empty(), "Trainer: l2 is ", c.l2, " but l2_weights names no tensor to penalise");
+  MDL_CHECK(!c.cuda_graph || c.device.is_cuda(), "Trainer: cuda_graph needs a CUDA device, got ", c.device);
+  MDL_CHECK(c.classes >= 0, "Trainer: classes must be >= 0, got ", c.classes);
+  return c;
+}
 
 // Whether every parameter is finite: x * 0 is 0 for a finite x and NaN for inf or NaN.
 bool weights_finite(nn::Module& model) {
@@ -37,136 +36,117 @@ bool weights_finite(nn::Module& model) {
 
 }  // namespace
 
-TrainReport run_training(const TrainOptions& o, std::FILE* out) {
-  if (o.threads > 0) set_num_threads(int(o.threads));
-  manual_seed(o.seed);
-  const Device device = parse_device(o.device);
-  DataParallel dp(o.dist, device);
-  if (dp.rank() != 0) out = nullptr;  // rank 0 alone prints
-  TrainReport report;
-  const DataBundle d = make_data(o);
-  report.data_description = d.description;
-  nn::ModulePtr model = make_model(o, d);
-  report.parameters = model->num_parameters();
-  report.model_summary = nn::summary(*model, example_input(d));
-  if (out)
-    std::fprintf(out, "data: %s; %lld training samples, %lld validation samples\n%s\n", d.description.c_str(),
-                 (long long)d.train->size(), (long long)(d.test ? d.test->size() : 0), report.model_summary.c_str());
-  model->to(device);
-  if (o.channels_last) model->to(MemoryFormat::ChannelsLast);  // before the optimizer makes its state
-  auto opt = make_optimizer(o, *model);
-  data::LoaderOptions lo = make_loader_options(o, d);
-  dp.shard(lo, d.train->size(), o.seed);
-  data::DataLoader train_loader(*d.train, lo);
-  const std::unique_ptr<data::DataLoader> val_loader = make_validation_loader(o, d, lo);  // null without a test split
-  auto schedule = make_schedule(o, *opt, train_loader.size());
-  const bool autocast = o.amp != "none";
-  const DType amp_dtype = o.amp == "bf16" ? kBF16 : kF16;
-  if (!o.evaluate.empty()) {
-    MDL_CHECK(val_loader, "mdl-train --evaluate: ", d.description, " has no held-out split to evaluate on");
-    report.evaluation = evaluate_weights(o.evaluate, *model, *val_loader, d.test->size(), device, autocast, amp_dtype,
-                                         d.classes, d.class_names);
-    report.evaluated = true;
-    report.confusion = report.evaluation.result.confusion;
-    const Validation& v = report.evaluation.result;
-    if (out)
-      std::fprintf(out,
-                   "evaluated %s on %lld held-out samples: loss %.4f acc %.2f%% macro-F1 %.4f | %.2fs, %.0f images/s\n",
-                   o.evaluate.c_str(), (long long)report.evaluation.samples, v.loss, 100 * v.accuracy, v.macro_f1,
-                   report.evaluation.seconds, report.evaluation.images_per_second());
-    report.total_seconds = report.evaluation.seconds;
-    return report;
-  }
-  amp::GradScaler scaler({.enabled = o.amp == "f16"});
-  TrainStep train_step(o, *model, dp, *opt, scaler, schedule.get(), autocast, amp_dtype);
-  if (!o.dump_order.empty() && dp.rank() == 0) dump_epoch_orders(o.dump_order, train_loader, o.epochs);
-  int64_t first_epoch = 0;
-  if (!o.resume.empty()) {
-    first_epoch = resume_checkpoint(o.resume, *model, *opt, scaler);
-    if (schedule) schedule->set_epoch(first_epoch * train_loader.size());
-    if (out) std::fprintf(out, "resumed from %s after epoch %lld\n", o.resume.c_str(), (long long)first_epoch);
-  }
-  dp.wrap(model, scaler, o.bucket_mb);
-  EpochLog log(dp.rank() == 0 ? o.log : "", out, o.epochs, !o.resume.empty());  // rank 0 alone writes the CSV
-  const bool terminal = out && o.progress && out == stderr;
-  OptionCallbacks callbacks = callbacks_from_options(o);
-  if (!callbacks.list.items.empty() && !val_loader)
-    throw UsageError("mdl-train: --early-stop, --save-best, --plateau and --target-accuracy watch the held-out split, "
-                     "and " +
-                     d.description + " has none");
+Trainer::Trainer(TrainerConfig config)
+    : c_(checked(std::move(config))),
+      dp_(c_.data_parallel ? c_.data_parallel : std::make_shared<DataParallel>(false, c_.device)),
+      scaler_({.enabled = c_.amp.loss_scaling()}) {
+  c_.model->to(c_.device);
+  // On a GPU the step's loss and accuracy stay on the device until read: the host never waits.
+  step_ = std::make_unique<TrainStep>(*c_.model, *dp_, *c_.optimizer, scaler_, c_.schedule.get(), c_.loss,
+                                      StepOptions{.grad_accum = c_.grad_accum,
+                                                  .clip = c_.clip,
+                                                  .l2 = c_.l2,
+                                                  .amp = c_.amp,
+                                                  .defer_totals = c_.device.is_cuda(),
+                                                  .cuda_graph = c_.cuda_graph},
+                                      c_.l2_weights);
+}
+
+Trainer& Trainer::add(CallbackPtr callback) {
+  MDL_CHECK(callback, "Trainer::add: a null callback");
+  MDL_CHECK(!(c_.schedule && dynamic_cast<ReduceLROnPlateau*>(callback.get())),
+            "Trainer::add: ReduceLROnPlateau with an LR schedule: the schedule would overwrite its lr at every step");
+  callbacks_.items.push_back(std::move(callback));
+  return *this;
+}
+
+void Trainer::resume_after(int64_t epochs_done) {
+  MDL_CHECK(epochs_done >= 0, "Trainer::resume_after: epochs_done must be >= 0, got ", epochs_done);
+  epochs_done_ = epochs_done;
+}
+
+std::vector<EpochRecord> Trainer::fit(int64_t epochs) {
+  MDL_CHECK(epochs >= 0, "Trainer::fit: epochs must be >= 0, got ", epochs);
+  if (dp_->enabled() && !dp_->attached()) dp_->attach(c_.model, scaler_);  // after any resume
   TrainContext ctx;
-  ctx.model = model.get(), ctx.optimizer = opt.get(), ctx.epochs = o.epochs;
-  ctx.steps_per_epoch = train_loader.size(), ctx.has_validation = val_loader != nullptr;
-  callbacks.list.train_begin(ctx);
-  const auto run_start = ctx.start;
-  for (int64_t epoch = first_epoch; epoch < o.epochs; ++epoch) {
-    model->train();
-    reset_peak_memory(device);
-    train_loader.set_epoch(epoch);
-    EpochMeter meter(train_loader, out, terminal, epoch + 1, o.epochs, dp.world());
-    StepProfiler profiling(o.profile);
-    EpochTotals totals;
-    int64_t step = 0, first_nonfinite_step = 0;
-    for (auto& [xb, yb] : train_loader) {
-      Tensor x = xb.to(device);
-      const Tensor y = yb.to(device);
-      if (o.channels_last && x.dim() == 4) x = x.contiguous(MemoryFormat::ChannelsLast);
-      train_step(x, y, totals);
-      ++step;
-      // On a GPU the sums are read only when the progress line is drawn (TrainStep::flush_totals).
-      const bool show = meter.progress_due(step);
-      if (show) train_step.flush_totals(totals);
-      if (!first_nonfinite_step && !std::isfinite(totals.loss_sum)) {
-        first_nonfinite_step = step;
-        if (dp.world() == 1) break;  // with several ranks, all decide together below, from the summed loss
-      }
-      if (profiling.after_step(step)) break;  // --profile: the recorded steps are done
-      if (show) meter.show_progress(step, totals);
-    }
-    train_step.flush_totals(totals);
-    if (!first_nonfinite_step && !std::isfinite(totals.loss_sum)) first_nonfinite_step = step;
-    meter.end_progress();
-    if (profiling.enabled()) {  // --profile stops after one epoch's recorded steps
-      report.profile_table = profiling.finish(step, o.trace, dp.rank() == 0, out);
-      break;
-    }
-    EpochRecord r = meter.record(totals, dp);
-    // A diverged run stops here, before it validates, logs or overwrites the last good checkpoint.
-    if (!std::isfinite(r.train_loss) || !weights_finite(*model))
-      MDL_FAIL("training diverged in epoch ", epoch + 1,
-               first_nonfinite_step ? ": the loss was found non-finite at step " + std::to_string(first_nonfinite_step)
-                                    : std::string(": the loss or the weights are no longer finite"),
-               o.save.empty() ? std::string() : "; '" + o.save + "' was not overwritten");
-    r.lr = opt->lr();
-    r.skipped_steps = scaler.skipped_steps();
-    r.peak_bytes = memory_stats(device).peak_bytes;
-    if (val_loader && dp.rank() == 0) {
-      const Validation v = validate(*model, *val_loader, device, autocast, amp_dtype, d.classes, d.class_names);
-      r.val_loss = v.loss, r.val_accuracy = v.accuracy, r.val_macro_f1 = v.macro_f1;
-      report.confusion = v.confusion;
-    }
-    report.epochs.push_back(r);
-    log.write(r);
-    if (!o.save.empty() && dp.rank() == 0) save_checkpoint(o.save, *model, *opt, scaler, o, epoch + 1);
-    dp.barrier();  // the others wait while rank 0 validates and saves
-    ctx.epoch = epoch + 1;
+  ctx.model = c_.model.get(), ctx.optimizer = c_.optimizer.get(), ctx.scaler = &scaler_;
+  ctx.epochs = epochs_done_ + epochs;
+  ctx.steps_per_epoch = c_.train->size();
+  ctx.has_validation = c_.validation != nullptr;
+  ctx.rank = dp_->rank(), ctx.world = dp_->world();
+  stop_reason_.clear();
+  callbacks_.train_begin(ctx);
+  std::vector<EpochRecord> records;
+  while (epochs_done_ < ctx.epochs && !ctx.stop) {
+    ctx.epoch = epochs_done_ + 1;
+    callbacks_.epoch_begin(ctx);
+    c_.model->train();
+    reset_peak_memory(c_.device);
+    c_.train->set_epoch(epochs_done_);
+    const EpochMeter meter(*c_.train, ctx.epoch, dp_->world());
+    int64_t first_nonfinite_step = 0;
+    if (!train_epoch(ctx, meter, first_nonfinite_step)) break;
+    const EpochRecord r = finish_epoch(ctx, meter, first_nonfinite_step);
+    ++epochs_done_;
+    records.push_back(r);
+    history_.push_back(r);
     ctx.history.push_back(r);
-    callbacks.list.epoch_end(ctx, r);
-    if (ctx.stop) {
-      if (out) std::fprintf(out, "stopped after epoch %lld: %s\n", (long long)(epoch + 1), ctx.stop_reason.c_str());
-      report.stop_reason = ctx.stop_reason;
-      break;
-    }
+    callbacks_.epoch_end(ctx, r);
+    dp_->barrier();  // the other ranks wait while rank 0 validates and saves
   }
-  callbacks.list.train_end(ctx);
-  if (o.cuda_graph && out)
-    std::fprintf(out, "cuda graph: %lld steps replayed from %lld capture(s); the others ran eagerly\n",
-                 (long long)train_step.replayed_steps(), (long long)train_step.captures());
-  if (callbacks.target && callbacks.target->reached())
-    report.target_epoch = callbacks.target->epoch(), report.target_seconds = callbacks.target->seconds();
-  report.total_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
-  report.rank = dp.rank();
-  return report;
+  callbacks_.train_end(ctx);
+  stop_reason_ = ctx.stop_reason;
+  return records;
+}
+
+bool Trainer::train_epoch(TrainContext& ctx, const EpochMeter& meter, int64_t& first_nonfinite_step) {
+  ctx.running = {};
+  ctx.step = 0;
+  for (auto& [xb, yb] : *c_.train) {
+    Tensor x = xb.to(c_.device);
+    if (c_.input_format != MemoryFormat::Contiguous && x.dim() == 4) x = x.contiguous(c_.input_format);
+    (*step_)(x, yb.to(c_.device), ctx.running);
+    ++ctx.step, ++ctx.global_step;
+    if (callbacks_.needs_step_totals(ctx)) step_->flush_totals(ctx.running);  // on a GPU, a wait
+    // A non-finite loss (when it is known) ends a lone process's epoch at once; several ranks
+    // decide together at the epoch's end, from the summed loss.
+    if (!first_nonfinite_step && !std::isfinite(ctx.running.loss_sum)) {
+      first_nonfinite_step = ctx.step;
+      if (dp_->world() == 1) break;
+    }
+    ctx.epoch_seconds = meter.seconds();
+    ctx.epoch_samples = meter.samples();
+    ctx.epoch_wait_seconds = meter.wait_seconds();
+    callbacks_.step_end(ctx);
+    if (ctx.abandon_epoch) return false;
+    if (ctx.stop) break;
+  }
+  step_->flush_totals(ctx.running);
+  if (!first_nonfinite_step && !std::isfinite(ctx.running.loss_sum)) first_nonfinite_step = ctx.step;
+  return true;
+}
+
+EpochRecord Trainer::finish_epoch(const TrainContext& ctx, const EpochMeter& meter, int64_t first_nonfinite_step) {
+  EpochRecord r = meter.record(ctx.running, *dp_);
+  // A diverged run stops here, before it validates or any callback logs or saves the epoch.
+  if (!std::isfinite(r.train_loss) || !weights_finite(*c_.model))
+    throw TrainingDiverged(detail::concat(
+        "training diverged in epoch ", ctx.epoch,
+        first_nonfinite_step ? ": the loss was found non-finite at step " + std::to_string(first_nonfinite_step)
+                             : std::string(": the loss or the weights are no longer finite")));
+  r.lr = c_.optimizer->lr();
+  r.skipped_steps = scaler_.skipped_steps();
+  r.peak_bytes = memory_stats(c_.device).peak_bytes;
+  if (c_.validation && dp_->rank() == 0) {  // rank 0 alone validates
+    last_validation_ = evaluate(*c_.validation);
+    r.val_loss = last_validation_.loss, r.val_accuracy = last_validation_.accuracy;
+    r.val_macro_f1 = last_validation_.macro_f1;
+  }
+  return r;
+}
+
+Validation Trainer::evaluate(data::DataLoader& loader) {
+  return validate(*c_.model, loader, c_.device, c_.amp, c_.classes, c_.class_names, c_.loss);
 }
 
 }  // namespace mdl::train

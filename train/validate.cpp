@@ -4,14 +4,13 @@
 
 #include <memory>
 
-#include "ops/autocast.h"
 #include "tensor/grad_mode.h"
 #include "train/flatten_logits.h"
 #include "train/metrics.h"
 
 namespace mdl::train {
 
-Validation validate(nn::Module& model, data::DataLoader& loader, Device device, bool autocast, DType amp_dtype,
+Validation validate(nn::Module& model, data::DataLoader& loader, Device device, const amp::AmpConfig& amp,
                     int64_t classes, const std::vector<std::string>& names, const LossFn& loss) {
   model.eval();
   NoGradGuard no_grad;
@@ -22,7 +21,7 @@ Validation validate(nn::Module& model, data::DataLoader& loader, Device device, 
     Tensor x = xb.to(device), y = yb.to(device);
     Tensor logits;
     {
-      amp::AutocastGuard guard(amp_dtype, autocast);
+      amp::AutocastGuard autocast = amp.guard();
       logits = model(x);
     }
     logits = logits.to(kF32);

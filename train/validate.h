@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "amp/amp_config.h"
 #include "data/loader.h"
 #include "nn/module.h"
 #include "tensor/device.h"
-#include "tensor/dtype.h"
 #include "train/loss_fn.h"
 
 namespace mdl::train {
@@ -21,7 +21,7 @@ struct Validation {
 };
 
 // Leaves the model in training mode. classes 0: the logits' last dimension.
-Validation validate(nn::Module& model, data::DataLoader& loader, Device device, bool autocast, DType amp_dtype,
+Validation validate(nn::Module& model, data::DataLoader& loader, Device device, const amp::AmpConfig& amp,
                     int64_t classes, const std::vector<std::string>& names, const LossFn& loss = cross_entropy_loss);
 
 }  // namespace mdl::train

@@ -29,7 +29,7 @@
 #include "ops/factory.h"
 #include "ops/ops.h"
 #include "tensor/parallel.h"
-#include "train/trainer.h"
+#include "tools/mdl_train/run_training.h"
 
 using namespace mdl;
 

@@ -1,5 +1,5 @@
 // callbacks_from_options: one callback per option given.
-#include "train/option_callbacks.h"
+#include "tools/mdl_train/option_callbacks.h"
 
 namespace mdl::train {
 

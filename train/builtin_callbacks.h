@@ -1,6 +1,7 @@
-// The built-in callbacks: a progress line and a printed line per epoch, a CSV log, the best
-// weights checkpointed, early stopping, ReduceLROnPlateau, and a stop at a target accuracy
-// that records when the target was reached. Each monitored metric is named as in
+// The built-in callbacks: a progress line and a printed line per epoch, a CSV log, a training
+// checkpoint each epoch, the best weights checkpointed, early stopping, ReduceLROnPlateau, and a
+// stop at a target accuracy that records when the target was reached. (ProfileSteps is in
+// profile_steps.h.) Each monitored metric is named as in
 // train/callback.h ("val_loss", "val_accuracy", ...); a val_ metric needs a validation loader.
 #pragma once
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "io/safetensors.h"
 #include "optim/schedulers.h"
 #include "train/callback.h"
 #include "train/epoch_log.h"
@@ -15,21 +17,26 @@
 
 namespace mdl::train {
 
-// The progress line during each epoch (redrawn in place when terminal) and one line per epoch.
+// The progress line during each epoch (redrawn in place when terminal, else a line every tenth
+// of the epoch), one line per epoch, and a line when a callback stopped the run. It asks for the
+// running sums only on the steps it draws.
 class ProgressPrinter : public Callback {
  public:
   explicit ProgressPrinter(std::FILE* out = stdout, bool terminal = false);
   void on_train_begin(TrainContext& c) override;
   void on_epoch_begin(TrainContext& c) override;
+  bool needs_step_totals(const TrainContext& c) override;
   void on_step_end(TrainContext& c) override;
   void on_epoch_end(TrainContext& c, const EpochRecord& r) override;
+  void on_train_end(TrainContext& c) override;
 
  private:
+  void end_line();
+
   std::FILE* out_;
   bool terminal_;
   std::unique_ptr<Progress> progress_;
   std::unique_ptr<EpochLog> log_;
-  std::chrono::steady_clock::time_point epoch_start_;
 };
 
 // One CSV row per epoch, the columns of mdl-train --log.
@@ -43,6 +50,18 @@ class CsvLogger : public Callback {
   std::string path_;
   bool append_;
   std::unique_ptr<EpochLog> log_;
+};
+
+// The training checkpoint (train/checkpoint.h) written at each epoch's end, atomically: weights,
+// optimizer and scaler state, the epoch and `tags`. resume_checkpoint() reads it back.
+class SaveCheckpoint : public Callback {
+ public:
+  explicit SaveCheckpoint(std::string path, io::Metadata tags = {});
+  void on_epoch_end(TrainContext& c, const EpochRecord& r) override;
+
+ private:
+  std::string path_;
+  io::Metadata tags_;
 };
 
 // When is a metric better than the best so far: by more than min_delta, in the mode's direction.

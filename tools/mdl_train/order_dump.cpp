@@ -1,5 +1,5 @@
 // dump_epoch_orders: epochs 0 .. epochs-1 back to back; a write error names the file.
-#include "train/order_dump.h"
+#include "tools/mdl_train/order_dump.h"
 
 #include <cstdio>
 #include <vector>

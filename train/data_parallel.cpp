@@ -1,6 +1,8 @@
-// DataParallel: the process groups and DDP when built with MPI (NCCL for CUDA tensors); without
-// MPI only the single-process path remains and --dist is refused.
-#include "train/distributed.h"
+// DataParallel: the process groups and DDP's hooks when built with MPI (NCCL for CUDA tensors);
+// without MPI only the single-process path remains and dist is refused.
+#include "train/data_parallel.h"
+
+#include <optional>
 
 #include "data/sampler.h"
 #include "ops/factory.h"
@@ -19,13 +21,14 @@ struct DataParallel::Groups {
   std::unique_ptr<dist::MpiProcessGroup> mpi;
   std::unique_ptr<dist::ProcessGroup> gpu;  // NCCL, when training on CUDA
   std::unique_ptr<dist::DistributedDataParallel> ddp;
+  std::optional<dist::DistributedDataParallel::NoSyncGuard> local;  // held while gradients stay local
   dist::ProcessGroup& group() { return gpu ? *gpu : *mpi; }
 };
 #else
 struct DataParallel::Groups {};
 #endif
 
-DataParallel::DataParallel(bool dist, Device device) {
+DataParallel::DataParallel(bool dist, Device device, double bucket_mb) : bucket_mb_(bucket_mb) {
 #ifdef MDL_WITH_MPI
   if (!dist) return;
   groups_ = std::make_unique<Groups>();
@@ -51,39 +54,46 @@ void DataParallel::shard(data::LoaderOptions& loader, int64_t samples, uint64_t 
                                                               data::DistributedSamplerOptions{.seed = seed});
 }
 
-void DataParallel::wrap(const nn::ModulePtr& model, amp::GradScaler& scaler, double bucket_mb) {
+void DataParallel::attach(const nn::ModulePtr& model, amp::GradScaler& scaler) {
 #ifdef MDL_WITH_MPI
   if (!groups_) return;
+  MDL_CHECK(!groups_->ddp, "DataParallel::attach: already attached to a model");
   groups_->ddp = std::make_unique<dist::DistributedDataParallel>(model, groups_->group(),
-                                                                 dist::DdpOptions{.bucket_cap_mb = bucket_mb});
+                                                                 dist::DdpOptions{.bucket_cap_mb = bucket_mb_});
   dist::sync_found_inf(scaler, groups_->group());
 #else
-  (void)model, (void)scaler, (void)bucket_mb;
+  (void)model, (void)scaler;
 #endif
 }
 
-Tensor DataParallel::forward(nn::Module& model, const Tensor& x) {
+bool DataParallel::attached() const {
 #ifdef MDL_WITH_MPI
-  if (groups_ && groups_->ddp) return groups_->ddp->forward(x);
+  return groups_ && groups_->ddp;
+#else
+  return false;
 #endif
-  return model(x);
 }
 
-void DataParallel::backward(const Tensor& loss, bool sync) {
+void DataParallel::before_forward() {
 #ifdef MDL_WITH_MPI
-  if (groups_ && groups_->ddp) {
-    if (sync) {
-      loss.backward();
-      groups_->ddp->wait();
-      return;
-    }
-    auto guard = groups_->ddp->no_sync();
-    loss.backward();
-    return;
-  }
+  if (groups_ && groups_->ddp) groups_->ddp->before_forward();
 #endif
+}
+
+void DataParallel::sync_gradients(bool sync) {
+#ifdef MDL_WITH_MPI
+  if (!groups_ || !groups_->ddp) return;
+  if (sync) groups_->local.reset();
+  else if (!groups_->local) groups_->local.emplace(groups_->ddp->no_sync());
+#else
   (void)sync;
-  loss.backward();
+#endif
+}
+
+void DataParallel::wait_gradients() {
+#ifdef MDL_WITH_MPI
+  if (groups_ && groups_->ddp) groups_->ddp->wait();
+#endif
 }
 
 void DataParallel::sum(std::vector<double>& values) {

@@ -12,7 +12,7 @@
 #include "nn/module.h"
 #include "optim/optimizer.h"
 #include "optim/schedulers.h"
-#include "train/options.h"
+#include "tools/mdl_train/options.h"
 
 namespace mdl::train {
 

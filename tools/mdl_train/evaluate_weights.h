@@ -20,7 +20,7 @@ struct Evaluation {
 };
 
 Evaluation evaluate_weights(const std::string& path, nn::Module& model, data::DataLoader& loader, int64_t samples,
-                            Device device, bool autocast, DType amp_dtype, int64_t classes,
+                            Device device, const amp::AmpConfig& amp, int64_t classes,
                             const std::vector<std::string>& names);
 
 }  // namespace mdl::train

@@ -1,10 +1,11 @@
 // The built-in callbacks.
-#include "train/callbacks.h"
+#include "train/builtin_callbacks.h"
 
 #include <cmath>
 
 #include "io/safetensors.h"
 #include "tensor/error.h"
+#include "train/checkpoint.h"
 #include "train/epoch_meter.h"
 
 namespace mdl::train {
@@ -17,21 +18,33 @@ void ProgressPrinter::on_train_begin(TrainContext& c) { log_ = std::make_unique<
 
 void ProgressPrinter::on_epoch_begin(TrainContext& c) {
   progress_ = std::make_unique<Progress>(out_, terminal_, c.epoch, c.epochs, c.steps_per_epoch);
-  epoch_start_ = std::chrono::steady_clock::now();
 }
 
+bool ProgressPrinter::needs_step_totals(const TrainContext& c) { return progress_ && progress_->due(c.step); }
+
 void ProgressPrinter::on_step_end(TrainContext& c) {
-  if (!progress_) return;  // a loop that does not call on_epoch_begin
-  const double seconds = std::max(
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start_).count(), 1e-9);
+  if (!progress_ || c.abandon_epoch) return;  // a loop that does not call on_epoch_begin; a stopped epoch
+  if (!progress_->due(c.step)) return;
+  const double seconds = std::max(c.epoch_seconds, 1e-9);
   const double seen = double(std::max<int64_t>(c.running.seen, 1));
-  progress_->update(c.step, c.running.loss_sum / seen, running_accuracy(c.running), double(c.running.seen) / seconds,
+  progress_->update(c.step, c.running.loss_sum / seen, running_accuracy(c.running), double(c.epoch_samples) / seconds,
                     c.epoch_wait_seconds / seconds);
 }
 
-void ProgressPrinter::on_epoch_end(TrainContext&, const EpochRecord& r) {
+void ProgressPrinter::end_line() {
   if (progress_) progress_->finish();
+  progress_.reset();
+}
+
+void ProgressPrinter::on_epoch_end(TrainContext&, const EpochRecord& r) {
+  end_line();
   if (log_) log_->write(r);
+}
+
+void ProgressPrinter::on_train_end(TrainContext& c) {
+  end_line();
+  if (c.stop && !c.abandon_epoch)
+    std::fprintf(out_, "stopped after epoch %lld: %s\n", (long long)c.epoch, c.stop_reason.c_str());
 }
 
 CsvLogger::CsvLogger(std::string path, bool append) : path_(std::move(path)), append_(append) {
@@ -45,6 +58,14 @@ void CsvLogger::on_train_begin(TrainContext& c) {
 void CsvLogger::on_epoch_end(TrainContext& c, const EpochRecord& r) {
   if (!log_) on_train_begin(c);
   log_->write(r);
+}
+
+SaveCheckpoint::SaveCheckpoint(std::string path, io::Metadata tags) : path_(std::move(path)), tags_(std::move(tags)) {
+  MDL_CHECK(!path_.empty(), "SaveCheckpoint: no path");
+}
+
+void SaveCheckpoint::on_epoch_end(TrainContext& c, const EpochRecord& r) {
+  if (c.rank == 0) save_checkpoint(path_, *c.model, *c.optimizer, *c.scaler, r.epoch, tags_);
 }
 
 BestTracker::BestTracker(const std::string& monitor, Mode mode, double min_delta, const char* who)

@@ -1,5 +1,5 @@
 // The chart writer: an RGB canvas with lines, rectangles and text, axes with "nice" ticks.
-#include "train/plot.h"
+#include "tools/mdl_train/plot.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // make_data, the loaders, make_model, make_optimizer, make_schedule: options into objects.
-#include "train/setup.h"
+#include "tools/mdl_train/setup.h"
 
 #include <algorithm>
 #include <charconv>

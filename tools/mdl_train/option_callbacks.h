@@ -4,8 +4,8 @@
 #include <memory>
 
 #include "train/callback.h"
-#include "train/callbacks.h"
-#include "train/options.h"
+#include "train/builtin_callbacks.h"
+#include "tools/mdl_train/options.h"
 
 namespace mdl::train {
 

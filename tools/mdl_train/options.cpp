@@ -1,5 +1,5 @@
 // parse_train_options: a table of options, each with a parser that checks its value.
-#include "train/options.h"
+#include "tools/mdl_train/options.h"
 
 #include <algorithm>
 #include <cmath>
