@@ -332,9 +332,9 @@ fuzz-replay: $(FUZZ_REPLAY_BINS)
 
 # Kept between runs (make would delete them as intermediate files).
 .SECONDARY: $(FUZZ_NAMES:%=$(BUILD)/fuzz/fuzz_%.o) $(BUILD)/fuzz/replay_main.o
-$(BUILD)/fuzz-replay/fuzz_%: $(BUILD)/fuzz/fuzz_%.o $(BUILD)/fuzz/replay_main.o $(LIB) $(FLAGS)
+$(BUILD)/fuzz-replay/fuzz_%: $(BUILD)/fuzz/fuzz_%.o $(BUILD)/fuzz/replay_main.o $(APP_LIB) $(LIB) $(FLAGS)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CXXFLAGS) -o $@ $< $(BUILD)/fuzz/replay_main.o $(LIB) $(LDLIBS)
+	$(CXX) $(CXXFLAGS) -o $@ $< $(BUILD)/fuzz/replay_main.o $(APP_LIB) $(LIB) $(LDLIBS)
 
 print-build:
 	@echo $(BUILD)
