@@ -3,6 +3,7 @@
 #   make examples   examples/*.cpp into $(BUILD)/examples/   make run-examples   run each at a tiny size
 #   make check-install  install into a temporary prefix and build an example there with pkg-config
 #   make test       build and run every test          make bench   build and run the benchmarks
+#   make bench-record  keep the last make bench as this machine kind's figures in bench/RESULTS.md
 #   make deps       install the Debian packages        make install PREFIX=/usr/local
 #   make bench-dist all_reduce bandwidth and SimpleCNN scaling at 1 and 2 ranks (MPI builds)
 #   make print-build  the configuration's folder (build/latest links to the last one built)
@@ -206,7 +207,7 @@ DEB_PACKAGES := g++ make pkg-config python3 doctest-dev libstb-dev libbenchmark-
   libopenmpi-dev openmpi-bin
 
 .PHONY: all lib tests benches tools examples run-examples check-install test bench bench-dist study run-tests run-benches \
-  run-bench-dist run-study deps install clean gpu-check gpu-bundle fuzz fuzzers run-fuzz fuzz-replay print-build latest format format-check \
+  run-bench-dist run-study bench-record deps install clean gpu-check gpu-bundle fuzz fuzzers run-fuzz fuzz-replay print-build latest format format-check \
   compile_commands.json
 all: lib tests benches tools examples
 lib: $(LIB)
@@ -389,6 +390,11 @@ run-benches: benches
 	  $$b --benchmark_out=$(BUILD)/bench/results/$$(basename $$b).json --benchmark_out_format=json \
 	    $(if $(filter-out 1,$(BENCH_REPS)),--benchmark_repetitions=$(BENCH_REPS)) $(BENCH_ARGS) || exit 1; done
 	@python3 bench/summary.py $(BUILD)/bench/results
+
+# Keeps the last make bench's figures as this machine kind's current ones: bench/results/<kind>.json,
+# and bench/RESULTS.md written anew from every kind's (bench/results.py).
+bench-record:
+	python3 bench/results.py record $(BUILD)/bench/results
 
 # Data parallel: one run under mpirun -np 2 (SimpleCNN alone on rank 0 and on both ranks, and
 # all_reduce from 1 MB to 256 MB); about a minute. MPI_RUN_FLAGS adds mpirun options (in a container

@@ -5,8 +5,9 @@ optimization switch (the list in switches/switches.h, which the suites publish i
 context), then the few comparisons below that are not switches (two dtypes, OpenBLAS as a
 yardstick, per-run options together); each with the baseline, the optimized figure, the speedup
 (or memory saving) and the device. Rows whose benchmarks did not run say why (a GPU is needed,
-the suite was skipped, or a filter left them out). Also written as Markdown next to the
-JSON files (summary.md), for bench/RESULTS.md.
+the suite was skipped, or a filter left them out). Also written next to the JSON files as
+Markdown (summary.md) and as JSON with the machine's kind (summary.json), which
+`bench/results.py record` (make bench-record) keeps as that kind's current figures in bench/RESULTS.md.
 
 With repetitions (make bench BENCH_REPS=N, Google Benchmark's --benchmark_repetitions) each side
 of a row is its median run, and the gain column gives the median gain with the min and max over
@@ -16,6 +17,9 @@ whose min-max range reaches 1.0x is marked "within noise".
     python3 bench/summary.py build/latest/bench/results
 """
 import glob, json, os, platform, re, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import machine  # noqa: E402
 
 # The optimization switches come from switches/switches.h: every suite with a switch pair publishes
 # the list in its JSON context ("mdl_switches"), each pair named <switch>/off/<case> and
@@ -101,7 +105,7 @@ def main():
     results_dir = sys.argv[1] if len(sys.argv) > 1 else "build/latest/bench/results"
     runs, suites, switches, context = load(results_dir)
     header = ("optimization", "kind", "baseline", "optimized", "gain", "device")
-    rows = []
+    rows, records = [], []
     repeated = False
     for label, kind, suite, base, opt, metric, device in row_specs(switches):
         vb = [value(b, metric) for b in runs.get((suite, base), [])]
@@ -125,6 +129,10 @@ def main():
             if min(gains) <= no_change <= max(gains):
                 gain_text += ", within noise"
         rows.append((label, kind, fmt(mb, metric), fmt(mo, metric), gain_text, device))
+        records.append({"row": label, "kind": kind, "device": device, "suite": suite, "metric": metric,
+                        "baseline": mb, "optimized": mo, "baseline_text": fmt(mb, metric),
+                        "optimized_text": fmt(mo, metric), "gain": median(gains), "gain_min": min(gains),
+                        "gain_max": max(gains), "runs": len(pairs), "gain_text": gain_text})
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths))
     cpus = context.get("num_cpus") if context else "?"
@@ -141,6 +149,9 @@ def main():
         f.write("| " + " | ".join(header) + " |\n|" + "---|" * len(header) + "\n")
         for r in rows:
             f.write("| " + " | ".join(str(c) for c in r) + " |\n")
+    with open(os.path.join(results_dir, "summary.json"), "w") as f:
+        json.dump({"machine": machine.machine(), "date": (context or {}).get("date", ""), "rows": records}, f, indent=1)
+    print(f"(this machine's kind: {machine.machine()['kind']}; make bench-record keeps these figures in bench/RESULTS.md)")
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ bool allow_tf32();
 
 // On (the default), each convolution shape's cuDNN algorithm is measured once, as PyTorch's
 // torch.backends.cudnn.benchmark; off, it is cuDNN's heuristic pick, made without running anything
-// (on an H100 the heuristic made the f32 ResNet-18 step about 1.5x slower: bench/RESULTS.md).
+// (on an H100 the heuristic made the f32 ResNet-18 step about 1.5x slower: bench/log/2026-11-27-nvidia-h100.md).
 void set_cudnn_benchmark(bool on);
 bool cudnn_benchmark();
 // f16/bf16 attention with head dims up to 128 runs the FlashAttention-2 kernels on tensor cores

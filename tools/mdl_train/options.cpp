@@ -208,7 +208,7 @@ const std::map<std::string, Option>& table() {
 
 // On a GPU the loader settings the command line left out keep the device fed: workers decode
 // while the step runs and batches wait in pinned memory, which copies to the device faster
-// (bench/RESULTS.md: the SimpleCNN step's data wait fell from about a third of each epoch to under
+// (bench/log/2026-11-27-nvidia-h100.md: the SimpleCNN step's data wait fell from about a third of each epoch to under
 // 1% on an H100). On the CPU the loader's threads would take the cores the step computes on, so
 // there everything stays in the training thread unless asked for.
 void apply_gpu_loader_defaults(TrainOptions& o, const std::set<std::string>& given) {

@@ -1,0 +1,120 @@
+#!/usr/bin/env python3
+"""bench/RESULTS.md, written from the figures `make bench` measured: one table per machine kind
+(bench/machine.py), each from that kind's last recorded run (bench/results/<kind>.json), with the
+commit and date it ran at. No figure in it is written by hand; the dated narrative of every
+measurement, and the figures of kinds not yet recorded this way, are in bench/log/.
+
+    python3 bench/results.py record build/latest/bench/results   # keep this run as its kind's figures
+    python3 bench/results.py write                               # rewrite bench/RESULTS.md only
+"""
+import datetime, glob, json, os, subprocess, sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RECORDS = os.path.join(HERE, "results")
+OUT = os.path.join(HERE, "RESULTS.md")
+LOG = os.path.join(HERE, "log")
+
+# The kinds seen so far whose figures are still only in the log, with the log files that hold them.
+KNOWN_KINDS = {
+    "amd-zen3": "AMD Zen 3 (AVX2, FMA, F16C; no AVX-512)",
+    "amd-zen5": "AMD Zen 5 (AVX-512 on a 512-bit datapath, AVX512-BF16, no AMX)",
+    "intel-xeon-amx": "Intel Xeon with AMX (Sapphire or Emerald Rapids: AVX-512, AVX512-BF16, AMX)",
+    "intel-xeon-icelake": "Intel Xeon, Ice Lake (AVX-512, no BF16 dot products, no AMX)",
+    "nvidia-h100": "NVIDIA H100 80GB HBM3 (with the host's CPU rows left out)",
+}
+LOG_KEYS = {  # words in a log file's name that say which kind it measured
+    "amd-zen3": ["zen3"], "amd-zen5": ["zen5"], "intel-xeon-amx": ["xeon-amx"],
+    "intel-xeon-icelake": ["xeon-icelake"], "nvidia-h100": ["h100"],
+}
+
+
+def git_commit():
+    try:
+        return subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "?"
+
+
+def record(results_dir):
+    with open(os.path.join(results_dir, "summary.json")) as f:
+        summary = json.load(f)
+    if not summary["rows"]:
+        sys.exit(f"results.py: {results_dir}/summary.json has no measured row; nothing recorded")
+    reps = max(r["runs"] for r in summary["rows"])
+    summary["commit"] = git_commit()
+    summary["recorded"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    summary["command"] = f"make bench BENCH_REPS={reps}"
+    os.makedirs(RECORDS, exist_ok=True)
+    path = os.path.join(RECORDS, summary["machine"]["kind"] + ".json")
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(summary, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, path)
+    print(f"results.py: recorded {len(summary['rows'])} rows as {os.path.relpath(path)}")
+    write()
+
+
+def logs_for(kind):
+    keys = LOG_KEYS.get(kind, [kind])
+    return [os.path.basename(p) for p in sorted(glob.glob(os.path.join(LOG, "*.md"))) if any(k in p for k in keys)]
+
+
+def cell(text):
+    return str(text).replace("|", "\\|")
+
+
+def table(summary):
+    m = summary["machine"]
+    lines = [f"## {m['label']}", "",
+             f"{m['model']}, {m['cores']} cores ({' '.join(m['features'])}). Recorded {summary['recorded']} at "
+             f"commit {summary['commit']} by `{summary['command']}`. Gain: the median over the repetitions, with "
+             "its min-max range; a range that reaches 1.0x is within noise.", "",
+             "| optimization | kind | device | baseline | optimized | gain |", "|---|---|---|---|---|---|"]
+    for r in summary["rows"]:
+        lines.append(f"| {cell(r['row'])} | {r['kind']} | {r['device']} | {cell(r['baseline_text'])} | "
+                     f"{cell(r['optimized_text'])} | {cell(r['gain_text'])} |")
+    logs = logs_for(m["kind"])
+    if logs:
+        lines += ["", "This kind's dated logs: " + ", ".join(f"[{n}](log/{n})" for n in logs) + "."]
+    return "\n".join(lines)
+
+
+def write():
+    recorded = {}
+    for path in sorted(glob.glob(os.path.join(RECORDS, "*.json"))):
+        with open(path) as f:
+            s = json.load(f)
+        recorded[s["machine"]["kind"]] = s
+    parts = ["# Current results", "",
+             "Written by `bench/results.py` from `bench/results/<kind>.json`: do not edit by hand. Each table is "
+             "the last `make bench` recorded on its machine kind (`make bench`, then `make bench-record`); "
+             "compare figures only within one kind. The dated narrative of every measurement (the study, "
+             "PyTorch side by side, the GPU leases, CI runs) is in [log/](log/).", ""]
+    parts += ["Kinds: " + ", ".join(f"[{KNOWN_KINDS.get(k, k)}](#{k})" for k in recorded) + "." if recorded else
+              "No kind recorded yet.", ""]
+    for kind, s in recorded.items():
+        parts += [f'<a id="{kind}"></a>', "", table(s), ""]
+    missing = [k for k in KNOWN_KINDS if k not in recorded]
+    if missing:
+        parts += ["## Kinds seen, not yet recorded in this form", ""]
+        for k in missing:
+            logs = logs_for(k)
+            where = ("its figures are in " + ", ".join(f"[{n}](log/{n})" for n in logs)) if logs else "no figures yet"
+            parts.append(f"- {KNOWN_KINDS[k]}: {where}.")
+        parts.append("")
+    tmp = OUT + ".tmp"
+    with open(tmp, "w") as f:
+        f.write("\n".join(parts))
+    os.replace(tmp, OUT)
+    print(f"results.py: wrote {os.path.relpath(OUT)} ({len(recorded)} kinds)")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "record":
+        record(sys.argv[2])
+    elif len(sys.argv) == 2 and sys.argv[1] == "write":
+        write()
+    else:
+        sys.exit(__doc__)
