@@ -4,6 +4,7 @@
 // a quarter of the activations; the time per 512 samples shows what that costs.
 #include <benchmark/benchmark.h>
 
+#include "bench/recording_reporter.h"
 #include "mdl.h"
 #include "nn/functional.h"
 #include "nn/models/models.h"
@@ -48,9 +49,6 @@ int main(int argc, char** argv) {
                            [](benchmark::State& s, bool accumulate) { step(s, accumulate ? 4 : 1); })
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
+  if (!bench::run_benchmarks(argc, argv)) return 1;
   return 0;
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/recording_reporter.h"
 #include "ops/autocast.h"
 #include "amp/grad_scaler.h"
 #include "cpu/float_block.h"  // cpu::set_bulk_half_conversion
@@ -120,25 +121,6 @@ Memory forward_memory(nn::Module& model, const Tensor& x, bool mixed) {
   return {double(s.live_bytes - before - int64_t(out.nbytes())) / 1e6, double(s.peak_bytes - before) / 1e6};
 }
 
-// Console output as usual, and each run's real and CPU time per iteration kept by name. Under
-// load (a shared machine) the CPU time of a 1-thread run is the steadier measure.
-class RecordingReporter : public benchmark::ConsoleReporter {
- public:
-  struct Times {
-    double real, cpu;
-  };
-  std::map<std::string, Times> times;
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) {
-      // Single runs, or the median when repetitions are asked for.
-      const bool median = r.run_type == Run::RT_Aggregate && r.aggregate_name == "median";
-      if ((r.run_type != Run::RT_Iteration && !median) || r.iterations == 0) continue;
-      times[r.run_name.function_name] = {r.GetAdjustedRealTime(), r.GetAdjustedCPUTime()};
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -203,17 +185,15 @@ int main(int argc, char** argv) {
           ->UseRealTime()
           ->MinTime(0.3);
 
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  RecordingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
+  bench::RecordingReporter reporter;
+  if (!bench::run_benchmarks(argc, argv, reporter)) return 1;
 
-  auto& t = reporter.times;
-  // Speed of `fast` relative to `base` (>1: faster), by real time and by CPU time.
+  // Speed of `fast` relative to `base` (>1: faster), by real time and by CPU time: under load (a
+  // shared machine) the CPU time of a 1-thread run is the steadier measure.
   auto speedup = [&](const std::string& fast, const std::string& base) {
-    if (!t.count(fast) || !t.count(base)) return std::pair<double, double>{0, 0};
-    return std::pair<double, double>{t[base].real / t[fast].real, t[base].cpu / t[fast].cpu};
+    const bench::RunResult *f = reporter.find(fast), *b = reporter.find(base);
+    if (!f || !b) return std::pair<double, double>{0, 0};
+    return std::pair<double, double>{b->real / f->real, b->cpu / f->cpu};
   };
   std::printf("\nthreads: %d; speed of 16-bit operands relative to f32 (>1: faster), by real time / CPU time:\n",
               get_num_threads());

@@ -81,19 +81,16 @@ int main(int argc, char** argv) {
           [bwd = std::string(pass) == "fwd_bwd"](benchmark::State& s, bool on) { run(s, attention, bwd, on); })
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  RecordingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
+  bench::RecordingReporter reporter;
+  if (!bench::run_benchmarks(argc, argv, reporter)) return 1;
   std::printf("\ncausal attention B=%lld H=%lld L=S=%lld D=%lld f32, threads: %d\n", (long long)kB, (long long)kH,
               (long long)kL, (long long)kD, get_num_threads());
   for (const char* pass : {"fwd", "fwd_bwd"}) {
-    auto f = reporter.ms.find(bench::switch_benchmark("fused_attention", true, pass));
-    auto c = reporter.ms.find(bench::switch_benchmark("fused_attention", false, pass));
-    if (f != reporter.ms.end() && c != reporter.ms.end())
-      std::printf("%-16s fused %8.2f ms  composed %8.2f ms  speed-up x%.2f\n", pass, f->second, c->second,
-                  c->second / f->second);
+    const bench::RunResult* f = reporter.find(bench::switch_benchmark("fused_attention", true, pass));
+    const bench::RunResult* c = reporter.find(bench::switch_benchmark("fused_attention", false, pass));
+    if (f && c)
+      std::printf("%-16s fused %8.2f ms  composed %8.2f ms  speed-up x%.2f\n", pass, f->real, c->real,
+                  c->real / f->real);
   }
   return 0;
 }

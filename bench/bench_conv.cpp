@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/recording_reporter.h"
 #include "mdl.h"
 #include "nn/functional.h"
 #include "kernels/conv.h"
@@ -145,20 +146,6 @@ void cnn_step_with(benchmark::State& state, const char* name, bool on) {
   switches::set(name, saved);
 }
 
-// Console output as usual, and each run's GFLOP/s kept by name for the closing table.
-class RecordingReporter : public benchmark::ConsoleReporter {
- public:
-  std::map<std::string, double> gflops;
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) {
-      auto it = r.counters.find("GFLOP/s");
-      if (it != r.counters.end() && r.run_type == Run::RT_Iteration)
-        gflops[r.run_name.function_name] = it->second.value / 1e9;
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
-};
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -203,11 +190,8 @@ int main(int argc, char** argv) {
           ->UseRealTime()
           ->MinTime(0.5);
 
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  RecordingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
+  bench::RecordingReporter reporter;
+  if (!bench::run_benchmarks(argc, argv, reporter)) return 1;
 
   std::printf("\nthreads: %d; direct conv loop: %s; direct kernel vs im2col + GEMM:\n", get_num_threads(),
               cpu::direct_conv_kernel_name() ? cpu::direct_conv_kernel_name() : "none on this CPU");
@@ -215,10 +199,11 @@ int main(int argc, char** argv) {
   for (const Layer& l : kLayers)
     for (const char* pass : {"fwd", "bwd", "bwd_weight"}) {
       const std::string id = std::string(pass) + "/" + l.name;
-      auto d = reporter.gflops.find(bench::switch_benchmark(direct_switch(l), true, id));
-      auto i = reporter.gflops.find(bench::switch_benchmark(direct_switch(l), false, id));
-      if (d == reporter.gflops.end() || i == reporter.gflops.end()) continue;
-      std::printf("%-36s %10s %16.2f %16.2f %7.2fx\n", l.name, pass, d->second, i->second, d->second / i->second);
+      const bench::RunResult* d = reporter.find(bench::switch_benchmark(direct_switch(l), true, id));
+      const bench::RunResult* i = reporter.find(bench::switch_benchmark(direct_switch(l), false, id));
+      if (!d || !i) continue;
+      const double direct = d->counter("GFLOP/s", 1e-9), im2col = i->counter("GFLOP/s", 1e-9);
+      std::printf("%-36s %10s %16.2f %16.2f %7.2fx\n", l.name, pass, direct, im2col, direct / im2col);
     }
   return 0;
 }

@@ -39,19 +39,16 @@ int main(int argc, char** argv) {
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime()
           ->MinTime(0.5);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  RecordingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
+  bench::RecordingReporter reporter;
+  if (!bench::run_benchmarks(argc, argv, reporter)) return 1;
   std::printf("\nadd into a fresh output, large-block cache off vs on (threads %d):\n", get_num_threads());
   for (const auto& [label, n] : sizes) {
     const std::string case_name = std::string("add_fresh_output_") + label;
-    auto off = reporter.ms.find(bench::switch_benchmark("cpu_block_cache", false, case_name));
-    auto on = reporter.ms.find(bench::switch_benchmark("cpu_block_cache", true, case_name));
-    if (off != reporter.ms.end() && on != reporter.ms.end())
-      std::printf("  %4s f32: off %8.2f ms  on %8.2f ms  speed-up x%.2f\n", label, off->second, on->second,
-                  off->second / on->second);
+    const bench::RunResult* off = reporter.find(bench::switch_benchmark("cpu_block_cache", false, case_name));
+    const bench::RunResult* on = reporter.find(bench::switch_benchmark("cpu_block_cache", true, case_name));
+    if (off && on)
+      std::printf("  %4s f32: off %8.2f ms  on %8.2f ms  speed-up x%.2f\n", label, off->real, on->real,
+                  off->real / on->real);
   }
   return 0;
 }

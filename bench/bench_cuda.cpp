@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "bench/recording_reporter.h"
 #include "ops/autocast.h"
 #include "amp/grad_scaler.h"
 #include "data/loader.h"
@@ -447,8 +448,6 @@ int main(int argc, char** argv) {
     bench::register_switch("channels_last", on, "resnet18_step_amp", resnet18_step_layout)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
-  benchmark::Initialize(&argc, argv);
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
+  if (!bench::run_benchmarks(argc, argv)) return 1;
   return 0;
 }

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/recording_reporter.h"
 #include "data/export.h"
 #include "data/idx.h"
 #include "data/image_folder.h"
@@ -263,10 +264,7 @@ int main(int argc, char** argv) {
     for (bool pinned : {false, true})
       bench::register_switch("pin_memory", pinned, "h2d", h2d)->Arg(128 * 784)->Arg(16 << 20)->UseRealTime();
 
-  benchmark::Initialize(&rest_argc, rest.data());
-  if (benchmark::ReportUnrecognizedArguments(rest_argc, rest.data())) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
+  if (!bench::run_benchmarks(rest_argc, rest.data())) return 1;
   if (!cuda::is_available())
     std::printf("\npinned vs pageable host-to-device: not measured (%s)\n",
                 cuda::compiled() ? "no GPU found" : "no CUDA in this build");

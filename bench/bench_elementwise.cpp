@@ -6,6 +6,7 @@
 // tiled_transpose (a transposed copy). Bytes read plus written per call give the GB/s column.
 #include <benchmark/benchmark.h>
 
+#include "bench/recording_reporter.h"
 #include "mdl.h"
 #include "kernels/core.h"  // kernels::binary, for the allocation-free add
 #include "bench/switch_bench.h"
@@ -209,9 +210,6 @@ int main(int argc, char** argv) {
   pair("fused_add_relu", "resblock_f32_32x64x32x32_fwd_bwd", add_relu_fwd_bwd);
   pair("branchless_select", "masked_fill_f32_4M", masked_fill_pair);
   pair("tiled_transpose", "f32_4096x4096", transposed_copy);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
+  if (!bench::run_benchmarks(argc, argv)) return 1;
   return 0;
 }

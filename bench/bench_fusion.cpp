@@ -5,6 +5,7 @@
 // the fused_cross_entropy and fused_layer_norm switches off and on.
 #include <benchmark/benchmark.h>
 
+#include "bench/recording_reporter.h"
 #include "mdl.h"
 #include "nn/cross_entropy_options.h"
 #include "nn/functional.h"
@@ -66,9 +67,6 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
+  if (!bench::run_benchmarks(argc, argv)) return 1;
   return 0;
 }

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/recording_reporter.h"
 #include "bench/openblas_yardstick.h"
 #include "bench/switch_bench.h"
 #include "cpu/gemm.h"
@@ -43,20 +44,6 @@ void run_gemm(benchmark::State& state, int64_t n, const GemmFn& fn) {
 void threaded(int64_t n, const float* A, const float* B, float* C) {
   mdl::cpu::gemm_f32(n, n, n, 1.0f, A, n, 1, B, n, 1, 0.0f, C, n, 1);
 }
-
-// Console output as usual, and each run's GFLOP/s kept by "variant/size" for the closing table.
-class RecordingReporter : public benchmark::ConsoleReporter {
- public:
-  std::map<std::string, double> gflops;
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) {
-      auto it = r.counters.find("GFLOP/s");
-      if (it != r.counters.end() && r.run_type == Run::RT_Iteration)
-        gflops[r.run_name.function_name] = it->second.value / 1e9;
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
-};
 
 // C = A @ B (512^3) with B scaled by 1e-38, so every product and partial sum is a denormal float:
 // the flush_denormal pair.
@@ -142,11 +129,8 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
 
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  RecordingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
+  bench::RecordingReporter reporter;
+  if (!bench::run_benchmarks(argc, argv, reporter)) return 1;
 
   mdl::cpu::set_avx512_gemm(false);
   const std::string narrow_kernel = mdl::cpu::gemm_f32_kernel_name();
@@ -164,8 +148,8 @@ int main(int argc, char** argv) {
   std::printf("%6s %13s %13s %7s %13s %7s %13s %7s\n", "size", "avx512 off", "avx512 on", "ratio", "bf16 on", "ratio",
               "OpenBLAS", "f32/OB");
   auto find = [&](const std::string& name) {
-    auto it = reporter.gflops.find(name);
-    return it == reporter.gflops.end() ? -1.0 : it->second;
+    const bench::RunResult* r = reporter.find(name);
+    return r ? r->counter("GFLOP/s", 1e-9) : -1.0;
   };
   for (int64_t n : sizes) {
     const std::string s = std::to_string(n);

@@ -60,21 +60,18 @@ int main(int argc, char** argv) {
             ->UseRealTime()
             ->MinTime(0.3);
       }
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  RecordingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
+  bench::RecordingReporter reporter;
+  if (!bench::run_benchmarks(argc, argv, reporter)) return 1;
   std::printf("\nlinear %lldx%lld -> %lld f32, threads %d: fused (GEMM + one epilogue pass) vs composed\n",
               (long long)kBatch, (long long)kIn, (long long)kOut, get_num_threads());
   for (const char* pass : {"fwd", "fwd_bwd"})
     for (const char* act : {"relu", "gelu"}) {
       const std::string base = std::string(pass) + "/" + act;
-      auto f = reporter.ms.find(bench::switch_benchmark("fused_linear_act", true, base));
-      auto c = reporter.ms.find(bench::switch_benchmark("fused_linear_act", false, base));
-      if (f != reporter.ms.end() && c != reporter.ms.end())
-        std::printf("%-22s composed %8.2f ms  fused %8.2f ms  speed-up x%.2f\n", base.c_str(), c->second, f->second,
-                    c->second / f->second);
+      const bench::RunResult* f = reporter.find(bench::switch_benchmark("fused_linear_act", true, base));
+      const bench::RunResult* c = reporter.find(bench::switch_benchmark("fused_linear_act", false, base));
+      if (f && c)
+        std::printf("%-22s composed %8.2f ms  fused %8.2f ms  speed-up x%.2f\n", base.c_str(), c->real, f->real,
+                    c->real / f->real);
     }
   return 0;
 }

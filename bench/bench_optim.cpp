@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "bench/recording_reporter.h"
 #include "mdl.h"
 #include "optim/adam.h"
 #include "optim/adam_options.h"
@@ -80,9 +81,6 @@ int main(int argc, char** argv) {
       ->Arg(k10M)
       ->Unit(benchmark::kMillisecond)
       ->UseRealTime();
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  benchmark::RunSpecifiedBenchmarks();
-  benchmark::Shutdown();
+  if (!bench::run_benchmarks(argc, argv)) return 1;
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 
+#include "bench/recording_reporter.h"
 #include "mdl.h"
 #include "nn/models/models.h"
 #include "profiler/session.h"
@@ -83,29 +84,6 @@ void BM_KernelCall(benchmark::State& state) {
   state.SetLabel(mode == 0 ? "slot called directly" : mode == 1 ? "hook, profiler off" : "hook, recorded");
 }
 
-// Real and CPU time per iteration by (benchmark, mode): the median when repeated, else the one
-// run. Under load CPU time is the steadier measure.
-class RecordingReporter : public benchmark::ConsoleReporter {
- public:
-  struct Times {
-    double real = 0, cpu = 0;
-  };
-  std::map<std::pair<std::string, int64_t>, Times> time;
-  void ReportRuns(const std::vector<Run>& runs) override {
-    for (const Run& r : runs) {
-      auto key = std::make_pair(r.run_name.function_name, std::stoll(r.run_name.args));
-      if ((r.run_type == Run::RT_Aggregate && r.aggregate_name == "median") ||
-          (r.run_type == Run::RT_Iteration && !time.count(key)))
-        time[key] = {r.GetAdjustedRealTime(), r.GetAdjustedCPUTime()};
-    }
-    ConsoleReporter::ReportRuns(runs);
-  }
-  Times get(const std::string& name, int64_t mode) const {
-    auto it = time.find({name, mode});
-    return it == time.end() ? Times{} : it->second;
-  }
-};
-
 void print_profile(const char* trace_path) {
   CnnStep step;
   step.run();
@@ -152,17 +130,14 @@ int main(int argc, char** argv) {
       ->Unit(benchmark::kNanosecond)
       ->UseRealTime()
       ->Iterations(200'000);
-  benchmark::Initialize(&argc, argv);
-  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
-  RecordingReporter reporter;
-  benchmark::RunSpecifiedBenchmarks(&reporter);
-  benchmark::Shutdown();
+  bench::RecordingReporter reporter;
+  if (!bench::run_benchmarks(argc, argv, reporter)) return 1;
   const std::string step = "simple_cnn_step/batch128", call = "kernel_call/add16";
   std::printf("\nthreads: %d\n", get_num_threads());
   for (bool cpu : {false, true}) {
     auto t = [&](const std::string& name, int64_t mode) {
-      auto v = reporter.get(name, mode);
-      return cpu ? v.cpu : v.real;
+      const bench::RunResult* v = reporter.find(name + "/" + std::to_string(mode));
+      return !v ? 0.0 : cpu ? v->cpu : v->real;
     };
     const char* clock = cpu ? "CPU " : "real";
     if (double off = t(step, 0); off > 0 && t(step, 1) > 0 && t(step, 2) > 0)
