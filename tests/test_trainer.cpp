@@ -333,3 +333,43 @@ TEST_CASE("Trainer and callbacks: bad arguments are named") {
   CHECK_THROWS_WITH_AS(with_schedule.add(std::make_shared<train::ReduceLROnPlateau>()),
                        doctest::Contains("ReduceLROnPlateau with an LR schedule"), Error);
 }
+
+TEST_CASE("Trainer: a loss gone non-finite ends fit with TrainingDiverged before any callback sees the epoch") {
+  Setup s(1e30);  // an lr that sends the weights to inf within the first steps
+  auto counting = std::make_shared<Counting>();
+  const std::string ckpt = temp_path("diverged.safetensors");
+  train::Trainer trainer(s.config);
+  trainer.add(counting).add(std::make_shared<train::SaveCheckpoint>(ckpt));
+  CHECK_THROWS_WITH_AS(trainer.fit(3), doctest::Contains("training diverged in epoch 1"), train::TrainingDiverged);
+  CHECK(counting->train_begin == 1);
+  CHECK(counting->epoch_end == 0);
+  CHECK(counting->steps < 8);  // a lone process stops at the first non-finite loss, not at the epoch's end
+  CHECK(trainer.history().empty());
+  CHECK_FALSE(std::filesystem::exists(ckpt));
+}
+
+TEST_CASE("Trainer: stop_now ends the run at once, the epoch unrecorded; needs_step_totals is asked every step") {
+  struct StopAtThree : train::Callback {
+    int asked = 0, epoch_end = 0;
+    bool needs_step_totals(const TrainContext&) override { return ++asked, false; }
+    void on_step_end(TrainContext& c) override {
+      if (c.step == 3) c.stop_now("enough");
+    }
+    void on_epoch_end(TrainContext&, const EpochRecord&) override { ++epoch_end; }
+  };
+  Setup s;
+  auto stop = std::make_shared<StopAtThree>();
+  train::Trainer trainer(s.config);
+  trainer.add(stop);
+  CHECK(trainer.fit(2).empty());
+  CHECK(stop->asked == 3);
+  CHECK(stop->epoch_end == 0);
+  CHECK(trainer.stop_reason() == "enough");
+  // resume_after numbers the next fit's epochs on from a checkpoint's.
+  Setup again;
+  train::Trainer resumed(again.config);
+  resumed.resume_after(5);
+  const auto history = resumed.fit(1);
+  REQUIRE(history.size() == 1);
+  CHECK(history[0].epoch == 6);
+}
