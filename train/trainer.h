@@ -45,12 +45,12 @@ struct TrainerConfig {
   int64_t grad_accum = 1;
   double clip = 0;                                       // max global gradient norm; 0 = off
   double l2 = 0;                                         // a penalty l2 * sum(w^2) over l2_weights, added to the loss
-  std::vector<Tensor> l2_weights;                        // what l2 penalises (mdl-train: every Linear layer's weight)
+  std::vector<Tensor> l2_weights{};                      // what l2 penalises (mdl-train: every Linear layer's weight)
   MemoryFormat input_format = MemoryFormat::Contiguous;  // ChannelsLast: 4-D batches laid out NHWC
   bool cuda_graph = false;  // on a GPU: capture the step once as a CUDA Graph and replay it
   std::shared_ptr<DataParallel> data_parallel = nullptr;  // under mpirun: DDP's gradient hooks
-  int64_t classes = 0;                   // for validation's confusion matrix; 0: the logits' last dimension
-  std::vector<std::string> class_names;  // its rows' labels; empty: the class numbers
+  int64_t classes = 0;                     // for validation's confusion matrix; 0: the logits' last dimension
+  std::vector<std::string> class_names{};  // its rows' labels; empty: the class numbers
 };
 
 // The error fit() throws when the loss or the weights stop being finite: nothing of the
