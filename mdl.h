@@ -1,9 +1,9 @@
 // mdl: a minimal deep learning framework. This umbrella header is the whole public API.
 #pragma once
 
-#include "tensor/grad_mode.h"    // NoGradGuard
-#include "autograd/gradcheck.h"  // autograd::gradcheck
-#include "autograd/hooks.h"      // autograd::register_post_accumulate_grad_hook
+#include "tensor/grad_mode.h"  // NoGradGuard
+#include "ops/gradcheck.h"     // autograd::gradcheck
+#include "autograd/hooks.h"    // autograd::register_post_accumulate_grad_hook
 
 #include "ops/autocast.h"     // amp::AutocastGuard (kF16, kBF16), is_autocast_enabled
 #include "amp/grad_scaler.h"  // amp::GradScaler
@@ -46,16 +46,16 @@
 #include "profiler/session.h"     // profiler::Session, Scope, Phase; table(), export_chrome_trace()
 #include "profiler/cuda_timer.h"  // profiler::cuda_device_timer
 
-#include "tensor/allocator.h"  // memory_stats, reset_peak_memory
-#include "cuda/api.h"          // cuda:: allocator statistics, empty_cache, Graph, allow_tf32, CopyStream
-#include "tensor/device.h"     // Device, cuda::is_available
-#include "tensor/dtype.h"      // DType, kF32, kF16, kBF16, ...
-#include "tensor/error.h"      // mdl::Error
-#include "ops/factory.h"       // zeros, ones, arange, rand, randn, from_vector, manual_seed
-#include "tensor/half.h"       // Half, BFloat16
-#include "ops/ops.h"           // add, matmul, softmax, sum, cat, ... and operators
-#include "tensor/parallel.h"   // set_num_threads
-#include "tensor/tensor.h"     // Tensor
+#include "tensor/allocator.h"    // memory_stats, reset_peak_memory
+#include "cuda/api.h"            // cuda:: allocator statistics, empty_cache, Graph, allow_tf32, CopyStream
+#include "tensor/device.h"       // Device, cuda::is_available
+#include "tensor/dtype.h"        // DType, kF32, kF16, kBF16, ...
+#include "tensor/error.h"        // mdl::Error
+#include "ops/native/factory.h"  // zeros, ones, arange, rand, randn, from_vector, manual_seed
+#include "tensor/half.h"         // Half, BFloat16
+#include "ops/ops.h"             // add, matmul, softmax, sum, cat, ... and operators
+#include "tensor/parallel.h"     // set_num_threads
+#include "tensor/tensor.h"       // Tensor
 
 #include "amp/amp_config.h"  // amp::AmpConfig: a run's mixed precision
 #include "train/builtin_callbacks.h"  // train::ProgressPrinter, CsvLogger, SaveCheckpoint, CheckpointBest, EarlyStopping, ReduceLROnPlateau, TimeToTarget

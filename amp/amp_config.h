@@ -6,7 +6,7 @@
 #pragma once
 #include <string>
 
-#include "ops/autocast.h"
+#include "tensor/autocast_mode.h"
 #include "tensor/dtype.h"
 
 namespace mdl::amp {

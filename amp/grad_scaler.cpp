@@ -11,7 +11,7 @@
 
 #include "tensor/grad_mode.h"
 #include "tensor/error.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "kernels/amp.h"
 #include "ops/ops.h"
 #include "optim/state_values.h"

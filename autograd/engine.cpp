@@ -6,9 +6,10 @@
 #include <queue>
 #include <unordered_map>
 
-#include "ops/autocast.h"
+#include "tensor/autocast_mode.h"
 #include "autograd/hooks.h"
 #include "autograd/node.h"
+#include "autograd/op_registry.h"
 #include "profiler/recorder.h"
 #include "ops/native/native.h"
 
@@ -72,8 +73,7 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
 }
 
 void record(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs) {
-  static const auto& registry = differentiable_ops();
-  MDL_CHECK(std::find(registry.begin(), registry.end(), node->name()) != registry.end(), "autograd: op ", node->name(),
+  MDL_CHECK(is_differentiable_op(node->name()), "autograd: op ", node->name(),
             " has a backward but is missing from the registry of differentiable ops");
   node->sequence_nr = g_sequence.fetch_add(1);
   node->next_edges.reserve(inputs.size());

@@ -1,7 +1,7 @@
 // FnNode and record_fn.
 #include "autograd/function.h"
 
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "ops/native/native.h"
 
 namespace mdl::autograd {

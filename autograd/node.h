@@ -73,8 +73,6 @@ bool needs_grad(std::initializer_list<const Tensor*> inputs);
 bool needs_grad(const std::vector<Tensor>& inputs);
 // Connects `node` to its inputs and makes it the grad_fn of the outputs.
 void record(const std::shared_ptr<Node>& node, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs);
-// The names of every op with a backward, for the gradcheck-coverage test.
-const std::vector<std::string>& differentiable_ops();
 
 // Runs backward from roots with the given gradients (engine.cpp).
 void run_backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads, bool retain_graph);

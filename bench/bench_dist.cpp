@@ -19,7 +19,7 @@
 #include "nn/functional.h"
 #include "nn/models/models.h"
 #include "optim/sgd.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "tensor/parallel.h"
 
 using namespace mdl;

@@ -6,7 +6,7 @@
 
 #include "data/transforms.h"
 #include "tensor/error.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 
 namespace mdl::data {
 namespace {

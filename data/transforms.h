@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "tensor/tensor.h"
 
 namespace mdl::data {

@@ -8,7 +8,7 @@
 #include "tensor/grad_mode.h"
 #include "autograd/hooks.h"
 #include "tensor/error.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 
 namespace mdl::dist {
 

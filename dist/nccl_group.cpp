@@ -15,7 +15,7 @@
 #include "dist/file_rendezvous.h"
 #include "cuda/runtime/context.cuh"
 #include "tensor/error.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 
 namespace mdl::dist {
 

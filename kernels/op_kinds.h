@@ -1,6 +1,6 @@
 // The elementwise and reduction op kinds the kernels take, each listed once with its printed name
 // and whether autograd differentiates it: the enums, the names (unary_op_name, ...) and the
-// differentiable-op registry (autograd/registry.cpp) are all generated from these lists.
+// differentiable ops ops/elementwise.cpp registers are all generated from these lists.
 #pragma once
 #include <cstdint>
 
@@ -43,7 +43,7 @@
   X(Le, "le", false)          \
   X(Gt, "gt", false)          \
   X(Ge, "ge", false)
-// Reductions have their own nodes (sum, mean, max_dim, ...) in autograd/registry.cpp.
+// Reductions have their own nodes (sum, mean, max_dim, ...), registered in ops/reduce.cpp.
 #define MDL_REDUCE_OPS(X) \
   X(Sum, "sum", false)    \
   X(Mean, "mean", false)  \

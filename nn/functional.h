@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "tensor/tensor.h"
 
 namespace mdl::nn::functional {

@@ -9,14 +9,17 @@
 
 #include "ops/autocast.h"
 #include "autograd/function.h"
+#include "autograd/op_registry.h"
 #include "nn/attention_options.h"
 #include "nn/functional.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "ops/ops.h"
 #include "kernels/attention.h"
 #include "ops/native/native.h"
 
 namespace mdl::nn::functional {
+
+MDL_DIFFERENTIABLE_OPS("scaled_dot_product_attention");
 
 namespace {
 

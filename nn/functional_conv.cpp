@@ -5,6 +5,7 @@
 #include <string>
 
 #include "autograd/function.h"
+#include "autograd/op_registry.h"
 #include "nn/functional.h"
 #include "nn/functional_checks.h"
 #include "ops/autocast.h"
@@ -13,6 +14,8 @@
 #include "kernels/conv.h"
 
 namespace mdl::nn::functional {
+
+MDL_DIFFERENTIABLE_OPS("conv2d");
 
 using autograd::FnNode;
 using autograd::Grads;

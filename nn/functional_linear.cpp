@@ -7,14 +7,17 @@
 
 #include "ops/autocast.h"
 #include "autograd/function.h"
+#include "autograd/op_registry.h"
 #include "nn/functional_checks.h"
 #include "nn/init.h"
 #include "nn/linear_act.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "kernels/linear_act.h"
 #include "ops/native/native.h"
 
 namespace mdl::nn {
+
+MDL_DIFFERENTIABLE_OPS("linear", "linear_act");
 
 namespace functional {
 

@@ -6,6 +6,7 @@
 
 #include "ops/autocast.h"
 #include "autograd/function.h"
+#include "autograd/op_registry.h"
 #include "nn/functional.h"
 #include "nn/cross_entropy_options.h"
 #include "kernels/loss.h"
@@ -13,6 +14,8 @@
 #include "ops/ops.h"
 
 namespace mdl::nn::functional {
+
+MDL_DIFFERENTIABLE_OPS("cross_entropy", "bce_with_logits");
 
 using autograd::FnNode;
 using autograd::Grads;

@@ -7,6 +7,7 @@
 
 #include "ops/autocast.h"
 #include "autograd/function.h"
+#include "autograd/op_registry.h"
 #include "tensor/grad_mode.h"
 #include "cuda/api.h"
 #include "nn/functional.h"
@@ -17,6 +18,8 @@
 #include "ops/native/native.h"
 
 namespace mdl::nn::functional {
+
+MDL_DIFFERENTIABLE_OPS("batch_norm", "layer_norm", "group_norm", "dropout", "embedding");
 
 using autograd::FnNode;
 using autograd::Grads;

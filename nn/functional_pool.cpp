@@ -4,6 +4,7 @@
 #include <string>
 
 #include "autograd/function.h"
+#include "autograd/op_registry.h"
 #include "nn/functional.h"
 #include "nn/functional_checks.h"
 #include "ops/autocast.h"
@@ -12,6 +13,8 @@
 #include "kernels/pool.h"
 
 namespace mdl::nn::functional {
+
+MDL_DIFFERENTIABLE_OPS("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d");
 
 using autograd::FnNode;
 using autograd::Grads;

@@ -2,7 +2,7 @@
 #pragma once
 #include <string>
 
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "tensor/tensor.h"
 
 namespace mdl::nn::init {

@@ -1,4 +1,4 @@
-// The autocast state, its guard, and the casts behind the hooks with their per-thread cache.
+// The casts behind the hooks, with their per-thread cache.
 #include "ops/autocast.h"
 
 #include <unordered_map>
@@ -9,10 +9,6 @@
 #include "ops/ops.h"
 
 namespace mdl::amp {
-
-namespace detail {
-thread_local constinit AutocastState t_autocast{};
-}  // namespace detail
 
 namespace {
 
@@ -26,9 +22,16 @@ struct CachedCast {
 };
 thread_local std::unordered_map<const TensorImpl*, std::vector<CachedCast>> t_cache;
 
+void clear_cache() {
+  if (!t_cache.empty()) t_cache.clear();
+}
+
 Tensor cached_cast(const Tensor& x, DType target) {
   // Only leaves that require grad are cached (parameters): activations are cast once anyway.
   if (!x.requires_grad() || !x.is_leaf()) return to_dtype(x, target);
+  // The cache fills only here, so the outermost guard's exit learns to clear it before it can hold a cast.
+  static const bool hooked = (detail::set_region_exit_hook(&clear_cache), true);
+  (void)hooked;
   const bool grad_mode = GradMode::is_enabled();
   auto& entries = t_cache[x.impl()];
   for (auto& e : entries)
@@ -42,21 +45,6 @@ Tensor cached_cast(const Tensor& x, DType target) {
 }
 
 }  // namespace
-
-AutocastGuard::AutocastGuard(DType dtype, bool enabled) : prev_(detail::t_autocast) {
-  MDL_CHECK(dtype == kF16 || dtype == kBF16, "AutocastGuard: the autocast dtype must be f16 or bf16, got ",
-            dtype_name(dtype));
-  detail::t_autocast.enabled = enabled;
-  if (enabled) detail::t_autocast.dtype = dtype;
-  ++detail::t_autocast.depth;
-}
-
-AutocastGuard::~AutocastGuard() {
-  const int depth = detail::t_autocast.depth - 1;
-  detail::t_autocast = prev_;
-  detail::t_autocast.depth = depth;
-  if (depth == 0 && !t_cache.empty()) t_cache.clear();
-}
 
 size_t cast_cache_size() {
   size_t n = 0;

@@ -1,9 +1,9 @@
 // Autocast, as torch.autocast: a thread-local mixed-precision policy. Inside an AutocastGuard
-// the ops of the 16-bit list (matmul, linear, conv2d, scaled_dot_product_attention) cast their
-// floating inputs to the guard's dtype and compute with f32 accumulation; the ops of the f32 list
-// (softmax, log_softmax, the losses, layer/group norm, sum, mean, exp, log) cast theirs to f32.
-// Every other op runs in its inputs' dtypes (type promotion); batch norm among them, with its
-// statistics in f32. f64 is never touched.
+// (tensor/autocast_mode.h, included here) the ops of the 16-bit list (matmul, linear, conv2d,
+// scaled_dot_product_attention) cast their floating inputs to the guard's dtype and compute with
+// f32 accumulation; the ops of the f32 list (softmax, log_softmax, the losses, layer/group norm,
+// sum, mean, exp, log) cast theirs to f32. Every other op runs in its inputs' dtypes (type
+// promotion); batch norm among them, with its statistics in f32. f64 is never touched.
 //
 // Each listed op calls a hook at its top:
 //   Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
@@ -19,35 +19,10 @@
 #include <cstddef>
 #include <tuple>
 
+#include "tensor/autocast_mode.h"
 #include "tensor/tensor.h"
 
 namespace mdl::amp {
-
-namespace detail {
-struct AutocastState {
-  bool enabled = false;
-  DType dtype = kF16;
-  int depth = 0;  // guards alive on this thread, enabled or not
-};
-extern thread_local constinit AutocastState t_autocast;
-}  // namespace detail
-
-inline bool is_autocast_enabled() { return detail::t_autocast.enabled; }
-// The 16-bit dtype of the innermost enabled guard (kF16 when none).
-inline DType autocast_dtype() { return detail::t_autocast.dtype; }
-
-// Turns autocast on (dtype kF16 or kBF16) or, with enabled = false, off for a scope. Guards nest;
-// each restores the state it found.
-class AutocastGuard {
- public:
-  explicit AutocastGuard(DType dtype = kF16, bool enabled = true);
-  ~AutocastGuard();
-  AutocastGuard(const AutocastGuard&) = delete;
-  AutocastGuard& operator=(const AutocastGuard&) = delete;
-
- private:
-  detail::AutocastState prev_;
-};
 
 // The number of casts held by this thread's cast cache (for tests).
 size_t cast_cache_size();

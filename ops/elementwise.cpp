@@ -5,12 +5,19 @@
 
 #include "ops/autocast.h"
 #include "autograd/function.h"
-#include "ops/factory.h"
+#include "autograd/op_registry.h"
+#include "ops/native/factory.h"
 #include "kernels/gelu.h"
 #include "ops/native/native.h"
 #include "ops/ops.h"
 
 namespace mdl {
+
+// The op kinds kernels/op_kinds.h marks differentiable, and the elementwise ops beyond them.
+#define MDL_NAME_IF_DIFFERENTIABLE(e, name, differentiable) differentiable ? name : nullptr,
+MDL_DIFFERENTIABLE_OPS(MDL_BINARY_OPS(MDL_NAME_IF_DIFFERENTIABLE) MDL_UNARY_OPS(MDL_NAME_IF_DIFFERENTIABLE) "clamp",
+                       "where", "masked_fill");
+#undef MDL_NAME_IF_DIFFERENTIABLE
 
 using autograd::FnNode;
 using autograd::Grads;

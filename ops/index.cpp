@@ -1,10 +1,13 @@
 // Indexing ops with their backward: gathers scatter the gradient back, scatters gather it.
 #include "autograd/function.h"
-#include "ops/factory.h"
+#include "autograd/op_registry.h"
+#include "ops/native/factory.h"
 #include "ops/native/native.h"
 #include "ops/ops.h"
 
 namespace mdl {
+
+MDL_DIFFERENTIABLE_OPS("index_select", "gather", "scatter_add");
 
 using autograd::FnNode;
 using autograd::Grads;

@@ -1,11 +1,14 @@
 // matmul with torch.matmul's rules and its backward: the gradient is two matmuls, summed over
 // broadcast batch dims; 1-D operands become matrices through differentiable views.
 #include "autograd/function.h"
+#include "autograd/op_registry.h"
 #include "ops/autocast.h"
 #include "ops/native/native.h"
 #include "ops/ops.h"
 
 namespace mdl {
+
+MDL_DIFFERENTIABLE_OPS("matmul");
 
 using autograd::FnNode;
 using autograd::Grads;

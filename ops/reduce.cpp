@@ -4,11 +4,14 @@
 
 #include "ops/autocast.h"
 #include "autograd/function.h"
-#include "ops/factory.h"
+#include "autograd/op_registry.h"
+#include "ops/native/factory.h"
 #include "ops/native/native.h"
 #include "ops/ops.h"
 
 namespace mdl {
+
+MDL_DIFFERENTIABLE_OPS("sum", "mean", "max", "min", "max_dim", "min_dim", "var", "softmax", "log_softmax");
 
 using autograd::FnNode;
 using autograd::Grads;

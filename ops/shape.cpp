@@ -3,11 +3,15 @@
 #include <numeric>
 
 #include "autograd/function.h"
-#include "ops/factory.h"
+#include "autograd/op_registry.h"
+#include "ops/native/factory.h"
 #include "ops/native/native.h"
 #include "ops/ops.h"
 
 namespace mdl {
+
+MDL_DIFFERENTIABLE_OPS("view", "reshape", "squeeze", "unsqueeze", "permute", "transpose", "expand", "slice", "narrow",
+                       "select", "clone", "to_dtype", "to_device", "cat", "split", "tril", "triu");
 
 using autograd::FnNode;
 using autograd::Grads;

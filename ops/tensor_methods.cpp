@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "autograd/node.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "ops/native/native.h"
 #include "ops/ops.h"
 #include "tensor/grad_mode.h"

@@ -7,7 +7,7 @@
 #include "tensor/grad_mode.h"
 #include "tensor/error.h"
 #include "kernels/optim.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "ops/ops.h"
 
 namespace mdl::optim {

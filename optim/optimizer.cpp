@@ -10,7 +10,7 @@
 #include "cuda/api.h"
 #include "io/safetensors.h"
 #include "tensor/error.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "ops/ops.h"
 #include "kernels/optim.h"
 #include "optim/state_values.h"

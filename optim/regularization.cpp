@@ -1,7 +1,7 @@
 // l2_penalty composed of public ops, so autograd differentiates it.
 #include "optim/regularization.h"
 
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "ops/ops.h"
 
 namespace mdl::optim {

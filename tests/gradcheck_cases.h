@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/gradcheck.h"
+#include "ops/gradcheck.h"
 #include "tensor/tensor.h"
 
 namespace mdl::test {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "autograd/gradcheck.h"
+#include "ops/gradcheck.h"
 #include "autograd/node.h"
 #include "mdl.h"
 #include "nn/attention_options.h"

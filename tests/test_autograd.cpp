@@ -9,7 +9,7 @@
 #include "tensor/grad_mode.h"
 #include "tensor/allocator.h"
 #include "tensor/error.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "ops/ops.h"
 
 using namespace mdl;

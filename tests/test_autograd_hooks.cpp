@@ -8,7 +8,7 @@
 
 #include "autograd/hooks.h"
 #include "tensor/error.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "ops/ops.h"
 
 using namespace mdl;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "cpu/copy_options.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "ops/ops.h"
 
 using namespace mdl;

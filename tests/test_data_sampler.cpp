@@ -11,7 +11,7 @@
 #include "data/sampler.h"
 #include "data/tensor_dataset.h"
 #include "tensor/error.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 
 using namespace mdl;
 using data::DistributedSampler;

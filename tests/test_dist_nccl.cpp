@@ -69,7 +69,7 @@ TEST_CASE("dist: file rendezvous refuses a file it did not write") {
 #include "dist/ddp.h"
 #include "dist/nccl_group.h"
 #include "nn/layers.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "ops/ops.h"
 
 TEST_CASE("dist: NCCL group names a bad rank, a missing rendezvous file and a missing GPU") {

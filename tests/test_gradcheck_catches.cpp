@@ -4,7 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "autograd/function.h"
-#include "autograd/gradcheck.h"
+#include "ops/gradcheck.h"
 #include "mdl.h"
 #include "test_util.h"
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "ops/native/native.h"
 #include "ops/ops.h"
 #include "tensor/parallel.h"

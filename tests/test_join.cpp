@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/gradcheck.h"
+#include "ops/gradcheck.h"
 #include "autograd/node.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "ops/native/native.h"
 #include "ops/ops.h"
 #include "tests/test_util.h"

@@ -8,7 +8,7 @@
 #include <limits>
 
 #include "ops/autocast.h"
-#include "autograd/gradcheck.h"
+#include "ops/gradcheck.h"
 #include "autograd/node.h"
 #include "mdl.h"
 #include "nn/linear_act.h"

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "autograd/gradcheck.h"
+#include "ops/gradcheck.h"
 #include "autograd/node.h"
 #include "nn/functional.h"
 #include "nn/layer_norm_options.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "ops/ops.h"
 #include "tensor/parallel.h"
 #include "tests/gradcheck_cases.h"

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "autograd/gradcheck.h"
+#include "ops/gradcheck.h"
 #include "kernels/gelu_math.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "nn/models/models.h"
 #include "ops/ops.h"
 #include "switches/switches.h"

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "mdl.h"
-#include "autograd/gradcheck.h"
+#include "ops/gradcheck.h"
 #include "nn/transformer.h"
 
 using namespace mdl;

@@ -14,7 +14,7 @@
 
 #include "cpu/cpu_features.h"
 #include "cpu/vec_map.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "ops/ops.h"
 #include "tensor/float_mode.h"
 

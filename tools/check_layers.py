@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The layer check: every #include "..." in the library must point to its own layer or a lower one.
 
-The layers, lowest first. Folders on one line form one layer and may include each other; a
-subfolder belongs to the nearest listed folder above it (nn/models is nn). Folders named in
-INDEPENDENT share a layer's rank but must not include each other (the two backends).
+The layers, lowest first, one folder each. A subfolder belongs to the nearest listed folder above
+it (nn/models is nn), so a listed subfolder is a layer of its own (ops/native sits below autograd,
+ops above it). The one line with two folders is INDEPENDENT: the two backends share a rank but must
+not include each other.
 The rest of tools/, bench/ and tests/ sit above everything and are not checked.
 Usage: tools/check_layers.py [ROOT]   exit 0 when clean, 1 with one line per upward include.
 """
@@ -12,12 +13,14 @@ import re
 import sys
 
 LAYERS = [
-    "tensor",            # Tensor, Storage, DType, Device, allocators' interface, grad mode, profiler hooks
+    "tensor",            # Tensor, Storage, DType, Device, allocators' interface, grad and autocast mode, profiler hooks
     "io",                # JSON and safetensors
     "profiler",          # sessions, tables, traces
     "kernels",           # the kernel contracts and the math both backends share
     "cpu cuda",          # the CPU backend; the CUDA backend (cuda/runtime and its kernels)
-    "ops autograd",      # native ops, public ops with their backward, autocast; the backward engine
+    "ops/native",               # the no-autograd ops (checks, promotion, allocation, the kernel call) and the factories
+    "autograd",          # graph nodes, record_fn, the registry of differentiable ops, the backward engine
+    "ops",               # the public ops with their backward, the autocast policy, gradcheck
     "nn",                # modules, functional layers, models
     "optim",             # optimizers, schedules, clipping
     "amp",               # GradScaler and keep_f32, above nn and optim
@@ -47,6 +50,12 @@ def folder_of(path, ranks):
     return None
 
 
+def shared_ranks():
+    """Layers naming more than one folder, other than an INDEPENDENT group: each folder needs its own rank."""
+    independent = {frozenset(p) for p in INDEPENDENT}
+    return [line for line in LAYERS if len(line.split()) > 1 and frozenset(line.split()) not in independent]
+
+
 def violations(root):
     ranks = rank_table()
     independent = {frozenset(p) for p in INDEPENDENT}
@@ -58,6 +67,8 @@ def violations(root):
                     continue
                 path = os.path.relpath(os.path.join(dirpath, f), root)
                 src = folder_of(path, ranks)
+                if src != folder:
+                    continue  # a listed subfolder's file: checked when its own folder is walked
                 with open(os.path.join(root, path), encoding="utf-8", errors="replace") as fh:
                     for lineno, line in enumerate(fh, 1):
                         m = INCLUDE.match(line)
@@ -75,7 +86,8 @@ def violations(root):
 
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-    found = violations(root)
+    found = [f"layer table: '{line}' share a rank; give each its own" for line in shared_ranks()]
+    found += violations(root)
     for v in found:
         print(v)
     if found:

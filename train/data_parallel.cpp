@@ -5,7 +5,7 @@
 #include <optional>
 
 #include "data/sampler.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #ifdef MDL_WITH_MPI
 #include "dist/ddp.h"
 #include "dist/mpi_group.h"

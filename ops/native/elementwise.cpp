@@ -1,7 +1,7 @@
 // Native elementwise ops: dtype promotion, broadcasting, allocation, then the kernel.
 #include <cmath>
 
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "ops/native/native.h"
 
 namespace mdl::native {

@@ -26,7 +26,7 @@
 #include "nn/functional.h"
 #include "nn/layers.h"
 #include "optim/sgd.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "ops/ops.h"
 #include "tensor/parallel.h"
 #include "tools/mdl_train/run_training.h"

@@ -7,7 +7,7 @@
 #include "amp/amp_config.h"
 #include "data/loader.h"
 #include "nn/summary.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "tensor/parallel.h"
 #include "tools/mdl_train/option_callbacks.h"
 #include "tools/mdl_train/order_dump.h"

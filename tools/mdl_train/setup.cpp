@@ -13,7 +13,7 @@
 #include "data/text.h"
 #include "nn/layers.h"
 #include "nn/models/models.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
 

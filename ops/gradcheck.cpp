@@ -1,11 +1,11 @@
 // gradcheck: analytic vector-Jacobian products against central differences, worst element reported.
-#include "autograd/gradcheck.h"
+#include "ops/gradcheck.h"
 
 #include <cmath>
 #include <sstream>
 
 #include "tensor/grad_mode.h"
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 #include "ops/ops.h"
 
 namespace mdl::autograd {

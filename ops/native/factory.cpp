@@ -1,5 +1,5 @@
 // Factories (zeros, arange, rand, from_vector, ...) and the Philox generator they draw from.
-#include "ops/factory.h"
+#include "ops/native/factory.h"
 
 #include <cmath>
 #include <cstring>
