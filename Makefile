@@ -362,8 +362,8 @@ $(DEPS_STAMP): $(if $(filter-out $(file <$(DEPS_STAMP)),$(DEB_PACKAGES))$(filter
 # before the suite, so doctest's totals stay the last line.
 test: $(DEPS_STAMP)
 	python3 tools/check_layers.py
-	$(if $(SANITIZE),,$(MAKE) run-examples)
-	$(MAKE) run-tests
+	$(if $(SANITIZE),,$(MAKE) --no-print-directory run-examples)
+	$(MAKE) --no-print-directory run-tests
 run-tests: tests
 	$(TEST_BIN) $(TEST_ARGS)
 # Each example at a tiny size (seconds): its exit status and the lines it must print.
