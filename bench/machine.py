@@ -23,6 +23,21 @@ def cpuinfo(path="/proc/cpuinfo"):
     return fields
 
 
+# The kinds results are kept for, with what sets each apart.
+LABELS = {
+    "amd-zen3": "AMD Zen 3 (AVX2, FMA, F16C; no AVX-512)",
+    "amd-zen4": "AMD Zen 4 (AVX-512 on a 256-bit datapath, AVX512-BF16)",
+    "amd-zen5": "AMD Zen 5 (AVX-512 on a 512-bit datapath, AVX512-BF16, no AMX)",
+    "intel-xeon-amx": "Intel Xeon with AMX (Sapphire or Emerald Rapids: AVX-512, AVX512-BF16, AMX)",
+    "intel-xeon-icelake": "Intel Xeon, Ice Lake (AVX-512, no BF16 dot products, no AMX)",
+    "nvidia-h100": "NVIDIA H100 80GB HBM3 (with the host's CPU rows left out)",
+}
+
+
+def known(kind):
+    return kind, LABELS[kind]
+
+
 # (kind, label): by vendor, family and model, then by the features that set the kernels apart.
 def kind_of(fields):
     vendor = fields.get("vendor_id", "")
@@ -31,17 +46,17 @@ def kind_of(fields):
     flags = set(fields.get("flags", "").split())
     if vendor == "AuthenticAMD":
         if family == 26:
-            return "amd-zen5", "AMD Zen 5 (AVX-512 on a 512-bit datapath, AVX512-BF16, no AMX)"
+            return known("amd-zen5")
         if family == 25:
             if "avx512f" in flags:
-                return "amd-zen4", "AMD Zen 4 (AVX-512 on a 256-bit datapath, AVX512-BF16)"
-            return "amd-zen3", "AMD Zen 3 (AVX2, FMA, F16C; no AVX-512)"
+                return known("amd-zen4")
+            return known("amd-zen3")
         return f"amd-family{family}", f"AMD family {family} model {model}"
     if vendor == "GenuineIntel":
         if "amx_tile" in flags:
-            return "intel-xeon-amx", "Intel Xeon with AMX (Sapphire or Emerald Rapids: AVX-512, AVX512-BF16, AMX)"
+            return known("intel-xeon-amx")
         if family == 6 and model in (106, 108):
-            return "intel-xeon-icelake", "Intel Xeon, Ice Lake (AVX-512, no BF16 dot products, no AMX)"
+            return known("intel-xeon-icelake")
         if "avx512f" in flags:
             return f"intel-avx512-model{model}", f"Intel family {family} model {model} (AVX-512)"
         return f"intel-model{model}", f"Intel family {family} model {model}"

@@ -10,18 +10,16 @@ measurement, and the figures of kinds not yet recorded this way, are in bench/lo
 import datetime, glob, json, os, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import machine  # noqa: E402
+
 RECORDS = os.path.join(HERE, "results")
 OUT = os.path.join(HERE, "RESULTS.md")
 LOG = os.path.join(HERE, "log")
 
-# The kinds seen so far whose figures are still only in the log, with the log files that hold them.
-KNOWN_KINDS = {
-    "amd-zen3": "AMD Zen 3 (AVX2, FMA, F16C; no AVX-512)",
-    "amd-zen5": "AMD Zen 5 (AVX-512 on a 512-bit datapath, AVX512-BF16, no AMX)",
-    "intel-xeon-amx": "Intel Xeon with AMX (Sapphire or Emerald Rapids: AVX-512, AVX512-BF16, AMX)",
-    "intel-xeon-icelake": "Intel Xeon, Ice Lake (AVX-512, no BF16 dot products, no AMX)",
-    "nvidia-h100": "NVIDIA H100 80GB HBM3 (with the host's CPU rows left out)",
-}
+# The kinds seen so far, each listed even before it has a record (its figures are then only in the log).
+KNOWN_KINDS = {k: machine.LABELS[k] for k in ("amd-zen3", "amd-zen5", "intel-xeon-amx", "intel-xeon-icelake",
+                                              "nvidia-h100")}
 LOG_KEYS = {  # words in a log file's name that say which kind it measured
     "amd-zen3": ["zen3"], "amd-zen5": ["zen5"], "intel-xeon-amx": ["xeon-amx"],
     "intel-xeon-icelake": ["xeon-icelake"], "nvidia-h100": ["h100"],
