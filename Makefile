@@ -4,6 +4,7 @@
 #   make check-install  install into a temporary prefix and build an example there with pkg-config
 #   make test       build and run every test          make bench   build and run the benchmarks
 #   make bench-record  keep the last make bench as this machine kind's figures in bench/RESULTS.md
+#   make bench-check   each benchmark the switch list names exists   make docs   write docs/OPTIMIZATIONS.md
 #   make deps       install the Debian packages        make install PREFIX=/usr/local
 #   make bench-dist all_reduce bandwidth and SimpleCNN scaling at 1 and 2 ranks (MPI builds)
 #   make print-build  the configuration's folder (build/latest links to the last one built)
@@ -169,7 +170,7 @@ endif
 $(BUILD)/dist/nccl_group.o: CPPFLAGS += -I$(CUDA_HOME)/include $(if $(filter-out $(CUDA_HOME),$(CUDNN_HOME)),-I$(CUDNN_HOME)/include,) \
   $(if $(filter-out $(CUDA_HOME),$(NCCL_HOME)),-I$(NCCL_HOME)/include,)
 
-LIB_DIRS := tensor io profiler kernels cpu cuda ops ops/native autograd nn nn/models optim amp data switches train $(if $(filter 1,$(WITH_DIST)),dist,)
+LIB_DIRS := switches/list tensor io profiler kernels cpu cuda ops ops/native autograd nn nn/models optim amp data switches train $(if $(filter 1,$(WITH_DIST)),dist,)
 LIB_SRCS := $(filter-out $(if $(filter 1,$(WITH_MPI)),,dist/mpi_group.cpp) $(if $(filter 1,$(WITH_NCCL)),,dist/nccl_group.cpp),\
   $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.cpp)))
 CU_SRCS  := $(if $(filter 1,$(WITH_CUDA)),$(wildcard cuda/*.cu cuda/runtime/*.cu),)
@@ -209,7 +210,7 @@ DEB_PACKAGES := g++ make pkg-config python3 doctest-dev libstb-dev libbenchmark-
   libopenmpi-dev openmpi-bin
 
 .PHONY: all lib tests benches tools examples run-examples check-install test bench bench-dist study run-tests run-benches \
-  run-bench-dist run-study bench-record deps install clean gpu-check gpu-bundle fuzz fuzzers run-fuzz fuzz-replay print-build latest format format-check \
+  run-bench-dist run-study bench-record bench-check docs deps install clean gpu-check gpu-bundle fuzz fuzzers run-fuzz fuzz-replay print-build latest format format-check \
   compile_commands.json
 all: lib tests benches tools examples
 lib: $(LIB)
@@ -359,9 +360,13 @@ deps:
 $(DEPS_STAMP): $(if $(filter-out $(file <$(DEPS_STAMP)),$(DEB_PACKAGES))$(filter-out $(DEB_PACKAGES),$(file <$(DEPS_STAMP))),deps,)
 
 # The examples run in the plain build only (the sanitizer runs cover the same library code), and
-# before the suite, so doctest's totals stay the last line.
+# before the suite, so doctest's totals stay the last line. So does bench-check: every benchmark the
+# switch list names must exist in the suites (bench/check_cases.py), and docs/OPTIMIZATIONS.md must be
+# what the switch list and the recorded figures give.
 test: $(DEPS_STAMP)
 	python3 tools/check_layers.py
+	python3 tools/optimizations_guide.py --check
+	$(if $(SANITIZE),,$(MAKE) --no-print-directory bench-check)
 	$(if $(SANITIZE),,$(MAKE) --no-print-directory run-examples)
 	$(MAKE) --no-print-directory run-tests
 run-tests: tests
@@ -387,6 +392,7 @@ bench: $(DEPS_STAMP)
 # (within noise). BENCH_REPS=1 runs each once (about 3 minutes), with no spread.
 BENCH_REPS ?= 3
 run-benches: benches
+	@python3 bench/check_cases.py $(BUILD)/bench
 	@mkdir -p $(BUILD)/bench/results
 	@for b in $(BENCH_BINS); do echo "== $$b"; \
 	  $$b --benchmark_out=$(BUILD)/bench/results/$$(basename $$b).json --benchmark_out_format=json \
@@ -397,6 +403,15 @@ run-benches: benches
 # and bench/RESULTS.md written anew from every kind's (bench/results.py).
 bench-record:
 	python3 bench/results.py record $(BUILD)/bench/results
+	python3 tools/optimizations_guide.py
+
+# Each benchmark the switch list (switches/list/switches.def) and bench/summary.py name exists.
+bench-check: benches
+	python3 bench/check_cases.py $(BUILD)/bench
+
+# docs/OPTIMIZATIONS.md, the learner's guide, from the switch list and bench/results/.
+docs:
+	python3 tools/optimizations_guide.py
 
 # Data parallel: one run under mpirun -np 2 (SimpleCNN alone on rank 0 and on both ranks, and
 # all_reduce from 1 MB to 256 MB); about a minute. MPI_RUN_FLAGS adds mpirun options (in a container

@@ -15,6 +15,7 @@
 #include "kernels/amp.h"
 #include "ops/ops.h"
 #include "optim/state_values.h"
+#include "switches/list/toggles.h"
 
 namespace mdl::amp {
 namespace {
@@ -103,7 +104,7 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
       per_device.push_back({g.device(), zeros({}, TensorOptions(kF32, g.device())), scale_.to(g.device()), {}});
       it = per_device.end() - 1;
     }
-    if (optim::multi_tensor_step()) it->grads.push_back(g);
+    if (toggles::multi_tensor_step()) it->grads.push_back(g);
     else kernels::unscale_check(g.device(), g, it->found_inf, it->scale);
   }
   for (const OnDevice& d : per_device)  // one call per device: a few launches for every gradient

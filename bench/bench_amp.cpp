@@ -13,12 +13,13 @@
 #include "bench/recording_reporter.h"
 #include "ops/autocast.h"
 #include "amp/grad_scaler.h"
-#include "cpu/float_block.h"  // cpu::set_bulk_half_conversion
-#include "cpu/gemm.h"         // cpu::set_amx_bf16
+#include "cpu/float_block.h"  // toggles::set_bulk_half_conversion
+#include "cpu/gemm.h"         // toggles::set_amx_bf16
 #include "bench/switch_bench.h"
 #include "mdl.h"
 #include "nn/functional.h"
 #include "nn/models/models.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 namespace F = mdl::nn::functional;
@@ -58,7 +59,7 @@ void bm_conv(benchmark::State& state, DType t) {
 // autocast bf16 (no scaler: bf16 has f32's range); the f16 step with 16-bit values converted one
 // by one (bulk false) or in F16C blocks.
 void bm_train_step(benchmark::State& state, bool mixed, bool bulk = true, DType dtype = kF16) {
-  cpu::set_bulk_half_conversion(bulk);
+  toggles::set_bulk_half_conversion(bulk);
   manual_seed(3);
   auto model = nn::models::SimpleCNN(1, 10);
   optim::Adam opt(model->parameters(), {.lr = 1e-3});
@@ -76,14 +77,14 @@ void bm_train_step(benchmark::State& state, bool mixed, bool bulk = true, DType 
     scaler.update();
   }
   state.counters["images/s"] = benchmark::Counter(128, benchmark::Counter::kIsIterationInvariantRate);
-  cpu::set_bulk_half_conversion(true);
+  toggles::set_bulk_half_conversion(true);
 }
 
 // The f16 kernels of that step on SimpleCNN's first activation (128, 32, 28, 28): relu, its
 // backward's mask (x <= 0), an add, and the 2x2 max pool forward and backward, with 16-bit values
 // converted one by one (bulk false) or in F16C blocks (cpu/float_block.h).
 void bm_half_kernel(benchmark::State& state, const std::string& kernel, bool bulk) {
-  cpu::set_bulk_half_conversion(bulk);
+  toggles::set_bulk_half_conversion(bulk);
   Generator g(5);
   Tensor x = randn({128, 32, 28, 28}, kF32, &g).to(kF16), y = randn({128, 32, 28, 28}, kF32, &g).to(kF16);
   Tensor gy = randn({128, 32, 14, 14}, kF32, &g).to(kF16);
@@ -100,7 +101,7 @@ void bm_half_kernel(benchmark::State& state, const std::string& kernel, bool bul
     }
     benchmark::DoNotOptimize(r.raw_data());
   }
-  cpu::set_bulk_half_conversion(true);
+  toggles::set_bulk_half_conversion(true);
 }
 
 struct Memory {
@@ -153,18 +154,18 @@ int main(int argc, char** argv) {
   for (bool amx : {false, true}) {
     bench::register_switch("amx_bf16", amx, "simplecnn_train_step_b128_autocast_bf16",
                            [](benchmark::State& s, bool amx) {
-                             cpu::set_amx_bf16(amx);
+                             toggles::set_amx_bf16(amx);
                              bm_train_step(s, true, true, kBF16);
-                             cpu::set_amx_bf16(true);
+                             toggles::set_amx_bf16(true);
                            })
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->MinTime(1.0);
     bench::register_switch("amx_bf16", amx, "matmul_1024_bf16",
                            [](benchmark::State& s, bool amx) {
-                             cpu::set_amx_bf16(amx);
+                             toggles::set_amx_bf16(amx);
                              bm_matmul(s, 1024, kBF16);
-                             cpu::set_amx_bf16(true);
+                             toggles::set_amx_bf16(true);
                            })
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()

@@ -13,7 +13,7 @@
 #include "bench/recording_reporter.h"
 #include "bench/switch_bench.h"
 #include "mdl.h"
-#include "nn/attention_options.h"
+#include "switches/list/toggles.h"
 #include "nn/functional.h"
 
 using namespace mdl;
@@ -55,8 +55,8 @@ void memory_counters(benchmark::State& state, const F& forward) {
 
 template <class F>
 void run(benchmark::State& state, const F& forward, bool backward, bool fused) {
-  const bool was = nn::functional::fused_attention();
-  nn::functional::set_fused_attention(fused);
+  const bool was = toggles::fused_attention();
+  toggles::set_fused_attention(fused);
   Inputs& in = inputs();
   memory_counters(state, [&] { return forward(in); });
   for (auto _ : state) {
@@ -67,7 +67,7 @@ void run(benchmark::State& state, const F& forward, bool backward, bool fused) {
     }
     benchmark::DoNotOptimize(out.raw_data());
   }
-  nn::functional::set_fused_attention(was);
+  toggles::set_fused_attention(was);
 }
 
 

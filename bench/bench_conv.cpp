@@ -19,7 +19,7 @@
 #include "kernels/pool.h"
 #include "cpu/conv.h"
 #include "cpu/conv_direct.h"
-#include "cpu/pool.h"
+#include "switches/list/toggles.h"
 #include "bench/switch_bench.h"
 
 using namespace mdl;
@@ -96,7 +96,7 @@ void backward(benchmark::State& state, const Layer& l, bool direct, bool with_in
 // SimpleCNN's first max pool, 2x2 / stride 2 over (128, 32, 28, 28) f32: the scalar loop vs
 // 4-float vectors (the max_pool_vectorized switch).
 void max_pool(benchmark::State& state, bool vectorized) {
-  cpu::set_max_pool_vectorized(vectorized);
+  toggles::set_max_pool_vectorized(vectorized);
   Generator g(42);
   const Tensor x = randn({128, 32, 28, 28}, kF32, &g);
   NoGradGuard ng;
@@ -104,7 +104,7 @@ void max_pool(benchmark::State& state, bool vectorized) {
     Tensor y = F::max_pool2d(x, {2, 2});
     benchmark::DoNotOptimize(y.raw_data());
   }
-  cpu::set_max_pool_vectorized(true);
+  toggles::set_max_pool_vectorized(true);
 }
 
 // A 3x3 conv 64 -> 128 over 32x32 maps, batch 32, forward and backward (input gradient too):

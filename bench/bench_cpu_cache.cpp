@@ -11,21 +11,22 @@
 #include "bench/switch_bench.h"
 #include "mdl.h"
 #include "cpu/block_cache.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 
 namespace {
 
 void BM_Add(benchmark::State& state, int64_t n, bool cached) {
-  const bool was = cpu_cache::enabled();
-  cpu_cache::set_enabled(cached);
+  const bool was = toggles::cpu_block_cache();
+  toggles::set_cpu_block_cache(cached);
   Tensor a = rand({n}), b = rand({n});
   for (auto _ : state) {
     Tensor c = add(a, b);
     benchmark::DoNotOptimize(c.raw_data());
   }
   state.SetBytesProcessed(int64_t(state.iterations()) * n * 12);
-  cpu_cache::set_enabled(was);
+  toggles::set_cpu_block_cache(was);
 }
 
 }  // namespace

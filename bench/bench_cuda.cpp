@@ -28,6 +28,7 @@
 #include "profiler/session.h"
 #include "cuda/api.h"
 #include "bench/switch_bench.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 
@@ -37,7 +38,7 @@ const Device kGpu = Device::cuda();
 
 void gemm(benchmark::State& st, DType t, bool tf32) {
   const int64_t n = st.range(0);
-  cuda::set_allow_tf32(tf32);
+  toggles::set_allow_tf32(tf32);
   Tensor a = randn({n, n}, TensorOptions(t, kGpu)), b = randn({n, n}, TensorOptions(t, kGpu));
   Tensor c = matmul(a, b);
   cuda::synchronize();
@@ -45,7 +46,7 @@ void gemm(benchmark::State& st, DType t, bool tf32) {
     c = matmul(a, b);
     cuda::synchronize();
   }
-  cuda::set_allow_tf32(false);
+  toggles::set_allow_tf32(false);
   st.counters["TFLOP/s"] = benchmark::Counter(2.0 * double(n) * double(n) * double(n) * double(st.iterations()) / 1e12,
                                               benchmark::Counter::kIsRate);
 }
@@ -100,7 +101,7 @@ void linear_act(benchmark::State& st, Activation act, bool fused) {
 // dim 64): the FlashAttention-2 kernels (cuda/flash_attention.cu) vs the plain fused kernel,
 // forward alone and forward + backward (dO given, so the pair times the attention kernels alone).
 void attention(benchmark::State& st, DType dtype, bool flash, bool backward) {
-  cuda::set_flash_attention(flash);
+  toggles::set_flash_attention(flash);
   const TensorOptions o(dtype, kGpu);
   Tensor q = randn({32, 6, 256, 64}, o), k = randn({32, 6, 256, 64}, o), v = randn({32, 6, 256, 64}, o);
   Tensor go = randn({32, 6, 256, 64}, o);
@@ -121,7 +122,7 @@ void attention(benchmark::State& st, DType dtype, bool flash, bool backward) {
     step();
     cuda::synchronize();
   }
-  cuda::set_flash_attention(true);
+  toggles::set_flash_attention(true);
 }
 
 // 256 MiB host -> device, from pageable vs pinned memory.
@@ -171,12 +172,12 @@ void loader_epoch(benchmark::State& st, bool side_stream) {
 
 // Allocate and free a 4 MiB tensor: from the cache vs cudaMalloc/cudaFree each time.
 void alloc(benchmark::State& st, bool caching) {
-  cuda::set_caching_enabled(caching);
+  toggles::set_cuda_caching_allocator(caching);
   for (auto _ : st) {
     Tensor t = empty({1 << 20}, kGpu);
     benchmark::DoNotOptimize(t.raw_data());
   }
-  cuda::set_caching_enabled(true);
+  toggles::set_cuda_caching_allocator(true);
 }
 
 // 20 small elementwise ops (launch-bound): eager launches vs one graph replay.
@@ -337,7 +338,7 @@ BENCHMARK(BM_batch_norm_f16)->UseRealTime()->Unit(benchmark::kMicrosecond);
 // backward; measured (on) against heuristic (off) cuDNN algorithms. Each position makes its own plans.
 // With channels_last, x, w and gy are laid out NHWC (the channels_last pair, measured algorithms).
 void conv_step(benchmark::State& st, bool measured, bool channels_last = false) {
-  cuda::set_cudnn_benchmark(measured);
+  toggles::set_cudnn_benchmark(measured);
   manual_seed(0);
   const MemoryFormat f = channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
   Tensor x = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu)).contiguous(f).requires_grad_();
@@ -350,29 +351,29 @@ void conv_step(benchmark::State& st, bool measured, bool channels_last = false) 
     step();
     cuda::synchronize();
   }
-  cuda::set_cudnn_benchmark(true);
+  toggles::set_cudnn_benchmark(true);
 }
 
 // The ResNet-18 AMP step (BM_resnet18_step_amp) under each position: every conv shape of the model.
 void resnet18_step_cudnn(benchmark::State& st, bool measured) {
-  cuda::set_cudnn_benchmark(measured);
+  toggles::set_cudnn_benchmark(measured);
   train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, true);
-  cuda::set_cudnn_benchmark(true);
+  toggles::set_cudnn_benchmark(true);
 }
 
 // The ResNet-18 AMP step with its 62 parameters updated one launch each (off) or 24 per launch
 // (on); the pair's kernels/step counter says how many kernel calls a step makes.
 void resnet18_step_multi_tensor(benchmark::State& st, bool on) {
-  optim::set_multi_tensor_step(on);
+  toggles::set_multi_tensor_step(on);
   train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, true);
-  optim::set_multi_tensor_step(true);
+  toggles::set_multi_tensor_step(true);
 }
 
 // The ResNet-18 AMP step with its blocks ending in add + relu (off) or one add_relu (on).
 void resnet18_step_add_relu(benchmark::State& st, bool on) {
-  set_fused_add_relu(on);
+  toggles::set_fused_add_relu(on);
   train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, true);
-  set_fused_add_relu(true);
+  toggles::set_fused_add_relu(true);
 }
 
 // The ResNet-18 AMP step with the model and its input channels-last (Module::to, mdl-train
@@ -384,7 +385,7 @@ void resnet18_step_layout(benchmark::State& st, bool channels_last) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (!cuda::is_available()) {
+  if (!cuda::is_available() && !bench::listing_only(argc, argv)) {
     std::printf("bench_cuda: skipped, %s\n", cuda::compiled() ? "no GPU found" : "built without CUDA (CUDA=0)");
     return 0;
   }

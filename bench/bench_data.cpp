@@ -220,7 +220,7 @@ int main(int argc, char** argv) {
     else rest.push_back(argv[i]);
   }
   int rest_argc = int(rest.size());
-  ensure_png_folder();
+  if (!bench::listing_only(argc, argv)) ensure_png_folder();
   if (rest.size() > 1 && std::strcmp(rest[1], "--fill-file-cache") == 0) {  // the child of fill_file_cache_in_child
     data::DataLoader loader(dataset(), options({"", data::Cache::File, 1, 4, false}));
     for (auto& batch : loader) benchmark::DoNotOptimize(batch.x.raw_data());
@@ -260,7 +260,7 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->Iterations(2);
-  if (cuda::is_available())
+  if (cuda::is_available() || bench::listing_only(argc, argv))
     for (bool pinned : {false, true})
       bench::register_switch("pin_memory", pinned, "h2d", h2d)->Arg(128 * 784)->Arg(16 << 20)->UseRealTime();
 

@@ -10,6 +10,7 @@
 #include "mdl.h"
 #include "kernels/core.h"  // kernels::binary, for the allocation-free add
 #include "bench/switch_bench.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 
@@ -106,7 +107,7 @@ void add_relu_fwd_bwd(benchmark::State& state, bool fused) {
   Tensor g = input({32, 64, 32, 32});
   with_switch("fused_add_relu", fused, [&] {
     run(state, 6 * 2 * k1M * 4, [&] {
-      (fused_add_relu() ? add_relu(a, b) : relu(a + b)).backward(g);
+      (toggles::fused_add_relu() ? add_relu(a, b) : relu(a + b)).backward(g);
       Tensor ga = a.grad();
       a.zero_grad();
       b.zero_grad();

@@ -7,9 +7,8 @@
 
 #include "bench/recording_reporter.h"
 #include "mdl.h"
-#include "nn/cross_entropy_options.h"
+#include "switches/list/toggles.h"
 #include "nn/functional.h"
-#include "nn/layer_norm_options.h"
 #include "bench/switch_bench.h"
 
 using namespace mdl;
@@ -25,8 +24,8 @@ constexpr int64_t kTokens = 4096, kWidth = 768;
 // cross_entropy as nn::functional runs it: one fused node, or (fused_cross_entropy off) log_softmax
 // then nll_loss.
 void cross_entropy_pair(benchmark::State& state, bool fused) {
-  const bool was = F::fused_cross_entropy();
-  F::set_fused_cross_entropy(fused);
+  const bool was = toggles::fused_cross_entropy();
+  toggles::set_fused_cross_entropy(fused);
   Generator g(1);
   Tensor logits = randn({kRows, kVocab}, {}, &g).requires_grad_(true);
   Tensor target = randint(0, kVocab, {kRows}, kI64, &g);
@@ -35,14 +34,14 @@ void cross_entropy_pair(benchmark::State& state, bool fused) {
     loss.backward();
     logits.zero_grad();
   }
-  F::set_fused_cross_entropy(was);
+  toggles::set_fused_cross_entropy(was);
   state.SetBytesProcessed(int64_t(state.iterations()) * kRows * kVocab * 4 * 3);  // read, read, write grad
 }
 
 // layer_norm as nn::functional runs it: fused kernels, or (fused_layer_norm off) composed of ops.
 void layer_norm_pair(benchmark::State& state, bool fused) {
-  const bool was = F::fused_layer_norm();
-  F::set_fused_layer_norm(fused);
+  const bool was = toggles::fused_layer_norm();
+  toggles::set_fused_layer_norm(fused);
   Generator g(2);
   Tensor x = randn({kTokens, kWidth}, {}, &g).requires_grad_(true);
   Tensor w = ones({kWidth}).requires_grad_(true), b = zeros({kWidth}).requires_grad_(true);
@@ -52,7 +51,7 @@ void layer_norm_pair(benchmark::State& state, bool fused) {
     y.backward(dy);
     x.zero_grad(), w.zero_grad(), b.zero_grad();
   }
-  F::set_fused_layer_norm(was);
+  toggles::set_fused_layer_norm(was);
   state.SetBytesProcessed(int64_t(state.iterations()) * kTokens * kWidth * 4 * 5);
 }
 

@@ -17,6 +17,7 @@
 #include "bench/switch_bench.h"
 #include "cpu/gemm.h"
 #include "tensor/float_mode.h"
+#include "switches/list/toggles.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -48,7 +49,7 @@ void threaded(int64_t n, const float* A, const float* B, float* C) {
 // C = A @ B (512^3) with B scaled by 1e-38, so every product and partial sum is a denormal float:
 // the flush_denormal pair.
 void denormal_gemm(benchmark::State& state, bool flush) {
-  mdl::set_flush_denormal(flush);
+  mdl::toggles::set_flush_denormal(flush);
   const int64_t n = 512;
   std::mt19937 rng(7);
   std::uniform_real_distribution<float> dist(0.5f, 1.0f);
@@ -61,7 +62,7 @@ void denormal_gemm(benchmark::State& state, bool flush) {
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(n) * n * n, benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
-  mdl::set_flush_denormal(true);
+  mdl::toggles::set_flush_denormal(true);
 }
 
 }  // namespace
@@ -101,17 +102,17 @@ int main(int argc, char** argv) {
     for (bool on : {false, true}) {
       bench::register_switch("avx512_gemm", on, std::to_string(n),
                              [n](benchmark::State& s, bool avx512) {
-                               mdl::cpu::set_avx512_gemm(avx512);
+                               mdl::toggles::set_avx512_gemm(avx512);
                                run_gemm(s, n, threaded);
-                               mdl::cpu::set_avx512_gemm(true);
+                               mdl::toggles::set_avx512_gemm(true);
                              })
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
       bench::register_switch("bf16_gemm", on, std::to_string(n),
                              [n](benchmark::State& s, bool bf16) {
-                               mdl::cpu::set_bf16_gemm(bf16);
+                               mdl::toggles::set_bf16_gemm(bf16);
                                run_gemm(s, n, threaded);
-                               mdl::cpu::set_bf16_gemm(false);
+                               mdl::toggles::set_bf16_gemm(false);
                              })
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
@@ -132,12 +133,12 @@ int main(int argc, char** argv) {
   bench::RecordingReporter reporter;
   if (!bench::run_benchmarks(argc, argv, reporter)) return 1;
 
-  mdl::cpu::set_avx512_gemm(false);
+  mdl::toggles::set_avx512_gemm(false);
   const std::string narrow_kernel = mdl::cpu::gemm_f32_kernel_name();
-  mdl::cpu::set_avx512_gemm(true);
-  mdl::cpu::set_bf16_gemm(true);
+  mdl::toggles::set_avx512_gemm(true);
+  mdl::toggles::set_bf16_gemm(true);
   const std::string bf16_kernel = mdl::cpu::gemm_f32_kernel_name();
-  mdl::cpu::set_bf16_gemm(false);
+  mdl::toggles::set_bf16_gemm(false);
   std::printf("\nmicro-kernel: %s; avx512_gemm off: %s; bf16_gemm on: %s; threads: %d\n",
               mdl::cpu::gemm_f32_kernel_name(), narrow_kernel.c_str(), bf16_kernel.c_str(), threads);
 #ifdef MDL_HAVE_OPENBLAS

@@ -9,7 +9,7 @@
 #include "bench/recording_reporter.h"
 #include "mdl.h"
 #include "optim/adam.h"
-#include "optim/adam_options.h"
+#include "switches/list/toggles.h"
 #include "optim/clip.h"
 #include "bench/switch_bench.h"
 
@@ -46,13 +46,13 @@ void adamw_step(benchmark::State& state, bool fused) {
   p.set_grad(input(n, 2) * 1e-2);
   optim::AdamW opt({p}, {.lr = 1e-3, .weight_decay = 1e-2});
   opt.step();  // creates the state outside the timed loop
-  const bool was = optim::fused_adamw();
-  optim::set_fused_adamw(fused);
+  const bool was = toggles::fused_adamw();
+  toggles::set_fused_adamw(fused);
   for (auto _ : state) {
     opt.step();
     benchmark::ClobberMemory();
   }
-  optim::set_fused_adamw(was);
+  toggles::set_fused_adamw(was);
   state.SetBytesProcessed(int64_t(state.iterations()) * 28 * n);
 }
 

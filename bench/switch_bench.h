@@ -5,12 +5,22 @@
 #pragma once
 #include <benchmark/benchmark.h>
 
+#include <cstring>
 #include <string>
 #include <string_view>
 
 #include "switches/switches.h"
 
 namespace bench {
+
+// Whether the suite was asked only to list its benchmarks (--benchmark_list_tests): suites register
+// their GPU pairs then even without a GPU, so that bench/check_cases.py sees every name.
+inline bool listing_only(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    if (std::strncmp(argv[i], "--benchmark_list_tests", 22) == 0 && std::strstr(argv[i], "false") == nullptr)
+      return true;
+  return false;
+}
 
 inline void publish_switches() {
   static const bool published = [] {

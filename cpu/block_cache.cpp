@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "switches/list/toggles.h"
 #include "tensor/checked_size.h"
 
 namespace mdl::cpu_cache {
@@ -15,18 +16,12 @@ namespace detail_cache {
 
 constexpr size_t kMinBlock = size_t(1) << 20;   // smaller blocks: malloc reuses them well
 constexpr size_t kMaxCached = size_t(2) << 30;  // never hold more than 2 GiB free
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kDefaultOn = false;
-#else
-constexpr bool kDefaultOn = true;
-#endif
 
 struct Cache {
   std::mutex mu;
   std::multimap<size_t, void*> free;  // rounded size -> block
   size_t cached = 0;
   int64_t hits = 0, misses = 0;
-  bool on = kDefaultOn;
 };
 
 // Never destroyed: tensors in other static objects may be freed after main returns.
@@ -57,7 +52,7 @@ void* take(size_t block) {
   if (block < kMinBlock) return nullptr;
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  if (!c.on) return nullptr;
+  if (!toggles::cpu_block_cache()) return nullptr;
   auto it = c.free.find(block);
   if (it == c.free.end()) {
     ++c.misses;
@@ -74,7 +69,7 @@ bool give(void* p, size_t block) {
   if (block < kMinBlock) return false;
   Cache& c = cache();
   std::lock_guard<std::mutex> lock(c.mu);
-  if (!c.on || c.cached + block > kMaxCached) return false;
+  if (!toggles::cpu_block_cache() || c.cached + block > kMaxCached) return false;
   c.free.emplace(block, p);
   c.cached += block;
   return true;
@@ -88,18 +83,10 @@ Stats stats() {
   return {int64_t(c.cached), c.hits, c.misses};
 }
 
-void set_enabled(bool on) {
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  c.on = on;
-  if (!on) drain_locked(c);
-}
-
-bool enabled() {
-  Cache& c = cache();
-  std::lock_guard<std::mutex> lock(c.mu);
-  return c.on;
-}
+// Turning the cpu_block_cache toggle off returns what the cache holds.
+const bool g_hooked = toggles::on_change(toggles::Toggle::cpu_block_cache, [](bool on) {
+  if (!on) empty();
+});
 
 void empty() {
   Cache& c = cache();

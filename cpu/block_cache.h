@@ -2,7 +2,8 @@
 // (up to 32 MiB) to the kernel on free, so every large op output is fresh memory whose first
 // touch page-faults; with the cache, a freed block of 1 MiB or more is kept and handed to the
 // next request of the same rounded size, as the CUDA caching allocator does on the GPU.
-// Off in sanitizer builds, where reusing memory would hide use-after-free.
+// The cpu_block_cache toggle (switches/list/toggles.h); off in AddressSanitizer builds, where
+// reusing memory would hide use-after-free. Turning it off returns what the cache holds.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -15,8 +16,6 @@ struct Stats {
   int64_t misses = 0;        // large requests that went to the system allocator
 };
 Stats stats();
-void set_enabled(bool on);  // off: large blocks go straight back to the system (frees the cache)
-bool enabled();
 void empty();  // returns every cached block to the system
 
 // For the CPU allocator. block_size: the bytes actually held for a request of `rounded` bytes

@@ -14,12 +14,11 @@
 #include "cpu/conv.h"
 #include "cpu/conv_direct.h"
 #include "tensor/parallel.h"
+#include "switches/list/toggles.h"
 
 namespace mdl::cpu {
 
 namespace {
-
-std::atomic<bool> g_depthwise_direct{true};
 
 // bf16_values: the operands hold bf16 values (Conv2dParams::bf16_values), which AMX multiplies exactly.
 void gemm(bool bf16_values, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa,
@@ -292,13 +291,11 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
 // One input channel per group (depthwise, and also Cin == 1): the direct kernel, which
 // bench_conv measured faster than im2col there, unless switched off.
 bool use_depthwise(const Tensor& x, const kernels::Conv2dParams& p) {
-  return g_depthwise_direct.load(std::memory_order_relaxed) && p.groups == x.size(1);
+  return toggles::depthwise_direct() && p.groups == x.size(1);
 }
 
 }  // namespace
 
-void set_depthwise_direct(bool on) { g_depthwise_direct.store(on, std::memory_order_relaxed); }
-bool depthwise_direct() { return g_depthwise_direct.load(std::memory_order_relaxed); }
 
 // out (N, Cout, Ho, Wo), written through a contiguous copy when channels-last; x (N, Cin, H, W)
 // any strides; w (Cout, Cin/G, kH, kW).

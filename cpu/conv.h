@@ -8,9 +8,5 @@ namespace mdl::cpu {
 
 kernels::Conv2dForwardFn depthwise_conv2d_forward;
 kernels::Conv2dBackwardFn depthwise_conv2d_backward;
-// Whether conv2d_forward/backward send depthwise convs to the direct kernel (default true);
-// false forces im2col, for benchmarks and cross-checks.
-void set_depthwise_direct(bool on);
-bool depthwise_direct();
 
 }  // namespace mdl::cpu

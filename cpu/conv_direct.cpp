@@ -15,12 +15,11 @@
 #include "kernels/views.h"
 #include "tensor/error.h"
 #include "tensor/parallel.h"
+#include "switches/list/toggles.h"
 
 namespace mdl::cpu {
 
 namespace {
-
-std::atomic<bool> g_direct_conv{true};
 
 using PlaneFn = void (*)(const detail::DirectConvPlane&, int64_t, int64_t);
 using WeightGradFn = void (*)(const detail::DirectConvWeightGrad&, int64_t, int, int64_t);
@@ -38,7 +37,7 @@ const Isa* isa() {
                               detail::kDirectLanesAvx512, detail::kDirectChannelsAvx512, "avx512f 4x6x16"};
   static constexpr Isa avx2{detail::direct_conv_plane_avx2, detail::direct_conv_weight_grad_avx2,
                             detail::kDirectLanesAvx2, detail::kDirectChannelsAvx2, "avx2-fma 3x3x8"};
-  if (!g_direct_conv.load(std::memory_order_relaxed)) return nullptr;
+  if (!toggles::direct_conv()) return nullptr;
   switch (gemm_f32_kernel()) {
     case GemmKernel::avx512: return &avx512;
     case GemmKernel::avx2: return &avx2;
@@ -150,8 +149,6 @@ double plane_sum(const float* p, int64_t n) {
 
 }  // namespace
 
-void set_direct_conv(bool on) { g_direct_conv.store(on, std::memory_order_relaxed); }
-bool direct_conv() { return g_direct_conv.load(std::memory_order_relaxed); }
 
 const char* direct_conv_kernel_name() {
   const Isa* k = isa();

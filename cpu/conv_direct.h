@@ -11,10 +11,6 @@
 
 namespace mdl::cpu {
 
-// Whether conv2d_forward/backward take the direct path where it applies (default on); off runs
-// im2col + GEMM, for benchmarks and cross-checks.
-void set_direct_conv(bool on);
-bool direct_conv();
 
 // Which kernel the direct path runs here: "avx512f 4x6x16", "avx2-fma 3x3x8", or nullptr where the
 // CPU has neither or the switch is off.

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "kernels/convert.h"
-#include "cpu/copy_options.h"
+#include "switches/list/toggles.h"
 #include "cpu/kernels.h"
 #include "cpu/float_block.h"
 #include "cpu/loops.h"
@@ -30,8 +30,6 @@ void fill(const Tensor& out, double value) {
 }
 
 namespace {
-
-std::atomic<bool> g_tiled_transpose{true};
 
 // dst (..., R, C) contiguous = src (..., R, C) whose last two dims are transposed in memory
 // (stride 1 along R, ld along C), E-byte elements, in kTile x kTile tiles, so a tile's reads come
@@ -67,8 +65,8 @@ void transpose_tiles(char* dst, const char* src, int64_t batch, const Shape& lea
 // are a large enough transposed matrix; returns whether it did.
 bool transposed_copy(const Tensor& dst, const Tensor& src) {
   const int64_t n = dst.dim();
-  if (!g_tiled_transpose.load(std::memory_order_relaxed) || n < 2 || dst.dtype() != src.dtype() ||
-      dst.shape() != src.shape() || !dst.is_contiguous())
+  if (!toggles::tiled_transpose() || n < 2 || dst.dtype() != src.dtype() || dst.shape() != src.shape() ||
+      !dst.is_contiguous())
     return false;
   const int64_t R = dst.size(n - 2), C = dst.size(n - 1), ld = src.stride(n - 1);
   if (src.stride(n - 2) != 1 || ld < R || R < 16 || C < 16 || dst.numel() < (int64_t(1) << 14)) return false;
@@ -89,8 +87,6 @@ bool transposed_copy(const Tensor& dst, const Tensor& src) {
 
 }  // namespace
 
-void set_tiled_transpose(bool on) { g_tiled_transpose.store(on, std::memory_order_relaxed); }
-bool tiled_transpose() { return g_tiled_transpose.load(std::memory_order_relaxed); }
 
 void copy(const Tensor& dst, const Tensor& src) {
   MDL_CHECK(dst.device().is_cpu() && src.device().is_cpu(), "copy: CPU kernel given tensors on ", dst.device(), " and ",

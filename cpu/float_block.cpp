@@ -5,11 +5,7 @@
 
 namespace mdl::cpu {
 
-namespace {
-std::atomic<bool> g_bulk_half_conversion{true};
-}
+namespace {}
 
-void set_bulk_half_conversion(bool on) { g_bulk_half_conversion.store(on, std::memory_order_relaxed); }
-bool bulk_half_conversion() { return g_bulk_half_conversion.load(std::memory_order_relaxed); }
 
 }  // namespace mdl::cpu

@@ -2,7 +2,7 @@
 // dtype (at a byte stride) into a float buffer, compute there, and store back with one rounding.
 // Contiguous f16 converts 8 lanes at a time by F16C and bf16 by vectorised shifts; a strided run
 // gathers its bits first. The per-element conversions of half.h give the same bits, and are what
-// cpu::set_bulk_half_conversion(false) falls back to, for benchmarks and cross-checks.
+// toggles::set_bulk_half_conversion(false) falls back to, for benchmarks and cross-checks.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -10,13 +10,12 @@
 #include <type_traits>
 
 #include "tensor/half.h"
+#include "switches/list/toggles.h"
 
 namespace mdl::cpu {
 
 inline constexpr int64_t kFloatBlock = 256;
 
-void set_bulk_half_conversion(bool on);  // default true
-bool bulk_half_conversion();
 
 // dst[i] = float(element i of the run at p, stride bytes apart), n <= kFloatBlock. Stride 0
 // repeats one element.
@@ -28,7 +27,7 @@ void load_floats(const char* p, int64_t stride, float* dst, int64_t n) {
     return;
   }
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    if (bulk_half_conversion()) {
+    if (toggles::bulk_half_conversion()) {
       if (stride == int64_t(sizeof(T))) return to_f32(reinterpret_cast<const T*>(p), dst, n);
       T bits[kFloatBlock];
       for (int64_t i = 0; i < n; ++i) bits[i] = *reinterpret_cast<const T*>(p + i * stride);
@@ -44,7 +43,7 @@ void load_floats(const char* p, int64_t stride, float* dst, int64_t n) {
 template <class T>
 void store_floats(char* p, int64_t stride, const float* src, int64_t n) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    if (bulk_half_conversion()) {
+    if (toggles::bulk_half_conversion()) {
       if (stride == int64_t(sizeof(T))) return from_f32(src, reinterpret_cast<T*>(p), n);
       T bits[kFloatBlock];
       from_f32(src, bits, n);

@@ -14,6 +14,7 @@
 #include "cpu/packing_scratch.h"
 #include "tensor/error.h"
 #include "tensor/float_mode.h"
+#include "switches/list/toggles.h"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -61,10 +62,6 @@ void kernel_scalar(int64_t kc, const T* a, const T* b, T* c, int64_t rsc, int64_
       cij = beta == T(0) ? alpha * acc[i][j] : alpha * acc[i][j] + beta * cij;
     }
 }
-
-std::atomic<bool> g_avx512_gemm{true};
-std::atomic<bool> g_bf16_gemm{false};
-std::atomic<bool> g_amx_bf16{true};
 std::atomic<int> g_forced_kernel{-1};  // a GemmKernel, or -1: the best one allowed
 
 
@@ -281,24 +278,18 @@ const char* gemm_kernel_name(GemmKernel k) {
 GemmKernel gemm_f32_kernel() {
   const int forced = g_forced_kernel.load(std::memory_order_relaxed);
   if (forced >= 0) return GemmKernel(forced);
-  if (g_bf16_gemm.load(std::memory_order_relaxed) && amx_bf16_usable()) return GemmKernel::amx_bf16;
-  if (g_avx512_gemm.load(std::memory_order_relaxed) && has_avx512f()) return GemmKernel::avx512;
+  if (toggles::bf16_gemm() && amx_bf16_usable()) return GemmKernel::amx_bf16;
+  if (toggles::avx512_gemm() && has_avx512f()) return GemmKernel::avx512;
   return has_avx2_fma() ? GemmKernel::avx2 : GemmKernel::scalar;
 }
 
 const char* gemm_f32_kernel_name() { return gemm_kernel_name(gemm_f32_kernel()); }
 
-void set_avx512_gemm(bool on) { g_avx512_gemm.store(on, std::memory_order_relaxed); }
-bool avx512_gemm() { return g_avx512_gemm.load(std::memory_order_relaxed); }
 GemmKernel gemm_bf16_values_kernel() {
   const int forced = g_forced_kernel.load(std::memory_order_relaxed);
-  if (forced < 0 && g_amx_bf16.load(std::memory_order_relaxed) && amx_bf16_usable()) return GemmKernel::amx_bf16;
+  if (forced < 0 && toggles::amx_bf16() && amx_bf16_usable()) return GemmKernel::amx_bf16;
   return gemm_f32_kernel();
 }
-void set_amx_bf16(bool on) { g_amx_bf16.store(on, std::memory_order_relaxed); }
-bool amx_bf16() { return g_amx_bf16.load(std::memory_order_relaxed); }
-void set_bf16_gemm(bool on) { g_bf16_gemm.store(on, std::memory_order_relaxed); }
-bool bf16_gemm() { return g_bf16_gemm.load(std::memory_order_relaxed); }
 
 ScopedGemmKernel::ScopedGemmKernel(GemmKernel k) : previous_(g_forced_kernel.load()) {
   MDL_CHECK(gemm_kernel_available(k), "ScopedGemmKernel: this CPU cannot run the ", gemm_kernel_name(k),

@@ -32,15 +32,6 @@ const char* gemm_kernel_name(GemmKernel k);  // "scalar 6x16", "avx2-fma 6x16", 
 GemmKernel gemm_f32_kernel();                // the one gemm_f32 runs now
 const char* gemm_f32_kernel_name();
 
-// The avx512_gemm switch: off keeps gemm_f32 on the AVX2 kernel on a CPU with AVX-512 (on by default).
-void set_avx512_gemm(bool on);
-bool avx512_gemm();
-
-// The bf16_gemm switch, as torch.set_float32_matmul_precision("medium"): on, gemm_f32 rounds A and
-// B to bf16 (nearest even, 8 significant bits) and accumulates in f32 on AMX tiles where the CPU
-// has AMX-BF16; elsewhere it changes nothing. Off by default.
-void set_bf16_gemm(bool on);
-bool bf16_gemm();
 
 // gemm_f32 for operands that hold bf16 values (widened from bf16 tensors, so rounding them to bf16
 // changes nothing): with the amx_bf16 switch on (the default) and a CPU with AMX-BF16 they multiply
@@ -48,8 +39,6 @@ bool bf16_gemm();
 void gemm_f32_bf16_values(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa,
                           const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc);
 GemmKernel gemm_bf16_values_kernel();  // the kernel it runs now
-void set_amx_bf16(bool on);
-bool amx_bf16();
 
 // While it lives, every gemm_f32 and gemm_f32_bf16_values in the process runs kernel `k` (tests and
 // benchmarks use it to reach each fallback); throws mdl::Error when this CPU cannot run `k`.

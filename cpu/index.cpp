@@ -12,6 +12,7 @@
 #include "cpu/loops.h"
 #include "cpu/select_bits.h"
 #include "tensor/grad_mode.h"
+#include "switches/list/toggles.h"
 
 namespace mdl::cpu {
 
@@ -27,8 +28,6 @@ void add_into(char* dst, const char* src) {
   o = T(acc_t<T>(o) + acc_t<T>(*reinterpret_cast<const T*>(src)));
 }
 
-std::atomic<bool> g_branchless_select{true};
-
 // o[i] = c[i] ? x[i * x_step] : y[i], the loop where had before select_bits: the compiler turns the
 // data-dependent choice into a branch, which a random mask mispredicts about half the time.
 template <class T>
@@ -38,14 +37,12 @@ void select_ternary(T* o, const bool* c, const T* x, int64_t x_step, const T* y,
 
 }  // namespace
 
-void set_branchless_select(bool on) { g_branchless_select.store(on, std::memory_order_relaxed); }
-bool branchless_select() { return g_branchless_select.load(std::memory_order_relaxed); }
 
 // out = cond ? a : b, all of out's shape.
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
   if (out.numel() == 0) return;
   StridedLoop<4> loop({&out, &cond, &a, &b});
-  const bool branchless = branchless_select();
+  const bool branchless = toggles::branchless_select();
   dispatch(out.dtype(), "where", [&]<class T>() {
     loop.run([branchless](char* const* p, const int64_t* s, int64_t n) {
       auto* o = reinterpret_cast<T*>(p[0]);

@@ -16,7 +16,7 @@
 #include "cpu/float_block.h"
 #include "kernels/pool.h"
 #include "kernels/pool_windows.h"
-#include "cpu/pool.h"
+#include "switches/list/toggles.h"
 #include "tensor/parallel.h"
 
 
@@ -67,8 +67,6 @@ struct PlaneAcc {
         store_floats<T>(reinterpret_cast<char*>(d + i), sizeof(T), a + i, std::min(kFloatBlock, hw - i));
   }
 };
-
-std::atomic<bool> g_max_pool_vectorized{true};
 
 // One output row of the 2x2 / stride 2 max pool on floats, 4 outputs at a time: rows r0 and r1
 // (unit stride) are split into even and odd columns by shuffles, and each window's winner is a
@@ -126,8 +124,6 @@ void max_pool_2x2_row_scalar(const T* r0, const T* r1, int64_t base, int64_t W, 
 
 }  // namespace
 
-void set_max_pool_vectorized(bool on) { g_max_pool_vectorized.store(on, std::memory_order_relaxed); }
-bool max_pool_vectorized() { return g_max_pool_vectorized.load(std::memory_order_relaxed); }
 
 void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& x, const kernels::Pool2dParams& p) {
   const int64_t C = x.size(1), H = x.size(2), W = x.size(3), Ho = out.size(2), Wo = out.size(3);
@@ -143,7 +139,7 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
     const bool two_by_two = p.kernel_h == 2 && p.kernel_w == 2 && p.stride_h == 2 && p.stride_w == 2 && p.pad_h == 0 &&
                             p.pad_w == 0 && xs.s[3] == 1;
     if (two_by_two) {
-      const bool vectorize = max_pool_vectorized() && H * W <= INT32_MAX;
+      const bool vectorize = toggles::max_pool_vectorized() && H * W <= INT32_MAX;
       auto float_row = [&](const float* r0, const float* r1, int64_t base, int64_t wo, float* o, int64_t* i) {
         if (vectorize && wo >= 4) return max_pool_2x2_row(r0, r1, base, W, wo, o, i);
         max_pool_2x2_row_scalar(r0, r1, base, W, wo, o, i);

@@ -9,10 +9,6 @@
 
 namespace mdl::cpu {
 
-// The branchless_select switch (cpu/index.cpp's where): default on.
-void set_branchless_select(bool on);
-bool branchless_select();
-
 // The unsigned integer as wide as T.
 template <class T>
 using bits_t = std::conditional_t<

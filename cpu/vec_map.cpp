@@ -5,12 +5,11 @@
 #include "cpu/cpu_features.h"
 #include "cpu/vec_map_impl.h"
 #include "kernels/unary_math.h"
+#include "switches/list/toggles.h"
 
 namespace mdl::cpu {
 
 namespace {
-
-std::atomic<bool> g_vector_math{true};
 
 template <class F>
 void scalar_loop(float* o, const float* x, int64_t n, const F& f) {
@@ -19,8 +18,6 @@ void scalar_loop(float* o, const float* x, int64_t n, const F& f) {
 
 }  // namespace
 
-void set_vector_math(bool on) { g_vector_math.store(on, std::memory_order_relaxed); }
-bool vector_math() { return g_vector_math.load(std::memory_order_relaxed); }
 
 void scalar_map(VecFn f, float* o, const float* x, int64_t n) {
   switch (f) {
@@ -41,7 +38,7 @@ void vec_map4(VecFn f, float* o, const float* x, int64_t n) {
 }
 
 void vec_map(VecFn f, float* o, const float* x, int64_t n) {
-  if (!vector_math()) return scalar_map(f, o, x, n);
+  if (!toggles::vector_math()) return scalar_map(f, o, x, n);
   if (has_avx2_fma()) return vec_map8(f, o, x, n);
   vec_map4(f, o, x, n);
 }

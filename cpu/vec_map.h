@@ -1,7 +1,7 @@
 // vec_map: o[i] = f(x[i]) over contiguous floats for the functions of vec_math.h, 8 floats at a
 // time where the CPU has AVX2 and FMA (vec_map_avx2.cpp, chosen at run time), else 4 on SSE2.
 // A short tail runs on a zero-padded vector, so an element's result does not depend on where it
-// sits; o may be x. With the vector_math switch off (set_vector_math(false)) every function runs one
+// sits; o may be x. With the vector_math switch off (toggles::set_vector_math(false)) every function runs one
 // <cmath> call per element instead, the loop these kernels had before they were vectorised.
 #pragma once
 #include <cstdint>
@@ -11,10 +11,6 @@ namespace mdl::cpu {
 enum class VecFn : uint8_t { Exp, Tanh, Sigmoid, Silu, Gelu, GeluGrad, GeluTanh, GeluTanhGrad };
 
 void vec_map(VecFn f, float* o, const float* x, int64_t n);
-
-// The vector_math switch (default on); off, vec_map runs scalar_map.
-void set_vector_math(bool on);
-bool vector_math();
 
 // One <cmath> call per element (kernels/unary_math.h, kernels/gelu_math.h): the scalar reference.
 void scalar_map(VecFn f, float* o, const float* x, int64_t n);

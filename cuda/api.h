@@ -31,9 +31,6 @@ CacheStats cache_stats();
 void reset_peak_cache_stats();
 // Returns every cached free block to the driver (cudaFree). Blocks in use are untouched.
 void empty_cache();
-// false: every allocate/deallocate goes straight to cudaMalloc/cudaFree (for benchmarks).
-void set_caching_enabled(bool on);
-bool caching_enabled();
 
 // Waits for all work queued on mdl's stream, then throws the first error a kernel found since
 // the last check (an index out of range, an integer division by zero), naming the op.
@@ -43,19 +40,6 @@ void synchronize();
 // to(Device::cpu()), ...). Without CUDA it does nothing.
 void check_errors();
 
-// f32 matmuls may use TF32 tensor cores (10-bit mantissa products) when on. Default off.
-void set_allow_tf32(bool on);
-bool allow_tf32();
-
-// On (the default), each convolution shape's cuDNN algorithm is measured once, as PyTorch's
-// torch.backends.cudnn.benchmark; off, it is cuDNN's heuristic pick, made without running anything
-// (on an H100 the heuristic made the f32 ResNet-18 step about 1.5x slower: bench/log/2026-11-27-nvidia-h100.md).
-void set_cudnn_benchmark(bool on);
-bool cudnn_benchmark();
-// f16/bf16 attention with head dims up to 128 runs the FlashAttention-2 kernels on tensor cores
-// (cuda/flash_attention.cu) when on, the plain fused kernel otherwise. Default on.
-void set_flash_attention(bool on);
-bool flash_attention();
 
 // Page-locked host memory (cudaHostAlloc), cached by size: faster host<->device copies.
 // Its device() is the CPU. Throws when CUDA is not available.

@@ -5,7 +5,7 @@
 // stored. The backward recomputes the probabilities from the saved logsumexp: one kernel per
 // query row for dq, one per key row for dk and dv, so every sum has a fixed order (no atomics).
 // f16/bf16 with head dims up to 128 go to the tensor-core FlashAttention-2 kernels of
-// cuda/flash_attention.cu instead while cuda::flash_attention() is on.
+// cuda/flash_attention.cu instead while toggles::flash_attention() is on.
 #include "cuda/attention_operands.cuh"
 #include "cuda/flash_attention.cuh"
 #include "cuda/kernels.cuh"

@@ -2,10 +2,10 @@
 // own deterministic reduction). Each (direction, dtype, shapes, params, TF32 setting, choice mode)
 // gets a Plan once: its cuDNN descriptors and its algorithm, so every later call is a map lookup
 // and a launch. The algorithm is measured with cudnnFind*AlgorithmEx (as cudnn.benchmark does),
-// keeping the fastest deterministic one, while cuda::cudnn_benchmark() is on (the default); taken
+// keeping the fastest deterministic one, while toggles::cudnn_benchmark() is on (the default); taken
 // from the v7 heuristics when it is off, and while a CUDA Graph is being captured (that choice is
 // not kept: the next eager call measures). Workspaces come from the caching allocator.
-// f32 (TF32 only when cuda::allow_tf32()), f64, and f16/bf16 with f32 compute. A channels-last
+// f32 (TF32 only when toggles::allow_tf32()), f64, and f16/bf16 with f32 compute. A channels-last
 // output (or input or weight, in the backward) runs every operand in NHWC, so f16/bf16 convs reach
 // the tensor-core kernels without layout transforms; operands in the other format are copied.
 #include <algorithm>
@@ -23,6 +23,7 @@
 #include "cuda/common.cuh"
 #include "cuda/api.h"
 #include "kernels/views.h"
+#include "switches/list/toggles.h"
 
 namespace mdl::cuda {
 
@@ -78,7 +79,7 @@ struct Types {
 };
 Types types_for(const char* op, DType t) {
   switch (t) {
-    case kF32: return {CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH};
+    case kF32: return {CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, toggles::allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH};
     case kF64: return {CUDNN_DATA_DOUBLE, CUDNN_DATA_DOUBLE, CUDNN_DEFAULT_MATH};
     case kF16: return {CUDNN_DATA_HALF, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH};
     case kBF16: return {CUDNN_DATA_BFLOAT16, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH};
@@ -178,11 +179,15 @@ struct Problem {
   // Every operand lies in one format: channels-last (NHWC) when nhwc, else NCHW.
   Problem(const char* op_, Dir dir, DType dt, bool nhwc, const Tensor& xt, const Tensor& wt, const Tensor& yt,
           const kernels::Conv2dParams& p)
-      : op(op_), measured(cudnn_benchmark()) {
-    const Key key{int(dir),       dt,
-                  allow_tf32(),   measured,
-                  nhwc,           dims4(op_, xt),
-                  dims4(op_, wt), {p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w, p.groups}};
+      : op(op_), measured(toggles::cudnn_benchmark()) {
+    const Key key{int(dir),
+                  dt,
+                  toggles::allow_tf32(),
+                  measured,
+                  nhwc,
+                  dims4(op_, xt),
+                  dims4(op_, wt),
+                  {p.stride_h, p.stride_w, p.pad_h, p.pad_w, p.dil_h, p.dil_w, p.groups}};
     std::lock_guard<std::mutex> lock(g_plans_mutex);
     auto& slot = g_plans[key];
     if (!slot)

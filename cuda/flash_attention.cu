@@ -24,6 +24,7 @@
 #include "cuda/flash_attention.cuh"
 #include "cuda/flash_tiles.cuh"
 #include "cuda/kernels.cuh"
+#include "switches/list/toggles.h"
 
 namespace mdl::cuda {
 
@@ -389,7 +390,7 @@ size_t max_block_smem(int index) {
 }  // namespace
 
 bool flash_attention_applies(const Tensor& q, const Tensor& v) {
-  if (!flash_attention() || !(q.dtype() == kF16 || q.dtype() == kBF16 || q.dtype() == kF32) ||
+  if (!toggles::flash_attention() || !(q.dtype() == kF16 || q.dtype() == kBF16 || q.dtype() == kF32) ||
       q.size(-1) > kFlashMaxHeadDim || v.size(-1) > kFlashMaxHeadDim)
     return false;
   size_t need = 0;  // f32 at head dim 128 needs 207 KiB, more than an A100's block may have

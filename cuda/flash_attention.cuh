@@ -8,7 +8,7 @@ namespace mdl::cuda {
 
 constexpr int64_t kFlashMaxHeadDim = 128;
 
-// The switch is on (cuda::flash_attention()), q is f16, bf16 or f32, both head dims are <= 128, and
+// The switch is on (toggles::flash_attention()), q is f16, bf16 or f32, both head dims are <= 128, and
 // the kernels' shared memory fits a block of q's device.
 bool flash_attention_applies(const Tensor& q, const Tensor& v);
 

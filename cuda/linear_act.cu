@@ -1,6 +1,6 @@
 // The fused linear layer on CUDA: one cublasLtMatmul whose epilogue adds the bias and applies
 // ReLU or GELU (BIAS, RELU_BIAS, GELU_AUX_BIAS, which also writes GELU's input for the backward),
-// f32 (TF32 when cuda::allow_tf32()), f16 and bf16 with f32 compute. The algorithm comes from
+// f32 (TF32 when toggles::allow_tf32()), f16 and bf16 with f32 compute. The algorithm comes from
 // cublasLtMatmulAlgoGetHeuristic once per (dtype, TF32, epilogue, shape, operand alignments) and
 // is cached. Where cuBLASLt has no algorithm (f64, GELU with out_features not a multiple of 8),
 // the GEMM runs through cuBLAS and one kernel of ours adds the bias and applies the activation.
@@ -16,6 +16,7 @@
 #include "cuda/api.h"
 #include "kernels/linear_act.h"
 #include "kernels/views.h"
+#include "switches/list/toggles.h"
 
 namespace mdl::cuda {
 
@@ -100,7 +101,7 @@ bool lt_matmul(const Tensor& out, const Tensor& pre, const Tensor& x, const Tens
   if (M > kMaxInt || N > kMaxInt || K > kMaxInt) return false;
   if (act == Activation::GeluTanh && N % 8 != 0) return false;  // the aux ld must be a multiple of 8
   const cudaDataType_t dt = t == kF16 ? CUDA_R_16F : t == kBF16 ? CUDA_R_16BF : CUDA_R_32F;
-  const bool tf32 = t == kF32 && allow_tf32();
+  const bool tf32 = t == kF32 && toggles::allow_tf32();
   const cublasComputeType_t ct = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const cublasLtEpilogue_t epi = epilogue_for(act, bias.defined());
   const void* bias_ptr = bias.defined() ? bias.raw_data() : nullptr;

@@ -1,11 +1,12 @@
 // Batched matmul out[b] = a[b] @ b[b] through cublasGemmStridedBatchedEx: f32 (TF32 tensor cores
-// only when cuda::allow_tf32()), f64, and f16/bf16 on tensor cores with f32 accumulation. Operands
+// only when toggles::allow_tf32()), f64, and f16/bf16 on tensor cores with f32 accumulation. Operands
 // with one unit stride among their last two dims are passed as they are (transposed or not);
 // others are made contiguous first. Integer dtypes run a plain kernel with wrapping arithmetic.
 #include "cuda/common.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/api.h"
 #include "kernels/views.h"
+#include "switches/list/toggles.h"
 
 namespace mdl::cuda {
 
@@ -68,7 +69,7 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
   // Row-major out (M, N) = a @ b is column-major out^T (N, M) = b^T a^T.
   const Operand oa = as_operand(a), ob = as_operand(b);
   cudaDataType_t dt = CUDA_R_32F;
-  cublasComputeType_t ct = allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  cublasComputeType_t ct = toggles::allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   const float one_f = 1.0f, zero_f = 0.0f;
   const double one_d = 1.0, zero_d = 0.0;
   const void* alpha = &one_f;

@@ -4,6 +4,7 @@
 #include <atomic>
 
 #include "nn/layers.h"
+#include "switches/list/toggles.h"
 
 namespace mdl::nn {
 
@@ -18,15 +19,11 @@ void Sequential::push_back(const std::string& name, ModulePtr m) {
   layers_.push_back(std::move(m));
 }
 
-namespace {
-std::atomic<bool> g_pool_before_relu{true};
-}  // namespace
+namespace {}  // namespace
 
-void set_pool_before_relu(bool on) { g_pool_before_relu.store(on, std::memory_order_relaxed); }
-bool pool_before_relu() { return g_pool_before_relu.load(std::memory_order_relaxed); }
 
 Tensor Sequential::forward(const Tensor& x) {
-  const bool swap = pool_before_relu() && !detail::forward_observed();
+  const bool swap = toggles::pool_before_relu() && !detail::forward_observed();
   Tensor h = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (swap && i + 1 < layers_.size() && dynamic_cast<const ReLU*>(layers_[i].get()) &&

@@ -12,8 +12,6 @@ namespace mdl::nn {
 // max is not positive passes no gradient either way; NaN propagates either way), so the ReLU and its
 // backward touch a quarter of the elements behind a 2x2 pool. Not while nn::summary observes the
 // layers' outputs. The pool_before_relu switch, on by default.
-void set_pool_before_relu(bool on);
-bool pool_before_relu();
 
 class Sequential : public Module {
  public:

@@ -10,7 +10,7 @@
 #include "ops/autocast.h"
 #include "autograd/function.h"
 #include "autograd/op_registry.h"
-#include "nn/attention_options.h"
+#include "switches/list/toggles.h"
 #include "nn/functional.h"
 #include "ops/native/factory.h"
 #include "ops/ops.h"
@@ -24,7 +24,6 @@ MDL_DIFFERENTIABLE_OPS("scaled_dot_product_attention");
 namespace {
 
 constexpr const char* kOp = "scaled_dot_product_attention";
-std::atomic<bool> g_fused_attention{true};
 
 Shape batch_dims(const Tensor& t) { return Shape(t.shape().begin(), t.shape().end() - 2); }
 Shape with_matrix(Shape batch, int64_t rows, int64_t cols) {
@@ -107,7 +106,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   const Shape batch = check(q, k, v, mask);
   const int64_t L = q.size(-2), E = q.size(-1), S = k.size(-2), Ev = v.size(-1);
   const double s = scale ? *scale : E > 0 ? 1.0 / std::sqrt(double(E)) : 1.0;
-  if (!fused_attention()) return attention_composed(q, k, v, mask, causal, s);
+  if (!toggles::fused_attention()) return attention_composed(q, k, v, mask, causal, s);
   const Tensor me = mask.defined() ? native::expand(mask, with_matrix(batch, L, S)) : Tensor();
   Tensor out = make_tensor(with_matrix(batch, L, Ev), q.dtype(), q.device());
   Shape row_shape = batch;
@@ -137,7 +136,5 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   return out;
 }
 
-void set_fused_attention(bool on) { g_fused_attention.store(on, std::memory_order_relaxed); }
-bool fused_attention() { return g_fused_attention.load(std::memory_order_relaxed); }
 
 }  // namespace mdl::nn::functional

@@ -8,7 +8,7 @@
 #include "autograd/function.h"
 #include "autograd/op_registry.h"
 #include "nn/functional.h"
-#include "nn/cross_entropy_options.h"
+#include "switches/list/toggles.h"
 #include "kernels/loss.h"
 #include "ops/native/native.h"
 #include "ops/ops.h"
@@ -92,8 +92,6 @@ Tensor expand_grad(const Tensor& g, Reduction r, const Tensor& count, const Shap
   return native::expand(native::reshape(gt, {}), shape);
 }
 
-std::atomic<bool> g_fused_cross_entropy{true};
-
 // cross_entropy composed of ops, as a framework without the fused node runs it: log_softmax, then
 // nll_loss, with label smoothing's mean of -log_probs over the classes; t is the checked I64 target
 // and count the number not ignored.
@@ -114,8 +112,6 @@ Tensor cross_entropy_composed(const Tensor& logits, const Tensor& t, const Cross
 
 }  // namespace
 
-void set_fused_cross_entropy(bool on) { g_fused_cross_entropy.store(on, std::memory_order_relaxed); }
-bool fused_cross_entropy() { return g_fused_cross_entropy.load(std::memory_order_relaxed); }
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossEntropyOptions& opts) {
   auto [logits] = amp::autocast_f32(logits_in);
@@ -129,7 +125,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& target, const CrossE
   int64_t D = 1;
   for (int64_t i = 2; i < logits.dim(); ++i) D *= logits.size(i);
   MDL_CHECK(C > 0, "cross_entropy: the input of shape ", logits.shape(), " has no classes");
-  if (!fused_cross_entropy()) return cross_entropy_composed(logits, t, opts, count);
+  if (!toggles::fused_cross_entropy()) return cross_entropy_composed(logits, t, opts, count);
   const DType st = loss_dtype(logits.dtype());
   // logits (N, C, D), target (N, D) -> loss, logsum (N, D)
   Tensor xv = native::reshape(native::contiguous(logits), {N, C, D});

@@ -11,7 +11,7 @@
 #include "tensor/grad_mode.h"
 #include "cuda/api.h"
 #include "nn/functional.h"
-#include "nn/layer_norm_options.h"
+#include "switches/list/toggles.h"
 #include "ops/ops.h"
 #include "kernels/norm.h"
 #include "kernels/dropout.h"
@@ -26,8 +26,6 @@ using autograd::Grads;
 using autograd::record_fn;
 
 namespace {
-
-std::atomic<bool> g_fused_layer_norm{true};
 
 // layer_norm composed of ops over the last k dims, in x's dtype, as a framework without the fused
 // kernels runs it: each line a pass and a temporary, autograd differentiating every op.
@@ -186,8 +184,6 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   return y;
 }
 
-void set_fused_layer_norm(bool on) { g_fused_layer_norm.store(on, std::memory_order_relaxed); }
-bool fused_layer_norm() { return g_fused_layer_norm.load(std::memory_order_relaxed); }
 
 Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tensor& weight, const Tensor& bias,
                   double eps) {
@@ -204,7 +200,7 @@ Tensor layer_norm(const Tensor& x_in, const Shape& normalized_shape, const Tenso
   int64_t M = 1;
   for (int64_t i = 0; i < x.dim() - k; ++i) M *= x.size(i);
   Tensor w = param(op, "weight", weight, normalized_shape, x), b = param(op, "bias", bias, normalized_shape, x);
-  if (!fused_layer_norm()) return layer_norm_composed(x, k, weight, bias, eps);
+  if (!toggles::fused_layer_norm()) return layer_norm_composed(x, k, weight, bias, eps);
   return group_norm_op("layer_norm", x, {M, F, 1}, 1, weight, bias, w, b, eps);
 }
 

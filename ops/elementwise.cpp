@@ -10,6 +10,7 @@
 #include "kernels/gelu.h"
 #include "ops/native/native.h"
 #include "ops/ops.h"
+#include "switches/list/toggles.h"
 
 namespace mdl {
 
@@ -28,10 +29,6 @@ using native::sum_to;
 namespace {
 Tensor zero_where(const Tensor& cond, const Tensor& g) { return native::masked_fill(g, cond, 0.0); }
 
-std::atomic<bool> g_fused_gelu_backward{true};
-std::atomic<bool> g_fused_relu_backward{true};
-std::atomic<bool> g_fused_add_relu{true};
-
 // GELU's backward composed of ops, as it ran before its fused kernel: about a dozen passes, each
 // with a temporary. Exact: g (Phi(x) + x phi(x)), with Phi(x) = gelu(x) / x (1/2 at 0). Tanh form:
 // g ((1 + t) / 2 + x/2 (1 - t^2) k (1 + 3c x^2)), t = tanh(k (x + c x^3)).
@@ -48,12 +45,6 @@ Tensor gelu_backward_composed(const Tensor& g, const Tensor& x, bool tanh_approx
 }
 }  // namespace
 
-void set_fused_gelu_backward(bool on) { g_fused_gelu_backward.store(on, std::memory_order_relaxed); }
-bool fused_gelu_backward() { return g_fused_gelu_backward.load(std::memory_order_relaxed); }
-void set_fused_add_relu(bool on) { g_fused_add_relu.store(on, std::memory_order_relaxed); }
-bool fused_add_relu() { return g_fused_add_relu.load(std::memory_order_relaxed); }
-void set_fused_relu_backward(bool on) { g_fused_relu_backward.store(on, std::memory_order_relaxed); }
-bool fused_relu_backward() { return g_fused_relu_backward.load(std::memory_order_relaxed); }
 
 // ---- binary -------------------------------------------------------------------------------
 Tensor add(const Tensor& a, const Tensor& b) {
@@ -206,13 +197,13 @@ Tensor sigmoid(const Tensor& x) {
 }
 Tensor relu(const Tensor& x) {
   return unary_op(UnaryOp::Relu, x, [](const Tensor& g, const Tensor& x, const Tensor&) {
-    if (fused_relu_backward()) return native::binary(BinaryOp::ReluBackward, g, x);
+    if (toggles::fused_relu_backward()) return native::binary(BinaryOp::ReluBackward, g, x);
     return zero_where(le(x, scalar_like(0, x)), g);
   });
 }
 // The backward of relu from its output y: y > 0 exactly where relu's input was (NaN passes g in both).
 Tensor relu_backward_from_output(const Tensor& g, const Tensor& y) {
-  if (fused_relu_backward()) return native::binary(BinaryOp::ReluBackward, g, y);
+  if (toggles::fused_relu_backward()) return native::binary(BinaryOp::ReluBackward, g, y);
   return zero_where(le(y, scalar_like(0, y)), g);
 }
 
@@ -234,7 +225,7 @@ Tensor gelu(const Tensor& x, const std::string& approximate) {
   return unary_op(tanh_approx ? UnaryOp::GeluTanh : UnaryOp::Gelu, x,
                   [tanh_approx](const Tensor& g, const Tensor& x, const Tensor&) {
                     const Tensor gg = g.dtype() == x.dtype() ? g : native::to_dtype(g, x.dtype());
-                    if (!fused_gelu_backward()) return gelu_backward_composed(gg, x, tanh_approx);
+                    if (!toggles::fused_gelu_backward()) return gelu_backward_composed(gg, x, tanh_approx);
                     Tensor gx = make_tensor(x.shape(), x.dtype(), x.device());
                     kernels::gelu_backward(x.device(), gx, gg, x, tanh_approx);
                     return gx;

@@ -78,21 +78,8 @@ Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");  // or "tanh"
-// The fused_gelu_backward switch (default on): gelu's backward runs as one kernel (kernels/gelu.h);
-// off, as the formula composed of the ops above (exp, mul, div, where, ...).
-void set_fused_gelu_backward(bool on);
-bool fused_gelu_backward();
-// The fused_relu_backward switch (default on): relu's backward is one pass, g where x > 0 else 0
-// (BinaryOp::ReluBackward); off, a comparison into a bool mask, then masked_fill (three kernels
-// with the scalar's fill, and a mask written and read).
-void set_fused_relu_backward(bool on);
-bool fused_relu_backward();
 // relu(a + b) in one pass (BinaryOp::AddRelu), a residual block's end; its backward is relu's.
 Tensor add_relu(const Tensor& a, const Tensor& b);
-// The fused_add_relu switch (default on): the ResNet blocks end with add_relu instead of an add
-// and a relu (two kernels, and the sum written and read once more).
-void set_fused_add_relu(bool on);
-bool fused_add_relu();
 Tensor silu(const Tensor& x);
 Tensor square(const Tensor& x);
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);

@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "kernels/optim.h"
-#include "optim/adam_options.h"
+#include "switches/list/toggles.h"
 #include "ops/ops.h"
 #include "tensor/error.h"
 
@@ -30,8 +30,6 @@ AdamOptions as_adam(const AdamWOptions& o) {
 }
 std::vector<ParamGroup> one_group(std::vector<Tensor> params) { return {ParamGroup{.params = std::move(params)}}; }
 
-std::atomic<bool> g_fused_adamw{true};
-
 // adam_step's update written with tensor ops, as a framework without a fused step runs it: a pass
 // and a temporary per line. The moments are f32 (as the kernel's); the parameter's step is
 // computed in f32 (f64 for f64 parameters) and rounded into it once.
@@ -54,8 +52,6 @@ void adam_composed(Tensor param, const Tensor& grad, Tensor m, Tensor v, Tensor 
 }
 }  // namespace
 
-void set_fused_adamw(bool on) { g_fused_adamw.store(on, std::memory_order_relaxed); }
-bool fused_adamw() { return g_fused_adamw.load(std::memory_order_relaxed); }
 
 Adam::Adam(const char* name, std::vector<ParamGroup> groups, AdamOptions options, bool decoupled)
     : Optimizer(name, adam_defaults(name, options)), amsgrad_(options.amsgrad), decoupled_(decoupled) {
@@ -95,7 +91,7 @@ void Adam::update(const ParamGroup& group, const Tensor& param, const Tensor& gr
   make_state(param, state);
   kernels::AdamParams hp = params_of(group, grad_scale, device);
   const Tensor vmax = amsgrad_ ? state.max_exp_avg_sq : Tensor();
-  if (!fused_adamw()) {  // the host reads the flag and the count, as an unfused framework must
+  if (!toggles::fused_adamw()) {  // the host reads the flag and the count, as an unfused framework must
     if (found_inf.defined() && found_inf.item<float>() != 0.0f) return;
     hp.step = state.steps();
     return adam_composed(param, grad, state.exp_avg, state.exp_avg_sq, vmax, hp);
@@ -105,7 +101,7 @@ void Adam::update(const ParamGroup& group, const Tensor& param, const Tensor& gr
 
 void Adam::update_many(const ParamGroup& group, const std::vector<ParamUpdate>& updates, double grad_scale,
                        const Tensor& found_inf, const kernels::DeviceStepState& device) {
-  if (!fused_adamw()) return Optimizer::update_many(group, updates, grad_scale, found_inf, device);
+  if (!toggles::fused_adamw()) return Optimizer::update_many(group, updates, grad_scale, found_inf, device);
   std::vector<kernels::StepTensors> ts;
   ts.reserve(updates.size());
   for (const ParamUpdate& u : updates) {

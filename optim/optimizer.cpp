@@ -14,6 +14,7 @@
 #include "ops/ops.h"
 #include "kernels/optim.h"
 #include "optim/state_values.h"
+#include "switches/list/toggles.h"
 
 namespace mdl::optim {
 namespace {
@@ -168,11 +169,7 @@ void Optimizer::step_if_finite(const Tensor& found_inf) {
   step_impl(1.0, found_inf);
 }
 
-namespace {
-std::atomic<bool> g_multi_tensor_step{true};
-}  // namespace
-void set_multi_tensor_step(bool on) { g_multi_tensor_step.store(on, std::memory_order_relaxed); }
-bool multi_tensor_step() { return g_multi_tensor_step.load(std::memory_order_relaxed); }
+namespace {}  // namespace
 
 int64_t ParamState::steps() const { return step.defined() ? step.item<int64_t>() : 0; }
 int64_t Optimizer::step_count() const { return step_count_.defined() ? step_count_.item<int64_t>() : 0; }
@@ -228,7 +225,7 @@ void Optimizer::step_impl(double grad_scale, const Tensor& found_inf) {
     if (u.grad.dtype() != u.param.dtype()) u.grad = u.grad.to(u.param.dtype());
     if (!u.grad.is_contiguous(layout_of(u.param))) u.grad = u.grad.contiguous(layout_of(u.param));
   }
-  const bool together = multi_tensor_step();
+  const bool together = toggles::multi_tensor_step();
   for (size_t i = 0, j = 0; i < updates.size(); i = j) {
     const Update& u = updates[i];
     for (j = i + 1; together && j < updates.size(); ++j)

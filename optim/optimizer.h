@@ -43,12 +43,6 @@ struct ParamState {
   int64_t steps() const;  // step, read on the host (waits for the device); 0 before the first
 };
 
-// The multi_tensor_step switch (on): step() updates the parameters of one group, dtype and device
-// together (Optimizer::update_many), and GradScaler unscales a device's gradients together: one
-// GPU launch for up to 24 of them instead of one each.
-void set_multi_tensor_step(bool on);
-bool multi_tensor_step();
-
 class Optimizer {
  public:
   virtual ~Optimizer() = default;

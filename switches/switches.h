@@ -1,8 +1,9 @@
-// Every optimization switch in one list: what it changes, its default, the device it acts on, how
-// it is set, and the benchmark pair that measures it. A toggle is process-wide state with set/get
-// functions, and can be flipped here by name:
+// Every optimization switch in one list, generated from switches/list/switches.def: what it changes,
+// its default, the device it acts on, how it is set, the benchmark pair that measures it, and the
+// learner's guide text (docs/OPTIMIZATIONS.md). A toggle is process-wide state
+// (switches/list/toggles.h) and can be flipped here by name:
 //
-//   switches::set("tiled_transpose", false);   // calls cpu::set_tiled_transpose(false)
+//   switches::set("tiled_transpose", false);   // calls toggles::set_tiled_transpose(false)
 //   for (const auto& s : switches::all()) ...
 //
 // An option is chosen per run (an mdl-train flag or an API), so it has no set/get here; its entry
@@ -35,6 +36,10 @@ struct Switch {
   std::string_view device;         // what it acts on: "cpu", "cuda" or "cpu, cuda"
   std::string_view changes;        // one sentence
   std::vector<BenchPair> benches;  // at least one; the first is the headline figure
+  std::string_view mechanism;      // why it pays, in two words: "fewer bytes", "wider vectors", ...
+  std::string_view why;            // the mechanism explained
+  std::string_view where;          // "file: function" where the switch takes effect
+  std::string_view costs;          // when it does not pay, and why
   void (*set)(bool on) = nullptr;  // toggles only
   bool (*get)() = nullptr;
 };
@@ -50,7 +55,8 @@ bool get(std::string_view name);
 // "<name>/off/<case>" or "<name>/on/<case>" ("<name>/off" with no case). Throws for an unknown name.
 std::string bench_name(std::string_view name, bool on, std::string_view case_name = {});
 
-// The list as a JSON array of objects (name, kind, set_by, default, device, changes, benches), for
+// The list as a JSON array of objects (name, kind, set_by, default, device, changes, benches,
+// mechanism, why, where, costs), for
 // the benchmark suites' output and bench/summary.py.
 std::string to_json();
 

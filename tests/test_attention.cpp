@@ -15,7 +15,7 @@
 #include "ops/gradcheck.h"
 #include "autograd/node.h"
 #include "mdl.h"
-#include "nn/attention_options.h"
+#include "switches/list/toggles.h"
 #include "nn/functional.h"
 #include "tests/gradcheck_cases.h"
 #include "tests/test_util.h"
@@ -285,7 +285,7 @@ TEST_CASE("attention: backward matches the composed ops over several blocks; f16
 }
 
 TEST_CASE("attention: with fused_attention off the composed path gives the fused results, masked rows included") {
-  const bool was = F::fused_attention();
+  const bool was = toggles::fused_attention();
   Generator g(13);
   const int64_t B = 2, H = 3, L = 7, S = 9, E = 5;
   Tensor q0 = randn_t({B, H, L, E}, kF64, g), k0 = randn_t({B, H, S, E}, kF64, g), v0 = randn_t({B, H, S, 4}, kF64, g);
@@ -300,7 +300,7 @@ TEST_CASE("attention: with fused_attention off the composed path gives the fused
       CAPTURE(masked);
       const Tensor m = masked ? mask : Tensor();
       auto run = [&](bool fused) {
-        F::set_fused_attention(fused);
+        toggles::set_fused_attention(fused);
         Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(), v = v0.clone().requires_grad_();
         Tensor out = F::scaled_dot_product_attention(q, k, v, m, causal);
         sum(out * r).backward();
@@ -314,7 +314,7 @@ TEST_CASE("attention: with fused_attention off the composed path gives the fused
       }
       check_close(composed_ops[0], reference(q0, k0, v0, m, causal), {.rtol = 1e-9, .atol = 1e-11});
     }
-  F::set_fused_attention(false);
+  toggles::set_fused_attention(false);
   Tensor q = randn_t({1, 3, 4}, kF64, g).requires_grad_(), k = randn_t({1, 5, 4}, kF64, g).requires_grad_();
   Tensor v = randn_t({1, 5, 2}, kF64, g).requires_grad_();
   Tensor pad = bool_mask({1, 1, 1, 0, 0}, {1, 1, 5});
@@ -325,7 +325,7 @@ TEST_CASE("attention: with fused_attention off the composed path gives the fused
   // f16 inputs: the masked fill stays finite in f16.
   Tensor h = F::scaled_dot_product_attention(q0.to(kF16), k0.to(kF16), v0.to(kF16), mask, true);
   for (double x : values(h)) CHECK(std::isfinite(x));
-  F::set_fused_attention(was);
+  toggles::set_fused_attention(was);
 }
 
 TEST_CASE("attention: the result does not depend on the thread count") {

@@ -14,6 +14,7 @@
 #include "nn/functional.h"
 #include "nn/models/models.h"
 #include "tests/test_util.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 using namespace mdl::test;
@@ -340,7 +341,7 @@ TEST_CASE("channels_last: an optimizer's state follows a parameter laid out anew
 }
 
 TEST_CASE("cuda: channels-last conv2d (cuDNN NHWC), batch norm and pooling equal the contiguous ones" * MDL_CUDA_ONLY) {
-  cuda::set_allow_tf32(false);
+  toggles::set_allow_tf32(false);
   const Device d = Device::cuda();
   for (DType dt : {kF32, kF16, kBF16})
     for (const ConvCase& c : kConvCases) {
@@ -385,5 +386,5 @@ TEST_CASE("cuda: channels-last conv2d (cuDNN NHWC), batch norm and pooling equal
     CHECK(max_rel_diff(yc, y) < dtype_tol(dt).rtol * 4);
     CHECK(max_rel_diff(xc.grad(), x.grad()) < dtype_tol(dt).rtol * 8);
   }
-  cuda::set_allow_tf32(true);
+  toggles::set_allow_tf32(true);
 }

@@ -17,6 +17,7 @@
 #include "tests/gradcheck_cases.h"
 #include "tests/conv_reference.h"
 #include "tests/test_util.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 using namespace mdl::test;
@@ -30,9 +31,9 @@ namespace {
 
 // Restores the depthwise switch on scope exit.
 struct DepthwiseDirect {
-  bool saved = cpu::depthwise_direct();
-  explicit DepthwiseDirect(bool on) { cpu::set_depthwise_direct(on); }
-  ~DepthwiseDirect() { cpu::set_depthwise_direct(saved); }
+  bool saved = toggles::depthwise_direct();
+  explicit DepthwiseDirect(bool on) { toggles::set_depthwise_direct(on); }
+  ~DepthwiseDirect() { toggles::set_depthwise_direct(saved); }
 };
 
 }  // namespace
@@ -142,11 +143,11 @@ TEST_CASE("conv2d: bf16 on the AMX kernel matches the f32 kernel within one bf16
     INFO(describe(c));
     CHECK(cpu::gemm_bf16_values_kernel() == cpu::GemmKernel::amx_bf16);
     auto run = [&](bool amx) {
-      cpu::set_amx_bf16(amx);
+      toggles::set_amx_bf16(amx);
       Generator gen(21);
       ConvRun r = run_conv(c, kBF16, gen, true);
       r.y.backward(randn(r.y.shape(), kBF16, &gen));  // the same gradient for both: not one made from y
-      cpu::set_amx_bf16(true);
+      toggles::set_amx_bf16(true);
       return std::vector<V>{values(r.y), values(r.w.grad()), values(r.xleaf.grad())};
     };
     const std::vector<V> tiles = run(true), widened = run(false);

@@ -13,6 +13,7 @@
 #include "cpu/gemm.h"
 #include "mdl.h"
 #include "tests/conv_reference.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 using namespace mdl::test;
@@ -30,9 +31,9 @@ double scaled_err(const V& a, const V& b) {
 }
 
 struct DirectConv {
-  bool saved = cpu::direct_conv();
-  explicit DirectConv(bool on) { cpu::set_direct_conv(on); }
-  ~DirectConv() { cpu::set_direct_conv(saved); }
+  bool saved = toggles::direct_conv();
+  explicit DirectConv(bool on) { toggles::set_direct_conv(on); }
+  ~DirectConv() { toggles::set_direct_conv(saved); }
 };
 
 std::vector<ConvCase> direct_cases() {

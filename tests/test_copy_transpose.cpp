@@ -1,11 +1,11 @@
 // The CPU copy's tiled path for transposed matrices (cpu/copy.cpp): every element size,
 // sizes that do not divide the tile, batches with strided leading dims, and the same result as the
-// row-by-row copy (cpu::set_tiled_transpose(false)); shapes it must not take stay correct.
+// row-by-row copy (toggles::set_tiled_transpose(false)); shapes it must not take stay correct.
 #include <doctest/doctest.h>
 
 #include <vector>
 
-#include "cpu/copy_options.h"
+#include "switches/list/toggles.h"
 #include "ops/native/factory.h"
 #include "ops/ops.h"
 
@@ -42,9 +42,9 @@ TEST_CASE("copy: transposed matrices in tiles equal the element-by-element copy,
       const Tensor base = (rand(s, {}, &g) * 200.0).to(dt);
       const Tensor t = base.transpose(-1, -2);  // unit stride along the second-to-last dim
       const Tensor tiled = t.contiguous();
-      cpu::set_tiled_transpose(false);
+      toggles::set_tiled_transpose(false);
       const Tensor rows = t.contiguous();
-      cpu::set_tiled_transpose(true);
+      toggles::set_tiled_transpose(true);
       CHECK(tiled.is_contiguous());
       CHECK(tiled.to(kF64).to_vector<double>() == rows.to(kF64).to_vector<double>());
       CHECK(tiled.to(kF64).to_vector<double>() == by_index(t));

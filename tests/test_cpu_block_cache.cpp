@@ -5,18 +5,19 @@
 
 #include "mdl.h"
 #include "cpu/block_cache.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 
 namespace {
 // Turns the cache on for a test (sanitizer builds start with it off) and restores the setting.
 struct CacheOn {
-  bool was = cpu_cache::enabled();
+  bool was = toggles::cpu_block_cache();
   CacheOn() {
-    cpu_cache::set_enabled(false);  // start empty
-    cpu_cache::set_enabled(true);
+    toggles::set_cpu_block_cache(false);  // start empty
+    toggles::set_cpu_block_cache(true);
   }
-  ~CacheOn() { cpu_cache::set_enabled(was); }
+  ~CacheOn() { toggles::set_cpu_block_cache(was); }
 };
 }  // namespace
 
@@ -58,9 +59,9 @@ TEST_CASE("cpu cache: empty() and turning it off return every block") {
   cpu_cache::empty();
   CHECK(cpu_cache::stats().cached_bytes == 0);
   { Tensor a = ones({1024, 1024}); }
-  cpu_cache::set_enabled(false);
+  toggles::set_cpu_block_cache(false);
   CHECK(cpu_cache::stats().cached_bytes == 0);
-  CHECK_FALSE(cpu_cache::enabled());
+  CHECK_FALSE(toggles::cpu_block_cache());
   { Tensor a = ones({1024, 1024}); }
   CHECK(cpu_cache::stats().cached_bytes == 0);  // off: freed straight back
 }

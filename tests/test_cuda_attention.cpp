@@ -16,6 +16,7 @@
 #include "nn/functional.h"
 #include "kernels/attention.h"
 #include "tests/test_util.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 using namespace mdl::test;
@@ -25,10 +26,10 @@ namespace {
 
 const Device kGpu = Device::cuda();
 
-// Sets cuda::flash_attention() for a scope, restoring the default (on) after.
+// Sets toggles::flash_attention() for a scope, restoring the default (on) after.
 struct FlashAttention {
-  explicit FlashAttention(bool on) { cuda::set_flash_attention(on); }
-  ~FlashAttention() { cuda::set_flash_attention(true); }
+  explicit FlashAttention(bool on) { toggles::set_flash_attention(on); }
+  ~FlashAttention() { toggles::set_flash_attention(true); }
 };
 
 // max |got - want| / max |want| over all elements (max |got - want| where want is all zero).
@@ -156,10 +157,10 @@ TEST_CASE("cuda: the flash_attention switch reads back and the plain kernel agre
   Tensor y_plain, y_flash;
   {
     FlashAttention off(false);
-    CHECK_FALSE(cuda::flash_attention());
+    CHECK_FALSE(toggles::flash_attention());
     y_plain = F::scaled_dot_product_attention(q, k, v, Tensor(), true);
   }
-  CHECK(cuda::flash_attention());
+  CHECK(toggles::flash_attention());
   y_flash = F::scaled_dot_product_attention(q, k, v, Tensor(), true);
   CHECK(rel_err(y_flash, y_plain) <= 1e-2);
 }

@@ -13,6 +13,7 @@
 #include "kernels/pool.h"
 #include "cuda/api.h"
 #include "tests/test_util.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 using namespace mdl::test;
@@ -62,7 +63,7 @@ TEST_CASE("cuda: conv2d through cuDNN matches the CPU, forward and backward" * M
   };
   // Both ways of choosing cuDNN's algorithm: measured (cudnn_benchmark on) and its heuristics.
   for (bool measured : {true, false}) {
-    cuda::set_cudnn_benchmark(measured);
+    toggles::set_cudnn_benchmark(measured);
     for (DType t : {kF64, kF32})
       for (size_t i = 0; i < cases.size(); ++i) {
         const ConvCase& k = cases[i];
@@ -77,7 +78,7 @@ TEST_CASE("cuda: conv2d through cuDNN matches the CPU, forward and backward" * M
             same_tol(t == kF32 ? 3e-4 : 1e-9));  // cuDNN may pick Winograd or FFT in f32
       }
   }
-  cuda::set_cudnn_benchmark(true);
+  toggles::set_cudnn_benchmark(true);
   // A strided (non-contiguous) input, and the same shape again (the cached algorithm).
   Tensor x = sample({2, 9, 3, 8}, kF32, 4).permute({0, 2, 1, 3}), w = sample({5, 3, 3, 3}, kF32, 5);
   for (int rep = 0; rep < 2; ++rep)

@@ -10,6 +10,7 @@
 #include "cpu/gemm.h"
 #include "mdl.h"
 #include "tensor/float_mode.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 
@@ -29,11 +30,11 @@ std::pair<int64_t, int64_t> denormals_and_zeros(const std::vector<float>& v) {
 
 #if defined(__x86_64__) || defined(__i386__)
 TEST_CASE("flush_denormal: on by default; products below 2^-126 become zero on every thread, or stay denormal") {
-  CHECK(flush_denormal());
+  CHECK(toggles::flush_denormal());
   const int64_t n = 1 << 20;                          // past the grain, so every thread computes a share
   Tensor a = full({n}, 1e-20), b = full({n}, 1e-20);  // each product 1e-40: a denormal f32
   for (bool on : {false, true, false, true}) {
-    set_flush_denormal(on);
+    toggles::set_flush_denormal(on);
     const auto [d, z] = denormals_and_zeros((a * b).to_vector<float>());
     CAPTURE(on);
     CHECK(d == (on ? 0 : n));
@@ -43,12 +44,12 @@ TEST_CASE("flush_denormal: on by default; products below 2^-126 become zero on e
   const int64_t m = 64, k = 256;
   std::vector<float> A(m * k, 1e-21f), B(k * m, 1e-20f), C(m * m);
   for (bool on : {false, true}) {
-    set_flush_denormal(on);
+    toggles::set_flush_denormal(on);
     cpu::gemm_f32(m, m, k, 1.0f, A.data(), k, 1, B.data(), m, 1, 0.0f, C.data(), m, 1);
     const auto [d, z] = denormals_and_zeros(C);
     CAPTURE(on);
     CHECK(d == (on ? 0 : m * m));
   }
-  set_flush_denormal(true);
+  toggles::set_flush_denormal(true);
 }
 #endif

@@ -14,6 +14,7 @@
 
 #include "cpu/gemm.h"
 #include "tensor/error.h"
+#include "switches/list/toggles.h"
 
 namespace {
 
@@ -209,19 +210,19 @@ TEST_CASE("gemm_f32 picks the widest kernel the CPU has; the avx512_gemm switch 
                           : mdl::cpu::gemm_kernel_available(GemmKernel::avx2) ? GemmKernel::avx2
                                                                               : GemmKernel::scalar;
   CHECK(mdl::cpu::gemm_f32_kernel() == best);
-  mdl::cpu::set_avx512_gemm(false);
+  mdl::toggles::set_avx512_gemm(false);
   CHECK(mdl::cpu::gemm_f32_kernel() != GemmKernel::avx512);
-  mdl::cpu::set_avx512_gemm(true);
+  mdl::toggles::set_avx512_gemm(true);
   CHECK(mdl::cpu::gemm_f32_kernel() == best);
   {
     mdl::cpu::ScopedGemmKernel forced(GemmKernel::scalar);
     CHECK(std::string(mdl::cpu::gemm_f32_kernel_name()) == "scalar 6x16");
   }
   CHECK(mdl::cpu::gemm_f32_kernel() == best);
-  mdl::cpu::set_bf16_gemm(true);
+  mdl::toggles::set_bf16_gemm(true);
   CHECK(mdl::cpu::gemm_f32_kernel() ==
         (mdl::cpu::gemm_kernel_available(GemmKernel::amx_bf16) ? GemmKernel::amx_bf16 : best));
-  mdl::cpu::set_bf16_gemm(false);
+  mdl::toggles::set_bf16_gemm(false);
   CHECK(mdl::cpu::gemm_f32_kernel() == best);
   if (!mdl::cpu::gemm_kernel_available(GemmKernel::avx512))
     CHECK_THROWS_WITH_AS(mdl::cpu::ScopedGemmKernel(GemmKernel::avx512),

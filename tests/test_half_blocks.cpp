@@ -1,5 +1,5 @@
 // f16/bf16 kernels through float blocks (cpu/float_block.h): bulk conversion (F16C, vector
-// code) must give the same bits as converting element by element (cpu::set_bulk_half_conversion
+// code) must give the same bits as converting element by element (toggles::set_bulk_half_conversion
 // (false)), at every block length and stride, and through the unary, binary and max pool kernels
 // on contiguous, strided and broadcast operands full of NaN, infinities, subnormals and ties.
 #include <doctest/doctest.h>
@@ -14,6 +14,7 @@
 #include "mdl.h"
 #include "nn/functional.h"
 #include "cpu/float_block.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 namespace F = mdl::nn::functional;
@@ -28,8 +29,8 @@ uint32_t bits_of(float f) {
 
 // Restores bulk conversion when a check fails part way.
 struct BulkConversion {
-  explicit BulkConversion(bool on) { cpu::set_bulk_half_conversion(on); }
-  ~BulkConversion() { cpu::set_bulk_half_conversion(true); }
+  explicit BulkConversion(bool on) { toggles::set_bulk_half_conversion(on); }
+  ~BulkConversion() { toggles::set_bulk_half_conversion(true); }
 };
 
 // 16-bit patterns that exercise every conversion rule: all of them in turn, so zeros, subnormals,
@@ -73,23 +74,23 @@ void check_blocks() {
       float bulk[cpu::kFloatBlock], each[cpu::kFloatBlock];
       const char* p = reinterpret_cast<const char*>(src.data() + n);  // every alignment
       const int64_t sb = stride * int64_t(sizeof(T));
-      cpu::set_bulk_half_conversion(true);
+      toggles::set_bulk_half_conversion(true);
       cpu::load_floats<T>(p, sb, bulk, n);
-      cpu::set_bulk_half_conversion(false);
+      toggles::set_bulk_half_conversion(false);
       cpu::load_floats<T>(p, sb, each, n);
       for (int64_t i = 0; i < n; ++i)
         if (bits_of(bulk[i]) != bits_of(each[i])) FAIL_CHECK("load stride ", stride, " length ", n, " at ", i);
       if (stride == 0) continue;
       std::vector<T> out_bulk(size_t(n * stride) + 1), out_each(size_t(n * stride) + 1);
-      cpu::set_bulk_half_conversion(true);
+      toggles::set_bulk_half_conversion(true);
       cpu::store_floats<T>(reinterpret_cast<char*>(out_bulk.data()), sb, fs.data() + n, n);
-      cpu::set_bulk_half_conversion(false);
+      toggles::set_bulk_half_conversion(false);
       cpu::store_floats<T>(reinterpret_cast<char*>(out_each.data()), sb, fs.data() + n, n);
       for (size_t i = 0; i < out_bulk.size(); ++i)
         if (out_bulk[i].bits != out_each[i].bits) FAIL_CHECK("store stride ", stride, " length ", n, " at ", i);
       CHECK(out_bulk.back().bits == 0);  // nothing written past the run
     }
-  cpu::set_bulk_half_conversion(true);
+  toggles::set_bulk_half_conversion(true);
 }
 
 // f(inputs) computed with bulk and with per-element conversion: the same bits.

@@ -15,6 +15,7 @@
 #include "cuda/api.h"
 #include "tests/gradcheck_cases.h"
 #include "tests/test_util.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 using namespace mdl::test;
@@ -245,9 +246,9 @@ TEST_CASE("cuda: linear_act takes operands at any alignment, TF32 on, and repeat
                   name(act, true, t) + " aligned");
     }
   CHECK(cuda::linear_act_fallbacks() == fallbacks);
-  cuda::set_allow_tf32(true);
+  toggles::set_allow_tf32(true);
   Tensor x = sample({64, 64}, kF32, 28), w = sample({32, 64}, kF32, 29), b = sample({32}, kF32, 30);
   check_close(nn::functional::linear(x.to(gpu), w.to(gpu), b.to(gpu), Activation::Relu).cpu(),
               nn::functional::linear(x, w, b, Activation::Relu), {2e-2, 2e-2}, "tf32 relu");
-  cuda::set_allow_tf32(false);
+  toggles::set_allow_tf32(false);
 }

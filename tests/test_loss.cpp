@@ -13,7 +13,7 @@
 
 #include "ops/gradcheck.h"
 #include "autograd/node.h"
-#include "nn/cross_entropy_options.h"
+#include "switches/list/toggles.h"
 #include "nn/functional.h"
 #include "ops/native/factory.h"
 #include "ops/ops.h"
@@ -67,9 +67,9 @@ double reduce_ref(const Vec& el, Reduction r, double count) {
 
 TEST_CASE(
     "loss: cross_entropy, fused or composed, matches log-softmax + gather with smoothing, ignore_index and every reduction") {
-  const bool was_fused = F::fused_cross_entropy();
+  const bool was_fused = toggles::fused_cross_entropy();
   for (bool fused : {true, false}) {
-    F::set_fused_cross_entropy(fused);  // off: log_softmax then nll_loss, composed of ops
+    toggles::set_fused_cross_entropy(fused);  // off: log_softmax then nll_loss, composed of ops
     CAPTURE(fused);
     Generator g(21);
     for (DType t : {kF64, kF32}) {
@@ -119,8 +119,8 @@ TEST_CASE(
       gradcheck_composed({xg}, [&](const V& v) { return F::cross_entropy(v[0], tg, {.label_smoothing = 0.1}); });
     }
   }
-  F::set_fused_cross_entropy(was_fused);
-  CHECK(F::fused_cross_entropy());
+  toggles::set_fused_cross_entropy(was_fused);
+  CHECK(toggles::fused_cross_entropy());
 }
 
 TEST_CASE("loss: cross_entropy is finite for huge logits and NaN when every target is ignored") {

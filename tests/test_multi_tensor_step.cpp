@@ -15,6 +15,7 @@
 
 #include "mdl.h"
 #include "tests/test_util.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 using namespace mdl::test;
@@ -45,7 +46,7 @@ struct Run {
   std::vector<int64_t> counts;
 };
 Run run(const MakeOpt& make, bool on, const std::vector<Shape>& shapes, Device d, int steps = 4) {
-  optim::set_multi_tensor_step(on);
+  toggles::set_multi_tensor_step(on);
   auto opt = make(make_groups(shapes, d));
   std::vector<Tensor> params;
   for (const auto& g : opt->param_groups())
@@ -59,7 +60,7 @@ Run run(const MakeOpt& make, bool on, const std::vector<Shape>& shapes, Device d
     opt->step_if_finite(full({}, flag, TensorOptions(kF32, d)));
     if (s == 2) opt->param_groups()[0].lr *= 0.5;  // the device's lr follows
   }
-  optim::set_multi_tensor_step(true);
+  toggles::set_multi_tensor_step(true);
   Run r;
   for (const Tensor& p : params) {
     r.tensors.push_back(p.detach().clone());
@@ -138,7 +139,7 @@ TEST_CASE("multi_tensor_step: GradScaler unscales every gradient as one kernel c
     std::vector<std::vector<double>> grads[2];
     double flags[2];
     for (bool on : {false, true}) {
-      optim::set_multi_tensor_step(on);
+      toggles::set_multi_tensor_step(on);
       std::vector<Tensor> ps;
       for (int i = 0; i < 5; ++i) {
         Tensor p = sample({int64_t(3 + i)}, i == 2 ? kF64 : kF32, uint64_t(i)).requires_grad_();
@@ -152,7 +153,7 @@ TEST_CASE("multi_tensor_step: GradScaler unscales every gradient as one kernel c
       scaler.unscale_(opt);
       for (const Tensor& p : ps) grads[on].push_back(values(p.grad()));
       flags[on] = double(scaler.step(opt) ? 0 : 1);  // the StepResult says whether the step ran
-      optim::set_multi_tensor_step(true);
+      toggles::set_multi_tensor_step(true);
     }
     CHECK(flags[0] == flags[1]);
     CHECK(flags[1] == (with_inf ? 1.0 : 0.0));

@@ -14,7 +14,7 @@
 #include "ops/gradcheck.h"
 #include "autograd/node.h"
 #include "nn/functional.h"
-#include "nn/layer_norm_options.h"
+#include "switches/list/toggles.h"
 #include "ops/native/factory.h"
 #include "ops/ops.h"
 #include "tensor/parallel.h"
@@ -297,7 +297,7 @@ TEST_CASE("norm: layer_norm f32 forward and backward match f64") {
 }
 
 TEST_CASE("norm: layer_norm with fused_layer_norm off (composed of ops) matches the fused kernels, and gradchecks") {
-  const bool was = F::fused_layer_norm();
+  const bool was = toggles::fused_layer_norm();
   Generator g(11);
   for (DType t : {kF64, kF32})
     for (const Shape& ns : {Shape{131}, Shape{3, 7}}) {
@@ -309,7 +309,7 @@ TEST_CASE("norm: layer_norm with fused_layer_norm off (composed of ops) matches 
       const Tensor gy = uniform(s, g).to(t);
       std::vector<Vec> got[2];
       for (bool fused : {false, true}) {
-        F::set_fused_layer_norm(fused);
+        toggles::set_fused_layer_norm(fused);
         Tensor x = x0.detach().requires_grad_(), w = w0.detach().requires_grad_(), b = b0.detach().requires_grad_();
         Tensor y = F::layer_norm(x, ns, w, b);
         y.backward(gy);
@@ -320,7 +320,7 @@ TEST_CASE("norm: layer_norm with fused_layer_norm off (composed of ops) matches 
       for (size_t i = 0; i < 4; ++i) check_close(got[0][i], got[1][i], tol);
       if (t == kF32) CHECK(got[0][1] != got[1][1]);  // different code: the gradients differ in rounding
       if (t == kF64) {
-        F::set_fused_layer_norm(false);
+        toggles::set_fused_layer_norm(false);
         const auto r = autograd::gradcheck(
             [&](const V& v) { return F::layer_norm(v[0], ns, v[1], v[2]); },
             {x0.detach().requires_grad_(), w0.detach().requires_grad_(), b0.detach().requires_grad_()});
@@ -330,8 +330,8 @@ TEST_CASE("norm: layer_norm with fused_layer_norm off (composed of ops) matches 
         CHECK_MESSAGE(bare.ok, bare.report);
       }
     }
-  F::set_fused_layer_norm(was);
-  CHECK(F::fused_layer_norm());
+  toggles::set_fused_layer_norm(was);
+  CHECK(toggles::fused_layer_norm());
 }
 
 TEST_CASE("norm: normalisation errors name the op and the shapes") {

@@ -15,6 +15,7 @@
 #include "kernels/all.h"
 #include "mdl.h"
 #include "tests/test_util.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 using namespace mdl::test;
@@ -283,9 +284,9 @@ std::vector<OpCase> op_cases() {
                  std::vector<Tensor> ps = with_grads3(x);
                  optim::SGD opt(ps, {.lr = 1.0});
                  amp::GradScaler scaler({.init_scale = 1024.0});
-                 optim::set_multi_tensor_step(false);
+                 toggles::set_multi_tensor_step(false);
                  scaler.unscale_(opt);
-                 optim::set_multi_tensor_step(true);
+                 toggles::set_multi_tensor_step(true);
                  return Tensors{ps[0].grad(), ps[1].grad(), ps[2].grad()};
                },
                false});

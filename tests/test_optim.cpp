@@ -14,7 +14,7 @@
 #include "mdl.h"
 #include "optim/accumulate.h"
 #include "optim/adam.h"
-#include "optim/adam_options.h"
+#include "switches/list/toggles.h"
 #include "optim/clip.h"
 #include "optim/regularization.h"
 #include "optim/sgd.h"
@@ -117,12 +117,12 @@ TEST_CASE("optim: SGD matches torch.optim.SGD's formulas") {
 }
 
 TEST_CASE("optim: Adam and AdamW match torch.optim's formulas, with weight decay and amsgrad, fused or composed") {
-  const bool was_fused = optim::fused_adamw();
+  const bool was_fused = toggles::fused_adamw();
   for (bool fused : {true, false})
     for (bool decoupled : {false, true})
       for (bool amsgrad : {false, true})
         for (double wd : {0.0, 0.1}) {
-          optim::set_fused_adamw(fused);  // off: the update composed of tensor ops
+          toggles::set_fused_adamw(fused);  // off: the update composed of tensor ops
           CAPTURE(fused);
           CAPTURE(decoupled);
           CAPTURE(amsgrad);
@@ -140,12 +140,12 @@ TEST_CASE("optim: Adam and AdamW match torch.optim's formulas, with weight decay
           }
           check_close(got, ref_adam(5, 0.05, 0.8, 0.95, 1e-6, wd, decoupled, amsgrad), {.rtol = 1e-6, .atol = 1e-7});
         }
-  optim::set_fused_adamw(was_fused);
-  CHECK(optim::fused_adamw());
+  toggles::set_fused_adamw(was_fused);
+  CHECK(toggles::fused_adamw());
 }
 
 TEST_CASE("optim: fused_adamw off: the composed update on f16, f64 and large odd-sized parameters, with grad_scale") {
-  const bool was_fused = optim::fused_adamw();
+  const bool was_fused = toggles::fused_adamw();
   for (DType t : {kF32, kF16, kBF16, kF64})
     for (int64_t n : {int64_t(1), int64_t(7), int64_t(300007)}) {
       CAPTURE(t);
@@ -154,7 +154,7 @@ TEST_CASE("optim: fused_adamw off: the composed update on f16, f64 and large odd
       const Tensor p0 = randn({n}, {}, &gen).to(t), g0 = (randn({n}, {}, &gen) * 64.0).to(t);
       std::vector<double> got[2];
       for (bool fused : {false, true}) {
-        optim::set_fused_adamw(fused);
+        toggles::set_fused_adamw(fused);
         Tensor p = p0.clone();
         optim::AdamW opt({p}, {.lr = 0.05, .weight_decay = 0.1, .amsgrad = true});
         for (int step = 0; step < 3; ++step) {
@@ -172,8 +172,8 @@ TEST_CASE("optim: fused_adamw off: the composed update on f16, f64 and large odd
       CHECK(bad == 0);
       if (t == kF32 && n > 1000) CHECK(got[0] != got[1]);  // different code: they differ in rounding somewhere
     }
-  optim::set_fused_adamw(was_fused);
-  CHECK(optim::fused_adamw());
+  toggles::set_fused_adamw(was_fused);
+  CHECK(toggles::fused_adamw());
 }
 
 TEST_CASE("optim: AMSGrad differs from Adam when the second moment falls") {

@@ -13,7 +13,7 @@
 #include "mdl.h"
 #include "nn/functional.h"
 #include "kernels/pool.h"
-#include "cpu/pool.h"
+#include "switches/list/toggles.h"
 #include "tests/gradcheck_cases.h"
 #include "tests/test_util.h"
 
@@ -217,10 +217,10 @@ TEST_CASE("pool: known values, NaN propagation, unbatched input") {
     kernels::max_pool2d_forward(Device::cpu(), o, idx, nv, kernels::Pool2dParams{2, 2, 2, 2, 0, 0});
     const std::vector<int64_t> iv = idx.to_vector<int64_t>();
     CHECK(iv == std::vector<int64_t>{0, 2, 4, (at / 2) * 10 + 6 + at % 2, 8});  // ties: the window's first
-    cpu::set_max_pool_vectorized(false);                                        // the scalar loop agrees, indices too
+    toggles::set_max_pool_vectorized(false);                                    // the scalar loop agrees, indices too
     Tensor idx2 = make_tensor({1, 1, 1, 5}, kI64, Device::cpu());
     kernels::max_pool2d_forward(Device::cpu(), o, idx2, nv, kernels::Pool2dParams{2, 2, 2, 2, 0, 0});
-    cpu::set_max_pool_vectorized(true);
+    toggles::set_max_pool_vectorized(true);
     CHECK(idx2.to_vector<int64_t>() == iv);
   }
   {  // both paths on random data with ties (values from a small set), indices compared
@@ -230,9 +230,9 @@ TEST_CASE("pool: known values, NaN propagation, unbatched input") {
     Tensor ia = make_tensor({3, 5, 6, 13}, kI64, Device::cpu()), ib = make_tensor({3, 5, 6, 13}, kI64, Device::cpu());
     Tensor oa = make_tensor({3, 5, 6, 13}, kF32, Device::cpu()), ob = make_tensor({3, 5, 6, 13}, kF32, Device::cpu());
     kernels::max_pool2d_forward(Device::cpu(), oa, ia, r, kernels::Pool2dParams{2, 2, 2, 2, 0, 0});
-    cpu::set_max_pool_vectorized(false);
+    toggles::set_max_pool_vectorized(false);
     kernels::max_pool2d_forward(Device::cpu(), ob, ib, r, kernels::Pool2dParams{2, 2, 2, 2, 0, 0});
-    cpu::set_max_pool_vectorized(true);
+    toggles::set_max_pool_vectorized(true);
     CHECK(ia.to_vector<int64_t>() == ib.to_vector<int64_t>());
     CHECK(values(oa) == values(ob));
   }

@@ -12,6 +12,7 @@
 #include "nn/container.h"
 #include "nn/models/models.h"
 #include "nn/summary.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 
@@ -31,13 +32,13 @@ struct Result {
 };
 
 Result run(nn::Module& m, const Tensor& x0, const Tensor& gy, bool swap) {
-  nn::set_pool_before_relu(swap);
+  toggles::set_pool_before_relu(swap);
   Tensor x = x0.detach().clone();
   x.requires_grad_();
   m.zero_grad();
   Tensor y = m(x);
   y.backward(gy);
-  nn::set_pool_before_relu(true);
+  toggles::set_pool_before_relu(true);
   Result r{y.to_vector<float>(), x.grad().to_vector<float>(), {}};
   for (const Tensor& p : m.parameters()) r.gw.push_back(p.grad().to_vector<float>());
   return r;
@@ -77,7 +78,7 @@ TEST_CASE("pool before ReLU: ties, zeros, all-negative windows, padding and NaN"
 
 TEST_CASE("pool before ReLU: nn::summary reports the declared order's shapes") {
   auto m = nn::models::SimpleCNN(1, 10, 28);
-  REQUIRE(nn::pool_before_relu());
+  REQUIRE(toggles::pool_before_relu());
   const std::string t = nn::summary(*m, randn({2, 1, 28, 28}));
   const size_t at = t.find("features.1 (ReLU)");
   REQUIRE(at != std::string::npos);

@@ -1,12 +1,12 @@
-// The optimization switch list (switches/switches.h): unique names, toggles that reach their real
-// setters and read back, errors that name the unknown switch, and a benchmark pair for every entry.
+// The optimization switch list (switches/switches.h, generated from switches/list/switches.def):
+// unique names, toggles that reach their flags and read back, declared defaults, change hooks,
+// errors that name the unknown switch, a benchmark pair and the guide's text for every entry.
 #include <doctest/doctest.h>
 
 #include <set>
 #include <string>
 
-#include "cpu/copy_options.h"
-#include "cpu/pool.h"
+#include "switches/list/toggles.h"
 #include "io/json.h"
 #include "switches/switches.h"
 #include "tensor/error.h"
@@ -32,6 +32,80 @@ TEST_CASE("switches: names are unique snake_case, toggles first, each with its f
     else CHECK_FALSE(seen_option);
   }
   CHECK(names.size() >= 7);
+}
+
+TEST_CASE("switches: every entry explains itself for docs/OPTIMIZATIONS.md") {
+  const std::set<std::string_view> mechanisms = {"fewer bytes",    "wider vectors",     "fewer launches",
+                                                 "fewer branches", "less work",         "less precision",
+                                                 "overlap",        "fewer allocations", "less memory"};
+  for (const switches::Switch& s : switches::all()) {
+    CAPTURE(s.name);
+    CHECK(mechanisms.count(s.mechanism) == 1);
+    CHECK(s.why.size() >= 40);
+    CHECK(s.costs.size() >= 40);
+    // "file: function"
+    const size_t colon = s.where.find(": ");
+    REQUIRE(colon != std::string_view::npos);
+    CHECK(s.where.substr(0, colon).find('/') != std::string_view::npos);
+    CHECK(colon + 2 < s.where.size());
+  }
+}
+
+TEST_CASE("switches: each toggle starts at its declared default, and its set_by names the generated setter") {
+  for (const switches::Switch& s : switches::all()) {
+    if (s.kind != switches::Kind::toggle) continue;
+    CAPTURE(s.name);
+    CHECK(s.set_by == "toggles::set_" + std::string(s.name));
+  }
+  for (int i = 0; i < toggles::kCount; ++i) {
+    const auto t = toggles::Toggle(i);
+    CAPTURE(toggles::name(t));
+    const switches::Switch& s = switches::find(toggles::name(t));
+    CHECK(s.kind == switches::Kind::toggle);
+    CHECK(s.default_value.starts_with(toggles::default_value(t) ? "on" : "off"));
+  }
+  CHECK_FALSE(toggles::default_value(toggles::Toggle::bf16_gemm));
+  CHECK_FALSE(toggles::default_value(toggles::Toggle::allow_tf32));
+  CHECK(toggles::default_value(toggles::Toggle::direct_conv));
+#if defined(__SANITIZE_ADDRESS__)
+  CHECK_FALSE(toggles::default_value(toggles::Toggle::cpu_block_cache));
+#else
+  CHECK(toggles::default_value(toggles::Toggle::cpu_block_cache));
+#endif
+  // The tests' process has not flipped these for good.
+  CHECK(toggles::direct_conv() == toggles::default_value(toggles::Toggle::direct_conv));
+}
+
+TEST_CASE("switches: toggles::Scoped sets a toggle for a scope and restores it") {
+  const bool was = toggles::vector_math();
+  {
+    toggles::Scoped off(toggles::Toggle::vector_math, !was);
+    CHECK(toggles::vector_math() == !was);
+    CHECK(switches::get("vector_math") == !was);
+  }
+  CHECK(toggles::vector_math() == was);
+}
+
+namespace {
+int g_hook_calls = 0;
+bool g_hook_last = false;
+}  // namespace
+
+TEST_CASE("switches: a change hook runs after the flag is stored, on every set") {
+  // bf16_gemm has no hook of its own; restore the empty slot afterwards.
+  toggles::on_change(toggles::Toggle::bf16_gemm, [](bool on) {
+    ++g_hook_calls;
+    g_hook_last = on;
+    CHECK(toggles::bf16_gemm() == on);
+  });
+  const bool was = toggles::bf16_gemm();
+  g_hook_calls = 0;
+  toggles::set_bf16_gemm(!was);
+  switches::set("bf16_gemm", was);
+  toggles::on_change(toggles::Toggle::bf16_gemm, nullptr);
+  toggles::set_bf16_gemm(was);
+  CHECK(g_hook_calls == 2);
+  CHECK(g_hook_last == was);
 }
 
 TEST_CASE("switches: every entry names a benchmark pair") {
@@ -64,13 +138,13 @@ TEST_CASE("switches: every toggle's set and get round-trip through its real func
   }
   // By name, the backends' own getters see the change.
   switches::set("tiled_transpose", false);
-  CHECK_FALSE(cpu::tiled_transpose());
+  CHECK_FALSE(toggles::tiled_transpose());
   switches::set("tiled_transpose", true);
-  CHECK(cpu::tiled_transpose());
+  CHECK(toggles::tiled_transpose());
   switches::set("max_pool_vectorized", false);
-  CHECK_FALSE(cpu::max_pool_vectorized());
+  CHECK_FALSE(toggles::max_pool_vectorized());
   switches::set("max_pool_vectorized", true);
-  CHECK(cpu::max_pool_vectorized());
+  CHECK(toggles::max_pool_vectorized());
 }
 
 TEST_CASE("switches: an unknown name or an option given to set/get is an mdl::Error naming it") {

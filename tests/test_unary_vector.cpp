@@ -17,6 +17,7 @@
 #include "ops/native/factory.h"
 #include "ops/ops.h"
 #include "tensor/float_mode.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 using cpu::VecFn;
@@ -126,7 +127,7 @@ TEST_CASE("unary vector math: within a few ulp over the float range at both widt
   }
   const float inf = std::numeric_limits<float>::infinity();
   for (bool flush : {false, true}) {
-    set_flush_denormal(flush);
+    toggles::set_flush_denormal(flush);
     const Floats e = exp(from_vector(Floats{89.0f, -inf, inf, -104.0f, -100.0f}, {5})).to_vector<float>();
     CAPTURE(flush);
     CHECK(e[0] == inf);
@@ -140,7 +141,7 @@ TEST_CASE("unary vector math: within a few ulp over the float range at both widt
       CHECK(e[4] < std::numeric_limits<float>::min());
     }
   }
-  set_flush_denormal(true);
+  toggles::set_flush_denormal(true);
 }
 
 TEST_CASE("unary vector math: NaN stays NaN, and an element's result does not depend on its position") {

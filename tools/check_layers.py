@@ -13,6 +13,7 @@ import re
 import sys
 
 LAYERS = [
+    "switches/list",     # every switch declared once (switches.def) and the toggles' flags it generates
     "tensor",            # Tensor, Storage, DType, Device, allocators' interface, grad and autocast mode, profiler hooks
     "io",                # JSON and safetensors
     "profiler",          # sessions, tables, traces

@@ -24,6 +24,7 @@
 #include "cuda/runtime/allocator.cuh"
 #include "cuda/runtime/context.cuh"
 #include "cuda/api.h"
+#include "switches/list/toggles.h"
 #include "tensor/checked_size.h"
 
 namespace mdl::cuda::detail {
@@ -80,7 +81,7 @@ class CachingAllocator final : public Allocator {
     collect_pending();
     for (CacheStats* st : stats_of(dev)) ++st->allocations;
     Block b{nullptr, size, s, dev};
-    if (caching_) {
+    if (toggles::cuda_caching_allocator()) {
       // Large requests may take a cached block up to twice their size; small ones take their exact class.
       auto it = free_.lower_bound({dev, s, size, nullptr});
       const size_t limit = size <= kSmallMax ? size : 2 * size;
@@ -115,7 +116,7 @@ class CachingAllocator final : public Allocator {
     if (token) {
       parked_[token].push_back(b);
       if (own != owner_.end()) owner_.erase(own);
-    } else if (!caching_) {
+    } else if (!toggles::cuda_caching_allocator()) {
       device_free(b);  // cudaFree waits for the device, whatever stream last used the block
     } else if (b.stream != stream()) {
       park_until_main_stream_passes(b);
@@ -154,17 +155,11 @@ class CachingAllocator final : public Allocator {
       st->peak_reserved_bytes = st->reserved_bytes;
     }
   }
-  void set_caching(bool on) {
+  // The cuda_caching_allocator toggle turned off: what the cache holds goes back to the driver.
+  void caching_turned_off() {
     std::lock_guard<std::mutex> lock(mu_);
-    caching_ = on;
-    if (!on) {
-      collect_pending();
-      release_free_blocks();
-    }
-  }
-  bool caching() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return caching_;
+    collect_pending();
+    release_free_blocks();
   }
 
   // Blocks allocated or freed while a graph captures belong to that graph: when freed they are
@@ -272,7 +267,7 @@ class CachingAllocator final : public Allocator {
       }
       if (e != cudaSuccess) (void)cudaGetLastError();  // a failed device: the block is idle either way
       const Block& b = it->first;
-      if (caching_) free_.insert({b.device, b.stream, b.size, b.ptr});
+      if (toggles::cuda_caching_allocator()) free_.insert({b.device, b.stream, b.size, b.ptr});
       else device_free(b);
       events_.push_back(it->second);
       it = pending_.erase(it);
@@ -288,7 +283,6 @@ class CachingAllocator final : public Allocator {
   std::vector<cudaEvent_t> events_;                     // idle events for pending_
   std::map<int, CacheStats> per_device_;
   CacheStats total_;
-  bool caching_ = true;
   int64_t capture_token_ = 0, last_token_ = 0;
 };
 
@@ -335,6 +329,9 @@ CacheStats cache_stats(int device) { return detail::caching_allocator().stats(de
 std::vector<int> cache_devices() { return detail::caching_allocator().devices(); }
 void reset_peak_cache_stats() { detail::caching_allocator().reset_peak(); }
 void empty_cache() { detail::caching_allocator().empty_cache(); }
-void set_caching_enabled(bool on) { detail::caching_allocator().set_caching(on); }
-bool caching_enabled() { return detail::caching_allocator().caching(); }
+namespace {
+const bool g_hooked = toggles::on_change(toggles::Toggle::cuda_caching_allocator, [](bool on) {
+  if (!on) detail::caching_allocator().caching_turned_off();
+});
+}  // namespace
 }  // namespace mdl::cuda

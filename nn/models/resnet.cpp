@@ -1,6 +1,7 @@
 // ResNet (BasicBlock, Bottleneck) for small images, with torchvision's parameter names.
 #include "nn/models/models.h"
 #include "ops/ops.h"
+#include "switches/list/toggles.h"
 
 namespace mdl::nn::models {
 
@@ -31,7 +32,7 @@ Tensor BasicBlock::forward(const Tensor& x) {
   Tensor out = relu((*bn1)((*conv1)(x)));
   out = (*bn2)((*conv2)(out));
   const Tensor identity = downsample ? (*downsample)(x) : x;
-  return fused_add_relu() ? add_relu(out, identity) : relu(out + identity);
+  return toggles::fused_add_relu() ? add_relu(out, identity) : relu(out + identity);
 }
 
 Bottleneck::Bottleneck(int64_t in, int64_t planes, int64_t stride) : Module("Bottleneck") {
@@ -49,7 +50,7 @@ Tensor Bottleneck::forward(const Tensor& x) {
   out = relu((*bn2)((*conv2)(out)));
   out = (*bn3)((*conv3)(out));
   const Tensor identity = downsample ? (*downsample)(x) : x;
-  return fused_add_relu() ? add_relu(out, identity) : relu(out + identity);
+  return toggles::fused_add_relu() ? add_relu(out, identity) : relu(out + identity);
 }
 
 ResNet::ResNet(bool bottleneck, const std::vector<int64_t>& layers, int64_t classes, int64_t in_channels)
