@@ -56,14 +56,9 @@ std::vector<T> Tensor::to_vector() const {
 #define MDL_INSTANTIATE(T)            \
   template T Tensor::item<T>() const; \
   template std::vector<T> Tensor::to_vector<T>() const;
-MDL_INSTANTIATE(float)
-MDL_INSTANTIATE(double)
-MDL_INSTANTIATE(Half)
-MDL_INSTANTIATE(BFloat16)
-MDL_INSTANTIATE(int32_t)
-MDL_INSTANTIATE(int64_t)
-MDL_INSTANTIATE(uint8_t)
-MDL_INSTANTIATE(bool)
+#define MDL_INSTANTIATE_DTYPE(e, T, DT, name, size) MDL_INSTANTIATE(T)
+MDL_DTYPES(MDL_INSTANTIATE_DTYPE)
+#undef MDL_INSTANTIATE_DTYPE
 #undef MDL_INSTANTIATE
 
 // ---- in place ---------------------------------------------------------------------------

@@ -5,28 +5,20 @@ namespace mdl {
 
 size_t dtype_size(DType t) {
   switch (t) {
-    case DType::F32:
-    case DType::I32: return 4;
-    case DType::F16:
-    case DType::BF16: return 2;
-    case DType::F64:
-    case DType::I64: return 8;
-    case DType::U8:
-    case DType::Bool: return 1;
+#define MDL_DTYPE_SIZE(e, T, DT, name, size) \
+  case DType::e: return size;
+    MDL_DTYPES(MDL_DTYPE_SIZE)
+#undef MDL_DTYPE_SIZE
   }
   return 0;
 }
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "f32";
-    case DType::F16: return "f16";
-    case DType::BF16: return "bf16";
-    case DType::F64: return "f64";
-    case DType::I32: return "i32";
-    case DType::I64: return "i64";
-    case DType::U8: return "u8";
-    case DType::Bool: return "bool";
+#define MDL_DTYPE_NAME(e, T, DT, name, size) \
+  case DType::e: return name;
+    MDL_DTYPES(MDL_DTYPE_NAME)
+#undef MDL_DTYPE_NAME
   }
   return "?";
 }

@@ -8,16 +8,29 @@
 
 namespace mdl {
 
-enum class DType : uint8_t { F32, F16, BF16, F64, I32, I64, U8, Bool };
+// Every element type once: X(enumerator, host C++ type, the type a dispatcher passes (its Types
+// parameter picks the 16-bit floats' types), name, bytes). The enum, the kF32... constants,
+// dtype_of, dtype_name, dtype_size, the dispatchers' cases and the instantiations over every type
+// (MDL_DTYPES(X) with an X of one's own) are all generated from it.
+// clang-format off
+#define MDL_DTYPES(X)                                          \
+  X(F32,  float,    float,                   "f32",  4)        \
+  X(F16,  Half,     typename Types::f16,     "f16",  2)        \
+  X(BF16, BFloat16, typename Types::bf16,    "bf16", 2)        \
+  X(F64,  double,   double,                  "f64",  8)        \
+  X(I32,  int32_t,  int32_t,                 "i32",  4)        \
+  X(I64,  int64_t,  int64_t,                 "i64",  8)        \
+  X(U8,   uint8_t,  uint8_t,                 "u8",   1)        \
+  X(Bool, bool,     bool,                    "bool", 1)
+// clang-format on
 
-inline constexpr DType kF32 = DType::F32;
-inline constexpr DType kF16 = DType::F16;
-inline constexpr DType kBF16 = DType::BF16;
-inline constexpr DType kF64 = DType::F64;
-inline constexpr DType kI32 = DType::I32;
-inline constexpr DType kI64 = DType::I64;
-inline constexpr DType kU8 = DType::U8;
-inline constexpr DType kBool = DType::Bool;
+#define MDL_DTYPE_ENUM(e, T, DT, name, size) e,
+enum class DType : uint8_t { MDL_DTYPES(MDL_DTYPE_ENUM) };
+#undef MDL_DTYPE_ENUM
+
+#define MDL_DTYPE_CONSTANT(e, T, DT, name, size) inline constexpr DType k##e = DType::e;
+MDL_DTYPES(MDL_DTYPE_CONSTANT)
+#undef MDL_DTYPE_CONSTANT
 
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);  // "f32", "f16", ...
@@ -29,38 +42,13 @@ inline std::ostream& operator<<(std::ostream& s, DType t) { return s << dtype_na
 
 template <class T>
 struct dtype_of;
-template <>
-struct dtype_of<float> {
-  static constexpr DType value = kF32;
-};
-template <>
-struct dtype_of<double> {
-  static constexpr DType value = kF64;
-};
-template <>
-struct dtype_of<Half> {
-  static constexpr DType value = kF16;
-};
-template <>
-struct dtype_of<BFloat16> {
-  static constexpr DType value = kBF16;
-};
-template <>
-struct dtype_of<int32_t> {
-  static constexpr DType value = kI32;
-};
-template <>
-struct dtype_of<int64_t> {
-  static constexpr DType value = kI64;
-};
-template <>
-struct dtype_of<uint8_t> {
-  static constexpr DType value = kU8;
-};
-template <>
-struct dtype_of<bool> {
-  static constexpr DType value = kBool;
-};
+#define MDL_DTYPE_OF(e, T, DT, name, size) \
+  template <>                              \
+  struct dtype_of<T> {                     \
+    static constexpr DType value = k##e;   \
+  };
+MDL_DTYPES(MDL_DTYPE_OF)
+#undef MDL_DTYPE_OF
 
 // The type arithmetic on T is done in: float for the 16-bit floats, T otherwise.
 template <class T>
@@ -90,14 +78,10 @@ struct HostTypes {
 template <class Types = HostTypes, class F>
 decltype(auto) dispatch(DType t, const char* op, F&& f) {
   switch (t) {
-    case DType::F32: return f.template operator()<float>();
-    case DType::F16: return f.template operator()<typename Types::f16>();
-    case DType::BF16: return f.template operator()<typename Types::bf16>();
-    case DType::F64: return f.template operator()<double>();
-    case DType::I32: return f.template operator()<int32_t>();
-    case DType::I64: return f.template operator()<int64_t>();
-    case DType::U8: return f.template operator()<uint8_t>();
-    case DType::Bool: return f.template operator()<bool>();
+#define MDL_DTYPE_CASE(e, T, DT, name, size) \
+  case DType::e: return f.template operator()<DT>();
+    MDL_DTYPES(MDL_DTYPE_CASE)
+#undef MDL_DTYPE_CASE
   }
   MDL_FAIL(op, ": unknown dtype");
 }

@@ -165,14 +165,9 @@ Tensor from_vector(const std::vector<T>& values, const Shape& shape, TensorOptio
 }
 
 #define MDL_INSTANTIATE(T) template Tensor from_vector<T>(const std::vector<T>&, const Shape&, TensorOptions);
-MDL_INSTANTIATE(float)
-MDL_INSTANTIATE(double)
-MDL_INSTANTIATE(Half)
-MDL_INSTANTIATE(BFloat16)
-MDL_INSTANTIATE(int32_t)
-MDL_INSTANTIATE(int64_t)
-MDL_INSTANTIATE(uint8_t)
-MDL_INSTANTIATE(bool)
+#define MDL_INSTANTIATE_DTYPE(e, T, DT, name, size) MDL_INSTANTIATE(T)
+MDL_DTYPES(MDL_INSTANTIATE_DTYPE)
+#undef MDL_INSTANTIATE_DTYPE
 #undef MDL_INSTANTIATE
 
 }  // namespace mdl
