@@ -43,8 +43,8 @@ const char* name(Toggle t);
 using Hook = void (*)(bool on);
 bool on_change(Toggle t, Hook hook);
 
-#define MDL_TOGGLE(id, ...)                                 \
-  inline bool id() { return get(Toggle::id); }              \
+#define MDL_TOGGLE(id, ...)                    \
+  inline bool id() { return get(Toggle::id); } \
   inline void set_##id(bool on) { set(Toggle::id, on); }
 #define MDL_OPTION(...)
 #include "switches/list/switches.def"
