@@ -218,7 +218,7 @@ EXAMPLE_BINS := $(EXAMPLE_SRCS:examples/%.cpp=$(BUILD)/examples/%)
 DEB_PACKAGES := g++ make pkg-config python3 doctest-dev libstb-dev libbenchmark-dev zlib1g-dev dataset-fashion-mnist libopenblas-dev \
   libopenmpi-dev openmpi-bin
 
-.PHONY: all lib tests benches tools examples run-examples check-install test bench bench-dist study run-tests run-benches \
+.PHONY: all lib tests benches tools examples run-examples run-study-check check-install test bench bench-dist study run-tests run-benches \
   run-bench-dist run-study bench-record bench-check docs deps install clean gpu-check gpu-bundle fuzz fuzzers run-fuzz fuzz-replay print-build latest format format-check \
   compile_commands.json
 all: lib tests benches tools examples
@@ -368,21 +368,26 @@ deps:
 
 $(DEPS_STAMP): $(if $(filter-out $(file <$(DEPS_STAMP)),$(DEB_PACKAGES))$(filter-out $(DEB_PACKAGES),$(file <$(DEPS_STAMP))),deps,)
 
-# The examples run in the plain build only (the sanitizer runs cover the same library code), and
-# before the suite, so doctest's totals stay the last line. So does bench-check: every benchmark the
-# switch list names must exist in the suites (bench/check_cases.py), and docs/OPTIMIZATIONS.md must be
-# what the switch list and the recorded figures give.
+# The examples and the tiny study run in the plain build only (the sanitizer runs cover the same
+# library code), and before the suite, so doctest's totals stay the last line. So does bench-check:
+# every benchmark the switch list names must exist in the suites (bench/check_cases.py); and
+# docs/OPTIMIZATIONS.md must be what the switch list and the recorded figures give.
 test: $(DEPS_STAMP)
 	python3 tools/check_layers.py
 	python3 tools/optimizations_guide.py --check
 	$(if $(SANITIZE),,$(MAKE) --no-print-directory bench-check)
 	$(if $(SANITIZE),,$(MAKE) --no-print-directory run-examples)
+	$(if $(SANITIZE),,$(MAKE) --no-print-directory run-study-check)
 	$(MAKE) --no-print-directory run-tests
 run-tests: tests
 	$(TEST_BIN) $(TEST_ARGS)
 # Each example at a tiny size (seconds): its exit status and the lines it must print.
 run-examples: examples
 	tests/run_examples.sh $(BUILD)/examples
+# mdl-study at a tiny size (the MLP on 256 images, one epoch, one seed: about 25 s on 2 cores): its
+# report, and the table of AMP's price in accuracy checked cell by cell.
+run-study-check: $(BUILD)/mdl-study
+	tests/run_study.sh $(BUILD)/mdl-study
 
 # SANITIZE=thread builds and runs the tests of mdl's own threads: the loader, the caches, the
 # profiler and data parallel. OpenMP's runtime is not instrumented (TSan would report its barriers
@@ -432,10 +437,10 @@ run-bench-dist: $(BUILD)/bench/bench_dist
 	mpirun -np 2 --oversubscribe --bind-to none $$( [ "$$(id -u)" = 0 ] && echo --allow-run-as-root ) $(MPI_RUN_FLAGS) \
 	  $(BUILD)/bench/bench_dist --benchmark_out=$(BUILD)/bench/results/bench_dist.json --benchmark_out_format=json $(BENCH_ARGS)
 
-# The optimization study on Fashion-MNIST, in memory and decoded from PNG files: reports/study.md,
-# CSV logs and PNG plots. STUDY_DATA, STUDY_EPOCHS, STUDY_SUBSET, STUDY_MODELS, STUDY_DECODED_MODELS,
-# STUDY_SEEDS, STUDY_TARGET, STUDY_DECODED_TARGET, STUDY_DEVICES, STUDY_OUT scale and steer it
-# (tools/mdl-study.cpp).
+# The optimization study on Fashion-MNIST, in memory and decoded from PNG files: reports/study.md
+# (time tables, and AMP's error against f32), CSV logs and PNG plots. STUDY_DATA, STUDY_EPOCHS,
+# STUDY_SUBSET, STUDY_MODELS, STUDY_DECODED_MODELS, STUDY_SEEDS, STUDY_TARGET, STUDY_DECODED_TARGET,
+# STUDY_DEVICES, STUDY_OUT scale and steer it (tools/mdl-study.cpp).
 study: $(DEPS_STAMP)
 	$(MAKE) run-study
 run-study: $(BUILD)/mdl-study

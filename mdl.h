@@ -5,9 +5,10 @@
 #include "ops/gradcheck.h"     // autograd::gradcheck
 #include "autograd/hooks.h"    // autograd::register_post_accumulate_grad_hook
 
-#include "ops/autocast.h"     // amp::AutocastGuard (kF16, kBF16), is_autocast_enabled
-#include "amp/grad_scaler.h"  // amp::GradScaler
-#include "amp/keep_f32.h"     // hybrid precision: modules kept in f32 under autocast
+#include "ops/autocast.h"          // amp::AutocastGuard (kF16, kBF16), is_autocast_enabled
+#include "amp/grad_scaler.h"       // amp::GradScaler
+#include "amp/keep_f32.h"          // hybrid precision: modules kept in f32 under autocast
+#include "amp/precision_report.h"  // amp::precision_report: autocast's error against f32
 
 #include "data/cifar.h"           // data::Cifar10Binary, Cifar100Binary
 #include "data/class_subset.h"    // data::ClassSubset (some classes, relabelled)
