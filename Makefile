@@ -8,6 +8,8 @@
 #   make deps       install the Debian packages        make install PREFIX=/usr/local
 #   make bench-dist all_reduce bandwidth and SimpleCNN scaling at 1 and 2 ranks (MPI builds)
 #   make print-build  the configuration's folder (build/latest links to the last one built)
+#   make roofline   this machine's ceilings (peak FLOP/s, bandwidth) for the profiler's roofline: $(BUILD)/roofline.json
+#   make roofline-check  mdl-roofline's FMA peak and triad bandwidth against a hand-written FMA loop and triad
 #   make format     clang-format every source in place    make format-check   the same, as a check
 #   make compile_commands.json   the compile commands of this configuration, for editors
 #   make gpu-check  build and run the CUDA tests and benchmarks here (a GPU machine with a toolchain)
@@ -219,7 +221,8 @@ DEB_PACKAGES := g++ make pkg-config python3 doctest-dev libstb-dev libbenchmark-
   libopenmpi-dev openmpi-bin
 
 .PHONY: all lib tests benches tools examples run-examples run-study-check check-install test bench bench-dist study run-tests run-benches \
-  run-bench-dist run-study bench-record bench-check docs deps install clean gpu-check gpu-bundle fuzz fuzzers run-fuzz fuzz-replay print-build latest format format-check \
+  run-bench-dist run-study bench-record bench-check docs roofline roofline-check deps install clean gpu-check gpu-bundle fuzz fuzzers \
+  run-fuzz fuzz-replay print-build latest format format-check \
   compile_commands.json
 all: lib tests benches tools examples
 lib: $(LIB)
@@ -445,6 +448,13 @@ study: $(DEPS_STAMP)
 	$(MAKE) run-study
 run-study: $(BUILD)/mdl-study
 	$(BUILD)/mdl-study
+
+# The machine's roofline ceilings, measured once (under 30 s) into $(BUILD)/roofline.json, where
+# mdl-train --profile reads them; later runs print them again. ROOFLINE_ARGS=--refresh measures anew.
+roofline: $(BUILD)/mdl-roofline
+	$(BUILD)/mdl-roofline $(ROOFLINE_ARGS)
+roofline-check: $(BUILD)/mdl-roofline
+	tools/roofline_check.sh $(BUILD)
 
 install: lib
 	install -d $(PREFIX)/lib/pkgconfig $(PREFIX)/include/mdl

@@ -1,6 +1,8 @@
-// has_avx2_fma, has_avx512f: cpuid through GCC's __builtin_cpu_supports (which also checks that the
-// OS saves the wider registers), cached.
+// has_avx2_fma, has_avx512f, has_avx512_bf16: cpuid through GCC's __builtin_cpu_supports (which also
+// checks that the OS saves the wider registers), cached; the model name from /proc/cpuinfo.
 #include "cpu/cpu_features.h"
+
+#include <fstream>
 
 namespace mdl::cpu {
 
@@ -26,6 +28,30 @@ bool has_avx512f() {
 #else
   return false;
 #endif
+}
+
+bool has_avx512_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return has_avx512f() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16");
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+std::string cpu_model_name() {
+  std::ifstream f("/proc/cpuinfo");
+  for (std::string line; std::getline(f, line);) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const size_t start = line.find_first_not_of(" \t", colon + 1);
+    if (start != std::string::npos) return line.substr(start);
+  }
+  return "unknown CPU";
 }
 
 }  // namespace mdl::cpu

@@ -149,6 +149,8 @@ bool amx_bf16_usable() {
   return yes;
 }
 
+void configure_amx_tiles() { configure_tiles_once(); }
+
 void gemm_serial_amx_bf16(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa,
                           const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
   configure_tiles_once();
@@ -187,6 +189,7 @@ void gemm_serial_amx_bf16(int64_t M, int64_t N, int64_t K, float alpha, const fl
 
 namespace mdl::cpu {
 bool amx_bf16_usable() { return false; }
+void configure_amx_tiles() {}
 void gemm_serial_amx_bf16(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*, int64_t,
                           int64_t, float, float*, int64_t, int64_t) {}
 }  // namespace mdl::cpu

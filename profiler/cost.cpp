@@ -1,5 +1,7 @@
 // FLOP counts per kernel (a multiply-add counts as two), in the argument order of the kernel
-// contract (kernels/*.h). Bias adds and softmax exponentials are left out, as torch does.
+// contract (kernels/*.h). Bias adds and softmax exponentials are left out, as torch does; an
+// elementwise op counts one operation per output element (exp and tanh cost more: a lower bound),
+// a reduction one per element reduced. Bytes count a broadcast (stride 0) dimension once.
 #include "profiler/cost.h"
 
 #include <cstring>
@@ -21,6 +23,13 @@ int64_t matmul_flops(const Tensor* const* t, int n) {
   const Tensor *out = arg(t, n, 0), *a = arg(t, n, 1);
   if (!out || !a || a->dim() < 2) return -1;
   return 2 * out->numel() * last_dim(*a, 1);
+}
+
+// out (M, N) = act(x (M, K) @ w^T + bias), pre, x, w: the GEMM of the fused linear layer.
+int64_t linear_act_flops(const Tensor* const* t, int n) {
+  const Tensor *out = arg(t, n, 0), *x = arg(t, n, 2);
+  if (!out || !x || x->dim() < 2) return -1;
+  return 2 * out->numel() * last_dim(*x, 1);
 }
 
 // Each output element of a conv sums Cin/groups * kH * kW products.
@@ -63,10 +72,30 @@ int64_t attention_backward_flops(const Tensor* const* t, int n) {
   return attention_dims(t, n, 4, bls, e, ev) ? 2 * bls * (3 * e + 2 * ev) : -1;
 }
 
+// unary and binary: (op, out, inputs...); reduce: (op, out, in, mask).
+int64_t elementwise_flops(const Tensor* const* t, int n) {
+  const Tensor* out = arg(t, n, 1);
+  return out ? out->numel() : -1;
+}
+int64_t reduce_flops(const Tensor* const* t, int n) {
+  const Tensor* in = arg(t, n, 2);
+  return in ? in->numel() : -1;
+}
+
+// The elements a tensor's memory holds for its view: a stride-0 (broadcast) dimension is read once.
+int64_t distinct_elements(const Tensor& t) {
+  int64_t n = 1;
+  for (int64_t d = 0; d < t.dim(); ++d) n *= t.stride(d) == 0 && t.size(d) > 0 ? 1 : t.size(d);
+  return n;
+}
+
 }  // namespace
 
 int64_t kernel_flops(const char* name, const Tensor* const* tensors, int count) {
+  if (std::strcmp(name, "unary") == 0 || std::strcmp(name, "binary") == 0) return elementwise_flops(tensors, count);
+  if (std::strcmp(name, "reduce") == 0) return reduce_flops(tensors, count);
   if (std::strcmp(name, "matmul") == 0) return matmul_flops(tensors, count);
+  if (std::strcmp(name, "linear_act") == 0) return linear_act_flops(tensors, count);
   if (std::strcmp(name, "conv2d") == 0) return conv2d_flops(tensors, count);
   if (std::strcmp(name, "conv2d_backward") == 0) return conv2d_backward_flops(tensors, count);
   if (std::strcmp(name, "scaled_dot_product_attention") == 0) return attention_flops(tensors, count);
@@ -77,7 +106,7 @@ int64_t kernel_flops(const char* name, const Tensor* const* tensors, int count) 
 int64_t kernel_bytes(const Tensor* const* tensors, int count) {
   int64_t bytes = 0;
   for (int i = 0; i < count; ++i)
-    if (const Tensor* t = arg(tensors, count, i)) bytes += t->numel() * int64_t(dtype_size(t->dtype()));
+    if (const Tensor* t = arg(tensors, count, i)) bytes += distinct_elements(*t) * int64_t(dtype_size(t->dtype()));
   return bytes;
 }
 

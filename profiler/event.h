@@ -39,6 +39,7 @@ struct Event {
   int64_t end_ns = 0;
   int64_t flops = -1;         // floating-point operations, -1 when the op does not know
   int64_t bytes = 0;          // bytes of the tensor arguments (inputs read, outputs written)
+  DType dtype = kF32;         // of the first tensor argument (a kernel's output): picks its roofline ceiling
   uint64_t device_token = 0;  // DeviceTimer handle (kernels on a device), 0 when none
   uint8_t n_shapes = 0;       // recorded when Options::record_shapes
   ShapeRecord shapes[kMaxShapes];

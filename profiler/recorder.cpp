@@ -144,6 +144,11 @@ KernelRange::KernelRange(const char* name, const Device& device, const Tensor* c
   Event& e = st.open.back();
   e.flops = kernel_flops(name, tensors, count);
   e.bytes = kernel_bytes(tensors, count);
+  for (int i = 0; i < count; ++i)
+    if (tensors[i] && tensors[i]->defined()) {
+      e.dtype = tensors[i]->dtype();
+      break;
+    }
   if (st.config.record_shapes) {
     for (int i = 0; i < count && e.n_shapes < Event::kMaxShapes; ++i) {
       const Tensor* t = tensors[i];

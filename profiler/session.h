@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "profiler/event.h"
+#include "profiler/roofline.h"
 #include "profiler/scope.h"
 
 namespace mdl::profiler {
@@ -22,11 +23,15 @@ struct Options {
   bool record_modules = true;  // a range per Module call, named by the module's type
 };
 
-enum class SortBy { Total, Self, Calls, Name };
+// Headroom: the time above the roofline's bound, largest first (needs roofline.ceilings).
+enum class SortBy { Total, Self, Calls, Name, Headroom };
 struct TableOptions {
   SortBy sort_by = SortBy::Total;
   bool group_by_shape = false;  // one row per (name, shapes); needs record_shapes
   int row_limit = 0;            // 0: every row
+  // With ceilings, each kernel row (CPU kernels, GPU kernels' device time) gains its arithmetic
+  // intensity, achieved GB/s, the binding limit, % of the roofline bound and headroom ms per step.
+  RooflineOptions roofline{};
 };
 
 class Session {
@@ -52,8 +57,15 @@ class Session {
 
   std::string table(const TableOptions& options = {}) const;
   // {"traceEvents": [...]}: "X" events with ts/dur in microseconds (ns precision), "M" thread
-  // names, "C" live bytes per device, "i" step marks. Throws mdl::Error naming the path on failure.
-  void export_chrome_trace(const std::string& path) const;
+  // names, "C" live bytes per device, "i" step marks; with ceilings, kernels carry the roofline
+  // columns as args. Throws mdl::Error naming the path on failure.
+  void export_chrome_trace(const std::string& path, const RooflineOptions& roofline = {}) const;
+  // The kernels (CPU kernels by self time, GPU kernels by device time) summed by name and device
+  // against their roofline limits, by time spent, largest first; empty without ceilings.
+  std::vector<KernelRoofline> kernel_roofline(const RooflineOptions& roofline) const;
+  // The limit events[i] is held to and the time measured against it (null when it has none: not a
+  // kernel, a GPU kernel's launch, neither FLOPs nor bytes known, or no ceilings for its device).
+  std::optional<Limit> roofline_limit(size_t i, const RooflineOptions& roofline, int64_t* time_ns = nullptr) const;
 
  private:
   void require_stopped(const char* what) const;

@@ -1,14 +1,16 @@
 // Session::table(): per (name, kind, device[, shapes]) calls, total and self time (an event
 // inside one of the same name and kind adds to calls and self time, not again to the total), their share
-// of the session, mean time, GFLOP/s where the op knows its FLOPs and bytes moved; then the
-// step breakdown by phase and the allocator totals per device.
+// of the session, mean time, GFLOP/s where the op knows its FLOPs and bytes moved; with ceilings, the
+// roofline columns of each kernel row; then the step breakdown by phase and the allocator totals per device.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <sstream>
 #include <string_view>
 
 #include "profiler/session.h"
+#include "tensor/error.h"
 
 namespace mdl::profiler {
 
@@ -18,6 +20,7 @@ struct Row {
   std::string name, kind, device, shapes;
   int64_t calls = 0, total_ns = 0, self_ns = 0, flops = 0, bytes = 0;
   bool flops_known = true;
+  RoofSum roof;  // the calls held to a roofline limit
 };
 
 std::string device_label(const Event& e) {
@@ -55,10 +58,38 @@ std::string format_rows(const std::vector<std::vector<std::string>>& cells, cons
   return s.str();
 }
 
+// Intensity, GB/s, binding limit, % of the bound and headroom ms per step; blank without a limit.
+std::vector<std::string> roofline_cells(const RoofSum& r, double steps) {
+  if (!r.has_limit() || r.time_ns <= 0) return {"", "", "", "", ""};
+  const double intensity = r.intensity();
+  return {std::isnan(intensity) ? "" : fixed(intensity, intensity < 10 ? 3 : 1), fixed(r.achieved_gbs(), 2),
+          r.compute_bound() ? "compute" : "memory", fixed(r.percent_of_bound(), 1),
+          fixed(r.headroom_ns() / 1e6 / steps, 3)};
+}
+
+// Which ceilings the roofline columns used, per device kind.
+std::string roofline_note(const RooflineOptions& o) {
+  std::string note =
+      "Roofline: % of bound = the time the ceilings allow (max(FLOPs / peak, bytes / bandwidth)) over the "
+      "time taken; headroom = the time above it.\n";
+  for (Device d : {Device::cpu(), Device::cuda()}) {
+    const std::optional<Limit> l = limit_for(o, d, kF32);
+    if (!l) continue;
+    note += "  " + std::string(d.is_cpu() ? "CPU" : "GPU") + " (f32): " + l->compute + " " + fixed(l->peak_gflops, 1) +
+            " GFLOP/s, " + l->memory + " " + fixed(l->bandwidth_gbs, 1) + " GB/s, ridge " + fixed(l->ridge(), 2) +
+            " FLOP/B; ceilings measured " + o.ceilings->date + "\n";
+  }
+  return note;
+}
+
 }  // namespace
 
 std::string Session::table(const TableOptions& options) const {
   require_stopped("table()");
+  const bool roofline = options.roofline.ceilings != nullptr;
+  MDL_CHECK(roofline || options.sort_by != SortBy::Headroom,
+            "profiler: sorting the table by headroom needs the roofline's ceilings (TableOptions::roofline)");
+  const double steps_or_one = double(std::max<int64_t>(steps(), 1));
   const double wall = double(std::max<int64_t>(duration_ns_, 1));
   auto inside_same = [&](size_t i) {
     for (int32_t p = events_[i].parent; p >= 0; p = events_[size_t(p)].parent)
@@ -73,13 +104,17 @@ std::string Session::table(const TableOptions& options) const {
     std::string shapes = options.group_by_shape ? e.shapes_str() : "";
     std::string device = device_label(e);
     Row& r = rows[{e.name, int(e.kind), device, shapes}];
-    if (r.calls == 0) r = {e.name, kind_name(e.kind), device, shapes};
+    if (r.calls == 0) r.name = e.name, r.kind = kind_name(e.kind), r.device = device, r.shapes = shapes;
     ++r.calls;
     if (!inside_same(i)) r.total_ns += e.dur_ns();  // a Sequential inside a Sequential counts once
     r.self_ns += self_ns_[i];
     r.bytes += e.bytes;
     if (e.flops < 0) r.flops_known = false;
     else r.flops += e.flops;
+    int64_t time_ns = 0;
+    if (roofline)
+      if (const std::optional<Limit> limit = roofline_limit(i, options.roofline, &time_ns))
+        r.roof.add(e.flops, e.bytes, time_ns, *limit);
   }
   std::vector<Row> sorted;
   for (auto& [k, r] : rows) sorted.push_back(r);
@@ -88,6 +123,7 @@ std::string Session::table(const TableOptions& options) const {
       case SortBy::Self: return a.self_ns > b.self_ns;
       case SortBy::Calls: return a.calls > b.calls;
       case SortBy::Name: return a.name < b.name;
+      case SortBy::Headroom: return a.roof.headroom_ns() > b.roof.headroom_ns();
       case SortBy::Total: break;
     }
     return a.total_ns > b.total_ns;
@@ -97,6 +133,9 @@ std::string Session::table(const TableOptions& options) const {
   std::vector<std::vector<std::string>> cells;
   std::vector<std::string> head = {"Name",    "Kind",   "Device",  "Calls",   "Total ms", "Total %",
                                    "Self ms", "Self %", "Mean us", "GFLOP/s", "MB moved"};
+  if (roofline)
+    for (const char* h : {"FLOP/B", "GB/s", "Bound", "% of bound", steps() ? "Headroom ms/step" : "Headroom ms"})
+      head.push_back(h);
   if (options.group_by_shape) head.push_back("Shapes");
   cells.push_back(head);
   for (const Row& r : sorted) {
@@ -112,11 +151,17 @@ std::string Session::table(const TableOptions& options) const {
         fixed(double(r.total_ns) / 1e3 / double(r.calls), 1),
         r.flops_known && r.flops > 0 && r.self_ns > 0 ? fixed(double(r.flops) / double(r.self_ns), 2) : "",
         r.bytes ? fixed(double(r.bytes) / 1e6, 2) : ""};
+    if (roofline)
+      for (std::string& cell : roofline_cells(r.roof, steps_or_one)) c.push_back(std::move(cell));
     if (options.group_by_shape) c.push_back(r.shapes);
     cells.push_back(c);
   }
+  std::vector<bool> left = {true, true, true, false, false, false, false, false, false, false, false};
+  if (roofline) left.insert(left.end(), {false, false, true, false, false});
+  left.push_back(true);  // shapes
   std::ostringstream s;
-  s << format_rows(cells, {true, true, true, false, false, false, false, false, false, false, false, true});
+  s << format_rows(cells, left);
+  if (roofline) s << roofline_note(options.roofline);
 
   // Step breakdown: top-level phases (not inside another phase), the rest is "other".
   std::vector<std::pair<std::string, int64_t>> phases = {{kDataWait, 0},
@@ -136,7 +181,7 @@ std::string Session::table(const TableOptions& options) const {
     in_phases += e.dur_ns();
   }
   phases.push_back({"other", std::max<int64_t>(duration_ns_ - in_phases, 0)});
-  const double per = double(std::max<int64_t>(steps(), 1));
+  const double per = steps_or_one;
   std::vector<std::vector<std::string>> steps_table = {
       {steps() ? "Step breakdown (" + std::to_string(steps()) + " steps, mean per step)"
                : "Step breakdown (whole session)",

@@ -2,12 +2,15 @@
 // marks its end, so the session holds exactly the recorded steps.
 #include "train/profile_steps.h"
 
+#include "cuda/api.h"
 #include "tensor/error.h"
 
 namespace mdl::train {
 
 ProfileSteps::ProfileSteps(int64_t steps, ProfileStepsOptions options) : steps_(steps), o_(std::move(options)) {
   MDL_CHECK(steps_ > 0, "ProfileSteps: the steps to record must be positive, got ", steps_);
+  MDL_CHECK(o_.ceilings || o_.sort_by != profiler::SortBy::Headroom,
+            "ProfileSteps: sorting by headroom needs the roofline's ceilings");
 }
 
 void ProfileSteps::on_step_end(TrainContext& c) {
@@ -22,11 +25,15 @@ void ProfileSteps::on_step_end(TrainContext& c) {
             " steps in the first epoch (", kWarmup, " to warm up); it has ", c.step);
 }
 
+profiler::RooflineOptions ProfileSteps::roofline() const {
+  return {.ceilings = o_.ceilings ? &*o_.ceilings : nullptr, .gpu_tf32 = cuda::allow_tf32()};
+}
+
 void ProfileSteps::on_train_end(TrainContext&) {
   if (!session_ || session_->steps() != steps_ || !table_.empty()) return;
   session_->stop();
-  table_ = session_->table({.row_limit = 25});
-  if (!o_.trace_path.empty()) session_->export_chrome_trace(o_.trace_path);
+  table_ = session_->table({.sort_by = o_.sort_by, .row_limit = 25, .roofline = roofline()});
+  if (!o_.trace_path.empty()) session_->export_chrome_trace(o_.trace_path, roofline());
   if (o_.out)
     std::fprintf(o_.out,
                  "profiled %lld steps after %d warm-up steps:\n%s\ntrace written to %s (open it in "

@@ -168,6 +168,23 @@ const std::map<std::string, Option>& table() {
       {"--evaluate", {true, [](O& o, auto&, auto& v) { o.evaluate = v; }}},
       {"--profile", {true, [](O& o, auto& k, auto& v) { o.profile = parse_int(k, v, 1, kMaxSteps); }}},
       {"--trace", {true, [](O& o, auto&, auto& v) { o.trace = v; }}},
+      {"--roofline",
+       {true,
+        [](O& o, auto& k, auto& v) {
+          if (v.empty()) throw UsageError("mdl-train: " + k + " needs a file name (a PNG)");
+          o.roofline = v;
+        }}},
+      {"--ceilings",
+       {true,
+        [](O& o, auto& k, auto& v) {
+          if (v.empty()) throw UsageError("mdl-train: " + k + " needs a file name");
+          o.ceilings = v;
+        }}},
+      {"--profile-sort",
+       {true,
+        [](O& o, auto& k, auto& v) {
+          o.profile_sort = parse_choice(k, v, {"total", "self", "calls", "headroom"});
+        }}},
       {"--dump-order", {true, [](O& o, auto&, auto& v) { o.dump_order = v; }}},
       {"--dist",
        {false,
@@ -251,6 +268,9 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
     const char* clash = o.device == "cpu" ? "--device cpu" : o.profile ? "--profile" : o.dist ? "--dist" : nullptr;
     if (clash) throw UsageError(std::string("mdl-train: --cuda-graph does not work with ") + clash);
   }
+  for (const char* needs_profile : {"--roofline", "--ceilings", "--profile-sort"})
+    if (given.count(needs_profile) && !o.profile)
+      throw UsageError(std::string("mdl-train: ") + needs_profile + " goes with --profile N");
   if (!o.evaluate.empty()) {
     const char* clash = !o.resume.empty() ? "--resume"
                         : !o.save.empty() ? "--save"
@@ -331,6 +351,13 @@ std::string usage() {
                      once without gradients, print loss, accuracy and images/s; train nothing
   --profile N        profile N steps after 3 warm-up steps, print the table, write a trace, stop
   --trace FILE       where --profile writes the Chrome trace (mdl-trace.json)
+  --roofline FILE    with --profile: draw the roofline (PNG): the machine's ceilings, each kernel a
+                     point at its FLOP/byte and GFLOP/s, sized by its share of the step
+  --ceilings FILE    with --profile: the roofline ceilings (JSON) that add intensity, GB/s, the
+                     binding limit, % of bound and headroom to the table; default roofline.json
+                     beside mdl-train (make roofline writes it); with --ceilings, --roofline or
+                     --profile-sort headroom they are measured and saved there when missing
+  --profile-sort S   with --profile: the table's order: total (default), self, calls, headroom
   --dump-order FILE  write every epoch's sample order (i64, epochs x samples) for compare_torch.py
   --dist             data parallel: run as mpirun -np N build/mdl-train --dist ...; --batch is per rank
                      (N x batch per step), rank 0 alone prints, validates and saves

@@ -54,6 +54,9 @@ struct TrainOptions {
   std::string evaluate{};               // a --save weights file: evaluate it on the held-out split, train nothing
   int64_t profile = 0;                  // profile this many steps after warm-up, print the table, stop
   std::string trace{};                  // with --profile: the Chrome trace file (default mdl-trace.json)
+  std::string roofline{};               // with --profile: the roofline chart (PNG) of the profiled kernels
+  std::string ceilings{};               // with --profile: the roofline ceilings file; empty: beside the program
+  std::string profile_sort = "total";   // with --profile: the table's order: total, self, calls, headroom
   std::string dump_order{};             // write each epoch's sample order (i64) here, for compare_torch.py
   bool dist = false;                    // data parallel under mpirun: DDP, DistributedSampler; --batch is per rank
   double bucket_mb = 25;                // with --dist: MiB of gradients per all_reduce

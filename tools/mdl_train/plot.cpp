@@ -1,4 +1,5 @@
-// The chart writer: an RGB canvas with lines, rectangles and text, axes with "nice" ticks.
+// The chart writer: an RGB canvas with lines, rectangles, discs and text, axes with "nice" ticks
+// (or decades, on the roofline's log axes).
 #include "tools/mdl_train/plot.h"
 
 #include <algorithm>
@@ -47,6 +48,13 @@ class Canvas {
       const int x = int(std::lround(x0 + t * (x1 - x0))), y = int(std::lround(y0 + t * (y1 - y0)));
       rect(x - thick / 2, y - thick / 2, x + (thick - 1) / 2, y + (thick - 1) / 2, c);
     }
+  }
+  void disc(int cx, int cy, int r, Rgb fill, Rgb edge) {
+    for (int y = -r; y <= r; ++y)
+      for (int x = -r; x <= r; ++x) {
+        const int d2 = x * x + y * y;
+        if (d2 <= r * r) set(cx + x, cy + y, d2 > (r - 1) * (r - 1) ? edge : fill);
+      }
   }
   // Text with its top-left corner at (x, y), scaled by `scale` (stb_easy_font is ~7 px tall).
   void text(int x, int y, const std::string& s, Rgb c, int scale = 1) {
@@ -193,6 +201,115 @@ void bar_chart(const std::string& path, const std::vector<std::string>& labels, 
     c.text(int(px(values[size_t(i)])) + 5, (ya + yb) / 2 - 4, fmt(values[size_t(i)]), kBlack);
   }
   c.line(f.left, f.top, f.left, f.bottom, kBlack);
+  draw_title_and_labels(c, o, f);
+  c.save(path);
+}
+
+namespace {
+
+// Powers of ten from below lo to above hi.
+std::pair<double, double> decades(double lo, double hi) {
+  const double a = std::floor(std::log10(lo)), b = std::ceil(std::log10(hi));
+  return {a, b > a ? b : a + 1};
+}
+
+}  // namespace
+
+void roofline_chart(const std::string& path, const std::vector<Roof>& roofs, const std::vector<RooflinePoint>& points,
+                    const ChartOptions& o) {
+  check_options(path, o);
+  MDL_CHECK(!roofs.empty(), "plot '", path, "': a roofline chart needs at least one roof");
+  double x_lo = std::numeric_limits<double>::infinity(), x_hi = 0, y_lo = x_lo, y_hi = 0;
+  for (const Roof& r : roofs) {
+    MDL_CHECK(std::isfinite(r.peak_gflops) && std::isfinite(r.bandwidth_gbs) && r.peak_gflops > 0 &&
+                  r.bandwidth_gbs > 0,
+              "plot '", path, "': roof '", r.name, "' needs a positive peak and bandwidth, got ", r.peak_gflops,
+              " GFLOP/s and ", r.bandwidth_gbs, " GB/s");
+    const double ridge = r.peak_gflops / r.bandwidth_gbs;
+    x_lo = std::min(x_lo, ridge / 10), x_hi = std::max(x_hi, ridge * 10);
+    y_hi = std::max(y_hi, r.peak_gflops * 2);
+  }
+  for (const RooflinePoint& p : points) {
+    MDL_CHECK(std::isfinite(p.intensity) && std::isfinite(p.gflops) && p.intensity > 0 && p.gflops > 0 &&
+                  p.share >= 0 && p.share <= 1,
+              "plot '", path, "': kernel '", p.name, "' needs a positive intensity and rate and a share in [0, 1]");
+    x_lo = std::min(x_lo, p.intensity / 2), x_hi = std::max(x_hi, p.intensity * 2);
+    y_lo = std::min(y_lo, p.gflops / 2), y_hi = std::max(y_hi, p.gflops * 2);
+  }
+  for (const Roof& r : roofs) y_lo = std::min(y_lo, std::max(r.bandwidth_gbs * x_lo, y_hi / 1e6));
+  const auto [lx0, lx1] = decades(x_lo, x_hi);
+  const auto [ly0, ly1] = decades(y_lo, y_hi);
+
+  int legend = 0;
+  for (const Roof& r : roofs) legend = std::max(legend, Canvas::text_width(r.name));
+  Canvas c(o.width, o.height);
+  const Frame f{70, 50, o.width - std::min(legend + 60, o.width / 3), o.height - 50};
+  auto px = [&](double x) { return f.left + (std::log10(x) - lx0) / (lx1 - lx0) * (f.right - f.left); };
+  auto py = [&](double y) { return f.bottom - (std::log10(y) - ly0) / (ly1 - ly0) * (f.bottom - f.top); };
+  for (double e = ly0; e <= ly1; ++e) {
+    const double y = py(std::pow(10.0, e));
+    c.line(f.left, y, f.right, y, kGrid);
+    c.text(f.left - 8 - Canvas::text_width(fmt(std::pow(10.0, e))), int(y) - 4, fmt(std::pow(10.0, e)), kBlack);
+  }
+  for (double e = lx0; e <= lx1; ++e) {
+    const double x = px(std::pow(10.0, e));
+    c.line(x, f.top, x, f.bottom, kGrid);
+    c.text(int(x) - Canvas::text_width(fmt(std::pow(10.0, e))) / 2, f.bottom + 8, fmt(std::pow(10.0, e)), kBlack);
+  }
+  c.line(f.left, f.bottom, f.right, f.bottom, kBlack);
+  c.line(f.left, f.top, f.left, f.bottom, kBlack);
+
+  const double y_min = std::pow(10.0, ly0), y_max = std::pow(10.0, ly1);
+  for (size_t k = 0; k < roofs.size(); ++k) {
+    const Roof& r = roofs[k];
+    const Rgb col = kPalette[k % std::size(kPalette)];
+    constexpr int kSteps = 400;
+    double qx = 0, qy = 0;
+    for (int i = 0; i <= kSteps; ++i) {
+      const double x = std::pow(10.0, lx0 + (lx1 - lx0) * i / kSteps);
+      const double y = std::clamp(std::min(r.peak_gflops, x * r.bandwidth_gbs), y_min, y_max);
+      if (i) c.line(qx, qy, px(x), py(y), col, k == 0 ? 3 : 2);
+      qx = px(x), qy = py(y);
+    }
+    const int ly = f.top + 10 + int(k) * 18;
+    c.rect(f.right + 15, ly, f.right + 35, ly + (k == 0 ? 3 : 2), col);
+    c.text(f.right + 42, ly - 3, r.name, kBlack);
+  }
+
+  // Largest first, so a small kernel's disc stays visible on top of a large one's.
+  std::vector<size_t> order(points.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return points[a].share > points[b].share; });
+  constexpr size_t kLabelled = 12;
+  for (size_t rank = 0; rank < order.size(); ++rank) {
+    const RooflinePoint& p = points[order[rank]];
+    const int cx = int(px(p.intensity)), cy = int(py(p.gflops));
+    const int radius = 3 + int(std::lround(22 * std::sqrt(p.share)));
+    c.disc(cx, cy, radius, kPalette[(rank + roofs.size()) % std::size(kPalette)], kBlack);
+  }
+  // Each label right of its disc, else below, above or left of it, wherever it overlaps no label drawn yet.
+  struct Box {
+    int x0, y0, x1, y1;
+  };
+  std::vector<Box> labels;
+  for (size_t rank = 0; rank < order.size() && rank < kLabelled; ++rank) {
+    const RooflinePoint& p = points[order[rank]];
+    const int radius = 3 + int(std::lround(22 * std::sqrt(p.share)));
+    const int cx = int(px(p.intensity)), cy = int(py(p.gflops)), w = Canvas::text_width(p.name);
+    const Box candidates[] = {{cx + radius + 3, cy - 4, cx + radius + 3 + w, cy + 6},
+                              {cx - w / 2, cy + radius + 3, cx + w - w / 2, cy + radius + 13},
+                              {cx - w / 2, cy - radius - 13, cx + w - w / 2, cy - radius - 3},
+                              {cx - radius - 3 - w, cy - 4, cx - radius - 3, cy + 6}};
+    Box chosen = candidates[0];
+    for (const Box& b : candidates)
+      if (std::none_of(labels.begin(), labels.end(),
+                       [&](const Box& l) { return b.x0 < l.x1 && l.x0 < b.x1 && b.y0 < l.y1 && l.y0 < b.y1; })) {
+        chosen = b;
+        break;
+      }
+    labels.push_back(chosen);
+    c.text(chosen.x0, chosen.y0, p.name, kBlack);
+  }
   draw_title_and_labels(c, o, f);
   c.save(path);
 }

@@ -3,6 +3,7 @@
 #include "tools/mdl_train/run_training.h"
 
 #include <chrono>
+#include <filesystem>
 
 #include "amp/amp_config.h"
 #include "data/loader.h"
@@ -11,13 +12,55 @@
 #include "tensor/parallel.h"
 #include "tools/mdl_train/option_callbacks.h"
 #include "tools/mdl_train/order_dump.h"
+#include "tools/mdl_train/roofline_plot.h"
 #include "tools/mdl_train/setup.h"
 #include "train/builtin_callbacks.h"
 #include "train/checkpoint.h"
 #include "train/profile_steps.h"
+#include "train/roofline_ceilings.h"
 #include "train/trainer.h"
 
 namespace mdl::train {
+
+namespace {
+
+profiler::SortBy profile_sort(const std::string& name) {
+  if (name == "self") return profiler::SortBy::Self;
+  if (name == "calls") return profiler::SortBy::Calls;
+  if (name == "headroom") return profiler::SortBy::Headroom;
+  return profiler::SortBy::Total;
+}
+
+// The ceilings for --profile's roofline, from --ceilings or beside the program. Asked for (--roofline,
+// --ceilings, --profile-sort headroom), they are measured and saved there when missing, and a file
+// that is corrupt or from another machine stops the run; otherwise a missing or unusable file
+// leaves the table without the roofline columns and says how to get them.
+std::optional<profiler::Ceilings> profile_ceilings(const TrainOptions& o, std::FILE* out) {
+  const std::string path = o.ceilings.empty() ? profiler::default_ceilings_path() : o.ceilings;
+  const bool asked = !o.roofline.empty() || !o.ceilings.empty() || o.profile_sort == "headroom";
+  if (!asked && !std::filesystem::exists(path)) {
+    if (out)
+      std::fprintf(out,
+                   "roofline: no ceilings in %s; `make roofline` (mdl-roofline) measures them, --roofline FILE.png "
+                   "measures and draws them\n",
+                   path.c_str());
+    return std::nullopt;
+  }
+  try {
+    bool measured = false;
+    profiler::Ceilings c = ceilings_for_this_machine(path, false, &measured);
+    if (measured && out)
+      std::fprintf(out, "roofline: no ceilings in %s yet; measured them now (%.1f s) and saved them there\n",
+                   path.c_str(), double(c.measure_ms) / 1000);
+    return c;
+  } catch (const Error& e) {
+    if (asked) throw;
+    if (out) std::fprintf(out, "roofline: %s; profiling without the roofline columns\n", e.what());
+    return std::nullopt;
+  }
+}
+
+}  // namespace
 
 TrainReport run_training(const TrainOptions& o, std::FILE* out) {
   if (o.threads > 0) set_num_threads(int(o.threads));
@@ -89,7 +132,11 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
   if (o.profile) {
     const std::string trace = o.trace.empty() ? "mdl-trace.json" : o.trace;
     profile = std::make_shared<ProfileSteps>(
-        o.profile, ProfileStepsOptions{.trace_path = dp->rank() == 0 ? trace : "", .out = out});
+        o.profile,
+        ProfileStepsOptions{.trace_path = dp->rank() == 0 ? trace : "",
+                            .out = out,
+                            .ceilings = dp->rank() == 0 ? profile_ceilings(o, out) : std::nullopt,
+                            .sort_by = dp->rank() == 0 ? profile_sort(o.profile_sort) : profiler::SortBy::Total});
     trainer.add(profile);
   }
   if (out) trainer.add(std::make_shared<ProgressPrinter>(out, o.progress && out == stderr));
@@ -114,6 +161,10 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
   report.confusion = trainer.last_validation().confusion;
   report.stop_reason = profile ? "" : trainer.stop_reason();
   if (profile) report.profile_table = profile->table();
+  if (profile && profile->session() && !o.roofline.empty() && dp->rank() == 0) {
+    roofline_png(o.roofline, *profile->session(), profile->roofline());
+    if (out) std::fprintf(out, "roofline chart written to %s\n", o.roofline.c_str());
+  }
   if (o.cuda_graph && out)
     std::fprintf(out, "cuda graph: %lld steps replayed from %lld capture(s); the others ran eagerly\n",
                  (long long)trainer.step().replayed_steps(), (long long)trainer.step().captures());

@@ -1,0 +1,93 @@
+/* An independent yardstick for mdl-roofline (tools/roofline_check.sh): a hand-written FMA loop and
+ * a STREAM-style triad, compiled on their own with -march=native and OpenMP, sharing no code with
+ * mdl. Prints "fma_gflops X" (the widest FMA this compiler targets, on every OpenMP thread) and
+ * "triad_gbs Y" (a[i] = b[i] + s * c[i] over three arrays of LLC_BYTES * 4/3 each, STREAM's byte
+ * count: two reads and a write per element). Usage: roofline_reference LLC_BYTES */
+#include <immintrin.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#if defined(__AVX512F__)
+typedef __m512 vec;
+#define LANES 16
+#define CHAINS 16
+#define SET1 _mm512_set1_ps
+#define FMA _mm512_fmadd_ps
+#define STORE _mm512_storeu_ps
+#elif defined(__AVX2__) && defined(__FMA__)
+typedef __m256 vec;
+#define LANES 8
+#define CHAINS 12
+#define SET1 _mm256_set1_ps
+#define FMA _mm256_fmadd_ps
+#define STORE _mm256_storeu_ps
+#else
+#error "roofline_reference needs AVX2 and FMA"
+#endif
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static float fma_loop(long rounds) {
+  vec acc[CHAINS];
+  const vec m = SET1(0.999999f), c = SET1(1e-6f);
+  for (int i = 0; i < CHAINS; ++i) acc[i] = SET1((float)i);
+  for (long r = 0; r < rounds; ++r)
+    for (int i = 0; i < CHAINS; ++i) acc[i] = FMA(acc[i], m, c);
+  float out[LANES], sum = 0;
+  for (int i = 0; i < CHAINS; ++i) {
+    STORE(out, acc[i]);
+    sum += out[0];
+  }
+  return sum;
+}
+
+static volatile float sink;
+
+static double fma_seconds(long rounds) {
+  const double t0 = now();
+#pragma omp parallel
+  {
+    const float v = fma_loop(rounds);
+    if (v == -1.0f) sink = v;
+  }
+  return now() - t0;
+}
+
+int main(int argc, char** argv) {
+  const long llc = argc > 1 ? atol(argv[1]) : 32L << 20;
+  const int threads = omp_get_max_threads();
+  long rounds = 1L << 16;
+  while (fma_seconds(rounds) < 0.02) rounds *= 2;
+  rounds *= 10; /* about 0.2 s a try */
+  double fma_best = 0;
+  for (int t = 0; t < 5; ++t) {
+    const double rate = (double)threads * (double)rounds * CHAINS * LANES * 2 / fma_seconds(rounds) / 1e9;
+    if (rate > fma_best) fma_best = rate;
+  }
+
+  const long n = llc * 4 / 3 / 4;
+  float* a = aligned_alloc(64, (size_t)(n + 16) * 4);
+  float* b = aligned_alloc(64, (size_t)(n + 16) * 4);
+  float* c = aligned_alloc(64, (size_t)(n + 16) * 4);
+  if (!a || !b || !c) return 1;
+#pragma omp parallel for schedule(static)
+  for (long i = 0; i < n; ++i) a[i] = 0, b[i] = 1, c[i] = 2;
+  double triad_best = 0;
+  for (int pass = 0; pass < 20; ++pass) {
+    const float s = 0.5f;
+    const double t0 = now();
+#pragma omp parallel for schedule(static)
+    for (long i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+    const double rate = 12.0 * (double)n / (now() - t0) / 1e9;
+    if (rate > triad_best) triad_best = rate;
+  }
+  printf("threads %d\nfma_gflops %.1f\ntriad_gbs %.2f\ncheck %g\n", threads, fma_best, triad_best, (double)a[n / 2]);
+  free(a), free(b), free(c);
+  return 0;
+}
