@@ -408,8 +408,11 @@ bench: $(DEPS_STAMP)
 # summary gives each row's median gain, its min-max range and whether that range reaches 1.0x
 # (within noise). BENCH_REPS=1 runs each once (about 3 minutes), with no spread.
 BENCH_REPS ?= 3
-run-benches: benches
+# The roofline ceilings are measured first (once; $(BUILD)/roofline.json is reused), so that the summary's
+# "% of limit" column holds each optimized side against this machine's FMA peak or memory bandwidth.
+run-benches: benches $(BUILD)/mdl-roofline
 	@python3 bench/check_cases.py $(BUILD)/bench
+	@$(BUILD)/mdl-roofline
 	@mkdir -p $(BUILD)/bench/results
 	@for b in $(BENCH_BINS); do echo "== $$b"; \
 	  $$b --benchmark_out=$(BUILD)/bench/results/$$(basename $$b).json --benchmark_out_format=json \

@@ -143,13 +143,13 @@ double smallest_normal(DType dtype) {
 
 PrecisionReport precision_report(nn::Module& model, const Tensor& input, const OutputLoss& loss, DType dtype,
                                  const PrecisionOptions& options) {
-  MDL_CHECK(dtype == kF16 || dtype == kBF16 || dtype == kF32, "amp::precision_report: dtype must be f16, bf16 or f32, got ",
-            dtype_name(dtype));
+  MDL_CHECK(dtype == kF16 || dtype == kBF16 || dtype == kF32,
+            "amp::precision_report: dtype must be f16, bf16 or f32, got ", dtype_name(dtype));
   MDL_CHECK(loss, "amp::precision_report: no loss function");
   MDL_CHECK(!options.loss_scales.empty(), "amp::precision_report: no loss scale to run the backward at");
   for (double scale : options.loss_scales)
-    MDL_CHECK(scale > 0 && std::isfinite(scale), "amp::precision_report: a loss scale must be positive and finite, got ",
-              scale);
+    MDL_CHECK(scale > 0 && std::isfinite(scale),
+              "amp::precision_report: a loss scale must be positive and finite, got ", scale);
   NamedTensors params;
   for (auto& [name, p] : model.named_parameters())
     if (p.requires_grad()) params.emplace_back(name, p);

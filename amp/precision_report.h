@@ -49,7 +49,7 @@ struct ParameterPrecision {
 // The backward at one loss scale.
 struct ScalePrecision {
   double loss_scale = 1;
-  std::vector<ParameterPrecision> parameters{};// those that require grad, in named_parameters order
+  std::vector<ParameterPrecision> parameters{};  // those that require grad, in named_parameters order
   // Over the parameters' errors (those not NaN); NaN when none has one.
   double median_error = 0, max_error = 0;
   // Of every parameter's values nonzero in f32 (0 when there are none): underflowed, and zeroed.
@@ -61,7 +61,7 @@ struct PrecisionReport {
   DType dtype = kF32;
   double output_error = 0;  // ||y_amp - y_f32|| / ||y_f32|| over the model's output; NaN when y_f32 is all zero
   double loss_error = 0;    // |l_amp - l_f32| / |l_f32|; NaN when l_f32 is 0
-  std::vector<ScalePrecision> at_scales{};// one per PrecisionOptions::loss_scales, in order
+  std::vector<ScalePrecision> at_scales{};  // one per PrecisionOptions::loss_scales, in order
 };
 
 // The smallest positive normal value of dtype (f16: 2^-14; bf16 and f32: 2^-126); floating dtypes only.

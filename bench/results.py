@@ -69,10 +69,11 @@ def table(summary):
              f"{m['model']}, {m['cores']} cores ({' '.join(m['features'])}). Recorded {summary['recorded']} at "
              f"commit {summary['commit']} by `{summary['command']}`. Gain: the median over the repetitions, with "
              "its min-max range; a range that reaches 1.0x is within noise.", "",
-             "| optimization | kind | device | baseline | optimized | gain |", "|---|---|---|---|---|---|"]
+             "| optimization | kind | device | baseline | optimized | gain | % of limit |", "|---|---|---|---|---|---|---|"]
     for r in summary["rows"]:
+        # Records older than the roofline have no limit_text.
         lines.append(f"| {cell(r['row'])} | {r['kind']} | {r['device']} | {cell(r['baseline_text'])} | "
-                     f"{cell(r['optimized_text'])} | {cell(r['gain_text'])} |")
+                     f"{cell(r['optimized_text'])} | {cell(r['gain_text'])} | {cell(r.get('limit_text', ''))} |")
     logs = logs_for(m["kind"])
     if logs:
         lines += ["", "This kind's dated logs: " + ", ".join(f"[{n}](log/{n})" for n in logs) + "."]

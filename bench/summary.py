@@ -95,6 +95,44 @@ def fmt(v, metric):
     return f"{v:.3g} {unit}" if abs(v) < 1000 else f"{v:,.0f} {unit}"
 
 
+def load_ceilings(results_dir):
+    """The roofline ceilings mdl-roofline wrote beside the binaries ($BUILD/roofline.json), or None."""
+    path = os.path.join(results_dir, os.pardir, os.pardir, "roofline.json")
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return doc if str(doc.get("format", "")).startswith("mdl-roofline") else None
+
+
+def limit_of(runs, device, case, ceilings):
+    """The optimized side's rate as a share of the machine's limit: "62% of FMA peak" where the
+    benchmark counts FLOPs, "85% of memory bw" where it counts bytes; "" where it counts neither or
+    no ceilings were measured. The median over the repetitions."""
+    if not ceilings or not runs:
+        return ""
+    side = ceilings.get("gpu" if device == "cuda" else "cpu") or {}
+    if device == "cuda":
+        flops = [r["TFLOP/s"] * 1e12 for r in runs if r.get("TFLOP/s")]
+        f16 = "f16" in case or "bf16" in case
+        peak = side.get("f16_tensor_mflops" if f16 else "f32_mflops", 0) * 1e6
+        bytes_ = [r["GB/s"] * 1e9 for r in runs if r.get("GB/s")]
+        bandwidth = side.get("memory_mbps", 0) * 1e6
+    else:
+        flops = [r["GFLOP/s"] for r in runs if r.get("GFLOP/s")]  # stored in FLOP/s (kIs1000 rate)
+        bf16 = side.get("bf16_dot_mflops") or {}
+        use_bf16 = ("bf16" in case or "f16" in case) and bf16
+        peak = max((bf16 if use_bf16 else side.get("f32_fma_mflops") or {}).values(), default=0) * 1e6
+        bytes_ = [r["bytes_per_second"] for r in runs if r.get("bytes_per_second")]
+        bandwidth = side.get("memory_mbps", 0) * 1e6
+    if flops and peak > 0:
+        return f"{100 * median(flops) / peak:.0f}% of {'bf16 ' if device == 'cpu' and use_bf16 else ''}FMA peak"
+    if bytes_ and bandwidth > 0:
+        return f"{100 * median(bytes_) / bandwidth:.0f}% of memory bw"
+    return ""
+
+
 def why_missing(suite, device, suites):
     if suite not in suites:
         return f"needs a GPU ({suite} did not run)" if device == "cuda" else f"{suite} did not run"
@@ -104,7 +142,8 @@ def why_missing(suite, device, suites):
 def main():
     results_dir = sys.argv[1] if len(sys.argv) > 1 else "build/latest/bench/results"
     runs, suites, switches, context = load(results_dir)
-    header = ("optimization", "kind", "baseline", "optimized", "gain", "device")
+    ceilings = load_ceilings(results_dir)
+    header = ("optimization", "kind", "baseline", "optimized", "gain", "% of limit", "device")
     rows, records = [], []
     repeated = False
     for label, kind, suite, base, opt, metric, device in row_specs(switches):
@@ -112,7 +151,7 @@ def main():
         vo = [value(o, metric) for o in runs.get((suite, opt), [])]
         pairs = [(x, y) for x, y in zip(vb, vo) if x is not None and y is not None and x > 0 and y > 0]
         if not pairs:
-            rows.append((label, kind, "-", "-", why_missing(suite, device, suites), device))
+            rows.append((label, kind, "-", "-", why_missing(suite, device, suites), "", device))
             continue
         mb, mo = median([x for x, _ in pairs]), median([y for _, y in pairs])
         if metric == "wait%":
@@ -128,17 +167,20 @@ def main():
             no_change = 0.0 if metric == "wait%" else 1.0
             if min(gains) <= no_change <= max(gains):
                 gain_text += ", within noise"
-        rows.append((label, kind, fmt(mb, metric), fmt(mo, metric), gain_text, device))
+        limit = limit_of(runs.get((suite, opt), []), device, opt, ceilings)
+        rows.append((label, kind, fmt(mb, metric), fmt(mo, metric), gain_text, limit, device))
         records.append({"row": label, "kind": kind, "device": device, "suite": suite, "metric": metric,
                         "baseline": mb, "optimized": mo, "baseline_text": fmt(mb, metric),
                         "optimized_text": fmt(mo, metric), "gain": median(gains), "gain_min": min(gains),
-                        "gain_max": max(gains), "runs": len(pairs), "gain_text": gain_text})
+                        "gain_max": max(gains), "runs": len(pairs), "gain_text": gain_text, "limit_text": limit})
     widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
     line = lambda r: "  ".join(str(c).ljust(w) for c, w in zip(r, widths))
     cpus = context.get("num_cpus") if context else "?"
     print(f"\n== make bench summary ({platform.node()}, {cpus} CPUs, results in {results_dir})")
     if not switches:
         print("(no suite's JSON holds the switch list, mdl_switches: only the comparisons are shown)")
+    if ceilings is None:
+        print("(no roofline.json beside the binaries: run `make roofline` for the % of limit column)")
     if not repeated:
         print("(one run per benchmark: a gain near 1.0x may be noise; BENCH_REPS=3, the default, gives each row its spread)")
     print(line(header))

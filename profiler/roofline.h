@@ -71,7 +71,7 @@ std::string ceilings_table(const Ceilings& c);
 // Which ceilings apply to the kernels of a profile.
 struct RooflineOptions {
   const Ceilings* ceilings = nullptr;  // null: no roofline columns
-  bool gpu_tf32 = false;               // f32 matmuls ran on TF32 tensor cores (cuda::allow_tf32())
+  bool gpu_tf32 = false;               // f32 matmuls ran on TF32 tensor cores (toggles::allow_tf32())
 };
 
 // The pair of ceilings one kernel is held to.

@@ -108,8 +108,8 @@ TEST_CASE("amp precision: a loss of about 1e-8 underflows f16 at scale 1, not at
 
 TEST_CASE("amp precision: a scale too large for f16 shows as non-finite gradients") {
   Batch b = small_mlp();
-  const auto r = amp::precision_report(
-      *b.model, b.x, [&](const Tensor& out) { return F::cross_entropy(out, b.y); }, kF16, {.loss_scales = {1e12}});
+  const auto r = amp::precision_report(*b.model, b.x, [&](const Tensor& out) { return F::cross_entropy(out, b.y); },
+                                       kF16, {.loss_scales = {1e12}});
   CHECK(r.at_scales[0].nonfinite_fraction > 0.0);
   CHECK_FALSE(std::isfinite(r.at_scales[0].max_error));
 }

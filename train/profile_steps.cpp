@@ -3,6 +3,7 @@
 #include "train/profile_steps.h"
 
 #include "cuda/api.h"
+#include "switches/list/toggles.h"
 #include "tensor/error.h"
 
 namespace mdl::train {
@@ -26,7 +27,7 @@ void ProfileSteps::on_step_end(TrainContext& c) {
 }
 
 profiler::RooflineOptions ProfileSteps::roofline() const {
-  return {.ceilings = o_.ceilings ? &*o_.ceilings : nullptr, .gpu_tf32 = cuda::allow_tf32()};
+  return {.ceilings = o_.ceilings ? &*o_.ceilings : nullptr, .gpu_tf32 = toggles::allow_tf32()};
 }
 
 void ProfileSteps::on_train_end(TrainContext&) {

@@ -12,6 +12,7 @@
 #include "cuda/api.h"
 #include "ops/native/factory.h"
 #include "ops/native/native.h"
+#include "switches/list/toggles.h"
 #include "tensor/parallel.h"
 
 namespace mdl::train {
@@ -53,11 +54,11 @@ profiler::GpuCeilings measure_gpu(const MeasureOptions& o) {
   constexpr int64_t n = 8192;
   const double flops = 2.0 * double(n) * double(n) * double(n);
   auto matmul_rate = [&](DType t, bool tf32) {
-    const bool was = cuda::allow_tf32();
-    cuda::set_allow_tf32(tf32);
+    const bool was = toggles::allow_tf32();
+    toggles::set_allow_tf32(tf32);
     const Tensor a = full({n, n}, 0.01, TensorOptions(t, d)), b = full({n, n}, 0.01, TensorOptions(t, d));
     const double rate = best_gpu_rate([&] { native::matmul(a, b); }, flops, o.tries) / 1e9;
-    cuda::set_allow_tf32(was);
+    toggles::set_allow_tf32(was);
     return rate;
   };
   g.f16_tensor = matmul_rate(kF16, false);

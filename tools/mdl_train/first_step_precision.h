@@ -12,8 +12,8 @@
 namespace mdl::train {
 
 struct FirstStepPrecision {
-  std::vector<amp::PrecisionReport> reports{};// one per dtype asked for, in order
-  int64_t batch = 0;                          // the first batch's samples
+  std::vector<amp::PrecisionReport> reports{};  // one per dtype asked for, in order
+  int64_t batch = 0;                            // the first batch's samples
 };
 
 // Builds data and model from o (its amp, cache, workers and the like play no part) and reports

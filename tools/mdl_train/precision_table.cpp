@@ -80,8 +80,8 @@ void write_precision_csv(const std::vector<PrecisionRow>& rows, const std::strin
   const double scaler = amp::GradScalerOptions{}.init_scale;
   CsvLog table(rows_path, {"data", "model", "device", "autocast", "batch", "logits_error", "loss_error",
                            "gradient_loss_scale", "gradient_error_median", "gradient_error_max", "underflow_scale_1",
-                           "underflow_scale_" + cell("%.0f", scaler), "zero_scale_1", "zero_scale_" + cell("%.0f", scaler),
-                           "nonfinite_scale_" + cell("%.0f", scaler)});
+                           "underflow_scale_" + cell("%.0f", scaler), "zero_scale_1",
+                           "zero_scale_" + cell("%.0f", scaler), "nonfinite_scale_" + cell("%.0f", scaler)});
   CsvLog parameters(parameters_path, {"data", "model", "device", "autocast", "loss_scale", "parameter", "values",
                                       "nonzero", "relative_error", "underflowed", "zeroed", "nonfinite"});
   constexpr double kNaN = NAN;
