@@ -43,6 +43,11 @@ def record(results_dir):
     summary["commit"] = git_commit()
     summary["recorded"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     summary["command"] = f"make bench BENCH_REPS={reps}"
+    try:  # the roofline ceilings make bench measured first, beside the binaries
+        with open(os.path.join(results_dir, os.pardir, os.pardir, "roofline.json")) as f:
+            summary["ceilings"] = json.load(f)
+    except (OSError, ValueError):
+        pass
     os.makedirs(RECORDS, exist_ok=True)
     path = os.path.join(RECORDS, summary["machine"]["kind"] + ".json")
     tmp = path + ".tmp"
@@ -63,12 +68,30 @@ def cell(text):
     return str(text).replace("|", "\\|")
 
 
+def ceilings_lines(c):
+    """One sentence with the machine's measured ceilings (mdl-roofline), the limits '% of limit' uses."""
+    if not c or "cpu" not in c:
+        return []
+    cpu = c["cpu"]
+    fma = ", ".join(f"{isa} {v / 1e3:.0f}" for isa, v in sorted(cpu.get("f32_fma_mflops", {}).items()))
+    bf16 = ", ".join(f"{isa} {v / 1e3:.0f}" for isa, v in sorted(cpu.get("bf16_dot_mflops", {}).items()))
+    text = (f"Ceilings (mdl-roofline, {cpu.get('threads', '?')} threads, {c.get('date', '?')}): f32 FMA {fma} GFLOP/s; "
+            + (f"bf16 dot {bf16} GFLOP/s; " if bf16 else "")
+            + f"memory {cpu.get('memory_mbps', 0) / 1e3:.1f} GB/s; L2 {cpu.get('l2_mbps', 0) / 1e3:.0f} GB/s.")
+    gpu = c.get("gpu")
+    if gpu:
+        text += (f" GPU: f16 tensor {gpu.get('f16_tensor_mflops', 0) / 1e6:.0f} TFLOP/s, f32 "
+                 f"{gpu.get('f32_mflops', 0) / 1e6:.1f} TFLOP/s, memory {gpu.get('memory_mbps', 0) / 1e3:.0f} GB/s.")
+    return [text, ""]
+
+
 def table(summary):
     m = summary["machine"]
     lines = [f"## {m['label']}", "",
              f"{m['model']}, {m['cores']} cores ({' '.join(m['features'])}). Recorded {summary['recorded']} at "
              f"commit {summary['commit']} by `{summary['command']}`. Gain: the median over the repetitions, with "
              "its min-max range; a range that reaches 1.0x is within noise.", "",
+             *ceilings_lines(summary.get("ceilings")),
              "| optimization | kind | device | baseline | optimized | gain | % of limit |", "|---|---|---|---|---|---|---|"]
     for r in summary["rows"]:
         # Records older than the roofline have no limit_text.
