@@ -463,7 +463,7 @@ install: lib
 	install -d $(PREFIX)/lib/pkgconfig $(PREFIX)/include/mdl
 	install -m 644 $(LIB) $(PREFIX)/lib/libmdl.a
 	install -m 644 mdl.h $(PREFIX)/include/mdl/mdl.h
-	for h in $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.h)); do \
+	for h in $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.h $(d)/*.def)); do \
 	  install -d $(PREFIX)/include/mdl/$$(dirname $$h) && install -m 644 $$h $(PREFIX)/include/mdl/$$h; done
 	printf 'prefix=%s\nlibdir=$${prefix}/lib\nincludedir=$${prefix}/include/mdl\n\nName: mdl\nDescription: a minimal deep learning framework\nVersion: 0.1.0\nCflags: -std=c++20 -fopenmp -I$${includedir}%s\nLibs: -L$${libdir} -lmdl %s\n' \
 	  "$(abspath $(PREFIX))" "$(foreach f,$(filter -DMDL_WITH_%,$(CPPFLAGS)), $(f))" "$(LDLIBS)" > $(PREFIX)/lib/pkgconfig/mdl.pc

@@ -176,7 +176,8 @@ TEST_CASE("roofline: a large add is memory-bound at 1/12 FLOP per byte, within (
   for (int i = 0; i < calls; ++i) c = a + b;
   prof.stop();
   const profiler::RooflineOptions roofline{.ceilings = &ceilings};
-  const profiler::KernelRoofline* add = find_kernel(prof.kernel_roofline(roofline), "binary");
+  const std::vector<profiler::KernelRoofline> kernels = prof.kernel_roofline(roofline);
+  const profiler::KernelRoofline* add = find_kernel(kernels, "binary");
   REQUIRE(add);
   CHECK(add->sum.flops == calls * n);
   CHECK(add->sum.bytes == calls * 3 * 4 * n);
