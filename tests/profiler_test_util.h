@@ -1,8 +1,11 @@
-// Helpers for the profiler tests: finding events, checking that a session's events nest
+// Helpers for the profiler tests: a table row, a file's text, finding events, checking that a session's events nest
 // properly, and one small SimpleCNN training step with its phases marked.
 #pragma once
 #include <doctest/doctest.h>
 
+#include <fstream>
+#include <iterator>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -15,6 +18,23 @@ namespace profiler_test {
 using mdl::profiler::Event;
 using mdl::profiler::EventKind;
 using mdl::profiler::Session;
+
+// The line of a profiler table whose first column is `name`, split on whitespace.
+inline std::vector<std::string> table_row(const std::string& table, const std::string& name) {
+  std::istringstream lines(table);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::vector<std::string> w;
+    for (std::string s; words >> s;) w.push_back(s);
+    if (!w.empty() && w[0] == name) return w;
+  }
+  return {};
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
 
 inline std::vector<size_t> find_all(const Session& s, const std::string& name, EventKind kind) {
   std::vector<size_t> out;

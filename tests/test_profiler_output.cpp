@@ -15,26 +15,6 @@
 using namespace mdl;
 using namespace profiler_test;
 
-namespace {
-
-// The line of the table whose first column is `name`, split on whitespace.
-std::vector<std::string> table_row(const std::string& table, const std::string& name) {
-  std::istringstream lines(table);
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream words(line);
-    std::vector<std::string> w;
-    for (std::string s; words >> s;) w.push_back(s);
-    if (!w.empty() && w[0] == name) return w;
-  }
-  return {};
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
-
-}  // namespace
 
 TEST_CASE("profiler: memory counters match the allocator's statistics") {
   reset_peak_memory();

@@ -17,6 +17,7 @@
 #include "data_test_util.h"
 #include "mdl.h"
 #include "profiler/roofline.h"
+#include "profiler_test_util.h"
 #include "tools/mdl_train/options.h"
 #include "tools/mdl_train/plot.h"
 #include "tools/mdl_train/run_training.h"
@@ -24,6 +25,8 @@
 #include "train/roofline_ceilings.h"
 
 using namespace mdl;
+using profiler_test::read_text;
+using profiler_test::table_row;
 
 namespace {
 
@@ -68,21 +71,6 @@ profiler::Ceilings synthetic(bool gpu = false) {
   return c;
 }
 
-std::vector<std::string> table_row(const std::string& table, const std::string& name) {
-  std::istringstream lines(table);
-  for (std::string line; std::getline(lines, line);) {
-    std::istringstream words(line);
-    std::vector<std::string> w;
-    for (std::string s; words >> s;) w.push_back(s);
-    if (!w.empty() && w[0] == name) return w;
-  }
-  return {};
-}
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-}
 
 void write_text(const std::string& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary);
