@@ -2,7 +2,7 @@
 // cpu/conv_direct_avx2.cpp, following the GEMM kernel choice), copies each sample into a
 // zero-padded buffer whose rows are whole vectors wide, and splits the work over the threads: the
 // forward and input gradient by sample when the batch has enough of them, else by blocks of
-// output channels; the weight gradient by (input channel, pair of output channels).
+// output channels. The weight gradient has its own driver, cpu/conv_weight_grad.cpp.
 #include "cpu/conv_direct.h"
 
 #include <algorithm>
@@ -21,30 +21,6 @@ namespace mdl::cpu {
 
 namespace {
 
-using PlaneFn = void (*)(const detail::DirectConvPlane&, int64_t, int64_t);
-using WeightGradFn = void (*)(const detail::DirectConvWeightGrad&, int64_t, int, int64_t);
-struct Isa {
-  PlaneFn plane;
-  WeightGradFn weight_grad;
-  int64_t lanes, channels;  // a vector's floats; the output channels a forward tile packs together
-  const char* name;
-};
-
-// The loop for the GEMM kernel gemm_f32 runs now (so ScopedGemmKernel and the avx512_gemm switch
-// reach it too); none for the scalar and AMX kernels.
-const Isa* isa() {
-  static constexpr Isa avx512{detail::direct_conv_plane_avx512, detail::direct_conv_weight_grad_avx512,
-                              detail::kDirectLanesAvx512, detail::kDirectChannelsAvx512, "avx512f 4x6x16"};
-  static constexpr Isa avx2{detail::direct_conv_plane_avx2, detail::direct_conv_weight_grad_avx2,
-                            detail::kDirectLanesAvx2, detail::kDirectChannelsAvx2, "avx2-fma 3x3x8"};
-  if (!toggles::direct_conv()) return nullptr;
-  switch (gemm_f32_kernel()) {
-    case GemmKernel::avx512: return &avx512;
-    case GemmKernel::avx2: return &avx2;
-    default: return nullptr;
-  }
-}
-
 // Weights in the layout DirectConvPlane describes, for all groups one after another, from
 // at(g, co, c, t): group g's output channel co, input channel c, tap t = ki * kw + kj.
 template <class At>
@@ -62,7 +38,7 @@ std::vector<float> pack_weights(int64_t G, int64_t cog, int64_t cig, int64_t kk,
 // A conv with stride 1 and dilation 1 over x (N, C, H, W) with weights w packed by pack_weights
 // into out (N, C_out, Ho, Wo) contiguous.
 struct Job {
-  const Isa& isa;
+  const detail::DirectIsa& isa;
   const float* x;
   int64_t xs[4];
   int64_t N, C, H, W, G, kh, kw, ph, pw;
@@ -139,29 +115,36 @@ struct Job {
   }
 };
 
-// Sum of n floats in vector lanes (a single running sum would wait on each add's latency).
-double plane_sum(const float* p, int64_t n) {
-  float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-  for (int64_t i = 0; i < n; ++i) s += p[i];
-  return double(s);
-}
-
 }  // namespace
 
+namespace detail {
+const DirectIsa* direct_isa() {
+  static constexpr DirectIsa avx512{direct_conv_plane_avx512, weight_grad_gemm_avx512,  kDirectLanesAvx512,
+                                    kDirectChannelsAvx512,    kWeightGradVectorsAvx512, "avx512f 4x6x16"};
+  static constexpr DirectIsa avx2{direct_conv_plane_avx2, weight_grad_gemm_avx2,  kDirectLanesAvx2,
+                                  kDirectChannelsAvx2,    kWeightGradVectorsAvx2, "avx2-fma 3x3x8"};
+  if (!toggles::direct_conv()) return nullptr;
+  switch (gemm_f32_kernel()) {
+    case GemmKernel::avx512: return &avx512;
+    case GemmKernel::avx2: return &avx2;
+    default: return nullptr;
+  }
+}
+}  // namespace detail
 
 const char* direct_conv_kernel_name() {
-  const Isa* k = isa();
+  const detail::DirectIsa* k = detail::direct_isa();
   return k ? k->name : nullptr;
 }
 
 bool direct_conv_applies(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {
   return x.dtype() == DType::F32 && !p.bf16_values && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
-         p.dil_w == 1 && (p.groups == 1 || p.groups != x.size(1)) && isa() != nullptr && w.size(2) > 0 && w.size(3) > 0;
+         p.dil_w == 1 && (p.groups == 1 || p.groups != x.size(1)) && detail::direct_isa() != nullptr && w.size(2) > 0 &&
+         w.size(3) > 0;
 }
 
 bool direct_weight_grad_pays(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {
-  return direct_conv_applies(x, w, p) && (isa()->lanes == detail::kDirectLanesAvx512 || w.size(1) == 1);
+  return direct_conv_applies(x, w, p) && (detail::direct_isa()->lanes == detail::kDirectLanesAvx512 || w.size(1) > 1);
 }
 
 bool direct_conv_backward_input_applies(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {
@@ -170,7 +153,7 @@ bool direct_conv_backward_input_applies(const Tensor& x, const Tensor& w, const 
 
 void direct_conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w_, const Tensor& b_,
                            const kernels::Conv2dParams& p) {
-  const Isa* k = isa();
+  const detail::DirectIsa* k = detail::direct_isa();
   MDL_CHECK(k, "direct_conv2d_forward: no direct kernel for this CPU or setting");
   const Tensor w = kernels::contiguous(w_), b = b_.defined() ? kernels::contiguous(b_) : b_;
   const int64_t G = p.groups, cog = w.size(0) / G, cig = w.size(1), kk = w.size(2) * w.size(3);
@@ -199,94 +182,12 @@ void direct_conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w_,
   job.run();
 }
 
-// grad_w[co, c, ki, kj] = sum over (n, oh, ow) of grad_out[n, co, oh, ow] x[n, c, oh + ki - ph, ow + kj - pw].
-// The input is copied once per kernel column, shifted, so that the loop's loads are aligned.
-void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& go_, const Tensor& x,
-                                   const kernels::Conv2dParams& p) {
-  const Isa* k = isa();
-  MDL_CHECK(k, "direct_conv2d_backward_weight: no direct kernel for this CPU or setting");
-  const Tensor go = kernels::contiguous(go_);
-  const int64_t N = x.size(0), C = x.size(1), G = p.groups, Cout = go.size(1), Ho = go.size(2), Wo = go.size(3);
-  const float* gop = go.data_ptr<float>();
-  if (gb.defined()) {
-    float* gbp = gb.data_ptr<float>();
-    parallel_for(0, Cout, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N * Ho * Wo, 1)),
-                 [&](int64_t c0, int64_t c1) {
-                   for (int64_t co = c0; co < c1; ++co) {
-                     double s = 0;
-                     for (int64_t n = 0; n < N; ++n) s += plane_sum(gop + (n * Cout + co) * Ho * Wo, Ho * Wo);
-                     gbp[co] = float(s);
-                   }
-                 });
-  }
-  if (!gw.defined()) return;
-  const int64_t kh = gw.size(2), kw = gw.size(3), cig = C / G, cog = Cout / G, kk = kh * kw;
-  const Job job{*k,
-                static_cast<const float*>(x.raw_data()),
-                {x.stride(0), x.stride(1), x.stride(2), x.stride(3)},
-                N,
-                C,
-                x.size(2),
-                x.size(3),
-                G,
-                kh,
-                kw,
-                p.pad_h,
-                p.pad_w,
-                nullptr,
-                nullptr,
-                nullptr,
-                Cout,
-                Ho,
-                Wo};
-  float* gwp = gw.data_ptr<float>();
-  std::fill(gwp, gwp + gw.numel(), 0.0f);
-  // Item i: input channel i / pairs (all groups' channels in a row) against the pair of output
-  // channels i % pairs. Each thread copies the channels its items read into its own buffer, a
-  // block of samples at a time (the block sized for all C channels, so that the sums run in the
-  // same order whatever the thread count). The copies and samples sit one and two cache lines
-  // past a whole number of planes apart: planes are often a multiple of 4 KiB, and at such
-  // distances every copy of a row would share one L1 set.
-  const int64_t wq = (Wo + k->lanes - 1) / k->lanes * k->lanes, plane = job.hp() * wq;
-  const int64_t block = std::clamp<int64_t>((int64_t(512) << 10) / (kw * C * plane * int64_t(sizeof(float))), 1, N);
-  constexpr int64_t R = detail::kWeightGradChannels;
-  const int64_t pairs = (cog + R - 1) / R;
-  parallel_for(0, C * pairs, 1, [&](int64_t i0, int64_t i1) {
-    const int64_t ch0 = i0 / pairs, ch1 = (i1 - 1) / pairs + 1;
-    const int64_t shifted = (ch1 - ch0) * plane + 16, sample = kw * shifted + 32;
-    std::vector<float> storage(size_t(block * sample + 16));
-    float* buf = storage.data() + (16 - reinterpret_cast<uintptr_t>(storage.data()) / sizeof(float) % 16) % 16;
-    for (int64_t n0 = 0; n0 < N; n0 += block) {
-      const int64_t nb = std::min(block, N - n0);
-      for (int64_t b = 0; b < nb; ++b)
-        for (int64_t kj = 0; kj < kw; ++kj) job.pad(n0 + b, buf + b * sample + kj * shifted, wq, kj, ch0, ch1);
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t ch = i / pairs, g = ch / cig, co = i % pairs * R;
-        const detail::DirectConvWeightGrad a{buf + (ch - ch0) * plane,
-                                             wq,
-                                             shifted,
-                                             sample,
-                                             gop + (n0 * Cout + g * cog) * Ho * Wo,
-                                             Cout * Ho * Wo,
-                                             Ho,
-                                             Wo,
-                                             nb,
-                                             cig,
-                                             kh,
-                                             kw,
-                                             gwp + g * cog * cig * kk};
-        k->weight_grad(a, co, int(std::min(R, cog - co)), ch % cig);
-      }
-    }
-  });
-}
-
 // grad_x[n, c, ih, iw] = sum over (co, ki, kj) of w[co, c, ki, kj] grad_out[n, co, ih + ph - ki, iw + pw - kj]:
 // a stride-1 conv of grad_out with w flipped in both spatial axes and its channel axes swapped
 // per group, padded by k - 1 - pad.
 void direct_conv2d_backward_input(const Tensor& gx, const Tensor& go, const Tensor& w_,
                                   const kernels::Conv2dParams& p) {
-  const Isa* k = isa();
+  const detail::DirectIsa* k = detail::direct_isa();
   MDL_CHECK(k, "direct_conv2d_backward_input: no direct kernel for this CPU or setting");
   const Tensor w = kernels::contiguous(w_);
   const int64_t Cout = w.size(0), cig = w.size(1), kh = w.size(2), kw = w.size(3), G = p.groups, cog = Cout / G;

@@ -26,10 +26,11 @@ void direct_conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w, 
 // direct_conv_applies to.
 void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& go, const Tensor& x,
                                    const kernels::Conv2dParams& p);
-// Whether conv2d_backward computes the weight gradient with the direct loop: on AVX-512 (32
-// registers hold its 2 channels x 9 taps), or with one input channel per group. The AVX2 loop,
-// with 16 registers, splits the taps and re-reads its rows: on a Zen 3 im2col + GEMM took 14.7 ms
-// where it took 24.6 (SimpleCNN's second conv), 33.2 against 43.5 (a ResNet 3x3 64 -> 64).
+// Whether conv2d_backward computes the weight gradient with the direct loop
+// (cpu/conv_weight_grad.cpp): on AVX-512, or with several input channels per group. With one,
+// an AVX2 tile holds 8 output channels, and transposing grad_out costs as much as its FMAs: on an
+// Ice Lake forced to AVX2, SimpleCNN's first conv took 4.2 ms there against im2col's 2.9, its
+// second 10.1 against 16.5.
 bool direct_weight_grad_pays(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p);
 // grad_x (N, Cin, H, W) contiguous from grad_out; needs the padding at most the kernel size - 1.
 bool direct_conv_backward_input_applies(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p);
@@ -59,24 +60,41 @@ void direct_conv_plane_avx2(const DirectConvPlane& a, int64_t co0, int64_t co1);
 inline constexpr int kDirectLanesAvx512 = 16, kDirectLanesAvx2 = 8;
 inline constexpr int kDirectChannelsAvx512 = 4, kDirectChannelsAvx2 = 3;
 
-// A block of samples for the weight gradient of one input channel c (the kernels' argument) of
-// one group. xp: the channel's zero-padded rows as in DirectConvPlane, kw times over, the copy
-// for kernel column kj `shifted` floats after the first and moved left by kj columns, so that
-// every row load is aligned (wq a whole number of vectors, rows 64-byte aligned); sample n's
-// copies at xp + n * xp_sample. go: the group's first output channel of sample 0, (samples, .,
-// ho, wo) with go_sample floats per sample. gw: the group's (cout, cin, kh, kw), accumulated into.
-struct DirectConvWeightGrad {
+// One tile of the weight gradient as an implicit GEMM (cpu/conv_weight_grad_impl.h), lanes over
+// output channels. gt: the group's output gradient transposed, sample n's pixel p (of ho * wo)
+// and output channel co at gt[(n * ho * wo + p) * cop + co], cop the group's output channels
+// rounded up to whole vectors (zeros past them). xp: the tile's input channel, sample n's
+// zero-padded plane at xp + n * xp_sample, rows wp floats apart (input pixel (ih, iw) at (ih +
+// pad_h, iw + pad_w)). acc: the channel's grad_w^T rows, tap t's at acc + t * cop, added to.
+struct WeightGradTile {
+  const float* gt;
+  int64_t cop;
   const float* xp;
-  int64_t wq, shifted, xp_sample;
-  const float* go;
-  int64_t go_sample, ho, wo;
-  int64_t samples, cin, kh, kw;
-  float* gw;
+  int64_t xp_sample, wp;
+  int64_t ho, wo, kh, kw;
+  int64_t n0, n1;  // the samples summed
+  float* acc;
 };
-// grad_w[co + i, c] for i < r, r at most weight_grad_channels (avx512: 2, avx2: 2).
-void direct_conv_weight_grad_avx512(const DirectConvWeightGrad& a, int64_t co, int r, int64_t c);
-void direct_conv_weight_grad_avx2(const DirectConvWeightGrad& a, int64_t co, int r, int64_t c);
-inline constexpr int kWeightGradChannels = 2;
+// k taps from t0 (k at most kWeightGradTaps), nv vectors of output channels from co (nv at most
+// the ISA's kWeightGradVectors).
+void weight_grad_gemm_avx512(const WeightGradTile& a, int64_t t0, int k, int64_t co, int nv);
+void weight_grad_gemm_avx2(const WeightGradTile& a, int64_t t0, int k, int64_t co, int nv);
+inline constexpr int kWeightGradTaps = 9;
+// dst[q * dst_stride + r] = src[r * cols + q] for r < rows, q < cols (AVX, for both ISAs' drivers).
+void transpose_rows_avx2(const float* src, int64_t rows, int64_t cols, float* dst, int64_t dst_stride);
+inline constexpr int kWeightGradVectorsAvx512 = 2, kWeightGradVectorsAvx2 = 1;
+
+// The loops the direct path runs on this CPU now, following the GEMM kernel choice (so
+// ScopedGemmKernel and the avx512_gemm switch reach them too): null for the scalar and AMX
+// kernels, or with the direct_conv switch off.
+struct DirectIsa {
+  void (*plane)(const DirectConvPlane&, int64_t, int64_t);
+  void (*weight_grad)(const WeightGradTile&, int64_t, int, int64_t, int);
+  int64_t lanes, channels;  // a vector's floats; the output channels a forward tile packs together
+  int weight_grad_vectors;  // the most vectors of output channels a weight-gradient tile holds
+  const char* name;
+};
+const DirectIsa* direct_isa();
 
 }  // namespace detail
 

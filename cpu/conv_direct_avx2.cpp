@@ -1,6 +1,6 @@
 // The direct convolution's AVX2 loops: 8-float columns; forward 3 channels x 3 rows of
 // accumulators (9 of the 16 ymm registers, with the weights and a row beside them), weight
-// gradient 2 channels x 5 taps (10). This file alone is compiled for AVX2 and FMA (by pragma,
+// gradient 9 taps x 8 output channels (9). This file alone is compiled for AVX2 and FMA (by pragma,
 // GCC's or clang's).
 #include "cpu/conv_direct.h"
 
@@ -14,34 +14,62 @@
 #endif
 
 #include "cpu/conv_direct_impl.h"
+#include "cpu/conv_weight_grad_impl.h"
 
 namespace mdl::cpu::detail {
 
 namespace {
 struct Avx2 {
   using reg = __m256;
-  static constexpr int L = 8, RMAX = 3, SMAX = 3, GR = kWeightGradChannels, GT = 5;
+  static constexpr int L = 8, RMAX = 3, SMAX = 3, NVMAX = kWeightGradVectorsAvx2;
   static reg load(const float* p) { return _mm256_loadu_ps(p); }
   static reg set1(float f) { return _mm256_set1_ps(f); }
   static reg fma(reg a, reg b, reg c) { return _mm256_fmadd_ps(a, b, c); }
+  static reg add(reg a, reg b) { return _mm256_add_ps(a, b); }
   static void store(float* p, reg v) { _mm256_storeu_ps(p, v); }
   static __m256i first(int n) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   }
   static void store_first(float* p, reg v, int n) { _mm256_maskstore_ps(p, first(n), v); }
   static reg load_first(const float* p, int n) { return _mm256_maskload_ps(p, first(n)); }
-  static float sum(reg v) {
-    const __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    const __m128 q = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
-  }
 };
 static_assert(Avx2::L == kDirectLanesAvx2);
 }  // namespace
 
 void direct_conv_plane_avx2(const DirectConvPlane& a, int64_t co0, int64_t co1) { direct_plane<Avx2>(a, co0, co1); }
-void direct_conv_weight_grad_avx2(const DirectConvWeightGrad& a, int64_t co, int r, int64_t c) {
-  weight_grad<Avx2>(a, co, r, c);
+void weight_grad_gemm_avx2(const WeightGradTile& a, int64_t t0, int k, int64_t co, int nv) {
+  weight_grad_gemm<Avx2>(a, t0, k, co, nv);
+}
+
+// 8 x 8 blocks, each 8 row loads, three rounds of shuffles and 8 column stores; the edges
+// element by element.
+void transpose_rows_avx2(const float* src, int64_t rows, int64_t cols, float* dst, int64_t dst_stride) {
+  int64_t r = 0;
+  for (; r + 8 <= rows; r += 8) {
+    int64_t q = 0;
+    for (; q + 8 <= cols; q += 8) {
+      __m256 v[8], t[8];
+      for (int i = 0; i < 8; ++i) v[i] = _mm256_loadu_ps(src + (r + i) * cols + q);
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(v[i], v[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(v[i], v[i + 1]);
+      }
+      for (int i = 0; i < 8; i += 4) {
+        v[i] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        v[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        v[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        v[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], _MM_SHUFFLE(3, 2, 3, 2));
+      }
+      for (int i = 0; i < 4; ++i) {
+        _mm256_storeu_ps(dst + (q + i) * dst_stride + r, _mm256_permute2f128_ps(v[i], v[i + 4], 0x20));
+        _mm256_storeu_ps(dst + (q + i + 4) * dst_stride + r, _mm256_permute2f128_ps(v[i], v[i + 4], 0x31));
+      }
+    }
+    for (; q < cols; ++q)
+      for (int64_t i = r; i < r + 8; ++i) dst[q * dst_stride + i] = src[i * cols + q];
+  }
+  for (; r < rows; ++r)
+    for (int64_t q = 0; q < cols; ++q) dst[q * dst_stride + r] = src[r * cols + q];
 }
 
 }  // namespace mdl::cpu::detail
@@ -54,6 +82,7 @@ void direct_conv_weight_grad_avx2(const DirectConvWeightGrad& a, int64_t co, int
 #include <cstdlib>
 namespace mdl::cpu::detail {
 void direct_conv_plane_avx2(const DirectConvPlane&, int64_t, int64_t) { std::abort(); }  // never chosen here
-void direct_conv_weight_grad_avx2(const DirectConvWeightGrad&, int64_t, int, int64_t) { std::abort(); }
+void weight_grad_gemm_avx2(const WeightGradTile&, int64_t, int, int64_t, int) { std::abort(); }
+void transpose_rows_avx2(const float*, int64_t, int64_t, float*, int64_t) { std::abort(); }
 }  // namespace mdl::cpu::detail
 #endif

@@ -1,5 +1,5 @@
 // The direct convolution's AVX-512 loops: 16-float columns; forward 4 channels x 6 rows of
-// accumulators (24 of the 32 zmm registers), weight gradient 2 channels x 9 taps (18). This file
+// accumulators (24 of the 32 zmm registers), weight gradient 9 taps x 32 output channels (18). This file
 // alone is compiled for AVX-512F (by pragma, GCC's or clang's).
 #include "cpu/conv_direct.h"
 
@@ -13,34 +13,28 @@
 #endif
 
 #include "cpu/conv_direct_impl.h"
+#include "cpu/conv_weight_grad_impl.h"
 
 namespace mdl::cpu::detail {
 
 namespace {
 struct Avx512 {
   using reg = __m512;
-  static constexpr int L = 16, RMAX = 4, SMAX = 6, GR = kWeightGradChannels, GT = 9;
+  static constexpr int L = 16, RMAX = 4, SMAX = 6, NVMAX = kWeightGradVectorsAvx512;
   static reg load(const float* p) { return _mm512_loadu_ps(p); }
   static reg set1(float f) { return _mm512_set1_ps(f); }
   static reg fma(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
+  static reg add(reg a, reg b) { return _mm512_add_ps(a, b); }
   static void store(float* p, reg v) { _mm512_storeu_ps(p, v); }
   static reg load_first(const float* p, int n) { return _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p); }
-  // The masked forms name every source: the plain ones (and _mm512_reduce_add_ps) pass GCC 12's
-  // -Wuninitialized an undefined vector.
-  static float sum(reg v) {
-    __m512 t = _mm512_add_ps(v, _mm512_mask_shuffle_f32x4(v, 0xFFFF, v, v, _MM_SHUFFLE(1, 0, 3, 2)));
-    t = _mm512_add_ps(t, _mm512_mask_shuffle_f32x4(t, 0xFFFF, t, t, _MM_SHUFFLE(2, 3, 0, 1)));
-    const __m128 h = _mm512_mask_extractf32x4_ps(_mm_setzero_ps(), 0xF, t, 0), q = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    return _mm_cvtss_f32(_mm_add_ss(q, _mm_movehdup_ps(q)));
-  }
   static void store_first(float* p, reg v, int n) { _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), v); }
 };
 static_assert(Avx512::L == kDirectLanesAvx512);
 }  // namespace
 
 void direct_conv_plane_avx512(const DirectConvPlane& a, int64_t co0, int64_t co1) { direct_plane<Avx512>(a, co0, co1); }
-void direct_conv_weight_grad_avx512(const DirectConvWeightGrad& a, int64_t co, int r, int64_t c) {
-  weight_grad<Avx512>(a, co, r, c);
+void weight_grad_gemm_avx512(const WeightGradTile& a, int64_t t0, int k, int64_t co, int nv) {
+  weight_grad_gemm<Avx512>(a, t0, k, co, nv);
 }
 
 }  // namespace mdl::cpu::detail
@@ -53,6 +47,6 @@ void direct_conv_weight_grad_avx512(const DirectConvWeightGrad& a, int64_t co, i
 #include <cstdlib>
 namespace mdl::cpu::detail {
 void direct_conv_plane_avx512(const DirectConvPlane&, int64_t, int64_t) { std::abort(); }  // never chosen here
-void direct_conv_weight_grad_avx512(const DirectConvWeightGrad&, int64_t, int, int64_t) { std::abort(); }
+void weight_grad_gemm_avx512(const WeightGradTile&, int64_t, int, int64_t, int) { std::abort(); }
 }  // namespace mdl::cpu::detail
 #endif

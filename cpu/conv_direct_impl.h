@@ -4,8 +4,7 @@
 // A tile is R output channels x S output rows x one L-wide chunk of columns, held in R*S vector
 // accumulators that start at the bias; each (c, ki, kj) step broadcasts R weights and loads S
 // shifted input rows from the zero-padded sample, so no column matrix is ever built. The weight
-// gradient's loop holds output channels x kernel taps instead, each accumulator a vector of
-// partial sums over pixels, added up across lanes at the end.
+// gradient has its own tile, cpu/conv_weight_grad_impl.h.
 #pragma once
 #include <cstdint>
 
@@ -15,9 +14,9 @@ namespace mdl::cpu::detail {
 
 #define MDL_DIRECT_INLINE [[gnu::always_inline]] inline
 
-// V: using reg; L (lanes); RMAX, SMAX (the largest forward tile its registers hold); GR, GT (the
-// weight gradient's channels x taps); load(p), load_first(p, n) (lanes from n on zero),
-// set1(f), fma(a, b, c) = a * b + c, store(p, v), store_first(p, v, n) (n < L lanes), sum(v).
+// V: using reg; L (lanes); RMAX, SMAX (the largest forward tile its registers hold); load(p),
+// load_first(p, n) (lanes from n on zero), set1(f), fma(a, b, c) = a * b + c, store(p, v),
+// store_first(p, v, n) (n < L lanes).
 //
 // Forward tile: out[co + r, oh + s, ow .. ow + L) for r < R, s < S. a.w is packed by channel
 // block: w[((co / RMAX * cin + c) * kh + ki) * kw + kj) * RMAX + r], so one step's R weights are
@@ -121,148 +120,6 @@ void direct_plane(const DirectConvPlane& plane, int64_t co0, int64_t co1) {
       a.c1 = a.cin - a.c0 < channels ? a.cin : a.c0 + channels;
       for (int64_t co = co0; co < co1; co += V::RMAX) direct_block<V>(a, co, co1, rows(rb), rows(rb + 1) - rows(rb));
     }
-}
-
-// grad_w[co + r, c, t0 + t] += sum over samples and output pixels of grad_out[co + r] times the
-// input channel c shifted by tap t0 + t, for r < R, t < T: R x T accumulators, each (row, column
-// chunk) step loading R gradient rows (zero past the row's end) and T input rows, each from the
-// copy of the input shifted by its tap's column, so that every load is aligned.
-template <class V, int R, int T>
-void weight_grad_tile(const DirectConvWeightGrad& a, int64_t co, int64_t c, int64_t t0) {
-  using reg = typename V::reg;
-  reg acc[R][T];
-  int64_t off[T];
-#pragma GCC unroll 9
-  for (int t = 0; t < T; ++t) {
-    off[t] = (t0 + t) / a.kw * a.wq + (t0 + t) % a.kw * a.shifted;
-#pragma GCC unroll 3
-    for (int r = 0; r < R; ++r) acc[r][t] = V::set1(0.0f);
-  }
-  const int64_t hw = a.ho * a.wo;
-  for (int64_t n = 0; n < a.samples; ++n) {
-    const float* g = a.go + n * a.go_sample + co * hw;
-    const float* x = a.xp + n * a.xp_sample;
-    for (int64_t oh = 0; oh < a.ho; ++oh)
-      for (int64_t ow = 0; ow < a.wo; ow += V::L) {
-        const int64_t left = a.wo - ow;
-        reg d[R];
-#pragma GCC unroll 3
-        for (int r = 0; r < R; ++r) {
-          const float* gr = g + r * hw + oh * a.wo + ow;
-          d[r] = left >= V::L ? V::load(gr) : V::load_first(gr, int(left));
-        }
-        const float* xr = x + oh * a.wq + ow;
-#pragma GCC unroll 9
-        for (int t = 0; t < T; ++t) {
-          const reg xv = V::load(xr + off[t]);
-#pragma GCC unroll 3
-          for (int r = 0; r < R; ++r) acc[r][t] = V::fma(d[r], xv, acc[r][t]);
-        }
-      }
-  }
-  const int64_t kk = a.kh * a.kw;
-#pragma GCC unroll 3
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 9
-    for (int t = 0; t < T; ++t) a.gw[((co + r) * a.cin + c) * kk + t0 + t] += V::sum(acc[r][t]);
-}
-
-// Output rows [oh, oh + U) of one column chunk for a 3x3 kernel: the U + 2 input rows they
-// share are loaded once per kernel column and feed every (row, tap) pair that reads them.
-template <class V, int R, int U>
-MDL_DIRECT_INLINE void weight_grad_rows_3x3(const DirectConvWeightGrad& a, typename V::reg (&acc)[R][9], const float* g,
-                                            const float* x, int64_t hw, int64_t ow) {
-  using reg = typename V::reg;
-  const int64_t left = a.wo - ow;
-  reg d[U][R];
-#pragma GCC unroll 2
-  for (int u = 0; u < U; ++u)
-#pragma GCC unroll 3
-    for (int r = 0; r < R; ++r) {
-      const float* gr = g + r * hw + u * a.wo + ow;
-      d[u][r] = left >= V::L ? V::load(gr) : V::load_first(gr, int(left));
-    }
-#pragma GCC unroll 4
-  for (int j = 0; j < U + 2; ++j)
-#pragma GCC unroll 3
-    for (int kj = 0; kj < 3; ++kj) {
-      reg xv = V::load(x + j * a.wq + ow + kj * a.shifted);
-      asm("" : "+v"(xv));  // one load per row, not one per FMA folded into it
-#pragma GCC unroll 2
-      for (int u = 0; u < U; ++u) {
-        const int ki = j - u;
-        if (ki < 0 || ki > 2) continue;
-#pragma GCC unroll 3
-        for (int r = 0; r < R; ++r) acc[r][ki * 3 + kj] = V::fma(d[u][r], xv, acc[r][ki * 3 + kj]);
-      }
-    }
-}
-
-// The same for a 3x3 kernel, all nine taps at once, two output rows per step.
-template <class V, int R>
-void weight_grad_tile_3x3(const DirectConvWeightGrad& a, int64_t co, int64_t c) {
-  using reg = typename V::reg;
-  reg acc[R][9];
-#pragma GCC unroll 3
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 9
-    for (int t = 0; t < 9; ++t) acc[r][t] = V::set1(0.0f);
-  const int64_t hw = a.ho * a.wo;
-  for (int64_t n = 0; n < a.samples; ++n) {
-    const float* g = a.go + n * a.go_sample + co * hw;
-    const float* x = a.xp + n * a.xp_sample;
-    int64_t oh = 0;
-    for (; oh + 2 <= a.ho; oh += 2)
-      for (int64_t ow = 0; ow < a.wo; ow += V::L)
-        weight_grad_rows_3x3<V, R, 2>(a, acc, g + oh * a.wo, x + oh * a.wq, hw, ow);
-    if (oh < a.ho)
-      for (int64_t ow = 0; ow < a.wo; ow += V::L)
-        weight_grad_rows_3x3<V, R, 1>(a, acc, g + oh * a.wo, x + oh * a.wq, hw, ow);
-  }
-#pragma GCC unroll 3
-  for (int r = 0; r < R; ++r)
-#pragma GCC unroll 9
-    for (int t = 0; t < 9; ++t) a.gw[((co + r) * a.cin + c) * 9 + t] += V::sum(acc[r][t]);
-}
-
-template <class V, int R>
-void weight_grad_taps(const DirectConvWeightGrad& a, int64_t co, int64_t c) {
-  static_assert(V::GT >= 1 && V::GT <= 9);
-  if constexpr (V::GT == 9)
-    if (a.kh == 3 && a.kw == 3) return weight_grad_tile_3x3<V, R>(a, co, c);
-  const int64_t kk = a.kh * a.kw;
-  for (int64_t t0 = 0; t0 < kk; t0 += V::GT) {
-    const int64_t t = kk - t0 < V::GT ? kk - t0 : V::GT;
-    switch (t) {
-#define MDL_TAPS_CASE(n)                                               \
-  case n:                                                              \
-    if constexpr (V::GT >= n) weight_grad_tile<V, R, n>(a, co, c, t0); \
-    break;
-      MDL_TAPS_CASE(1)
-      MDL_TAPS_CASE(2)
-      MDL_TAPS_CASE(3)
-      MDL_TAPS_CASE(4)
-      MDL_TAPS_CASE(5)
-      MDL_TAPS_CASE(6)
-      MDL_TAPS_CASE(7)
-      MDL_TAPS_CASE(8)
-      MDL_TAPS_CASE(9)
-#undef MDL_TAPS_CASE
-    }
-  }
-}
-
-// Channels [co, co + r) (r <= GR) against input channel c, every tap.
-template <class V>
-void weight_grad(const DirectConvWeightGrad& a, int64_t co, int r, int64_t c) {
-  static_assert(V::GR >= 1 && V::GR <= 3);
-  if (r >= 3) {
-    if constexpr (V::GR >= 3) return weight_grad_taps<V, 3>(a, co, c);
-  }
-  if (r >= 2) {
-    if constexpr (V::GR >= 2) return weight_grad_taps<V, 2>(a, co, c);
-  }
-  weight_grad_taps<V, 1>(a, co, c);
 }
 
 }  // namespace mdl::cpu::detail

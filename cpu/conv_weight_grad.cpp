@@ -1,0 +1,161 @@
+// The direct path's weight gradient as an implicit GEMM: grad_out is transposed once per call into
+// pixel-major rows of output channels and the input zero-padded (both in parallel), then tiles
+// of (input channel, taps, output channels) accumulate grad_w^T in registers
+// (cpu/conv_weight_grad_impl.h), over blocks of samples whose rows stay in L2 while every tile of
+// the thread passes over them. Each tile sums its pixels in one fixed order, whatever the thread
+// count: convs with few tiles split the batch into a fixed number of chunks, whose partial sums
+// are added in chunk order.
+#include <algorithm>
+#include <cstring>
+
+#include "cpu/conv_direct.h"
+#include "kernels/views.h"
+#include "tensor/allocator.h"
+#include "tensor/error.h"
+#include "tensor/parallel.h"
+
+namespace mdl::cpu {
+
+namespace {
+
+// One call's scratch, from the CPU allocator (whose cache hands large blocks back to the next call
+// instead of page-faulting fresh memory).
+class Scratch {
+ public:
+  explicit Scratch(int64_t floats)
+      : bytes_(size_t(std::max<int64_t>(floats, 1)) * sizeof(float)),
+        p_(static_cast<float*>(cpu_allocator()->allocate(bytes_))) {}
+  ~Scratch() { cpu_allocator()->deallocate(p_, bytes_); }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  float* get() const { return p_; }
+
+ private:
+  size_t bytes_;
+  float* p_;
+};
+
+// Sum of n floats in vector lanes (a single running sum would wait on each add's latency).
+double plane_sum(const float* p, int64_t n) {
+  float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+  for (int64_t i = 0; i < n; ++i) s += p[i];
+  return double(s);
+}
+
+// Fewer tiles than this split the batch into chunks, so that every thread has work.
+constexpr int64_t kMinItems = 16;
+// The bytes of transposed gradient and padded input a block of samples may take (half of L2).
+constexpr int64_t kBlockBytes = int64_t(512) << 10;
+
+}  // namespace
+
+// grad_w[co, c, ki, kj] = sum over (n, oh, ow) of grad_out[n, co, oh, ow] x[n, c, oh + ki - ph, ow + kj - pw].
+void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Tensor& go_, const Tensor& x,
+                                   const kernels::Conv2dParams& p) {
+  const detail::DirectIsa* isa = detail::direct_isa();
+  MDL_CHECK(isa, "direct_conv2d_backward_weight: no direct kernel for this CPU or setting");
+  const Tensor go = kernels::contiguous(go_);
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), G = p.groups;
+  const int64_t Cout = go.size(1), Ho = go.size(2), Wo = go.size(3), P = Ho * Wo;
+  const float* gop = go.data_ptr<float>();
+  if (gb.defined()) {
+    float* gbp = gb.data_ptr<float>();
+    parallel_for(0, Cout, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N * P, 1)), [&](int64_t c0, int64_t c1) {
+      for (int64_t co = c0; co < c1; ++co) {
+        double s = 0;
+        for (int64_t n = 0; n < N; ++n) s += plane_sum(gop + (n * Cout + co) * P, P);
+        gbp[co] = float(s);
+      }
+    });
+  }
+  if (!gw.defined()) return;
+  const int64_t kh = gw.size(2), kw = gw.size(3), kk = kh * kw, cig = C / G, cog = Cout / G;
+  const int64_t L = isa->lanes, cop = (cog + L - 1) / L * L, cob_floats = isa->weight_grad_vectors * L;
+  const int64_t hp = H + 2 * p.pad_h, wp = W + 2 * p.pad_w, plane = hp * wp;  // stride 1: Ho + kh - 1 rows
+
+  // Tile t: group g, input channel c, taps [tg * 9, ..), output channels [cb * cob_floats, ..):
+  // t = ((g * cig + c) * tap_groups + tg) * co_blocks + cb.
+  const int64_t tap_groups = (kk + detail::kWeightGradTaps - 1) / detail::kWeightGradTaps;
+  const int64_t co_blocks = (cop + cob_floats - 1) / cob_floats, tiles = G * cig * tap_groups * co_blocks;
+  const int64_t chunks = std::clamp<int64_t>((kMinItems + tiles - 1) / tiles, 1, N);
+  const int64_t acc_size = G * cig * kk * cop;  // grad_w^T[g][c][t][co]
+  Scratch acc_buf(chunks * acc_size);
+  float* acc = acc_buf.get();
+  std::fill(acc, acc + chunks * acc_size, 0.0f);
+  const int64_t block = std::clamp<int64_t>(kBlockBytes / ((G * P * cop + C * plane) * int64_t(sizeof(float))), 1, N);
+  const float* xd = static_cast<const float*>(x.raw_data());
+  const int64_t xs0 = x.stride(0), xs1 = x.stride(1), xs2 = x.stride(2), xs3 = x.stride(3);
+  parallel_for(0, chunks * tiles, 1, [&](int64_t i0, int64_t i1) {
+    // The thread's input channels, and its copies of a block of samples: gt[g][b][p][co] =
+    // grad_out[n0 + b, g * cog + co, p] (zero for co >= cog), xp[b][c - c_lo] = x[n0 + b, c] zero-padded.
+    const int64_t c_lo = i1 - i0 >= tiles ? 0 : i0 % tiles / co_blocks / tap_groups;
+    const int64_t c_hi = i1 - i0 >= tiles ? G * cig : (i1 - 1) % tiles / co_blocks / tap_groups + 1;
+    const int64_t chans = c_lo < c_hi ? c_hi - c_lo : G * cig;
+    const int64_t c0 = c_lo < c_hi ? c_lo : 0;
+    Scratch gt_buf(block * G * P * cop), xp_buf(block * chans * plane);
+    float *gt = gt_buf.get(), *xp = xp_buf.get();
+    for (int64_t ch = i0 / tiles; ch * tiles < i1; ++ch) {
+      const int64_t ta = std::max(i0, ch * tiles) - ch * tiles, tb = std::min(i1, (ch + 1) * tiles) - ch * tiles;
+      const int64_t s0 = N * ch / chunks, s1 = N * (ch + 1) / chunks;
+      for (int64_t n0 = s0; n0 < s1; n0 += block) {
+        const int64_t nb = std::min(block, s1 - n0);
+        for (int64_t g = 0; g < G; ++g)
+          for (int64_t b = 0; b < nb; ++b) {
+            float* dst = gt + (g * nb + b) * P * cop;
+            detail::transpose_rows_avx2(gop + ((n0 + b) * Cout + g * cog) * P, cog, P, dst, cop);
+            if (cop > cog)
+              for (int64_t q = 0; q < P; ++q) std::fill(dst + q * cop + cog, dst + (q + 1) * cop, 0.0f);
+          }
+        for (int64_t b = 0; b < nb; ++b)
+          for (int64_t c = c0; c < c0 + chans; ++c) {
+            float* dst = xp + (b * chans + c - c0) * plane;
+            std::fill(dst, dst + plane, 0.0f);
+            const float* src = xd + (n0 + b) * xs0 + c * xs1;
+            for (int64_t ih = 0; ih < H; ++ih) {
+              float* row = dst + (ih + p.pad_h) * wp + p.pad_w;
+              const float* s = src + ih * xs2;
+              if (xs3 == 1) std::memcpy(row, s, size_t(W) * sizeof(float));
+              else
+                for (int64_t iw = 0; iw < W; ++iw) row[iw] = s[iw * xs3];
+            }
+          }
+        for (int64_t t = ta; t < tb; ++t) {
+          const int64_t cb = t % co_blocks, tg = t / co_blocks % tap_groups, gc = t / co_blocks / tap_groups;
+          const int64_t g = gc / cig, t0 = tg * detail::kWeightGradTaps, co = cb * cob_floats;
+          const detail::WeightGradTile a{gt + g * nb * P * cop,
+                                         cop,
+                                         xp + (gc - c0) * plane,
+                                         chans * plane,
+                                         wp,
+                                         Ho,
+                                         Wo,
+                                         kh,
+                                         kw,
+                                         0,
+                                         nb,
+                                         acc + ch * acc_size + gc * kk * cop};
+          isa->weight_grad(a, t0, int(std::min<int64_t>(detail::kWeightGradTaps, kk - t0)), co,
+                           int(std::min<int64_t>(isa->weight_grad_vectors, (cop - co) / L)));
+        }
+      }
+    }
+  });
+
+  // grad_w[g * cog + co, c, t] = the chunks' grad_w^T[g][c][t][co], added in chunk order.
+  float* gwp = gw.data_ptr<float>();
+  parallel_for(0, G * cog, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(cig * kk * chunks, 1)),
+               [&](int64_t o0, int64_t o1) {
+                 for (int64_t o = o0; o < o1; ++o) {
+                   const int64_t g = o / cog, co = o % cog;
+                   for (int64_t r = 0; r < cig * kk; ++r) {
+                     const float* src = acc + (g * cig * kk + r) * cop + co;
+                     float s = 0.0f;
+                     for (int64_t ch = 0; ch < chunks; ++ch) s += src[ch * acc_size];
+                     gwp[o * cig * kk + r] = s;
+                   }
+                 }
+               });
+}
+
+}  // namespace mdl::cpu
