@@ -60,6 +60,28 @@ void direct_conv_plane_avx2(const DirectConvPlane& a, int64_t co0, int64_t co1);
 inline constexpr int kDirectLanesAvx512 = 16, kDirectLanesAvx2 = 8;
 inline constexpr int kDirectChannelsAvx512 = 4, kDirectChannelsAvx2 = 3;
 
+// The other forward tile, for convs with several input and output channels per group
+// (cpu/conv_gemm_impl.h): an implicit GEMM with lanes over output channels, one output row of a
+// sample and group. xp: as in DirectConvPlane, rows wq floats apart. wt: the group's packed
+// weights, input channel c's tap t at row c * kh * kw + t of cop floats (output channels, cop
+// rounded up to whole vectors, zeros past them). bias: cop floats, or null. out: the group's
+// output for the sample transposed, pixel p = oh * wo + ow's cop channels at out + p * cop.
+struct ConvGemmRow {
+  const float* xp;
+  int64_t plane, wq;
+  const float* wt;
+  int64_t cop, cin, kh, kw;
+  const float* bias;
+  float* out;
+  int64_t wo;
+};
+// k pixels from (oh, ow0) (k at most the ISA's kConvRowPixels), nv vectors of output channels from
+// co (nv at most its kConvRowVectors).
+void conv_gemm_row_avx512(const ConvGemmRow& a, int64_t oh, int64_t ow0, int k, int64_t co, int nv);
+void conv_gemm_row_avx2(const ConvGemmRow& a, int64_t oh, int64_t ow0, int k, int64_t co, int nv);
+inline constexpr int kConvRowPixelsAvx512 = 8, kConvRowVectorsAvx512 = 2;
+inline constexpr int kConvRowPixelsAvx2 = 8, kConvRowVectorsAvx2 = 1;
+
 // One tile of the weight gradient as an implicit GEMM (cpu/conv_weight_grad_impl.h), lanes over
 // output channels. gt: the group's output gradient transposed, sample n's pixel p (of ho * wo)
 // and output channel co at gt[(n * ho * wo + p) * cop + co], cop the group's output channels
@@ -80,8 +102,10 @@ struct WeightGradTile {
 void weight_grad_gemm_avx512(const WeightGradTile& a, int64_t t0, int k, int64_t co, int nv);
 void weight_grad_gemm_avx2(const WeightGradTile& a, int64_t t0, int k, int64_t co, int nv);
 inline constexpr int kWeightGradTaps = 9;
-// dst[q * dst_stride + r] = src[r * cols + q] for r < rows, q < cols (AVX, for both ISAs' drivers).
-void transpose_rows_avx2(const float* src, int64_t rows, int64_t cols, float* dst, int64_t dst_stride);
+// dst[q * dst_stride + r] = src[r * src_stride + q] for r < rows, q < cols (AVX, for both ISAs'
+// drivers).
+void transpose_rows_avx2(const float* src, int64_t src_stride, int64_t rows, int64_t cols, float* dst,
+                         int64_t dst_stride);
 inline constexpr int kWeightGradVectorsAvx512 = 2, kWeightGradVectorsAvx2 = 1;
 
 // The loops the direct path runs on this CPU now, following the GEMM kernel choice (so
@@ -90,8 +114,10 @@ inline constexpr int kWeightGradVectorsAvx512 = 2, kWeightGradVectorsAvx2 = 1;
 struct DirectIsa {
   void (*plane)(const DirectConvPlane&, int64_t, int64_t);
   void (*weight_grad)(const WeightGradTile&, int64_t, int, int64_t, int);
-  int64_t lanes, channels;  // a vector's floats; the output channels a forward tile packs together
-  int weight_grad_vectors;  // the most vectors of output channels a weight-gradient tile holds
+  void (*row)(const ConvGemmRow&, int64_t, int64_t, int, int64_t, int);
+  int64_t lanes, channels;      // a vector's floats; the output channels a forward tile packs together
+  int row_pixels, row_vectors;  // the most pixels and vectors of output channels a row tile holds
+  int weight_grad_vectors;      // the most vectors of output channels a weight-gradient tile holds
   const char* name;
 };
 const DirectIsa* direct_isa();

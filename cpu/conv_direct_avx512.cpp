@@ -1,5 +1,6 @@
 // The direct convolution's AVX-512 loops: 16-float columns; forward 4 channels x 6 rows of
-// accumulators (24 of the 32 zmm registers), weight gradient 9 taps x 32 output channels (18). This file
+// accumulators (24 of the 32 zmm registers), or 8 pixels x 32 output channels (16); weight
+// gradient 9 taps x 32 output channels (18). This file
 // alone is compiled for AVX-512F (by pragma, GCC's or clang's).
 #include "cpu/conv_direct.h"
 
@@ -13,6 +14,7 @@
 #endif
 
 #include "cpu/conv_direct_impl.h"
+#include "cpu/conv_gemm_impl.h"
 #include "cpu/conv_weight_grad_impl.h"
 
 namespace mdl::cpu::detail {
@@ -20,7 +22,7 @@ namespace mdl::cpu::detail {
 namespace {
 struct Avx512 {
   using reg = __m512;
-  static constexpr int L = 16, RMAX = 4, SMAX = 6, NVMAX = kWeightGradVectorsAvx512;
+  static constexpr int L = 16, RMAX = 4, SMAX = 6, NVMAX = kWeightGradVectorsAvx512, KMAX = kConvRowPixelsAvx512;
   static reg load(const float* p) { return _mm512_loadu_ps(p); }
   static reg set1(float f) { return _mm512_set1_ps(f); }
   static reg fma(reg a, reg b, reg c) { return _mm512_fmadd_ps(a, b, c); }
@@ -29,10 +31,13 @@ struct Avx512 {
   static reg load_first(const float* p, int n) { return _mm512_maskz_loadu_ps(__mmask16((1u << n) - 1), p); }
   static void store_first(float* p, reg v, int n) { _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), v); }
 };
-static_assert(Avx512::L == kDirectLanesAvx512);
+static_assert(Avx512::L == kDirectLanesAvx512 && kConvRowVectorsAvx512 == kWeightGradVectorsAvx512);
 }  // namespace
 
 void direct_conv_plane_avx512(const DirectConvPlane& a, int64_t co0, int64_t co1) { direct_plane<Avx512>(a, co0, co1); }
+void conv_gemm_row_avx512(const ConvGemmRow& a, int64_t oh, int64_t ow0, int k, int64_t co, int nv) {
+  conv_gemm_row<Avx512>(a, oh, ow0, k, co, nv);
+}
 void weight_grad_gemm_avx512(const WeightGradTile& a, int64_t t0, int k, int64_t co, int nv) {
   weight_grad_gemm<Avx512>(a, t0, k, co, nv);
 }
@@ -48,5 +53,6 @@ void weight_grad_gemm_avx512(const WeightGradTile& a, int64_t t0, int k, int64_t
 namespace mdl::cpu::detail {
 void direct_conv_plane_avx512(const DirectConvPlane&, int64_t, int64_t) { std::abort(); }  // never chosen here
 void weight_grad_gemm_avx512(const WeightGradTile&, int64_t, int, int64_t, int) { std::abort(); }
+void conv_gemm_row_avx512(const ConvGemmRow&, int64_t, int64_t, int, int64_t, int) { std::abort(); }
 }  // namespace mdl::cpu::detail
 #endif

@@ -3,8 +3,9 @@
 // (so it calls nothing from the standard library, whose inline copies would get that ISA too).
 // A tile is R output channels x S output rows x one L-wide chunk of columns, held in R*S vector
 // accumulators that start at the bias; each (c, ki, kj) step broadcasts R weights and loads S
-// shifted input rows from the zero-padded sample, so no column matrix is ever built. The weight
-// gradient has its own tile, cpu/conv_weight_grad_impl.h.
+// shifted input rows from the zero-padded sample, so no column matrix is ever built. Convs with
+// several input and output channels take the row tile (cpu/conv_gemm_impl.h) instead, and the
+// weight gradient has its own, cpu/conv_weight_grad_impl.h.
 #pragma once
 #include <cstdint>
 

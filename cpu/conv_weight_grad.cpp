@@ -103,7 +103,7 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
         for (int64_t g = 0; g < G; ++g)
           for (int64_t b = 0; b < nb; ++b) {
             float* dst = gt + (g * nb + b) * P * cop;
-            detail::transpose_rows_avx2(gop + ((n0 + b) * Cout + g * cog) * P, cog, P, dst, cop);
+            detail::transpose_rows_avx2(gop + ((n0 + b) * Cout + g * cog) * P, P, cog, P, dst, cop);
             if (cop > cog)
               for (int64_t q = 0; q < P; ++q) std::fill(dst + q * cop + cog, dst + (q + 1) * cop, 0.0f);
           }

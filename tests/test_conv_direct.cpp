@@ -58,6 +58,12 @@ std::vector<ConvCase> direct_cases() {
   cs.push_back({1, 16, 28, 28, 20, 3, 3, {1, 1}, {1, 1}});         // one sample: channel blocks shared
   cs.push_back({5, 2, 40, 37, 3, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false, "strided"});
   cs.push_back({7, 8, 40, 40, 16, 3, 3, {1, 1}, {1, 1}});  // the weight gradient in several blocks of samples
+  // The row tile (8 or more input and output channels per group): groups, a 5x5 and a 1x1 kernel,
+  // rows cut into uneven tiles, output channels short of a whole block, strided input.
+  cs.push_back({2, 16, 7, 9, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2});
+  cs.push_back({2, 8, 10, 12, 8, 5, 5, {1, 1}, {2, 2}});
+  cs.push_back({2, 8, 6, 7, 16, 1, 1, {1, 1}, {0, 0}});
+  cs.push_back({2, 8, 5, 17, 24, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, "strided"});
   return cs;
 }
 
