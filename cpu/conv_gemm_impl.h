@@ -58,12 +58,12 @@ void conv_gemm_row_k(const ConvGemmRow& a, int64_t oh, int64_t ow0, int k, int64
   static_assert(V::KMAX >= 1 && V::KMAX <= 8);
   const bool k3 = a.kh == 3 && a.kw == 3;
   switch (k) {
-#define MDL_GEMM_ROW_CASE(n)                                                 \
-  case n:                                                                    \
-    if constexpr (V::KMAX >= n) {                                            \
-      if (k3) return conv_gemm_row_tile<V, n, NV, true>(a, oh, ow0, co);    \
-      return conv_gemm_row_tile<V, n, NV, false>(a, oh, ow0, co);           \
-    }                                                                        \
+#define MDL_GEMM_ROW_CASE(n)                                             \
+  case n:                                                                \
+    if constexpr (V::KMAX >= n) {                                        \
+      if (k3) return conv_gemm_row_tile<V, n, NV, true>(a, oh, ow0, co); \
+      return conv_gemm_row_tile<V, n, NV, false>(a, oh, ow0, co);        \
+    }                                                                    \
     break;
     MDL_GEMM_ROW_CASE(1)
     MDL_GEMM_ROW_CASE(2)
