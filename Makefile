@@ -189,10 +189,14 @@ LIB      := $(BUILD)/libmdl.a
 APP_SRCS := $(wildcard tools/mdl_train/*.cpp)
 APP_LIB  := $(BUILD)/libmdl_train_app.a
 
-TEST_SRCS := $(wildcard tests/*.cpp)
+# The suites, tests/<folder>/test_*.cpp: one folder per library folder they test (tests/nn/ for nn/,
+# tests/cpu/ for cpu/, tests/tools/ for mdl-train's parts, ...); tests/support/ holds the headers they share.
+TEST_SRCS := tests/main.cpp $(sort $(shell find tests -name 'test_*.cpp'))
 # Under ThreadSanitizer only the suites of mdl's own threads are built (see run-tests below).
 ifneq ($(filter thread,$(subst $(comma), ,$(SANITIZE))),)
-TEST_SRCS := tests/main.cpp $(wildcard tests/test_data_*.cpp tests/test_profiler*.cpp tests/test_dist*.cpp)
+TSAN_SUITES := data/test_cache_reliability data/test_cache_skip data/test_datasets data/test_loader data/test_pinned \
+  data/test_sampler data/test_transforms profiler/test_profiler profiler/test_device profiler/test_output dist/test_dist dist/test_nccl
+TEST_SRCS := tests/main.cpp $(TSAN_SUITES:%=tests/%.cpp)
 endif
 TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/%.o)
 # doctest's assertions compile without a try/catch each (an exception inside one still fails its
@@ -204,7 +208,7 @@ $(TEST_OBJS): CPPFLAGS += $(TEST_CPPFLAGS)
 OPTIM_CXXFLAGS := -fno-math-errno
 $(BUILD)/cpu/optim.o: CXXFLAGS += $(OPTIM_CXXFLAGS)
 TEST_BIN  := $(BUILD)/mdl_tests
-# The program tests/test_dist.cpp runs under mpirun, one scenario per launch.
+# The program tests/dist/test_dist.cpp runs under mpirun, one scenario per launch.
 DIST_WORKER := $(if $(filter 1,$(WITH_MPI)),$(BUILD)/mdl_dist_worker,)
 
 # Benchmarks: one binary per bench/bench_*.cpp; OpenBLAS joins as a yardstick when installed.

@@ -16,12 +16,8 @@
 namespace mdl {
 
 namespace {
-thread_local bool g_grad_enabled = true;
 std::atomic<uint64_t> g_sequence{0};
 }  // namespace
-
-bool GradMode::is_enabled() { return g_grad_enabled; }
-void GradMode::set_enabled(bool e) { g_grad_enabled = e; }
 
 namespace autograd {
 

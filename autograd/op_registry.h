@@ -2,7 +2,7 @@
 //   MDL_DIFFERENTIABLE_OPS("conv2d");
 // at namespace scope, so the registration runs while the program starts whenever the linker takes
 // that .cpp from the library, as it must for the op to run. record() refuses a node whose name is
-// not registered, and tests/test_gradcheck.cpp fails when a registered op has no gradcheck case or
+// not registered, and tests/ops/test_gradcheck.cpp fails when a registered op has no gradcheck case or
 // a source that registers ops was left out of the test program: so no backward goes untested.
 #pragma once
 #include <initializer_list>

@@ -1,6 +1,6 @@
 // FlashAttention-2, forward beside backward, with the contract of kernels/attention.h: for f16/bf16
 // on tensor cores (WMMA 16x16x16, f32 accumulators), for f32 with FMAs in f32 (cuda/flash_tiles.cuh
-// holds both kinds of tile product). tests/flash_attention_reference.h runs the
+// holds both kinds of tile product). tests/support/flash_attention_reference.h runs the
 // same algorithm on the CPU, tile for tile, where a test checks it against plain attention.
 //
 // A block of 4 warps takes a tile of 64 query rows (16 per warp) and streams tiles of 64 keys

@@ -2,7 +2,7 @@
 // kernels for the profiler. A kernel's host range only measures its launch; with a timer
 // installed, Session::stop() adds the device's own interval on a track per stream.
 // The CUDA backend installs one with set_device_timer() when it registers (not yet written:
-// cuda/ is the CUDA engineer's; tests/test_profiler_device.cpp drives a fake timer).
+// cuda/ is the CUDA engineer's; tests/profiler/test_device.cpp drives a fake timer).
 #pragma once
 #include <cstdint>
 

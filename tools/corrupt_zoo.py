@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the corrupt-file zoo: for each format mdl reads, files that must each be refused with an
-mdl::Error naming the file (tests/test_corrupt_zoo.cpp loads every one). Usage:
+mdl::Error naming the file (tests/data/test_corrupt_zoo.cpp loads every one). Usage:
     corrupt_zoo.py OUTDIR
 OUTDIR gets one folder per format and manifest.tsv: one line per case, "kind<TAB>path<TAB>what",
 the path relative to OUTDIR. Valid companions (a labels file for broken images, ...) are in

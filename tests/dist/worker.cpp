@@ -1,4 +1,4 @@
-// mdl_dist_worker SCENARIO: one data-parallel scenario, run by tests/test_dist.cpp under
+// mdl_dist_worker SCENARIO: one data-parallel scenario, run by tests/dist/test_dist.cpp under
 // `mpirun -np 2`. Each rank prints "rank R key value" lines; rank 0 prints "PASS SCENARIO" when
 // its own checks hold. An mdl::Error on any rank prints "rank R error: ..." and ends the whole job
 // (dist::abort_all), so a failure never leaves the other rank waiting.

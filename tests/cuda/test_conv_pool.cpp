@@ -1,0 +1,151 @@
+// Convolution (cuDNN) and pooling on CUDA against the CPU through nn::functional, forward and
+// backward: strides, padding, dilation, groups and depthwise, with and without bias; the f16/bf16
+// cuDNN path; the algorithm cache reused on a repeated shape; max/avg/adaptive pooling with
+// overlapping windows, padding, strided inputs and NaN. Skipped (reported skipped) without a GPU.
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <optional>
+
+#include "mdl.h"
+#include "nn/functional.h"
+#include "kernels/conv.h"
+#include "kernels/pool.h"
+#include "cuda/api.h"
+#include "tests/support/test_util.h"
+#include "switches/list/toggles.h"
+
+using namespace mdl;
+using namespace mdl::test;
+namespace F = mdl::nn::functional;
+
+namespace {
+
+const Device kGpu = Device::cuda();
+
+
+// Runs f on the CPU and the GPU on leaf copies of inputs; compares f's output and every input's
+// gradient after back-propagating sum(out * fixed random weight).
+void compare_devices(const std::string& what, const std::vector<Tensor>& inputs,
+                     const std::function<Tensor(const std::vector<Tensor>&)>& f, std::optional<Tol> tol = {}) {
+  auto run = [&](Device d) {
+    std::vector<Tensor> in;
+    for (const Tensor& t : inputs) in.push_back(t.defined() ? t.to(d).detach().requires_grad_() : Tensor());
+    Tensor y = f(in);
+    sum(y * sample(y.shape(), y.dtype(), 99).to(d)).backward();
+    std::vector<Tensor> out{y.detach()};
+    for (const Tensor& t : in)
+      if (t.defined()) out.push_back(t.grad());
+    return out;
+  };
+  const std::vector<Tensor> c = run(Device::cpu()), g = run(kGpu);
+  for (size_t i = 0; i < c.size(); ++i)
+    check_close(g[i], c[i], tol.value_or(dtype_tol(c[i].dtype())), what + " result " + std::to_string(i));
+}
+
+struct ConvCase {
+  Shape x, w;
+  F::Pair stride, padding, dilation;
+  int64_t groups;
+  bool bias;
+};
+
+}  // namespace
+
+TEST_CASE("cuda: conv2d through cuDNN matches the CPU, forward and backward" * MDL_CUDA_ONLY) {
+  const std::vector<ConvCase> cases{
+      {{2, 3, 9, 11}, {4, 3, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 1, true},
+      {{2, 4, 10, 9}, {6, 2, 3, 2}, {2, 1}, {0, 1}, {1, 2}, 2, true},    // groups, stride, dilation
+      {{3, 8, 7, 7}, {8, 1, 3, 3}, {1, 1}, {1, 1}, {1, 1}, 8, false},    // depthwise
+      {{1, 8, 12, 12}, {16, 1, 5, 5}, {2, 2}, {2, 2}, {1, 1}, 8, true},  // depthwise, multiplier 2
+      {{4, 16, 6, 6}, {32, 16, 1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, false},
+      {{2, 5, 8, 8}, {3, 5, 3, 3}, {3, 3}, {2, 0}, {2, 2}, 1, true},
+  };
+  // Both ways of choosing cuDNN's algorithm: measured (cudnn_benchmark on) and its heuristics.
+  for (bool measured : {true, false}) {
+    toggles::set_cudnn_benchmark(measured);
+    for (DType t : {kF64, kF32})
+      for (size_t i = 0; i < cases.size(); ++i) {
+        const ConvCase& k = cases[i];
+        Tensor x = sample(k.x, t, 1), w = sample(k.w, t, 2), b = k.bias ? sample({k.w[0]}, t, 3) : Tensor();
+        compare_devices(
+            std::string("conv2d ") + (measured ? "measured " : "heuristic ") + dtype_name(t) + " case " +
+                std::to_string(i),
+            {x, w, b},
+            [&](const std::vector<Tensor>& in) {
+              return F::conv2d(in[0], in[1], in[2], k.stride, k.padding, k.dilation, k.groups);
+            },
+            same_tol(t == kF32 ? 3e-4 : 1e-9));  // cuDNN may pick Winograd or FFT in f32
+      }
+  }
+  toggles::set_cudnn_benchmark(true);
+  // A strided (non-contiguous) input, and the same shape again (the cached algorithm).
+  Tensor x = sample({2, 9, 3, 8}, kF32, 4).permute({0, 2, 1, 3}), w = sample({5, 3, 3, 3}, kF32, 5);
+  for (int rep = 0; rep < 2; ++rep)
+    compare_devices(
+        "conv2d strided input, repeat " + std::to_string(rep), {x, w},
+        [](const std::vector<Tensor>& in) {
+          return F::conv2d(in[0], in[1], Tensor(), {1, 1}, {1, 1});
+        },
+        same_tol(3e-4));
+}
+
+TEST_CASE("cuda: f16 and bf16 convs run on cuDNN and stay close to the f32 result" * MDL_CUDA_ONLY) {
+  kernels::Conv2dParams p;
+  p.pad_h = p.pad_w = 1;
+  for (DType t : {kF16, kBF16}) {
+    Tensor x = sample({2, 8, 10, 10}, t, 1), w = (sample({16, 8, 3, 3}, t, 2) * 0.2).to(t), b = sample({16}, t, 3);
+    Tensor want = empty({2, 16, 10, 10});
+    kernels::conv2d_forward(Device::cpu(), want, x.to(kF32), w.to(kF32), b.to(kF32), p);
+    Tensor got = empty({2, 16, 10, 10}, TensorOptions(t, kGpu));
+    kernels::conv2d_forward(kGpu, got, x.to(kGpu), w.to(kGpu), b.to(kGpu), p);
+    check_close(got.to(kF32), want, same_tol(t == kF16 ? 5e-3 : 3e-2), std::string("conv2d forward ") + dtype_name(t));
+    Tensor gy = sample({2, 16, 10, 10}, t, 4);
+    Tensor gx = empty(x.shape()), gw = empty(w.shape()), gb = empty({16});
+    kernels::conv2d_backward(Device::cpu(), gx, gw, gb, gy.to(kF32), x.to(kF32), w.to(kF32), p);
+    const TensorOptions o(t, kGpu);
+    Tensor ggx = empty(x.shape(), o), ggw = empty(w.shape(), o), ggb = empty({16}, o);
+    kernels::conv2d_backward(kGpu, ggx, ggw, ggb, gy.to(kGpu), x.to(kGpu), w.to(kGpu), p);
+    const Tol tol = same_tol(t == kF16 ? 1e-2 : 5e-2);
+    check_close(ggx.to(kF32), gx, tol, std::string("conv2d grad_x ") + dtype_name(t));
+    check_close(ggw.to(kF32), gw, tol, std::string("conv2d grad_w ") + dtype_name(t));
+    check_close(ggb.to(kF32), gb, tol, std::string("conv2d grad_b ") + dtype_name(t));
+    // Through nn::functional the f16 conv stays f16 on the GPU.
+    Tensor y = F::conv2d(x.to(kGpu), w.to(kGpu), b.to(kGpu), {1, 1}, {1, 1});
+    CHECK(y.dtype() == t);
+    check_close(y.to(kF32), want, same_tol(t == kF16 ? 5e-3 : 3e-2), std::string("functional conv2d ") + dtype_name(t));
+  }
+}
+
+TEST_CASE("cuda: max, average and adaptive pooling match the CPU, forward and backward" * MDL_CUDA_ONLY) {
+  for (DType t : {kF32, kF64, kF16, kBF16}) {
+    const std::string d = std::string(" ") + dtype_name(t);
+    Tensor x = sample({2, 3, 11, 9}, t, 1);
+    Tensor xs = sample({2, 11, 3, 9}, t, 2).transpose(1, 2);  // strided input
+    compare_devices("max_pool2d 2x2" + d, {x}, [](const std::vector<Tensor>& in) {
+      return F::max_pool2d(in[0], {2, 2});
+    });
+    compare_devices("max_pool2d 3x3 s2 p1 (overlapping)" + d, {xs}, [](const std::vector<Tensor>& in) {
+      return F::max_pool2d(in[0], {3, 3}, {2, 2}, {1, 1});
+    });
+    compare_devices("max_pool2d 3x2 s1" + d, {x}, [](const std::vector<Tensor>& in) {
+      return F::max_pool2d(in[0], {3, 2}, {1, 1});
+    });
+    for (bool cip : {true, false})
+      compare_devices("avg_pool2d 3x3 s2 p1" + d + (cip ? " count pad" : ""), {xs},
+                      [cip](const std::vector<Tensor>& in) {
+                        return F::avg_pool2d(in[0], {3, 3}, {2, 2}, {1, 1}, cip);
+                      });
+    compare_devices("avg_pool2d 2x3 s1" + d, {x}, [](const std::vector<Tensor>& in) {
+      return F::avg_pool2d(in[0], {2, 3}, {1, 1});
+    });
+    for (F::Pair o : {F::Pair{1, 1}, F::Pair{4, 3}, F::Pair{11, 9}, F::Pair{5, 7}})
+      compare_devices("adaptive_avg_pool2d " + std::to_string(o[0]) + "x" + std::to_string(o[1]) + d, {xs},
+                      [o](const std::vector<Tensor>& in) { return F::adaptive_avg_pool2d(in[0], o); });
+  }
+  Tensor nan = sample({1, 1, 4, 4}, kF32, 3);
+  nan.slice(2, 1, 2).slice(3, 2, 3).fill_(NAN);
+  Tensor c = F::max_pool2d(nan, {2, 2}), g = F::max_pool2d(nan.to(kGpu), {2, 2});
+  check_close(g, c, kExact, "max_pool2d with NaN");
+  CHECK(std::isnan(g.cpu().to_vector<float>()[1]));
+}

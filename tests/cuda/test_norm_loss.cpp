@@ -1,0 +1,160 @@
+// The fused normalisations, cross-entropy and GradScaler's unscale-and-check on CUDA against the
+// CPU: batch norm (training with its running statistics, and eval), layer norm, group norm and
+// cross-entropy (label smoothing, ignore_index, spatial targets) through nn::functional, forward
+// and backward, in each dtype's tolerance. Skipped (reported skipped) without a GPU.
+#include <doctest/doctest.h>
+
+#include <functional>
+#include <optional>
+
+#include "mdl.h"
+#include "nn/functional.h"
+#include "kernels/amp.h"
+#include "tests/support/test_util.h"
+
+using namespace mdl;
+using mdl::test::check_close;
+using mdl::test::dtype_tol;
+using mdl::test::kExact;
+using mdl::test::same_tol;
+using mdl::test::Tol;
+namespace F = mdl::nn::functional;
+
+namespace {
+
+const Device kGpu = Device::cuda();
+
+Tensor sample(const Shape& s, DType t, uint64_t seed, double shift = 0) {
+  Generator g(seed);
+  return (randn(s, TensorOptions(kF64), &g) + shift).to(t);
+}
+
+// Leaf copies on device d that require grad (undefined stays undefined).
+std::vector<Tensor> leaves(const std::vector<Tensor>& ts, Device d) {
+  std::vector<Tensor> r;
+  for (const Tensor& t : ts) r.push_back(t.defined() ? t.to(d).detach().requires_grad_() : Tensor());
+  return r;
+}
+
+// Runs f on the CPU and on the GPU with leaf copies of `inputs`; f returns the outputs to compare
+// (its first one is reduced against a fixed random weight and back-propagated). Compares the
+// outputs and every input's gradient.
+void compare_devices(const std::string& what, const std::vector<Tensor>& inputs,
+                     const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& f,
+                     std::optional<Tol> tol = {}) {
+  auto run = [&](Device d) {
+    std::vector<Tensor> in = leaves(inputs, d);
+    std::vector<Tensor> out = f(in);
+    Tensor y = out[0];
+    Tensor w = sample(y.shape(), y.dtype(), 99).to(d);
+    sum(y * w).backward();
+    for (Tensor& o : out) o = o.detach();
+    for (const Tensor& t : in)
+      if (t.defined()) out.push_back(t.grad());
+    return out;
+  };
+  const std::vector<Tensor> c = run(Device::cpu()), g = run(kGpu);
+  REQUIRE(c.size() == g.size());
+  for (size_t i = 0; i < c.size(); ++i) {
+    REQUIRE_MESSAGE(g[i].device() == kGpu, what, ": result ", i, " is on ", g[i].device());
+    check_close(g[i], c[i], tol.value_or(dtype_tol(c[i].dtype())), what + " result " + std::to_string(i));
+  }
+}
+
+std::string name(const char* what, DType t) { return std::string(what) + " " + dtype_name(t); }
+
+}  // namespace
+
+TEST_CASE("cuda: batch_norm training, eval and running statistics match the CPU" * MDL_CUDA_ONLY) {
+  for (DType t : {kF32, kF64, kF16, kBF16})
+    for (const Shape& s : {Shape{4, 6, 5, 7}, Shape{33, 5}, Shape{2, 3, 300}}) {
+      const int64_t C = s[1];
+      Tensor x = sample(s, t, 1, 0.5), w = sample({C}, t, 2), b = sample({C}, t, 3);
+      for (bool training : {true, false}) {
+        Tensor rm_c = sample({C}, kF32, 4) * 0.1, rv_c = abs(sample({C}, kF32, 5)) + 0.5;
+        Tensor rm_g = rm_c.to(kGpu), rv_g = rv_c.to(kGpu);
+        compare_devices(name(training ? "batch_norm train" : "batch_norm eval", t), {x, w, b},
+                        [&](const std::vector<Tensor>& in) {
+                          const bool gpu = in[0].device() == kGpu;
+                          return std::vector<Tensor>{F::batch_norm(in[0], gpu ? rm_g : rm_c, gpu ? rv_g : rv_c, in[1],
+                                                                   in[2], training, 0.1, 1e-5)};
+                        });
+        check_close(rm_g, rm_c, dtype_tol(kF32), name("running_mean", t));
+        check_close(rv_g, rv_c, dtype_tol(kF32), name("running_var", t));
+      }
+      compare_devices(name("batch_norm without affine or running stats", t), {x}, [&](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{F::batch_norm(in[0], Tensor(), Tensor(), Tensor(), Tensor(), true)};
+      });
+    }
+}
+
+TEST_CASE("cuda: layer_norm and group_norm, forward and backward, match the CPU" * MDL_CUDA_ONLY) {
+  for (DType t : {kF32, kF64, kF16, kBF16}) {
+    Tensor x = sample({3, 7, 40}, t, 1, 0.3), w = sample({40}, t, 2), b = sample({40}, t, 3);
+    compare_devices(name("layer_norm", t), {x, w, b}, [](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{F::layer_norm(in[0], {40}, in[1], in[2])};
+    });
+    Tensor w2 = sample({7, 40}, t, 4);
+    compare_devices(name("layer_norm over two dims, no bias", t), {x, w2}, [](const std::vector<Tensor>& in) {
+      return std::vector<Tensor>{F::layer_norm(in[0], {7, 40}, in[1])};
+    });
+    Tensor wide = sample({2, 3000}, t, 5);  // rows longer than a block
+    compare_devices(name("layer_norm wide rows", t), {wide},
+                    [](const std::vector<Tensor>& in) { return std::vector<Tensor>{F::layer_norm(in[0], {3000})}; });
+    Tensor xg = sample({4, 12, 5, 3}, t, 6, -0.2), wg = sample({12}, t, 7), bg = sample({12}, t, 8);
+    for (int64_t groups : {1, 3, 12})
+      compare_devices(name("group_norm", t) + " groups " + std::to_string(groups), {xg, wg, bg},
+                      [groups](const std::vector<Tensor>& in) {
+                        return std::vector<Tensor>{F::group_norm(in[0], groups, in[1], in[2])};
+                      });
+  }
+}
+
+TEST_CASE("cuda: cross_entropy with label smoothing, ignore_index and spatial targets matches the CPU" *
+          MDL_CUDA_ONLY) {
+  for (DType t : {kF32, kF64, kF16, kBF16})
+    for (double ls : {0.0, 0.1}) {
+      Tensor logits = sample({9, 1000}, t, 1) * 3.0;
+      Tensor target = from_vector<int64_t>({0, 999, 5, -100, 17, 500, 3, -100, 42}, {9});
+      for (auto red :
+           {nn::functional::Reduction::Mean, nn::functional::Reduction::Sum, nn::functional::Reduction::None}) {
+        F::CrossEntropyOptions o;
+        o.label_smoothing = ls;
+        o.reduction = red;
+        compare_devices(name("cross_entropy", t) + " ls " + std::to_string(ls), {logits},
+                        [&](const std::vector<Tensor>& in) {
+                          return std::vector<Tensor>{F::cross_entropy(in[0], target.to(in[0].device()), o)};
+                        });
+      }
+      Tensor spatial = sample({2, 5, 3, 4}, t, 2);  // (N, C, d1, d2)
+      Tensor st = from_vector<int64_t>({0, 1, 2, 3, 4, 0, 1, 2, 3, 4, -1, 0, 4, 4, 3, 3, 2, 2, 1, 1, 0, 0, -1, 1},
+                                       {2, 3, 4});
+      F::CrossEntropyOptions o;
+      o.label_smoothing = ls;
+      o.ignore_index = -1;
+      compare_devices(name("cross_entropy spatial", t), {spatial}, [&](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{F::cross_entropy(in[0], st.to(in[0].device()), o)};
+      });
+    }
+}
+
+TEST_CASE("cuda: GradScaler's unscale-and-check flags inf and NaN and unscales like the CPU" * MDL_CUDA_ONLY) {
+  for (DType t : {kF32, kF64})
+    for (double bad : {0.0, double(INFINITY), -double(INFINITY), double(NAN)}) {
+      Tensor g = sample({100003}, t, 1) * 1024.0;
+      if (bad != 0.0) g.slice(0, 77777, 77778).fill_(bad);
+      Tensor gc = g.clone(), gg = g.to(kGpu);
+      Tensor fc = zeros({}), fg = zeros({}, kGpu);
+      kernels::unscale_check(Device::cpu(), gc, fc, scalar_tensor(1024.0));
+      kernels::unscale_check(kGpu, gg, fg, scalar_tensor(1024.0, kGpu));
+      check_close(gg, gc, kExact, name("unscaled gradient", t));
+      CHECK(fg.item<float>() == fc.item<float>());
+      CHECK(fg.item<float>() == (bad == 0.0 ? 0.0f : 1.0f));
+    }
+  Tensor h = zeros({4}, TensorOptions(kF16, kGpu)), f = zeros({}, kGpu);
+  const Tensor two = scalar_tensor(2.0, kGpu);
+  CHECK_THROWS_WITH_AS(kernels::unscale_check(kGpu, h, f, two), doctest::Contains("expected an f32 or f64 gradient"),
+                       mdl::Error);
+  CHECK_THROWS_WITH_AS(kernels::unscale_check(kGpu, zeros({4}, kGpu), zeros({}), two),
+                       doctest::Contains("found_inf is on cpu"), mdl::Error);
+}
