@@ -1,6 +1,6 @@
 // Helpers for the data and file tests: a self-removing temp folder, raw file writes, IDX file builders,
-// a small synthetic ImageFolder of PNGs whose pixels encode (class, image) so batches are
-// checkable, and one epoch of a loader as plain vectors.
+// the first images of Fashion-MNIST as a root of their own, a small synthetic ImageFolder of PNGs
+// whose pixels encode (class, image) so batches are checkable, and one epoch of a loader as plain vectors.
 #pragma once
 #include <unistd.h>
 
@@ -8,9 +8,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "data/idx.h"
 #include "data/image.h"
 #include "data/loader.h"
 #include "tensor/tensor.h"
@@ -60,6 +63,29 @@ inline std::vector<uint8_t> idx_bytes(const std::vector<uint32_t>& dims, const s
   b.insert(b.end(), payload.begin(), payload.end());
   return b;
 }
+
+// A folder holding the first n_train training and n_test test images and labels of Fashion-MNIST
+// (data::kFashionMnistRoot's files) as raw IDX files: a root for data::FashionMNIST and for
+// mdl-train's --data fashion-mnist:ROOT, for runs that need the real images but not all of them.
+struct FashionMnistHead {
+  TempDir dir{"fashion_mnist"};
+  FashionMnistHead(int64_t n_train, int64_t n_test) {
+    for (const auto& [name, n] : {std::pair<std::string, int64_t>{"train-images-idx3-ubyte", n_train},
+                                  {"train-labels-idx1-ubyte", n_train},
+                                  {"t10k-images-idx3-ubyte", n_test},
+                                  {"t10k-labels-idx1-ubyte", n_test}}) {
+      const mdl::data::IdxArray a = mdl::data::read_idx(std::string(mdl::data::kFashionMnistRoot) + "/" + name + ".gz");
+      if (n < 1 || n > a.dims[0])
+        throw std::runtime_error("FashionMnistHead: " + name + " has no " + std::to_string(n) + " items");
+      std::vector<uint32_t> dims(a.dims.begin(), a.dims.end());
+      dims[0] = uint32_t(n);
+      const size_t bytes = a.data.size() / size_t(a.dims[0]) * size_t(n);
+      write_bytes(dir.file(name),
+                  idx_bytes(dims, std::vector<uint8_t>(a.data.begin(), a.data.begin() + ptrdiff_t(bytes))));
+    }
+  }
+  std::string root() const { return dir.path.string(); }
+};
 
 // The pixel value of image `i` of class `c` at (y, x, ch) in make_image_folder's images.
 inline uint8_t pixel(int c, int i, int y, int x, int ch) { return uint8_t(c * 50 + i * 7 + y * 3 + x + ch * 11); }

@@ -18,6 +18,21 @@
 
 namespace mdl::test {
 
+// Whether this build runs under AddressSanitizer or ThreadSanitizer, whose instrumented kernels run
+// ten to twenty times slower: a few end-to-end tests take smaller data there, keeping every code
+// path they reach (each says what it shrinks).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+inline constexpr bool kSanitized = true;
+#else
+inline constexpr bool kSanitized = false;
+#endif
+#else
+inline constexpr bool kSanitized = false;
+#endif
+
 // The elements of t (any dtype, device and strides; undefined: none) in row-major order, as doubles.
 // A CPU tensor is read through its strides by this loop, not by the library's copy kernels.
 inline std::vector<double> values(const Tensor& t) {
@@ -25,16 +40,20 @@ inline std::vector<double> values(const Tensor& t) {
   if (!t.defined() || t.numel() == 0) return out;
   const Tensor c = t.device().is_cpu() ? t : t.cpu();
   out.reserve(size_t(c.numel()));
+  // The shape and strides are read once: per element, the loop touches only these copies.
+  const Shape size = c.shape(), stride = c.strides();
+  const size_t dims = size.size();
+  const int64_t numel = c.numel();
   dispatch(c.dtype(), "values", [&]<class T>() {
     const T* base = static_cast<const T*>(c.raw_data());
-    std::vector<int64_t> idx(size_t(c.dim()), 0);
-    for (int64_t n = 0; n < c.numel(); ++n) {
+    std::vector<int64_t> idx(dims, 0);
+    for (int64_t n = 0; n < numel; ++n) {
       int64_t off = 0;
-      for (int64_t d = 0; d < c.dim(); ++d) off += idx[size_t(d)] * c.stride(d);
+      for (size_t d = 0; d < dims; ++d) off += idx[d] * stride[d];
       out.push_back(double(acc_t<T>(base[off])));
-      for (int64_t d = c.dim() - 1; d >= 0; --d) {
-        if (++idx[size_t(d)] < c.size(d)) break;
-        idx[size_t(d)] = 0;
+      for (size_t d = dims; d-- > 0;) {
+        if (++idx[d] < size[d]) break;
+        idx[d] = 0;
       }
     }
   });

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <optional>
 #include <unistd.h>
 #include <string>
 
@@ -14,6 +15,7 @@
 #include "tests/support/data_test_util.h"
 #include "io/safetensors.h"
 #include "mdl.h"
+#include "tests/support/test_util.h"
 #include "train/csv_log.h"
 #include "train/metrics.h"
 #include "tools/mdl_train/options.h"
@@ -505,6 +507,10 @@ TEST_CASE(
   std::filesystem::create_directories(dir);
   train::TrainOptions o;
   o.model = "cnn", o.batch = 64, o.subset = 256, o.epochs = 1, o.progress = false, o.optimizer = "sgd";
+  // Each of the four runs evaluates the whole test split, where a sanitizer's conv kernels spend
+  // minutes on 10,000 images; there the first 300 stand in (a full batch of 256 and a partial one).
+  std::optional<data_test::FashionMnistHead> head;
+  if (test::kSanitized) head.emplace(256, 300), o.data = "fashion-mnist:" + head->root();
   o.save = dir + "/nchw.safetensors";
   const train::TrainReport nchw = train::run_training(o, nullptr);
   o.channels_last = true, o.save = dir + "/nhwc.safetensors";
@@ -542,6 +548,9 @@ TEST_CASE("run_training: a run checkpointed and resumed ends bit for bit where a
   train::TrainOptions o;
   o.model = "mlp", o.batch = 64, o.subset = 384, o.lr = 2e-3, o.progress = false, o.grad_accum = 2, o.l2 = 1e-4;
   o.clip = 0.5, o.schedule = "restarts", o.weight_decay = 0.01;
+  // Six epochs evaluate the test split: under a sanitizer, its first 300 images (a full and a partial batch).
+  std::optional<data_test::FashionMnistHead> head;
+  if (test::kSanitized) head.emplace(384, 300), o.data = "fashion-mnist:" + head->root();
   o.epochs = 3, o.save = dir + "/straight.safetensors";
   const train::TrainReport straight = train::run_training(o, nullptr);
   o.epochs = 1, o.save = dir + "/first.safetensors";
