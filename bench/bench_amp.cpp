@@ -171,6 +171,25 @@ int main(int argc, char** argv) {
         ->UseRealTime()
         ->MinTime(0.3);
   }
+  // VDPBF16PS against widening, with AMX out of the way (on a CPU with AMX it would take both sides).
+  for (bool dot : {false, true}) {
+    auto with_dot = [](bool on, auto body) {
+      toggles::Scoped amx(toggles::Toggle::amx_bf16, false), dot_switch(toggles::Toggle::avx512_bf16_dot, on);
+      body();
+    };
+    bench::register_switch(
+        "avx512_bf16_dot", dot, "simplecnn_train_step_b128_autocast_bf16",
+        [with_dot](benchmark::State& s, bool on) { with_dot(on, [&] { bm_train_step(s, true, true, kBF16); }); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(1.0);
+    bench::register_switch(
+        "avx512_bf16_dot", dot, "matmul_1024_bf16",
+        [with_dot](benchmark::State& s, bool on) { with_dot(on, [&] { bm_matmul(s, 1024, kBF16); }); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(0.3);
+  }
   for (bool bulk : {false, true})
     bench::register_switch("bulk_half_conversion", bulk, "simplecnn_train_step_b128_autocast_f16",
                            [](benchmark::State& s, bool bulk) { bm_train_step(s, true, bulk); })
@@ -216,6 +235,12 @@ int main(int argc, char** argv) {
   std::printf("  amx_bf16 switch (bf16 GEMMs on AMX vs widened to f32): matmul 1024 %.2fx / %.2fx, "
               "autocast bf16 step %.2fx / %.2fx\n",
               amx_mm.first, amx_mm.second, amx_step.first, amx_step.second);
+  const auto dot_step = pair_speedup("avx512_bf16_dot", "simplecnn_train_step_b128_autocast_bf16");
+  const auto dot_mm = pair_speedup("avx512_bf16_dot", "matmul_1024_bf16");
+  std::printf("  avx512_bf16_dot switch (bf16 GEMMs by VDPBF16PS vs widened to f32%s): matmul 1024 %.2fx / %.2fx, "
+              "autocast bf16 step %.2fx / %.2fx\n",
+              cpu::gemm_kernel_available(cpu::GemmKernel::avx512_bf16) ? "" : "; this CPU has no AVX512-BF16",
+              dot_mm.first, dot_mm.second, dot_step.first, dot_step.second);
   std::printf("\nf16 on the CPU: 16-bit values converted one by one -> in F16C blocks, by real time / CPU time:\n");
   for (const char* case_name :
        {"simplecnn_train_step_b128_autocast_f16", "f16_relu_b128_c32_28x28", "f16_le_zero_b128_c32_28x28",

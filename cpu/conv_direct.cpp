@@ -231,9 +231,10 @@ const char* direct_conv_kernel_name() {
 }
 
 bool direct_conv_applies(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {
-  return x.dtype() == DType::F32 && !p.bf16_values && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
-         p.dil_w == 1 && (p.groups == 1 || p.groups != x.size(1)) && detail::direct_isa() != nullptr && w.size(2) > 0 &&
-         w.size(3) > 0;
+  // bf16 values take the GEMM when it multiplies them in bf16; otherwise f32 is all there is, and direct is faster.
+  const bool bf16_gemm = p.bf16_values && gemm_kernel_rounds_to_bf16(gemm_bf16_values_kernel());
+  return x.dtype() == DType::F32 && !bf16_gemm && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1 &&
+         (p.groups == 1 || p.groups != x.size(1)) && detail::direct_isa() != nullptr && w.size(2) > 0 && w.size(3) > 0;
 }
 
 bool direct_weight_grad_pays(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {

@@ -11,6 +11,7 @@
 
 #include "cpu/cpu_features.h"
 #include "cpu/gemm_amx.h"
+#include "cpu/gemm_bf16_dot.h"
 #include "cpu/packing_scratch.h"
 #include "tensor/error.h"
 #include "tensor/float_mode.h"
@@ -201,6 +202,8 @@ Path<float> f32_path(GemmKernel k) {
     case GemmKernel::avx2: return packed_path<Blocking6x16, detail::sgemm_kernel_6x16_avx2>();
 #endif
     case GemmKernel::amx_bf16: return {32, 32, gemm_serial_amx_bf16};
+    case GemmKernel::avx512_bf16: return {12, 32, gemm_serial_bf16_dot};
+    case GemmKernel::avx512_bf16_emulated: return {12, 32, gemm_serial_bf16_dot_emulated};
     default: return packed_path<Blocking6x16, kernel_scalar<float, 6, 16>>();
   }
 }
@@ -261,6 +264,8 @@ bool gemm_kernel_available(GemmKernel k) {
     case GemmKernel::avx2: return has_avx2_fma();
     case GemmKernel::avx512: return has_avx512f();
     case GemmKernel::amx_bf16: return amx_bf16_usable();
+    case GemmKernel::avx512_bf16: return has_avx512_bf16();
+    case GemmKernel::avx512_bf16_emulated: return has_avx512f();
   }
   return false;
 }
@@ -271,8 +276,14 @@ const char* gemm_kernel_name(GemmKernel k) {
     case GemmKernel::avx2: return "avx2-fma 6x16";
     case GemmKernel::avx512: return "avx512f 12x32";
     case GemmKernel::amx_bf16: return "amx-bf16 32x32";
+    case GemmKernel::avx512_bf16: return "avx512-bf16 12x32";
+    case GemmKernel::avx512_bf16_emulated: return "avx512f 12x32 (bf16 dot emulated)";
   }
   return "unknown";
+}
+
+bool gemm_kernel_rounds_to_bf16(GemmKernel k) {
+  return k == GemmKernel::amx_bf16 || k == GemmKernel::avx512_bf16 || k == GemmKernel::avx512_bf16_emulated;
 }
 
 GemmKernel gemm_f32_kernel() {
@@ -288,6 +299,7 @@ const char* gemm_f32_kernel_name() { return gemm_kernel_name(gemm_f32_kernel());
 GemmKernel gemm_bf16_values_kernel() {
   const int forced = g_forced_kernel.load(std::memory_order_relaxed);
   if (forced < 0 && toggles::amx_bf16() && amx_bf16_usable()) return GemmKernel::amx_bf16;
+  if (forced < 0 && toggles::avx512_bf16_dot() && has_avx512_bf16()) return GemmKernel::avx512_bf16;
   return gemm_f32_kernel();
 }
 

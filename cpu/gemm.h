@@ -26,16 +26,23 @@ void gemm_f32_packed(int64_t M, int64_t N, int64_t K, const float* A, const floa
 // The f32 micro-kernels. gemm_f32 runs the widest one the CPU has: AVX-512 (unless the
 // avx512_gemm switch is off), else AVX2 + FMA, else portable C++; with the bf16_gemm switch on and
 // a CPU with AMX-BF16, it rounds A and B to bf16 and multiplies them on AMX tiles instead.
-enum class GemmKernel { scalar, avx2, avx512, amx_bf16 };
+// The bf16 kernels (amx_bf16, avx512_bf16, avx512_bf16_emulated) round A and B to bf16 as they pack
+// them. avx512_bf16 multiplies pairs of them by VDPBF16PS; avx512_bf16_emulated runs its loops with
+// each VDPBF16PS written as two FMAs, on any AVX-512 CPU: tests reach the native kernel's logic with it.
+enum class GemmKernel { scalar, avx2, avx512, amx_bf16, avx512_bf16, avx512_bf16_emulated };
 bool gemm_kernel_available(GemmKernel k);
-const char* gemm_kernel_name(GemmKernel k);  // "scalar 6x16", "avx2-fma 6x16", "avx512f 12x32", "amx-bf16 32x32"
-GemmKernel gemm_f32_kernel();                // the one gemm_f32 runs now
+// "scalar 6x16", "avx2-fma 6x16", "avx512f 12x32", "amx-bf16 32x32", "avx512-bf16 12x32",
+// "avx512f 12x32 (bf16 dot emulated)"
+const char* gemm_kernel_name(GemmKernel k);
+bool gemm_kernel_rounds_to_bf16(GemmKernel k);  // one of the bf16 kernels
+GemmKernel gemm_f32_kernel();                   // the one gemm_f32 runs now
 const char* gemm_f32_kernel_name();
 
 
 // gemm_f32 for operands that hold bf16 values (widened from bf16 tensors, so rounding them to bf16
 // changes nothing): with the amx_bf16 switch on (the default) and a CPU with AMX-BF16 they multiply
-// on AMX tiles, else as gemm_f32. Autocast bf16's matmuls and convs on the CPU come here.
+// on AMX tiles; else, with the avx512_bf16_dot switch on (the default) and a CPU with AVX512-BF16,
+// by VDPBF16PS; else as gemm_f32. Autocast bf16's matmuls and convs on the CPU come here.
 void gemm_f32_bf16_values(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa,
                           const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc);
 GemmKernel gemm_bf16_values_kernel();  // the kernel it runs now

@@ -156,7 +156,14 @@ TEST_CASE("direct conv: where it does not apply, and its switch") {
   CHECK_FALSE(cpu::direct_conv_applies(x.to(kF64), w.to(kF64), base));
   CHECK_FALSE(cpu::direct_conv_applies(x, w, {.stride_h = 2, .pad_h = 1, .pad_w = 1}));
   CHECK_FALSE(cpu::direct_conv_applies(x, w, {.pad_h = 1, .pad_w = 1, .dil_w = 2}));
-  CHECK_FALSE(cpu::direct_conv_applies(x, w, {.pad_h = 1, .pad_w = 1, .bf16_values = true}));
+  // bf16 values go direct unless a GEMM kernel multiplies them in bf16 (AMX, VDPBF16PS).
+  const kernels::Conv2dParams bf16_values{.pad_h = 1, .pad_w = 1, .bf16_values = true};
+  CHECK(cpu::direct_conv_applies(x, w, bf16_values) ==
+        !cpu::gemm_kernel_rounds_to_bf16(cpu::gemm_bf16_values_kernel()));
+  {
+    toggles::Scoped amx(toggles::Toggle::amx_bf16, false), dot(toggles::Toggle::avx512_bf16_dot, false);
+    CHECK(cpu::direct_conv_applies(x, w, bf16_values));
+  }
   CHECK_FALSE(cpu::direct_conv_applies(x, randn({4, 1, 3, 3}, kF32, &gen), {.pad_h = 1, .pad_w = 1, .groups = 4}));
   CHECK(cpu::direct_conv_backward_input_applies(x, w, {.pad_h = 2, .pad_w = 2}));
   CHECK_FALSE(cpu::direct_conv_backward_input_applies(x, w, {.pad_h = 3, .pad_w = 1}));

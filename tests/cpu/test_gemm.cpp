@@ -1,6 +1,7 @@
 // gemm_f32, gemm_f64 and the ladder's rungs against a plain double-precision loop: edge sizes,
 // sizes past every block size, transposed A and B, strided C, alpha/beta, NaN in C with beta = 0.
-// gemm_f32 is checked on each micro-kernel (scalar, AVX2, AVX-512); one the CPU lacks is skipped.
+// gemm_f32 is checked on each micro-kernel (scalar, AVX2, AVX-512, and the bf16 ones: AMX, AVX512-BF16
+// and its emulation); one the CPU lacks is skipped.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -175,9 +176,41 @@ TEST_CASE("gemm_f32 on the AMX bf16 micro-kernel" *
   g_bf16_inputs = false;
 }
 
-TEST_CASE("the AMX bf16 kernel rounds its inputs to bf16 and keeps NaN and infinity" *
-          doctest::skip(!mdl::cpu::gemm_kernel_available(mdl::cpu::GemmKernel::amx_bf16))) {
-  mdl::cpu::ScopedGemmKernel forced(mdl::cpu::GemmKernel::amx_bf16);
+// VDPBF16PS and its emulation on AVX-512F: the same packing and loops, so the emulated sweep checks
+// the native kernel's logic (pairs, odd K, edges, strides, blocks) on any AVX-512 CPU.
+TEST_CASE("gemm_f32 on the AVX512-BF16 pair-dot micro-kernel" *
+          doctest::skip(!mdl::cpu::gemm_kernel_available(mdl::cpu::GemmKernel::avx512_bf16))) {
+  g_bf16_inputs = true;
+  check_kernel(mdl::cpu::GemmKernel::avx512_bf16);
+  g_bf16_inputs = false;
+}
+TEST_CASE("gemm_f32 on the pair-dot micro-kernel emulated in AVX-512F" *
+          doctest::skip(!mdl::cpu::gemm_kernel_available(mdl::cpu::GemmKernel::avx512_bf16_emulated))) {
+  g_bf16_inputs = true;
+  check_kernel(mdl::cpu::GemmKernel::avx512_bf16_emulated);
+  g_bf16_inputs = false;
+}
+
+// Each pair's products are exact in f32 and VDPBF16PS adds the odd one first, then the even one:
+// the emulation's two FMAs in that order give its results bit for bit (no denormals here).
+TEST_CASE("the pair-dot kernel and its emulation agree bit for bit" *
+          doctest::skip(!mdl::cpu::gemm_kernel_available(mdl::cpu::GemmKernel::avx512_bf16))) {
+  using mdl::cpu::GemmKernel;
+  const int64_t M = 53, N = 77, K = 401;
+  const auto A = random_vec<float>(M * K, 41), B = random_vec<float>(K * N, 42);
+  auto run = [&](GemmKernel k) {
+    mdl::cpu::ScopedGemmKernel forced(k);
+    std::vector<float> C(M * N);
+    mdl::cpu::gemm_f32(M, N, K, 1.0f, A.data(), K, 1, B.data(), N, 1, 0.0f, C.data(), N, 1);
+    return C;
+  };
+  CHECK(run(GemmKernel::avx512_bf16) == run(GemmKernel::avx512_bf16_emulated));
+}
+
+void check_rounds_to_bf16(mdl::cpu::GemmKernel k) {
+  CAPTURE(mdl::cpu::gemm_kernel_name(k));
+  CHECK(mdl::cpu::gemm_kernel_rounds_to_bf16(k));
+  mdl::cpu::ScopedGemmKernel forced(k);
   const int64_t M = 37, N = 45, K = 70;
   auto A = random_vec<float>(M * K, 31), B = random_vec<float>(K * N, 32);
   std::vector<float> C(M * N), Ar(A), Br(B);
@@ -204,6 +237,15 @@ TEST_CASE("the AMX bf16 kernel rounds its inputs to bf16 and keeps NaN and infin
   CHECK(std::isfinite(C[1 * N + 3]));
 }
 
+TEST_CASE("the bf16 kernels round their inputs to bf16 and keep NaN and infinity") {
+  using mdl::cpu::GemmKernel;
+  int ran = 0;
+  for (GemmKernel k : {GemmKernel::amx_bf16, GemmKernel::avx512_bf16, GemmKernel::avx512_bf16_emulated})
+    if (mdl::cpu::gemm_kernel_available(k)) check_rounds_to_bf16(k), ++ran;
+  if (ran == 0) MESSAGE("no bf16 kernel runs on this CPU (it lacks AVX-512F)");
+  CHECK_FALSE(mdl::cpu::gemm_kernel_rounds_to_bf16(GemmKernel::avx512));
+}
+
 TEST_CASE("gemm_f32 picks the widest kernel the CPU has; the avx512_gemm switch and forcing change it") {
   using mdl::cpu::GemmKernel;
   const GemmKernel best = mdl::cpu::gemm_kernel_available(GemmKernel::avx512) ? GemmKernel::avx512
@@ -224,6 +266,20 @@ TEST_CASE("gemm_f32 picks the widest kernel the CPU has; the avx512_gemm switch 
         (mdl::cpu::gemm_kernel_available(GemmKernel::amx_bf16) ? GemmKernel::amx_bf16 : best));
   mdl::toggles::set_bf16_gemm(false);
   CHECK(mdl::cpu::gemm_f32_kernel() == best);
+  // bf16 values: AMX first, then VDPBF16PS, each behind its switch; else the f32 kernel.
+  const bool amx = mdl::cpu::gemm_kernel_available(GemmKernel::amx_bf16);
+  const bool dot = mdl::cpu::gemm_kernel_available(GemmKernel::avx512_bf16);
+  CHECK(mdl::cpu::gemm_bf16_values_kernel() == (amx ? GemmKernel::amx_bf16 : dot ? GemmKernel::avx512_bf16 : best));
+  {
+    mdl::toggles::Scoped no_amx(mdl::toggles::Toggle::amx_bf16, false);
+    CHECK(mdl::cpu::gemm_bf16_values_kernel() == (dot ? GemmKernel::avx512_bf16 : best));
+    mdl::toggles::Scoped no_dot(mdl::toggles::Toggle::avx512_bf16_dot, false);
+    CHECK(mdl::cpu::gemm_bf16_values_kernel() == best);
+  }
+  {
+    mdl::cpu::ScopedGemmKernel forced(GemmKernel::scalar);
+    CHECK(mdl::cpu::gemm_bf16_values_kernel() == GemmKernel::scalar);
+  }
   if (!mdl::cpu::gemm_kernel_available(GemmKernel::avx512))
     CHECK_THROWS_WITH_AS(mdl::cpu::ScopedGemmKernel(GemmKernel::avx512),
                          doctest::Contains("this CPU cannot run the avx512f 12x32 micro-kernel"), mdl::Error);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -132,34 +133,41 @@ TEST_CASE("conv2d: f16 and bf16 compute in f32 and round once") {
     }
 }
 
-// Autocast bf16 on a CPU with AMX: the GEMMs multiply the bf16 operands on tiles, exactly, and sum
-// in f32 in another order than the f32 kernel; the results differ by at most one bf16 rounding.
-TEST_CASE("conv2d: bf16 on the AMX kernel matches the f32 kernel within one bf16 rounding" *
-          doctest::skip(!cpu::gemm_kernel_available(cpu::GemmKernel::amx_bf16))) {
+// bf16 convs on each bf16 GEMM kernel the CPU runs (AMX, VDPBF16PS, and VDPBF16PS emulated in
+// AVX-512F): the GEMMs multiply the bf16 operands exactly and sum in f32 in another order than the
+// widened f32 path (the direct kernel or the f32 GEMM); the results differ by at most one bf16 rounding.
+TEST_CASE("conv2d: bf16 on each bf16 GEMM kernel matches the widened f32 path within one bf16 rounding" *
+          doctest::skip(!cpu::gemm_kernel_available(cpu::GemmKernel::avx512_bf16_emulated))) {
   const ConvCase cases[] = {{16, 32, 14, 14, 64, 3, 3, {1, 1}, {1, 1}},  // batched chunks, threads split the batch
                             {1, 12, 40, 40, 20, 3, 3, {1, 1}, {1, 1}},   // one sample cut into pixel tiles
                             {3, 8, 9, 11, 6, 3, 2, {2, 1}, {1, 0}, {1, 2}, 2, true, "channels_last"}};
-  for (const ConvCase& c : cases) {
-    INFO(describe(c));
-    CHECK(cpu::gemm_bf16_values_kernel() == cpu::GemmKernel::amx_bf16);
-    auto run = [&](bool amx) {
-      toggles::set_amx_bf16(amx);
-      Generator gen(21);
-      ConvRun r = run_conv(c, kBF16, gen, true);
-      r.y.backward(randn(r.y.shape(), kBF16, &gen));  // the same gradient for both: not one made from y
-      toggles::set_amx_bf16(true);
-      return std::vector<V>{values(r.y), values(r.w.grad()), values(r.xleaf.grad())};
-    };
-    const std::vector<V> tiles = run(true), widened = run(false);
-    for (size_t k = 0; k < tiles.size(); ++k) {
-      // Relative to each value, and where sums cancel to near zero, to the output's scale (f32's
-      // summation error in another order, about 1e-7 of the terms, then a bf16 rounding).
-      double scale = 0, worst = 0;
-      for (double v : widened[k]) scale = std::max(scale, std::abs(v));
-      for (size_t i = 0; i < tiles[k].size(); ++i)
-        worst = std::max(worst, std::abs(tiles[k][i] - widened[k][i]) / (std::abs(widened[k][i]) + 1e-3 * scale));
-      INFO("output ", k, " (y, grad w, grad x): worst relative difference ", worst);
-      CHECK(worst <= 0x1p-7);
+  using cpu::GemmKernel;
+  for (GemmKernel k : {GemmKernel::amx_bf16, GemmKernel::avx512_bf16, GemmKernel::avx512_bf16_emulated}) {
+    if (!cpu::gemm_kernel_available(k)) continue;
+    CAPTURE(cpu::gemm_kernel_name(k));
+    for (const ConvCase& c : cases) {
+      INFO(describe(c));
+      auto run = [&](bool bf16_kernel) {
+        std::optional<cpu::ScopedGemmKernel> forced;
+        if (bf16_kernel) forced.emplace(k);
+        toggles::Scoped amx(toggles::Toggle::amx_bf16, false), dot(toggles::Toggle::avx512_bf16_dot, false);
+        CHECK(cpu::gemm_bf16_values_kernel() == (bf16_kernel ? k : cpu::gemm_f32_kernel()));
+        Generator gen(21);
+        ConvRun r = run_conv(c, kBF16, gen, true);
+        r.y.backward(randn(r.y.shape(), kBF16, &gen));  // the same gradient for both: not one made from y
+        return std::vector<V>{values(r.y), values(r.w.grad()), values(r.xleaf.grad())};
+      };
+      const std::vector<V> tiles = run(true), widened = run(false);
+      for (size_t i = 0; i < tiles.size(); ++i) {
+        // Relative to each value, and where sums cancel to near zero, to the output's scale (f32's
+        // summation error in another order, about 1e-7 of the terms, then a bf16 rounding).
+        double scale = 0, worst = 0;
+        for (double v : widened[i]) scale = std::max(scale, std::abs(v));
+        for (size_t j = 0; j < tiles[i].size(); ++j)
+          worst = std::max(worst, std::abs(tiles[i][j] - widened[i][j]) / (std::abs(widened[i][j]) + 1e-3 * scale));
+        INFO("output ", i, " (y, grad w, grad x): worst relative difference ", worst);
+        CHECK(worst <= 0x1p-7);
+      }
     }
   }
 }

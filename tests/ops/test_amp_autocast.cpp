@@ -6,14 +6,18 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <memory>
+#include <functional>
 #include <vector>
 
 #include "ops/autocast.h"
+#include "amp/grad_scaler.h"
 #include "amp/keep_f32.h"
 #include "mdl.h"
 #include "tests/support/test_util.h"
 #include "nn/functional.h"
 #include "nn/models/models.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 namespace F = mdl::nn::functional;
@@ -156,6 +160,58 @@ TEST_CASE("autocast: an in-place update of a parameter inside the region renews 
     w.mul_(3.0);
   }
   CHECK(F::linear(x, w).to(kF32).item<float>() == 6.0f);
+}
+
+// A loop may hold one autocast region across several steps. Each optimizer step writes the f32
+// parameters in place and bumps their versions, so the next forward casts them again: a stale cast
+// would give the pre-step output, which the test tells apart from the post-step one.
+TEST_CASE("autocast: an optimizer step inside the region renews the parameters' cached casts") {
+  struct Config {
+    const char* name;
+    bool multi_tensor, fused_adamw, scaler;
+    std::function<std::unique_ptr<optim::Optimizer>(std::vector<Tensor>)> make;
+  };
+  const auto sgd = [](std::vector<Tensor> p) {
+    return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions{.lr = 0.5, .momentum = 0.9});
+  };
+  const auto adam = [](std::vector<Tensor> p) { return std::make_unique<optim::Adam>(std::move(p)); };
+  const auto adamw = [](std::vector<Tensor> p) { return std::make_unique<optim::AdamW>(std::move(p)); };
+  const Config configs[] = {{"SGD, one tensor at a time", false, false, false, sgd},
+                            {"SGD, multi-tensor", true, false, false, sgd},
+                            {"Adam, multi-tensor, GradScaler", true, false, true, adam},
+                            {"AdamW, fused", true, true, false, adamw},
+                            {"AdamW, unfused, GradScaler", false, false, true, adamw}};
+  for (const Config& c : configs) {
+    CAPTURE(c.name);
+    toggles::Scoped multi(toggles::Toggle::multi_tensor_step, c.multi_tensor);
+    toggles::Scoped fused(toggles::Toggle::fused_adamw, c.fused_adamw);
+    manual_seed(5);
+    Tensor w = param({8, 4}), b = param({8});
+    const Tensor x = randn({16, 4}), target = randint(0, 8, {16});
+    std::unique_ptr<optim::Optimizer> opt = c.make({w, b});
+    amp::GradScaler scaler;
+    amp::AutocastGuard autocast(kBF16);
+    const Tensor before = F::linear(x, w, b);
+    CHECK(amp::cast_cache_size() == 2);
+    Tensor loss = F::cross_entropy(before, target);
+    if (c.scaler) {
+      scaler.scale(loss).backward();
+      CHECK(bool(scaler.step(*opt)));
+      scaler.update();
+    } else {
+      loss.backward();
+      opt->step();
+    }
+    const Tensor after = F::linear(x, w, b);
+    CHECK(amp::cast_cache_size() == 2);  // renewed in place, not added beside the stale casts
+    Tensor fresh;
+    {
+      NoGradGuard no_grad;  // casts of tensors that are not parameters: never cached
+      fresh = F::linear(x.to(kBF16), w.to(kBF16), b.to(kBF16));
+    }
+    CHECK(after.to(kF32).to_vector<float>() == fresh.to(kF32).to_vector<float>());
+    CHECK(after.to(kF32).to_vector<float>() != before.to(kF32).to_vector<float>());
+  }
 }
 
 TEST_CASE("autocast: gradients reach f32 parameters as f32, close to the f32 gradients") {

@@ -1,0 +1,58 @@
+// The bf16 pair-dot GEMM on VDPBF16PS (AVX512-BF16: Zen 4 and 5, Cooper Lake, Sapphire Rapids and
+// later). This file alone is compiled for AVX512-BF16 (by pragma, GCC's or clang's); gemm.cpp
+// calls it only on a CPU that has it.
+#include "cpu/gemm_bf16_dot.h"
+
+#if defined(__x86_64__)
+// The headers come before the target pragma: their functions must not be compiled for AVX-512.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "cpu/packing_scratch.h"
+
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512bf16"))), apply_to = function)
+#else
+#pragma GCC push_options
+// GCC 12 takes the _mm512_undefined_*() inside its shift and narrowing intrinsics for uninitialised
+// reads (PR 105593, fixed in GCC 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC target("avx512f,avx512bw,avx512bf16")
+#endif
+
+#include "cpu/gemm_bf16_dot_impl.h"
+
+namespace mdl::cpu {
+
+namespace {
+struct NativeDot {
+  static __m512 dot(__m512 acc, __m512i a, __m512i b) { return _mm512_dpbf16_ps(acc, (__m512bh)a, (__m512bh)b); }
+};
+}  // namespace
+
+void gemm_serial_bf16_dot(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa,
+                          const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
+  bf16_dot::gemm_serial<NativeDot>(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
+}
+
+}  // namespace mdl::cpu
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
+
+#else  // not x86-64
+
+namespace mdl::cpu {
+void gemm_serial_bf16_dot(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*, int64_t,
+                          int64_t, float, float*, int64_t, int64_t) {}
+}  // namespace mdl::cpu
+
+#endif

@@ -1,0 +1,203 @@
+// f32 GEMM on bf16 pair dot products, for the two files that compile it (cpu/gemm_bf16_dot_avx512bf16.cpp
+// with VDPBF16PS, cpu/gemm_bf16_dot_emulated.cpp with AVX-512F alone), each under its own target
+// pragma, after the headers below. Everything here is a template on Dot, so the two compilations
+// never share a definition.
+//
+// Packing rounds A and B to bf16 (nearest even, NaN kept) and puts two consecutive k into one
+// 32-bit pair, the element k = 2q in the low half and k = 2q + 1 in the high half:
+//   A panel: kp x 12 pairs, a[q*12 + i] = (A[i][2q], A[i][2q+1])
+//   B panel: kp x 32 pairs, b[q*32 + j] = (B[2q][j], B[2q+1][j]), 64-byte aligned
+// with kp = ceil(kc / 2), an odd kc padded by a zero k. The micro-kernel holds a 12x32 tile of C
+// in 24 zmm accumulators. Per pair step it loads two B vectors (32 columns) and, per row, broadcasts
+// the row's pair and adds both of its products into each column: Dot::dot(acc, a, b) adds
+// a.hi * b.hi, then a.lo * b.lo, into each of the 16 lanes of acc: twice the work of an FMA.
+#pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "cpu/packing_scratch.h"
+
+namespace mdl::cpu::bf16_dot {
+
+constexpr int64_t MR = 12, NR = 32;
+// A B micro-panel of KC k (KC/2 pairs x 32 columns, 24 KiB) stays in L1, an MC x KC A block in L2,
+// a KC x NC B block in L3: the f32 kernel's blocks in bytes.
+constexpr int64_t MC = 240, KC = 384, NC = 4096;
+static_assert(KC % 2 == 0, "a KC block must hold whole pairs");
+
+// x's bf16 bits (nearest even; a NaN stays a quiet NaN), in the low 16 bits.
+template <class Dot>
+inline uint32_t bf16_bits(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (u >> 16) | 0x40u;
+  return (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+}
+
+template <class Dot>
+inline uint32_t pair(float lo, float hi) {
+  return bf16_bits<Dot>(lo) | bf16_bits<Dot>(hi) << 16;
+}
+
+// 16 floats -> their bf16 bits in the high half of each lane, low half zero.
+template <class Dot>
+inline __m512i bf16_high(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i r = _mm512_add_epi32(u, _mm512_add_epi32(_mm512_set1_epi32(0x7FFF), lsb));
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(u, _mm512_set1_epi32(0x00400000)));
+  return _mm512_and_si512(r, _mm512_set1_epi32(int(0xFFFF0000u)));
+}
+
+// Lane-wise pairs of two vectors: (lo[l], hi[l]).
+template <class Dot>
+inline __m512i pairs_of(__m512 lo, __m512 hi) {
+  return _mm512_or_si512(bf16_high<Dot>(hi), _mm512_srli_epi32(bf16_high<Dot>(lo), 16));
+}
+
+// Pairs of 32 consecutive floats: (x[2l], x[2l+1]) for l = 0..15.
+template <class Dot>
+inline __m512i pairs_of_consecutive(const float* x) {
+  const __m256i lo = _mm512_cvtepi32_epi16(_mm512_srli_epi32(bf16_high<Dot>(_mm512_loadu_ps(x)), 16));
+  const __m256i hi = _mm512_cvtepi32_epi16(_mm512_srli_epi32(bf16_high<Dot>(_mm512_loadu_ps(x + 16)), 16));
+  return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+// A block (mc x kc) -> ceil(mc/MR) panels of kp x MR pairs, short panels and an odd kc zero-padded.
+template <class Dot>
+void pack_a(int64_t mc, int64_t kc, const float* A, int64_t rsa, int64_t csa, uint32_t* buf) {
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t ir = 0; ir < mc; ir += MR, buf += kp * MR) {
+    const int64_t mr = std::min(MR, mc - ir);
+    const float* a = A + ir * rsa;
+    if (rsa == 1 && mr == MR) {  // columns of A are contiguous: 12 rows of k = 2q and of 2q + 1
+      const __mmask16 rows = (1u << MR) - 1;
+      for (int64_t q = 0; q < kp; ++q) {
+        const __m512 lo = _mm512_maskz_loadu_ps(rows, a + 2 * q * csa);
+        const __m512 hi = 2 * q + 1 < kc ? _mm512_maskz_loadu_ps(rows, a + (2 * q + 1) * csa) : _mm512_setzero_ps();
+        _mm512_mask_storeu_epi32(buf + q * MR, rows, pairs_of<Dot>(lo, hi));
+      }
+      continue;
+    }
+    for (int64_t i = 0; i < MR; ++i)
+      for (int64_t q = 0; q < kp; ++q) {
+        const bool in = i < mr;
+        const float lo = in ? a[i * rsa + 2 * q * csa] : 0.0f;
+        const float hi = in && 2 * q + 1 < kc ? a[i * rsa + (2 * q + 1) * csa] : 0.0f;
+        buf[q * MR + i] = pair<Dot>(lo, hi);
+      }
+  }
+}
+
+// One B panel (kc x nr, nr <= NR) -> kp x NR pairs, zero-padded.
+template <class Dot>
+void pack_b_panel(int64_t kc, int64_t nr, const float* b, int64_t rsb, int64_t csb, uint32_t* buf) {
+  const int64_t kp = (kc + 1) / 2;
+  if (nr == NR && csb == 1) {  // rows of B are contiguous: two rows make 32 pairs
+    for (int64_t q = 0; q < kp; ++q) {
+      const float* r0 = b + 2 * q * rsb;
+      const bool odd_end = 2 * q + 1 >= kc;
+      for (int h = 0; h < 2; ++h) {
+        const __m512 lo = _mm512_loadu_ps(r0 + 16 * h);
+        const __m512 hi = odd_end ? _mm512_setzero_ps() : _mm512_loadu_ps(r0 + rsb + 16 * h);
+        _mm512_store_si512(buf + q * NR + 16 * h, pairs_of<Dot>(lo, hi));
+      }
+    }
+    return;
+  }
+  if (nr == NR && rsb == 1) {  // columns of B are contiguous: a column's 32 k make 16 pairs
+    alignas(64) uint32_t col[16];
+    const int64_t q_whole = kc / 32 * 16;
+    for (int64_t j = 0; j < NR; ++j) {
+      for (int64_t q0 = 0; q0 < q_whole; q0 += 16) {
+        _mm512_store_si512(col, pairs_of_consecutive<Dot>(b + j * csb + 2 * q0));
+        for (int64_t q = 0; q < 16; ++q) buf[(q0 + q) * NR + j] = col[q];
+      }
+      for (int64_t q = q_whole; q < kp; ++q)
+        buf[q * NR + j] = pair<Dot>(b[j * csb + 2 * q], 2 * q + 1 < kc ? b[j * csb + 2 * q + 1] : 0.0f);
+    }
+    return;
+  }
+  for (int64_t q = 0; q < kp; ++q)
+    for (int64_t j = 0; j < NR; ++j) {
+      const bool in = j < nr;
+      const float lo = in ? b[2 * q * rsb + j * csb] : 0.0f;
+      const float hi = in && 2 * q + 1 < kc ? b[(2 * q + 1) * rsb + j * csb] : 0.0f;
+      buf[q * NR + j] = pair<Dot>(lo, hi);
+    }
+}
+
+// The 12x32 tile of C at c[i*rsc + j*csc] = alpha * (a panel . b panel) + beta * C (C not read
+// when beta == 0).
+template <class Dot>
+void kernel_12x32(int64_t kp, const uint32_t* a, const uint32_t* b, float* c, int64_t rsc, int64_t csc, float alpha,
+                  float beta) {
+  __m512 acc[MR][2];
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int64_t q = 0; q < kp; ++q, a += MR, b += NR) {
+    const __m512i b0 = _mm512_load_si512(b), b1 = _mm512_load_si512(b + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+      const __m512i ai = _mm512_set1_epi32(int(a[i]));
+      acc[i][0] = Dot::dot(acc[i][0], ai, b0);
+      acc[i][1] = Dot::dot(acc[i][1], ai, b1);
+    }
+  }
+  const __m512 va = _mm512_set1_ps(alpha);
+  alignas(64) float t[MR][NR];
+#pragma GCC unroll 12
+  for (int i = 0; i < MR; ++i) {
+    _mm512_store_ps(&t[i][0], _mm512_mul_ps(va, acc[i][0]));
+    _mm512_store_ps(&t[i][16], _mm512_mul_ps(va, acc[i][1]));
+  }
+  for (int i = 0; i < MR; ++i)
+    for (int j = 0; j < NR; ++j) {
+      float& cij = c[i * rsc + j * csc];
+      cij = beta == 0.0f ? t[i][j] : t[i][j] + beta * cij;
+    }
+}
+
+// One thread's GEMM; M, N, K > 0. Edge tiles go through a full tile of scratch.
+template <class Dot>
+void gemm_serial(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa, const float* B,
+                 int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
+  const int64_t kp_max = (std::min(KC, K) + 1) / 2;
+  uint32_t* abuf = packing_scratch<uint32_t>(0, kp_max * std::min(MC, (M + MR - 1) / MR * MR));
+  uint32_t* bbuf = packing_scratch<uint32_t>(1, kp_max * std::min(NC, (N + NR - 1) / NR * NR));
+  for (int64_t jc = 0; jc < N; jc += NC) {
+    const int64_t nc = std::min(NC, N - jc);
+    for (int64_t pc = 0; pc < K; pc += KC) {
+      const int64_t kc = std::min(KC, K - pc), kp = (kc + 1) / 2;
+      for (int64_t jr = 0; jr < nc; jr += NR)
+        pack_b_panel<Dot>(kc, std::min(NR, nc - jr), B + pc * rsb + (jc + jr) * csb, rsb, csb, bbuf + jr * kp);
+      const float beta_pc = pc == 0 ? beta : 1.0f;
+      for (int64_t ic = 0; ic < M; ic += MC) {
+        const int64_t mc = std::min(MC, M - ic);
+        pack_a<Dot>(mc, kc, A + ic * rsa + pc * csa, rsa, csa, abuf);
+        for (int64_t jr = 0; jr < nc; jr += NR)
+          for (int64_t ir = 0; ir < mc; ir += MR) {
+            const int64_t mr = std::min(MR, mc - ir), nr = std::min(NR, nc - jr);
+            float* c = C + (ic + ir) * rsc + (jc + jr) * csc;
+            if (mr == MR && nr == NR) {
+              kernel_12x32<Dot>(kp, abuf + ir * kp, bbuf + jr * kp, c, rsc, csc, alpha, beta_pc);
+              continue;
+            }
+            alignas(64) float t[MR * NR];
+            kernel_12x32<Dot>(kp, abuf + ir * kp, bbuf + jr * kp, t, NR, 1, alpha, 0.0f);
+            for (int64_t i = 0; i < mr; ++i)
+              for (int64_t j = 0; j < nr; ++j) {
+                float& cij = c[i * rsc + j * csc];
+                cij = beta_pc == 0.0f ? t[i * NR + j] : t[i * NR + j] + beta_pc * cij;
+              }
+          }
+      }
+    }
+  }
+}
+
+}  // namespace mdl::cpu::bf16_dot
