@@ -14,6 +14,7 @@
 #include "cpu/kernels.h"
 #include "kernels/views.h"
 #include "tensor/error.h"
+#include "tensor/half.h"
 #include "tensor/parallel.h"
 #include "switches/list/toggles.h"
 
@@ -47,6 +48,33 @@ std::vector<float> pack_weight_rows(int64_t G, int64_t cog, int64_t cig, int64_t
   return p;
 }
 
+// The same for the pair tile: p[((g * cip + cp) * kk + t) * cop + co] = the pair (input channels
+// 2cp and 2cp + 1, zero past cig) rounded to bf16, with cip = ceil(cig / 2).
+template <class At>
+std::vector<uint32_t> pack_weight_row_pairs(int64_t G, int64_t cog, int64_t cig, int64_t kk, int64_t cop,
+                                            const At& at) {
+  const int64_t cip = (cig + 1) / 2;
+  std::vector<uint32_t> p(size_t(G * cip * kk * cop), 0u);
+  for (int64_t g = 0; g < G; ++g)
+    for (int64_t co = 0; co < cog; ++co)
+      for (int64_t c = 0; c < cig; ++c)
+        for (int64_t t = 0; t < kk; ++t)
+          p[size_t(((g * cip + c / 2) * kk + t) * cop + co)] |= uint32_t(mdl::detail::f32_to_bf16_bits(at(g, co, c, t)))
+                                                                << (c % 2 * 16);
+  return p;
+}
+
+// The pair row tile for a conv's bf16 values: VDPBF16PS, or its emulation, as the bf16 GEMM kernel
+// choice says (so ScopedGemmKernel reaches it); null for f32 values or any other kernel.
+detail::ConvGemmRowPairsFn pair_row_for(const kernels::Conv2dParams& p) {
+  if (!p.bf16_values) return nullptr;
+  switch (gemm_bf16_values_kernel()) {
+    case GemmKernel::avx512_bf16: return detail::conv_gemm_row_bf16;
+    case GemmKernel::avx512_bf16_emulated: return detail::conv_gemm_row_bf16_emulated;
+    default: return nullptr;
+  }
+}
+
 // Which forward tile a conv takes: the row tile (lanes over output channels) with at least
 // kRowChannels input and output channels per group; below that the plane tile (lanes over
 // columns), where a row tile's few channels would leave its lanes or its FMAs idle. On an Ice
@@ -69,8 +97,12 @@ struct Job {
   float* out;
   int64_t Cout, Ho, Wo;
   bool rows_tile;
+  // The pair tile (row tile on bf16 values): its loop and the weights packed by pack_weight_row_pairs.
+  detail::ConvGemmRowPairsFn pair_row = nullptr;
+  const uint32_t* wpairs = nullptr;
 
   int64_t cig() const { return C / G; }
+  int64_t cip() const { return (cig() + 1) / 2; }
   int64_t cog() const { return Cout / G; }
   int64_t cop() const { return (cog() + isa.lanes - 1) / isa.lanes * isa.lanes; }
   int64_t wq() const { return (Wo + isa.lanes - 1) / isa.lanes * isa.lanes + kw - 1; }
@@ -136,44 +168,82 @@ struct Job {
     const int64_t step = isa.row_vectors * isa.lanes;
     return (cop() + step - 1) / step;
   }
+  // The pair tile's view of group g of a paired sample (pairs: G * cip planes, group g's first).
+  detail::ConvGemmRowPairs row_pairs_of(const uint32_t* pairs, float* outT, int64_t g) const {
+    return {pairs + g * cip() * plane(),
+            plane(),
+            wq(),
+            wpairs + g * cip() * kh * kw * cop(),
+            cop(),
+            cip(),
+            kh,
+            kw,
+            bias ? bias + g * cop() : nullptr,
+            outT + g * Ho * Wo * cop(),
+            Wo};
+  }
   // Rows [oh0, oh1) of output channel block cb (isa.row_vectors vectors) of one sample and group,
-  // each cut into near-equal tiles of at most isa.row_pixels pixels.
-  void rows(const detail::ConvGemmRow& r, int64_t cb, int64_t oh0, int64_t oh1) const {
+  // each cut into near-equal tiles of at most isa.row_pixels pixels, by tile(r, oh, ow0, k, co, nv).
+  template <class R, class Tile>
+  void rows(const R& r, Tile tile, int64_t cb, int64_t oh0, int64_t oh1) const {
     const int64_t co = cb * isa.row_vectors * isa.lanes;
     const int nv = int(std::min<int64_t>(isa.row_vectors, (cop() - co) / isa.lanes));
     const int64_t tiles = (Wo + isa.row_pixels - 1) / isa.row_pixels;
     for (int64_t oh = oh0; oh < oh1; ++oh)
       for (int64_t i = 0; i < tiles; ++i) {
         const int64_t ow0 = Wo * i / tiles, ow1 = Wo * (i + 1) / tiles;
-        isa.row(r, oh, ow0, int(ow1 - ow0), co, nv);
+        tile(r, oh, ow0, int(ow1 - ow0), co, nv);
       }
   }
+  // One sample in the row tiles' buffers: zero-padded, in bf16 pairs for the pair tile, and its
+  // output transposed.
+  struct RowBuffers {
+    std::vector<float> padded, outT;
+    std::vector<uint32_t> pairs;
+  };
+  RowBuffers row_buffers() const {
+    return {std::vector<float>(size_t(C * plane())), std::vector<float>(size_t(G * Ho * Wo * cop())),
+            std::vector<uint32_t>(pair_row ? size_t(G * cip() * plane()) : 0)};
+  }
+  void load_sample(int64_t n, RowBuffers& b) const {
+    pad(n, b.padded.data());
+    if (!pair_row) return;
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t cp = 0; cp < cip(); ++cp) {
+        const float* lo = b.padded.data() + (g * cig() + 2 * cp) * plane();
+        detail::bf16_pairs_avx512(lo, 2 * cp + 1 < cig() ? lo + plane() : nullptr, plane(),
+                                  b.pairs.data() + (g * cip() + cp) * plane());
+      }
+  }
+  void tile_rows(RowBuffers& b, int64_t g, int64_t cb, int64_t oh0, int64_t oh1) const {
+    if (pair_row) return rows(row_pairs_of(b.pairs.data(), b.outT.data(), g), pair_row, cb, oh0, oh1);
+    rows(row_of(b.padded.data(), b.outT.data(), g), isa.row, cb, oh0, oh1);
+  }
   void run_rows() const {
-    const int64_t out_floats = G * Ho * Wo * cop();
     if (N >= get_num_threads() || in_parallel_region()) {
       parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
-        std::vector<float> buf(size_t(C * plane())), outT(static_cast<size_t>(out_floats));
+        RowBuffers b = row_buffers();
         for (int64_t n = n0; n < n1; ++n) {
-          pad(n, buf.data());
+          load_sample(n, b);
           for (int64_t g = 0; g < G; ++g)
-            for (int64_t cb = 0; cb < co_blocks(); ++cb) rows(row_of(buf.data(), outT.data(), g), cb, 0, Ho);
-          store(outT.data(), n);
+            for (int64_t cb = 0; cb < co_blocks(); ++cb) tile_rows(b, g, cb, 0, Ho);
+          store(b.outT.data(), n);
         }
       });
       return;
     }
     // Fewer samples than threads: each sample's (group, channel block, row) items are shared out.
-    std::vector<float> buf(size_t(C * plane())), outT(static_cast<size_t>(out_floats));
+    RowBuffers b = row_buffers();
     const int64_t items = G * co_blocks() * Ho;
     for (int64_t n = 0; n < N; ++n) {
-      pad(n, buf.data());
+      load_sample(n, b);
       parallel_for(0, items, 1, [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) {
           const int64_t g = i / (co_blocks() * Ho), cb = i / Ho % co_blocks(), oh = i % Ho;
-          rows(row_of(buf.data(), outT.data(), g), cb, oh, oh + 1);
+          tile_rows(b, g, cb, oh, oh + 1);
         }
       });
-      store(outT.data(), n);
+      store(b.outT.data(), n);
     }
   }
 
@@ -218,7 +288,9 @@ const DirectIsa* direct_isa() {
                                   kConvRowVectorsAvx2,    kWeightGradVectorsAvx2, "avx2-fma 3x3x8"};
   if (!toggles::direct_conv()) return nullptr;
   switch (gemm_f32_kernel()) {
-    case GemmKernel::avx512: return &avx512;
+    case GemmKernel::avx512:
+    case GemmKernel::avx512_bf16:  // forced (tests): AVX-512 CPUs
+    case GemmKernel::avx512_bf16_emulated: return &avx512;
     case GemmKernel::avx2: return &avx2;
     default: return nullptr;
   }
@@ -231,9 +303,10 @@ const char* direct_conv_kernel_name() {
 }
 
 bool direct_conv_applies(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {
-  // bf16 values take the GEMM when it multiplies them in bf16; otherwise f32 is all there is, and direct is faster.
-  const bool bf16_gemm = p.bf16_values && gemm_kernel_rounds_to_bf16(gemm_bf16_values_kernel());
-  return x.dtype() == DType::F32 && !bf16_gemm && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1 &&
+  // bf16 values go to AMX's GEMM where it runs; otherwise direct, whose row tile multiplies them in pairs
+  // where VDPBF16PS runs.
+  const bool amx = p.bf16_values && gemm_bf16_values_kernel() == GemmKernel::amx_bf16;
+  return x.dtype() == DType::F32 && !amx && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1 &&
          (p.groups == 1 || p.groups != x.size(1)) && detail::direct_isa() != nullptr && w.size(2) > 0 && w.size(3) > 0;
 }
 
@@ -255,8 +328,12 @@ void direct_conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w_,
   const auto at = [&](int64_t g, int64_t co, int64_t c, int64_t t) { return wp[((g * cog + co) * cig + c) * kk + t]; };
   const bool rows = use_rows(cig, cog);
   const int64_t cop = (cog + k->lanes - 1) / k->lanes * k->lanes;
-  const std::vector<float> packed = rows ? pack_weight_rows(G, cog, cig, kk, cop, at)
-                                         : pack_weights(G, cog, cig, kk, k->channels, at);
+  const detail::ConvGemmRowPairsFn pair_row = rows ? pair_row_for(p) : nullptr;
+  const std::vector<float> packed = pair_row ? std::vector<float>()
+                                    : rows   ? pack_weight_rows(G, cog, cig, kk, cop, at)
+                                             : pack_weights(G, cog, cig, kk, k->channels, at);
+  const std::vector<uint32_t> pairs = pair_row ? pack_weight_row_pairs(G, cog, cig, kk, cop, at)
+                                               : std::vector<uint32_t>();
   std::vector<float> bias(rows && b.defined() ? size_t(G * cop) : 0, 0.0f);
   for (int64_t g = 0; g < G && !bias.empty(); ++g)
     std::copy_n(b.data_ptr<float>() + g * cog, cog, bias.data() + g * cop);
@@ -280,7 +357,9 @@ void direct_conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w_,
           out.size(1),
           out.size(2),
           out.size(3),
-          rows};
+          rows,
+          pair_row,
+          pairs.data()};
   job.run();
 }
 
@@ -300,8 +379,13 @@ void direct_conv2d_backward_input(const Tensor& gx, const Tensor& go, const Tens
     return wp[((g * cog + co) * cig + c) * kk + (kk - 1 - t)];
   };
   const bool rows = use_rows(cog, cig);
-  const std::vector<float> wt = rows ? pack_weight_rows(G, cig, cog, kk, (cig + k->lanes - 1) / k->lanes * k->lanes, at)
-                                     : pack_weights(G, cig, cog, kk, k->channels, at);
+  const int64_t cop = (cig + k->lanes - 1) / k->lanes * k->lanes;
+  const detail::ConvGemmRowPairsFn pair_row = rows ? pair_row_for(p) : nullptr;
+  const std::vector<float> wt = pair_row ? std::vector<float>()
+                                : rows   ? pack_weight_rows(G, cig, cog, kk, cop, at)
+                                         : pack_weights(G, cig, cog, kk, k->channels, at);
+  const std::vector<uint32_t> pairs = pair_row ? pack_weight_row_pairs(G, cig, cog, kk, cop, at)
+                                               : std::vector<uint32_t>();
   Job job{*k,
           static_cast<const float*>(go.raw_data()),
           {go.stride(0), go.stride(1), go.stride(2), go.stride(3)},
@@ -320,7 +404,9 @@ void direct_conv2d_backward_input(const Tensor& gx, const Tensor& go, const Tens
           gx.size(1),
           gx.size(2),
           gx.size(3),
-          rows};
+          rows,
+          pair_row,
+          pairs.data()};
   job.run();
 }
 

@@ -2,7 +2,8 @@
 // output is accumulated in vector registers from shifted rows of the zero-padded input, with the
 // bias folded in, instead of unfolding the input into a column matrix for a GEMM. Its backward to
 // the input is the same kernel over the output gradient with the weights flipped and transposed.
-// AVX-512 (16 lanes) or AVX2 + FMA (8 lanes), chosen at run time; f32 only.
+// AVX-512 (16 lanes) or AVX2 + FMA (8 lanes), chosen at run time; f32, and f32 tensors holding
+// bf16 values (autocast bf16), whose row tile multiplies bf16 pairs where VDPBF16PS runs.
 #pragma once
 #include <cstdint>
 
@@ -17,7 +18,9 @@ namespace mdl::cpu {
 const char* direct_conv_kernel_name();
 
 // f32, stride 1, dilation 1, not depthwise (one input channel per group, unless there is only
-// one group), a CPU with AVX2 + FMA or AVX-512, and the switch on.
+// one group), a CPU with AVX2 + FMA or AVX-512, and the switch on; for bf16 values
+// (Conv2dParams::bf16_values), also that AMX does not take them (gemm_bf16_values_kernel).
+// Their row tile multiplies bf16 pairs where the bf16 GEMM kernel is VDPBF16PS or its emulation.
 bool direct_conv_applies(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p);
 // out (N, Cout, Ho, Wo) contiguous = conv(x, w) + b, for a conv direct_conv_applies to.
 void direct_conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b,
@@ -66,21 +69,35 @@ inline constexpr int kDirectChannelsAvx512 = 4, kDirectChannelsAvx2 = 3;
 // weights, input channel c's tap t at row c * kh * kw + t of cop floats (output channels, cop
 // rounded up to whole vectors, zeros past them). bias: cop floats, or null. out: the group's
 // output for the sample transposed, pixel p = oh * wo + ow's cop channels at out + p * cop.
-struct ConvGemmRow {
-  const float* xp;
+// E: float, or for bf16 values uint32_t, a pair of input channels (2c, 2c + 1) rounded to bf16 per
+// element (the low half channel 2c), cin then counting the pairs (an odd channel count gets a zero
+// channel).
+template <class E>
+struct ConvGemmRowOf {
+  const E* xp;
   int64_t plane, wq;
-  const float* wt;
+  const E* wt;
   int64_t cop, cin, kh, kw;
   const float* bias;
   float* out;
   int64_t wo;
 };
+using ConvGemmRow = ConvGemmRowOf<float>;
+using ConvGemmRowPairs = ConvGemmRowOf<uint32_t>;
 // k pixels from (oh, ow0) (k at most the ISA's kConvRowPixels), nv vectors of output channels from
 // co (nv at most its kConvRowVectors).
 void conv_gemm_row_avx512(const ConvGemmRow& a, int64_t oh, int64_t ow0, int k, int64_t co, int nv);
 void conv_gemm_row_avx2(const ConvGemmRow& a, int64_t oh, int64_t ow0, int k, int64_t co, int nv);
 inline constexpr int kConvRowPixelsAvx512 = 8, kConvRowVectorsAvx512 = 2;
 inline constexpr int kConvRowPixelsAvx2 = 8, kConvRowVectorsAvx2 = 1;
+// The row tile on bf16 pairs, AVX-512's geometry (16 lanes, 8 pixels, 2 vectors): by VDPBF16PS
+// (cpu/bf16_pairs_avx512bf16.cpp; a CPU with AVX512-BF16), or with each VDPBF16PS written as two
+// FMAs (cpu/bf16_pairs_avx512.cpp; any AVX-512 CPU: the same results, denormals aside).
+using ConvGemmRowPairsFn = void (*)(const ConvGemmRowPairs&, int64_t, int64_t, int, int64_t, int);
+void conv_gemm_row_bf16(const ConvGemmRowPairs& a, int64_t oh, int64_t ow0, int k, int64_t co, int nv);
+void conv_gemm_row_bf16_emulated(const ConvGemmRowPairs& a, int64_t oh, int64_t ow0, int k, int64_t co, int nv);
+// out[i] = the pair (bf16(lo[i]), bf16(hi[i])) for i < n, hi null: zeros (AVX-512F, nearest even).
+void bf16_pairs_avx512(const float* lo, const float* hi, int64_t n, uint32_t* out);
 
 // One tile of the weight gradient as an implicit GEMM (cpu/conv_weight_grad_impl.h), lanes over
 // output channels. gt: the group's output gradient transposed, sample n's pixel p (of ho * wo)

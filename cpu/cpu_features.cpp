@@ -1,8 +1,13 @@
 // has_avx2_fma, has_avx512f, has_avx512_bf16: cpuid through GCC's __builtin_cpu_supports (which also
-// checks that the OS saves the wider registers), cached; the model name from /proc/cpuinfo.
+// checks that the OS saves the wider registers), cached; has_avx512_fp16 reads its cpuid bit itself
+// (GCC 12's and clang 14's builtins differ on its name); the model name from /proc/cpuinfo.
 #include "cpu/cpu_features.h"
 
 #include <fstream>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 namespace mdl::cpu {
 
@@ -35,6 +40,18 @@ bool has_avx512_bf16() {
   static const bool yes = [] {
     __builtin_cpu_init();
     return has_avx512f() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16");
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+bool has_avx512_fp16() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool yes = [] {
+    unsigned a, b, c, d;  // CPUID leaf 7, subleaf 0: EDX bit 23 is AVX512-FP16
+    return has_avx512f() && __get_cpuid_count(7, 0, &a, &b, &c, &d) && (d >> 23 & 1);
   }();
   return yes;
 #else

@@ -1,4 +1,4 @@
-// The bf16 pair-dot path of the GEMM (cpu/gemm_bf16_dot_impl.h), for gemm.cpp: one thread's GEMM
+// The bf16 pair-dot path of the GEMM (cpu/gemm_bf16_dot_impl.h, compiled in cpu/bf16_pairs_*.cpp), for gemm.cpp: one thread's GEMM
 // with A and B rounded to bf16 and multiplied by VDPBF16PS (AVX512-BF16), and the same loops with
 // each VDPBF16PS replaced by its arithmetic in AVX-512F, so that any AVX-512 CPU can test them.
 #pragma once

@@ -1,5 +1,5 @@
-// f32 GEMM on bf16 pair dot products, for the two files that compile it (cpu/gemm_bf16_dot_avx512bf16.cpp
-// with VDPBF16PS, cpu/gemm_bf16_dot_emulated.cpp with AVX-512F alone), each under its own target
+// f32 GEMM on bf16 pair dot products, for the two files that compile it (cpu/bf16_pairs_avx512bf16.cpp
+// with VDPBF16PS, cpu/bf16_pairs_avx512.cpp with AVX-512F alone), each under its own target
 // pragma, after the headers below. Everything here is a template on Dot, so the two compilations
 // never share a definition.
 //

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs mdl-study at a tiny size (the MLP, 256 Fashion-MNIST images, one epoch, one seed, on the CPU)
-# and checks its report: a time table, and the table "AMP's price in accuracy" with a row per
+# and checks its report: a time table with the sentence on what AMP can buy on this CPU, and the table "AMP's price in accuracy" with a row per
 # autocast dtype whose figures are finite, non-negative numbers, and its CSV files.
 # Usage: tests/run_study.sh BUILD/mdl-study
 set -eu
@@ -14,6 +14,7 @@ if ! STUDY_DATA=fashion-mnist STUDY_MODELS=mlp STUDY_SUBSET=256 STUDY_EPOCHS=1 S
 fi
 md="$work/study.md"
 grep -q '^| baseline |' "$md" || { echo "FAIL study: no baseline row in $md"; exit 1; }
+grep -q '^AMP on this CPU: autocast f16 cannot pay on the CPU' "$md" || { echo "FAIL study: the CPU table does not say why +amp cannot pay"; exit 1; }
 
 # The table's rows: from the heading to the first blank line, past the header and its rule.
 rows=$(awk '/^## AMP.s price in accuracy$/ { on = 1; next } on && /^$/ && n > 0 { exit } on && /^\|/ { n++; if (n > 2) print }' "$md")

@@ -36,6 +36,7 @@
 #include "data/idx.h"
 #include "tensor/device.h"
 #include "tensor/parallel.h"
+#include "tools/mdl_train/cpu_amp_note.h"
 #include "tools/mdl_train/options.h"
 #include "tools/mdl_train/plot.h"
 #include "tools/mdl_train/precision_table.h"
@@ -434,6 +435,10 @@ int main() {
         const int64_t target_percent = set.pipeline ? decoded_target : memory_target;
         const std::vector<Headline> h = write_table(md, out_dir, stem, set.title + ": " + model + " on " + device, rows,
                                                     seeds, double(target_percent) / 100.0, target_percent);
+        // The +amp row's reason on the CPU: whether f16 can pay here at all.
+        const bool amp_row = std::any_of(rows.begin(), rows.end(),
+                                         [](const Row& r) { return r.config.name == "+amp"; });
+        if (device == "cpu" && amp_row) md << "AMP on this CPU: " << mdl::train::cpu_amp_note("f16") << ".\n\n";
         for (size_t i = 0; i < rows.size(); ++i) {
           auto it = std::find_if(lines.begin(), lines.end(), [&](const Line& l) {
             return l.set == set.key && l.model == model && l.config == rows[i].config.name;

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "cpu/gemm.h"
+#include "tools/mdl_train/cpu_amp_note.h"
 #include "tools/mdl_train/options.h"
 #include "train/progress.h"
 #include "tools/mdl_train/run_training.h"
@@ -33,12 +34,10 @@ int main(int argc, char** argv) {
     if (r.rank != 0) return 0;  // --dist: rank 0 alone reports
     std::fprintf(out, "\n%s: %lld parameters, %s in all", o.model.c_str(), (long long)r.parameters,
                  format_seconds(r.total_seconds).c_str());
-    if (o.device == "cpu") {
-      std::fprintf(out, ", CPU GEMM micro-kernel %s", mdl::cpu::gemm_f32_kernel_name());
-      if (o.amp == "bf16")
-        std::fprintf(out, " (bf16 GEMMs: %s)", mdl::cpu::gemm_kernel_name(mdl::cpu::gemm_bf16_values_kernel()));
-    }
+    if (o.device == "cpu") std::fprintf(out, ", CPU GEMM micro-kernel %s", mdl::cpu::gemm_f32_kernel_name());
     std::fprintf(out, "\n");
+    if (o.device == "cpu" && (o.amp == "f16" || o.amp == "bf16"))
+      std::fprintf(out, "%s\n", mdl::train::cpu_amp_note(o.amp).c_str());
     if (!r.confusion.empty())
       std::fprintf(out, "confusion matrix (rows: true class, columns: predicted):\n%s", r.confusion.c_str());
   } catch (const UsageError& e) {

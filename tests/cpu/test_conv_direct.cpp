@@ -117,6 +117,57 @@ TEST_CASE("direct conv on the AVX2 loop matches the reference loops" *
   check_kernel(cpu::GemmKernel::avx2, "avx2-fma 3x3x8");
 }
 
+// The row tile on bf16 pairs (VDPBF16PS, and its emulation in AVX-512F, which runs on any AVX-512
+// CPU), for f32 tensors holding bf16 values: forward and input gradient against the reference loops
+// (products of bf16 values are exact, so f32's tolerance holds), over odd input channel counts (a
+// zero channel pads the last pair), groups, kernel sizes, uneven row tiles, short channel blocks, a
+// strided input, one sample, and small values. The f32 row tile sums in another order: its results
+// differ, which shows that the pair tile ran.
+void check_pair_tile(cpu::GemmKernel k) {
+  cpu::ScopedGemmKernel forced(k);
+  DirectConv on(true);
+  Generator gen(45);
+  const ConvCase cases[] = {{2, 16, 7, 9, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2},
+                            {2, 9, 10, 12, 8, 5, 5, {1, 1}, {2, 2}},
+                            {2, 15, 6, 7, 16, 1, 1, {1, 1}, {0, 0}},
+                            {2, 8, 5, 17, 23, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, "strided"},
+                            {3, 32, 14, 14, 64, 3, 3, {1, 1}, {1, 1}},
+                            {1, 11, 12, 20, 20, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false}};
+  const auto bf16_values = [](const Tensor& t) { return t.to(kBF16).to(kF32); };
+  for (const ConvCase& c : cases)
+    for (double scale : {1.0, 1e-3}) {
+      INFO(describe(c), " scale ", scale);
+      ConvRun r = run_conv(c, kF32, gen);
+      const Tensor x = view_of(bf16_values(r.xleaf * scale), c.layout), w = bf16_values(r.w * scale);
+      const Tensor b = c.bias ? r.b * (scale * scale) : Tensor();
+      const kernels::Conv2dParams p{.pad_h = c.p[0], .pad_w = c.p[1], .groups = c.g, .bf16_values = true};
+      REQUIRE(cpu::direct_conv_applies(x, w, p));
+      const Tensor y = empty({c.N, c.Cout, c.H + 2 * c.p[0] - c.kh + 1, c.W + 2 * c.p[1] - c.kw + 1});
+      cpu::direct_conv2d_forward(y, x, w, b, p);
+      CHECK(scaled_err(values(y), ref_conv(c, values(x), values(w), c.bias ? values(b) : V{})) < 2e-6);
+      const Tensor gy = bf16_values(randn(y.shape(), kF32, &gen) * scale);
+      const Tensor gx = empty({c.N, c.C, c.H, c.W});
+      cpu::direct_conv2d_backward_input(gx, gy, w, p);
+      CHECK(scaled_err(values(gx), ref_conv_backward(c, values(x), values(w), values(gy)).gx) < 2e-6);
+      // The f32 row tile on the same values.
+      cpu::ScopedGemmKernel f32(cpu::GemmKernel::avx512);
+      const Tensor y32 = empty(y.shape()), gx32 = empty(gx.shape());
+      cpu::direct_conv2d_forward(y32, x, w, b, p);
+      cpu::direct_conv2d_backward_input(gx32, gy, w, p);
+      CHECK(values(y32) != values(y));
+      CHECK(values(gx32) != values(gx));
+    }
+}
+
+TEST_CASE("direct conv: the bf16 pair row tile emulated in AVX-512F matches the reference loops" *
+          doctest::skip(!cpu::gemm_kernel_available(cpu::GemmKernel::avx512_bf16_emulated))) {
+  check_pair_tile(cpu::GemmKernel::avx512_bf16_emulated);
+}
+TEST_CASE("direct conv: the bf16 pair row tile on VDPBF16PS matches the reference loops" *
+          doctest::skip(!cpu::gemm_kernel_available(cpu::GemmKernel::avx512_bf16))) {
+  check_pair_tile(cpu::GemmKernel::avx512_bf16);
+}
+
 // The weight gradient's sums run in one order whatever the thread count: a conv with many tiles
 // (SimpleCNN's second) and one with few, whose batch is split into chunks.
 TEST_CASE("direct conv: the weight gradient has the same bits at any thread count") {

@@ -1,7 +1,10 @@
-// The bf16 pair-dot GEMM on AVX-512F alone: each VDPBF16PS is written as the two FMAs it performs,
-// the odd k's product first (exact, since a product of two bf16 fits in f32), then the even k's.
-// The packing and the loops are the native kernel's, so tests check them on any AVX-512 CPU.
-// This file alone is compiled for AVX-512F (by pragma, GCC's or clang's).
+// The loops on bf16 pairs on AVX-512F alone: the GEMM's micro-kernel and the direct conv's row tile
+// with each VDPBF16PS written as the two FMAs it performs, the odd element's product first (exact,
+// since a product of two bf16 fits in f32), then the even one's. Their packing and loops are the
+// native ones (cpu/bf16_pairs_avx512bf16.cpp), so tests check them on any AVX-512 CPU. Also the
+// packing of f32 planes into pairs, which both use. This file alone is compiled for AVX-512F (by
+// pragma, GCC's or clang's).
+#include "cpu/conv_direct.h"
 #include "cpu/gemm_bf16_dot.h"
 
 #if defined(__x86_64__)
@@ -25,6 +28,8 @@
 #pragma GCC target("avx512f")
 #endif
 
+#include "cpu/bf16_pairs_isa.h"
+#include "cpu/conv_gemm_impl.h"
 #include "cpu/gemm_bf16_dot_impl.h"
 
 namespace mdl::cpu {
@@ -47,6 +52,20 @@ void gemm_serial_bf16_dot_emulated(int64_t M, int64_t N, int64_t K, float alpha,
   bf16_dot::gemm_serial<EmulatedDot>(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
 }
 
+void detail::conv_gemm_row_bf16_emulated(const ConvGemmRowPairs& a, int64_t oh, int64_t ow0, int k, int64_t co,
+                                         int nv) {
+  detail::conv_gemm_row<bf16_dot::PairIsa<EmulatedDot>>(a, oh, ow0, k, co, nv);
+}
+
+void detail::bf16_pairs_avx512(const float* lo, const float* hi, int64_t n, uint32_t* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 h = hi ? _mm512_loadu_ps(hi + i) : _mm512_setzero_ps();
+    _mm512_storeu_si512(out + i, bf16_dot::pairs_of<EmulatedDot>(_mm512_loadu_ps(lo + i), h));
+  }
+  for (; i < n; ++i) out[i] = bf16_dot::pair<EmulatedDot>(lo[i], hi ? hi[i] : 0.0f);
+}
+
 }  // namespace mdl::cpu
 
 #if defined(__clang__)
@@ -56,11 +75,16 @@ void gemm_serial_bf16_dot_emulated(int64_t M, int64_t N, int64_t K, float alpha,
 #pragma GCC pop_options
 #endif
 
-#else  // not x86-64
+#else  // not x86-64: never called (no AVX-512 there)
 
+#include <cstdlib>
 namespace mdl::cpu {
 void gemm_serial_bf16_dot_emulated(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*,
-                                   int64_t, int64_t, float, float*, int64_t, int64_t) {}
+                                   int64_t, int64_t, float, float*, int64_t, int64_t) {
+  std::abort();
+}
+void detail::conv_gemm_row_bf16_emulated(const ConvGemmRowPairs&, int64_t, int64_t, int, int64_t, int) { std::abort(); }
+void detail::bf16_pairs_avx512(const float*, const float*, int64_t, uint32_t*) { std::abort(); }
 }  // namespace mdl::cpu
 
 #endif

@@ -1,6 +1,8 @@
-// The bf16 pair-dot GEMM on VDPBF16PS (AVX512-BF16: Zen 4 and 5, Cooper Lake, Sapphire Rapids and
-// later). This file alone is compiled for AVX512-BF16 (by pragma, GCC's or clang's); gemm.cpp
-// calls it only on a CPU that has it.
+// The loops on bf16 pairs compiled for VDPBF16PS (AVX512-BF16: Zen 4 and 5, Cooper Lake, Sapphire
+// Rapids and later): the GEMM's micro-kernel (cpu/gemm_bf16_dot_impl.h) and the direct conv's row
+// tile (cpu/conv_gemm_impl.h). This file alone is compiled for AVX512-BF16 (by pragma, GCC's or
+// clang's); gemm.cpp and conv_direct.cpp call it only on a CPU that has it.
+#include "cpu/conv_direct.h"
 #include "cpu/gemm_bf16_dot.h"
 
 #if defined(__x86_64__)
@@ -24,6 +26,8 @@
 #pragma GCC target("avx512f,avx512bw,avx512bf16")
 #endif
 
+#include "cpu/bf16_pairs_isa.h"
+#include "cpu/conv_gemm_impl.h"
 #include "cpu/gemm_bf16_dot_impl.h"
 
 namespace mdl::cpu {
@@ -39,6 +43,10 @@ void gemm_serial_bf16_dot(int64_t M, int64_t N, int64_t K, float alpha, const fl
   bf16_dot::gemm_serial<NativeDot>(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
 }
 
+void detail::conv_gemm_row_bf16(const ConvGemmRowPairs& a, int64_t oh, int64_t ow0, int k, int64_t co, int nv) {
+  detail::conv_gemm_row<bf16_dot::PairIsa<NativeDot>>(a, oh, ow0, k, co, nv);
+}
+
 }  // namespace mdl::cpu
 
 #if defined(__clang__)
@@ -48,11 +56,15 @@ void gemm_serial_bf16_dot(int64_t M, int64_t N, int64_t K, float alpha, const fl
 #pragma GCC pop_options
 #endif
 
-#else  // not x86-64
+#else  // not x86-64: never called (no CPU there has AVX512-BF16)
 
+#include <cstdlib>
 namespace mdl::cpu {
 void gemm_serial_bf16_dot(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*, int64_t,
-                          int64_t, float, float*, int64_t, int64_t) {}
+                          int64_t, float, float*, int64_t, int64_t) {
+  std::abort();
+}
+void detail::conv_gemm_row_bf16(const ConvGemmRowPairs&, int64_t, int64_t, int, int64_t, int) { std::abort(); }
 }  // namespace mdl::cpu
 
 #endif
