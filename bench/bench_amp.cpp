@@ -80,6 +80,29 @@ void bm_train_step(benchmark::State& state, bool mixed, bool bulk = true, DType 
   toggles::set_bulk_half_conversion(true);
 }
 
+// One ResNet-18 (CIFAR stem) training step on a batch of 32 3x32x32 images with SGD + momentum, in
+// f32 or under autocast `dtype` (f16 with a GradScaler): 3x3 convs of 64-512 channels, batch norm
+// and residual adds, where 16-bit matmuls have the most work to gain on.
+void bm_resnet_step(benchmark::State& state, bool mixed, DType dtype) {
+  manual_seed(3);
+  auto model = nn::models::resnet18(10, 3);
+  optim::SGD opt(model->parameters(), {.lr = 0.05, .momentum = 0.9});
+  amp::GradScaler scaler({.enabled = mixed && dtype == kF16});
+  Tensor x = randn({32, 3, 32, 32}), y = randint(0, 10, {32});
+  for (auto _ : state) {
+    opt.zero_grad();
+    Tensor loss;
+    {
+      amp::AutocastGuard autocast(dtype, mixed);
+      loss = F::cross_entropy(model->forward(x), y);
+    }
+    scaler.scale(loss).backward();
+    scaler.step(opt);
+    scaler.update();
+  }
+  state.counters["images/s"] = benchmark::Counter(32, benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // The f16 kernels of that step on SimpleCNN's first activation (128, 32, 28, 28): relu, its
 // backward's mask (x <= 0), an add, and the 2x2 max pool forward and backward, with 16-bit values
 // converted one by one (bulk false) or in F16C blocks (cpu/float_block.h).
@@ -148,6 +171,12 @@ int main(int argc, char** argv) {
   for (bool mixed : {false, true})
     bench::register_switch("autocast", mixed, "simplecnn_train_step_b128_bf16",
                            [](benchmark::State& s, bool mixed) { bm_train_step(s, mixed, true, kBF16); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(1.0);
+  for (bool mixed : {false, true})
+    bench::register_switch("autocast", mixed, "resnet18_train_step_b32_bf16",
+                           [](benchmark::State& s, bool mixed) { bm_resnet_step(s, mixed, kBF16); })
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->MinTime(1.0);
@@ -230,6 +259,9 @@ int main(int argc, char** argv) {
   const auto step_bf16 = pair_speedup("autocast", "simplecnn_train_step_b128_bf16");
   std::printf("  %-28s autocast bf16 %.2fx / %.2fx (bf16 GEMMs on %s)\n", "simplecnn train step", step_bf16.first,
               step_bf16.second, cpu::gemm_kernel_name(cpu::gemm_bf16_values_kernel()));
+  const auto resnet_bf16 = pair_speedup("autocast", "resnet18_train_step_b32_bf16");
+  std::printf("  %-28s autocast bf16 %.2fx / %.2fx\n", "resnet-18 train step b32", resnet_bf16.first,
+              resnet_bf16.second);
   const auto amx_step = pair_speedup("amx_bf16", "simplecnn_train_step_b128_autocast_bf16");
   const auto amx_mm = pair_speedup("amx_bf16", "matmul_1024_bf16");
   std::printf("  amx_bf16 switch (bf16 GEMMs on AMX vs widened to f32): matmul 1024 %.2fx / %.2fx, "

@@ -1,8 +1,8 @@
-// The loops on bf16 pairs on AVX-512F alone: the GEMM's micro-kernel and the direct conv's row tile
+// The loops on bf16 pairs on AVX-512F alone: the GEMM's micro-kernel and the direct conv's tiles
 // with each VDPBF16PS written as the two FMAs it performs, the odd element's product first (exact,
 // since a product of two bf16 fits in f32), then the even one's. Their packing and loops are the
 // native ones (cpu/bf16_pairs_avx512bf16.cpp), so tests check them on any AVX-512 CPU. Also the
-// packing of f32 planes into pairs, which both use. This file alone is compiled for AVX-512F (by
+// conversions of f32 planes into pairs and into bf16, which both use. This file alone is compiled for AVX-512F (by
 // pragma, GCC's or clang's).
 #include "cpu/conv_direct.h"
 #include "cpu/gemm_bf16_dot.h"
@@ -30,6 +30,7 @@
 
 #include "cpu/bf16_pairs_isa.h"
 #include "cpu/conv_gemm_impl.h"
+#include "cpu/conv_weight_grad_impl.h"
 #include "cpu/gemm_bf16_dot_impl.h"
 
 namespace mdl::cpu {
@@ -57,6 +58,10 @@ void detail::conv_gemm_row_bf16_emulated(const ConvGemmRowPairs& a, int64_t oh, 
   detail::conv_gemm_row<bf16_dot::PairIsa<EmulatedDot>>(a, oh, ow0, k, co, nv);
 }
 
+void detail::weight_grad_gemm_bf16_emulated(const WeightGradTilePairs& a, int64_t t0, int k, int64_t co, int nv) {
+  detail::weight_grad_gemm<bf16_dot::PairIsa<EmulatedDot>>(a, t0, k, co, nv);
+}
+
 void detail::bf16_pairs_avx512(const float* lo, const float* hi, int64_t n, uint32_t* out) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -64,6 +69,15 @@ void detail::bf16_pairs_avx512(const float* lo, const float* hi, int64_t n, uint
     _mm512_storeu_si512(out + i, bf16_dot::pairs_of<EmulatedDot>(_mm512_loadu_ps(lo + i), h));
   }
   for (; i < n; ++i) out[i] = bf16_dot::pair<EmulatedDot>(lo[i], hi ? hi[i] : 0.0f);
+}
+
+void detail::bf16_bits_avx512(const float* src, int64_t n, uint16_t* dst) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i bits = _mm512_srli_epi32(bf16_dot::bf16_high<EmulatedDot>(_mm512_loadu_ps(src + i)), 16);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtepi32_epi16(bits));
+  }
+  for (; i < n; ++i) dst[i] = uint16_t(bf16_dot::bf16_bits<EmulatedDot>(src[i]));
 }
 
 }  // namespace mdl::cpu
@@ -85,6 +99,8 @@ void gemm_serial_bf16_dot_emulated(int64_t, int64_t, int64_t, float, const float
 }
 void detail::conv_gemm_row_bf16_emulated(const ConvGemmRowPairs&, int64_t, int64_t, int, int64_t, int) { std::abort(); }
 void detail::bf16_pairs_avx512(const float*, const float*, int64_t, uint32_t*) { std::abort(); }
+void detail::weight_grad_gemm_bf16_emulated(const WeightGradTilePairs&, int64_t, int, int64_t, int) { std::abort(); }
+void detail::bf16_bits_avx512(const float*, int64_t, uint16_t*) { std::abort(); }
 }  // namespace mdl::cpu
 
 #endif

@@ -1,6 +1,6 @@
 // The loops on bf16 pairs compiled for VDPBF16PS (AVX512-BF16: Zen 4 and 5, Cooper Lake, Sapphire
-// Rapids and later): the GEMM's micro-kernel (cpu/gemm_bf16_dot_impl.h) and the direct conv's row
-// tile (cpu/conv_gemm_impl.h). This file alone is compiled for AVX512-BF16 (by pragma, GCC's or
+// Rapids and later): the GEMM's micro-kernel (cpu/gemm_bf16_dot_impl.h), the direct conv's row
+// tile (cpu/conv_gemm_impl.h) and its weight-gradient tile (cpu/conv_weight_grad_impl.h). This file alone is compiled for AVX512-BF16 (by pragma, GCC's or
 // clang's); gemm.cpp and conv_direct.cpp call it only on a CPU that has it.
 #include "cpu/conv_direct.h"
 #include "cpu/gemm_bf16_dot.h"
@@ -28,6 +28,7 @@
 
 #include "cpu/bf16_pairs_isa.h"
 #include "cpu/conv_gemm_impl.h"
+#include "cpu/conv_weight_grad_impl.h"
 #include "cpu/gemm_bf16_dot_impl.h"
 
 namespace mdl::cpu {
@@ -45,6 +46,10 @@ void gemm_serial_bf16_dot(int64_t M, int64_t N, int64_t K, float alpha, const fl
 
 void detail::conv_gemm_row_bf16(const ConvGemmRowPairs& a, int64_t oh, int64_t ow0, int k, int64_t co, int nv) {
   detail::conv_gemm_row<bf16_dot::PairIsa<NativeDot>>(a, oh, ow0, k, co, nv);
+}
+
+void detail::weight_grad_gemm_bf16(const WeightGradTilePairs& a, int64_t t0, int k, int64_t co, int nv) {
+  detail::weight_grad_gemm<bf16_dot::PairIsa<NativeDot>>(a, t0, k, co, nv);
 }
 
 }  // namespace mdl::cpu
@@ -65,6 +70,7 @@ void gemm_serial_bf16_dot(int64_t, int64_t, int64_t, float, const float*, int64_
   std::abort();
 }
 void detail::conv_gemm_row_bf16(const ConvGemmRowPairs&, int64_t, int64_t, int, int64_t, int) { std::abort(); }
+void detail::weight_grad_gemm_bf16(const WeightGradTilePairs&, int64_t, int, int64_t, int) { std::abort(); }
 }  // namespace mdl::cpu
 
 #endif

@@ -105,19 +105,31 @@ void bf16_pairs_avx512(const float* lo, const float* hi, int64_t n, uint32_t* ou
 // rounded up to whole vectors (zeros past them). xp: the tile's input channel, sample n's
 // zero-padded plane at xp + n * xp_sample, rows wp floats apart (input pixel (ih, iw) at (ih +
 // pad_h, iw + pad_w)). acc: the channel's grad_w^T rows, tap t's at acc + t * cop, added to.
-struct WeightGradTile {
-  const float* gt;
+// For bf16 values, E = uint32_t and X = uint16_t: gt holds pairs of adjacent pixels of a row (2e,
+// 2e + 1; zero past the row), wo counting the pairs, and xp the padded input in bf16, rows wp
+// values apart with a zero past the padding (a pair read at the row's last pixel stays in it).
+template <class E, class X>
+struct WeightGradTileOf {
+  const E* gt;
   int64_t cop;
-  const float* xp;
+  const X* xp;
   int64_t xp_sample, wp;
   int64_t ho, wo, kh, kw;
   int64_t n0, n1;  // the samples summed
   float* acc;
 };
+using WeightGradTile = WeightGradTileOf<float, float>;
+using WeightGradTilePairs = WeightGradTileOf<uint32_t, uint16_t>;
 // k taps from t0 (k at most kWeightGradTaps), nv vectors of output channels from co (nv at most
 // the ISA's kWeightGradVectors).
 void weight_grad_gemm_avx512(const WeightGradTile& a, int64_t t0, int k, int64_t co, int nv);
 void weight_grad_gemm_avx2(const WeightGradTile& a, int64_t t0, int k, int64_t co, int nv);
+// The same on bf16 pairs, AVX-512's geometry: by VDPBF16PS, or emulated (as conv_gemm_row_bf16).
+using WeightGradPairsFn = void (*)(const WeightGradTilePairs&, int64_t, int, int64_t, int);
+void weight_grad_gemm_bf16(const WeightGradTilePairs& a, int64_t t0, int k, int64_t co, int nv);
+void weight_grad_gemm_bf16_emulated(const WeightGradTilePairs& a, int64_t t0, int k, int64_t co, int nv);
+// dst[i] = bf16(src[i]) as bits, for i < n (AVX-512F, nearest even, NaN kept).
+void bf16_bits_avx512(const float* src, int64_t n, uint16_t* dst);
 inline constexpr int kWeightGradTaps = 9;
 // dst[q * dst_stride + r] = src[r * src_stride + q] for r < rows, q < cols (AVX, for both ISAs'
 // drivers).

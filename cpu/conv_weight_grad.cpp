@@ -4,11 +4,13 @@
 // (cpu/conv_weight_grad_impl.h), over blocks of samples whose rows stay in L2 while every tile of
 // the thread passes over them. Each tile sums its pixels in one fixed order, whatever the thread
 // count: convs with few tiles split the batch into a fixed number of chunks, whose partial sums
-// are added in chunk order.
+// are added in chunk order. bf16 values (autocast bf16) take the tile on bf16 pairs of adjacent
+// pixels where the bf16 GEMM kernel is VDPBF16PS or its emulation.
 #include <algorithm>
 #include <cstring>
 
 #include "cpu/conv_direct.h"
+#include "cpu/gemm.h"
 #include "kernels/views.h"
 #include "tensor/allocator.h"
 #include "tensor/error.h"
@@ -41,6 +43,17 @@ double plane_sum(const float* p, int64_t n) {
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < n; ++i) s += p[i];
   return double(s);
+}
+
+// The weight-gradient tile on bf16 pairs for bf16 values, as the bf16 GEMM kernel choice says
+// (VDPBF16PS or its emulation), or null: the f32 tile.
+detail::WeightGradPairsFn weight_grad_pairs_for(const kernels::Conv2dParams& p) {
+  if (!p.bf16_values) return nullptr;
+  switch (gemm_bf16_values_kernel()) {
+    case GemmKernel::avx512_bf16: return detail::weight_grad_gemm_bf16;
+    case GemmKernel::avx512_bf16_emulated: return detail::weight_grad_gemm_bf16_emulated;
+    default: return nullptr;
+  }
 }
 
 // Fewer tiles than this split the batch into chunks, so that every thread has work.
@@ -84,6 +97,10 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
   float* acc = acc_buf.get();
   std::fill(acc, acc + chunks * acc_size, 0.0f);
   const int64_t block = std::clamp<int64_t>(kBlockBytes / ((G * P * cop + C * plane) * int64_t(sizeof(float))), 1, N);
+  // bf16 values on the pair tile: per block, grad_out^T's adjacent pixels in pairs (wpairs per row)
+  // and the padded input in bf16 (rows wp + 1 wide: a pair read at the row's end stays in it).
+  const detail::WeightGradPairsFn pair_tile = weight_grad_pairs_for(p);
+  const int64_t wpairs = (Wo + 1) / 2, wp16 = wp + 1, plane16 = hp * wp16;
   const float* xd = static_cast<const float*>(x.raw_data());
   const int64_t xs0 = x.stride(0), xs1 = x.stride(1), xs2 = x.stride(2), xs3 = x.stride(3);
   parallel_for(0, chunks * tiles, 1, [&](int64_t i0, int64_t i1) {
@@ -95,6 +112,10 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
     const int64_t c0 = c_lo < c_hi ? c_lo : 0;
     Scratch gt_buf(block * G * P * cop), xp_buf(block * chans * plane);
     float *gt = gt_buf.get(), *xp = xp_buf.get();
+    Scratch gtp_buf(pair_tile ? block * G * Ho * wpairs * cop : 0),
+        xp16_buf(pair_tile ? (block * chans * plane16 + 1) / 2 : 0);
+    uint32_t* gtp = reinterpret_cast<uint32_t*>(gtp_buf.get());
+    uint16_t* xp16 = reinterpret_cast<uint16_t*>(xp16_buf.get());
     for (int64_t ch = i0 / tiles; ch * tiles < i1; ++ch) {
       const int64_t ta = std::max(i0, ch * tiles) - ch * tiles, tb = std::min(i1, (ch + 1) * tiles) - ch * tiles;
       const int64_t s0 = N * ch / chunks, s1 = N * (ch + 1) / chunks;
@@ -120,23 +141,42 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
                 for (int64_t iw = 0; iw < W; ++iw) row[iw] = s[iw * xs3];
             }
           }
+        if (pair_tile) {
+          for (int64_t r = 0; r < G * nb * Ho; ++r)  // grad_out^T rows in pairs of pixels
+            for (int64_t e = 0; e < wpairs; ++e) {
+              const float* lo = gt + (r * Wo + 2 * e) * cop;
+              detail::bf16_pairs_avx512(lo, 2 * e + 1 < Wo ? lo + cop : nullptr, cop, gtp + (r * wpairs + e) * cop);
+            }
+          for (int64_t r = 0; r < nb * chans * hp; ++r) {  // the padded input in bf16
+            detail::bf16_bits_avx512(xp + r * wp, wp, xp16 + r * wp16);
+            xp16[r * wp16 + wp] = 0;
+          }
+        }
         for (int64_t t = ta; t < tb; ++t) {
           const int64_t cb = t % co_blocks, tg = t / co_blocks % tap_groups, gc = t / co_blocks / tap_groups;
           const int64_t g = gc / cig, t0 = tg * detail::kWeightGradTaps, co = cb * cob_floats;
-          const detail::WeightGradTile a{gt + g * nb * P * cop,
-                                         cop,
-                                         xp + (gc - c0) * plane,
-                                         chans * plane,
-                                         wp,
-                                         Ho,
-                                         Wo,
-                                         kh,
-                                         kw,
-                                         0,
-                                         nb,
-                                         acc + ch * acc_size + gc * kk * cop};
-          isa->weight_grad(a, t0, int(std::min<int64_t>(detail::kWeightGradTaps, kk - t0)), co,
-                           int(std::min<int64_t>(isa->weight_grad_vectors, (cop - co) / L)));
+          const int k = int(std::min<int64_t>(detail::kWeightGradTaps, kk - t0));
+          const int nv = int(std::min<int64_t>(isa->weight_grad_vectors, (cop - co) / L));
+          float* tile_acc = acc + ch * acc_size + gc * kk * cop;
+          if (pair_tile) {
+            const detail::WeightGradTilePairs a{gtp + g * nb * Ho * wpairs * cop,
+                                                cop,
+                                                xp16 + (gc - c0) * plane16,
+                                                chans * plane16,
+                                                wp16,
+                                                Ho,
+                                                wpairs,
+                                                kh,
+                                                kw,
+                                                0,
+                                                nb,
+                                                tile_acc};
+            pair_tile(a, t0, k, co, nv);
+            continue;
+          }
+          const detail::WeightGradTile a{
+              gt + g * nb * P * cop, cop, xp + (gc - c0) * plane, chans * plane, wp, Ho, Wo, kh, kw, 0, nb, tile_acc};
+          isa->weight_grad(a, t0, k, co, nv);
         }
       }
     }

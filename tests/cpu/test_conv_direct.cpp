@@ -117,12 +117,14 @@ TEST_CASE("direct conv on the AVX2 loop matches the reference loops" *
   check_kernel(cpu::GemmKernel::avx2, "avx2-fma 3x3x8");
 }
 
-// The row tile on bf16 pairs (VDPBF16PS, and its emulation in AVX-512F, which runs on any AVX-512
-// CPU), for f32 tensors holding bf16 values: forward and input gradient against the reference loops
-// (products of bf16 values are exact, so f32's tolerance holds), over odd input channel counts (a
-// zero channel pads the last pair), groups, kernel sizes, uneven row tiles, short channel blocks, a
-// strided input, one sample, and small values. The f32 row tile sums in another order: its results
-// differ, which shows that the pair tile ran.
+// The direct conv's tiles on bf16 pairs (VDPBF16PS, and its emulation in AVX-512F, which runs on any
+// AVX-512 CPU), for f32 tensors holding bf16 values: forward, input and weight gradients against the
+// reference loops (products of bf16 values are exact, so f32's tolerances hold), over odd channel
+// counts (a zero channel pads the last pair) and odd widths (a zero pixel pads the weight
+// gradient's last pair), groups, kernel sizes, uneven row tiles, short channel blocks, a strided
+// input, one sample, one input channel (the plane tile forward, the pair tile for the weights), and
+// small values. The f32 tiles sum in another order: their results differ, which shows that the
+// pair tiles ran.
 void check_pair_tile(cpu::GemmKernel k) {
   cpu::ScopedGemmKernel forced(k);
   DirectConv on(true);
@@ -132,7 +134,8 @@ void check_pair_tile(cpu::GemmKernel k) {
                             {2, 15, 6, 7, 16, 1, 1, {1, 1}, {0, 0}},
                             {2, 8, 5, 17, 23, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, "strided"},
                             {3, 32, 14, 14, 64, 3, 3, {1, 1}, {1, 1}},
-                            {1, 11, 12, 20, 20, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false}};
+                            {1, 11, 12, 20, 20, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, false},
+                            {3, 1, 9, 11, 8, 3, 3, {1, 1}, {1, 1}}};
   const auto bf16_values = [](const Tensor& t) { return t.to(kBF16).to(kF32); };
   for (const ConvCase& c : cases)
     for (double scale : {1.0, 1e-3}) {
@@ -146,24 +149,31 @@ void check_pair_tile(cpu::GemmKernel k) {
       cpu::direct_conv2d_forward(y, x, w, b, p);
       CHECK(scaled_err(values(y), ref_conv(c, values(x), values(w), c.bias ? values(b) : V{})) < 2e-6);
       const Tensor gy = bf16_values(randn(y.shape(), kF32, &gen) * scale);
-      const Tensor gx = empty({c.N, c.C, c.H, c.W});
+      const Tensor gx = empty({c.N, c.C, c.H, c.W}), gw = empty(w.shape());
       cpu::direct_conv2d_backward_input(gx, gy, w, p);
-      CHECK(scaled_err(values(gx), ref_conv_backward(c, values(x), values(w), values(gy)).gx) < 2e-6);
-      // The f32 row tile on the same values.
+      cpu::direct_conv2d_backward_weight(gw, Tensor(), gy, x, p);
+      const RefGrads ref = ref_conv_backward(c, values(x), values(w), values(gy));
+      CHECK(scaled_err(values(gx), ref.gx) < 2e-6);
+      CHECK(scaled_err(values(gw), ref.gw) < kGradWeightTol);
+      // The f32 tiles on the same values; the row tiles only with 8 or more channels each way.
       cpu::ScopedGemmKernel f32(cpu::GemmKernel::avx512);
-      const Tensor y32 = empty(y.shape()), gx32 = empty(gx.shape());
+      const Tensor y32 = empty(y.shape()), gx32 = empty(gx.shape()), gw32 = empty(gw.shape());
       cpu::direct_conv2d_forward(y32, x, w, b, p);
       cpu::direct_conv2d_backward_input(gx32, gy, w, p);
-      CHECK(values(y32) != values(y));
-      CHECK(values(gx32) != values(gx));
+      cpu::direct_conv2d_backward_weight(gw32, Tensor(), gy, x, p);
+      if (c.C / c.g >= 8 && c.Cout / c.g >= 8) {
+        CHECK(values(y32) != values(y));
+        CHECK(values(gx32) != values(gx));
+      }
+      CHECK(values(gw32) != values(gw));
     }
 }
 
-TEST_CASE("direct conv: the bf16 pair row tile emulated in AVX-512F matches the reference loops" *
+TEST_CASE("direct conv: the bf16 pair tiles emulated in AVX-512F match the reference loops" *
           doctest::skip(!cpu::gemm_kernel_available(cpu::GemmKernel::avx512_bf16_emulated))) {
   check_pair_tile(cpu::GemmKernel::avx512_bf16_emulated);
 }
-TEST_CASE("direct conv: the bf16 pair row tile on VDPBF16PS matches the reference loops" *
+TEST_CASE("direct conv: the bf16 pair tiles on VDPBF16PS match the reference loops" *
           doctest::skip(!cpu::gemm_kernel_available(cpu::GemmKernel::avx512_bf16))) {
   check_pair_tile(cpu::GemmKernel::avx512_bf16);
 }
