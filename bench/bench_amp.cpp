@@ -55,6 +55,25 @@ void bm_conv(benchmark::State& state, DType t) {
   set_gflops(state, 2.0 * 128 * 64 * 14 * 14 * 32 * 9);
 }
 
+// Training steps of `model` on one batch (x, y) for as long as the benchmark asks: forward and loss
+// under autocast `dtype` when mixed, backward through a GradScaler (enabled for f16), opt's step.
+void run_steps(benchmark::State& state, nn::Module& model, optim::Optimizer& opt, const Tensor& x, const Tensor& y,
+               bool mixed, DType dtype) {
+  amp::GradScaler scaler({.enabled = mixed && dtype == kF16});
+  for (auto _ : state) {
+    opt.zero_grad();
+    Tensor loss;
+    {
+      amp::AutocastGuard autocast(dtype, mixed);
+      loss = F::cross_entropy(model.forward(x), y);
+    }
+    scaler.scale(loss).backward();
+    scaler.step(opt);
+    scaler.update();
+  }
+  state.counters["images/s"] = benchmark::Counter(double(x.size(0)), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // One SimpleCNN training step (batch 128, Adam): f32, or autocast f16 with the GradScaler, or
 // autocast bf16 (no scaler: bf16 has f32's range); the f16 step with 16-bit values converted one
 // by one (bulk false) or in F16C blocks.
@@ -63,20 +82,7 @@ void bm_train_step(benchmark::State& state, bool mixed, bool bulk = true, DType 
   manual_seed(3);
   auto model = nn::models::SimpleCNN(1, 10);
   optim::Adam opt(model->parameters(), {.lr = 1e-3});
-  amp::GradScaler scaler({.enabled = mixed && dtype == kF16});
-  Tensor x = randn({128, 1, 28, 28}), y = randint(0, 10, {128});
-  for (auto _ : state) {
-    opt.zero_grad();
-    Tensor loss;
-    {
-      amp::AutocastGuard autocast(dtype, mixed);
-      loss = F::cross_entropy(model->forward(x), y);
-    }
-    scaler.scale(loss).backward();
-    scaler.step(opt);
-    scaler.update();
-  }
-  state.counters["images/s"] = benchmark::Counter(128, benchmark::Counter::kIsIterationInvariantRate);
+  run_steps(state, *model, opt, randn({128, 1, 28, 28}), randint(0, 10, {128}), mixed, dtype);
   toggles::set_bulk_half_conversion(true);
 }
 
@@ -87,20 +93,7 @@ void bm_resnet_step(benchmark::State& state, bool mixed, DType dtype) {
   manual_seed(3);
   auto model = nn::models::resnet18(10, 3);
   optim::SGD opt(model->parameters(), {.lr = 0.05, .momentum = 0.9});
-  amp::GradScaler scaler({.enabled = mixed && dtype == kF16});
-  Tensor x = randn({32, 3, 32, 32}), y = randint(0, 10, {32});
-  for (auto _ : state) {
-    opt.zero_grad();
-    Tensor loss;
-    {
-      amp::AutocastGuard autocast(dtype, mixed);
-      loss = F::cross_entropy(model->forward(x), y);
-    }
-    scaler.scale(loss).backward();
-    scaler.step(opt);
-    scaler.update();
-  }
-  state.counters["images/s"] = benchmark::Counter(32, benchmark::Counter::kIsIterationInvariantRate);
+  run_steps(state, *model, opt, randn({32, 3, 32, 32}), randint(0, 10, {32}), mixed, dtype);
 }
 
 // The f16 kernels of that step on SimpleCNN's first activation (128, 32, 28, 28): relu, its

@@ -48,31 +48,21 @@ std::vector<float> pack_weight_rows(int64_t G, int64_t cog, int64_t cig, int64_t
   return p;
 }
 
-// The same for the pair tile: p[((g * cip + cp) * kk + t) * cop + co] = the pair (input channels
-// 2cp and 2cp + 1, zero past cig) rounded to bf16, with cip = ceil(cig / 2).
-template <class At>
-std::vector<uint32_t> pack_weight_row_pairs(int64_t G, int64_t cog, int64_t cig, int64_t kk, int64_t cop,
-                                            const At& at) {
+// Row-packed weights (pack_weight_rows, cig input channels) as bf16 pairs for the pair tile:
+// p[((g * cip + cp) * kk + t) * cop + co] = (input channels 2cp and 2cp + 1, zero past cig),
+// with cip = ceil(cig / 2).
+std::vector<uint32_t> pair_weight_rows(const std::vector<float>& rows, int64_t G, int64_t cig, int64_t kk,
+                                       int64_t cop) {
   const int64_t cip = (cig + 1) / 2;
-  std::vector<uint32_t> p(size_t(G * cip * kk * cop), 0u);
+  std::vector<uint32_t> p(size_t(G * cip * kk * cop));
   for (int64_t g = 0; g < G; ++g)
-    for (int64_t co = 0; co < cog; ++co)
-      for (int64_t c = 0; c < cig; ++c)
-        for (int64_t t = 0; t < kk; ++t)
-          p[size_t(((g * cip + c / 2) * kk + t) * cop + co)] |= uint32_t(mdl::detail::f32_to_bf16_bits(at(g, co, c, t)))
-                                                                << (c % 2 * 16);
+    for (int64_t c = 0; c < cig; c += 2)
+      for (int64_t t = 0; t < kk; ++t) {
+        const float* lo = rows.data() + ((g * cig + c) * kk + t) * cop;
+        detail::bf16_pairs_avx512(lo, c + 1 < cig ? lo + kk * cop : nullptr, cop,
+                                  p.data() + ((g * cip + c / 2) * kk + t) * cop);
+      }
   return p;
-}
-
-// The pair row tile for a conv's bf16 values: VDPBF16PS, or its emulation, as the bf16 GEMM kernel
-// choice says (so ScopedGemmKernel reaches it); null for f32 values or any other kernel.
-detail::ConvGemmRowPairsFn pair_row_for(const kernels::Conv2dParams& p) {
-  if (!p.bf16_values) return nullptr;
-  switch (gemm_bf16_values_kernel()) {
-    case GemmKernel::avx512_bf16: return detail::conv_gemm_row_bf16;
-    case GemmKernel::avx512_bf16_emulated: return detail::conv_gemm_row_bf16_emulated;
-    default: return nullptr;
-  }
 }
 
 // Which forward tile a conv takes: the row tile (lanes over output channels) with at least
@@ -97,7 +87,7 @@ struct Job {
   float* out;
   int64_t Cout, Ho, Wo;
   bool rows_tile;
-  // The pair tile (row tile on bf16 values): its loop and the weights packed by pack_weight_row_pairs.
+  // The pair tile (row tile on bf16 values): its loop and the weights packed by pair_weight_rows.
   detail::ConvGemmRowPairsFn pair_row = nullptr;
   const uint32_t* wpairs = nullptr;
 
@@ -143,15 +133,17 @@ struct Job {
             Wo};
   }
 
-  // The row tiles of group g of a padded sample, writing to outT (the sample's output transposed,
+  // The row tiles' view of group g of a padded sample (f32, C planes) or of its pairs (cip() planes
+  // a group), with the weights packed to match, writing to outT (the sample's output transposed,
   // G * Ho * Wo rows of cop floats, group g's first).
-  detail::ConvGemmRow row_of(const float* padded, float* outT, int64_t g) const {
-    return {padded + g * cig() * plane(),
+  template <class E>
+  detail::ConvGemmRowOf<E> row_of(const E* sample, const E* weights, int64_t cin, float* outT, int64_t g) const {
+    return {sample + g * cin * plane(),
             plane(),
             wq(),
-            w + g * cig() * kh * kw * cop(),
+            weights + g * cin * kh * kw * cop(),
             cop(),
-            cig(),
+            cin,
             kh,
             kw,
             bias ? bias + g * cop() : nullptr,
@@ -167,20 +159,6 @@ struct Job {
   int64_t co_blocks() const {
     const int64_t step = isa.row_vectors * isa.lanes;
     return (cop() + step - 1) / step;
-  }
-  // The pair tile's view of group g of a paired sample (pairs: G * cip planes, group g's first).
-  detail::ConvGemmRowPairs row_pairs_of(const uint32_t* pairs, float* outT, int64_t g) const {
-    return {pairs + g * cip() * plane(),
-            plane(),
-            wq(),
-            wpairs + g * cip() * kh * kw * cop(),
-            cop(),
-            cip(),
-            kh,
-            kw,
-            bias ? bias + g * cop() : nullptr,
-            outT + g * Ho * Wo * cop(),
-            Wo};
   }
   // Rows [oh0, oh1) of output channel block cb (isa.row_vectors vectors) of one sample and group,
   // each cut into near-equal tiles of at most isa.row_pixels pixels, by tile(r, oh, ow0, k, co, nv).
@@ -216,8 +194,8 @@ struct Job {
       }
   }
   void tile_rows(RowBuffers& b, int64_t g, int64_t cb, int64_t oh0, int64_t oh1) const {
-    if (pair_row) return rows(row_pairs_of(b.pairs.data(), b.outT.data(), g), pair_row, cb, oh0, oh1);
-    rows(row_of(b.padded.data(), b.outT.data(), g), isa.row, cb, oh0, oh1);
+    if (pair_row) return rows(row_of(b.pairs.data(), wpairs, cip(), b.outT.data(), g), pair_row, cb, oh0, oh1);
+    rows(row_of(b.padded.data(), w, cig(), b.outT.data(), g), isa.row, cb, oh0, oh1);
   }
   void run_rows() const {
     if (N >= get_num_threads() || in_parallel_region()) {
@@ -295,6 +273,17 @@ const DirectIsa* direct_isa() {
     default: return nullptr;
   }
 }
+
+const DirectPairLoops* direct_pair_loops(const kernels::Conv2dParams& p) {
+  static constexpr DirectPairLoops native{conv_gemm_row_bf16, weight_grad_gemm_bf16};
+  static constexpr DirectPairLoops emulated{conv_gemm_row_bf16_emulated, weight_grad_gemm_bf16_emulated};
+  if (!p.bf16_values) return nullptr;
+  switch (gemm_bf16_values_kernel()) {
+    case GemmKernel::avx512_bf16: return &native;
+    case GemmKernel::avx512_bf16_emulated: return &emulated;
+    default: return nullptr;
+  }
+}
 }  // namespace detail
 
 const char* direct_conv_kernel_name() {
@@ -328,12 +317,10 @@ void direct_conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w_,
   const auto at = [&](int64_t g, int64_t co, int64_t c, int64_t t) { return wp[((g * cog + co) * cig + c) * kk + t]; };
   const bool rows = use_rows(cig, cog);
   const int64_t cop = (cog + k->lanes - 1) / k->lanes * k->lanes;
-  const detail::ConvGemmRowPairsFn pair_row = rows ? pair_row_for(p) : nullptr;
-  const std::vector<float> packed = pair_row ? std::vector<float>()
-                                    : rows   ? pack_weight_rows(G, cog, cig, kk, cop, at)
-                                             : pack_weights(G, cog, cig, kk, k->channels, at);
-  const std::vector<uint32_t> pairs = pair_row ? pack_weight_row_pairs(G, cog, cig, kk, cop, at)
-                                               : std::vector<uint32_t>();
+  const detail::DirectPairLoops* pair = rows ? detail::direct_pair_loops(p) : nullptr;
+  const std::vector<float> packed = rows ? pack_weight_rows(G, cog, cig, kk, cop, at)
+                                         : pack_weights(G, cog, cig, kk, k->channels, at);
+  const std::vector<uint32_t> pairs = pair ? pair_weight_rows(packed, G, cig, kk, cop) : std::vector<uint32_t>();
   std::vector<float> bias(rows && b.defined() ? size_t(G * cop) : 0, 0.0f);
   for (int64_t g = 0; g < G && !bias.empty(); ++g)
     std::copy_n(b.data_ptr<float>() + g * cog, cog, bias.data() + g * cop);
@@ -358,7 +345,7 @@ void direct_conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w_,
           out.size(2),
           out.size(3),
           rows,
-          pair_row,
+          pair ? pair->row : nullptr,
           pairs.data()};
   job.run();
 }
@@ -380,12 +367,10 @@ void direct_conv2d_backward_input(const Tensor& gx, const Tensor& go, const Tens
   };
   const bool rows = use_rows(cog, cig);
   const int64_t cop = (cig + k->lanes - 1) / k->lanes * k->lanes;
-  const detail::ConvGemmRowPairsFn pair_row = rows ? pair_row_for(p) : nullptr;
-  const std::vector<float> wt = pair_row ? std::vector<float>()
-                                : rows   ? pack_weight_rows(G, cig, cog, kk, cop, at)
-                                         : pack_weights(G, cig, cog, kk, k->channels, at);
-  const std::vector<uint32_t> pairs = pair_row ? pack_weight_row_pairs(G, cig, cog, kk, cop, at)
-                                               : std::vector<uint32_t>();
+  const detail::DirectPairLoops* pair = rows ? detail::direct_pair_loops(p) : nullptr;
+  const std::vector<float> wt = rows ? pack_weight_rows(G, cig, cog, kk, cop, at)
+                                     : pack_weights(G, cig, cog, kk, k->channels, at);
+  const std::vector<uint32_t> pairs = pair ? pair_weight_rows(wt, G, cog, kk, cop) : std::vector<uint32_t>();
   Job job{*k,
           static_cast<const float*>(go.raw_data()),
           {go.stride(0), go.stride(1), go.stride(2), go.stride(3)},
@@ -405,7 +390,7 @@ void direct_conv2d_backward_input(const Tensor& gx, const Tensor& go, const Tens
           gx.size(2),
           gx.size(3),
           rows,
-          pair_row,
+          pair ? pair->row : nullptr,
           pairs.data()};
   job.run();
 }

@@ -151,6 +151,15 @@ struct DirectIsa {
 };
 const DirectIsa* direct_isa();
 
+// The tiles on bf16 pairs for a conv's bf16 values, as the bf16 GEMM kernel choice says:
+// VDPBF16PS, or its emulation (so ScopedGemmKernel reaches them); null for f32 values and for any
+// other kernel, whose f32 tiles then run.
+struct DirectPairLoops {
+  ConvGemmRowPairsFn row;
+  WeightGradPairsFn weight_grad;
+};
+const DirectPairLoops* direct_pair_loops(const kernels::Conv2dParams& p);
+
 }  // namespace detail
 
 }  // namespace mdl::cpu

@@ -10,7 +10,6 @@
 #include <cstring>
 
 #include "cpu/conv_direct.h"
-#include "cpu/gemm.h"
 #include "kernels/views.h"
 #include "tensor/allocator.h"
 #include "tensor/error.h"
@@ -43,17 +42,6 @@ double plane_sum(const float* p, int64_t n) {
 #pragma omp simd reduction(+ : s)
   for (int64_t i = 0; i < n; ++i) s += p[i];
   return double(s);
-}
-
-// The weight-gradient tile on bf16 pairs for bf16 values, as the bf16 GEMM kernel choice says
-// (VDPBF16PS or its emulation), or null: the f32 tile.
-detail::WeightGradPairsFn weight_grad_pairs_for(const kernels::Conv2dParams& p) {
-  if (!p.bf16_values) return nullptr;
-  switch (gemm_bf16_values_kernel()) {
-    case GemmKernel::avx512_bf16: return detail::weight_grad_gemm_bf16;
-    case GemmKernel::avx512_bf16_emulated: return detail::weight_grad_gemm_bf16_emulated;
-    default: return nullptr;
-  }
 }
 
 // Fewer tiles than this split the batch into chunks, so that every thread has work.
@@ -99,7 +87,8 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
   const int64_t block = std::clamp<int64_t>(kBlockBytes / ((G * P * cop + C * plane) * int64_t(sizeof(float))), 1, N);
   // bf16 values on the pair tile: per block, grad_out^T's adjacent pixels in pairs (wpairs per row)
   // and the padded input in bf16 (rows wp + 1 wide: a pair read at the row's end stays in it).
-  const detail::WeightGradPairsFn pair_tile = weight_grad_pairs_for(p);
+  const detail::DirectPairLoops* pair = detail::direct_pair_loops(p);
+  const detail::WeightGradPairsFn pair_tile = pair ? pair->weight_grad : nullptr;
   const int64_t wpairs = (Wo + 1) / 2, wp16 = wp + 1, plane16 = hp * wp16;
   const float* xd = static_cast<const float*>(x.raw_data());
   const int64_t xs0 = x.stride(0), xs1 = x.stride(1), xs2 = x.stride(2), xs3 = x.stride(3);

@@ -168,27 +168,28 @@ TEST_CASE("gemm_f32 on the AVX-512 micro-kernel" *
   check_kernel(mdl::cpu::GemmKernel::avx512);
 }
 
-// AMX: inputs rounded to bf16 first are multiplied exactly, so the f32 sweep's tolerance holds.
+// The bf16 kernels: inputs rounded to bf16 first are multiplied exactly, so the f32 sweep's
+// tolerance holds.
+void check_bf16_kernel(mdl::cpu::GemmKernel k) {
+  g_bf16_inputs = true;
+  check_kernel(k);
+  g_bf16_inputs = false;
+}
+
 TEST_CASE("gemm_f32 on the AMX bf16 micro-kernel" *
           doctest::skip(!mdl::cpu::gemm_kernel_available(mdl::cpu::GemmKernel::amx_bf16))) {
-  g_bf16_inputs = true;
-  check_kernel(mdl::cpu::GemmKernel::amx_bf16);
-  g_bf16_inputs = false;
+  check_bf16_kernel(mdl::cpu::GemmKernel::amx_bf16);
 }
 
 // VDPBF16PS and its emulation on AVX-512F: the same packing and loops, so the emulated sweep checks
 // the native kernel's logic (pairs, odd K, edges, strides, blocks) on any AVX-512 CPU.
 TEST_CASE("gemm_f32 on the AVX512-BF16 pair-dot micro-kernel" *
           doctest::skip(!mdl::cpu::gemm_kernel_available(mdl::cpu::GemmKernel::avx512_bf16))) {
-  g_bf16_inputs = true;
-  check_kernel(mdl::cpu::GemmKernel::avx512_bf16);
-  g_bf16_inputs = false;
+  check_bf16_kernel(mdl::cpu::GemmKernel::avx512_bf16);
 }
 TEST_CASE("gemm_f32 on the pair-dot micro-kernel emulated in AVX-512F" *
           doctest::skip(!mdl::cpu::gemm_kernel_available(mdl::cpu::GemmKernel::avx512_bf16_emulated))) {
-  g_bf16_inputs = true;
-  check_kernel(mdl::cpu::GemmKernel::avx512_bf16_emulated);
-  g_bf16_inputs = false;
+  check_bf16_kernel(mdl::cpu::GemmKernel::avx512_bf16_emulated);
 }
 
 // Each pair's products are exact in f32 and VDPBF16PS adds the odd one first, then the even one:
