@@ -10,7 +10,11 @@
 
 namespace mdl::cpu::detail {
 
-__attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t rounds) {
+// The ceilings are the hardware's, whatever the build: sanitizers would keep the accumulators in
+// instrumented memory (a sanitized build compiles at -O1) and measure the instrumentation instead.
+#define MDL_PROBE_LOOP(isa) __attribute__((target(isa), no_sanitize("address", "undefined", "thread")))
+
+MDL_PROBE_LOOP("avx2,fma") float fma_chains_avx2(int64_t rounds) {
   const __m256 m = _mm256_set1_ps(0.999999f), c = _mm256_set1_ps(1e-6f);
   __m256 acc[kFmaChainsAvx2];
 #pragma GCC unroll 16
@@ -26,7 +30,7 @@ __attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t rounds) {
   return out[0] + out[7];
 }
 
-__attribute__((target("avx512f"))) float fma_chains_avx512(int64_t rounds) {
+MDL_PROBE_LOOP("avx512f") float fma_chains_avx512(int64_t rounds) {
   const __m512 m = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-6f);
   __m512 acc[kFmaChainsAvx512];
 #pragma GCC unroll 16
@@ -42,7 +46,7 @@ __attribute__((target("avx512f"))) float fma_chains_avx512(int64_t rounds) {
   return out[0] + out[15];
 }
 
-__attribute__((target("avx512f,avx512bf16,avx512bw"))) float bf16_dot_chains_avx512(int64_t rounds) {
+MDL_PROBE_LOOP("avx512f,avx512bf16,avx512bw") float bf16_dot_chains_avx512(int64_t rounds) {
   const __m512bh a = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.001f), _mm512_set1_ps(0.001f));
   const __m512bh b = _mm512_cvtne2ps_pbh(_mm512_set1_ps(0.002f), _mm512_set1_ps(0.002f));
   __m512 acc[kBf16ChainsAvx512];
@@ -61,7 +65,7 @@ __attribute__((target("avx512f,avx512bf16,avx512bw"))) float bf16_dot_chains_avx
 
 // Tiles 0-3 accumulate, 4-5 hold A (16 rows x 32 bf16), 6-7 hold B (16 pairs x 16 columns x 2):
 // the layout of gemm_amx.cpp's tile configuration, which configure_amx_tiles() loads.
-__attribute__((target("amx-tile,amx-bf16"))) float amx_bf16_tile_products(int64_t rounds) {
+MDL_PROBE_LOOP("amx-tile,amx-bf16") float amx_bf16_tile_products(int64_t rounds) {
   configure_amx_tiles();
   alignas(64) static const uint16_t kOperand[16 * 32] = {};  // bf16 zeros: the rate does not depend on them
   alignas(64) float out[16 * 16];
@@ -83,8 +87,8 @@ __attribute__((target("amx-tile,amx-bf16"))) float amx_bf16_tile_products(int64_
   return out[0];
 }
 
-__attribute__((target("avx512f"))) void triad_avx512(float* a, const float* b, const float* c, float s, int64_t n,
-                                                     int64_t passes) {
+MDL_PROBE_LOOP("avx512f")
+void triad_avx512(float* a, const float* b, const float* c, float s, int64_t n, int64_t passes) {
   const __m512 vs = _mm512_set1_ps(s);
   const int64_t vec_end = n / 16 * 16;
   for (int64_t p = 0; p < passes; ++p) {
@@ -94,8 +98,8 @@ __attribute__((target("avx512f"))) void triad_avx512(float* a, const float* b, c
   }
 }
 
-__attribute__((target("avx2,fma"))) void triad_avx2(float* a, const float* b, const float* c, float s, int64_t n,
-                                                    int64_t passes) {
+MDL_PROBE_LOOP("avx2,fma")
+void triad_avx2(float* a, const float* b, const float* c, float s, int64_t n, int64_t passes) {
   const __m256 vs = _mm256_set1_ps(s);
   const int64_t vec_end = n / 8 * 8;
   for (int64_t p = 0; p < passes; ++p) {
@@ -104,6 +108,8 @@ __attribute__((target("avx2,fma"))) void triad_avx2(float* a, const float* b, co
     for (int64_t i = vec_end; i < n; ++i) a[i] = b[i] + s * c[i];
   }
 }
+
+#undef MDL_PROBE_LOOP
 
 }  // namespace mdl::cpu::detail
 
