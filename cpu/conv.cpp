@@ -1,7 +1,8 @@
 // CPU convolution by im2col + GEMM: per group, the forward, the weight gradient and the input
 // gradient are each one GEMM against a column matrix unfolded from a chunk of the batch; threads
 // split the batch when it is large enough, else share each GEMM. Depthwise convs go direct
-// (cpu/depthwise.cpp), and so do stride-1 f32 convs (cpu/conv_direct.cpp).
+// (cpu/depthwise.cpp), and so do stride-1 f32 and bf16 convs (cpu/conv_direct.cpp). bf16 convs the
+// direct kernel does not take run here on f32 copies, each result rounded once.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -294,20 +295,44 @@ bool use_depthwise(const Tensor& x, const kernels::Conv2dParams& p) {
   return toggles::depthwise_direct() && p.groups == x.size(1);
 }
 
+// An f32 copy of a bf16 tensor (t itself otherwise), and an f32 tensor of t's shape to compute a
+// bf16 result in (t itself otherwise); undefined for undefined.
+Tensor widened(const Tensor& t) {
+  if (!t.defined() || t.dtype() != kBF16) return t;
+  Tensor f = make_tensor(t.shape(), kF32, t.device());
+  if (f.numel()) kernels::copy(t.device(), f, t);
+  return f;
+}
+Tensor f32_target(const Tensor& t) {
+  return !t.defined() || t.dtype() != kBF16 ? t : make_tensor(t.shape(), kF32, t.device());
+}
+
+// bf16 operands hold bf16 values: a bf16 kernel may multiply them exactly.
+kernels::Conv2dParams with_bf16_values(kernels::Conv2dParams p, const Tensor& x, const Tensor& w) {
+  p.bf16_values = p.bf16_values || (x.dtype() == kBF16 && w.dtype() == kBF16);
+  return p;
+}
+
 }  // namespace
 
 
 // out (N, Cout, Ho, Wo), written through a contiguous copy when channels-last; x (N, Cin, H, W)
 // any strides; w (Cout, Cin/G, kH, kW).
 void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w, const Tensor& b,
-                    const kernels::Conv2dParams& p) {
+                    const kernels::Conv2dParams& p_) {
   if (out.numel() == 0) return;
   if (!out.is_contiguous()) {
     const Tensor target = kernels::contiguous_target(out);
-    conv2d_forward(target, x, w, b, p);
+    conv2d_forward(target, x, w, b, p_);
     return kernels::copy_from_target(out, target);
   }
+  const kernels::Conv2dParams p = with_bf16_values(p_, x, w);
   if (direct_conv_applies(x, w, p)) return direct_conv2d_forward(out, x, w, b, p);
+  if (x.dtype() == kBF16) {
+    const Tensor target = f32_target(out);
+    conv2d_forward(target, widened(x), widened(w), widened(b), p);
+    return kernels::copy_from_target(out, target);
+  }
   if (use_depthwise(x, p)) return depthwise_conv2d_forward(out, x, w, b, p);
   const Geom g(x, w, out, p);
   dispatch_floating(out.dtype(), "conv2d", [&]<class T>() {
@@ -317,7 +342,8 @@ void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w, const T
 }
 
 void conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& go, const Tensor& x,
-                     const Tensor& w, const kernels::Conv2dParams& p) {
+                     const Tensor& w, const kernels::Conv2dParams& p_) {
+  const kernels::Conv2dParams p = with_bf16_values(p_, x, w);
   if ((gx.defined() && !gx.is_contiguous()) || (gw.defined() && !gw.is_contiguous())) {
     const Tensor tx = kernels::contiguous_target(gx), tw = kernels::contiguous_target(gw);
     conv2d_backward(tx, tw, gb, go, x, w, p);
@@ -330,8 +356,8 @@ void conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const
     return;
   }
   Tensor gx_left = gx, gw_left = gw, gb_left = gb;  // what the direct kernels leave to im2col
-  if (!direct_conv_applies(x, w, p) && use_depthwise(x, p)) return depthwise_conv2d_backward(gx, gw, gb, go, x, w, p);
-  if (direct_conv_applies(x, w, p)) {
+  const bool direct = direct_conv_applies(x, w, p);
+  if (direct) {
     if (gx.defined() && direct_conv_backward_input_applies(x, w, p)) {
       direct_conv2d_backward_input(gx, go, w, p);
       gx_left = Tensor();
@@ -342,6 +368,14 @@ void conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const
     }
     if (!gx_left.defined() && !gw_left.defined() && !gb_left.defined()) return;
   }
+  if (go.dtype() == kBF16) {
+    const Tensor tx = f32_target(gx_left), tw = f32_target(gw_left), tb = f32_target(gb_left);
+    conv2d_backward(tx, tw, tb, widened(go), widened(x), widened(w), p);
+    kernels::copy_from_target(gx_left, tx);
+    kernels::copy_from_target(gw_left, tw);
+    return kernels::copy_from_target(gb_left, tb);
+  }
+  if (!direct && use_depthwise(x, p)) return depthwise_conv2d_backward(gx, gw, gb, go, x, w, p);
   const Geom g(x, w, go, p);
   dispatch_floating(go.dtype(), "conv2d_backward", [&]<class T>() {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {

@@ -7,9 +7,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <vector>
 
+#include "cpu/conv_operand.h"
 #include "cpu/gemm.h"
 #include "cpu/kernels.h"
 #include "kernels/views.h"
@@ -74,17 +74,20 @@ std::vector<uint32_t> pair_weight_rows(const std::vector<float>& rows, int64_t G
 constexpr int64_t kRowChannels = 8;
 bool use_rows(int64_t cig, int64_t cog) { return cig >= kRowChannels && cog >= kRowChannels; }
 
-// A conv with stride 1 and dilation 1 over x (N, C, H, W) with weights w packed by pack_weights
-// (plane tile) or pack_weight_rows (row tile, with bias padded to G * cop floats) into out (N,
-// C_out, Ho, Wo) contiguous.
+// A conv with stride 1 and dilation 1 over x (N, C, H, W; f32 or bf16, read into the padded
+// buffers as floats) with weights w packed by pack_weights (plane tile) or pack_weight_rows (row
+// tile, with bias padded to G * cop floats) into out (N, C_out, Ho, Wo) contiguous: f32, or bf16
+// (out16), each sample then computed in a float buffer and rounded once.
 struct Job {
   const detail::DirectIsa& isa;
-  const float* x;
+  const void* x;
+  DType xt;
   int64_t xs[4];
   int64_t N, C, H, W, G, kh, kw, ph, pw;
   const float* w;
   const float* bias;
   float* out;
+  BFloat16* out16;
   int64_t Cout, Ho, Wo;
   bool rows_tile;
   // The pair tile (row tile on bf16 values): its loop and the weights packed by pair_weight_rows.
@@ -107,30 +110,32 @@ struct Job {
     const int64_t rows = std::min(H, hp() - ph);
     const int64_t q0 = std::max<int64_t>(0, pw - shift), q1 = std::min(width, W + pw - shift);  // columns from x
     if (q1 <= q0) return;
+    const char* xb = static_cast<const char*>(x);
+    const int64_t es = int64_t(dtype_size(xt));
     for (int64_t c = c0; c < c1; ++c)
       for (int64_t ih = 0; ih < rows; ++ih) {
-        const float* src = x + n * xs[0] + c * xs[1] + ih * xs[2] + (q0 + shift - pw) * xs[3];
-        float* dst = buf + (c - c0) * plane + (ih + ph) * width + q0;
-        if (xs[3] == 1) std::memcpy(dst, src, size_t(q1 - q0) * sizeof(float));
-        else
-          for (int64_t q = 0; q < q1 - q0; ++q) dst[q] = src[q * xs[3]];
+        const char* src = xb + es * (n * xs[0] + c * xs[1] + ih * xs[2] + (q0 + shift - pw) * xs[3]);
+        read_floats(src, xt, xs[3], buf + (c - c0) * plane + (ih + ph) * width + q0, q1 - q0);
       }
   }
   void pad(int64_t n, float* buf) const { pad(n, buf, wq(), 0, 0, C); }
 
-  detail::DirectConvPlane plane_of(const float* padded, int64_t n, int64_t g) const {
+  // Where the tiles write sample n: the output itself when f32, else buf, rounded into it by emit.
+  int64_t sample_size() const { return Cout * Ho * Wo; }
+  float* sample_out(int64_t n, std::vector<float>& buf) const {
+    if (out) return out + n * sample_size();
+    buf.resize(size_t(sample_size()));
+    return buf.data();
+  }
+  void emit(int64_t n, const float* sample) const {
+    if (out16) f32_to_bf16(sample, out16 + n * sample_size(), sample_size());
+  }
+
+  detail::DirectConvPlane plane_of(const float* padded, float* sample, int64_t g) const {
     const int64_t packed = (cog() + isa.channels - 1) / isa.channels * isa.channels * cig() * kh * kw;
-    return {padded + g * cig() * plane(),
-            plane(),
-            wq(),
-            w + g * packed,
-            cig(),
-            kh,
-            kw,
-            bias ? bias + g * cog() : nullptr,
-            out + (n * Cout + g * cog()) * Ho * Wo,
-            Ho,
-            Wo};
+    return {
+        padded + g * cig() * plane(), plane(), wq(), w + g * packed, cig(), kh, kw, bias ? bias + g * cog() : nullptr,
+        sample + g * cog() * Ho * Wo, Ho,      Wo};
   }
 
   // The row tiles' view of group g of a padded sample (f32, C planes) or of its pairs (cip() planes
@@ -150,11 +155,11 @@ struct Job {
             outT + g * Ho * Wo * cop(),
             Wo};
   }
-  // out[n] (NCHW) from outT.
-  void store(const float* outT, int64_t n) const {
+  // A sample's output (C_out, Ho, Wo) from outT.
+  void store(const float* outT, float* sample) const {
     for (int64_t g = 0; g < G; ++g)
-      detail::transpose_rows_avx2(outT + g * Ho * Wo * cop(), cop(), Ho * Wo, cog(),
-                                  out + (n * Cout + g * cog()) * Ho * Wo, Ho * Wo);
+      detail::transpose_rows_avx2(outT + g * Ho * Wo * cop(), cop(), Ho * Wo, cog(), sample + g * cog() * Ho * Wo,
+                                  Ho * Wo);
   }
   int64_t co_blocks() const {
     const int64_t step = isa.row_vectors * isa.lanes;
@@ -201,17 +206,21 @@ struct Job {
     if (N >= get_num_threads() || in_parallel_region()) {
       parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
         RowBuffers b = row_buffers();
+        std::vector<float> sbuf;
         for (int64_t n = n0; n < n1; ++n) {
           load_sample(n, b);
           for (int64_t g = 0; g < G; ++g)
             for (int64_t cb = 0; cb < co_blocks(); ++cb) tile_rows(b, g, cb, 0, Ho);
-          store(b.outT.data(), n);
+          float* sample = sample_out(n, sbuf);
+          store(b.outT.data(), sample);
+          emit(n, sample);
         }
       });
       return;
     }
     // Fewer samples than threads: each sample's (group, channel block, row) items are shared out.
     RowBuffers b = row_buffers();
+    std::vector<float> sbuf;
     const int64_t items = G * co_blocks() * Ho;
     for (int64_t n = 0; n < N; ++n) {
       load_sample(n, b);
@@ -221,7 +230,9 @@ struct Job {
           tile_rows(b, g, cb, oh, oh + 1);
         }
       });
-      store(b.outT.data(), n);
+      float* sample = sample_out(n, sbuf);
+      store(b.outT.data(), sample);
+      emit(n, sample);
     }
   }
 
@@ -230,26 +241,30 @@ struct Job {
     const int nt = get_num_threads();
     if (N >= nt || in_parallel_region()) {
       parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
-        std::vector<float> buf(size_t(C * plane()));
+        std::vector<float> buf(size_t(C * plane())), sbuf;
         for (int64_t n = n0; n < n1; ++n) {
           pad(n, buf.data());
-          for (int64_t g = 0; g < G; ++g) isa.plane(plane_of(buf.data(), n, g), 0, cog());
+          float* sample = sample_out(n, sbuf);
+          for (int64_t g = 0; g < G; ++g) isa.plane(plane_of(buf.data(), sample, g), 0, cog());
+          emit(n, sample);
         }
       });
       return;
     }
     // Fewer samples than threads: each sample's channel blocks are shared out.
-    std::vector<float> buf(size_t(C * plane()));
+    std::vector<float> buf(size_t(C * plane())), sbuf;
     constexpr int64_t kBlock = 12;
     const int64_t blocks = (cog() + kBlock - 1) / kBlock;
     for (int64_t n = 0; n < N; ++n) {
       pad(n, buf.data());
+      float* sample = sample_out(n, sbuf);
       parallel_for(0, G * blocks, 1, [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) {
           const int64_t g = i / blocks, co = i % blocks * kBlock;
-          isa.plane(plane_of(buf.data(), n, g), co, std::min(cog(), co + kBlock));
+          isa.plane(plane_of(buf.data(), sample, g), co, std::min(cog(), co + kBlock));
         }
       });
+      emit(n, sample);
     }
   }
 };
@@ -294,9 +309,10 @@ const char* direct_conv_kernel_name() {
 bool direct_conv_applies(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {
   // bf16 values go to AMX's GEMM where it runs; otherwise direct, whose row tile multiplies them in pairs
   // where VDPBF16PS runs.
-  const bool amx = p.bf16_values && gemm_bf16_values_kernel() == GemmKernel::amx_bf16;
-  return x.dtype() == DType::F32 && !amx && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1 &&
-         (p.groups == 1 || p.groups != x.size(1)) && detail::direct_isa() != nullptr && w.size(2) > 0 && w.size(3) > 0;
+  const bool amx = (p.bf16_values || x.dtype() == kBF16) && gemm_bf16_values_kernel() == GemmKernel::amx_bf16;
+  return (x.dtype() == kF32 || x.dtype() == kBF16) && w.dtype() == x.dtype() && !amx && p.stride_h == 1 &&
+         p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1 && (p.groups == 1 || p.groups != x.size(1)) &&
+         detail::direct_isa() != nullptr && w.size(2) > 0 && w.size(3) > 0;
 }
 
 bool direct_weight_grad_pays(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {
@@ -313,7 +329,9 @@ void direct_conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w_,
   MDL_CHECK(k, "direct_conv2d_forward: no direct kernel for this CPU or setting");
   const Tensor w = kernels::contiguous(w_), b = b_.defined() ? kernels::contiguous(b_) : b_;
   const int64_t G = p.groups, cog = w.size(0) / G, cig = w.size(1), kk = w.size(2) * w.size(3);
-  const float* wp = w.data_ptr<float>();
+  std::vector<float> w_store, b_store;
+  const float* wp = float_values(w, w_store);
+  const float* bp = b.defined() ? float_values(b, b_store) : nullptr;
   const auto at = [&](int64_t g, int64_t co, int64_t c, int64_t t) { return wp[((g * cog + co) * cig + c) * kk + t]; };
   const bool rows = use_rows(cig, cog);
   const int64_t cop = (cog + k->lanes - 1) / k->lanes * k->lanes;
@@ -322,10 +340,10 @@ void direct_conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w_,
                                          : pack_weights(G, cog, cig, kk, k->channels, at);
   const std::vector<uint32_t> pairs = pair ? pair_weight_rows(packed, G, cig, kk, cop) : std::vector<uint32_t>();
   std::vector<float> bias(rows && b.defined() ? size_t(G * cop) : 0, 0.0f);
-  for (int64_t g = 0; g < G && !bias.empty(); ++g)
-    std::copy_n(b.data_ptr<float>() + g * cog, cog, bias.data() + g * cop);
+  for (int64_t g = 0; g < G && !bias.empty(); ++g) std::copy_n(bp + g * cog, cog, bias.data() + g * cop);
   Job job{*k,
-          static_cast<const float*>(x.raw_data()),
+          x.raw_data(),
+          x.dtype(),
           {x.stride(0), x.stride(1), x.stride(2), x.stride(3)},
           x.size(0),
           x.size(1),
@@ -339,8 +357,9 @@ void direct_conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w_,
           packed.data(),
           !b.defined() ? nullptr
           : rows       ? bias.data()
-                       : b.data_ptr<float>(),
-          out.data_ptr<float>(),
+                       : bp,
+          out.dtype() == kF32 ? out.data_ptr<float>() : nullptr,
+          out.dtype() == kF32 ? nullptr : out.data_ptr<BFloat16>(),
           out.size(1),
           out.size(2),
           out.size(3),
@@ -360,7 +379,8 @@ void direct_conv2d_backward_input(const Tensor& gx, const Tensor& go, const Tens
   const Tensor w = kernels::contiguous(w_);
   const int64_t Cout = w.size(0), cig = w.size(1), kh = w.size(2), kw = w.size(3), G = p.groups, cog = Cout / G;
   const int64_t kk = kh * kw;
-  const float* wp = w.data_ptr<float>();
+  std::vector<float> w_store;
+  const float* wp = float_values(w, w_store);
   // Output channel c, input channel co of the flipped weights: w[co, c] rotated by 180 degrees.
   const auto at = [&](int64_t g, int64_t c, int64_t co, int64_t t) {
     return wp[((g * cog + co) * cig + c) * kk + (kk - 1 - t)];
@@ -372,7 +392,8 @@ void direct_conv2d_backward_input(const Tensor& gx, const Tensor& go, const Tens
                                      : pack_weights(G, cig, cog, kk, k->channels, at);
   const std::vector<uint32_t> pairs = pair ? pair_weight_rows(wt, G, cog, kk, cop) : std::vector<uint32_t>();
   Job job{*k,
-          static_cast<const float*>(go.raw_data()),
+          go.raw_data(),
+          go.dtype(),
           {go.stride(0), go.stride(1), go.stride(2), go.stride(3)},
           go.size(0),
           Cout,
@@ -385,7 +406,8 @@ void direct_conv2d_backward_input(const Tensor& gx, const Tensor& go, const Tens
           kw - 1 - p.pad_w,
           wt.data(),
           nullptr,
-          gx.data_ptr<float>(),
+          gx.dtype() == kF32 ? gx.data_ptr<float>() : nullptr,
+          gx.dtype() == kF32 ? nullptr : gx.data_ptr<BFloat16>(),
           gx.size(1),
           gx.size(2),
           gx.size(3),

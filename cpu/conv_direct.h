@@ -2,8 +2,9 @@
 // output is accumulated in vector registers from shifted rows of the zero-padded input, with the
 // bias folded in, instead of unfolding the input into a column matrix for a GEMM. Its backward to
 // the input is the same kernel over the output gradient with the weights flipped and transposed.
-// AVX-512 (16 lanes) or AVX2 + FMA (8 lanes), chosen at run time; f32, and f32 tensors holding
-// bf16 values (autocast bf16), whose row tile multiplies bf16 pairs where VDPBF16PS runs.
+// AVX-512 (16 lanes) or AVX2 + FMA (8 lanes), chosen at run time. f32, and bf16 (autocast bf16):
+// bf16 operands are read straight into the tiles' padded buffers and the outputs rounded once, no
+// f32 copy made around the conv; the row tile multiplies bf16 pairs where VDPBF16PS runs.
 #pragma once
 #include <cstdint>
 
@@ -17,9 +18,10 @@ namespace mdl::cpu {
 // CPU has neither or the switch is off.
 const char* direct_conv_kernel_name();
 
-// f32, stride 1, dilation 1, not depthwise (one input channel per group, unless there is only
-// one group), a CPU with AVX2 + FMA or AVX-512, and the switch on; for bf16 values
-// (Conv2dParams::bf16_values), also that AMX does not take them (gemm_bf16_values_kernel).
+// x and w both f32 or both bf16 (each output and gradient f32 or bf16), stride 1, dilation 1, not
+// depthwise (one input channel per group, unless there is only one group), a CPU with AVX2 + FMA
+// or AVX-512, and the switch on; for bf16 values (bf16 tensors, or Conv2dParams::bf16_values),
+// also that AMX does not take them (gemm_bf16_values_kernel).
 // Their row tile multiplies bf16 pairs where the bf16 GEMM kernel is VDPBF16PS or its emulation.
 bool direct_conv_applies(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p);
 // out (N, Cout, Ho, Wo) contiguous = conv(x, w) + b, for a conv direct_conv_applies to.

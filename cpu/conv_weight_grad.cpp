@@ -5,11 +5,13 @@
 // the thread passes over them. Each tile sums its pixels in one fixed order, whatever the thread
 // count: convs with few tiles split the batch into a fixed number of chunks, whose partial sums
 // are added in chunk order. bf16 values (autocast bf16) take the tile on bf16 pairs of adjacent
-// pixels where the bf16 GEMM kernel is VDPBF16PS or its emulation.
+// pixels where the bf16 GEMM kernel is VDPBF16PS or its emulation. grad_out and x may be bf16
+// tensors: read into the float copies as they are made; the gradients f32 or bf16, rounded once.
 #include <algorithm>
-#include <cstring>
+#include <vector>
 
 #include "cpu/conv_direct.h"
+#include "cpu/conv_operand.h"
 #include "kernels/views.h"
 #include "tensor/allocator.h"
 #include "tensor/error.h"
@@ -59,16 +61,27 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
   const Tensor go = kernels::contiguous(go_);
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3), G = p.groups;
   const int64_t Cout = go.size(1), Ho = go.size(2), Wo = go.size(3), P = Ho * Wo;
-  const float* gop = go.data_ptr<float>();
+  // grad_out's plane (n, co) as floats: its own data when f32, else widened into buf (P floats).
+  const DType got = go.dtype();
+  const char* gob = static_cast<const char*>(go.raw_data());
+  const auto go_planes = [&](int64_t n, int64_t co, int64_t planes, std::vector<float>& buf) -> const float* {
+    const char* src = gob + (n * Cout + co) * P * int64_t(dtype_size(got));
+    if (got == kF32) return reinterpret_cast<const float*>(src);
+    buf.resize(size_t(planes * P));
+    read_floats(src, got, 1, buf.data(), planes * P);
+    return buf.data();
+  };
   if (gb.defined()) {
-    float* gbp = gb.data_ptr<float>();
+    std::vector<float> sums(static_cast<size_t>(Cout));
     parallel_for(0, Cout, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N * P, 1)), [&](int64_t c0, int64_t c1) {
+      std::vector<float> buf;
       for (int64_t co = c0; co < c1; ++co) {
         double s = 0;
-        for (int64_t n = 0; n < N; ++n) s += plane_sum(gop + (n * Cout + co) * P, P);
-        gbp[co] = float(s);
+        for (int64_t n = 0; n < N; ++n) s += plane_sum(go_planes(n, co, 1, buf), P);
+        sums[size_t(co)] = float(s);
       }
     });
+    write_floats(sums.data(), gb);
   }
   if (!gw.defined()) return;
   const int64_t kh = gw.size(2), kw = gw.size(3), kk = kh * kw, cig = C / G, cog = Cout / G;
@@ -90,7 +103,8 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
   const detail::DirectPairLoops* pair = detail::direct_pair_loops(p);
   const detail::WeightGradPairsFn pair_tile = pair ? pair->weight_grad : nullptr;
   const int64_t wpairs = (Wo + 1) / 2, wp16 = wp + 1, plane16 = hp * wp16;
-  const float* xd = static_cast<const float*>(x.raw_data());
+  const char* xd = static_cast<const char*>(x.raw_data());
+  const int64_t xes = int64_t(dtype_size(x.dtype()));
   const int64_t xs0 = x.stride(0), xs1 = x.stride(1), xs2 = x.stride(2), xs3 = x.stride(3);
   parallel_for(0, chunks * tiles, 1, [&](int64_t i0, int64_t i1) {
     // The thread's input channels, and its copies of a block of samples: gt[g][b][p][co] =
@@ -105,6 +119,7 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
         xp16_buf(pair_tile ? (block * chans * plane16 + 1) / 2 : 0);
     uint32_t* gtp = reinterpret_cast<uint32_t*>(gtp_buf.get());
     uint16_t* xp16 = reinterpret_cast<uint16_t*>(xp16_buf.get());
+    std::vector<float> go_buf;
     for (int64_t ch = i0 / tiles; ch * tiles < i1; ++ch) {
       const int64_t ta = std::max(i0, ch * tiles) - ch * tiles, tb = std::min(i1, (ch + 1) * tiles) - ch * tiles;
       const int64_t s0 = N * ch / chunks, s1 = N * (ch + 1) / chunks;
@@ -113,7 +128,7 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
         for (int64_t g = 0; g < G; ++g)
           for (int64_t b = 0; b < nb; ++b) {
             float* dst = gt + (g * nb + b) * P * cop;
-            detail::transpose_rows_avx2(gop + ((n0 + b) * Cout + g * cog) * P, P, cog, P, dst, cop);
+            detail::transpose_rows_avx2(go_planes(n0 + b, g * cog, cog, go_buf), P, cog, P, dst, cop);
             if (cop > cog)
               for (int64_t q = 0; q < P; ++q) std::fill(dst + q * cop + cog, dst + (q + 1) * cop, 0.0f);
           }
@@ -121,14 +136,9 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
           for (int64_t c = c0; c < c0 + chans; ++c) {
             float* dst = xp + (b * chans + c - c0) * plane;
             std::fill(dst, dst + plane, 0.0f);
-            const float* src = xd + (n0 + b) * xs0 + c * xs1;
-            for (int64_t ih = 0; ih < H; ++ih) {
-              float* row = dst + (ih + p.pad_h) * wp + p.pad_w;
-              const float* s = src + ih * xs2;
-              if (xs3 == 1) std::memcpy(row, s, size_t(W) * sizeof(float));
-              else
-                for (int64_t iw = 0; iw < W; ++iw) row[iw] = s[iw * xs3];
-            }
+            const char* src = xd + ((n0 + b) * xs0 + c * xs1) * xes;
+            for (int64_t ih = 0; ih < H; ++ih)
+              read_floats(src + ih * xs2 * xes, x.dtype(), xs3, dst + (ih + p.pad_h) * wp + p.pad_w, W);
           }
         if (pair_tile) {
           for (int64_t r = 0; r < G * nb * Ho; ++r)  // grad_out^T rows in pairs of pixels
@@ -172,7 +182,8 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
   });
 
   // grad_w[g * cog + co, c, t] = the chunks' grad_w^T[g][c][t][co], added in chunk order.
-  float* gwp = gw.data_ptr<float>();
+  std::vector<float> gw_store(gw.dtype() == kF32 ? 0 : size_t(gw.numel()));
+  float* gwp = gw.dtype() == kF32 ? gw.data_ptr<float>() : gw_store.data();
   parallel_for(0, G * cog, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(cig * kk * chunks, 1)),
                [&](int64_t o0, int64_t o1) {
                  for (int64_t o = o0; o < o1; ++o) {
@@ -185,6 +196,7 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
                    }
                  }
                });
+  if (!gw_store.empty()) write_floats(gw_store.data(), gw);
 }
 
 }  // namespace mdl::cpu

@@ -42,7 +42,8 @@ Tensor batched_4d(const char* op, const Tensor& x, const F& f) {
 }
 
 // The storage dtype a conv kernel runs on: f64 stays f64; f16/bf16 stay as they are on CUDA (cuDNN
-// computes in f32 on tensor cores) and run in f32 on the CPU.
-inline DType conv_dtype(DType t, Device d) { return t == kF64 ? kF64 : d.is_cuda() ? t : kF32; }
+// computes in f32 on tensor cores), and bf16 on the CPU (its kernels read bf16, sum in f32 and
+// round once); f16 runs in f32 on the CPU.
+inline DType conv_dtype(DType t, Device d) { return t == kF64 || t == kBF16 || d.is_cuda() ? t : kF32; }
 
 }  // namespace mdl::nn::functional::detail

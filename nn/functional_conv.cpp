@@ -1,6 +1,7 @@
 // nn::functional::conv2d: argument checks and output shape, then the kernels of kernels/conv.h,
-// the backward recorded right beside the forward as one node. f16/bf16 convs run in f32 and
-// round the result once on the CPU; on CUDA cuDNN takes them as they are (f32 compute). The
+// the backward recorded right beside the forward as one node. bf16 convs sum in f32 and round each
+// result once, their operands read as they are; f16 convs run on f32 copies on the CPU; on CUDA
+// cuDNN takes both as they are (f32 compute). The
 // output and the input's gradient are channels-last when the input or the weight is.
 #include <string>
 
@@ -51,7 +52,7 @@ Tensor conv2d(const Tensor& input_in, const Tensor& w_in, const Tensor& b_in, Pa
               pair(padding), ")");
     const int64_t Ho = (Hp - ekh) / stride[0] + 1, Wo = (Wp - ekw) / stride[1] + 1;
     const DType ct = conv_dtype(x.dtype(), x.device());
-    const bool bf16_values = x.dtype() == kBF16 && w.dtype() == kBF16 && ct == kF32;
+    const bool bf16_values = x.dtype() == kBF16 && w.dtype() == kBF16 && x.device().is_cpu();
     const kernels::Conv2dParams p{stride[0],   stride[1],   padding[0], padding[1],
                                   dilation[0], dilation[1], groups,     bf16_values};
 
