@@ -1,7 +1,8 @@
 // CPU pooling: max, average and adaptive average over 2-D windows, forward and backward. Each
 // (n, c) plane is independent, so threads split the planes and every backward scatters into its
 // own plane only: no atomics, and sums run in a fixed order. f16/bf16 compute in float. The
-// common 2x2 / stride 2 max pool runs on 4-float vectors (f16/bf16 rows converted in blocks).
+// common 2x2 / stride 2 max pool runs on 4-float vectors: bf16 widened in the registers (the
+// winner is one of the inputs, so it goes back exactly), f16 rows converted in blocks.
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -62,27 +63,45 @@ struct PlaneAcc {
     return a;
   }
   void finish(const A* a, T* d) const {
-    if constexpr (!kInPlace)
-      for (int64_t i = 0; i < hw; i += kFloatBlock)
-        store_floats<T>(reinterpret_cast<char*>(d + i), sizeof(T), a + i, std::min(kFloatBlock, hw - i));
+    if constexpr (!kInPlace) from_f32(a, d, hw);
   }
 };
 
-// One output row of the 2x2 / stride 2 max pool on floats, 4 outputs at a time: rows r0 and r1
-// (unit stride) are split into even and odd columns by shuffles, and each window's winner is a
-// select, in the scalar loop's visiting order and NaN rule. base is r0's first element's index in
-// the plane (of width W); a row of Wo >= 4 outputs ends with a vector that overlaps the one
-// before it, which recomputes the same values.
-void max_pool_2x2_row(const float* r0, const float* r1, int64_t base, int64_t W, int64_t Wo, float* out, int64_t* idx) {
-  using f4 = float __attribute__((vector_size(16)));
-  using i4 = int32_t __attribute__((vector_size(16)));
+using f4 = float __attribute__((vector_size(16)));
+using i4 = int32_t __attribute__((vector_size(16)));
+using h4 = uint16_t __attribute__((vector_size(8)));
+using h8 = uint16_t __attribute__((vector_size(16)));
+
+// 4 elements of a float or bf16 row as floats, and back: a bf16 value is the high half of its
+// float, and a float that holds one goes back exactly.
+inline f4 load4(const float* p) {
+  f4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+inline f4 load4(const BFloat16* p) {
+  h4 h;
+  std::memcpy(&h, p, sizeof h);
+  const h4 zero = {};
+  return reinterpret_cast<f4>(__builtin_shufflevector(zero, h, 0, 4, 1, 5, 2, 6, 3, 7));
+}
+inline void store4(float* p, f4 v) { std::memcpy(p, &v, sizeof v); }
+inline void store4(BFloat16* p, f4 v) {
+  const h8 halves = reinterpret_cast<h8>(v);
+  const h4 h = __builtin_shufflevector(halves, halves, 1, 3, 5, 7);
+  std::memcpy(static_cast<void*>(p), &h, sizeof h);
+}
+
+// One output row of the 2x2 / stride 2 max pool on floats or bf16, 4 outputs at a time: rows r0
+// and r1 (unit stride) are split into even and odd columns by shuffles, and each window's winner
+// is a select, in the scalar loop's visiting order and NaN rule. base is r0's first element's
+// index in the plane (of width W); a row of Wo >= 4 outputs ends with a vector that overlaps the
+// one before it, which recomputes the same values.
+template <class T>
+void max_pool_2x2_row(const T* r0, const T* r1, int64_t base, int64_t W, int64_t Wo, T* out, int64_t* idx) {
   for (int64_t ow = 0;; ow += 4) {
     if (ow + 4 > Wo) ow = Wo - 4;
-    f4 a, b, c, d;
-    std::memcpy(&a, r0 + 2 * ow, sizeof a);
-    std::memcpy(&b, r0 + 2 * ow + 4, sizeof b);
-    std::memcpy(&c, r1 + 2 * ow, sizeof c);
-    std::memcpy(&d, r1 + 2 * ow + 4, sizeof d);
+    const f4 a = load4(r0 + 2 * ow), b = load4(r0 + 2 * ow + 4), c = load4(r1 + 2 * ow), d = load4(r1 + 2 * ow + 4);
     const i4 at = i4{0, 2, 4, 6} + int32_t(base + 2 * ow);
     f4 best = __builtin_shufflevector(a, b, 0, 2, 4, 6);
     i4 arg = at;
@@ -94,7 +113,7 @@ void max_pool_2x2_row(const float* r0, const float* r1, int64_t base, int64_t W,
     visit(__builtin_shufflevector(a, b, 1, 3, 5, 7), at + 1);
     visit(__builtin_shufflevector(c, d, 0, 2, 4, 6), at + int32_t(W));
     visit(__builtin_shufflevector(c, d, 1, 3, 5, 7), at + int32_t(W + 1));
-    std::memcpy(out + ow, &best, sizeof best);
+    store4(out + ow, best);
     for (int l = 0; l < 4; ++l) idx[ow + l] = arg[l];
     if (ow + 4 >= Wo) break;
   }
@@ -140,7 +159,7 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
                             p.pad_w == 0 && xs.s[3] == 1;
     if (two_by_two) {
       const bool vectorize = toggles::max_pool_vectorized() && H * W <= INT32_MAX;
-      auto float_row = [&](const float* r0, const float* r1, int64_t base, int64_t wo, float* o, int64_t* i) {
+      auto vector_row = [&]<class V>(const V* r0, const V* r1, int64_t base, int64_t wo, V* o, int64_t* i) {
         if (vectorize && wo >= 4) return max_pool_2x2_row(r0, r1, base, W, wo, o, i);
         max_pool_2x2_row_scalar(r0, r1, base, W, wo, o, i);
       };
@@ -152,16 +171,16 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
           const T* r0 = xq + 2 * oh * xs.s[2];
           const T* r1 = r0 + xs.s[2];
           const int64_t base = 2 * oh * W;
-          if constexpr (std::is_same_v<T, float>) {
-            float_row(r0, r1, base, Wo, oq + oh * Wo, iq + oh * Wo);
-          } else if constexpr (is_half_v<T>) {  // through float blocks of 128 outputs
+          if constexpr (std::is_same_v<T, float> || std::is_same_v<T, BFloat16>) {
+            vector_row(r0, r1, base, Wo, oq + oh * Wo, iq + oh * Wo);
+          } else if constexpr (std::is_same_v<T, Half>) {  // through float blocks of 128 outputs
             constexpr int64_t kOut = kFloatBlock / 2;
             float a[kFloatBlock], b[kFloatBlock], o[kOut];
             for (int64_t ow = 0; ow < Wo; ow += kOut) {
               const int64_t n = std::min(kOut, Wo - ow);
               load_floats<T>(reinterpret_cast<const char*>(r0 + 2 * ow), sizeof(T), a, 2 * n);
               load_floats<T>(reinterpret_cast<const char*>(r1 + 2 * ow), sizeof(T), b, 2 * n);
-              float_row(a, b, base + 2 * ow, n, o, iq + oh * Wo + ow);
+              vector_row(a, b, base + 2 * ow, n, o, iq + oh * Wo + ow);
               store_floats<T>(reinterpret_cast<char*>(oq + oh * Wo + ow), sizeof(T), o, n);
             }
           } else {
@@ -210,7 +229,7 @@ void max_pool2d_backward(const Tensor& gx, const Tensor& go, const Tensor& indic
       for (int64_t oh = 0; oh < Ho; ++oh) {
         const T* g = gp + gs.plane(q, C) + oh * gs.s[2];  // (Wo) at stride gs.s[3]
         const int64_t* i = ip + is.plane(q, C) + oh * is.s[2];
-        if constexpr (is_half_v<T>) {
+        if constexpr (std::is_same_v<T, Half>) {
           float gf[kFloatBlock];
           for (int64_t ow = 0; ow < Wo; ow += kFloatBlock) {
             const int64_t n = std::min(kFloatBlock, Wo - ow);
