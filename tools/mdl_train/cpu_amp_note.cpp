@@ -18,12 +18,13 @@ std::string cpu_amp_note(const std::string& amp) {
   const std::string name = cpu::gemm_kernel_name(k);
   if (cpu::gemm_kernel_rounds_to_bf16(k))
     return "autocast bf16 multiplies its matmuls and convs in bf16 on this CPU (" + name +
-           "); the other ops compute in f32 between conversions";
+           "); activations stay bf16 between ops, which compute in f32 in their registers";
   const bool has_bf16 = cpu::gemm_kernel_available(cpu::GemmKernel::amx_bf16) || cpu::has_avx512_bf16();
   return std::string("autocast bf16 cannot pay on this CPU: ") +
          (has_bf16 ? "its bf16 kernels are switched off (amx_bf16, avx512_bf16_dot)"
                    : "it has neither AMX nor AVX512-BF16") +
-         ", so bf16 values are multiplied in f32 (" + name + ") and the casts are pure cost";
+         ", so bf16 values are multiplied in f32 (" + name +
+         "): activations stay bf16 between ops, and the halved bytes at best pay for widening them";
 }
 
 }  // namespace mdl::train
