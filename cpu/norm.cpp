@@ -8,9 +8,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu/float_block.h"
 #include "cpu/kernels.h"
 #include "cpu/loops.h"
 #include "cpu/select_bits.h"
+#include "kernels/convert.h"
 #include "kernels/norm.h"
 #include "kernels/dropout.h"
 #include "tensor/parallel.h"
@@ -93,6 +95,21 @@ void for_each_run(int64_t N, int64_t C, int64_t S, const F& f) {
   });
 }
 
+// out[i] = T(f(a[i], b[i])) in float for i in [i0, end), 16-bit T (b may be null: f's second
+// argument is then 0): through float blocks, each operand widened and the result rounded by one
+// bulk conversion a block, the bits of the element-by-element loop.
+template <class T, class F>
+void map_floats(const T* a, const T* b, T* out, int64_t i0, int64_t end, const F& f) {
+  float fa[kFloatBlock], fb[kFloatBlock] = {};
+  for (int64_t i = i0; i < end; i += kFloatBlock) {
+    const int64_t m = std::min(kFloatBlock, end - i);
+    load_floats<T>(reinterpret_cast<const char*>(a + i), sizeof(T), fa, m);
+    if (b) load_floats<T>(reinterpret_cast<const char*>(b + i), sizeof(T), fb, m);
+    for (int64_t k = 0; k < m; ++k) fa[k] = f(fa[k], fb[k]);
+    store_floats<T>(reinterpret_cast<char*>(out + i), sizeof(T), fa, m);
+  }
+}
+
 // A per-channel parameter as an array of A, or `fallback` everywhere when undefined.
 template <class A>
 std::vector<A> param(const Tensor& p, int64_t C, A fallback) {
@@ -143,7 +160,10 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
     }
     for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
       const A ac = a[size_t(c)], bc = b[size_t(c)];
-      for (; i < end; ++i) yp[i] = T(A(xp[i]) * ac + bc);
+      if constexpr (is_half_v<T>)
+        map_floats(xp, static_cast<const T*>(nullptr), yp, i, end, [&](float x, float) { return x * ac + bc; });
+      else
+        for (; i < end; ++i) yp[i] = T(A(xp[i]) * ac + bc);
     });
   });
 }
@@ -202,7 +222,10 @@ void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tenso
     T* gx = grad_x.data_ptr<T>();
     for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
       const A pc = p[size_t(c)], qc = q[size_t(c)], rc = r[size_t(c)];
-      for (; i < end; ++i) gx[i] = T(A(gp[i]) * pc + A(xp[i]) * qc + rc);
+      if constexpr (is_half_v<T>)
+        map_floats(gp, xp, gx, i, end, [&](float g, float x) { return g * pc + x * qc + rc; });
+      else
+        for (; i < end; ++i) gx[i] = T(A(gp[i]) * pc + A(xp[i]) * qc + rc);
     });
   });
 }

@@ -217,6 +217,24 @@ TEST_CASE("float blocks: f16 and bf16 2x2 max pool, forward and backward, give t
     }
 }
 
+TEST_CASE("float blocks: f16 and bf16 batch norm, forward and backward, give the same bits either way") {
+  for (DType dt : {kF16, kBF16})
+    for (int64_t S : {7, 300}) {  // a row shorter than a block, and one past a block
+      CAPTURE(S);
+      Generator g(static_cast<uint64_t>(S));
+      const Tensor x = (randn({3, 4, S}, kF32, &g) * 3.0 + 1.0).to(dt), gy = randn({3, 4, S}, kF32, &g).to(dt);
+      const Tensor w = randn({4}, kF32, &g), b = randn({4}, kF32, &g);
+      auto run = [&] {
+        Tensor xi = x.detach().requires_grad_();
+        Tensor y = F::batch_norm(xi, Tensor(), Tensor(), w, b, true);
+        y.backward(gy);
+        return cat({y.detach().reshape({-1}), xi.grad().reshape({-1})}, 0);
+      };
+      if (dt == kF16) check_same_bits<Half>("batch norm", run);
+      else check_same_bits<BFloat16>("batch norm", run);
+    }
+}
+
 TEST_CASE("float blocks: casts among f32, f16 and bf16, contiguous and strided, equal the scalar conversion") {
   const std::vector<float> v = float_cases(4096);
   Tensor f = from_vector<float>(v, {64, 64});
