@@ -71,6 +71,7 @@ using f4 = float __attribute__((vector_size(16)));
 using i4 = int32_t __attribute__((vector_size(16)));
 using h4 = uint16_t __attribute__((vector_size(8)));
 using h8 = uint16_t __attribute__((vector_size(16)));
+using i64x4 = int64_t __attribute__((vector_size(32)));
 
 // 4 elements of a float or bf16 row as floats, and back: a bf16 value is the high half of its
 // float, and a float that holds one goes back exactly.
@@ -114,7 +115,8 @@ void max_pool_2x2_row(const T* r0, const T* r1, int64_t base, int64_t W, int64_t
     visit(__builtin_shufflevector(c, d, 0, 2, 4, 6), at + int32_t(W));
     visit(__builtin_shufflevector(c, d, 1, 3, 5, 7), at + int32_t(W + 1));
     store4(out + ow, best);
-    for (int l = 0; l < 4; ++l) idx[ow + l] = arg[l];
+    const i64x4 arg64 = __builtin_convertvector(arg, i64x4);
+    std::memcpy(idx + ow, &arg64, sizeof arg64);
     if (ow + 4 >= Wo) break;
   }
 }
