@@ -2,7 +2,8 @@
 // gradient are each one GEMM against a column matrix unfolded from a chunk of the batch; threads
 // split the batch when it is large enough, else share each GEMM. Depthwise convs go direct
 // (cpu/depthwise.cpp), and so do stride-1 f32 and bf16 convs (cpu/conv_direct.cpp). bf16 convs the
-// direct kernel does not take run here on f32 copies, each result rounded once.
+// direct kernel does not take are unfolded here into f32 columns as they are read, each result
+// rounded once; depthwise ones run on f32 copies.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -14,6 +15,7 @@
 #include "kernels/views.h"
 #include "cpu/conv.h"
 #include "cpu/conv_direct.h"
+#include "cpu/conv_operand.h"
 #include "tensor/parallel.h"
 #include "switches/list/toggles.h"
 
@@ -75,9 +77,10 @@ void for_each_run(const Geom& g, const Chunk& ch, const F& f) {
     }
 }
 
-// col (Kg, B*len) for the chunk, group grp: row (c, ki, kj), column (b, pixel).
-template <class T>
-void im2col(const Geom& g, const T* x, const Chunk& ch, int64_t grp, T* col) {
+// col (Kg, B*len) for the chunk, group grp: row (c, ki, kj), column (b, pixel); x of any
+// floating storage S (bf16 widened as it is read).
+template <class S, class T>
+void im2col(const Geom& g, const S* x, const Chunk& ch, int64_t grp, T* col) {
   const int64_t BP = ch.B * ch.len, kk = g.kh * g.kw;
   parallel_for(0, g.Kg, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(BP, 1)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
@@ -91,12 +94,16 @@ void im2col(const Geom& g, const T* x, const Chunk& ch, int64_t grp, T* col) {
           std::fill(dst + ow0, dst + ow1, T(0));
           return;
         }
-        const T* src = x + (ch.n0 + b) * g.xs[0] + (grp * g.Cig + c) * g.xs[1] + ih * g.xs[2];
+        const S* src = x + (ch.n0 + b) * g.xs[0] + (grp * g.Cig + c) * g.xs[1] + ih * g.xs[2];
         const int64_t lo = std::clamp(rw.lo, ow0, ow1), hi = std::clamp(rw.hi, lo, ow1);
         std::fill(dst + ow0, dst + lo, T(0));
-        if (sw == 1 && s3 == 1) std::memcpy(dst + lo, src + lo + offw, size_t(hi - lo) * sizeof(T));
-        else
-          for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = src[(ow * sw + offw) * s3];
+        bool copied = false;
+        if constexpr (std::is_same_v<S, T>) {
+          copied = sw == 1 && s3 == 1;
+          if (copied) std::memcpy(dst + lo, src + lo + offw, size_t(hi - lo) * sizeof(T));
+        }
+        if (!copied)
+          for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = T(src[(ow * sw + offw) * s3]);
         std::fill(dst + hi, dst + ow1, T(0));
       });
     }
@@ -177,59 +184,86 @@ void for_each_chunk(const Geom& g, const Plan& pl, const F& body) {
 //   grad weight   dw_g^T (Kg, Cog)   += col_g @ dout_g^T   (this orientation measured faster)
 //   grad input    dcol_g (Kg, B*len)  = w_g^T (Kg, Cog) @ dout_g, folded back into dx by col2im
 // When threads split the batch, each has its own buffers and single-threaded GEMMs, and the
-// partial weight gradients are summed in thread order.
-template <class T>
+// partial weight gradients are summed in thread order. T computes; S stores x, w, the output and
+// the gradients: T, or bf16 (with T = f32: operands widened as they are unfolded or gathered,
+// every result summed in f32 and rounded once).
+template <class T, class S>
 void forward_impl(const Tensor& out, const Tensor& x, const Tensor& w_, const Tensor& b_, const Geom& g) {
+  constexpr bool kSame = std::is_same_v<S, T>;
+  static_assert(kSame || std::is_same_v<T, float>);
   const Tensor w = kernels::contiguous(w_), b = b_.defined() ? kernels::contiguous(b_) : b_;
-  const T* xp = static_cast<const T*>(x.raw_data());
-  const T* wp = w.data_ptr<T>();
-  const T* bp = b.defined() ? b.data_ptr<T>() : nullptr;
-  T* op = out.data_ptr<T>();
+  const S* xp = static_cast<const S*>(x.raw_data());
+  std::vector<float> w_store, b_store;
+  const T *wp = nullptr, *bp = nullptr;
+  if constexpr (kSame) {
+    wp = w.data_ptr<T>();
+    bp = b.defined() ? b.data_ptr<T>() : nullptr;
+  } else {
+    wp = float_values(w, w_store);
+    bp = b.defined() ? float_values(b, b_store) : nullptr;
+  }
+  S* op = out.data_ptr<S>();
   const Plan pl = plan(g);
   const int64_t cols = pl.cols();
-  std::vector<T> colbuf(size_t(pl.threads * g.Kg * cols)), tmp(size_t(pl.chunk > 1 ? pl.threads * g.Cog * cols : 0));
+  std::vector<T> colbuf(size_t(pl.threads * g.Kg * cols)),
+      tmp(size_t(pl.chunk > 1 || !kSame ? pl.threads * g.Cog * cols : 0));
   for_each_chunk(g, pl, [&](const Chunk& ch, int tid) {
     const int64_t BP = ch.B * ch.len;
     T* col = colbuf.data() + tid * g.Kg * cols;
     for (int64_t grp = 0; grp < g.G; ++grp) {
       im2col(g, xp, ch, grp, col);
       const T* wg = wp + grp * g.Cog * g.Kg;
-      if (ch.B == 1) {  // one sample (or tile): the product lands in out directly
-        T* o = op + (ch.n0 * g.Cout + grp * g.Cog) * g.P + ch.p0;
-        gemm(g.p.bf16_values, g.Cog, BP, g.Kg, T(1), wg, g.Kg, 1, col, BP, 1, T(0), o, g.P, 1);
-        if (bp)
-          for (int64_t co = 0; co < g.Cog; ++co)
-            for (int64_t q = 0; q < BP; ++q) o[co * g.P + q] += bp[grp * g.Cog + co];
-        continue;
+      if constexpr (kSame) {
+        if (ch.B == 1) {  // one sample (or tile): the product lands in out directly
+          T* o = op + (ch.n0 * g.Cout + grp * g.Cog) * g.P + ch.p0;
+          gemm(g.p.bf16_values, g.Cog, BP, g.Kg, T(1), wg, g.Kg, 1, col, BP, 1, T(0), o, g.P, 1);
+          if (bp)
+            for (int64_t co = 0; co < g.Cog; ++co)
+              for (int64_t q = 0; q < BP; ++q) o[co * g.P + q] += bp[grp * g.Cog + co];
+          continue;
+        }
       }
-      T* t = tmp.data() + tid * g.Cog * cols;  // (Cog, B*P), scattered to (B, Cog, P) with the bias
+      // (Cog, B*len), scattered to (B, Cog, len) with the bias, rounded once into S.
+      T* t = tmp.data() + tid * g.Cog * cols;
       gemm(g.p.bf16_values, g.Cog, BP, g.Kg, T(1), wg, g.Kg, 1, col, BP, 1, T(0), t, BP, 1);
       for (int64_t bb = 0; bb < ch.B; ++bb)
         for (int64_t co = 0; co < g.Cog; ++co) {
-          T* o = op + ((ch.n0 + bb) * g.Cout + grp * g.Cog + co) * g.P;
-          const T* src = t + co * BP + bb * g.P;
+          S* o = op + ((ch.n0 + bb) * g.Cout + grp * g.Cog + co) * g.P + ch.p0;
+          const T* src = t + co * BP + bb * ch.len;
           const T bias = bp ? bp[grp * g.Cog + co] : T(0);
-          for (int64_t q = 0; q < g.P; ++q) o[q] = src[q] + bias;
+          for (int64_t q = 0; q < ch.len; ++q) o[q] = S(src[q] + bias);
         }
     }
   });
 }
 
-template <class T>
+template <class T, class S>
 void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const Tensor& go_, const Tensor& x,
                    const Tensor& w_, const Geom& g) {
+  constexpr bool kSame = std::is_same_v<S, T>;
+  static_assert(kSame || std::is_same_v<T, float>);
   const Tensor go = kernels::contiguous(go_), w = kernels::contiguous(w_);
-  const T* gop = go.data_ptr<T>();
-  const T* xp = static_cast<const T*>(x.raw_data());
-  const T* wp = w.data_ptr<T>();
-  T* gxp = gx.defined() ? gx.data_ptr<T>() : nullptr;
-  T* gwp = gw.defined() ? gw.data_ptr<T>() : nullptr;
+  const S* gop = go.data_ptr<S>();
+  const S* xp = static_cast<const S*>(x.raw_data());
   const int64_t wn = g.Cout * g.Kg;
+  // The gradients in T: in place, or (bf16 storage) in float buffers rounded into them at the end.
+  std::vector<float> w_store, gx_store, gw_store;
+  const T* wp = nullptr;
+  T *gxp = nullptr, *gwp = nullptr;
+  if constexpr (kSame) {
+    wp = w.data_ptr<T>();
+    gxp = gx.defined() ? gx.data_ptr<T>() : nullptr;
+    gwp = gw.defined() ? gw.data_ptr<T>() : nullptr;
+  } else {
+    wp = float_values(w, w_store);
+    if (gx.defined()) gx_store.resize(size_t(gx.numel())), gxp = gx_store.data();
+    if (gw.defined()) gw_store.resize(size_t(wn)), gwp = gw_store.data();
+  }
   const Plan pl = plan(g);
   const int64_t cols = pl.cols();
   const bool need_cols = gxp || gwp;
   std::vector<T> colbuf(size_t(need_cols ? pl.threads * g.Kg * cols : 0));
-  std::vector<T> douts(size_t(pl.chunk > 1 ? pl.threads * g.Cout * cols : 0));
+  std::vector<T> douts(size_t(pl.chunk > 1 || !kSame ? pl.threads * g.Cout * cols : 0));
   // Weight gradients: straight into gw when one thread walks the batch, else per-thread partials.
   std::vector<T> dw_parts(size_t(gwp && pl.batch_parallel ? pl.threads * wn : 0), T(0));
   std::vector<double> db_parts(size_t(gb.defined() ? pl.threads * g.Cout : 0), 0.0);
@@ -238,14 +272,20 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
   for_each_chunk(g, pl, [&](const Chunk& ch, int tid) {
     const int64_t BP = ch.B * ch.len, n0 = ch.n0;
     if (gxp && ch.p0 == 0) std::fill(gxp + n0 * g.C * g.H * g.W, gxp + (n0 + ch.B) * g.C * g.H * g.W, T(0));
-    // dout (Cout, B*len) with row stride ld: in place when B == 1, else gathered.
-    const T* d = gop + n0 * g.Cout * g.P + ch.p0;
+    // dout (Cout, B*len) with row stride ld: in place when B == 1 and stored as T, else gathered.
+    const T* d = nullptr;
     int64_t ld = g.P;
-    if (ch.B > 1) {
+    if constexpr (kSame) d = gop + n0 * g.Cout * g.P + ch.p0;
+    if (!kSame || ch.B > 1) {
       T* buf = douts.data() + tid * g.Cout * cols;
       for (int64_t bb = 0; bb < ch.B; ++bb)
-        for (int64_t co = 0; co < g.Cout; ++co)
-          std::memcpy(buf + co * BP + bb * g.P, gop + ((n0 + bb) * g.Cout + co) * g.P, size_t(g.P) * sizeof(T));
+        for (int64_t co = 0; co < g.Cout; ++co) {
+          const S* src = gop + ((n0 + bb) * g.Cout + co) * g.P + ch.p0;
+          T* dst = buf + co * BP + bb * ch.len;
+          if constexpr (kSame) std::memcpy(dst, src, size_t(ch.len) * sizeof(T));
+          else
+            for (int64_t q = 0; q < ch.len; ++q) dst[q] = T(src[q]);
+        }
       d = buf;
       ld = BP;
     }
@@ -280,12 +320,18 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
       gwp[i] = s;
     }
   if (gb.defined()) {
-    T* gbp = gb.data_ptr<T>();
+    std::vector<T> sums(static_cast<size_t>(g.Cout));
     for (int64_t co = 0; co < g.Cout; ++co) {
       double s = 0;
       for (int t = 0; t < pl.threads; ++t) s += db_parts[size_t(t * g.Cout + co)];
-      gbp[co] = T(s);
+      sums[size_t(co)] = T(s);
     }
+    if constexpr (kSame) std::copy(sums.begin(), sums.end(), gb.data_ptr<T>());
+    else write_floats(sums.data(), gb);
+  }
+  if constexpr (!kSame) {
+    if (gx.defined()) write_floats(gx_store.data(), gx);
+    if (gw.defined()) write_floats(gw_store.data(), gw);
   }
 }
 
@@ -328,6 +374,8 @@ void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w, const T
   }
   const kernels::Conv2dParams p = with_bf16_values(p_, x, w);
   if (direct_conv_applies(x, w, p)) return direct_conv2d_forward(out, x, w, b, p);
+  if (x.dtype() == kBF16 && out.dtype() == kBF16 && !use_depthwise(x, p))
+    return forward_impl<float, BFloat16>(out, x, w, b, Geom(x, w, out, p));
   if (x.dtype() == kBF16) {
     const Tensor target = f32_target(out);
     conv2d_forward(target, widened(x), widened(w), widened(b), p);
@@ -336,7 +384,7 @@ void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w, const T
   if (use_depthwise(x, p)) return depthwise_conv2d_forward(out, x, w, b, p);
   const Geom g(x, w, out, p);
   dispatch_floating(out.dtype(), "conv2d", [&]<class T>() {
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) forward_impl<T>(out, x, w, b, g);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) forward_impl<T, T>(out, x, w, b, g);
     else MDL_FAIL("conv2d: the CPU kernel takes f32 or f64, got ", out.dtype());
   });
 }
@@ -368,6 +416,8 @@ void conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const
     }
     if (!gx_left.defined() && !gw_left.defined() && !gb_left.defined()) return;
   }
+  if (go.dtype() == kBF16 && x.dtype() == kBF16 && (direct || !use_depthwise(x, p)))
+    return backward_impl<float, BFloat16>(gx_left, gw_left, gb_left, go, x, w, Geom(x, w, go, p));
   if (go.dtype() == kBF16) {
     const Tensor tx = f32_target(gx_left), tw = f32_target(gw_left), tb = f32_target(gb_left);
     conv2d_backward(tx, tw, tb, widened(go), widened(x), widened(w), p);
@@ -379,7 +429,7 @@ void conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const
   const Geom g(x, w, go, p);
   dispatch_floating(go.dtype(), "conv2d_backward", [&]<class T>() {
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      backward_impl<T>(gx_left, gw_left, gb_left, go, x, w, g);
+      backward_impl<T, T>(gx_left, gw_left, gb_left, go, x, w, g);
     } else {
       MDL_FAIL("conv2d_backward: the CPU kernel takes f32 or f64, got ", go.dtype());
     }

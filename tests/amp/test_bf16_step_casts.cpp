@@ -2,7 +2,6 @@
 // converts only its parameters (the cast cache, once a step), their gradients back to f32, the
 // input batch and the logits (the loss runs in f32), never an activation. Every conversion (a copy
 // kernel between dtypes) the profiler records in the step has the size of one of those tensors.
-// Where AMX runs the convs (im2col on f32 copies) this does not hold yet; the test runs without it.
 #include <doctest/doctest.h>
 
 #include <set>
@@ -13,15 +12,12 @@
 #include "nn/functional.h"
 #include "nn/models/models.h"
 #include "ops/autocast.h"
-#include "switches/list/toggles.h"
 #include "tests/support/profiler_test_util.h"
 
 using namespace mdl;
 namespace F = mdl::nn::functional;
 
 TEST_CASE("autocast bf16: a SimpleCNN training step converts parameters, gradients, input and logits, no activation") {
-  // AMX takes bf16 convs to its GEMM through im2col on f32 copies (cpu/conv.cpp): off here.
-  toggles::Scoped amx(toggles::Toggle::amx_bf16, false);
   manual_seed(3);
   auto model = nn::models::SimpleCNN(1, 10);
   optim::Adam opt(model->parameters(), {.lr = 1e-3});

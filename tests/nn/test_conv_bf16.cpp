@@ -1,12 +1,11 @@
 // bf16 convs on the CPU read their bf16 operands as they are and round each result once: with the
 // bf16 multipliers off they run the f32 kernels on the same values, so every result is the f32
 // conv's rounded to bf16, bit for bit, on every path (direct tiles, im2col, depthwise, strided and
-// channels-last inputs); on the direct path no f32 copy of an operand or a result is made.
+// channels-last inputs); direct or unfolded (im2col), no f32 copy of an operand or a result is made.
 #include <doctest/doctest.h>
 
 #include <vector>
 
-#include "cpu/conv_direct.h"
 #include "mdl.h"
 #include "nn/functional.h"
 #include "switches/list/toggles.h"
@@ -35,7 +34,10 @@ Tensor rounded(const Tensor& t) { return t.to(kBF16); }
 TEST_CASE("conv2d: bf16 on the CPU is the f32 conv of its values rounded once, bit for bit, forward and gradients") {
   toggles::Scoped amx(toggles::Toggle::amx_bf16, false), dot(toggles::Toggle::avx512_bf16_dot, false);
   Generator gen(31);
-  for (const ConvCase& c : forward_cases()) {
+  std::vector<ConvCase> cases = forward_cases();
+  cases.push_back({1, 64, 80, 80, 8, 3, 3, {2, 2}, {1, 1}});  // im2col: one sample in pixel tiles
+  cases.push_back({4, 8, 11, 11, 12, 3, 3, {2, 2}, {1, 1}});  // im2col: samples in chunks
+  for (const ConvCase& c : cases) {
     INFO(describe(c));
     ConvRun r = run_conv(c, kBF16, gen, true);
     REQUIRE(r.y.dtype() == kBF16);
@@ -53,26 +55,28 @@ TEST_CASE("conv2d: bf16 on the CPU is the f32 conv of its values rounded once, b
   }
 }
 
-TEST_CASE("conv2d: a bf16 conv on the direct kernel makes no f32 copy, forward or backward" *
-          doctest::skip(cpu::direct_conv_kernel_name() == nullptr)) {
+TEST_CASE("conv2d: a bf16 conv makes no f32 copy, forward or backward, direct or unfolded (im2col)") {
   using profiler_test::find_all;
-  // AMX takes bf16 convs to its GEMM on f32 copies instead (cpu/conv.cpp).
-  toggles::Scoped amx(toggles::Toggle::amx_bf16, false);
-  const ConvCase cases[] = {{4, 16, 12, 12, 24, 3, 3, {1, 1}, {1, 1}},             // the row tile
-                            {2, 1, 28, 28, 8, 3, 3, {1, 1}, {1, 1}},               // the plane tile (one input channel)
-                            {1, 16, 9, 11, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2}};  // one sample, groups
+  const ConvCase cases[] = {{4, 16, 12, 12, 24, 3, 3, {1, 1}, {1, 1}},  // direct: the row tile
+                            {2, 1, 28, 28, 8, 3, 3, {1, 1}, {1, 1}},    // direct: the plane tile (one input channel)
+                            {1, 16, 9, 11, 16, 3, 3, {1, 1}, {1, 1}, {1, 1}, 2},  // direct: one sample, groups
+                            {4, 8, 11, 11, 12, 3, 3, {2, 2}, {1, 1}},             // im2col: strided, samples in chunks
+                            {2, 6, 10, 9, 6, 3, 3, {1, 1}, {2, 2}, {2, 2}, 3},    // im2col: dilated, groups
+                            {1, 64, 80, 80, 8, 3, 3, {2, 2}, {1, 1}}};            // im2col: one sample in pixel tiles
   Generator gen(32);
-  for (const ConvCase& c : cases) {
-    INFO(describe(c));
-    ConvRun r = run_conv(c, kBF16, gen, true);
-    REQUIRE(cpu::direct_conv_applies(r.x, r.w, {.pad_h = c.p[0], .pad_w = c.p[1], .groups = c.g}));
-    const Tensor gy = randn(r.y.shape(), kBF16, &gen);
-    profiler::Session prof({.memory = false});
-    const Tensor y = F::conv2d(r.x, r.w, r.b, c.s, c.p, c.d, c.g);
-    y.backward(gy);
-    prof.stop();
-    CHECK(find_all(prof, "conv2d", profiler::EventKind::Kernel).size() == 1);
-    CHECK(find_all(prof, "conv2d_backward", profiler::EventKind::Kernel).size() == 1);
-    CHECK(find_all(prof, "copy", profiler::EventKind::Kernel).empty());
+  for (bool amx : {false, true}) {  // AMX (where the CPU has it) takes every bf16 conv to im2col
+    toggles::Scoped scoped(toggles::Toggle::amx_bf16, amx);
+    for (const ConvCase& c : cases) {
+      INFO(describe(c), amx ? " amx on" : " amx off");
+      ConvRun r = run_conv(c, kBF16, gen, true);
+      const Tensor gy = randn(r.y.shape(), kBF16, &gen);
+      profiler::Session prof({.memory = false});
+      const Tensor y = F::conv2d(r.x, r.w, r.b, c.s, c.p, c.d, c.g);
+      y.backward(gy);
+      prof.stop();
+      CHECK(find_all(prof, "conv2d", profiler::EventKind::Kernel).size() == 1);
+      CHECK(find_all(prof, "conv2d_backward", profiler::EventKind::Kernel).size() == 1);
+      CHECK(find_all(prof, "copy", profiler::EventKind::Kernel).empty());
+    }
   }
 }
