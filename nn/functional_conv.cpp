@@ -52,9 +52,8 @@ Tensor conv2d(const Tensor& input_in, const Tensor& w_in, const Tensor& b_in, Pa
               pair(padding), ")");
     const int64_t Ho = (Hp - ekh) / stride[0] + 1, Wo = (Wp - ekw) / stride[1] + 1;
     const DType ct = conv_dtype(x.dtype(), x.device());
-    const bool bf16_values = x.dtype() == kBF16 && w.dtype() == kBF16 && x.device().is_cpu();
-    const kernels::Conv2dParams p{stride[0],   stride[1],   padding[0], padding[1],
-                                  dilation[0], dilation[1], groups,     bf16_values};
+    // bf16 tensors hold bf16 values: the CPU kernels see it from their dtype (Conv2dParams::bf16_values).
+    const kernels::Conv2dParams p{stride[0], stride[1], padding[0], padding[1], dilation[0], dilation[1], groups};
 
     // Channels-last when the input or the weight is (as PyTorch): the format flows on to the next layer.
     const MemoryFormat fmt = x.memory_format() == MemoryFormat::ChannelsLast ? MemoryFormat::ChannelsLast
@@ -68,9 +67,7 @@ Tensor conv2d(const Tensor& input_in, const Tensor& w_in, const Tensor& b_in, Pa
       if (n.needs(0)) r[0] = make_tensor(x.shape(), ct, x.device(), fmt);
       if (n.needs(1)) r[1] = make_tensor(w.shape(), ct, x.device(), w.memory_format());
       if (n.needs(2)) r[2] = make_tensor({Cout}, ct, x.device());
-      kernels::Conv2dParams pb = p;
-      pb.bf16_values = p.bf16_values && g[0].dtype() == kBF16;  // the gradient too must hold bf16 values
-      kernels::conv2d_backward(x.device(), r[0], r[1], r[2], as(g[0], ct), x, w, pb);
+      kernels::conv2d_backward(x.device(), r[0], r[1], r[2], as(g[0], ct), x, w, p);
       return r;  // cast back to each input's dtype by the node
     });
     return y;
