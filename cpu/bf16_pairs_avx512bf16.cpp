@@ -43,6 +43,10 @@ void gemm_serial_bf16_dot(int64_t M, int64_t N, int64_t K, float alpha, const fl
                           const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
   bf16_dot::gemm_serial<NativeDot>(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
 }
+void gemm_serial_bf16_dot(int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t rsa, int64_t csa,
+                          const uint16_t* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
+  bf16_dot::gemm_serial<NativeDot>(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
+}
 
 void detail::conv_gemm_row_bf16(const ConvGemmRowPairs& a, int64_t oh, int64_t ow0, int k, int64_t co, int nv) {
   detail::conv_gemm_row<bf16_dot::PairIsa<NativeDot>>(a, oh, ow0, k, co, nv);
@@ -66,6 +70,10 @@ void detail::weight_grad_gemm_bf16(const WeightGradTilePairs& a, int64_t t0, int
 #include <cstdlib>
 namespace mdl::cpu {
 void gemm_serial_bf16_dot(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*, int64_t,
+                          int64_t, float, float*, int64_t, int64_t) {
+  std::abort();
+}
+void gemm_serial_bf16_dot(int64_t, int64_t, int64_t, float, const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t,
                           int64_t, float, float*, int64_t, int64_t) {
   std::abort();
 }

@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstring>
 #include <exception>
+#include <type_traits>
+#include <vector>
 
 #include "cpu/cpu_features.h"
 #include "cpu/gemm_amx.h"
@@ -15,6 +17,7 @@
 #include "cpu/packing_scratch.h"
 #include "tensor/error.h"
 #include "tensor/float_mode.h"
+#include "tensor/half.h"
 #include "switches/list/toggles.h"
 
 #ifdef _OPENMP
@@ -67,35 +70,40 @@ std::atomic<int> g_forced_kernel{-1};  // a GemmKernel, or -1: the best one allo
 
 
 // A block (mc x kc) -> ceil(mc/MR) panels, each kc x MR (buf[p*MR + i]), short panels zero-padded.
-template <class T, int64_t MR>
-void pack_a(int64_t mc, int64_t kc, const T* A, int64_t rsa, int64_t csa, T* buf) {
+// S: the operands' element type, T or bf16 (widened to T exactly as it is packed).
+template <class T, int64_t MR, class S>
+void pack_a(int64_t mc, int64_t kc, const S* A, int64_t rsa, int64_t csa, T* buf) {
   for (int64_t ir = 0; ir < mc; ir += MR, buf += kc * MR) {
     const int64_t mr = std::min(MR, mc - ir);
-    const T* a = A + ir * rsa;
+    const S* a = A + ir * rsa;
     if (mr == MR && csa == 1) {
       for (int64_t p = 0; p < kc; ++p)
-        for (int64_t i = 0; i < MR; ++i) buf[p * MR + i] = a[i * rsa + p];
+        for (int64_t i = 0; i < MR; ++i) buf[p * MR + i] = T(a[i * rsa + p]);
     } else if (mr == MR && rsa == 1) {
       for (int64_t p = 0; p < kc; ++p)
-        for (int64_t i = 0; i < MR; ++i) buf[p * MR + i] = a[p * csa + i];
+        for (int64_t i = 0; i < MR; ++i) buf[p * MR + i] = T(a[p * csa + i]);
     } else {
       for (int64_t p = 0; p < kc; ++p)
-        for (int64_t i = 0; i < MR; ++i) buf[p * MR + i] = i < mr ? a[i * rsa + p * csa] : T(0);
+        for (int64_t i = 0; i < MR; ++i) buf[p * MR + i] = i < mr ? T(a[i * rsa + p * csa]) : T(0);
     }
   }
 }
 
 // One B panel (kc x nr, nr <= NR) -> kc x NR (buf[p*NR + j]), zero-padded.
-template <class T, int64_t NR>
-void pack_b_panel(int64_t kc, int64_t nr, const T* b, int64_t rsb, int64_t csb, T* buf) {
+template <class T, int64_t NR, class S>
+void pack_b_panel(int64_t kc, int64_t nr, const S* b, int64_t rsb, int64_t csb, T* buf) {
   if (nr == NR && csb == 1) {
-    for (int64_t p = 0; p < kc; ++p) std::memcpy(buf + p * NR, b + p * rsb, NR * sizeof(T));
+    for (int64_t p = 0; p < kc; ++p) {
+      if constexpr (std::is_same_v<S, T>) std::memcpy(buf + p * NR, b + p * rsb, NR * sizeof(T));
+      else
+        for (int64_t j = 0; j < NR; ++j) buf[p * NR + j] = T(b[p * rsb + j]);
+    }
   } else if (nr == NR && rsb == 1) {
     for (int64_t p = 0; p < kc; ++p)
-      for (int64_t j = 0; j < NR; ++j) buf[p * NR + j] = b[j * csb + p];
+      for (int64_t j = 0; j < NR; ++j) buf[p * NR + j] = T(b[j * csb + p]);
   } else {
     for (int64_t p = 0; p < kc; ++p)
-      for (int64_t j = 0; j < NR; ++j) buf[p * NR + j] = j < nr ? b[j * csb + p * rsb] : T(0);
+      for (int64_t j = 0; j < NR; ++j) buf[p * NR + j] = j < nr ? T(b[j * csb + p * rsb]) : T(0);
   }
 }
 
@@ -126,8 +134,8 @@ void macro_kernel(int64_t mc, int64_t nc, int64_t kc, T alpha, const T* a, const
 }
 
 // One thread's GEMM over the whole (sub)problem; M, N, K > 0.
-template <class Bk, class T = typename Bk::T>
-void gemm_serial(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa, const T* B,
+template <class Bk, class S, class T = typename Bk::T>
+void gemm_serial(int64_t M, int64_t N, int64_t K, T alpha, const S* A, int64_t rsa, int64_t csa, const S* B,
                  int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, Kernel<T> kernel) {
   const int64_t kc_max = std::min(Bk::KC, K);
   T* abuf = packing_scratch<T>(0, kc_max * std::min(Bk::MC, (M + Bk::MR - 1) / Bk::MR * Bk::MR));
@@ -173,25 +181,47 @@ void scale_c(int64_t M, int64_t N, T beta, T* C, int64_t rsc, int64_t csc) {
 }
 
 // One thread's GEMM over a (sub)problem, and the tile (MR x NR) it cuts C into: what gemm_any
-// threads. M, N, K > 0.
-template <class T>
-using SerialGemm = void (*)(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa, const T* B,
+// threads. M, N, K > 0. S: the operands' element type, T or bf16.
+template <class T, class S = T>
+using SerialGemm = void (*)(int64_t M, int64_t N, int64_t K, T alpha, const S* A, int64_t rsa, int64_t csa, const S* B,
                             int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc);
-template <class T>
+template <class T, class S = T>
 struct Path {
   int64_t MR, NR;
-  SerialGemm<T> serial;
+  SerialGemm<T, S> serial;
 };
 
-template <class Bk, Kernel<typename Bk::T> kernel, class T = typename Bk::T>
-void serial_packed(int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa, const T* B,
+template <class Bk, Kernel<typename Bk::T> kernel, class S, class T = typename Bk::T>
+void serial_packed(int64_t M, int64_t N, int64_t K, T alpha, const S* A, int64_t rsa, int64_t csa, const S* B,
                    int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc) {
   gemm_serial<Bk>(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, kernel);
 }
 
-template <class Bk, Kernel<typename Bk::T> kernel>
-constexpr Path<typename Bk::T> packed_path() {
-  return {Bk::MR, Bk::NR, serial_packed<Bk, kernel>};
+template <class Bk, Kernel<typename Bk::T> kernel, class S = typename Bk::T>
+constexpr Path<typename Bk::T, S> packed_path() {
+  return {Bk::MR, Bk::NR, serial_packed<Bk, kernel, S>};
+}
+
+// bf16 operands as the pair kernels take them: their bits.
+using Bf16Dot = void (*)(int64_t, int64_t, int64_t, float, const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t,
+                         int64_t, float, float*, int64_t, int64_t);
+template <Bf16Dot serial>
+void serial_bf16_bits(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t rsa, int64_t csa,
+                      const BFloat16* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
+  static_assert(sizeof(BFloat16) == sizeof(uint16_t));
+  serial(M, N, K, alpha, reinterpret_cast<const uint16_t*>(A), rsa, csa, reinterpret_cast<const uint16_t*>(B), rsb, csb,
+         beta, C, rsc, csc);
+}
+
+// AMX's packing reads f32: the thread's A and B are widened first (exactly) into scratch.
+void serial_amx_widened(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t rsa, int64_t csa,
+                        const BFloat16* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
+  std::vector<float> a(size_t(M * K)), b(size_t(K * N));
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t p = 0; p < K; ++p) a[size_t(i * K + p)] = float(A[i * rsa + p * csa]);
+  for (int64_t p = 0; p < K; ++p)
+    for (int64_t j = 0; j < N; ++j) b[size_t(p * N + j)] = float(B[p * rsb + j * csb]);
+  gemm_serial_amx_bf16(M, N, K, alpha, a.data(), K, 1, b.data(), N, 1, beta, C, rsc, csc);
 }
 
 // The path of the f32 micro-kernel `k`.
@@ -208,14 +238,28 @@ Path<float> f32_path(GemmKernel k) {
   }
 }
 
+// The path of kernel `k` for bf16 operands: packed straight from bf16.
+Path<float, BFloat16> bf16_path(GemmKernel k) {
+  switch (k) {
+#if defined(__x86_64__) || defined(__i386__)
+    case GemmKernel::avx512: return packed_path<Blocking12x32, detail::sgemm_kernel_12x32_avx512, BFloat16>();
+    case GemmKernel::avx2: return packed_path<Blocking6x16, detail::sgemm_kernel_6x16_avx2, BFloat16>();
+#endif
+    case GemmKernel::amx_bf16: return {32, 32, serial_amx_widened};
+    case GemmKernel::avx512_bf16: return {12, 32, serial_bf16_bits<gemm_serial_bf16_dot>};
+    case GemmKernel::avx512_bf16_emulated: return {12, 32, serial_bf16_bits<gemm_serial_bf16_dot_emulated>};
+    default: return packed_path<Blocking6x16, kernel_scalar<float, 6, 16>, BFloat16>();
+  }
+}
+
 // Cuts C into one slab of whole micro-tiles per thread, along N when N is the wider side, else M;
 // each thread runs the serial loops on its slab with its own packing buffers. One barrier per call:
 // a shared packed B would need two per KC step, and measured slower here whenever another process
 // takes a core. Redundant packing (A twice, or B twice) costs a few percent. A tile is computed
 // the same way on any thread, so results never depend on the thread count. M, N, K > 0.
-template <class T>
-void gemm_parallel(int nt, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa, const T* B,
-                   int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, const Path<T>& path) {
+template <class T, class S>
+void gemm_parallel(int nt, int64_t M, int64_t N, int64_t K, T alpha, const S* A, int64_t rsa, int64_t csa, const S* B,
+                   int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, const Path<T, S>& path) {
   const bool split_n = N >= M;
   const int64_t unit = split_n ? path.NR : path.MR, extent = split_n ? N : M;
   const int64_t tiles = (extent + unit - 1) / unit;
@@ -244,9 +288,9 @@ void gemm_parallel(int nt, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
   if (error) std::rethrow_exception(error);
 }
 
-template <class T>
-void gemm_any(const char* name, int64_t M, int64_t N, int64_t K, T alpha, const T* A, int64_t rsa, int64_t csa,
-              const T* B, int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, const Path<T>& path) {
+template <class T, class S>
+void gemm_any(const char* name, int64_t M, int64_t N, int64_t K, T alpha, const S* A, int64_t rsa, int64_t csa,
+              const S* B, int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, const Path<T, S>& path) {
   MDL_CHECK(M >= 0 && N >= 0 && K >= 0, name, ": negative size M=", M, " N=", N, " K=", K);
   if (M == 0 || N == 0) return;
   if (K == 0 || alpha == T(0)) return scale_c(M, N, beta, C, rsc, csc);
@@ -319,6 +363,12 @@ void gemm_f32_bf16_values(int64_t M, int64_t N, int64_t K, float alpha, const fl
                           const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
   gemm_any<float>("gemm_f32", M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc,
                   f32_path(gemm_bf16_values_kernel()));
+}
+
+void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t rsa, int64_t csa,
+               const BFloat16* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
+  gemm_any<float, BFloat16>("gemm_bf16", M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc,
+                            bf16_path(gemm_bf16_values_kernel()));
 }
 
 void gemm_f64(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa, const double* B,

@@ -5,6 +5,10 @@
 #pragma once
 #include <cstdint>
 
+namespace mdl {
+struct BFloat16;
+}
+
 namespace mdl::cpu {
 
 // C = alpha * A @ B + beta * C, BLIS-style general strides (in elements).
@@ -46,6 +50,13 @@ const char* gemm_f32_kernel_name();
 void gemm_f32_bf16_values(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa,
                           const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc);
 GemmKernel gemm_bf16_values_kernel();  // the kernel it runs now
+
+// C (f32) = alpha * A @ B + beta * C for bf16 A and B, on the kernel gemm_f32_bf16_values runs:
+// the operands are packed straight from bf16 (widened exactly as they are packed for the f32
+// kernels, paired as they are for VDPBF16PS), with no widened copy of them (AMX's packing alone
+// still widens each thread's operands first).
+void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t rsa, int64_t csa,
+               const BFloat16* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc);
 
 // While it lives, every gemm_f32 and gemm_f32_bf16_values in the process runs kernel `k` (tests and
 // benchmarks use it to reach each fallback); throws mdl::Error when this CPU cannot run `k`.

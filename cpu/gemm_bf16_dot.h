@@ -17,4 +17,11 @@ void gemm_serial_bf16_dot_emulated(int64_t M, int64_t N, int64_t K, float alpha,
                                    int64_t csa, const float* B, int64_t rsb, int64_t csb, float beta, float* C,
                                    int64_t rsc, int64_t csc);
 
+// The same two for operands given as bf16 bits (bf16 tensors' data), packed into pairs as they are.
+void gemm_serial_bf16_dot(int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t rsa, int64_t csa,
+                          const uint16_t* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc);
+void gemm_serial_bf16_dot_emulated(int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t rsa,
+                                   int64_t csa, const uint16_t* B, int64_t rsb, int64_t csb, float beta, float* C,
+                                   int64_t rsc, int64_t csc);
+
 }  // namespace mdl::cpu

@@ -3,7 +3,8 @@
 // pragma, after the headers below. Everything here is a template on Dot, so the two compilations
 // never share a definition.
 //
-// Packing rounds A and B to bf16 (nearest even, NaN kept) and puts two consecutive k into one
+// Packing rounds A and B to bf16 (nearest even, NaN kept; operands given as bf16 bits are taken
+// as they are) and puts two consecutive k into one
 // 32-bit pair, the element k = 2q in the low half and k = 2q + 1 in the high half:
 //   A panel: kp x 12 pairs, a[q*12 + i] = (A[i][2q], A[i][2q+1])
 //   B panel: kp x 32 pairs, b[q*32 + j] = (B[2q][j], B[2q+1][j]), 64-byte aligned
@@ -131,6 +132,50 @@ void pack_b_panel(int64_t kc, int64_t nr, const float* b, int64_t rsb, int64_t c
     }
 }
 
+// The same two packings from bf16 bits (values bf16 already: nothing to round), a pair being the
+// two halves side by side: lo | hi << 16.
+template <class Dot>
+void pack_a(int64_t mc, int64_t kc, const uint16_t* A, int64_t rsa, int64_t csa, uint32_t* buf) {
+  const int64_t kp = (kc + 1) / 2;
+  for (int64_t ir = 0; ir < mc; ir += MR, buf += kp * MR) {
+    const int64_t mr = std::min(MR, mc - ir);
+    const uint16_t* a = A + ir * rsa;
+    for (int64_t i = 0; i < MR; ++i)
+      for (int64_t q = 0; q < kp; ++q) {
+        const bool in = i < mr;
+        const uint32_t lo = in ? a[i * rsa + 2 * q * csa] : 0u;
+        const uint32_t hi = in && 2 * q + 1 < kc ? a[i * rsa + (2 * q + 1) * csa] : 0u;
+        buf[q * MR + i] = lo | hi << 16;
+      }
+  }
+}
+
+template <class Dot>
+void pack_b_panel(int64_t kc, int64_t nr, const uint16_t* b, int64_t rsb, int64_t csb, uint32_t* buf) {
+  const int64_t kp = (kc + 1) / 2;
+  if (nr == NR && csb == 1) {  // rows of B are contiguous: two rows of 16 make 16 pairs
+    for (int64_t q = 0; q < kp; ++q) {
+      const uint16_t* r0 = b + 2 * q * rsb;
+      const bool odd_end = 2 * q + 1 >= kc;
+      for (int h = 0; h < 2; ++h) {
+        const __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + 16 * h)));
+        const __m512i hi = odd_end ? _mm512_setzero_si512()
+                                   : _mm512_cvtepu16_epi32(
+                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + rsb + 16 * h)));
+        _mm512_store_si512(buf + q * NR + 16 * h, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
+      }
+    }
+    return;
+  }
+  for (int64_t j = 0; j < NR; ++j)
+    for (int64_t q = 0; q < kp; ++q) {
+      const bool in = j < nr;
+      const uint32_t lo = in ? b[2 * q * rsb + j * csb] : 0u;
+      const uint32_t hi = in && 2 * q + 1 < kc ? b[(2 * q + 1) * rsb + j * csb] : 0u;
+      buf[q * NR + j] = lo | hi << 16;
+    }
+}
+
 // The 12x32 tile of C at c[i*rsc + j*csc] = alpha * (a panel . b panel) + beta * C (C not read
 // when beta == 0).
 template <class Dot>
@@ -162,9 +207,10 @@ void kernel_12x32(int64_t kp, const uint32_t* a, const uint32_t* b, float* c, in
     }
 }
 
-// One thread's GEMM; M, N, K > 0. Edge tiles go through a full tile of scratch.
-template <class Dot>
-void gemm_serial(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa, const float* B,
+// One thread's GEMM; M, N, K > 0. Edge tiles go through a full tile of scratch. S: float, or
+// uint16_t for operands given as bf16 bits.
+template <class Dot, class S>
+void gemm_serial(int64_t M, int64_t N, int64_t K, float alpha, const S* A, int64_t rsa, int64_t csa, const S* B,
                  int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
   const int64_t kp_max = (std::min(KC, K) + 1) / 2;
   uint32_t* abuf = packing_scratch<uint32_t>(0, kp_max * std::min(MC, (M + MR - 1) / MR * MR));

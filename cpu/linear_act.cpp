@@ -69,12 +69,14 @@ void forward(const Tensor& out, const Tensor& pre, const Tensor& x, const Tensor
     acc = out.data_ptr<T>();
     gemm(M, N, K, x.data_ptr<T>(), w.data_ptr<T>(), acc);
   } else {
-    const std::vector<A> xa = widened(x.data_ptr<T>(), M * K), wa = widened(w.data_ptr<T>(), N * K);
     scratch.reset(new A[size_t(M * N)]);
     acc = scratch.get();
-    if constexpr (std::is_same_v<T, BFloat16>)  // bf16 values multiply exactly on AMX where present
-      gemm_f32_bf16_values(M, N, K, 1.0f, xa.data(), K, 1, wa.data(), 1, K, 0.0f, acc, N, 1);
-    else gemm(M, N, K, xa.data(), wa.data(), acc);
+    if constexpr (std::is_same_v<T, BFloat16>) {  // packed straight from bf16
+      gemm_bf16(M, N, K, 1.0f, x.data_ptr<T>(), K, 1, w.data_ptr<T>(), 1, K, 0.0f, acc, N, 1);
+    } else {
+      const std::vector<A> xa = widened(x.data_ptr<T>(), M * K), wa = widened(w.data_ptr<T>(), N * K);
+      gemm(M, N, K, xa.data(), wa.data(), acc);
+    }
   }
   const std::vector<A> b = bias.defined() ? widened(bias.data_ptr<T>(), N) : std::vector<A>(size_t(N), A(0));
   T* o = out.data_ptr<T>();

@@ -1,5 +1,6 @@
-// Batched matrix product out[b] = a[b] @ b[b] on our GEMM. f16/bf16 operands are widened to
-// f32 (in bulk, F16C) and the f32 result rounded once (f32 accumulation, as tensor cores do).
+// Batched matrix product out[b] = a[b] @ b[b] on our GEMM. bf16 operands are packed by the GEMM
+// as they are (gemm_bf16), f16 ones widened to f32 first (in bulk, F16C); the f32 result is
+// rounded once (f32 accumulation, as tensor cores do).
 // Many small matrices (attention heads) are spread over threads; big ones thread inside GEMM.
 #include <algorithm>
 #include <memory>
@@ -69,6 +70,16 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
       for_each_batch(B, M, N, K, [&](int64_t i) {
         gemm_f64(M, N, K, 1.0, pa + i * sab, sam, sak, pb + i * sbb, sbk, sbn, 0.0, o + i * M * N, N, 1);
       });
+    } else if constexpr (std::is_same_v<T, BFloat16>) {
+      // Packed straight from bf16; the f32 result per batch in scratch, rounded once.
+      const bool batch_threads = B > 1 && !in_parallel_region();
+      const int64_t slots = batch_threads ? get_num_threads() : 1;
+      Tensor scratch = make_tensor({slots * M * N}, kF32, Device::cpu());
+      for_each_batch(B, M, N, K, [&](int64_t i) {
+        float* fc = scratch.data_ptr<float>() + (batch_threads ? thread_index() : 0) * M * N;
+        gemm_bf16(M, N, K, 1.0f, pa + i * sab, sam, sak, pb + i * sbb, sbk, sbn, 0.0f, fc, N, 1);
+        narrow(fc, o + i * M * N, M * N);
+      });
     } else if constexpr (is_half_v<T>) {
       // f32 scratch per batch-loop thread, from the CPU allocator (large blocks come back from its
       // cache, not as fresh pages to fault in on every call).
@@ -81,9 +92,7 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
         float* fc = fb + K * N;
         const auto [rsa, csa] = widen(pa + i * sab, M, K, sam, sak, fa);
         const auto [rsb, csb] = widen(pb + i * sbb, K, N, sbk, sbn, fb);
-        if constexpr (std::is_same_v<T, BFloat16>)
-          gemm_f32_bf16_values(M, N, K, 1.0f, fa, rsa, csa, fb, rsb, csb, 0.0f, fc, N, 1);
-        else gemm_f32(M, N, K, 1.0f, fa, rsa, csa, fb, rsb, csb, 0.0f, fc, N, 1);
+        gemm_f32(M, N, K, 1.0f, fa, rsa, csa, fb, rsb, csb, 0.0f, fc, N, 1);
         narrow(fc, o + i * M * N, M * N);
       });
     } else {
