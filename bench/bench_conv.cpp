@@ -2,6 +2,7 @@
 // GFLOP/s (2 N Cout Ho Wo Cin/groups kH kW per forward, twice that per backward); each runs its
 // direct kernel (depthwise_direct or direct_conv) and im2col + GEMM, the backward also with the
 // weight gradient alone (as a first layer needs it), and a closing table gives the ratio; then
+// ResNet-18's 512-channel conv and its training step with large-weight convs on im2col or direct; then
 // SimpleCNN's first max pool, scalar vs vectorised; then a lighter architecture: a standard 3x3
 // conv against a depthwise separable one (nn::SeparableConv2d), as a layer and as SimpleCNN's
 // training step against SeparableCNN's.
@@ -138,6 +139,33 @@ void cnn_step(benchmark::State& state, bool separable) {
   }
 }
 
+// ResNet-18's last stage: a 3x3 conv 512 -> 512 over 4x4 maps, batch 32 (9 MiB of weights),
+// forward, or backward with the input gradient, with im2col_large_weights at `on`.
+const Layer kLargeWeights = {"resnet_3x3_512to512_4x4_b32", 32, 512, 4, 4, 512, 3, 1, 1};
+void large_weights(benchmark::State& state, bool backward_pass, bool on) {
+  toggles::set_im2col_large_weights(on);
+  if (backward_pass) backward(state, kLargeWeights, true, true);
+  else forward(state, kLargeWeights, true);
+  toggles::set_im2col_large_weights(true);
+}
+
+// One ResNet-18 (CIFAR stem) training step, batch 32 of 3x32x32 images, SGD with momentum, with
+// im2col_large_weights at `on`.
+void resnet_step(benchmark::State& state, bool on) {
+  toggles::set_im2col_large_weights(on);
+  manual_seed(10);
+  auto model = nn::models::resnet18(10, 3);
+  optim::SGD opt(model->parameters(), {.lr = 0.05, .momentum = 0.9});
+  Generator g(11);
+  Tensor x = randn({32, 3, 32, 32}, kF32, &g), y = randint(0, 10, {32}, kI64, &g);
+  for (auto _ : state) {
+    opt.zero_grad();
+    F::cross_entropy(model->forward(x), y).backward();
+    opt.step();
+  }
+  toggles::set_im2col_large_weights(true);
+}
+
 // The SimpleCNN step with the toggle `name` at `on`; the toggle gets its value back after.
 void cnn_step_with(benchmark::State& state, const char* name, bool on) {
   const bool saved = switches::get(name);
@@ -163,6 +191,19 @@ int main(int argc, char** argv) {
     add("bwd", [l](benchmark::State& s, bool direct) { backward(s, l, direct, true); });
     // grad_w and grad_b alone, as for a network's first conv, whose input needs no gradient.
     add("bwd_weight", [l](benchmark::State& s, bool direct) { backward(s, l, direct, false); });
+  }
+
+  for (bool on : {false, true}) {
+    for (bool bwd : {false, true})
+      bench::register_switch("im2col_large_weights", on, std::string(bwd ? "bwd/" : "fwd/") + kLargeWeights.name,
+                             [bwd](benchmark::State& s, bool on) { large_weights(s, bwd, on); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime()
+          ->MinTime(0.3);
+    bench::register_switch("im2col_large_weights", on, "resnet18_train_step_b32", resnet_step)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(1.0);
   }
 
   for (bool vectorized : {false, true})

@@ -1,7 +1,8 @@
 // CPU convolution by im2col + GEMM: per group, the forward, the weight gradient and the input
 // gradient are each one GEMM against a column matrix unfolded from a chunk of the batch; threads
 // split the batch when it is large enough, else share each GEMM. Depthwise convs go direct
-// (cpu/depthwise.cpp), and so do stride-1 f32 and bf16 convs (cpu/conv_direct.cpp). bf16 convs the
+// (cpu/depthwise.cpp), and so do stride-1 f32 and bf16 convs (cpu/conv_direct.cpp; those with more
+// than 1 MiB of weights a group only for the weight gradient, direct_conv_weights_fit). bf16 convs the
 // direct kernel does not take are unfolded here into f32 columns as they are read, each result
 // rounded once; depthwise ones run on f32 copies.
 #include <algorithm>
@@ -373,7 +374,7 @@ void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w, const T
     return kernels::copy_from_target(out, target);
   }
   const kernels::Conv2dParams p = with_bf16_values(p_, x, w);
-  if (direct_conv_applies(x, w, p)) return direct_conv2d_forward(out, x, w, b, p);
+  if (direct_conv_applies(x, w, p) && direct_conv_weights_fit(w, p)) return direct_conv2d_forward(out, x, w, b, p);
   if (x.dtype() == kBF16 && out.dtype() == kBF16 && !use_depthwise(x, p))
     return forward_impl<float, BFloat16>(out, x, w, b, Geom(x, w, out, p));
   if (x.dtype() == kBF16) {
@@ -406,7 +407,7 @@ void conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const
   Tensor gx_left = gx, gw_left = gw, gb_left = gb;  // what the direct kernels leave to im2col
   const bool direct = direct_conv_applies(x, w, p);
   if (direct) {
-    if (gx.defined() && direct_conv_backward_input_applies(x, w, p)) {
+    if (gx.defined() && direct_conv_backward_input_applies(x, w, p) && direct_conv_weights_fit(w, p)) {
       direct_conv2d_backward_input(gx, go, w, p);
       gx_left = Tensor();
     }

@@ -319,6 +319,12 @@ bool direct_weight_grad_pays(const Tensor& x, const Tensor& w, const kernels::Co
   return direct_conv_applies(x, w, p) && (detail::direct_isa()->lanes == detail::kDirectLanesAvx512 || w.size(1) > 1);
 }
 
+bool direct_conv_weights_fit(const Tensor& w, const kernels::Conv2dParams& p) {
+  constexpr int64_t kMaxGroupWeights = int64_t(1) << 18;  // f32 values: 1 MiB
+  const int64_t per_group = w.size(0) / std::max<int64_t>(p.groups, 1) * w.size(1) * w.size(2) * w.size(3);
+  return !toggles::im2col_large_weights() || per_group <= kMaxGroupWeights;
+}
+
 bool direct_conv_backward_input_applies(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {
   return direct_conv_applies(x, w, p) && p.pad_h <= w.size(2) - 1 && p.pad_w <= w.size(3) - 1;
 }

@@ -37,6 +37,11 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
 // Ice Lake forced to AVX2, SimpleCNN's first conv took 4.2 ms there against im2col's 2.9, its
 // second 10.1 against 16.5.
 bool direct_weight_grad_pays(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p);
+// Whether the forward and the input gradient of a conv direct_conv_applies to run the direct loop:
+// unless a group's weights exceed 1 MiB as f32 (the im2col_large_weights switch; the loop reads
+// them again for every output tile, from L3 once they outgrow L2). The weight gradient runs direct
+// either way.
+bool direct_conv_weights_fit(const Tensor& w, const kernels::Conv2dParams& p);
 // grad_x (N, Cin, H, W) contiguous from grad_out; needs the padding at most the kernel size - 1.
 bool direct_conv_backward_input_applies(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p);
 void direct_conv2d_backward_input(const Tensor& gx, const Tensor& go, const Tensor& w, const kernels::Conv2dParams& p);

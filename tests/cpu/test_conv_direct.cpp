@@ -242,3 +242,52 @@ TEST_CASE("direct conv: where it does not apply, and its switch") {
     CHECK(scaled_err(values(r.y), ref) < 2e-6);
   }
 }
+
+// More than 1 MiB of weights a group: the forward and the input gradient run im2col + GEMM (the
+// same bits as with the direct loop switched off, other bits than the loop's, whose sums run in
+// another order), the weight gradient the direct loop; with im2col_large_weights off, all direct.
+TEST_CASE(
+    "direct conv: convs with large weights run forward and input gradient on im2col, the weight gradient direct") {
+  if (cpu::direct_conv_kernel_name() == nullptr) return;  // no AVX2: no direct loop to route around
+  Generator gen(47);
+  const ConvCase c{2, 176, 5, 5, 176, 3, 3, {1, 1}, {1, 1}};  // 278,784 weights: 1.06 MiB as f32
+  const Tensor x = randn({c.N, c.C, c.H, c.W}, kF32, &gen), w = randn({c.Cout, c.C, 3, 3}, kF32, &gen) * 0.05;
+  const Tensor b = randn({c.Cout}, kF32, &gen), gy = randn({c.N, c.Cout, c.H, c.W}, kF32, &gen);
+  const kernels::Conv2dParams p{.pad_h = 1, .pad_w = 1};
+  CHECK_FALSE(cpu::direct_conv_weights_fit(w, p));
+  CHECK(cpu::direct_conv_weights_fit(randn({176, 88, 3, 3}, kF32, &gen), {.pad_h = 1, .pad_w = 1, .groups = 2}));
+  CHECK(cpu::direct_conv_weights_fit(randn({128, 128, 3, 3}, kF32, &gen), p));
+  NoGradGuard no_grad;
+  struct Results {
+    V y, gx, gw;
+  };
+  const auto through_conv2d = [&] {
+    const Tensor gx = empty(x.shape()), gw = empty(w.shape());
+    kernels::conv2d_backward(Device::cpu(), gx, gw, Tensor(), gy, x, w, p);
+    return Results{values(F::conv2d(x, w, b, {1, 1}, {1, 1})), values(gx), values(gw)};
+  };
+  const Results routed = through_conv2d();
+  Results im2col, all_direct;
+  {
+    DirectConv off(false);
+    im2col = through_conv2d();
+  }
+  {
+    toggles::Scoped direct(toggles::Toggle::im2col_large_weights, false);
+    CHECK(cpu::direct_conv_weights_fit(w, p));
+    all_direct = through_conv2d();
+  }
+  const V ref = ref_conv(c, values(x), values(w), values(b));
+  const RefGrads g = ref_conv_backward(c, values(x), values(w), values(gy));
+  for (const Results* r : std::initializer_list<const Results*>{&routed, &im2col, &all_direct}) {
+    CHECK(scaled_err(r->y, ref) < 2e-6);
+    CHECK(scaled_err(r->gx, g.gx) < 2e-6);
+    CHECK(scaled_err(r->gw, g.gw) < kGradWeightTol);
+  }
+  CHECK(routed.y == im2col.y);
+  CHECK(routed.y != all_direct.y);
+  CHECK(routed.gx == im2col.gx);
+  CHECK(routed.gx != all_direct.gx);
+  CHECK(routed.gw == all_direct.gw);
+  CHECK(routed.gw != im2col.gw);
+}
