@@ -136,7 +136,9 @@ void col2im(const Geom& g, const T* col, const Chunk& ch, int64_t grp, T* dx) {
 }
 
 // How the batch is cut: per-thread slices when there are enough samples, and chunks whose
-// columns stay near kChunkCols wide and under kMaxColElems elements (2 MiB of f32). Maps of 512
+// columns stay near kChunkCols wide and under kMaxColElems elements (2 MiB of f32), or under the
+// group's weights where those are larger (each chunk's GEMM packs all of them: ResNet's 512-channel
+// convs over 4x4 and 8x8 maps ran 1.2-1.6x faster in chunks of 16 samples than of 7). Maps of 512
 // pixels or more go one sample at a time, which measured as fast as wider chunks; smaller maps
 // are batched so that each GEMM stays wide and reads the weights once; a sample whose columns
 // exceed kMaxColElems is cut into pixel tiles of at least kMinTile.
@@ -158,7 +160,7 @@ Plan plan(const Geom& g) {
   const int64_t per_thread = bp ? (g.N + nt - 1) / nt : g.N;
   const int64_t P = std::max<int64_t>(g.P, 1);
   int64_t chunk = std::max<int64_t>(1, kChunkCols / P);
-  chunk = std::min(chunk, std::max<int64_t>(1, kMaxColElems / (g.Kg * P)));
+  chunk = std::min(chunk, std::max<int64_t>(1, std::max(kMaxColElems, g.Cog * g.Kg) / (g.Kg * P)));
   chunk = std::max<int64_t>(1, std::min(chunk, per_thread));
   const int64_t tile = g.Kg * P <= kMaxColElems ? P : std::min(P, std::max(kMinTile, kMaxColElems / g.Kg));
   return {bp, bp ? nt : 1, chunk, tile};
