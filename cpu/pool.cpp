@@ -1,8 +1,10 @@
 // CPU pooling: max, average and adaptive average over 2-D windows, forward and backward. Each
 // (n, c) plane is independent, so threads split the planes and every backward scatters into its
 // own plane only: no atomics, and sums run in a fixed order. f16/bf16 compute in float. The
-// common 2x2 / stride 2 max pool runs on 4-float vectors: bf16 widened in the registers (the
-// winner is one of the inputs, so it goes back exactly), f16 rows converted in blocks.
+// common 2x2 / stride 2 max pool runs on vectors: 16 outputs with the row's end masked on AVX-512
+// (cpu/pool_rows_avx512.cpp; following the GEMM kernel choice, as the direct conv does), else 4
+// floats; bf16 widened in the registers (the winner is one of the inputs, so it goes back
+// exactly), f16 rows converted in blocks.
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -15,6 +17,8 @@
 #include "cpu/kernels.h"
 #include "kernels/convert.h"
 #include "cpu/float_block.h"
+#include "cpu/gemm.h"
+#include "cpu/pool_rows.h"
 #include "kernels/pool.h"
 #include "kernels/pool_windows.h"
 #include "switches/list/toggles.h"
@@ -161,7 +165,15 @@ void max_pool2d_forward(const Tensor& out, const Tensor& indices, const Tensor& 
                             p.pad_w == 0 && xs.s[3] == 1;
     if (two_by_two) {
       const bool vectorize = toggles::max_pool_vectorized() && H * W <= INT32_MAX;
+      const bool wide = vectorize && gemm_f32_kernel() == GemmKernel::avx512;
       auto vector_row = [&]<class V>(const V* r0, const V* r1, int64_t base, int64_t wo, V* o, int64_t* i) {
+        if constexpr (std::is_same_v<V, float>)
+          if (wide) return detail::max_pool_2x2_row_avx512(r0, r1, base, W, wo, o, i);
+        if constexpr (std::is_same_v<V, BFloat16>)
+          if (wide)
+            return detail::max_pool_2x2_row_avx512(reinterpret_cast<const uint16_t*>(r0),
+                                                   reinterpret_cast<const uint16_t*>(r1), base, W, wo,
+                                                   reinterpret_cast<uint16_t*>(o), i);
         if (vectorize && wo >= 4) return max_pool_2x2_row(r0, r1, base, W, wo, o, i);
         max_pool_2x2_row_scalar(r0, r1, base, W, wo, o, i);
       };
