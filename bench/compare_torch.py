@@ -10,6 +10,8 @@ torch.set_num_threads(cores), OPENBLAS_NUM_THREADS=cores (Debian's torch does it
 OpenBLAS) and OMP_WAIT_POLICY=PASSIVE (so the OpenMP and OpenBLAS pools do not fight), and
 OpenBLAS at the core family this CPU belongs to where it fell back to a generic one (unless the
 environment sets OPENBLAS_CORETYPE or OPENBLAS_L2_SIZE); its product is checked before use.
+mdl-train, which has one OpenMP pool and no OpenBLAS, runs with the wait policy the environment
+gave (OpenMP's default when unset): PASSIVE puts its threads to sleep after every parallel region.
 
     /usr/bin/python3 bench/compare_torch.py [--model cnn] [--epochs 2] [--batch 128] [--subset 0] [--lr 1e-3]
                                             [--amp none|bf16]
@@ -61,6 +63,7 @@ def openblas_core_for_this_cpu():
 
 if os.environ.get("MDL_COMPARE_ENV") != "1":  # set the thread environment (and OpenBLAS core) before torch loads
     env = dict(os.environ, MDL_COMPARE_ENV="1", OMP_WAIT_POLICY="PASSIVE",
+               MDL_OMP_WAIT_POLICY_WAS=os.environ.get("OMP_WAIT_POLICY", ""),
                OPENBLAS_NUM_THREADS=str(CORES), OMP_NUM_THREADS=str(CORES))
     if "OPENBLAS_CORETYPE" not in os.environ and "OPENBLAS_L2_SIZE" not in os.environ:
         chosen, better = openblas_core_for_this_cpu()
@@ -94,6 +97,17 @@ def simple_cnn(separable=False):
         n.Sequential(n.Flatten(), n.Linear(64 * 7 * 7, 128), n.ReLU(), n.Linear(128, 10)))
 
 
+def mdl_env():
+    """The environment mdl-train runs in: this one, with the OpenMP wait policy the caller had."""
+    env = dict(os.environ)
+    policy = env.pop("MDL_OMP_WAIT_POLICY_WAS", "")
+    if policy:
+        env["OMP_WAIT_POLICY"] = policy
+    else:
+        env.pop("OMP_WAIT_POLICY", None)
+    return env
+
+
 def run_mdl(args, workdir):
     log, order = os.path.join(workdir, "mdl.csv"), os.path.join(workdir, "order.bin")
     weights = os.path.join(workdir, "mdl.safetensors")
@@ -105,7 +119,7 @@ def run_mdl(args, workdir):
     if args.amp != "none":
         cmd += ["--amp", args.amp]
     print("mdl:", " ".join(cmd), flush=True)
-    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True, env=mdl_env()).stdout
     kernel = [line.split("CPU GEMM micro-kernel ")[1] for line in out.splitlines() if "CPU GEMM micro-kernel " in line]
     print("mdl: CPU GEMM micro-kernel", kernel[0] if kernel else "(not reported)", flush=True)
     with open(log) as f:
@@ -116,7 +130,7 @@ def run_mdl(args, workdir):
     evaluate = [MDL_TRAIN, "--model", args.model, "--evaluate", weights, "--no-progress"]
     if args.amp != "none":
         evaluate += ["--amp", args.amp]
-    out = subprocess.run(evaluate, check=True, stdout=subprocess.PIPE, text=True).stdout
+    out = subprocess.run(evaluate, check=True, stdout=subprocess.PIPE, text=True, env=mdl_env()).stdout
     speed = [float(line.split(", ")[-1].split()[0]) for line in out.splitlines() if line.startswith("evaluated ")]
     return rows, orders, speed[0] if speed else float("nan")
 
@@ -204,7 +218,8 @@ def main():
     if not os.path.exists(MDL_TRAIN):
         sys.exit("compare_torch.py: build/latest/mdl-train is missing; run `make tools` first")
     print(f"torch {torch.__version__}, {CORES} cores, threads {torch.get_num_threads()}, "
-          f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}")
+          f"OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}, OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}; "
+          f"mdl-train: OMP_WAIT_POLICY={mdl_env().get('OMP_WAIT_POLICY', '(unset)')}")
     print(f"CPU: {cpu_flags_and_model()[1]}; {openblas_line()}")
     with tempfile.TemporaryDirectory() as work:
         mdl_rows, orders, mdl_inference = run_mdl(args, work)

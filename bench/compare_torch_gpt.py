@@ -7,8 +7,9 @@ the parameter counts are checked equal) with AdamW (lr 1e-3, no weight decay) at
 size for the same number of steps. mdl runs through mdl-train (its CSV log gives samples/s and the
 epoch's mean loss, over the text's first windows); PyTorch trains on random windows of the same
 text (so the losses are a sanity check, not a comparison) in its best setting on this CPU:
-torch.set_num_threads(cores), OPENBLAS_NUM_THREADS=cores, OMP_WAIT_POLICY=PASSIVE. Both step
-times include loading the batch and the optimizer step.
+torch.set_num_threads(cores), OPENBLAS_NUM_THREADS=cores, OMP_WAIT_POLICY=PASSIVE; mdl-train with
+the wait policy the environment gave (OpenMP's default when unset). Both step times include
+loading the batch and the optimizer step.
 
     /usr/bin/python3 bench/compare_torch_gpt.py [--text FILE] [--steps 150] [--batch 32]
 
@@ -19,6 +20,7 @@ import argparse, csv, os, re, subprocess, sys, tempfile, time
 CORES = os.cpu_count() or 1
 if os.environ.get("MDL_COMPARE_ENV") != "1":  # set the thread environment before torch loads
     env = dict(os.environ, MDL_COMPARE_ENV="1", OMP_WAIT_POLICY="PASSIVE",
+               MDL_OMP_WAIT_POLICY_WAS=os.environ.get("OMP_WAIT_POLICY", ""),
                OPENBLAS_NUM_THREADS=str(CORES), OMP_NUM_THREADS=str(CORES))
     os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
@@ -32,13 +34,24 @@ MDL_TRAIN = os.environ.get("MDL_TRAIN") or os.path.join(HERE, "..", "build", "la
 CONTEXT, LAYERS, HEADS, WIDTH = 64, 4, 4, 128
 
 
+def mdl_env():
+    """The environment mdl-train runs in: this one, with the OpenMP wait policy the caller had."""
+    env = dict(os.environ)
+    policy = env.pop("MDL_OMP_WAIT_POLICY_WAS", "")
+    if policy:
+        env["OMP_WAIT_POLICY"] = policy
+    else:
+        env.pop("OMP_WAIT_POLICY", None)
+    return env
+
+
 def run_mdl(args, workdir):
     log = os.path.join(workdir, "mdl.csv")
     cmd = [MDL_TRAIN, "--model", "gpt", "--data", "text:" + args.text, "--epochs", "1", "--batch", str(args.batch),
            "--subset", str(args.steps * args.batch), "--optimizer", "adamw", "--lr", "1e-3", "--weight-decay", "0",
            "--seed", "0", "--log", log, "--no-progress"]
     print("mdl:", " ".join(cmd), flush=True)
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=mdl_env()).stdout
     params = int(re.search(r"Total params: ([\d,]+)", out).group(1).replace(",", ""))
     with open(log) as f:
         row = list(csv.DictReader(f))[-1]
