@@ -22,6 +22,8 @@ speed over the 10,000 test images (mdl-train --evaluate against torch.no_grad())
 """
 import argparse, csv, gzip, os, subprocess, sys, tempfile, time
 
+from thread_env import mdl_env, torch_env  # bench/thread_env.py, beside this script
+
 CORES = os.cpu_count() or 1
 
 
@@ -62,9 +64,7 @@ def openblas_core_for_this_cpu():
 
 
 if os.environ.get("MDL_COMPARE_ENV") != "1":  # set the thread environment (and OpenBLAS core) before torch loads
-    env = dict(os.environ, MDL_COMPARE_ENV="1", OMP_WAIT_POLICY="PASSIVE",
-               MDL_OMP_WAIT_POLICY_WAS=os.environ.get("OMP_WAIT_POLICY", ""),
-               OPENBLAS_NUM_THREADS=str(CORES), OMP_NUM_THREADS=str(CORES))
+    env = torch_env(CORES)
     if "OPENBLAS_CORETYPE" not in os.environ and "OPENBLAS_L2_SIZE" not in os.environ:
         chosen, better = openblas_core_for_this_cpu()
         if better:
@@ -95,17 +95,6 @@ def simple_cnn(separable=False):
     return n.Sequential(
         n.Sequential(n.Conv2d(1, 32, 3, padding=1), n.ReLU(), n.MaxPool2d(2), conv2, n.ReLU(), n.MaxPool2d(2)),
         n.Sequential(n.Flatten(), n.Linear(64 * 7 * 7, 128), n.ReLU(), n.Linear(128, 10)))
-
-
-def mdl_env():
-    """The environment mdl-train runs in: this one, with the OpenMP wait policy the caller had."""
-    env = dict(os.environ)
-    policy = env.pop("MDL_OMP_WAIT_POLICY_WAS", "")
-    if policy:
-        env["OMP_WAIT_POLICY"] = policy
-    else:
-        env.pop("OMP_WAIT_POLICY", None)
-    return env
 
 
 def run_mdl(args, workdir):

@@ -17,11 +17,11 @@ Needs `make tools` (build/latest/mdl-train) and Debian's python3-torch.
 """
 import argparse, csv, os, re, subprocess, sys, tempfile, time
 
+from thread_env import mdl_env, torch_env  # bench/thread_env.py, beside this script
+
 CORES = os.cpu_count() or 1
 if os.environ.get("MDL_COMPARE_ENV") != "1":  # set the thread environment before torch loads
-    env = dict(os.environ, MDL_COMPARE_ENV="1", OMP_WAIT_POLICY="PASSIVE",
-               MDL_OMP_WAIT_POLICY_WAS=os.environ.get("OMP_WAIT_POLICY", ""),
-               OPENBLAS_NUM_THREADS=str(CORES), OMP_NUM_THREADS=str(CORES))
+    env = torch_env(CORES)
     os.execve(sys.executable, [sys.executable] + sys.argv, env)
 
 import torch
@@ -32,17 +32,6 @@ from torch_gpt import GPT  # bench/torch_gpt.py, beside this script
 HERE = os.path.dirname(os.path.abspath(__file__))
 MDL_TRAIN = os.environ.get("MDL_TRAIN") or os.path.join(HERE, "..", "build", "latest", "mdl-train")
 CONTEXT, LAYERS, HEADS, WIDTH = 64, 4, 4, 128
-
-
-def mdl_env():
-    """The environment mdl-train runs in: this one, with the OpenMP wait policy the caller had."""
-    env = dict(os.environ)
-    policy = env.pop("MDL_OMP_WAIT_POLICY_WAS", "")
-    if policy:
-        env["OMP_WAIT_POLICY"] = policy
-    else:
-        env.pop("OMP_WAIT_POLICY", None)
-    return env
 
 
 def run_mdl(args, workdir):

@@ -68,111 +68,88 @@ inline __m512i pairs_of_consecutive(const float* x) {
   return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
 }
 
-// A block (mc x kc) -> ceil(mc/MR) panels of kp x MR pairs, short panels and an odd kc zero-padded.
+// Operands given as bf16 bits are bf16 already: their pair is the two halves side by side.
 template <class Dot>
-void pack_a(int64_t mc, int64_t kc, const float* A, int64_t rsa, int64_t csa, uint32_t* buf) {
+inline uint32_t pair(uint16_t lo, uint16_t hi) {
+  return uint32_t(lo) | uint32_t(hi) << 16;
+}
+
+// The pairs (r0[l], r1[l]) of 16 values of two rows, r1 null: zeros.
+template <class Dot>
+inline __m512i row_pairs(const float* r0, const float* r1) {
+  return pairs_of<Dot>(_mm512_loadu_ps(r0), r1 ? _mm512_loadu_ps(r1) : _mm512_setzero_ps());
+}
+template <class Dot>
+inline __m512i row_pairs(const uint16_t* r0, const uint16_t* r1) {
+  const auto widen = [](const uint16_t* r) {
+    return _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r)));
+  };
+  return _mm512_or_si512(widen(r0), r1 ? _mm512_slli_epi32(widen(r1), 16) : _mm512_setzero_si512());
+}
+
+// A block (mc x kc) -> ceil(mc/MR) panels of kp x MR pairs, short panels and an odd kc zero-padded.
+// S: float (rounded to bf16 as it is packed), or uint16_t (bf16 bits, taken as they are).
+template <class Dot, class S>
+void pack_a(int64_t mc, int64_t kc, const S* A, int64_t rsa, int64_t csa, uint32_t* buf) {
   const int64_t kp = (kc + 1) / 2;
   for (int64_t ir = 0; ir < mc; ir += MR, buf += kp * MR) {
     const int64_t mr = std::min(MR, mc - ir);
-    const float* a = A + ir * rsa;
-    if (rsa == 1 && mr == MR) {  // columns of A are contiguous: 12 rows of k = 2q and of 2q + 1
-      const __mmask16 rows = (1u << MR) - 1;
-      for (int64_t q = 0; q < kp; ++q) {
-        const __m512 lo = _mm512_maskz_loadu_ps(rows, a + 2 * q * csa);
-        const __m512 hi = 2 * q + 1 < kc ? _mm512_maskz_loadu_ps(rows, a + (2 * q + 1) * csa) : _mm512_setzero_ps();
-        _mm512_mask_storeu_epi32(buf + q * MR, rows, pairs_of<Dot>(lo, hi));
+    const S* a = A + ir * rsa;
+    if constexpr (sizeof(S) == sizeof(float)) {
+      if (rsa == 1 && mr == MR) {  // columns of A are contiguous: 12 rows of k = 2q and of 2q + 1
+        const __mmask16 rows = (1u << MR) - 1;
+        for (int64_t q = 0; q < kp; ++q) {
+          const __m512 lo = _mm512_maskz_loadu_ps(rows, a + 2 * q * csa);
+          const __m512 hi = 2 * q + 1 < kc ? _mm512_maskz_loadu_ps(rows, a + (2 * q + 1) * csa) : _mm512_setzero_ps();
+          _mm512_mask_storeu_epi32(buf + q * MR, rows, pairs_of<Dot>(lo, hi));
+        }
+        continue;
       }
-      continue;
     }
     for (int64_t i = 0; i < MR; ++i)
       for (int64_t q = 0; q < kp; ++q) {
         const bool in = i < mr;
-        const float lo = in ? a[i * rsa + 2 * q * csa] : 0.0f;
-        const float hi = in && 2 * q + 1 < kc ? a[i * rsa + (2 * q + 1) * csa] : 0.0f;
+        const S lo = in ? a[i * rsa + 2 * q * csa] : S(0);
+        const S hi = in && 2 * q + 1 < kc ? a[i * rsa + (2 * q + 1) * csa] : S(0);
         buf[q * MR + i] = pair<Dot>(lo, hi);
       }
   }
 }
 
-// One B panel (kc x nr, nr <= NR) -> kp x NR pairs, zero-padded.
-template <class Dot>
-void pack_b_panel(int64_t kc, int64_t nr, const float* b, int64_t rsb, int64_t csb, uint32_t* buf) {
+// One B panel (kc x nr, nr <= NR) -> kp x NR pairs, zero-padded; S as in pack_a.
+template <class Dot, class S>
+void pack_b_panel(int64_t kc, int64_t nr, const S* b, int64_t rsb, int64_t csb, uint32_t* buf) {
   const int64_t kp = (kc + 1) / 2;
   if (nr == NR && csb == 1) {  // rows of B are contiguous: two rows make 32 pairs
     for (int64_t q = 0; q < kp; ++q) {
-      const float* r0 = b + 2 * q * rsb;
+      const S* r0 = b + 2 * q * rsb;
       const bool odd_end = 2 * q + 1 >= kc;
-      for (int h = 0; h < 2; ++h) {
-        const __m512 lo = _mm512_loadu_ps(r0 + 16 * h);
-        const __m512 hi = odd_end ? _mm512_setzero_ps() : _mm512_loadu_ps(r0 + rsb + 16 * h);
-        _mm512_store_si512(buf + q * NR + 16 * h, pairs_of<Dot>(lo, hi));
-      }
+      for (int h = 0; h < 2; ++h)
+        _mm512_store_si512(buf + q * NR + 16 * h, row_pairs<Dot>(r0 + 16 * h, odd_end ? nullptr : r0 + rsb + 16 * h));
     }
     return;
   }
-  if (nr == NR && rsb == 1) {  // columns of B are contiguous: a column's 32 k make 16 pairs
-    alignas(64) uint32_t col[16];
-    const int64_t q_whole = kc / 32 * 16;
-    for (int64_t j = 0; j < NR; ++j) {
-      for (int64_t q0 = 0; q0 < q_whole; q0 += 16) {
-        _mm512_store_si512(col, pairs_of_consecutive<Dot>(b + j * csb + 2 * q0));
-        for (int64_t q = 0; q < 16; ++q) buf[(q0 + q) * NR + j] = col[q];
+  if constexpr (sizeof(S) == sizeof(float)) {
+    if (nr == NR && rsb == 1) {  // columns of B are contiguous: a column's 32 k make 16 pairs
+      alignas(64) uint32_t col[16];
+      const int64_t q_whole = kc / 32 * 16;
+      for (int64_t j = 0; j < NR; ++j) {
+        for (int64_t q0 = 0; q0 < q_whole; q0 += 16) {
+          _mm512_store_si512(col, pairs_of_consecutive<Dot>(b + j * csb + 2 * q0));
+          for (int64_t q = 0; q < 16; ++q) buf[(q0 + q) * NR + j] = col[q];
+        }
+        for (int64_t q = q_whole; q < kp; ++q)
+          buf[q * NR + j] = pair<Dot>(b[j * csb + 2 * q], 2 * q + 1 < kc ? b[j * csb + 2 * q + 1] : 0.0f);
       }
-      for (int64_t q = q_whole; q < kp; ++q)
-        buf[q * NR + j] = pair<Dot>(b[j * csb + 2 * q], 2 * q + 1 < kc ? b[j * csb + 2 * q + 1] : 0.0f);
+      return;
     }
-    return;
   }
   for (int64_t q = 0; q < kp; ++q)
     for (int64_t j = 0; j < NR; ++j) {
       const bool in = j < nr;
-      const float lo = in ? b[2 * q * rsb + j * csb] : 0.0f;
-      const float hi = in && 2 * q + 1 < kc ? b[(2 * q + 1) * rsb + j * csb] : 0.0f;
+      const S lo = in ? b[2 * q * rsb + j * csb] : S(0);
+      const S hi = in && 2 * q + 1 < kc ? b[(2 * q + 1) * rsb + j * csb] : S(0);
       buf[q * NR + j] = pair<Dot>(lo, hi);
-    }
-}
-
-// The same two packings from bf16 bits (values bf16 already: nothing to round), a pair being the
-// two halves side by side: lo | hi << 16.
-template <class Dot>
-void pack_a(int64_t mc, int64_t kc, const uint16_t* A, int64_t rsa, int64_t csa, uint32_t* buf) {
-  const int64_t kp = (kc + 1) / 2;
-  for (int64_t ir = 0; ir < mc; ir += MR, buf += kp * MR) {
-    const int64_t mr = std::min(MR, mc - ir);
-    const uint16_t* a = A + ir * rsa;
-    for (int64_t i = 0; i < MR; ++i)
-      for (int64_t q = 0; q < kp; ++q) {
-        const bool in = i < mr;
-        const uint32_t lo = in ? a[i * rsa + 2 * q * csa] : 0u;
-        const uint32_t hi = in && 2 * q + 1 < kc ? a[i * rsa + (2 * q + 1) * csa] : 0u;
-        buf[q * MR + i] = lo | hi << 16;
-      }
-  }
-}
-
-template <class Dot>
-void pack_b_panel(int64_t kc, int64_t nr, const uint16_t* b, int64_t rsb, int64_t csb, uint32_t* buf) {
-  const int64_t kp = (kc + 1) / 2;
-  if (nr == NR && csb == 1) {  // rows of B are contiguous: two rows of 16 make 16 pairs
-    for (int64_t q = 0; q < kp; ++q) {
-      const uint16_t* r0 = b + 2 * q * rsb;
-      const bool odd_end = 2 * q + 1 >= kc;
-      for (int h = 0; h < 2; ++h) {
-        const __m512i lo = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + 16 * h)));
-        const __m512i hi = odd_end ? _mm512_setzero_si512()
-                                   : _mm512_cvtepu16_epi32(
-                                         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(r0 + rsb + 16 * h)));
-        _mm512_store_si512(buf + q * NR + 16 * h, _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
-      }
-    }
-    return;
-  }
-  for (int64_t j = 0; j < NR; ++j)
-    for (int64_t q = 0; q < kp; ++q) {
-      const bool in = j < nr;
-      const uint32_t lo = in ? b[2 * q * rsb + j * csb] : 0u;
-      const uint32_t hi = in && 2 * q + 1 < kc ? b[(2 * q + 1) * rsb + j * csb] : 0u;
-      buf[q * NR + j] = lo | hi << 16;
     }
 }
 

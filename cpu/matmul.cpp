@@ -70,29 +70,26 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
       for_each_batch(B, M, N, K, [&](int64_t i) {
         gemm_f64(M, N, K, 1.0, pa + i * sab, sam, sak, pb + i * sbb, sbk, sbn, 0.0, o + i * M * N, N, 1);
       });
-    } else if constexpr (std::is_same_v<T, BFloat16>) {
-      // Packed straight from bf16; the f32 result per batch in scratch, rounded once.
-      const bool batch_threads = B > 1 && !in_parallel_region();
-      const int64_t slots = batch_threads ? get_num_threads() : 1;
-      Tensor scratch = make_tensor({slots * M * N}, kF32, Device::cpu());
-      for_each_batch(B, M, N, K, [&](int64_t i) {
-        float* fc = scratch.data_ptr<float>() + (batch_threads ? thread_index() : 0) * M * N;
-        gemm_bf16(M, N, K, 1.0f, pa + i * sab, sam, sak, pb + i * sbb, sbk, sbn, 0.0f, fc, N, 1);
-        narrow(fc, o + i * M * N, M * N);
-      });
     } else if constexpr (is_half_v<T>) {
       // f32 scratch per batch-loop thread, from the CPU allocator (large blocks come back from its
-      // cache, not as fresh pages to fault in on every call).
+      // cache, not as fresh pages to fault in on every call): the f32 result, and for f16 the
+      // widened operands before it (bf16 ones are packed as they are, gemm_bf16).
+      constexpr bool kBf16 = std::is_same_v<T, BFloat16>;
       const bool batch_threads = B > 1 && !in_parallel_region();
-      const int64_t slots = batch_threads ? get_num_threads() : 1, per = M * K + K * N + M * N;
+      const int64_t operands = kBf16 ? 0 : M * K + K * N, per = operands + M * N;
+      const int64_t slots = batch_threads ? get_num_threads() : 1;
       Tensor scratch = make_tensor({slots * per}, kF32, Device::cpu());
       for_each_batch(B, M, N, K, [&](int64_t i) {
         float* fa = scratch.data_ptr<float>() + (batch_threads ? thread_index() : 0) * per;
-        float* fb = fa + M * K;
-        float* fc = fb + K * N;
-        const auto [rsa, csa] = widen(pa + i * sab, M, K, sam, sak, fa);
-        const auto [rsb, csb] = widen(pb + i * sbb, K, N, sbk, sbn, fb);
-        gemm_f32(M, N, K, 1.0f, fa, rsa, csa, fb, rsb, csb, 0.0f, fc, N, 1);
+        float* fc = fa + operands;
+        if constexpr (kBf16) {
+          gemm_bf16(M, N, K, 1.0f, pa + i * sab, sam, sak, pb + i * sbb, sbk, sbn, 0.0f, fc, N, 1);
+        } else {
+          float* fb = fa + M * K;
+          const auto [rsa, csa] = widen(pa + i * sab, M, K, sam, sak, fa);
+          const auto [rsb, csb] = widen(pb + i * sbb, K, N, sbk, sbn, fb);
+          gemm_f32(M, N, K, 1.0f, fa, rsa, csa, fb, rsb, csb, 0.0f, fc, N, 1);
+        }
         narrow(fc, o + i * M * N, M * N);
       });
     } else {
