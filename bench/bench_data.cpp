@@ -220,16 +220,19 @@ int main(int argc, char** argv) {
     else rest.push_back(argv[i]);
   }
   int rest_argc = int(rest.size());
-  if (!bench::listing_only(argc, argv)) ensure_png_folder();
+  const bool listing = bench::listing_only(argc, argv);  // names only: no data, no calibration
+  if (!listing) ensure_png_folder();
   if (rest.size() > 1 && std::strcmp(rest[1], "--fill-file-cache") == 0) {  // the child of fill_file_cache_in_child
     data::DataLoader loader(dataset(), options({"", data::Cache::File, 1, 4, false}));
     for (auto& batch : loader) benchmark::DoNotOptimize(batch.x.raw_data());
     return 0;
   }
-  std::printf(
-      "dataset: %lld Fashion-MNIST training images as PNG in %s; batch 128, RandomCrop(28, 2) + flip + ToTensor\n",
-      static_cast<long long>(dataset().size()), png_dir().c_str());
-  calibrate();
+  if (!listing) {
+    std::printf(
+        "dataset: %lld Fashion-MNIST training images as PNG in %s; batch 128, RandomCrop(28, 2) + flip + ToTensor\n",
+        static_cast<long long>(dataset().size()), png_dir().c_str());
+    calibrate();
+  }
 
   // Each loader switch as a pair that differs in that switch alone, then combinations of them.
   using data::Cache;

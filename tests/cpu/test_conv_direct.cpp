@@ -217,10 +217,13 @@ TEST_CASE("direct conv: where it does not apply, and its switch") {
   CHECK_FALSE(cpu::direct_conv_applies(x.to(kF64), w.to(kF64), base));
   CHECK_FALSE(cpu::direct_conv_applies(x, w, {.stride_h = 2, .pad_h = 1, .pad_w = 1}));
   CHECK_FALSE(cpu::direct_conv_applies(x, w, {.pad_h = 1, .pad_w = 1, .dil_w = 2}));
-  // bf16 values go direct unless a GEMM kernel multiplies them in bf16 (AMX, VDPBF16PS).
+  // bf16 values go direct unless AMX's GEMM runs them; the row tile multiplies them in pairs where VDPBF16PS runs.
   const kernels::Conv2dParams bf16_values{.pad_h = 1, .pad_w = 1, .bf16_values = true};
-  CHECK(cpu::direct_conv_applies(x, w, bf16_values) ==
-        !cpu::gemm_kernel_rounds_to_bf16(cpu::gemm_bf16_values_kernel()));
+  CHECK(cpu::direct_conv_applies(x, w, bf16_values) == (cpu::gemm_bf16_values_kernel() != cpu::GemmKernel::amx_bf16));
+  if (cpu::gemm_kernel_available(cpu::GemmKernel::avx512_bf16_emulated)) {
+    cpu::ScopedGemmKernel emulated(cpu::GemmKernel::avx512_bf16_emulated);
+    CHECK(cpu::direct_conv_applies(x, w, bf16_values));
+  }
   {
     toggles::Scoped amx(toggles::Toggle::amx_bf16, false), dot(toggles::Toggle::avx512_bf16_dot, false);
     CHECK(cpu::direct_conv_applies(x, w, bf16_values));
