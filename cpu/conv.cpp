@@ -17,6 +17,7 @@
 #include "cpu/conv.h"
 #include "cpu/conv_direct.h"
 #include "cpu/conv_operand.h"
+#include "cpu/scratch.h"
 #include "tensor/parallel.h"
 #include "switches/list/toggles.h"
 
@@ -196,7 +197,7 @@ void forward_impl(const Tensor& out, const Tensor& x, const Tensor& w_, const Te
   static_assert(kSame || std::is_same_v<T, float>);
   const Tensor w = kernels::contiguous(w_), b = b_.defined() ? kernels::contiguous(b_) : b_;
   const S* xp = static_cast<const S*>(x.raw_data());
-  std::vector<float> w_store, b_store;
+  Scratch<float> w_store, b_store;
   const T *wp = nullptr, *bp = nullptr;
   if constexpr (kSame) {
     wp = w.data_ptr<T>();
@@ -208,8 +209,7 @@ void forward_impl(const Tensor& out, const Tensor& x, const Tensor& w_, const Te
   S* op = out.data_ptr<S>();
   const Plan pl = plan(g);
   const int64_t cols = pl.cols();
-  std::vector<T> colbuf(size_t(pl.threads * g.Kg * cols)),
-      tmp(size_t(pl.chunk > 1 || !kSame ? pl.threads * g.Cog * cols : 0));
+  Scratch<T> colbuf(pl.threads * g.Kg * cols), tmp(pl.chunk > 1 || !kSame ? pl.threads * g.Cog * cols : 0);
   for_each_chunk(g, pl, [&](const Chunk& ch, int tid) {
     const int64_t BP = ch.B * ch.len;
     T* col = colbuf.data() + tid * g.Kg * cols;
@@ -250,7 +250,7 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
   const S* xp = static_cast<const S*>(x.raw_data());
   const int64_t wn = g.Cout * g.Kg;
   // The gradients in T: in place, or (bf16 storage) in float buffers rounded into them at the end.
-  std::vector<float> w_store, gx_store, gw_store;
+  Scratch<float> w_store, gx_store, gw_store;
   const T* wp = nullptr;
   T *gxp = nullptr, *gwp = nullptr;
   if constexpr (kSame) {
@@ -259,16 +259,16 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
     gwp = gw.defined() ? gw.data_ptr<T>() : nullptr;
   } else {
     wp = float_values(w, w_store);
-    if (gx.defined()) gx_store.resize(size_t(gx.numel())), gxp = gx_store.data();
-    if (gw.defined()) gw_store.resize(size_t(wn)), gwp = gw_store.data();
+    if (gx.defined()) gx_store.resize(gx.numel()), gxp = gx_store.data();
+    if (gw.defined()) gw_store.resize(wn), gwp = gw_store.data();
   }
   const Plan pl = plan(g);
   const int64_t cols = pl.cols();
   const bool need_cols = gxp || gwp;
-  std::vector<T> colbuf(size_t(need_cols ? pl.threads * g.Kg * cols : 0));
-  std::vector<T> douts(size_t(pl.chunk > 1 || !kSame ? pl.threads * g.Cout * cols : 0));
+  Scratch<T> colbuf(need_cols ? pl.threads * g.Kg * cols : 0);
+  Scratch<T> douts(pl.chunk > 1 || !kSame ? pl.threads * g.Cout * cols : 0);
   // Weight gradients: straight into gw when one thread walks the batch, else per-thread partials.
-  std::vector<T> dw_parts(size_t(gwp && pl.batch_parallel ? pl.threads * wn : 0), T(0));
+  Scratch<T> dw_parts(gwp && pl.batch_parallel ? pl.threads * wn : 0, T(0));
   std::vector<double> db_parts(size_t(gb.defined() ? pl.threads * g.Cout : 0), 0.0);
   if (gwp && !pl.batch_parallel) std::fill(gwp, gwp + wn, T(0));
 
@@ -318,8 +318,8 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
 
   if (gwp && pl.batch_parallel)
     for (int64_t i = 0; i < wn; ++i) {
-      T s = dw_parts[size_t(i)];
-      for (int t = 1; t < pl.threads; ++t) s += dw_parts[size_t(t * wn + i)];
+      T s = dw_parts[i];
+      for (int t = 1; t < pl.threads; ++t) s += dw_parts[t * wn + i];
       gwp[i] = s;
     }
   if (gb.defined()) {

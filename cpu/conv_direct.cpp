@@ -25,36 +25,34 @@ namespace {
 // Weights in the layout DirectConvPlane describes, for all groups one after another, from
 // at(g, co, c, t): group g's output channel co, input channel c, tap t = ki * kw + kj.
 template <class At>
-std::vector<float> pack_weights(int64_t G, int64_t cog, int64_t cig, int64_t kk, int64_t K, const At& at) {
+Scratch<float> pack_weights(int64_t G, int64_t cog, int64_t cig, int64_t kk, int64_t K, const At& at) {
   const int64_t blocks = (cog + K - 1) / K;
-  std::vector<float> p(size_t(G * blocks * cig * kk * K), 0.0f);
+  Scratch<float> p(G * blocks * cig * kk * K, 0.0f);
   for (int64_t g = 0; g < G; ++g)
     for (int64_t co = 0; co < cog; ++co)
       for (int64_t c = 0; c < cig; ++c)
-        for (int64_t t = 0; t < kk; ++t)
-          p[size_t((((g * blocks + co / K) * cig + c) * kk + t) * K + co % K)] = at(g, co, c, t);
+        for (int64_t t = 0; t < kk; ++t) p[(((g * blocks + co / K) * cig + c) * kk + t) * K + co % K] = at(g, co, c, t);
   return p;
 }
 
 // Weights packed for the row tile, from the same at(g, co, c, t): p[((g * cig + c) * kk + t) *
 // cop + co], zero for co >= cog.
 template <class At>
-std::vector<float> pack_weight_rows(int64_t G, int64_t cog, int64_t cig, int64_t kk, int64_t cop, const At& at) {
-  std::vector<float> p(size_t(G * cig * kk * cop), 0.0f);
+Scratch<float> pack_weight_rows(int64_t G, int64_t cog, int64_t cig, int64_t kk, int64_t cop, const At& at) {
+  Scratch<float> p(G * cig * kk * cop, 0.0f);
   for (int64_t g = 0; g < G; ++g)
     for (int64_t co = 0; co < cog; ++co)
       for (int64_t c = 0; c < cig; ++c)
-        for (int64_t t = 0; t < kk; ++t) p[size_t(((g * cig + c) * kk + t) * cop + co)] = at(g, co, c, t);
+        for (int64_t t = 0; t < kk; ++t) p[((g * cig + c) * kk + t) * cop + co] = at(g, co, c, t);
   return p;
 }
 
 // Row-packed weights (pack_weight_rows, cig input channels) as bf16 pairs for the pair tile:
 // p[((g * cip + cp) * kk + t) * cop + co] = (input channels 2cp and 2cp + 1, zero past cig),
 // with cip = ceil(cig / 2).
-std::vector<uint32_t> pair_weight_rows(const std::vector<float>& rows, int64_t G, int64_t cig, int64_t kk,
-                                       int64_t cop) {
+Scratch<uint32_t> pair_weight_rows(const Scratch<float>& rows, int64_t G, int64_t cig, int64_t kk, int64_t cop) {
   const int64_t cip = (cig + 1) / 2;
-  std::vector<uint32_t> p(size_t(G * cip * kk * cop));
+  Scratch<uint32_t> p(G * cip * kk * cop);
   for (int64_t g = 0; g < G; ++g)
     for (int64_t c = 0; c < cig; c += 2)
       for (int64_t t = 0; t < kk; ++t) {
@@ -122,9 +120,9 @@ struct Job {
 
   // Where the tiles write sample n: the output itself when f32, else buf, rounded into it by emit.
   int64_t sample_size() const { return Cout * Ho * Wo; }
-  float* sample_out(int64_t n, std::vector<float>& buf) const {
+  float* sample_out(int64_t n, Scratch<float>& buf) const {
     if (out) return out + n * sample_size();
-    buf.resize(size_t(sample_size()));
+    buf.resize(sample_size());
     return buf.data();
   }
   void emit(int64_t n, const float* sample) const {
@@ -181,12 +179,12 @@ struct Job {
   // One sample in the row tiles' buffers: zero-padded, in bf16 pairs for the pair tile, and its
   // output transposed.
   struct RowBuffers {
-    std::vector<float> padded, outT;
-    std::vector<uint32_t> pairs;
+    Scratch<float> padded, outT;
+    Scratch<uint32_t> pairs;
   };
   RowBuffers row_buffers() const {
-    return {std::vector<float>(size_t(C * plane())), std::vector<float>(size_t(G * Ho * Wo * cop())),
-            std::vector<uint32_t>(pair_row ? size_t(G * cip() * plane()) : 0)};
+    return {Scratch<float>(C * plane()), Scratch<float>(G * Ho * Wo * cop()),
+            Scratch<uint32_t>(pair_row ? G * cip() * plane() : 0)};
   }
   void load_sample(int64_t n, RowBuffers& b) const {
     pad(n, b.padded.data());
@@ -206,7 +204,7 @@ struct Job {
     if (N >= get_num_threads() || in_parallel_region()) {
       parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
         RowBuffers b = row_buffers();
-        std::vector<float> sbuf;
+        Scratch<float> sbuf;
         for (int64_t n = n0; n < n1; ++n) {
           load_sample(n, b);
           for (int64_t g = 0; g < G; ++g)
@@ -220,7 +218,7 @@ struct Job {
     }
     // Fewer samples than threads: each sample's (group, channel block, row) items are shared out.
     RowBuffers b = row_buffers();
-    std::vector<float> sbuf;
+    Scratch<float> sbuf;
     const int64_t items = G * co_blocks() * Ho;
     for (int64_t n = 0; n < N; ++n) {
       load_sample(n, b);
@@ -241,7 +239,7 @@ struct Job {
     const int nt = get_num_threads();
     if (N >= nt || in_parallel_region()) {
       parallel_for(0, N, 1, [&](int64_t n0, int64_t n1) {
-        std::vector<float> buf(size_t(C * plane())), sbuf;
+        Scratch<float> buf(C * plane()), sbuf;
         for (int64_t n = n0; n < n1; ++n) {
           pad(n, buf.data());
           float* sample = sample_out(n, sbuf);
@@ -252,7 +250,7 @@ struct Job {
       return;
     }
     // Fewer samples than threads: each sample's channel blocks are shared out.
-    std::vector<float> buf(size_t(C * plane())), sbuf;
+    Scratch<float> buf(C * plane()), sbuf;
     constexpr int64_t kBlock = 12;
     const int64_t blocks = (cog() + kBlock - 1) / kBlock;
     for (int64_t n = 0; n < N; ++n) {
@@ -335,17 +333,17 @@ void direct_conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w_,
   MDL_CHECK(k, "direct_conv2d_forward: no direct kernel for this CPU or setting");
   const Tensor w = kernels::contiguous(w_), b = b_.defined() ? kernels::contiguous(b_) : b_;
   const int64_t G = p.groups, cog = w.size(0) / G, cig = w.size(1), kk = w.size(2) * w.size(3);
-  std::vector<float> w_store, b_store;
+  Scratch<float> w_store, b_store;
   const float* wp = float_values(w, w_store);
   const float* bp = b.defined() ? float_values(b, b_store) : nullptr;
   const auto at = [&](int64_t g, int64_t co, int64_t c, int64_t t) { return wp[((g * cog + co) * cig + c) * kk + t]; };
   const bool rows = use_rows(cig, cog);
   const int64_t cop = (cog + k->lanes - 1) / k->lanes * k->lanes;
   const detail::DirectPairLoops* pair = rows ? detail::direct_pair_loops(p) : nullptr;
-  const std::vector<float> packed = rows ? pack_weight_rows(G, cog, cig, kk, cop, at)
-                                         : pack_weights(G, cog, cig, kk, k->channels, at);
-  const std::vector<uint32_t> pairs = pair ? pair_weight_rows(packed, G, cig, kk, cop) : std::vector<uint32_t>();
-  std::vector<float> bias(rows && b.defined() ? size_t(G * cop) : 0, 0.0f);
+  const Scratch<float> packed = rows ? pack_weight_rows(G, cog, cig, kk, cop, at)
+                                     : pack_weights(G, cog, cig, kk, k->channels, at);
+  const Scratch<uint32_t> pairs = pair ? pair_weight_rows(packed, G, cig, kk, cop) : Scratch<uint32_t>();
+  Scratch<float> bias(rows && b.defined() ? G * cop : 0, 0.0f);
   for (int64_t g = 0; g < G && !bias.empty(); ++g) std::copy_n(bp + g * cog, cog, bias.data() + g * cop);
   Job job{*k,
           x.raw_data(),
@@ -385,7 +383,7 @@ void direct_conv2d_backward_input(const Tensor& gx, const Tensor& go, const Tens
   const Tensor w = kernels::contiguous(w_);
   const int64_t Cout = w.size(0), cig = w.size(1), kh = w.size(2), kw = w.size(3), G = p.groups, cog = Cout / G;
   const int64_t kk = kh * kw;
-  std::vector<float> w_store;
+  Scratch<float> w_store;
   const float* wp = float_values(w, w_store);
   // Output channel c, input channel co of the flipped weights: w[co, c] rotated by 180 degrees.
   const auto at = [&](int64_t g, int64_t c, int64_t co, int64_t t) {
@@ -394,9 +392,9 @@ void direct_conv2d_backward_input(const Tensor& gx, const Tensor& go, const Tens
   const bool rows = use_rows(cog, cig);
   const int64_t cop = (cig + k->lanes - 1) / k->lanes * k->lanes;
   const detail::DirectPairLoops* pair = rows ? detail::direct_pair_loops(p) : nullptr;
-  const std::vector<float> wt = rows ? pack_weight_rows(G, cig, cog, kk, cop, at)
-                                     : pack_weights(G, cig, cog, kk, k->channels, at);
-  const std::vector<uint32_t> pairs = pair ? pair_weight_rows(wt, G, cog, kk, cop) : std::vector<uint32_t>();
+  const Scratch<float> wt = rows ? pack_weight_rows(G, cig, cog, kk, cop, at)
+                                 : pack_weights(G, cig, cog, kk, k->channels, at);
+  const Scratch<uint32_t> pairs = pair ? pair_weight_rows(wt, G, cog, kk, cop) : Scratch<uint32_t>();
   Job job{*k,
           go.raw_data(),
           go.dtype(),

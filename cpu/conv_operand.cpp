@@ -21,9 +21,9 @@ void read_floats(const void* src, DType t, int64_t stride, float* dst, int64_t n
   for (int64_t i = 0; i < n; ++i) dst[i] = float(s[i * stride]);
 }
 
-const float* float_values(const Tensor& t, std::vector<float>& store) {
+const float* float_values(const Tensor& t, Scratch<float>& store) {
   if (t.dtype() == kF32) return t.data_ptr<float>();
-  store.resize(size_t(t.numel()));
+  store.resize(t.numel());
   read_floats(t.raw_data(), t.dtype(), 1, store.data(), t.numel());
   return store.data();
 }

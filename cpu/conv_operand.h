@@ -3,8 +3,7 @@
 // rounded once into a bf16 output, so no f32 copy of a bf16 tensor is ever made around the conv.
 #pragma once
 #include <cstdint>
-#include <vector>
-
+#include "cpu/scratch.h"
 #include "tensor/tensor.h"
 
 namespace mdl::cpu {
@@ -13,7 +12,7 @@ namespace mdl::cpu {
 void read_floats(const void* src, DType t, int64_t stride, float* dst, int64_t n);
 // The values of a contiguous f32 or bf16 tensor as floats: its own data when f32, else widened
 // into `store`.
-const float* float_values(const Tensor& t, std::vector<float>& store);
+const float* float_values(const Tensor& t, Scratch<float>& store);
 // dst (contiguous, f32 or bf16) = src's numel() floats, rounded once for bf16.
 void write_floats(const float* src, const Tensor& dst);
 

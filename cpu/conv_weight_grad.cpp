@@ -12,31 +12,14 @@
 
 #include "cpu/conv_direct.h"
 #include "cpu/conv_operand.h"
+#include "cpu/scratch.h"
 #include "kernels/views.h"
-#include "tensor/allocator.h"
 #include "tensor/error.h"
 #include "tensor/parallel.h"
 
 namespace mdl::cpu {
 
 namespace {
-
-// One call's scratch, from the CPU allocator (whose cache hands large blocks back to the next call
-// instead of page-faulting fresh memory).
-class Scratch {
- public:
-  explicit Scratch(int64_t floats)
-      : bytes_(size_t(std::max<int64_t>(floats, 1)) * sizeof(float)),
-        p_(static_cast<float*>(cpu_allocator()->allocate(bytes_))) {}
-  ~Scratch() { cpu_allocator()->deallocate(p_, bytes_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  float* get() const { return p_; }
-
- private:
-  size_t bytes_;
-  float* p_;
-};
 
 // Sum of n floats in vector lanes (a single running sum would wait on each add's latency).
 double plane_sum(const float* p, int64_t n) {
@@ -64,17 +47,17 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
   // grad_out's plane (n, co) as floats: its own data when f32, else widened into buf (P floats).
   const DType got = go.dtype();
   const char* gob = static_cast<const char*>(go.raw_data());
-  const auto go_planes = [&](int64_t n, int64_t co, int64_t planes, std::vector<float>& buf) -> const float* {
+  const auto go_planes = [&](int64_t n, int64_t co, int64_t planes, Scratch<float>& buf) -> const float* {
     const char* src = gob + (n * Cout + co) * P * int64_t(dtype_size(got));
     if (got == kF32) return reinterpret_cast<const float*>(src);
-    buf.resize(size_t(planes * P));
+    buf.resize(planes * P);
     read_floats(src, got, 1, buf.data(), planes * P);
     return buf.data();
   };
   if (gb.defined()) {
     std::vector<float> sums(static_cast<size_t>(Cout));
     parallel_for(0, Cout, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N * P, 1)), [&](int64_t c0, int64_t c1) {
-      std::vector<float> buf;
+      Scratch<float> buf;
       for (int64_t co = c0; co < c1; ++co) {
         double s = 0;
         for (int64_t n = 0; n < N; ++n) s += plane_sum(go_planes(n, co, 1, buf), P);
@@ -94,8 +77,8 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
   const int64_t co_blocks = (cop + cob_floats - 1) / cob_floats, tiles = G * cig * tap_groups * co_blocks;
   const int64_t chunks = std::clamp<int64_t>((kMinItems + tiles - 1) / tiles, 1, N);
   const int64_t acc_size = G * cig * kk * cop;  // grad_w^T[g][c][t][co]
-  Scratch acc_buf(chunks * acc_size);
-  float* acc = acc_buf.get();
+  Scratch<float> acc_buf(chunks * acc_size);
+  float* acc = acc_buf.data();
   std::fill(acc, acc + chunks * acc_size, 0.0f);
   const int64_t block = std::clamp<int64_t>(kBlockBytes / ((G * P * cop + C * plane) * int64_t(sizeof(float))), 1, N);
   // bf16 values on the pair tile: per block, grad_out^T's adjacent pixels in pairs (wpairs per row)
@@ -113,13 +96,13 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
     const int64_t c_hi = i1 - i0 >= tiles ? G * cig : (i1 - 1) % tiles / co_blocks / tap_groups + 1;
     const int64_t chans = c_lo < c_hi ? c_hi - c_lo : G * cig;
     const int64_t c0 = c_lo < c_hi ? c_lo : 0;
-    Scratch gt_buf(block * G * P * cop), xp_buf(block * chans * plane);
-    float *gt = gt_buf.get(), *xp = xp_buf.get();
-    Scratch gtp_buf(pair_tile ? block * G * Ho * wpairs * cop : 0),
-        xp16_buf(pair_tile ? (block * chans * plane16 + 1) / 2 : 0);
-    uint32_t* gtp = reinterpret_cast<uint32_t*>(gtp_buf.get());
-    uint16_t* xp16 = reinterpret_cast<uint16_t*>(xp16_buf.get());
-    std::vector<float> go_buf;
+    Scratch<float> gt_buf(block * G * P * cop), xp_buf(block * chans * plane);
+    float *gt = gt_buf.data(), *xp = xp_buf.data();
+    Scratch<uint32_t> gtp_buf(pair_tile ? block * G * Ho * wpairs * cop : 0);
+    Scratch<uint16_t> xp16_buf(pair_tile ? block * chans * plane16 : 0);
+    uint32_t* gtp = gtp_buf.data();
+    uint16_t* xp16 = xp16_buf.data();
+    Scratch<float> go_buf;
     for (int64_t ch = i0 / tiles; ch * tiles < i1; ++ch) {
       const int64_t ta = std::max(i0, ch * tiles) - ch * tiles, tb = std::min(i1, (ch + 1) * tiles) - ch * tiles;
       const int64_t s0 = N * ch / chunks, s1 = N * (ch + 1) / chunks;
@@ -182,7 +165,7 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
   });
 
   // grad_w[g * cog + co, c, t] = the chunks' grad_w^T[g][c][t][co], added in chunk order.
-  std::vector<float> gw_store(gw.dtype() == kF32 ? 0 : size_t(gw.numel()));
+  Scratch<float> gw_store(gw.dtype() == kF32 ? 0 : gw.numel());
   float* gwp = gw.dtype() == kF32 ? gw.data_ptr<float>() : gw_store.data();
   parallel_for(0, G * cog, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(cig * kk * chunks, 1)),
                [&](int64_t o0, int64_t o1) {
