@@ -14,7 +14,10 @@ namespace mdl::cpu_cache {
 
 namespace detail_cache {
 
-constexpr size_t kMinBlock = size_t(1) << 20;   // smaller blocks: malloc reuses them well
+// Smaller blocks stay in malloc's bins. A conv's per-thread scratch of 100-600 KiB, left to malloc,
+// page-faulted on every call (the heap's top trimmed between calls): a 128-channel 16x16 bf16 conv
+// took 7.2 ms with a 1 MiB floor here, 3.9 ms with this one (Zen 5).
+constexpr size_t kMinBlock = size_t(64) << 10;
 constexpr size_t kMaxCached = size_t(2) << 30;  // never hold more than 2 GiB free
 
 struct Cache {

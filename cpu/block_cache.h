@@ -1,7 +1,8 @@
 // The CPU allocator's cache of large blocks. glibc returns blocks above its mmap threshold
-// (up to 32 MiB) to the kernel on free, so every large op output is fresh memory whose first
-// touch page-faults; with the cache, a freed block of 1 MiB or more is kept and handed to the
-// next request of the same rounded size, as the CUDA caching allocator does on the GPU.
+// (up to 32 MiB) to the kernel on free, and trims the top of its heap once the free space there
+// passes its trim threshold, so a large op output or kernel scratch is often fresh memory whose
+// first touch page-faults; with the cache, a freed block of 64 KiB or more is kept and handed to
+// the next request of the same rounded size, as the CUDA caching allocator does on the GPU.
 // The cpu_block_cache toggle (switches/list/toggles.h); off in AddressSanitizer builds, where
 // reusing memory would hide use-after-free. Turning it off returns what the cache holds.
 #pragma once

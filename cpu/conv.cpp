@@ -3,8 +3,9 @@
 // split the batch when it is large enough, else share each GEMM. Depthwise convs go direct
 // (cpu/depthwise.cpp), and so do stride-1 f32 and bf16 convs (cpu/conv_direct.cpp; those with more
 // than 1 MiB of weights a group only for the weight gradient, direct_conv_weights_fit). bf16 convs the
-// direct kernel does not take are unfolded here into f32 columns as they are read, each result
-// rounded once; depthwise ones run on f32 copies.
+// direct kernel does not take are unfolded here into bf16 columns, which the bf16 GEMM (gemm_bf16)
+// multiplies as they are, each result summed in f32 and rounded once; depthwise ones run on f32
+// copies.
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -30,6 +31,10 @@ void gemm(bool bf16_values, int64_t M, int64_t N, int64_t K, float alpha, const 
           const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
   if (bf16_values) gemm_f32_bf16_values(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
   else gemm_f32(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
+}
+void gemm(bool, int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t rsa, int64_t csa,
+          const BFloat16* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
+  gemm_bf16(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
 }
 void gemm(bool, int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa,
           const double* B, int64_t rsb, int64_t csb, double beta, double* C, int64_t rsc, int64_t csc) {
@@ -93,12 +98,12 @@ void im2col(const Geom& g, const S* x, const Chunk& ch, int64_t grp, T* col) {
         T* dst = col + r * BP + q - ow0;  // dst[ow] for ow in [ow0, ow1)
         const int64_t ih = oh * g.p.stride_h - g.p.pad_h + ki * g.p.dil_h;
         if (ih < 0 || ih >= g.H) {
-          std::fill(dst + ow0, dst + ow1, T(0));
+          std::fill(dst + ow0, dst + ow1, T(0.0f));
           return;
         }
         const S* src = x + (ch.n0 + b) * g.xs[0] + (grp * g.Cig + c) * g.xs[1] + ih * g.xs[2];
         const int64_t lo = std::clamp(rw.lo, ow0, ow1), hi = std::clamp(rw.hi, lo, ow1);
-        std::fill(dst + ow0, dst + lo, T(0));
+        std::fill(dst + ow0, dst + lo, T(0.0f));
         bool copied = false;
         if constexpr (std::is_same_v<S, T>) {
           copied = sw == 1 && s3 == 1;
@@ -106,7 +111,7 @@ void im2col(const Geom& g, const S* x, const Chunk& ch, int64_t grp, T* col) {
         }
         if (!copied)
           for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = T(src[(ow * sw + offw) * s3]);
-        std::fill(dst + hi, dst + ow1, T(0));
+        std::fill(dst + hi, dst + ow1, T(0.0f));
       });
     }
   });
@@ -189,33 +194,30 @@ void for_each_chunk(const Geom& g, const Plan& pl, const F& body) {
 //   grad input    dcol_g (Kg, B*len)  = w_g^T (Kg, Cog) @ dout_g, folded back into dx by col2im
 // When threads split the batch, each has its own buffers and single-threaded GEMMs, and the
 // partial weight gradients are summed in thread order. T computes; S stores x, w, the output and
-// the gradients: T, or bf16 (with T = f32: operands widened as they are unfolded or gathered,
-// every result summed in f32 and rounded once).
+// the gradients, and the columns and gathered output gradients are S too: T, or bf16 (with T = f32:
+// bf16 columns multiplied by gemm_bf16, every result summed in f32 and rounded once).
 template <class T, class S>
 void forward_impl(const Tensor& out, const Tensor& x, const Tensor& w_, const Tensor& b_, const Geom& g) {
   constexpr bool kSame = std::is_same_v<S, T>;
   static_assert(kSame || std::is_same_v<T, float>);
   const Tensor w = kernels::contiguous(w_), b = b_.defined() ? kernels::contiguous(b_) : b_;
   const S* xp = static_cast<const S*>(x.raw_data());
-  Scratch<float> w_store, b_store;
-  const T *wp = nullptr, *bp = nullptr;
-  if constexpr (kSame) {
-    wp = w.data_ptr<T>();
-    bp = b.defined() ? b.data_ptr<T>() : nullptr;
-  } else {
-    wp = float_values(w, w_store);
-    bp = b.defined() ? float_values(b, b_store) : nullptr;
-  }
+  const S* wp = w.data_ptr<S>();
+  Scratch<float> b_store;
+  const T* bp = nullptr;
+  if constexpr (kSame) bp = b.defined() ? b.data_ptr<T>() : nullptr;
+  else bp = b.defined() ? float_values(b, b_store) : nullptr;
   S* op = out.data_ptr<S>();
   const Plan pl = plan(g);
   const int64_t cols = pl.cols();
-  Scratch<T> colbuf(pl.threads * g.Kg * cols), tmp(pl.chunk > 1 || !kSame ? pl.threads * g.Cog * cols : 0);
+  Scratch<S> colbuf(pl.threads * g.Kg * cols);
+  Scratch<T> tmp(pl.chunk > 1 || !kSame ? pl.threads * g.Cog * cols : 0);
   for_each_chunk(g, pl, [&](const Chunk& ch, int tid) {
     const int64_t BP = ch.B * ch.len;
-    T* col = colbuf.data() + tid * g.Kg * cols;
+    S* col = colbuf.data() + tid * g.Kg * cols;
     for (int64_t grp = 0; grp < g.G; ++grp) {
       im2col(g, xp, ch, grp, col);
-      const T* wg = wp + grp * g.Cog * g.Kg;
+      const S* wg = wp + grp * g.Cog * g.Kg;
       if constexpr (kSame) {
         if (ch.B == 1) {  // one sample (or tile): the product lands in out directly
           T* o = op + (ch.n0 * g.Cout + grp * g.Cog) * g.P + ch.p0;
@@ -248,25 +250,25 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
   const Tensor go = kernels::contiguous(go_), w = kernels::contiguous(w_);
   const S* gop = go.data_ptr<S>();
   const S* xp = static_cast<const S*>(x.raw_data());
+  const S* wp = w.data_ptr<S>();
   const int64_t wn = g.Cout * g.Kg;
   // The gradients in T: in place, or (bf16 storage) in float buffers rounded into them at the end.
-  Scratch<float> w_store, gx_store, gw_store;
-  const T* wp = nullptr;
+  Scratch<float> gx_store, gw_store;
   T *gxp = nullptr, *gwp = nullptr;
   if constexpr (kSame) {
-    wp = w.data_ptr<T>();
     gxp = gx.defined() ? gx.data_ptr<T>() : nullptr;
     gwp = gw.defined() ? gw.data_ptr<T>() : nullptr;
   } else {
-    wp = float_values(w, w_store);
     if (gx.defined()) gx_store.resize(gx.numel()), gxp = gx_store.data();
     if (gw.defined()) gw_store.resize(wn), gwp = gw_store.data();
   }
   const Plan pl = plan(g);
   const int64_t cols = pl.cols();
-  const bool need_cols = gxp || gwp;
-  Scratch<T> colbuf(need_cols ? pl.threads * g.Kg * cols : 0);
-  Scratch<T> douts(pl.chunk > 1 || !kSame ? pl.threads * g.Cout * cols : 0);
+  // The columns (S) unfolded for the weight gradient; the input gradient's columns (T) in the same
+  // buffer when S is T, else in their own.
+  Scratch<S> colbuf(gwp || (kSame && gxp) ? pl.threads * g.Kg * cols : 0);
+  Scratch<T> dcolbuf(!kSame && gxp ? pl.threads * g.Kg * cols : 0);
+  Scratch<S> douts(pl.chunk > 1 ? pl.threads * g.Cout * cols : 0);
   // Weight gradients: straight into gw when one thread walks the batch, else per-thread partials.
   Scratch<T> dw_parts(gwp && pl.batch_parallel ? pl.threads * wn : 0, T(0));
   std::vector<double> db_parts(size_t(gb.defined() ? pl.threads * g.Cout : 0), 0.0);
@@ -275,20 +277,15 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
   for_each_chunk(g, pl, [&](const Chunk& ch, int tid) {
     const int64_t BP = ch.B * ch.len, n0 = ch.n0;
     if (gxp && ch.p0 == 0) std::fill(gxp + n0 * g.C * g.H * g.W, gxp + (n0 + ch.B) * g.C * g.H * g.W, T(0));
-    // dout (Cout, B*len) with row stride ld: in place when B == 1 and stored as T, else gathered.
-    const T* d = nullptr;
+    // dout (Cout, B*len) with row stride ld: in place when B == 1, else gathered.
+    const S* d = gop + n0 * g.Cout * g.P + ch.p0;
     int64_t ld = g.P;
-    if constexpr (kSame) d = gop + n0 * g.Cout * g.P + ch.p0;
-    if (!kSame || ch.B > 1) {
-      T* buf = douts.data() + tid * g.Cout * cols;
+    if (ch.B > 1) {
+      S* buf = douts.data() + tid * g.Cout * cols;
       for (int64_t bb = 0; bb < ch.B; ++bb)
-        for (int64_t co = 0; co < g.Cout; ++co) {
-          const S* src = gop + ((n0 + bb) * g.Cout + co) * g.P + ch.p0;
-          T* dst = buf + co * BP + bb * ch.len;
-          if constexpr (kSame) std::memcpy(dst, src, size_t(ch.len) * sizeof(T));
-          else
-            for (int64_t q = 0; q < ch.len; ++q) dst[q] = T(src[q]);
-        }
+        for (int64_t co = 0; co < g.Cout; ++co)
+          std::memcpy(buf + co * BP + bb * ch.len, gop + ((n0 + bb) * g.Cout + co) * g.P + ch.p0,
+                      size_t(ch.len) * sizeof(S));
       d = buf;
       ld = BP;
     }
@@ -297,21 +294,24 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
       for (int64_t co = 0; co < g.Cout; ++co) {  // in vector lanes: one running sum waits on every add
         T s = T(0);
 #pragma omp simd reduction(+ : s)
-        for (int64_t q = 0; q < BP; ++q) s += d[co * ld + q];
+        for (int64_t q = 0; q < BP; ++q) s += T(d[co * ld + q]);
         db[co] += double(s);
       }
     }
-    T* col = need_cols ? colbuf.data() + tid * g.Kg * cols : nullptr;
+    S* col = colbuf.empty() ? nullptr : colbuf.data() + tid * g.Kg * cols;
+    T* dcol = nullptr;
+    if constexpr (kSame) dcol = col;
+    else dcol = dcolbuf.empty() ? nullptr : dcolbuf.data() + tid * g.Kg * cols;
     T* dw = gwp ? (pl.batch_parallel ? dw_parts.data() + tid * wn : gwp) : nullptr;
     for (int64_t grp = 0; grp < g.G; ++grp) {
-      const T* dg = d + grp * g.Cog * ld;
+      const S* dg = d + grp * g.Cog * ld;
       if (dw) {
         im2col(g, xp, ch, grp, col);
         gemm(g.p.bf16_values, g.Kg, g.Cog, BP, T(1), col, BP, 1, dg, 1, ld, T(1), dw + grp * g.Cog * g.Kg, 1, g.Kg);
       }
       if (gxp) {
-        gemm(g.p.bf16_values, g.Kg, BP, g.Cog, T(1), wp + grp * g.Cog * g.Kg, 1, g.Kg, dg, ld, 1, T(0), col, BP, 1);
-        col2im(g, col, ch, grp, gxp);
+        gemm(g.p.bf16_values, g.Kg, BP, g.Cog, T(1), wp + grp * g.Cog * g.Kg, 1, g.Kg, dg, ld, 1, T(0), dcol, BP, 1);
+        col2im(g, dcol, ch, grp, gxp);
       }
     }
   });
@@ -377,7 +377,7 @@ void conv2d_forward(const Tensor& out, const Tensor& x, const Tensor& w, const T
   }
   const kernels::Conv2dParams p = with_bf16_values(p_, x, w);
   if (direct_conv_applies(x, w, p) && direct_conv_weights_fit(w, p)) return direct_conv2d_forward(out, x, w, b, p);
-  if (x.dtype() == kBF16 && out.dtype() == kBF16 && !use_depthwise(x, p))
+  if (x.dtype() == kBF16 && w.dtype() == kBF16 && out.dtype() == kBF16 && !use_depthwise(x, p))
     return forward_impl<float, BFloat16>(out, x, w, b, Geom(x, w, out, p));
   if (x.dtype() == kBF16) {
     const Tensor target = f32_target(out);
@@ -419,7 +419,7 @@ void conv2d_backward(const Tensor& gx, const Tensor& gw, const Tensor& gb, const
     }
     if (!gx_left.defined() && !gw_left.defined() && !gb_left.defined()) return;
   }
-  if (go.dtype() == kBF16 && x.dtype() == kBF16 && (direct || !use_depthwise(x, p)))
+  if (go.dtype() == kBF16 && x.dtype() == kBF16 && w.dtype() == kBF16 && (direct || !use_depthwise(x, p)))
     return backward_impl<float, BFloat16>(gx_left, gw_left, gb_left, go, x, w, Geom(x, w, go, p));
   if (go.dtype() == kBF16) {
     const Tensor tx = f32_target(gx_left), tw = f32_target(gw_left), tb = f32_target(gb_left);

@@ -1,4 +1,4 @@
-// The CPU allocator's large-block cache: a freed block of 1 MiB or more is handed to the next
+// The CPU allocator's large-block cache: a freed block of 64 KiB or more is handed to the next
 // request of the same rounded size; small blocks are not cached; the memory counters still count
 // live tensors only; turning the cache off or emptying it returns the blocks.
 #include <doctest/doctest.h>

@@ -35,8 +35,9 @@ TEST_CASE("conv2d: bf16 on the CPU is the f32 conv of its values rounded once, b
   toggles::Scoped amx(toggles::Toggle::amx_bf16, false), dot(toggles::Toggle::avx512_bf16_dot, false);
   Generator gen(31);
   std::vector<ConvCase> cases = forward_cases();
-  cases.push_back({1, 64, 80, 80, 8, 3, 3, {2, 2}, {1, 1}});  // im2col: one sample in pixel tiles
-  cases.push_back({4, 8, 11, 11, 12, 3, 3, {2, 2}, {1, 1}});  // im2col: samples in chunks
+  cases.push_back({1, 64, 80, 80, 8, 3, 3, {2, 2}, {1, 1}});   // im2col: one sample in pixel tiles
+  cases.push_back({4, 8, 11, 11, 12, 3, 3, {2, 2}, {1, 1}});   // im2col: samples in chunks
+  cases.push_back({3, 192, 5, 5, 192, 3, 3, {1, 1}, {1, 1}});  // over 1 MiB of weights: im2col forward, grad x
   for (const ConvCase& c : cases) {
     INFO(describe(c));
     ConvRun r = run_conv(c, kBF16, gen, true);
