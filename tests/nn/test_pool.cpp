@@ -125,6 +125,7 @@ std::vector<PoolCase> window_cases() {
       {{4, 16, 32, 32}, {3, 3}, {2, 2}, {1, 1}},                                              // many planes: threaded
       {{2, 3, 28, 28}, {2, 2}, {0, 0}, {0, 0}},       // 2x2 on f32 vectors: rows of 14, the last vector overlaps
       {{1, 2, 9, 11}, {2, 2}, {0, 0}, {0, 0}, true},  // odd H and W (the last row and column unused), strided
+      {{5, 7, 6, 6}, {2, 2}, {0, 0}, {0, 0}},  // 35 small planes: f16/bf16 backwards round blocks of 16, one partial
   };
 }
 
