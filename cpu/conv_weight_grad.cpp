@@ -8,6 +8,7 @@
 // pixels where the bf16 GEMM kernel is VDPBF16PS or its emulation. grad_out and x may be bf16
 // tensors: read into the float copies as they are made; the gradients f32 or bf16, rounded once.
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "cpu/conv_direct.h"
@@ -89,6 +90,11 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
   const char* xd = static_cast<const char*>(x.raw_data());
   const int64_t xes = int64_t(dtype_size(x.dtype()));
   const int64_t xs0 = x.stride(0), xs1 = x.stride(1), xs2 = x.stride(2), xs3 = x.stride(3);
+  // bf16 operands go to the pair tile's buffers as they are: the padded input copied in bf16, and
+  // grad_out^T's pixel pairs, when rows are an even number of pixels wide, transposed as the 32-bit
+  // words they already are (no f32 copy of either, no rounding).
+  const bool x_bf16 = pair_tile && x.dtype() == kBF16;
+  const bool go_words = pair_tile && got == kBF16 && Wo % 2 == 0;
   parallel_for(0, chunks * tiles, 1, [&](int64_t i0, int64_t i1) {
     // The thread's input channels, and its copies of a block of samples: gt[g][b][p][co] =
     // grad_out[n0 + b, g * cog + co, p] (zero for co >= cog), xp[b][c - c_lo] = x[n0 + b, c] zero-padded.
@@ -96,7 +102,7 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
     const int64_t c_hi = i1 - i0 >= tiles ? G * cig : (i1 - 1) % tiles / co_blocks / tap_groups + 1;
     const int64_t chans = c_lo < c_hi ? c_hi - c_lo : G * cig;
     const int64_t c0 = c_lo < c_hi ? c_lo : 0;
-    Scratch<float> gt_buf(block * G * P * cop), xp_buf(block * chans * plane);
+    Scratch<float> gt_buf(go_words ? 0 : block * G * P * cop), xp_buf(x_bf16 ? 0 : block * chans * plane);
     float *gt = gt_buf.data(), *xp = xp_buf.data();
     Scratch<uint32_t> gtp_buf(pair_tile ? block * G * Ho * wpairs * cop : 0);
     Scratch<uint16_t> xp16_buf(pair_tile ? block * chans * plane16 : 0);
@@ -110,12 +116,34 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
         const int64_t nb = std::min(block, s1 - n0);
         for (int64_t g = 0; g < G; ++g)
           for (int64_t b = 0; b < nb; ++b) {
+            if (go_words) {
+              const uint16_t* src = reinterpret_cast<const uint16_t*>(gob) + ((n0 + b) * Cout + g * cog) * P;
+              uint32_t* dst = gtp + (g * nb + b) * Ho * wpairs * cop;
+              detail::transpose_rows_avx2(reinterpret_cast<const float*>(src), P / 2, cog, P / 2,
+                                          reinterpret_cast<float*>(dst), cop);
+              if (cop > cog)
+                for (int64_t q = 0; q < P / 2; ++q) std::fill(dst + q * cop + cog, dst + (q + 1) * cop, 0u);
+              continue;
+            }
             float* dst = gt + (g * nb + b) * P * cop;
             detail::transpose_rows_avx2(go_planes(n0 + b, g * cog, cog, go_buf), P, cog, P, dst, cop);
             if (cop > cog)
               for (int64_t q = 0; q < P; ++q) std::fill(dst + q * cop + cog, dst + (q + 1) * cop, 0.0f);
           }
         for (int64_t b = 0; b < nb; ++b)
+          for (int64_t c = c0; c < c0 + chans && x_bf16; ++c) {
+            uint16_t* dst = xp16 + (b * chans + c - c0) * plane16;
+            std::fill(dst, dst + plane16, uint16_t(0));
+            const uint16_t* src = reinterpret_cast<const uint16_t*>(xd) + (n0 + b) * xs0 + c * xs1;
+            for (int64_t ih = 0; ih < H; ++ih) {
+              uint16_t* d = dst + (ih + p.pad_h) * wp16 + p.pad_w;
+              const uint16_t* s = src + ih * xs2;
+              if (xs3 == 1) std::memcpy(d, s, size_t(W) * sizeof(uint16_t));
+              else
+                for (int64_t iw = 0; iw < W; ++iw) d[iw] = s[iw * xs3];
+            }
+          }
+        for (int64_t b = 0; b < nb && !x_bf16; ++b)
           for (int64_t c = c0; c < c0 + chans; ++c) {
             float* dst = xp + (b * chans + c - c0) * plane;
             std::fill(dst, dst + plane, 0.0f);
@@ -124,12 +152,12 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
               read_floats(src + ih * xs2 * xes, x.dtype(), xs3, dst + (ih + p.pad_h) * wp + p.pad_w, W);
           }
         if (pair_tile) {
-          for (int64_t r = 0; r < G * nb * Ho; ++r)  // grad_out^T rows in pairs of pixels
+          for (int64_t r = 0; r < G * nb * Ho && !go_words; ++r)  // grad_out^T rows in pairs of pixels
             for (int64_t e = 0; e < wpairs; ++e) {
               const float* lo = gt + (r * Wo + 2 * e) * cop;
               detail::bf16_pairs_avx512(lo, 2 * e + 1 < Wo ? lo + cop : nullptr, cop, gtp + (r * wpairs + e) * cop);
             }
-          for (int64_t r = 0; r < nb * chans * hp; ++r) {  // the padded input in bf16
+          for (int64_t r = 0; r < nb * chans * hp && !x_bf16; ++r) {  // the padded input in bf16
             detail::bf16_bits_avx512(xp + r * wp, wp, xp16 + r * wp16);
             xp16[r * wp16 + wp] = 0;
           }
