@@ -183,10 +183,33 @@ struct Job {
     Scratch<uint32_t> pairs;
   };
   RowBuffers row_buffers() const {
-    return {Scratch<float>(C * plane()), Scratch<float>(G * Ho * Wo * cop()),
+    return {Scratch<float>(pairs_from_bf16() ? 0 : C * plane()), Scratch<float>(G * Ho * Wo * cop()),
             Scratch<uint32_t>(pair_row ? G * cip() * plane() : 0)};
   }
+  // bf16 input on the pair tile: its channel pairs interleaved straight from bf16, zero-padded.
+  bool pairs_from_bf16() const { return pair_row && xt == kBF16; }
+  void pad_pairs(int64_t n, uint32_t* pairs) const {
+    std::fill(pairs, pairs + G * cip() * plane(), 0u);
+    const int64_t rows = std::min(H, hp() - ph), q0 = std::min(pw, wq()), q1 = std::min(wq(), W + pw);
+    const uint16_t* xb = static_cast<const uint16_t*>(x);
+    for (int64_t g = 0; g < G; ++g)
+      for (int64_t cp = 0; cp < cip(); ++cp) {
+        const int64_t c = g * cig() + 2 * cp;
+        const bool odd = 2 * cp + 1 == cig();  // the last channel of an odd count pairs with zero
+        for (int64_t ih = 0; ih < rows; ++ih) {
+          uint32_t* dst = pairs + (g * cip() + cp) * plane() + (ih + ph) * wq();
+          const uint16_t* lo = xb + n * xs[0] + c * xs[1] + ih * xs[2];
+          const uint16_t* hi = odd ? lo : lo + xs[1];
+          const uint32_t hi_mask = odd ? 0u : 0xffffu;
+          for (int64_t q = q0; q < q1; ++q) {
+            const int64_t at = (q - pw) * xs[3];
+            dst[q] = uint32_t(lo[at]) | (uint32_t(hi[at] & hi_mask) << 16);
+          }
+        }
+      }
+  }
   void load_sample(int64_t n, RowBuffers& b) const {
+    if (pairs_from_bf16()) return pad_pairs(n, b.pairs.data());
     pad(n, b.padded.data());
     if (!pair_row) return;
     for (int64_t g = 0; g < G; ++g)
