@@ -105,6 +105,34 @@ void pack_a(int64_t mc, int64_t kc, const S* A, int64_t rsa, int64_t csa, uint32
         }
         continue;
       }
+    } else {
+      if (rsa == 1 && mr == MR) {  // columns of A are contiguous: 12 rows of k = 2q and of 2q + 1, widened
+        const __mmask16 rows = (1u << MR) - 1;
+        const auto widen = [](const S* col) {
+          alignas(32) uint16_t v[16] = {};
+          std::memcpy(v, col, MR * sizeof(S));
+          return _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(v)));
+        };
+        for (int64_t q = 0; q < kp; ++q) {
+          const __m512i lo = widen(a + 2 * q * csa);
+          const __m512i hi = 2 * q + 1 < kc ? _mm512_slli_epi32(widen(a + (2 * q + 1) * csa), 16)
+                                            : _mm512_setzero_si512();
+          _mm512_mask_storeu_epi32(buf + q * MR, rows, _mm512_or_si512(lo, hi));
+        }
+        continue;
+      }
+      if (csa == 1) {  // rows of A are contiguous: each pair of k is already one 32-bit word
+        for (int64_t i = 0; i < MR; ++i) {
+          const S* r = a + i * rsa;
+          for (int64_t q = 0; q < kp; ++q) {
+            uint32_t w = 0;
+            if (i < mr && 2 * q + 1 < kc) std::memcpy(&w, r + 2 * q, sizeof w);
+            else if (i < mr) w = r[2 * q];
+            buf[q * MR + i] = w;
+          }
+        }
+        continue;
+      }
     }
     for (int64_t i = 0; i < MR; ++i)
       for (int64_t q = 0; q < kp; ++q) {
@@ -128,6 +156,17 @@ void pack_b_panel(int64_t kc, int64_t nr, const S* b, int64_t rsb, int64_t csb, 
         _mm512_store_si512(buf + q * NR + 16 * h, row_pairs<Dot>(r0 + 16 * h, odd_end ? nullptr : r0 + rsb + 16 * h));
     }
     return;
+  }
+  if constexpr (sizeof(S) == sizeof(uint16_t)) {
+    if (nr == NR && rsb == 1) {  // columns of B are contiguous: each pair of k is already one 32-bit word
+      const int64_t whole = kc / 2;
+      for (int64_t j = 0; j < NR; ++j) {
+        const S* col = b + j * csb;
+        for (int64_t q = 0; q < whole; ++q) std::memcpy(buf + q * NR + j, col + 2 * q, sizeof(uint32_t));
+        if (kc % 2) buf[whole * NR + j] = col[kc - 1];
+      }
+      return;
+    }
   }
   if constexpr (sizeof(S) == sizeof(float)) {
     if (nr == NR && rsb == 1) {  // columns of B are contiguous: a column's 32 k make 16 pairs
