@@ -75,6 +75,11 @@ struct Chunk {
 // sample b, columns [ow0, ow1), the first at column q of the chunk.
 template <class F>
 void for_each_run(const Geom& g, const Chunk& ch, const F& f) {
+  if (ch.p0 == 0 && ch.len == g.P) {  // whole samples: every run is a whole row (no division per run)
+    for (int64_t b = 0; b < ch.B; ++b)
+      for (int64_t oh = 0; oh < g.Ho; ++oh) f(b, oh, int64_t(0), g.Wo, b * g.P + oh * g.Wo);
+    return;
+  }
   for (int64_t b = 0; b < ch.B; ++b)
     for (int64_t p = ch.p0, q = b * ch.len; p < ch.p0 + ch.len;) {
       const int64_t oh = p / g.Wo, ow0 = p % g.Wo, ow1 = std::min(g.Wo, ow0 + ch.p0 + ch.len - p);
