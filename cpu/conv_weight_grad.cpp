@@ -192,21 +192,25 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
     }
   });
 
-  // grad_w[g * cog + co, c, t] = the chunks' grad_w^T[g][c][t][co], added in chunk order.
+  // grad_w[g * cog + co, c, t] = the chunks' grad_w^T[g][c][t][co], added in chunk order into chunk
+  // 0's rows, then each group's (cig * kk, cop) block transposed in tiles (a column walk of it
+  // missed the cache at every element once it outgrew L2: 512 channels spent a third of their
+  // weight gradient there).
   Scratch<float> gw_store(gw.dtype() == kF32 ? 0 : gw.numel());
   float* gwp = gw.dtype() == kF32 ? gw.data_ptr<float>() : gw_store.data();
-  parallel_for(0, G * cog, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(cig * kk * chunks, 1)),
-               [&](int64_t o0, int64_t o1) {
-                 for (int64_t o = o0; o < o1; ++o) {
-                   const int64_t g = o / cog, co = o % cog;
-                   for (int64_t r = 0; r < cig * kk; ++r) {
-                     const float* src = acc + (g * cig * kk + r) * cop + co;
-                     float s = 0.0f;
-                     for (int64_t ch = 0; ch < chunks; ++ch) s += src[ch * acc_size];
-                     gwp[o * cig * kk + r] = s;
-                   }
-                 }
-               });
+  if (chunks > 1)
+    parallel_for(0, acc_size, kGrainSize / std::max<int64_t>(chunks, 1), [&](int64_t e0, int64_t e1) {
+      for (int64_t ch = 1; ch < chunks; ++ch)
+        for (int64_t e = e0; e < e1; ++e) acc[e] += acc[ch * acc_size + e];
+    });
+  const int64_t rows = cig * kk;
+  parallel_for(0, G * rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(cog, 1)), [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1;) {
+      const int64_t g = i / rows, r0 = i % rows, r1 = std::min(rows, r0 + (i1 - i));
+      detail::transpose_rows_avx2(acc + (g * rows + r0) * cop, cop, r1 - r0, cog, gwp + g * cog * rows + r0, rows);
+      i += r1 - r0;
+    }
+  });
   if (!gw_store.empty()) write_floats(gw_store.data(), gw);
 }
 
