@@ -122,6 +122,84 @@ void im2col(const Geom& g, const S* x, const Chunk& ch, int64_t grp, T* col) {
   });
 }
 
+// im2col for whole samples at stride 1 and dilation 1 (the convs of 1 MiB of weights and more, on
+// small maps): each (sample, channel) plane is zero-padded once into a small buffer, and each of
+// its kh*kw rows of col copies Ho runs of Wo from it, with no bounds to test. Copies of a few
+// elements stay inline loops (GCC would otherwise call memcpy and memset for each 4-pixel run,
+// which on 4x4 maps cost as much as the unfolding itself).
+template <class S>
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
+void im2col_padded(const Geom& g, const S* x, const Chunk& ch, int64_t grp, S* col) {
+  const int64_t BP = ch.B * ch.len, kk = g.kh * g.kw, Hp = g.Ho + g.kh - 1, Wp = g.Wo + g.kw - 1;
+  parallel_for(0, g.Cig, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(BP * kk, 1)), [&](int64_t c0, int64_t c1) {
+    Scratch<S> padded(Hp * Wp);
+    S* pp = padded.data();
+    for (int64_t c = c0; c < c1; ++c)
+      for (int64_t b = 0; b < ch.B; ++b) {
+        for (int64_t i = 0; i < Hp * Wp; ++i) pp[i] = S(0.0f);
+        const S* src = x + (ch.n0 + b) * g.xs[0] + (grp * g.Cig + c) * g.xs[1];
+        const int64_t rows = std::min(g.H, Hp - g.p.pad_h), cols = std::min(g.W, Wp - g.p.pad_w);
+        for (int64_t ih = 0; ih < rows; ++ih)
+          for (int64_t iw = 0; iw < cols; ++iw)
+            pp[(ih + g.p.pad_h) * Wp + iw + g.p.pad_w] = src[ih * g.xs[2] + iw * g.xs[3]];
+        for (int64_t ki = 0; ki < g.kh; ++ki)
+          for (int64_t kj = 0; kj < g.kw; ++kj) {
+            S* dst = col + (c * kk + ki * g.kw + kj) * BP + b * g.P;
+            for (int64_t oh = 0; oh < g.Ho; ++oh) {
+              const S* row = pp + (oh + ki) * Wp + kj;
+              for (int64_t ow = 0; ow < g.Wo; ++ow) dst[oh * g.Wo + ow] = row[ow];
+            }
+          }
+      }
+  });
+}
+
+// col2im for the same chunks, the other way: each (sample, channel) plane gathers its kh*kw rows of
+// col into a zeroed padded buffer, whose interior is then added to dx.
+template <class T>
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#endif
+void col2im_padded(const Geom& g, const T* col, const Chunk& ch, int64_t grp, T* dx) {
+  const int64_t BP = ch.B * ch.len, kk = g.kh * g.kw, Hp = g.Ho + g.kh - 1, Wp = g.Wo + g.kw - 1;
+  parallel_for(0, g.Cig, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(BP * kk, 1)), [&](int64_t c0, int64_t c1) {
+    Scratch<T> padded(Hp * Wp);
+    T* pp = padded.data();
+    for (int64_t c = c0; c < c1; ++c)
+      for (int64_t b = 0; b < ch.B; ++b) {
+        for (int64_t i = 0; i < Hp * Wp; ++i) pp[i] = T(0);
+        for (int64_t ki = 0; ki < g.kh; ++ki)
+          for (int64_t kj = 0; kj < g.kw; ++kj) {
+            const T* src = col + (c * kk + ki * g.kw + kj) * BP + b * g.P;
+            for (int64_t oh = 0; oh < g.Ho; ++oh) {
+              T* row = pp + (oh + ki) * Wp + kj;
+              for (int64_t ow = 0; ow < g.Wo; ++ow) row[ow] += src[oh * g.Wo + ow];
+            }
+          }
+        T* d = dx + ((ch.n0 + b) * g.C + grp * g.Cig + c) * g.H * g.W;
+        const int64_t rows = std::min(g.H, Hp - g.p.pad_h), cols = std::min(g.W, Wp - g.p.pad_w);
+        for (int64_t ih = 0; ih < rows; ++ih)
+          for (int64_t iw = 0; iw < cols; ++iw) d[ih * g.W + iw] += pp[(ih + g.p.pad_h) * Wp + iw + g.p.pad_w];
+      }
+  });
+}
+
+// Whether a chunk's columns go through the padded planes: whole samples of small maps, stride 1,
+// dilation 1.
+bool padded_planes(const Geom& g, const Chunk& ch) {
+  return ch.p0 == 0 && ch.len == g.P && g.p.stride_h == 1 && g.p.stride_w == 1 && g.p.dil_h == 1 && g.p.dil_w == 1 &&
+         g.P <= 256;
+}
+
+// The columns of the chunk, by im2col_padded where it applies.
+template <class S>
+void unfold(const Geom& g, const S* x, const Chunk& ch, int64_t grp, S* col) {
+  if (padded_planes(g, ch)) return im2col_padded(g, x, ch, grp, col);
+  im2col(g, x, ch, grp, col);
+}
+
 // dx (N, C, H, W contiguous) += col2im(col (Kg, B*len)) for the chunk, group grp.
 // Threads split the channels, so no two write the same element.
 template <class T>
@@ -221,7 +299,7 @@ void forward_impl(const Tensor& out, const Tensor& x, const Tensor& w_, const Te
     const int64_t BP = ch.B * ch.len;
     S* col = colbuf.data() + tid * g.Kg * cols;
     for (int64_t grp = 0; grp < g.G; ++grp) {
-      im2col(g, xp, ch, grp, col);
+      unfold(g, xp, ch, grp, col);
       const S* wg = wp + grp * g.Cog * g.Kg;
       if constexpr (kSame) {
         if (ch.B == 1) {  // one sample (or tile): the product lands in out directly
@@ -311,12 +389,13 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
     for (int64_t grp = 0; grp < g.G; ++grp) {
       const S* dg = d + grp * g.Cog * ld;
       if (dw) {
-        im2col(g, xp, ch, grp, col);
+        unfold(g, xp, ch, grp, col);
         gemm(g.p.bf16_values, g.Kg, g.Cog, BP, T(1), col, BP, 1, dg, 1, ld, T(1), dw + grp * g.Cog * g.Kg, 1, g.Kg);
       }
       if (gxp) {
         gemm(g.p.bf16_values, g.Kg, BP, g.Cog, T(1), wp + grp * g.Cog * g.Kg, 1, g.Kg, dg, ld, 1, T(0), dcol, BP, 1);
-        col2im(g, dcol, ch, grp, gxp);
+        if (padded_planes(g, ch)) col2im_padded(g, dcol, ch, grp, gxp);
+        else col2im(g, dcol, ch, grp, gxp);
       }
     }
   });
