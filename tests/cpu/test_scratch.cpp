@@ -47,9 +47,15 @@ TEST_CASE("cpu scratch: a freed block of 64 KiB comes back from the cache to the
   toggles::set_cpu_block_cache(false);  // start empty
   toggles::set_cpu_block_cache(true);
   const void* first = nullptr;
-  { cpu::Scratch<float> a(16 * 1024); first = a.data(); }  // 64 KiB
+  {
+    cpu::Scratch<float> a(16 * 1024);
+    first = a.data();
+  }  // 64 KiB
   const int64_t hits = cpu_cache::stats().hits;
-  { cpu::Scratch<float> b(16 * 1024); CHECK(b.data() == first); }
+  {
+    cpu::Scratch<float> b(16 * 1024);
+    CHECK(b.data() == first);
+  }
   CHECK(cpu_cache::stats().hits == hits + 1);
   toggles::set_cpu_block_cache(was);
 }
