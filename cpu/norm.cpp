@@ -1,7 +1,8 @@
 // CPU kernels for the fused normalisations (batch norm; group norm, with layer norm as its
 // one-group case) and dropout. Inputs arrive contiguous as (N, C, S). Statistics are two-pass
 // (mean, then squared deviations) and every sum runs in double in a fixed order per channel or
-// per row, so results do not depend on the thread count.
+// per row (f16/bf16 batch norm: float sums of blocks of 64, added in double), so results do not
+// depend on the thread count.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -253,14 +254,15 @@ void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tenso
     const A* ip = invstd.data_ptr<A>();
     // sdy[c] = sum gy, sdx[c] = sum gy * (x - mean): (C)
     std::vector<double> sdy(static_cast<size_t>(C)), sdx(static_cast<size_t>(C));
-    if (!training && !grad_w.defined() && !grad_b.defined()) {
-    } else if constexpr (is_half_v<T>) {
-      half_channel_sums(N, C, S, gp, sdy.data(), mp, xp, sdx.data());
-    } else {
-      channel_sums<2>(N, C, S, {sdy.data(), sdx.data()}, [&](int64_t i, int64_t, int64_t c) {
-        const double g = double(A(gp[i]));
-        return Sums<2>{g, g * (double(A(xp[i])) - double(mp[c]))};
-      });
+    if (training || grad_w.defined() || grad_b.defined()) {
+      if constexpr (is_half_v<T>) {
+        half_channel_sums(N, C, S, gp, sdy.data(), mp, xp, sdx.data());
+      } else {
+        channel_sums<2>(N, C, S, {sdy.data(), sdx.data()}, [&](int64_t i, int64_t, int64_t c) {
+          const double g = double(A(gp[i]));
+          return Sums<2>{g, g * (double(A(xp[i])) - double(mp[c]))};
+        });
+      }
     }
     if (grad_w.defined()) {
       A* gw = grad_w.data_ptr<A>();
