@@ -2,7 +2,9 @@
 // run: cross-entropy (log-softmax + NLL in one pass over the logits, one backward pass; off:
 // log_softmax then nll_loss) and layer_norm (one pass for statistics, one for the output; a fused
 // backward; off: mean/var/rsqrt composed of ops). Both sides are nn::functional's own code, with
-// the fused_cross_entropy and fused_layer_norm switches off and on.
+// the fused_cross_entropy and fused_layer_norm switches off and on. And a ReLU beside a 2x2 max pool
+// (one pass with a byte per window; off: max pool with int64 indices, then the ReLU), through
+// nn::Sequential with the fused_pool_relu switch off and on.
 #include <benchmark/benchmark.h>
 
 #include "bench/recording_reporter.h"
@@ -55,6 +57,27 @@ void layer_norm_pair(benchmark::State& state, bool fused) {
   state.SetBytesProcessed(int64_t(state.iterations()) * kTokens * kWidth * 4 * 5);
 }
 
+// SimpleCNN's first ReLU and 2x2 max pool, as nn::Sequential runs them: one fused op, or
+// (fused_pool_relu off) the pool, then the ReLU (pool_before_relu's order), forward and backward.
+void relu_maxpool_pair(benchmark::State& state, bool fused) {
+  const bool was = toggles::fused_pool_relu();
+  toggles::set_fused_pool_relu(fused);
+  constexpr int64_t kN = 128, kC = 32, kHW = 28;
+  Generator g(3);
+  nn::Sequential block{std::make_shared<nn::ReLU>(), std::make_shared<nn::MaxPool2d>(2)};
+  Tensor x = randn({kN, kC, kHW, kHW}, {}, &g).requires_grad_(true);
+  Tensor dy = randn({kN, kC, kHW / 2, kHW / 2}, {}, &g);
+  for (auto _ : state) {
+    Tensor y = block(x);
+    y.backward(dy);
+    x.zero_grad();
+  }
+  toggles::set_fused_pool_relu(was);
+  // The fused op's traffic: x, y and a code byte per output forward; dy, the codes and dx backward.
+  const int64_t in = kN * kC * kHW * kHW, out = in / 4;
+  state.SetBytesProcessed(int64_t(state.iterations()) * (2 * (4 * in + 4 * out + out)));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -63,6 +86,9 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
     bench::register_switch("fused_layer_norm", fused, "4096x768_fwd_bwd", layer_norm_pair)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    bench::register_switch("fused_pool_relu", fused, "relu_maxpool2x2_128x32x28x28_fwd_bwd", relu_maxpool_pair)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }

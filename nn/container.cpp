@@ -1,8 +1,9 @@
-// Sequential (with the pool-before-ReLU reordering) and ModuleList.
+// Sequential (with the fused ReLU + max pool, or the pool-before-ReLU reordering) and ModuleList.
 #include "nn/container.h"
 
 #include <atomic>
 
+#include "nn/functional.h"
 #include "nn/layers.h"
 #include "switches/list/toggles.h"
 
@@ -19,18 +20,38 @@ void Sequential::push_back(const std::string& name, ModulePtr m) {
   layers_.push_back(std::move(m));
 }
 
-namespace {}  // namespace
+namespace {
 
+// The max pool of a ReLU and a MaxPool2d at layers i and i + 1, in either order; else null.
+const MaxPool2d* relu_pool_pair(const std::vector<ModulePtr>& layers, size_t i) {
+  if (i + 1 >= layers.size()) return nullptr;
+  const Module* a = layers[i].get();
+  const Module* b = layers[i + 1].get();
+  if (dynamic_cast<const ReLU*>(a)) return dynamic_cast<const MaxPool2d*>(b);
+  if (dynamic_cast<const ReLU*>(b)) return dynamic_cast<const MaxPool2d*>(a);
+  return nullptr;
+}
 
+}  // namespace
+
+// A ReLU beside a max pool runs as one fused op (fused_pool_relu), else a ReLU followed by a max
+// pool runs as the pool, then the ReLU (pool_before_relu). Hooks on a layer keep the written order.
 Tensor Sequential::forward(const Tensor& x) {
-  const bool swap = toggles::pool_before_relu() && !detail::forward_observed();
+  const bool rewrite = !detail::forward_observed();
+  const bool fuse = rewrite && toggles::fused_pool_relu(), swap = rewrite && toggles::pool_before_relu();
   Tensor h = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    if (swap && i + 1 < layers_.size() && dynamic_cast<const ReLU*>(layers_[i].get()) &&
-        dynamic_cast<const MaxPool2d*>(layers_[i + 1].get())) {
-      h = (*layers_[i])((*layers_[i + 1])(h));
-      ++i;
-      continue;
+    if (const MaxPool2d* pool = fuse || swap ? relu_pool_pair(layers_, i) : nullptr) {
+      if (fuse) {
+        h = functional::max_pool2d_relu(h, pool->kernel, pool->stride, pool->padding);
+        ++i;
+        continue;
+      }
+      if (dynamic_cast<const ReLU*>(layers_[i].get())) {
+        h = (*layers_[i])((*layers_[i + 1])(h));
+        ++i;
+        continue;
+      }
     }
     h = (*layers_[i])(h);
   }

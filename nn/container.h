@@ -7,11 +7,13 @@
 
 namespace mdl::nn {
 
-// Sequential runs a ReLU followed by a MaxPool2d as the pool, then the ReLU: a max commutes with
-// the non-decreasing ReLU, gradients included (the same element wins each window; a window whose
-// max is not positive passes no gradient either way; NaN propagates either way), so the ReLU and its
-// backward touch a quarter of the elements behind a 2x2 pool. Not while nn::summary observes the
-// layers' outputs. The pool_before_relu switch, on by default.
+// Sequential runs a ReLU beside a MaxPool2d (in either order) as one op, functional::
+// max_pool2d_relu: on the CPU one pass over the input with a byte per window kept for the
+// backward (the fused_pool_relu switch, on by default). With that switch off, a ReLU followed by a
+// MaxPool2d runs as the pool, then the ReLU (pool_before_relu, on by default). Both are exact: a
+// max commutes with the non-decreasing ReLU, gradients included (the same element wins each
+// window; a window whose max is not positive passes no gradient either way; NaN propagates either
+// way). Neither applies while nn::summary or a hook observes the layers' outputs.
 
 class Sequential : public Module {
  public:

@@ -20,6 +20,10 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b = Tensor());
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b = Tensor(), Pair stride = {1, 1}, Pair padding = {0, 0},
               Pair dilation = {1, 1}, int64_t groups = 1);
 Tensor max_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0} /* 0: = kernel */, Pair padding = {0, 0});
+// relu(max_pool2d(x, ...)) as one op, the same values and gradients. On the CPU, 2x2 windows at
+// stride 2 without padding run fused (kernels/pool.h: one pass, a byte per window kept for the
+// backward); other windows and devices run max_pool2d, then relu.
+Tensor max_pool2d_relu(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0});
 Tensor avg_pool2d(const Tensor& x, Pair kernel, Pair stride = {0, 0}, Pair padding = {0, 0},
                   bool count_include_pad = true);
 Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);

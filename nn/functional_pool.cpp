@@ -14,7 +14,7 @@
 
 namespace mdl::nn::functional {
 
-MDL_DIFFERENTIABLE_OPS("max_pool2d", "avg_pool2d", "adaptive_avg_pool2d");
+MDL_DIFFERENTIABLE_OPS("max_pool2d", "max_pool2d_relu", "avg_pool2d", "adaptive_avg_pool2d");
 
 using autograd::FnNode;
 using autograd::Grads;
@@ -60,6 +60,25 @@ Tensor max_pool2d(const Tensor& input, Pair kernel, Pair stride, Pair padding) {
       const Tensor idx = n.saved(0);
       Tensor gx = make_tensor(xs, t, idx.device());
       kernels::max_pool2d_backward(idx.device(), gx, as(g[0], t), idx);
+      return Grads{gx};
+    });
+    return in_format_of(x, out);
+  });
+}
+
+Tensor max_pool2d_relu(const Tensor& input, Pair kernel, Pair stride, Pair padding) {
+  const bool fused = input.defined() && input.device().is_cpu() && kernel == Pair{2, 2} &&
+                     (stride == Pair{2, 2} || stride == Pair{0, 0}) && padding == Pair{0, 0};
+  if (!fused) return relu(max_pool2d(input, kernel, stride, padding));
+  return batched_4d("max_pool2d_relu", input, [&](const Tensor& x) {
+    const kernels::Pool2dParams p = pool_params("max_pool2d_relu", x, kernel, stride, padding);
+    const Shape os = pool_out_shape(x, p);
+    Tensor out = make_tensor(os, x.dtype(), x.device()), codes = make_tensor(os, kU8, x.device());
+    kernels::max_pool2x2_relu_forward(x.device(), out, codes, x);
+    record_fn("max_pool2d_relu", {x}, {out}, {codes}, [xs = x.shape(), t = x.dtype()](const Grads& g, const FnNode& n) {
+      const Tensor codes = n.saved(0);
+      Tensor gx = make_tensor(xs, t, codes.device());
+      kernels::max_pool2x2_relu_backward(codes.device(), gx, as(g[0], t).contiguous(), codes);
       return Grads{gx};
     });
     return in_format_of(x, out);

@@ -163,6 +163,9 @@ std::vector<OpCase> op_cases() {
                }});
   auto image = [](Generator& g) { return Tensors{U(g, {2, 3, 6, 6})}; };
   c.push_back({"max_pool2d 2x2", image, [](const Tensors& x) { return Tensors{F::max_pool2d(x[0], {2, 2})}; }});
+  c.push_back({"max_pool2d_relu 2x2", image, [](const Tensors& x) {
+                 return Tensors{F::max_pool2d_relu(x[0], {2, 2})};
+               }});
   c.push_back({"avg_pool2d 3x3, stride 2, padding 1", image, [](const Tensors& x) {
                  return Tensors{F::avg_pool2d(x[0], {3, 3}, {2, 2}, {1, 1})};
                }});

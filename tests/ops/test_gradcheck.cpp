@@ -377,6 +377,12 @@ void add_nn_ops(std::vector<Entry>& t, Maker& m) {
                [](const V& v) {
                  return F::max_pool2d(transpose(v[0], 2, 3), {3, 3}, {2, 2}, {1, 1});
                }});
+  t.push_back({"max_pool2d_relu",
+               "2x2, odd width, windows on both sides of zero, transposed",
+               {m.spaced({1, 2, 5, 4}, -1.95, 0.1)},
+               [](const V& v) {
+                 return F::max_pool2d_relu(transpose(v[0], 2, 3), {2, 2});
+               }});
   t.push_back(
       {"avg_pool2d", "3x3 stride 2 padding 1, pads excluded, transposed", {m.uniform({1, 2, 5, 5})}, [](const V& v) {
          return F::avg_pool2d(transpose(v[0], 2, 3), {3, 3}, {2, 2}, {1, 1}, false);
