@@ -159,8 +159,8 @@ profiler::CpuCeilings measure_cpu_ceilings(const ProbeOptions& o) {
     if (chains.available()) (chains.bf16 ? c.bf16_dot : c.f32_fma).push_back({chains.isa, peak_gflops(chains.isa, o)});
   c.llc_bytes = last_level_cache_bytes();
   c.l2_bytes = l2_cache_bytes();
-  // Three arrays of 4/3 of the last-level cache each (at most 2 GiB in all); three filling half of L2.
-  c.memory_gbs = triad_gbs(std::min(4 * c.llc_bytes / 3, (int64_t(2) << 30) / 3) / 64 * 64, false, o);
+  // Three arrays of 4/3 of the last-level cache each (at most 128 MiB each); three filling half of L2.
+  c.memory_gbs = triad_gbs(profiler::memory_triad_bytes(c.llc_bytes), false, o);
   c.l2_gbs = triad_gbs(c.l2_bytes / 6 / 64 * 64, true, o);
   return c;
 }

@@ -1,6 +1,6 @@
 // The CPU's roofline ceilings, measured here and now: the f32 FMA peak of each instruction set the
 // CPU has (AVX2+FMA, AVX-512F), the bf16 dot-product peak (AVX512-BF16, AMX) where it has one, and
-// the triad bandwidth of memory (over 4x the last-level cache) and of L2. Every loop runs on mdl's
+// the triad bandwidth of memory (over 4x the last-level cache, at most 384 MiB) and of L2. Every loop runs on mdl's
 // compute threads (parallel_for, get_num_threads()); each ceiling is the best of a few timed tries.
 #pragma once
 #include "profiler/roofline.h"

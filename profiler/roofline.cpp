@@ -211,14 +211,16 @@ std::string default_ceilings_path() {
   return ((ec || exe.empty() ? std::filesystem::current_path() : exe.parent_path()) / "roofline.json").string();
 }
 
+int64_t memory_triad_bytes(int64_t llc_bytes) { return std::min(4 * llc_bytes / 3, int64_t(128) << 20) / 64 * 64; }
+
 std::string ceilings_table(const Ceilings& c) {
   std::vector<std::pair<std::string, std::string>> rows;
   const CpuCeilings& cpu = c.cpu;
   for (const Rate& r : cpu.f32_fma) rows.push_back({"CPU f32 FMA, " + r.name, fixed(r.value, 1) + " GFLOP/s"});
   if (cpu.bf16_dot.empty()) rows.push_back({"CPU bf16 dot (avx512-bf16, amx-bf16)", "not available"});
   for (const Rate& r : cpu.bf16_dot) rows.push_back({"CPU bf16 dot, " + r.name, fixed(r.value, 1) + " GFLOP/s"});
-  rows.push_back(
-      {"CPU memory (triad over " + bytes_label(4 * cpu.llc_bytes) + ")", fixed(cpu.memory_gbs, 1) + " GB/s"});
+  rows.push_back({"CPU memory (triad over " + bytes_label(3 * memory_triad_bytes(cpu.llc_bytes)) + ")",
+                  fixed(cpu.memory_gbs, 1) + " GB/s"});
   rows.push_back({"CPU L2 (triad in " + bytes_label(cpu.l2_bytes / 2) + " per core)", fixed(cpu.l2_gbs, 1) + " GB/s"});
   if (cpu.memory_gbs > 0)
     rows.push_back({"CPU ridge point (f32)", fixed(cpu.f32_peak() / cpu.memory_gbs, 2) + " FLOP/B"});

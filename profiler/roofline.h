@@ -27,7 +27,7 @@ struct CpuCeilings {
   int threads = 0;                 // mdl's compute threads (parallel_for) during the measurement
   std::vector<Rate> f32_fma;       // GFLOP/s per instruction set: "avx2-fma", "avx512f"
   std::vector<Rate> bf16_dot;      // GFLOP/s: "avx512-bf16" (vdpbf16ps), "amx-bf16"; empty: not available
-  double memory_gbs = 0;           // the triad a[i] = b[i] + s*c[i] over 4x the last-level cache
+  double memory_gbs = 0;           // the triad a[i] = b[i] + s*c[i] over arrays of memory_triad_bytes
   double l2_gbs = 0;               // the same triad within each core's L2
   int64_t llc_bytes = 0, l2_bytes = 0;
 
@@ -35,6 +35,11 @@ struct CpuCeilings {
   double bf16_peak() const;  // the highest of bf16_dot (0 when none)
   bool operator==(const CpuCeilings&) const = default;
 };
+
+// Each of the memory triad's three arrays: 4/3 of the last-level cache, at most 128 MiB. A virtual
+// machine may report its host's whole L3 (508 MiB on a 2-core Zen 5 slice whose cores reach one
+// 32 MiB CCD); three 128 MiB arrays stream from memory on every CPU measured so far.
+int64_t memory_triad_bytes(int64_t llc_bytes);
 
 // Measured through mdl's own ops: large cuBLAS matmuls and a large device copy.
 struct GpuCeilings {

@@ -155,8 +155,9 @@ TEST_CASE("roofline: a large GEMM is compute-bound at its exact intensity, withi
 TEST_CASE("roofline: a large add is memory-bound at 1/12 FLOP per byte, within (0, 110]% of the bound") {
   const profiler::Ceilings& ceilings = measured_one_thread();
   OneThread one;
-  // Three f32 arrays of 4/3 of the last-level cache each: the add streams from memory, as the triad did.
-  const int64_t n = std::max<int64_t>(4 * ceilings.cpu.llc_bytes / 3 / 4, int64_t(1) << 22), calls = 2;
+  // Three f32 arrays of the memory triad's size: the add streams from memory, as the triad did.
+  const int64_t n = std::max<int64_t>(profiler::memory_triad_bytes(ceilings.cpu.llc_bytes) / 4, int64_t(1) << 22),
+                calls = 2;
   const Tensor a = full({n}, 1.0), b = full({n}, 2.0);
   Tensor c = a + b;  // warm-up: the output's pages are touched once
   c = Tensor();
