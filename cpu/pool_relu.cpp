@@ -4,10 +4,11 @@
 // indices, and no separate ReLU pass forward or backward. The backward writes each input gradient
 // once, the window's gradient at its winner and +0 elsewhere: no zeroed plane, no scatter, no
 // rounding (the values are copied). Threads split the (n, c) planes. f32 and bf16 planes with
-// unit-stride rows run on AVX-512 where the GEMM does (cpu/pool_relu_avx512.cpp); the rest run the
-// loops here: max pool's visiting order and NaN rule (a later candidate wins when greater, or
-// NaN), then relu's (NaN stays NaN).
+// unit-stride rows run on AVX-512 where the GEMM does (cpu/pool_relu_avx512.cpp); other f32 planes
+// take 128-bit vectors, the rest plain loops: max pool's visiting order and NaN rule (a later
+// candidate wins when greater, or NaN), then relu's (NaN stays NaN).
 #include <algorithm>
+#include <cstring>
 #include <type_traits>
 
 #include "cpu/gemm.h"
@@ -20,28 +21,94 @@ namespace mdl::cpu {
 
 namespace {
 
-// One plane: x's rows at stride s2 and columns at stride s3; out and codes (Ho, Wo) contiguous.
-template <class T>
-void forward_plane(const T* x, int64_t s2, int64_t s3, int64_t Ho, int64_t Wo, T* out, uint8_t* codes) {
+// The codes of a row pass through 32-bit lanes in blocks of kBlock windows: a loop that stores
+// bytes is vectorised 16 windows at a time, so rows of 14 and 7 windows would run scalar, and its
+// selects become branches that random data mispredicts.
+constexpr int64_t kBlock = 64;
+
+// One plane: x's rows at stride s2 and columns at stride s3 (1 when kUnitColumns, so that the
+// compiler can vectorise the row); out and codes (Ho, Wo) contiguous.
+template <class T, bool kUnitColumns>
+void forward_plane(const T* x, int64_t s2, int64_t column_stride, int64_t Ho, int64_t Wo, T* out, uint8_t* codes) {
   using A = acc_t<T>;
+  const int64_t s3 = kUnitColumns ? 1 : column_stride;
+  int32_t place[kBlock];
+  for (int64_t oh = 0; oh < Ho; ++oh)
+    for (int64_t ow0 = 0; ow0 < Wo; ow0 += kBlock) {
+      const int64_t n = std::min(kBlock, Wo - ow0);
+      const T* r0 = x + 2 * oh * s2 + 2 * ow0 * s3;
+      const T* r1 = r0 + s2;
+      T* o = out + oh * Wo + ow0;
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t w = 2 * j * s3;
+        A best = A(r0[w]);
+        int32_t at = 0;
+        auto visit = [&](A v, int32_t k) {
+          const bool take = (v > best) | (v != v);
+          best = take ? v : best;
+          at = take ? k : at;
+        };
+        visit(A(r0[w + s3]), 1);
+        visit(A(r1[w]), 2);
+        visit(A(r1[w + s3]), 3);
+        const bool pass = !(best <= A(0));  // > 0, or NaN
+        o[j] = pass ? T(best) : T(A(0));
+        place[j] = pass ? at : kernels::kPoolReluBlocked;
+      }
+      for (int64_t j = 0; j < n; ++j) codes[oh * Wo + ow0 + j] = uint8_t(place[j]);
+    }
+}
+
+using f4 = float __attribute__((vector_size(16)));
+using i4 = int32_t __attribute__((vector_size(16)));
+
+f4 load4(const float* p) {
+  f4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// An f32 plane with unit-stride rows, 4 windows a step in 128-bit vectors (every x86-64 CPU has
+// them): the same visiting order, NaN rule and ReLU as forward_plane. A row's last 1-3 windows go
+// through zero-padded copies, so no window runs scalar.
+void forward_plane_f4(const float* x, int64_t s2, int64_t Ho, int64_t Wo, float* out, uint8_t* codes) {
+  const f4 zero = {0, 0, 0, 0};
+  const i4 blocked = {kernels::kPoolReluBlocked, kernels::kPoolReluBlocked, kernels::kPoolReluBlocked,
+                      kernels::kPoolReluBlocked};
+  // Windows j..j+3 from 8 values of each row: out and codes of n <= 4 of them.
+  auto step = [&](const float* r0, const float* r1, int64_t n, float* o, uint8_t* c) {
+    const f4 a = load4(r0), b = load4(r0 + 4), d0 = load4(r1), d1 = load4(r1 + 4);
+    f4 best = __builtin_shufflevector(a, b, 0, 2, 4, 6);
+    i4 at = {0, 0, 0, 0};
+    auto visit = [&](f4 v, int32_t k) {
+      const i4 take = (v > best) | (v != v);
+      best = take ? v : best;
+      at = take ? i4{k, k, k, k} : at;
+    };
+    visit(__builtin_shufflevector(a, b, 1, 3, 5, 7), 1);
+    visit(__builtin_shufflevector(d0, d1, 0, 2, 4, 6), 2);
+    visit(__builtin_shufflevector(d0, d1, 1, 3, 5, 7), 3);
+    const i4 pass = ~(best <= zero);  // > 0, or NaN
+    const f4 v = pass ? best : zero;
+    const i4 k = pass ? at : blocked;
+    if (n == 4) {
+      std::memcpy(o, &v, sizeof v);
+      for (int j = 0; j < 4; ++j) c[j] = uint8_t(k[j]);
+      return;
+    }
+    for (int64_t j = 0; j < n; ++j) o[j] = v[j], c[j] = uint8_t(k[j]);
+  };
   for (int64_t oh = 0; oh < Ho; ++oh) {
-    const T* r0 = x + 2 * oh * s2;
-    const T* r1 = r0 + s2;
-    for (int64_t ow = 0; ow < Wo; ++ow) {
-      const int64_t w = 2 * ow * s3;
-      A best = A(r0[w]);
-      uint8_t place = 0;
-      auto visit = [&](A v, uint8_t at) {
-        const bool take = (v > best) | (v != v);
-        best = take ? v : best;
-        place = take ? at : place;
-      };
-      visit(A(r0[w + s3]), 1);
-      visit(A(r1[w]), 2);
-      visit(A(r1[w + s3]), 3);
-      const bool pass = !(best <= A(0));  // > 0, or NaN
-      out[oh * Wo + ow] = pass ? T(best) : T(A(0));
-      codes[oh * Wo + ow] = pass ? place : kernels::kPoolReluBlocked;
+    const float* r0 = x + 2 * oh * s2;
+    const float* r1 = r0 + s2;
+    int64_t ow = 0;
+    for (; ow + 4 <= Wo; ow += 4) step(r0 + 2 * ow, r1 + 2 * ow, 4, out + oh * Wo + ow, codes + oh * Wo + ow);
+    if (ow < Wo) {
+      const int64_t n = Wo - ow;
+      float p0[8] = {}, p1[8] = {};
+      std::memcpy(p0, r0 + 2 * ow, size_t(2 * n) * sizeof(float));
+      std::memcpy(p1, r1 + 2 * ow, size_t(2 * n) * sizeof(float));
+      step(p0, p1, n, out + oh * Wo + ow, codes + oh * Wo + ow);
     }
   }
 }
@@ -51,20 +118,63 @@ template <class T>
 void backward_plane(const T* g, const uint8_t* codes, int64_t H, int64_t W, int64_t Ho, int64_t Wo, T* gx) {
   using A = acc_t<T>;
   const T zero = T(A(0));
+  int32_t place[kBlock];
   for (int64_t oh = 0; oh < Ho; ++oh) {
-    T* d0 = gx + 2 * oh * W;
-    T* d1 = d0 + W;
-    for (int64_t ow = 0; ow < Wo; ++ow) {
-      const T v = T(A(g[oh * Wo + ow]) + A(0));  // -0 as +0, as a sum into a zeroed plane gives it
-      const uint8_t c = codes[oh * Wo + ow];
-      d0[2 * ow] = c == 0 ? v : zero;
-      d0[2 * ow + 1] = c == 1 ? v : zero;
-      d1[2 * ow] = c == 2 ? v : zero;
-      d1[2 * ow + 1] = c == 3 ? v : zero;
+    for (int64_t ow0 = 0; ow0 < Wo; ow0 += kBlock) {
+      const int64_t n = std::min(kBlock, Wo - ow0);
+      for (int64_t j = 0; j < n; ++j) place[j] = codes[oh * Wo + ow0 + j];
+      T* d0 = gx + 2 * oh * W + 2 * ow0;
+      T* d1 = d0 + W;
+      const T* gr = g + oh * Wo + ow0;
+      for (int64_t j = 0; j < n; ++j) {
+        const T v = T(A(gr[j]) + A(0));  // -0 as +0, as a sum into a zeroed plane gives it
+        const int32_t c = place[j];
+        d0[2 * j] = c == 0 ? v : zero;
+        d0[2 * j + 1] = c == 1 ? v : zero;
+        d1[2 * j] = c == 2 ? v : zero;
+        d1[2 * j + 1] = c == 3 ? v : zero;
+      }
     }
-    if (W % 2) d0[W - 1] = d1[W - 1] = zero;
+    if (W % 2) gx[(2 * oh + 1) * W - 1] = gx[(2 * oh + 2) * W - 1] = zero;
   }
   if (H % 2) std::fill(gx + (H - 1) * W, gx + H * W, zero);
+}
+
+// backward_plane for f32 with 128-bit vectors: 4 windows a step, each input row's pairs
+// interleaved from two vectors; a row's last 1-3 windows through padded copies.
+void backward_plane_f4(const float* g, const uint8_t* codes, int64_t H, int64_t W, int64_t Ho, int64_t Wo, float* gx) {
+  const f4 zero = {0, 0, 0, 0};
+  // n <= 4 windows from gr and cb: 2n values of each input row to d0 and d1.
+  auto step = [&](const float* gr, const uint8_t* cb, int64_t n, float* d0, float* d1) {
+    f4 v;
+    i4 c;
+    if (n == 4) {
+      v = load4(gr);
+      c = i4{cb[0], cb[1], cb[2], cb[3]};
+    } else {
+      v = zero;
+      c = i4{0, 0, 0, 0};
+      for (int64_t j = 0; j < n; ++j) v[j] = gr[j], c[j] = cb[j];
+    }
+    v += zero;  // -0 as +0, as a sum into a zeroed plane gives it
+    const f4 p0 = c == 0 ? v : zero, p1 = c == 1 ? v : zero, p2 = c == 2 ? v : zero, p3 = c == 3 ? v : zero;
+    const f4 rows[2][2] = {{__builtin_shufflevector(p0, p1, 0, 4, 1, 5), __builtin_shufflevector(p0, p1, 2, 6, 3, 7)},
+                           {__builtin_shufflevector(p2, p3, 0, 4, 1, 5), __builtin_shufflevector(p2, p3, 2, 6, 3, 7)}};
+    if (n == 4) {
+      std::memcpy(d0, rows[0], 2 * sizeof(f4));
+      std::memcpy(d1, rows[1], 2 * sizeof(f4));
+      return;
+    }
+    for (int64_t j = 0; j < 2 * n; ++j) d0[j] = rows[0][j / 4][j % 4], d1[j] = rows[1][j / 4][j % 4];
+  };
+  for (int64_t oh = 0; oh < Ho; ++oh) {
+    float* d0 = gx + 2 * oh * W;
+    float* d1 = d0 + W;
+    for (int64_t ow = 0; ow < Wo; ow += 4)
+      step(g + oh * Wo + ow, codes + oh * Wo + ow, std::min<int64_t>(4, Wo - ow), d0 + 2 * ow, d1 + 2 * ow);
+    if (W % 2) d0[W - 1] = d1[W - 1] = 0.0f;
+  }
+  if (H % 2) std::fill(gx + (H - 1) * W, gx + H * W, 0.0f);
 }
 
 // Calls f(q) for each of `planes` planes, threaded; work: the cost of one plane.
@@ -94,12 +204,14 @@ void max_pool2x2_relu_forward(const Tensor& out, const Tensor& codes, const Tens
       uint8_t* cq = cp + q * plane;
       if constexpr (std::is_same_v<T, float>) {
         if (wide) return detail::max_pool_2x2_relu_plane_avx512(xq, s2, Ho, Wo, oq, cq);
+        if (s3 == 1) return forward_plane_f4(xq, s2, Ho, Wo, oq, cq);
       } else if constexpr (std::is_same_v<T, BFloat16>) {
         if (wide)
           return detail::max_pool_2x2_relu_plane_avx512(reinterpret_cast<const uint16_t*>(xq), s2, Ho, Wo,
                                                         reinterpret_cast<uint16_t*>(oq), cq);
       }
-      forward_plane(xq, s2, s3, Ho, Wo, oq, cq);
+      if (s3 == 1) forward_plane<T, true>(xq, s2, 1, Ho, Wo, oq, cq);
+      else forward_plane<T, false>(xq, s2, s3, Ho, Wo, oq, cq);
     });
   });
 }
@@ -118,6 +230,7 @@ void max_pool2x2_relu_backward(const Tensor& gx, const Tensor& go, const Tensor&
       T* dq = dp + q * H * W;
       if constexpr (std::is_same_v<T, float>) {
         if (wide) return detail::max_pool_2x2_relu_backward_plane_avx512(gq, cq, H, W, Ho, Wo, dq);
+        return backward_plane_f4(gq, cq, H, W, Ho, Wo, dq);
       } else if constexpr (std::is_same_v<T, BFloat16>) {
         if (wide)
           return detail::max_pool_2x2_relu_backward_plane_avx512(reinterpret_cast<const uint16_t*>(gq), cq, H, W, Ho,
