@@ -2,6 +2,7 @@
 #include "nn/container.h"
 
 #include <atomic>
+#include <typeinfo>
 
 #include "nn/functional.h"
 #include "nn/layers.h"
@@ -22,20 +23,27 @@ void Sequential::push_back(const std::string& name, ModulePtr m) {
 
 namespace {
 
-// The max pool of a ReLU and a MaxPool2d at layers i and i + 1, in either order; else null.
+// The max pool of a ReLU and a MaxPool2d at layers i and i + 1, in either order; else null. Exact
+// types: a subclass may override forward, which the fused op would skip.
+template <class M>
+const M* exactly(const Module* m) {
+  return m && typeid(*m) == typeid(M) ? static_cast<const M*>(m) : nullptr;
+}
+
 const MaxPool2d* relu_pool_pair(const std::vector<ModulePtr>& layers, size_t i) {
   if (i + 1 >= layers.size()) return nullptr;
   const Module* a = layers[i].get();
   const Module* b = layers[i + 1].get();
-  if (dynamic_cast<const ReLU*>(a)) return dynamic_cast<const MaxPool2d*>(b);
-  if (dynamic_cast<const ReLU*>(b)) return dynamic_cast<const MaxPool2d*>(a);
+  if (exactly<ReLU>(a)) return exactly<MaxPool2d>(b);
+  if (exactly<ReLU>(b)) return exactly<MaxPool2d>(a);
   return nullptr;
 }
 
 }  // namespace
 
 // A ReLU beside a max pool runs as one fused op (fused_pool_relu), else a ReLU followed by a max
-// pool runs as the pool, then the ReLU (pool_before_relu). Hooks on a layer keep the written order.
+// pool runs as the pool, then the ReLU (pool_before_relu). While an observer sees each layer's
+// output (nn::summary), the layers run as written.
 Tensor Sequential::forward(const Tensor& x) {
   const bool rewrite = !detail::forward_observed();
   const bool fuse = rewrite && toggles::fused_pool_relu(), swap = rewrite && toggles::pool_before_relu();
@@ -47,7 +55,7 @@ Tensor Sequential::forward(const Tensor& x) {
         ++i;
         continue;
       }
-      if (dynamic_cast<const ReLU*>(layers_[i].get())) {
+      if (exactly<ReLU>(layers_[i].get())) {
         h = (*layers_[i])((*layers_[i + 1])(h));
         ++i;
         continue;

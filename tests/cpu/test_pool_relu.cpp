@@ -185,3 +185,19 @@ TEST_CASE("max_pool2d_relu: nn::Sequential fuses a ReLU beside a 2x2 max pool, w
     }
   }
 }
+
+TEST_CASE("max_pool2d_relu: nn::Sequential leaves a subclass of ReLU or MaxPool2d to its own forward") {
+  using profiler_test::find_all;
+  struct DoubledReLU : nn::ReLU {
+    Tensor forward(const Tensor& x) override { return relu(x) * 2.0; }
+  };
+  Generator gen(12);
+  const Tensor x = randn({2, 3, 6, 6}, kF32, &gen);
+  nn::Sequential block{std::make_shared<DoubledReLU>(), std::make_shared<nn::MaxPool2d>(2)};
+  toggles::Scoped fused(toggles::Toggle::fused_pool_relu, true);
+  profiler::Session prof({.memory = false});
+  const Tensor y = block(x);
+  prof.stop();
+  CHECK(find_all(prof, "max_pool2x2_relu", profiler::EventKind::Kernel).empty());
+  CHECK(same_bits(y, F::max_pool2d(relu(x) * 2.0, {2, 2})));
+}
