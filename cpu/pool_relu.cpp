@@ -14,6 +14,7 @@
 #include "cpu/gemm.h"
 #include "cpu/kernels.h"
 #include "cpu/pool_relu_rows.h"
+#include "cpu/vec4.h"
 #include "kernels/pool.h"
 #include "tensor/parallel.h"
 
@@ -59,14 +60,10 @@ void forward_plane(const T* x, int64_t s2, int64_t column_stride, int64_t Ho, in
     }
 }
 
-using f4 = float __attribute__((vector_size(16)));
+using vec4::f4;
+using vec4::load4;
+using vec4::store4;
 using i4 = int32_t __attribute__((vector_size(16)));
-
-f4 load4(const float* p) {
-  f4 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
 
 // An f32 plane with unit-stride rows, 4 windows a step in 128-bit vectors (every x86-64 CPU has
 // them): the same visiting order, NaN rule and ReLU as forward_plane. A row's last 1-3 windows go
@@ -92,7 +89,7 @@ void forward_plane_f4(const float* x, int64_t s2, int64_t Ho, int64_t Wo, float*
     const f4 v = pass ? best : zero;
     const i4 k = pass ? at : blocked;
     if (n == 4) {
-      std::memcpy(o, &v, sizeof v);
+      store4(o, v);
       for (int j = 0; j < 4; ++j) c[j] = uint8_t(k[j]);
       return;
     }
