@@ -395,8 +395,9 @@ run-tests: tests
 # Each example at a tiny size (seconds): its exit status and the lines it must print.
 run-examples: examples
 	tests/run_examples.sh $(BUILD)/examples
-# mdl-study at a tiny size (the MLP on 256 images, one epoch, one seed: about 25 s on 2 cores): its
-# report, and the table of AMP's price in accuracy checked cell by cell.
+# The GPU study's plan (tools/gpu_study.sh) on the CPU at a tiny size (the MLP on 256 images, one
+# epoch, two seeds: about 15-30 s on 2 cores): its report's tables, charts and summary, and the table
+# of AMP's price in accuracy checked cell by cell.
 run-study-check: $(BUILD)/mdl-study
 	tests/run_study.sh $(BUILD)/mdl-study
 
@@ -452,13 +453,14 @@ run-bench-dist: $(BUILD)/bench/bench_dist
 	  $(BUILD)/bench/bench_dist --benchmark_out=$(BUILD)/bench/results/bench_dist.json --benchmark_out_format=json $(BENCH_ARGS)
 
 # The optimization study on Fashion-MNIST, in memory and decoded from PNG files: reports/study.md
-# (time tables, and AMP's error against f32), CSV logs and PNG plots. STUDY_DATA, STUDY_EPOCHS,
-# STUDY_SUBSET, STUDY_MODELS, STUDY_DECODED_MODELS, STUDY_SEEDS, STUDY_TARGET, STUDY_DECODED_TARGET,
-# STUDY_DEVICES, STUDY_OUT scale and steer it (tools/mdl-study.cpp).
+# (time tables, and AMP's error against f32), reports/study/summary.csv (which make gpu-bundle carries
+# for the GPU half to set beside its own), CSV logs and PNG plots. STUDY_DATA, STUDY_EPOCHS,
+# STUDY_SUBSET, STUDY_MODELS, STUDY_DECODED_MODELS, STUDY_ROWS, STUDY_SEEDS, STUDY_TARGET,
+# STUDY_DEVICES, STUDY_OUT and the rest tools/mdl-study.cpp lists scale and steer it.
 study: $(DEPS_STAMP)
 	$(MAKE) run-study
 run-study: $(BUILD)/mdl-study
-	$(BUILD)/mdl-study
+	STUDY_COMMIT=$${STUDY_COMMIT:-$$(git describe --always --dirty 2>/dev/null || echo unknown)} $(BUILD)/mdl-study
 
 # The machine's roofline ceilings, measured once (under 30 s) into $(BUILD)/roofline.json, where
 # mdl-train --profile reads them; later runs print them again. ROOFLINE_ARGS=--refresh measures anew.

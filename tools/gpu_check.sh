@@ -49,30 +49,13 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>
 
 # cuDNN and NCCL may live only in python's nvidia-* wheels (PyTorch's). A build is then told their
 # folders (CUDNN_HOME=, NCCL_HOME=); the bundle's binaries get the wheel's library folder in
-# LD_LIBRARY_PATH for each library neither the system nor the bundle's lib/ has.
-wheel_file() {  # wheel_file NAME: the first file called NAME among python's nvidia packages
-  python3 - "$1" <<'PY' 2>/dev/null
-import pathlib, sys
-try:
-    import nvidia
-except ImportError:
-    sys.exit(0)
-for root in nvidia.__path__:
-    for f in sorted(pathlib.Path(root).rglob(sys.argv[1])):
-        print(f)
-        sys.exit(0)
-PY
-}
+# LD_LIBRARY_PATH (gpu_libs.sh).
+. "$HERE/gpu_libs.sh"
 
 if [ $BUNDLE = 1 ]; then
   B=bin BENCH=bin/bench_cuda
-  export LD_LIBRARY_PATH="$HERE/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  for lib in $(ldd bin/* | awk '/not found/ { print $1 }' | sort -u); do
-    f=$(wheel_file "$lib")
-    [ -n "$f" ] && LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$f")"
-  done
-  missing=$(ldd bin/* | awk '/not found/ { print $1 }' | sort -u | tr '\n' ' ')
-  echo "== bundle: $HERE${missing:+; libraries not found: $missing}"
+  bundle_library_path "$HERE"
+  echo "== bundle: $HERE${MISSING_LIBS:+; libraries not found: $MISSING_LIBS}"
 else
   CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
   declare -a HOMES

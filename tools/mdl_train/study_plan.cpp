@@ -1,0 +1,280 @@
+// mdl-study's rows, settings and run order, and the time estimate a dry run prints.
+#include "tools/mdl_train/study_plan.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <tuple>
+
+#include "data/idx.h"
+#include "tensor/device.h"
+
+namespace mdl::train {
+
+namespace {
+
+void amp(TrainOptions& o) { o.amp = "f16"; }
+void amp_bf16(TrainOptions& o) { o.amp = "bf16"; }
+void l2(TrainOptions& o) { o.l2 = 1e-4; }
+void accum(TrainOptions& o) { o.grad_accum = 4; }
+void separable(TrainOptions& o) {
+  if (o.model == "cnn") o.model = "cnn-separable";
+}
+bool conv_model(const std::string& model) { return model != "mlp" && model != "vit" && model != "gpt"; }
+void channels_last(TrainOptions& o) {
+  if (conv_model(o.model)) o.channels_last = true;
+}
+void cuda_graph(TrainOptions& o) {
+  if (o.device != "cpu") o.cuda_graph = true;
+}
+// Pinned batches need a loader thread to copy them ahead; on the CPU there is nothing to copy.
+void pin(TrainOptions& o) { o.pin_memory = true, o.workers = std::max<int64_t>(o.workers, 1), o.prefetch = 4; }
+void pin_on_gpu(TrainOptions& o) {
+  if (o.device != "cpu") pin(o);
+}
+// mdl-train's loader for a GPU run (options.h): several threads, several batches ahead, pinned.
+void gpu_loader(TrainOptions& o) {
+  o.workers = kGpuLoaderWorkers, o.prefetch = kGpuLoaderPrefetch;
+  pin_on_gpu(o);
+}
+
+const char* kAmp = "autocast f16 with a dynamic loss scaler";
+const char* kAmpBf16 = "autocast bf16 (no loss scaler)";
+const char* kChannelsLast = "conv weights and batches channels-last (NHWC)";
+const char* kGraph = "the training step captured once as a CUDA Graph and replayed";
+const char* kLoader = "4 loader threads, 8 batches ahead, pinned memory (mdl-train's GPU loader)";
+const char* kPin = "batches in page-locked memory, copied ahead on a side stream (1 loader thread, 4 ahead)";
+
+std::vector<std::string> split_list(const std::string& list) {
+  std::vector<std::string> out;
+  for (size_t a = 0; a <= list.size();) {
+    size_t b = list.find(',', a);
+    if (b == std::string::npos) b = list.size();
+    if (b > a) out.push_back(list.substr(a, b - a));
+    a = b + 1;
+  }
+  return out;
+}
+
+std::string env_string(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? v : fallback;
+}
+
+int64_t parse_count(const std::string& name, const std::string& v) {
+  char* end = nullptr;
+  const long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end || n < 0)
+    throw UsageError("mdl-study: " + name + " must be a non-negative integer, got '" + v + "'");
+  return n;
+}
+
+int64_t env_int(const char* name, int64_t fallback) {
+  const std::string v = env_string(name, "");
+  return v.empty() ? fallback : parse_count(name, v);
+}
+
+bool env_flag(const char* name) {
+  const std::string v = env_string(name, "0");
+  if (v != "0" && v != "1") throw UsageError(std::string("mdl-study: ") + name + " is 0 or 1, got '" + v + "'");
+  return v == "1";
+}
+
+// Assumed milliseconds of one f32 training step of 128 samples; a dry run's estimate uses them where
+// no earlier summary has the row. GPU: bench_cuda and mdl-train on an H100 (bench/log/2026-11-27-
+// nvidia-h100.md; ResNet-18 there at 32x32, scaled to 28x28; the ViT not measured: a guess from the
+// GPT step). CPU: mdl-train on a 2-core Zen 5 (bench/log/2026-11-29-amd-zen5.md).
+double assumed_step_ms(bool cuda, const std::string& model) {
+  struct Cost {
+    const char* model;
+    double cpu, cuda;
+  };
+  static const Cost costs[] = {
+      {"mlp", 1.0, 0.4},       {"cnn", 16, 1.1},       {"cnn-separable", 18, 1.2}, {"vit", 31, 4},
+      {"resnet18", 420, 12.5}, {"resnet50", 1400, 35}, {"efficientnet", 600, 20},  {"efficientnetv2", 600, 20}};
+  for (const Cost& c : costs)
+    if (model == c.model) return cuda ? c.cuda : c.cpu;
+  return cuda ? 20 : 500;
+}
+// Decoding and augmenting one 28x28 PNG in the training thread (mdl-study's png set on a Zen 5).
+constexpr double kDecodeMicroseconds = 30;
+constexpr double kStartSeconds = 2;  // model set-up, the first epoch's warm-up, writing the log
+constexpr int64_t kValidationSamples = 10000;
+
+}  // namespace
+
+std::vector<StudyConfig> memory_configs() {
+  auto cache = [](TrainOptions& o) { o.cache = "memory", o.prefetch = 4, o.workers = 1; };
+  auto cosine = [](TrainOptions& o) { o.schedule = "cosine"; };
+  return {
+      {"baseline", "f32, no cache, no prefetch, data loaded in the training thread", [](TrainOptions&) {}},
+      {"+cache+prefetch", "memory cache, 1 loader thread, 4 batches prefetched", cache},
+      {"+loader", kLoader, gpu_loader, false, false, true},
+      {"+amp", kAmp, amp},
+      {"+amp-bf16", kAmpBf16, amp_bf16},
+      {"+channels-last", kChannelsLast, channels_last, false, true},
+      {"+cuda-graph", kGraph, cuda_graph, false, false, true},
+      {"+l2", "L2 penalty 1e-4 on the dense layers' weights", l2, false, false, false, Expect::Nothing},
+      {"+grad-accum", "each batch of 128 as 4 accumulated micro-batches of 32", accum, false, false, false,
+       Expect::LessMemory},
+      {"+cosine", "cosine learning-rate schedule over the run", cosine, false, false, false, Expect::Nothing},
+      {"+separable", "a lighter architecture: the 32->64 conv depthwise separable (cnn only)", separable, true},
+      {"+pin-memory", kPin, pin, false, false, true},
+      {"all", "every optimization above together (f16 for AMP)",
+       [=](TrainOptions& o) {
+         cache(o), amp(o), channels_last(o), cuda_graph(o), l2(o), accum(o), cosine(o), separable(o), pin_on_gpu(o);
+       }},
+  };
+}
+
+// Every row augments (random crop, flip), after any cache; a file-cache run starts from an empty cache.
+std::vector<StudyConfig> pipeline_configs() {
+  auto prefetch = [](TrainOptions& o) { o.workers = 1, o.prefetch = 4; };
+  auto workers = [](TrainOptions& o) { o.workers = 2, o.prefetch = 4; };
+  auto memory = [](TrainOptions& o) { o.cache = "memory"; };
+  auto file = [](TrainOptions& o) { o.cache = "file"; };
+  return {
+      {"baseline", "f32; each batch read, decoded and augmented in the training thread", [](TrainOptions&) {}},
+      {"+prefetch", "1 loader thread, 4 batches ahead of the training step", prefetch},
+      {"+workers", "2 loader threads, 4 batches ahead", workers},
+      {"+loader", kLoader, gpu_loader, false, false, true},
+      {"+cache-memory", "decoded images kept in memory after epoch 1 (augmented afresh each epoch); no loader thread",
+       memory},
+      {"+cache-file", "decoded images written to a cache file in epoch 1, read back after; no loader thread", file},
+      {"+amp", kAmp, amp},
+      {"+amp-bf16", kAmpBf16, amp_bf16},
+      {"+channels-last", kChannelsLast, channels_last, false, true},
+      {"+cuda-graph", kGraph, cuda_graph, false, false, true},
+      {"+l2", "L2 penalty 1e-4 on the dense layers' weights", l2, false, false, false, Expect::Nothing},
+      {"+grad-accum", "each batch of 128 as 4 accumulated micro-batches of 32", accum, false, false, false,
+       Expect::LessMemory},
+      {"+separable", "a lighter architecture: the 32->64 conv depthwise separable (cnn only)", separable, true},
+      {"+pin-memory", kPin, pin, false, false, true},
+      {"all", "loader threads, memory cache and every training-step optimization above (f16 for AMP)",
+       [=](TrainOptions& o) {
+         workers(o), memory(o), amp(o), channels_last(o), cuda_graph(o), l2(o), accum(o), separable(o);
+         if (o.device != "cpu") gpu_loader(o);
+       }},
+  };
+}
+
+bool config_applies(const StudyConfig& c, const std::string& model, const std::string& device) {
+  return !(c.cnn_only && model != "cnn") && !(c.conv_only && !conv_model(model)) && !(c.cuda_only && device == "cpu");
+}
+
+int64_t Targets::for_model(const std::string& model) const {
+  const auto it = per_model.find(model);
+  return it == per_model.end() ? fallback : it->second;
+}
+
+std::string Targets::str() const {
+  std::string s = std::to_string(fallback) + "%";
+  for (const auto& [model, t] : per_model) s += ", " + model + " " + std::to_string(t) + "%";
+  return s;
+}
+
+Targets parse_targets(const std::string& name, const std::string& text) {
+  Targets t{-1, {}};
+  for (const std::string& entry : split_list(text)) {
+    const size_t eq = entry.find('=');
+    const std::string model = eq == std::string::npos ? "" : entry.substr(0, eq);
+    const int64_t v = parse_count(name, eq == std::string::npos ? entry : entry.substr(eq + 1));
+    if (v > 100) throw UsageError("mdl-study: " + name + " is a validation accuracy in %, at most 100, got " + entry);
+    if (model.empty() && eq != std::string::npos)
+      throw UsageError("mdl-study: " + name + " entry '" + entry + "' names no model");
+    if (model.empty()) t.fallback = v;
+    else t.per_model[model] = v;
+  }
+  if (t.fallback < 0)
+    throw UsageError("mdl-study: " + name + " needs a target for every model (a bare number), got '" + text + "'");
+  return t;
+}
+
+StudySettings study_settings_from_env() {
+  StudySettings s;
+  s.epochs = std::max<int64_t>(1, env_int("STUDY_EPOCHS", s.epochs));
+  s.subset = env_int("STUDY_SUBSET", s.subset);
+  s.seeds = std::max<int64_t>(1, env_int("STUDY_SEEDS", s.seeds));
+  // Augmented data is learnt more slowly: its sets have their own target.
+  s.memory_target = parse_targets("STUDY_TARGET", env_string("STUDY_TARGET", "85"));
+  s.decoded_target = parse_targets("STUDY_DECODED_TARGET", env_string("STUDY_DECODED_TARGET", "80"));
+  s.stop_at_target = env_flag("STUDY_STOP_AT_TARGET");
+  s.data = split_list(env_string("STUDY_DATA", "fashion-mnist,png"));
+  s.memory_models = split_list(env_string("STUDY_MODELS", "cnn"));
+  s.decoded_models = split_list(env_string("STUDY_DECODED_MODELS", "mlp,cnn"));
+  s.rows = split_list(env_string("STUDY_ROWS", ""));
+  s.decoded_rows = split_list(env_string("STUDY_DECODED_ROWS", env_string("STUDY_ROWS", "")));
+  for (auto [name, rows, configs] : {std::tuple{"STUDY_ROWS", &s.rows, memory_configs()},
+                                     std::tuple{"STUDY_DECODED_ROWS", &s.decoded_rows, pipeline_configs()}})
+    for (const std::string& r : *rows)
+      if (std::none_of(configs.begin(), configs.end(), [&](const StudyConfig& c) { return c.name == r; })) {
+        std::string names;
+        for (const StudyConfig& c : configs) names += (names.empty() ? "" : ", ") + c.name;
+        throw UsageError(std::string("mdl-study: ") + name + " names no row '" + r + "'; its rows are " + names);
+      }
+  s.dry_run = env_flag("STUDY_DRY_RUN");
+  s.devices = split_list(env_string("STUDY_DEVICES", s.dry_run || !cuda::is_available() ? "cpu" : "cpu,cuda"));
+  for (const std::string& d : s.devices) {
+    const Device dev = parse_device(d);  // throws on a malformed name
+    if (!s.dry_run && dev.is_cuda() && dev.index >= cuda::device_count())
+      throw UsageError("mdl-study: STUDY_DEVICES entry '" + d + "': no GPU " + dev.str() + " here (" +
+                       std::to_string(cuda::device_count()) + " found" +
+                       (cuda::compiled() ? "" : "; this build has no CUDA") + ")");
+  }
+  s.out_dir = env_string("STUDY_OUT", "reports");
+  s.fashion_mnist_root = env_string("STUDY_FASHION_MNIST", data::kFashionMnistRoot);
+  s.deadline_s = double(env_int("STUDY_DEADLINE", 0));
+  s.dump_order = env_flag("STUDY_DUMP_ORDER");
+  s.compare = env_string("STUDY_COMPARE", "");
+  s.estimate_from = env_string("STUDY_ESTIMATE_FROM", "");
+  s.commit = env_string("STUDY_COMMIT", "unknown");
+  return s;
+}
+
+std::vector<StudyConfig> table_configs(const StudySettings& s, const StudyDataSet& set, const std::string& model,
+                                       const std::string& device) {
+  std::vector<StudyConfig> out;
+  const std::vector<std::string>& rows = set.pipeline ? s.decoded_rows : s.rows;
+  for (const StudyConfig& c : set.pipeline ? pipeline_configs() : memory_configs()) {
+    const bool chosen = c.name == "baseline" || rows.empty() ||
+                        std::find(rows.begin(), rows.end(), c.name) != rows.end();
+    if (chosen && config_applies(c, model, device)) out.push_back(c);
+  }
+  return out;
+}
+
+std::vector<PlannedRun> plan_runs(const StudySettings& s, const std::vector<StudyDataSet>& sets) {
+  std::vector<PlannedRun> runs;
+  for (const std::string& device : s.devices)
+    for (int64_t seed = 0; seed < s.seeds; ++seed)
+      for (size_t i = 0; i < sets.size(); ++i)
+        for (const std::string& model : sets[i].pipeline ? s.decoded_models : s.memory_models)
+          for (const StudyConfig& c : table_configs(s, sets[i], model, device))
+            runs.push_back({device, i, model, c, seed});
+  return runs;
+}
+
+std::string measured_key(const std::string& device, const std::string& data, const std::string& model,
+                         const std::string& config) {
+  const std::string kind = device.substr(0, device.find(':'));
+  return kind + "|" + data + "|" + model + "|" + config;
+}
+
+double estimate_run_seconds(const PlannedRun& r, const StudyDataSet& set, const StudySettings& s,
+                            const MeasuredEpochs& measured, bool* from_measurement) {
+  const auto it = measured.find(measured_key(r.device, set.key, r.model, r.config.name));
+  if (from_measurement) *from_measurement = it != measured.end();
+  const bool cuda = r.device != "cpu";
+  TrainOptions o;
+  o.model = r.model, o.device = r.device;
+  r.config.apply(o);
+  const double step_ms = assumed_step_ms(cuda, o.model);
+  const double samples = double(set.samples > 0 ? set.samples : 60000);
+  double epoch = it != measured.end() ? it->second : samples / 128 * step_ms / 1000;
+  if (it == measured.end() && set.pipeline && o.workers == 0 && o.cache == "none")
+    epoch += samples * kDecodeMicroseconds * 1e-6;
+  // Validation: a forward pass over the held-out images, about a third of a training step's cost.
+  const double validation = double(kValidationSamples) / 128 * step_ms / 3000;
+  return kStartSeconds + double(s.epochs) * (epoch + validation);
+}
+
+}  // namespace mdl::train
