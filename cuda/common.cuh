@@ -1,7 +1,8 @@
 // What the CUDA kernels share: the device type behind each DType, conversions that match the CPU
 // backend's (floats to integers saturate and NaN gives 0; anything to bool is != 0; one rounding
 // to f16/bf16), dtype dispatch, and Geo, the strided geometry of up to NT operands passed to a
-// kernel by value (dims of size 1 dropped, neighbours contiguous in every operand merged).
+// kernel by value (dims of size 1 dropped, neighbours contiguous in every operand merged, each
+// dim's size with its magic number for 32-bit division).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -14,6 +15,7 @@
 #include "kernels/core.h"
 #include "cuda/runtime/context.cuh"
 #include "kernels/convert.h"
+#include "kernels/fast_divmod.h"
 #include "tensor/tensor.h"
 
 namespace mdl::cuda::detail {
@@ -84,6 +86,7 @@ struct Geo {
   int ndim = 0;
   int64_t size[kMaxDimsCuda];
   int64_t stride[NT][kMaxDimsCuda];
+  FastDivmod div[kMaxDimsCuda];  // by size[d], where it fits 31 bits (make_geo)
 
   __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[NT]) const {
 #pragma unroll
@@ -93,6 +96,18 @@ struct Geo {
       i = q;
 #pragma unroll
       for (int t = 0; t < NT; ++t) off[t] += r * stride[t][d];
+    }
+  }
+  // The same for i <= kFastDivmodLimit (so is every size, when the tensor has no more elements):
+  // a multiply-high and a shift per dim instead of a 64-bit division.
+  __device__ __forceinline__ void offsets32(uint32_t i, int64_t (&off)[NT]) const {
+#pragma unroll
+    for (int t = 0; t < NT; ++t) off[t] = 0;
+    for (int d = ndim - 1; d >= 0; --d) {
+      const uint32_t q = div[d].div(i), r = div[d].mod(i, q);
+      i = q;
+#pragma unroll
+      for (int t = 0; t < NT; ++t) off[t] += int64_t(r) * stride[t][d];
     }
   }
   bool contiguous() const {  // one run with unit strides in every operand
@@ -129,6 +144,8 @@ Geo<NT> make_geo(const char* op, const std::array<const Tensor*, NT>& ts) {
     g.size[0] = 1;
     for (int t = 0; t < NT; ++t) g.stride[t][0] = 1;
   }
+  for (int d = 0; d < g.ndim; ++d)
+    if (g.size[d] <= int64_t(kFastDivmodLimit)) g.div[d] = FastDivmod(uint32_t(g.size[d]));
   return g;
 }
 

@@ -1,7 +1,8 @@
 // The elementwise launcher every map-style kernel uses: out[i] = f(in0[i], in1[i], ...) over
 // operands of one shape with any strides (0 for broadcast dims). When every operand is one
 // contiguous run and 16-byte aligned, each thread loads and stores VEC elements at once
-// (16-byte loads of the first input's type); otherwise a grid-stride loop walks Geo offsets.
+// (16-byte loads of the first input's type); otherwise a grid-stride loop walks Geo offsets, with
+// 32-bit index division (kernels/fast_divmod.h) below 2^31 elements.
 #pragma once
 #include <tuple>
 #include <utility>
@@ -49,9 +50,11 @@ __global__ void map_vec_kernel(int64_t n, Out* out, std::array<const void*, size
 template <class Out, class F, class... In>
 __global__ void map_strided_kernel(int64_t n, Geo<1 + sizeof...(In)> g, Out* out,
                                    std::array<const void*, sizeof...(In)> in, F f) {
+  const bool index32 = n <= int64_t(kFastDivmodLimit);  // the same for every thread: no divergence
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[1 + sizeof...(In)];
-    g.offsets(i, off);
+    if (index32) g.offsets32(uint32_t(i), off);
+    else g.offsets(i, off);
     map_one<Out, F, In...>(off[0], off + 1, out, in, f, std::index_sequence_for<In...>{});
   }
 }
