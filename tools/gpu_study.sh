@@ -19,7 +19,8 @@
 #          [--estimate-from SUMMARY.csv] [--compare SUMMARY.csv]
 # --dry-run prints the runs, their estimated time and the budget's split, and runs nothing (no GPU
 # needed). --device cpu runs the same plan on the CPU (tests/run_study.sh does, at a tiny size).
-# From the bundle (make gpu-bundle): tar xf mdl-gpu.tar.xz && mdl-gpu/gpu_study.sh; in a checkout it
+# From the bundle (make gpu-bundle): tar xf mdl-gpu.tar.xz && tar xf mdl-gpu-data.tar &&
+# mdl-gpu/gpu_study.sh; in a checkout it
 # uses build/latest/mdl-study (or $MDL_STUDY) and Debian's Fashion-MNIST.
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -59,6 +60,8 @@ for n in "$SEEDS" "$BUDGET" "$EPOCHS" "$SUBSET"; do
   case $n in '' | *[!0-9]*) echo "gpu_study.sh: '$n' is not a whole number" >&2; exit 2 ;; esac
 done
 [ -x "$STUDY" ] || { echo "gpu_study.sh: no mdl-study at $STUDY (make tools, or make gpu-bundle)" >&2; exit 2; }
+[ -f "$DATA/train-images-idx3-ubyte.gz" ] ||
+  { echo "gpu_study.sh: no Fashion-MNIST in $DATA (from the bundle: tar xf mdl-gpu-data.tar beside mdl-gpu.tar.xz)" >&2; exit 2; }
 PYTHON=${PYTHON:-python3}
 if [ $TORCH = 1 ] && ! "$PYTHON" -c 'import torch' 2>/dev/null; then
   echo "gpu_study.sh: $PYTHON has no PyTorch: the PyTorch comparison is left out"
