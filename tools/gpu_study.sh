@@ -36,7 +36,7 @@ else
   COMMIT=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)
 fi
 
-DRY=0 SEEDS=3 BUDGET=450 OUT=$PWD/reports DEVICE=cuda TORCH=1 EPOCHS=5 SUBSET=20000 ESTIMATE=""
+DRY=0 SEEDS=3 BUDGET=450 OUT=$PWD/reports DEVICE=cuda TORCH=1 EPOCHS=8 SUBSET=20000 ESTIMATE=""
 MODELS=cnn,resnet18,vit DECODED_MODELS=cnn
 while [ $# -gt 0 ]; do
   case $1 in
