@@ -66,8 +66,9 @@ using vec4::store4;
 using i4 = int32_t __attribute__((vector_size(16)));
 
 // An f32 plane with unit-stride rows, 4 windows a step in 128-bit vectors (every x86-64 CPU has
-// them): the same visiting order, NaN rule and ReLU as forward_plane. A row's last 1-3 windows go
-// through zero-padded copies, so no window runs scalar.
+// them): the same visiting order, NaN rule and ReLU as forward_plane. A row's last 1-3 windows are
+// the last step of 4 again, overlapping the one before (rows of at least 4 windows), or go through
+// zero-padded copies (rows of 1-3), so no window runs scalar.
 void forward_plane_f4(const float* x, int64_t s2, int64_t Ho, int64_t Wo, float* out, uint8_t* codes) {
   const f4 zero = {0, 0, 0, 0};
   const i4 blocked = {kernels::kPoolReluBlocked, kernels::kPoolReluBlocked, kernels::kPoolReluBlocked,
@@ -100,7 +101,10 @@ void forward_plane_f4(const float* x, int64_t s2, int64_t Ho, int64_t Wo, float*
     const float* r1 = r0 + s2;
     int64_t ow = 0;
     for (; ow + 4 <= Wo; ow += 4) step(r0 + 2 * ow, r1 + 2 * ow, 4, out + oh * Wo + ow, codes + oh * Wo + ow);
-    if (ow < Wo) {
+    if (ow < Wo && Wo >= 4) {  // the last 4 windows again: the overlap rewrites equal values
+      ow = Wo - 4;
+      step(r0 + 2 * ow, r1 + 2 * ow, 4, out + oh * Wo + ow, codes + oh * Wo + ow);
+    } else if (ow < Wo) {
       const int64_t n = Wo - ow;
       float p0[8] = {}, p1[8] = {};
       std::memcpy(p0, r0 + 2 * ow, size_t(2 * n) * sizeof(float));
@@ -138,7 +142,7 @@ void backward_plane(const T* g, const uint8_t* codes, int64_t H, int64_t W, int6
 }
 
 // backward_plane for f32 with 128-bit vectors: 4 windows a step, each input row's pairs
-// interleaved from two vectors; a row's last 1-3 windows through padded copies.
+// interleaved from two vectors; a row's last 1-3 windows as forward_plane_f4 takes them.
 void backward_plane_f4(const float* g, const uint8_t* codes, int64_t H, int64_t W, int64_t Ho, int64_t Wo, float* gx) {
   const f4 zero = {0, 0, 0, 0};
   // n <= 4 windows from gr and cb: 2n values of each input row to d0 and d1.
@@ -167,8 +171,10 @@ void backward_plane_f4(const float* g, const uint8_t* codes, int64_t H, int64_t 
   for (int64_t oh = 0; oh < Ho; ++oh) {
     float* d0 = gx + 2 * oh * W;
     float* d1 = d0 + W;
-    for (int64_t ow = 0; ow < Wo; ow += 4)
-      step(g + oh * Wo + ow, codes + oh * Wo + ow, std::min<int64_t>(4, Wo - ow), d0 + 2 * ow, d1 + 2 * ow);
+    for (int64_t ow = 0; ow < Wo; ow += 4) {
+      const int64_t at = Wo >= 4 ? std::min(ow, Wo - 4) : ow;  // a last step of 4 overlapping the one before
+      step(g + oh * Wo + at, codes + oh * Wo + at, std::min<int64_t>(4, Wo - at), d0 + 2 * at, d1 + 2 * at);
+    }
     if (W % 2) d0[W - 1] = d1[W - 1] = 0.0f;
   }
   if (H % 2) std::fill(gx + (H - 1) * W, gx + H * W, 0.0f);
