@@ -6,8 +6,9 @@
 #            stripped)
 #     lib/   libbenchmark (Debian's; the GPU machine has none)
 #     bench/ the PyTorch comparison scripts
-#     cpu-study/summary.csv  this machine's `make study` summary, when reports/ has one: the study's
-#            CPU half, which the GPU half sets beside its own
+#     cpu-study/summary.csv  the study's CPU half, which the GPU half sets beside its own: this
+#            checkout's reports/study/summary.csv (gpu_study.sh --device cpu), or else
+#            bench/results/study/cpu-summary.csv
 #     COMMIT, gpu_check.sh, gpu_study.sh, gpu_libs.sh
 #   build/gpu-bundle/mdl-gpu-data.tar (30 MB): mdl-gpu/data/fashion-mnist/, Fashion-MNIST's four
 #     IDX files as Debian ships them (compressed already), for gpu_study.sh alone
@@ -54,15 +55,17 @@ for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte 
 done
 COMMIT=$(git describe --always --dirty 2>/dev/null || echo unknown)
 echo "$COMMIT" >"$STAGE/COMMIT"
+# The study's CPU half: this checkout's last run of it, or else the one committed.
 CPU_SUMMARY=reports/study/summary.csv
+[ -f "$CPU_SUMMARY" ] || CPU_SUMMARY=bench/results/study/cpu-summary.csv
 if [ -f "$CPU_SUMMARY" ]; then
   mkdir -p "$STAGE/cpu-study"
-  cp "$CPU_SUMMARY" "$STAGE/cpu-study/"
+  cp "$CPU_SUMMARY" "$STAGE/cpu-study/summary.csv"
   # Its commit column: the study's CPU half should come from the commit the GPU half runs.
   their=$(awk -F, 'NR == 2 { print $3 }' "$CPU_SUMMARY")
   [ "$their" = "$COMMIT" ] || echo "== note: $CPU_SUMMARY is from commit '$their', the bundle from $COMMIT"
 else
-  echo "== note: no $CPU_SUMMARY (make study): the GPU study will have no CPU half beside it"
+  echo "== note: no study summary in reports/ or bench/results/study/: the GPU study will have no CPU half beside it"
 fi
 tar -C "$OUT" -cJf "$OUT/mdl-gpu.tar.xz" mdl-gpu
 # The data files are compressed already: stored as they are.

@@ -9,9 +9,9 @@
 #   Measures: time to the target accuracy (90%, the ViT 85%, the decoded set 85%), s/epoch, data
 #   wait, peak memory: median and range over the seeds, run seed by seed under one deadline, so a
 #   call that runs out of time has fewer seeds everywhere and says so.
-#   The last table sets the GPU beside the CPU half: a summary.csv from `make study` on the machine
-#   the bundle was built on (cpu-study/summary.csv in the bundle, or --compare), named with its CPU
-#   and commit.
+#   The last table sets the GPU beside the CPU half: the same plan run with --device cpu on the
+#   machine the bundle was built on (cpu-study/summary.csv in the bundle, or --compare), named with
+#   its CPU and commit.
 #   bench/torch_study.py then trains PyTorch's SimpleCNN and ResNet-18 on mdl's sample orders for
 #   the baseline, AMP and channels-last rows, and says per row whether mdl's gain is PyTorch's.
 # Usage: gpu_study.sh [--dry-run] [--seeds N] [--budget S] [--out DIR] [--device cuda|cpu]
@@ -36,7 +36,7 @@ else
   COMMIT=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)
 fi
 
-DRY=0 SEEDS=3 BUDGET=450 OUT=$PWD/reports DEVICE=cuda TORCH=1 EPOCHS=8 SUBSET=20000 ESTIMATE=""
+DRY=0 SEEDS=3 BUDGET=450 OUT=$PWD/reports DEVICE=cuda TORCH=1 EPOCHS=8 SUBSET=0 ESTIMATE=""
 MODELS=cnn,resnet18,vit DECODED_MODELS=cnn
 while [ $# -gt 0 ]; do
   case $1 in
@@ -87,7 +87,7 @@ if [ "$DEVICE" != cpu ] && command -v nvidia-smi >/dev/null; then
   export STUDY_GPU_NAME
 fi
 
-echo "gpu_study.sh: $DEVICE, $SEEDS seeds, at most $EPOCHS epochs of $SUBSET samples, budget $BUDGET s" \
+echo "gpu_study.sh: $DEVICE, $SEEDS seeds, at most $EPOCHS epochs of $([ "$SUBSET" = 0 ] && echo all 60,000 || echo "$SUBSET") samples, budget $BUDGET s" \
   "(mdl-study $MDL_BUDGET s, PyTorch the rest$([ $TORCH = 1 ] || echo ': not run')), commit $COMMIT"
 echo "  CPU half beside it: $([ -f "$COMPARE" ] && echo "$COMPARE" || echo "none ($COMPARE missing: run make study there first)")"
 if [ $DRY = 1 ]; then
