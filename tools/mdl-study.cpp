@@ -131,8 +131,10 @@ void print_plan(const StudySettings& s, const std::vector<StudyDataSet>& sets, c
     std::printf("%-6s %-14s %-10s %-16s seed %lld  ~%5.1f s%s\n", r.device.c_str(), sets[r.set].key.c_str(),
                 r.model.c_str(), r.config.name.c_str(), (long long)r.seed, sec, from_measurement ? "" : " (assumed)");
   }
-  std::printf("\n%zu runs, %lld epochs at most each, estimated %.0f s (%.1f min) in all", runs.size(),
-              (long long)s.epochs, total, total / 60);
+  std::printf("\n%zu runs, %lld epochs at most each, estimated %.0f s (%.1f min) in all%s", runs.size(),
+              (long long)s.epochs, total, total / 60,
+              s.stop_at_target ? " at most (every run for all its epochs; runs that reach their target stop sooner)"
+                               : "");
   if (assumed)
     std::printf("; %lld runs from assumed step costs (tools/mdl_train/study_plan.cpp)%s", (long long)assumed,
                 s.estimate_from.empty() ? ", STUDY_ESTIMATE_FROM=summary.csv uses a run's measured epochs" : "");
