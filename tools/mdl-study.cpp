@@ -32,6 +32,7 @@
 //     (a summary.csv whose s/epoch the estimate uses), STUDY_COMMIT and STUDY_GPU_NAME (for the
 //     summary).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -117,15 +118,28 @@ MeasuredEpochs measured_epochs(const std::string& summary) {
   return m;
 }
 
+// The epochs each row took to its target in these summaries, where every seed reached it.
+EpochsToTarget epochs_to_target(const std::vector<std::string>& summaries) {
+  EpochsToTarget e;
+  for (const std::string& path : summaries)
+    if (!path.empty())
+      for (const SummaryRow& r : read_summary_csv(path))
+        if (r.seeds > 0 && r.reached == r.seeds && r.per_epoch.median > 0)
+          e[target_key(r.data, r.model, r.config, r.target_percent)] = int64_t(
+              std::ceil(r.to_target.median / r.per_epoch.median - 1e-6));
+  return e;
+}
+
 // The runs and their estimated time, and nothing run.
 void print_plan(const StudySettings& s, const std::vector<StudyDataSet>& sets, const std::vector<PlannedRun>& runs) {
   const MeasuredEpochs measured = measured_epochs(s.estimate_from);
+  const EpochsToTarget to_target = epochs_to_target({s.estimate_from, s.compare});
   std::map<std::pair<std::string, int64_t>, double> rounds;  // (device, seed) -> seconds
   double total = 0;
   int64_t assumed = 0;
   for (const PlannedRun& r : runs) {
     bool from_measurement = false;
-    const double sec = estimate_run_seconds(r, sets[r.set], s, measured, &from_measurement);
+    const double sec = estimate_run_seconds(r, sets[r.set], s, measured, &from_measurement, to_target);
     assumed += !from_measurement;
     rounds[{r.device, r.seed}] += sec, total += sec;
     std::printf("%-6s %-14s %-10s %-16s seed %lld  ~%5.1f s%s\n", r.device.c_str(), sets[r.set].key.c_str(),
@@ -133,8 +147,10 @@ void print_plan(const StudySettings& s, const std::vector<StudyDataSet>& sets, c
   }
   std::printf("\n%zu runs, %lld epochs at most each, estimated %.0f s (%.1f min) in all%s", runs.size(),
               (long long)s.epochs, total, total / 60,
-              s.stop_at_target ? " at most (every run for all its epochs; runs that reach their target stop sooner)"
-                               : "");
+              !s.stop_at_target ? ""
+              : to_target.empty()
+                  ? " at most (every run for all its epochs; runs that reach their target stop sooner)"
+                  : " (a run stops at its target after the epochs a summary's runs took, where one gives them)");
   if (assumed)
     std::printf("; %lld runs from assumed step costs (tools/mdl_train/study_plan.cpp)%s", (long long)assumed,
                 s.estimate_from.empty() ? ", STUDY_ESTIMATE_FROM=summary.csv uses a run's measured epochs" : "");

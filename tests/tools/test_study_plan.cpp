@@ -98,7 +98,8 @@ TEST_CASE("study plan: seed-major order, so a deadline leaves every model a seed
   CHECK(runs[5].config.name == "+cache-memory");
 }
 
-TEST_CASE("study plan: the estimate grows with epochs and decoding, and a measured epoch replaces the assumption") {
+TEST_CASE(
+    "study plan: the estimate grows with epochs and decoding; a summary's epoch times and epochs to target replace the assumptions") {
   StudySettings s;
   s.epochs = 2;
   const PlannedRun base{"cuda", 0, "cnn", memory_configs()[0], 0};
@@ -118,6 +119,16 @@ TEST_CASE("study plan: the estimate grows with epochs and decoding, and a measur
   CHECK(measured);
   CHECK(from_run > 40);  // 4 epochs of 10 s
   CHECK(from_run < 50);
+  // A summary's epochs to the target shorten runs that stop there, for that target only.
+  s.stop_at_target = true, s.memory_target = parse_targets("T", "90");
+  const EpochsToTarget two_epochs{{target_key("fashion-mnist", "cnn", "baseline", 90), 2}};
+  const double stopped = estimate_run_seconds(base, memory_set(), s, m, nullptr, two_epochs);
+  CHECK(stopped > 20);
+  CHECK(stopped < 25);
+  s.memory_target = parse_targets("T", "92");
+  CHECK(estimate_run_seconds(base, memory_set(), s, m, nullptr, two_epochs) == doctest::Approx(from_run));
+  s.memory_target = parse_targets("T", "90"), s.stop_at_target = false;
+  CHECK(estimate_run_seconds(base, memory_set(), s, m, nullptr, two_epochs) == doctest::Approx(from_run));
 }
 
 TEST_CASE("study settings: STUDY_ROWS names only rows that exist") {

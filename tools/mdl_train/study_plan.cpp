@@ -259,8 +259,13 @@ std::string measured_key(const std::string& device, const std::string& data, con
   return kind + "|" + data + "|" + model + "|" + config;
 }
 
+std::string target_key(const std::string& data, const std::string& model, const std::string& config,
+                       int64_t target_percent) {
+  return data + "|" + model + "|" + config + "|" + std::to_string(target_percent);
+}
+
 double estimate_run_seconds(const PlannedRun& r, const StudyDataSet& set, const StudySettings& s,
-                            const MeasuredEpochs& measured, bool* from_measurement) {
+                            const MeasuredEpochs& measured, bool* from_measurement, const EpochsToTarget& to_target) {
   const auto it = measured.find(measured_key(r.device, set.key, r.model, r.config.name));
   if (from_measurement) *from_measurement = it != measured.end();
   const bool cuda = r.device != "cpu";
@@ -278,7 +283,13 @@ double estimate_run_seconds(const PlannedRun& r, const StudyDataSet& set, const 
   // and on a decoded set the decoding of every held-out image.
   const double validation = double(kValidationSamples) / 128 * step_ms / 3000 +
                             (set.pipeline ? double(kValidationSamples) * kDecodeMicroseconds * 1e-6 : 0);
-  return kStartSeconds + double(s.epochs) * (epoch + validation);
+  int64_t epochs = s.epochs;
+  if (s.stop_at_target) {
+    const int64_t target = (set.pipeline ? s.decoded_target : s.memory_target).for_model(r.model);
+    const auto t = to_target.find(target_key(set.key, r.model, r.config.name, target));
+    if (t != to_target.end()) epochs = std::clamp<int64_t>(t->second, 1, s.epochs);
+  }
+  return kStartSeconds + double(epochs) * (epoch + validation);
 }
 
 }  // namespace mdl::train

@@ -93,7 +93,14 @@ std::vector<StudyConfig> table_configs(const StudySettings& s, const StudyDataSe
 using MeasuredEpochs = std::map<std::string, double>;
 std::string measured_key(const std::string& device, const std::string& data, const std::string& model,
                          const std::string& config);
+// With runs that stop at their target: (data key, model, row, target %) -> the epochs an earlier
+// summary's runs took to reach it, on any device (the training computes the same there), in place
+// of every epoch.
+using EpochsToTarget = std::map<std::string, int64_t>;
+std::string target_key(const std::string& data, const std::string& model, const std::string& config,
+                       int64_t target_percent);
 double estimate_run_seconds(const PlannedRun& r, const StudyDataSet& set, const StudySettings& s,
-                            const MeasuredEpochs& measured, bool* from_measurement = nullptr);
+                            const MeasuredEpochs& measured, bool* from_measurement = nullptr,
+                            const EpochsToTarget& to_target = {});
 
 }  // namespace mdl::train
