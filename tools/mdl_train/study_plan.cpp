@@ -37,12 +37,27 @@ void gpu_loader(TrainOptions& o) {
   pin_on_gpu(o);
 }
 
-const char* kAmp = "autocast f16 with a dynamic loss scaler";
-const char* kAmpBf16 = "autocast bf16 (no loss scaler)";
-const char* kChannelsLast = "conv weights and batches channels-last (NHWC)";
-const char* kGraph = "the training step captured once as a CUDA Graph and replayed";
-const char* kLoader = "4 loader threads, 8 batches ahead, pinned memory (mdl-train's GPU loader)";
-const char* kPin = "batches in page-locked memory, copied ahead on a side stream (1 loader thread, 4 ahead)";
+// The rows both kinds of data set have, written once.
+const StudyConfig kLoaderRow{"+loader",  "4 loader threads, 8 batches ahead, pinned memory (mdl-train's GPU loader)",
+                             gpu_loader, false,
+                             false,      true};
+const StudyConfig kAmpRow{"+amp", "autocast f16 with a dynamic loss scaler", amp};
+const StudyConfig kAmpBf16Row{"+amp-bf16", "autocast bf16 (no loss scaler)", amp_bf16};
+const StudyConfig kChannelsLastRow{"+channels-last", "conv weights and batches channels-last (NHWC)", channels_last,
+                                   false, true};
+const StudyConfig kGraphRow{
+    "+cuda-graph", "the training step captured once as a CUDA Graph and replayed", cuda_graph, false, false, true};
+const StudyConfig kL2Row{"+l2",          "L2 penalty 1e-4 on the dense layers' weights", l2, false, false, false,
+                         Expect::Nothing};
+const StudyConfig kAccumRow{
+    "+grad-accum",     "each batch of 128 as 4 accumulated micro-batches of 32", accum, false, false, false,
+    Expect::LessMemory};
+const StudyConfig kSeparableRow{"+separable", "a lighter architecture: the 32->64 conv depthwise separable (cnn only)",
+                                separable, true};
+const StudyConfig kPinRow{
+    "+pin-memory", "batches in page-locked memory, copied ahead on a side stream (1 loader thread, 4 ahead)",
+    pin,           false,
+    false,         true};
 
 std::vector<std::string> split_list(const std::string& list) {
   std::vector<std::string> out;
@@ -108,17 +123,16 @@ std::vector<StudyConfig> memory_configs() {
   return {
       {"baseline", "f32, no cache, no prefetch, data loaded in the training thread", [](TrainOptions&) {}},
       {"+cache+prefetch", "memory cache, 1 loader thread, 4 batches prefetched", cache},
-      {"+loader", kLoader, gpu_loader, false, false, true},
-      {"+amp", kAmp, amp},
-      {"+amp-bf16", kAmpBf16, amp_bf16},
-      {"+channels-last", kChannelsLast, channels_last, false, true},
-      {"+cuda-graph", kGraph, cuda_graph, false, false, true},
-      {"+l2", "L2 penalty 1e-4 on the dense layers' weights", l2, false, false, false, Expect::Nothing},
-      {"+grad-accum", "each batch of 128 as 4 accumulated micro-batches of 32", accum, false, false, false,
-       Expect::LessMemory},
+      kLoaderRow,
+      kAmpRow,
+      kAmpBf16Row,
+      kChannelsLastRow,
+      kGraphRow,
+      kL2Row,
+      kAccumRow,
       {"+cosine", "cosine learning-rate schedule over the run", cosine, false, false, false, Expect::Nothing},
-      {"+separable", "a lighter architecture: the 32->64 conv depthwise separable (cnn only)", separable, true},
-      {"+pin-memory", kPin, pin, false, false, true},
+      kSeparableRow,
+      kPinRow,
       {"all", "every optimization above together (f16 for AMP)",
        [=](TrainOptions& o) {
          cache(o), amp(o), channels_last(o), cuda_graph(o), l2(o), accum(o), cosine(o), separable(o), pin_on_gpu(o);
@@ -136,19 +150,18 @@ std::vector<StudyConfig> pipeline_configs() {
       {"baseline", "f32; each batch read, decoded and augmented in the training thread", [](TrainOptions&) {}},
       {"+prefetch", "1 loader thread, 4 batches ahead of the training step", prefetch},
       {"+workers", "2 loader threads, 4 batches ahead", workers},
-      {"+loader", kLoader, gpu_loader, false, false, true},
+      kLoaderRow,
       {"+cache-memory", "decoded images kept in memory after epoch 1 (augmented afresh each epoch); no loader thread",
        memory},
       {"+cache-file", "decoded images written to a cache file in epoch 1, read back after; no loader thread", file},
-      {"+amp", kAmp, amp},
-      {"+amp-bf16", kAmpBf16, amp_bf16},
-      {"+channels-last", kChannelsLast, channels_last, false, true},
-      {"+cuda-graph", kGraph, cuda_graph, false, false, true},
-      {"+l2", "L2 penalty 1e-4 on the dense layers' weights", l2, false, false, false, Expect::Nothing},
-      {"+grad-accum", "each batch of 128 as 4 accumulated micro-batches of 32", accum, false, false, false,
-       Expect::LessMemory},
-      {"+separable", "a lighter architecture: the 32->64 conv depthwise separable (cnn only)", separable, true},
-      {"+pin-memory", kPin, pin, false, false, true},
+      kAmpRow,
+      kAmpBf16Row,
+      kChannelsLastRow,
+      kGraphRow,
+      kL2Row,
+      kAccumRow,
+      kSeparableRow,
+      kPinRow,
       {"all", "loader threads, memory cache and every training-step optimization above (f16 for AMP)",
        [=](TrainOptions& o) {
          workers(o), memory(o), amp(o), channels_last(o), cuda_graph(o), l2(o), accum(o), separable(o);
