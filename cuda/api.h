@@ -88,7 +88,7 @@ int64_t linear_act_fallbacks();
 // Host-to-device copies on a side stream (one per process, created on first use, never
 // destroyed). The device memory comes from the caching allocator's pool for that stream; a freed
 // block goes back to it only once mdl's stream has passed the point of the free (see
-// cuda/runtime/allocator.cu), so the next copy never overwrites data that queued kernels still read.
+// cuda/runtime/allocator.cpp), so the next copy never overwrites data that queued kernels still read.
 //
 //   cuda::CopyStream copies(Device::cuda());
 //   auto c = copies.copy(pinned_batch);        // on the side stream; the host buffer is free again

@@ -9,7 +9,7 @@
 
 namespace mdl::cuda::detail {
 
-profiler::DeviceTimer* device_timer();  // cuda/runtime/device_timer.cu
+profiler::DeviceTimer* device_timer();  // cuda/runtime/device_timer.cpp
 
 void fill_kernel_slots() { MDL_ALL_KERNELS(MDL_SET_CUDA_SLOT) }
 

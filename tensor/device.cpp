@@ -5,7 +5,7 @@
 
 #ifdef MDL_WITH_CUDA
 namespace mdl::cuda::detail {
-int runtime_device_count();  // cuda/runtime/runtime.cu
+int runtime_device_count();  // cuda/runtime/runtime.cpp
 void register_kernels();     // cuda/register.cu
 }  // namespace mdl::cuda::detail
 #endif

@@ -29,13 +29,14 @@ struct DeviceErrorRecord {
   long long value, bound, dim;
 };
 
-// mdl's record in device memory, zeroed, created with the context (cuda/runtime/context.cu).
+// mdl's record in device memory, zeroed, created with the context (cuda/runtime/context.cpp).
 DeviceErrorRecord* device_errors();
 
 // Reads the record after the caller synchronised mdl's stream; when it holds an error, clears it
 // and throws. `where` names the synchronisation point in the message.
 void raise_device_error(const char* where);
 
+#ifdef __CUDACC__
 // In a kernel: the first caller fills the record, later ones leave it alone.
 __device__ inline void report_device_error(DeviceErrorRecord* r, DeviceErrorCode code, const char* op, const char* what,
                                            long long value, long long bound, long long dim) {
@@ -48,5 +49,6 @@ __device__ inline void report_device_error(DeviceErrorRecord* r, DeviceErrorCode
   __threadfence();
   atomicExch(&r->code, int(code));
 }
+#endif
 
 }  // namespace mdl::cuda::detail
