@@ -48,7 +48,7 @@
 #include "profiler/cuda_timer.h"  // profiler::cuda_device_timer
 
 #include "tensor/allocator.h"    // memory_stats, reset_peak_memory
-#include "cuda/api.h"            // cuda:: allocator statistics, empty_cache, Graph, allow_tf32, CopyStream
+#include "cuda/api.h"            // cuda:: allocator statistics, empty_cache, Graph, CopyStream
 #include "tensor/device.h"       // Device, cuda::is_available
 #include "tensor/dtype.h"        // DType, kF32, kF16, kBF16, ...
 #include "tensor/error.h"        // mdl::Error

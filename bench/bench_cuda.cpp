@@ -5,8 +5,9 @@
 // vectorised vs strided elementwise bandwidth, pinned vs pageable host-to-device copies, the
 // caching allocator vs cudaMalloc/cudaFree, a DataLoader epoch with the copy to the GPU on the
 // consumer's stream vs on the loader's side stream under a simulated GPU step, a chain of small
-// ops eager vs CUDA Graph replay, batch norm forward and backward, a 3x3 conv forward and backward with cuDNN's algorithms measured
-// vs its heuristic picks, and one training step of SimpleCNN and ResNet-18 at batch 128
+// ops eager vs CUDA Graph replay, batch norm forward and backward, a 3x3 conv forward and backward
+// with cuDNN's algorithms measured vs its heuristic picks (and in f32 with TF32 vs without), and one
+// training step of SimpleCNN and ResNet-18 at batch 128
 // and GPT (6 x 384, context 256) at batch 32 in f32 vs under autocast f16 with a GradScaler, and
 // each replayed as a CUDA Graph (bench/torch_gpu_step.py times the same steps in PyTorch).
 // Without a GPU it prints why and exits 0.
@@ -334,16 +335,17 @@ void BM_batch_norm_f16(benchmark::State& st) {
 }
 BENCHMARK(BM_batch_norm_f16)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
-// A 3x3 conv (64 -> 64 channels, 32x32, batch 128, f16: a ResNet-18 stage-1 layer) forward and
-// backward; measured (on) against heuristic (off) cuDNN algorithms. Each position makes its own plans.
-// With channels_last, x, w and gy are laid out NHWC (the channels_last pair, measured algorithms).
-void conv_step(benchmark::State& st, bool measured, bool channels_last = false) {
+// A 3x3 conv (64 -> 64 channels, 32x32, batch 128: a ResNet-18 stage-1 layer) forward and
+// backward, f16 unless t says otherwise; measured (on) against heuristic (off) cuDNN algorithms. Each
+// position makes its own plans. With channels_last, x, w and gy are laid out NHWC (the channels_last
+// pair, measured algorithms).
+void conv_step(benchmark::State& st, bool measured, bool channels_last = false, DType t = kF16) {
   toggles::set_cudnn_benchmark(measured);
   manual_seed(0);
   const MemoryFormat f = channels_last ? MemoryFormat::ChannelsLast : MemoryFormat::Contiguous;
-  Tensor x = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu)).contiguous(f).requires_grad_();
-  Tensor w = (randn({64, 64, 3, 3}, kGpu) * 0.05).to(kF16).contiguous(f).requires_grad_();
-  Tensor gy = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu)).contiguous(f);
+  Tensor x = randn({128, 64, 32, 32}, TensorOptions(t, kGpu)).contiguous(f).requires_grad_();
+  Tensor w = (randn({64, 64, 3, 3}, kGpu) * 0.05).to(t).contiguous(f).requires_grad_();
+  Tensor gy = randn({128, 64, 32, 32}, TensorOptions(t, kGpu)).contiguous(f);
   auto step = [&] { nn::functional::conv2d(x, w, Tensor(), {1, 1}, {1, 1}).backward(gy); };
   step();  // the plans: descriptors and algorithms
   cuda::synchronize();
@@ -430,6 +432,16 @@ int main(int argc, char** argv) {
   for (bool on : {false, true})
     bench::register_switch("cudnn_benchmark", on, "conv3x3_c64_32x32_b128_f16",
                            [](benchmark::State& st, bool measured) { conv_step(st, measured); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+  // The same conv in f32, on the f32 FMA units (off) against TF32 tensor cores (on).
+  for (bool on : {false, true})
+    bench::register_switch("cudnn_allow_tf32", on, "conv3x3_c64_32x32_b128_f32",
+                           [](benchmark::State& st, bool tf32) {
+                             toggles::set_cudnn_allow_tf32(tf32);
+                             conv_step(st, true, false, kF32);
+                             toggles::set_cudnn_allow_tf32(false);
+                           })
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
   for (bool on : {false, true})

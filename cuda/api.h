@@ -1,8 +1,10 @@
 // The CUDA backend's public controls, free of CUDA headers: the caching allocator's statistics
-// and cache, synchronisation, the TF32 switch, pinned host memory for the data loader, and
-// CUDA Graph capture; a side stream for host-to-device copies that overlap compute on mdl's stream
-// (the DataLoader's) and the caching allocator's statistics per device. In a build without CUDA they are harmless (stats are zero, synchronize does
-// nothing, the per-device statistics are empty) except where they must hand out GPU resources
+// and cache, synchronisation, pinned host memory for the data loader, and CUDA Graph capture; a
+// side stream for host-to-device copies that overlap compute on mdl's stream (the DataLoader's)
+// and the caching allocator's statistics per device. (The TF32 switches, allow_tf32 for matmuls and
+// cudnn_allow_tf32 for convs, are toggles: switches/list/toggles.h.) In a build without CUDA they
+// are harmless (stats are zero, synchronize does nothing, the per-device statistics are empty)
+// except where they must hand out GPU resources
 // (CopyStream, pinned memory, graphs): those throw mdl::Error.
 #pragma once
 #include <cstdint>

@@ -5,7 +5,7 @@
 // keeping the fastest deterministic one, while toggles::cudnn_benchmark() is on (the default); taken
 // from the v7 heuristics when it is off, and while a CUDA Graph is being captured (that choice is
 // not kept: the next eager call measures). Workspaces come from the caching allocator.
-// f32 (TF32 only when toggles::allow_tf32()), f64, and f16/bf16 with f32 compute. A channels-last
+// f32 (TF32 only when toggles::cudnn_allow_tf32()), f64, and f16/bf16 with f32 compute. A channels-last
 // output (or input or weight, in the backward) runs every operand in NHWC, so f16/bf16 convs reach
 // the tensor-core kernels without layout transforms; operands in the other format are copied.
 #include <algorithm>
@@ -79,7 +79,8 @@ struct Types {
 };
 Types types_for(const char* op, DType t) {
   switch (t) {
-    case kF32: return {CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, toggles::allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH};
+    case kF32:
+      return {CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, toggles::cudnn_allow_tf32() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH};
     case kF64: return {CUDNN_DATA_DOUBLE, CUDNN_DATA_DOUBLE, CUDNN_DEFAULT_MATH};
     case kF16: return {CUDNN_DATA_HALF, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH};
     case kBF16: return {CUDNN_DATA_BFLOAT16, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH};
@@ -182,7 +183,7 @@ struct Problem {
       : op(op_), measured(toggles::cudnn_benchmark()) {
     const Key key{int(dir),
                   dt,
-                  toggles::allow_tf32(),
+                  toggles::cudnn_allow_tf32(),
                   measured,
                   nhwc,
                   dims4(op_, xt),

@@ -248,7 +248,9 @@ std::string ceilings_table(const Ceilings& c) {
   return s.str();
 }
 
-std::optional<Limit> limit_for(const RooflineOptions& o, Device device, DType dtype) {
+bool is_conv_kernel(std::string_view name) { return name.starts_with("conv2d"); }
+
+std::optional<Limit> limit_for(const RooflineOptions& o, Device device, DType dtype, bool conv) {
   if (!o.ceilings) return std::nullopt;
   const Ceilings& c = *o.ceilings;
   Limit l;
@@ -268,7 +270,7 @@ std::optional<Limit> limit_for(const RooflineOptions& o, Device device, DType dt
   const GpuCeilings& g = c.gpu;
   if (dtype == kF16) l.peak_gflops = g.f16_tensor, l.compute = "f16 tensor cores";
   else if (dtype == kBF16) l.peak_gflops = g.bf16_tensor, l.compute = "bf16 tensor cores";
-  else if (o.gpu_tf32) l.peak_gflops = g.tf32_tensor, l.compute = "TF32 tensor cores";
+  else if (conv ? o.gpu_conv_tf32 : o.gpu_tf32) l.peak_gflops = g.tf32_tensor, l.compute = "TF32 tensor cores";
   else l.peak_gflops = g.f32, l.compute = "f32";
   if (l.peak_gflops <= 0) l.peak_gflops = g.f32, l.compute = "f32";
   l.bandwidth_gbs = g.memory_gbs;

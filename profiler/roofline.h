@@ -77,6 +77,7 @@ std::string ceilings_table(const Ceilings& c);
 struct RooflineOptions {
   const Ceilings* ceilings = nullptr;  // null: no roofline columns
   bool gpu_tf32 = false;               // f32 matmuls ran on TF32 tensor cores (toggles::allow_tf32())
+  bool gpu_conv_tf32 = false;          // f32 convs ran on TF32 tensor cores (toggles::cudnn_allow_tf32())
 };
 
 // The pair of ceilings one kernel is held to.
@@ -87,8 +88,11 @@ struct Limit {
 };
 // A CPU kernel runs against the best f32 FMA rate (the bf16 rate for bf16 and f16 operands where the
 // CPU has one) and the DRAM triad; a GPU kernel against the tensor-core rate of its dtype (TF32 for
-// f32 when gpu_tf32, else plain f32) and the device copy. Null without ceilings for that device.
-std::optional<Limit> limit_for(const RooflineOptions& o, Device device, DType dtype);
+// f32 when gpu_tf32, or gpu_conv_tf32 for a conv, else plain f32) and the device copy. Null without
+// ceilings for that device.
+std::optional<Limit> limit_for(const RooflineOptions& o, Device device, DType dtype, bool conv = false);
+// Whether a profiled kernel is a convolution (conv2d, conv2d_backward), held to gpu_conv_tf32.
+bool is_conv_kernel(std::string_view name);
 
 // The least time in ns the limit allows for `flops` (negative: unknown, held to the bytes alone) and
 // `bytes`: max(flops / peak, bytes / bandwidth).

@@ -12,7 +12,7 @@ std::optional<Limit> Session::roofline_limit(size_t i, const RooflineOptions& ro
   const bool cpu_kernel = e.kind == EventKind::Kernel && e.device.is_cpu();
   if (!cpu_kernel && e.kind != EventKind::DeviceKernel) return std::nullopt;
   if (e.flops < 0 && e.bytes == 0) return std::nullopt;  // no tensor arguments seen: nothing to bound
-  std::optional<Limit> limit = limit_for(roofline, e.device, e.dtype);
+  std::optional<Limit> limit = limit_for(roofline, e.device, e.dtype, is_conv_kernel(e.name));
   // A CPU kernel's own time: the kernels it calls (a copy to contiguous) are held to their own limits.
   if (limit && time_ns) *time_ns = cpu_kernel ? self_ns_[i] : e.dur_ns();
   return limit;

@@ -137,6 +137,8 @@ for side in ("off", "on"):
 ratio("channels_last/on/resnet18_step_amp/real_time", "channels_last/off/resnet18_step_amp/real_time",
       "ResNet-18 AMP step: channels-last vs NCHW (speedup)")
 ratio("allow_tf32/on/gemm/4096/real_time", "allow_tf32/off/gemm/4096/real_time", "f32 GEMM 4096: TF32 vs full f32 (speedup)")
+ratio("cudnn_allow_tf32/on/conv3x3_c64_32x32_b128_f32/real_time", "cudnn_allow_tf32/off/conv3x3_c64_32x32_b128_f32/real_time",
+      "conv 3x3 f32 fwd+bwd: TF32 vs full f32 (speedup)")
 ratio("loader_side_stream/on/epoch/iterations:3/real_time", "loader_side_stream/off/epoch/iterations:3/real_time",
       "DataLoader epoch: side-stream copy vs copy on mdl's stream (speedup)")
 for side in ("off", "on"):

@@ -27,7 +27,9 @@ void ProfileSteps::on_step_end(TrainContext& c) {
 }
 
 profiler::RooflineOptions ProfileSteps::roofline() const {
-  return {.ceilings = o_.ceilings ? &*o_.ceilings : nullptr, .gpu_tf32 = toggles::allow_tf32()};
+  return {.ceilings = o_.ceilings ? &*o_.ceilings : nullptr,
+          .gpu_tf32 = toggles::allow_tf32(),
+          .gpu_conv_tf32 = toggles::cudnn_allow_tf32()};
 }
 
 void ProfileSteps::on_train_end(TrainContext&) {

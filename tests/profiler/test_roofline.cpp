@@ -253,6 +253,17 @@ TEST_CASE("roofline: limits by device and dtype, and the bound's arithmetic") {
   CHECK(limit(plain, Device::cuda(), kBF16).peak_gflops == 690000);
   CHECK(limit(plain, Device::cuda(), kF32).peak_gflops == 50000);
   CHECK(limit(tf32, Device::cuda(), kF32).compute == "TF32 tensor cores");
+  // The matmuls' and the convs' TF32 switches apart: each moves only its own kernels' limit.
+  const profiler::RooflineOptions conv_tf32{.ceilings = &c, .gpu_conv_tf32 = true};
+  CHECK(profiler::limit_for(tf32, Device::cuda(), kF32, true)->compute == "f32");
+  CHECK(profiler::limit_for(conv_tf32, Device::cuda(), kF32, true)->compute == "TF32 tensor cores");
+  CHECK(profiler::limit_for(conv_tf32, Device::cuda(), kF32, true)->peak_gflops == 350000);
+  CHECK(profiler::limit_for(conv_tf32, Device::cuda(), kF32, false)->compute == "f32");
+  CHECK(profiler::limit_for(conv_tf32, Device::cuda(), kF16, true)->compute == "f16 tensor cores");
+  CHECK(profiler::is_conv_kernel("conv2d"));
+  CHECK(profiler::is_conv_kernel("conv2d_backward"));
+  CHECK_FALSE(profiler::is_conv_kernel("matmul"));
+  CHECK_FALSE(profiler::is_conv_kernel("linear_act"));
   CHECK(limit(plain, Device::cuda(), kF32).bandwidth_gbs == 3000.5);
   CHECK_FALSE(profiler::limit_for({}, Device::cpu(), kF32));
   const profiler::Ceilings cpu_only = synthetic(false);
