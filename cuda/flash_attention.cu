@@ -13,7 +13,8 @@
 // kernel per key tile accumulates dv += P^T dO and dk += dS^T q (queries streamed), one per query
 // tile dq += dS k (keys streamed), with dS = P * (dO v^T - D), D = rowsum(dO * O); every sum has
 // a fixed order (no atomics), so results are deterministic. Head dims are zero-padded to 64 or
-// 128 in shared memory.
+// 128 in shared memory. Under a causal mask the blocks take their tiles heaviest first
+// (kernels/attention_tiles.h), so the last wave is short.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -24,6 +25,7 @@
 #include "cuda/flash_attention.cuh"
 #include "cuda/flash_tiles.cuh"
 #include "cuda/kernels.cuh"
+#include "kernels/attention_tiles.h"
 #include "switches/list/toggles.h"
 
 namespace mdl::cuda {
@@ -116,7 +118,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   float* so = ss + kTile * kPS;
   float* sm = so + kTile * PO;
   float* sl = sm + kTile;
-  const int64_t b = blockIdx.x / a.tiles, i0 = blockIdx.x % a.tiles * kTile;
+  const AttentionTile at = attention_tile(blockIdx.x, a.g.count, a.tiles, a.causal, AttentionTiles::Query);
+  const int64_t b = at.batch, i0 = at.tile * kTile;
   const int lane = threadIdx.x % 32, w0 = threadIdx.x / 32 * 16;  // the warp's first row
   const T* kb = k + a.k.base(a.g, b);
   const T* vb = v + a.v.base(a.g, b);
@@ -255,7 +258,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   constexpr int P = pitch<T, D>();
   extern __shared__ __align__(128) unsigned char smem[];
   BackwardTiles<T, D> t(smem);
-  const int64_t b = blockIdx.x / a.tiles, j0 = blockIdx.x % a.tiles * kTile;
+  const AttentionTile at = attention_tile(blockIdx.x, a.g.count, a.tiles, a.causal, AttentionTiles::Key);
+  const int64_t b = at.batch, j0 = at.tile * kTile;
   const int w0 = threadIdx.x / 32 * 16;
   const T* qb = q + a.q.base(a.g, b);
   const T* gb = go + a.go.base(a.g, b);
@@ -290,7 +294,8 @@ __global__ void __launch_bounds__(kFlashThreads)
   constexpr int P = pitch<T, D>();
   extern __shared__ __align__(128) unsigned char smem[];
   BackwardTiles<T, D> t(smem);
-  const int64_t b = blockIdx.x / a.tiles, i0 = blockIdx.x % a.tiles * kTile;
+  const AttentionTile at = attention_tile(blockIdx.x, a.g.count, a.tiles, a.causal, AttentionTiles::Query);
+  const int64_t b = at.batch, i0 = at.tile * kTile;
   const int w0 = threadIdx.x / 32 * 16;
   const T* kb = k + a.k.base(a.g, b);
   const T* vb = v + a.v.base(a.g, b);

@@ -22,8 +22,8 @@ struct AttentionTile {
 };
 
 // block in [0, batches * tiles).
-MDL_HOST_DEVICE inline AttentionTile attention_tile(int64_t block, int64_t batches, int64_t tiles, bool causal,
-                                                    AttentionTiles kind) {
+MDL_HOST_DEVICE AttentionTile attention_tile(int64_t block, int64_t batches, int64_t tiles, bool causal,
+                                             AttentionTiles kind) {
   if (!causal) return {block / tiles, block % tiles};
   const int64_t rank = block / batches;  // 0: the heaviest tile
   return {block % batches, kind == AttentionTiles::Query ? tiles - 1 - rank : rank};
