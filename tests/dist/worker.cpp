@@ -261,8 +261,8 @@ void scenario_lost_rank(dist::ProcessGroup& pg, bool dies) {
 // Two epochs of an MLP on 512 samples (256 per rank); both ranks end with rank 0's checkpoint weights.
 bool scenario_train(dist::ProcessGroup& pg, const std::string& checkpoint) {
   const train::TrainOptions o = train::parse_train_options(
-      std::vector<std::string>{"--dist", "--model", "mlp", "--subset", "512", "--epochs", "2", "--batch", "32",
-                               "--threads", "1", "--no-progress", "--save", checkpoint});
+      std::vector<std::string>{"--dist", "--model", "mlp", "--subset", "512", "--val-subset", "1000", "--epochs", "2",
+                               "--batch", "32", "--threads", "1", "--no-progress", "--save", checkpoint});
   const train::TrainReport r = train::run_training(o, stdout);
   bool ok = check(pg, r.epochs.size() == 2, "two epochs expected");
   if (pg.rank() == 0) ok &= check(pg, r.epochs.back().val_accuracy > 0.3, "rank 0 validates (accuracy above chance)");

@@ -466,13 +466,34 @@ TEST_CASE("run_training: a short MLP run logs, checkpoints, resumes and profiles
   for (const auto& f : {log, ckpt, ckpt + ".train.safetensors", trace}) std::remove(f.c_str());
 }
 
+TEST_CASE("run_training: --val-subset validates and evaluates on the first N held-out samples") {
+  const std::string ckpt = temp_path("val_subset.safetensors");
+  train::TrainOptions o = train::parse_train_options(
+      std::vector<std::string>{"--model", "mlp", "--epochs", "1", "--batch", "64", "--subset", "256", "--val-subset",
+                               "300", "--no-progress", "--save", ckpt});
+  CHECK(o.val_subset == 300);
+  const train::TrainReport r = train::run_training(o, nullptr);
+  REQUIRE(r.epochs.size() == 1);
+  const double correct = r.epochs[0].val_accuracy * 300;  // a count of the 300 samples
+  CHECK(correct == doctest::Approx(std::round(correct)).epsilon(1e-9));
+  // --evaluate takes the same 300 and finds the same accuracy.
+  train::TrainOptions e;
+  e.model = "mlp", e.batch = 64, e.progress = false, e.evaluate = ckpt, e.val_subset = 300;
+  const train::TrainReport ev = train::run_training(e, nullptr);
+  CHECK(ev.evaluation.samples == 300);
+  CHECK(ev.evaluation.result.accuracy == r.epochs[0].val_accuracy);
+  CHECK_THROWS_WITH_AS(train::parse_train_options(std::vector<std::string>{"--val-subset", "-1"}),
+                       doctest::Contains("--val-subset"), Error);
+  for (const auto& f : {ckpt, ckpt + ".train.safetensors"}) std::remove(f.c_str());
+}
+
 TEST_CASE("run_training: --early-stop, --save-best, --plateau and --target-accuracy act on the validation") {
   const std::string best = temp_path("best.safetensors");
   std::filesystem::remove(best);
   // lr 0: the validation loss never improves after epoch 1, so patience 1 stops the run at epoch 2;
   // --plateau 1 needs two epochs without improvement, and the best weights are epoch 1's.
   train::TrainOptions o;
-  o.model = "mlp", o.epochs = 5, o.batch = 64, o.subset = 256, o.lr = 0, o.progress = false;
+  o.model = "mlp", o.epochs = 5, o.batch = 64, o.subset = 256, o.val_subset = 500, o.lr = 0, o.progress = false;
   o.early_stop = 1, o.save_best = best, o.plateau = 1, o.target_accuracy = 0.99;
   train::TrainReport r = train::run_training(o, nullptr);
   CHECK(r.epochs.size() == 2);

@@ -174,6 +174,7 @@ TEST_CASE("run_training: a resumed run appends to its CSV log") {
   const std::string ck = dir.file("model.safetensors"), log = dir.file("run.csv");
   train::TrainOptions o;
   o.model = "mlp", o.epochs = 1, o.batch = 64, o.subset = 256, o.save = ck, o.log = log, o.progress = false;
+  o.val_subset = 500;
   train::run_training(o, nullptr);
   o.resume = ck, o.epochs = 2;
   train::run_training(o, nullptr);

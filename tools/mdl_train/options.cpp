@@ -160,6 +160,7 @@ const std::map<std::string, Option>& table() {
         }}},
       {"--seed", {true, [](O& o, auto& k, auto& v) { o.seed = parse_number<uint64_t>(k, v); }}},
       {"--subset", {true, [](O& o, auto& k, auto& v) { o.subset = parse_int(k, v, 0, kMaxSamples); }}},
+      {"--val-subset", {true, [](O& o, auto& k, auto& v) { o.val_subset = parse_int(k, v, 0, kMaxSamples); }}},
       {"--threads", {true, [](O& o, auto& k, auto& v) { o.threads = parse_int(k, v, 0, kMaxThreads); }}},
       {"--context", {true, [](O& o, auto& k, auto& v) { o.context = parse_int(k, v, 2, kMaxContext); }}},
       {"--save", {true, [](O& o, auto&, auto& v) { o.save = v; }}},
@@ -346,6 +347,7 @@ std::string usage() {
   --seed N           --context N (text, 64)
   --subset N         N training samples: the first N, or for imagefolder N spread evenly over its
                      class folders
+  --val-subset N     validate (and --evaluate) on N held-out samples, picked as --subset picks
   --save FILE        --resume FILE (safetensors)    --log FILE (CSV, one row per epoch)
   --evaluate FILE    load FILE's weights (as --save wrote them) into --model, run the held-out split
                      once without gradients, print loss, accuracy and images/s; train nothing

@@ -48,6 +48,7 @@ struct TrainOptions {
   bool copy_stream = false;    // the loader copies batches to the GPU on its side stream
   uint64_t seed = 0;
   int64_t subset = 0;                   // use the first N training samples; 0 = all
+  int64_t val_subset = 0;               // validate (and --evaluate) on N held-out samples; 0 = all
   int64_t threads = 0;                  // compute threads; 0 = every core
   int64_t context = 64;                 // text: characters per sample
   std::string save{}, resume{}, log{};  // safetensors checkpoint out/in, CSV log

@@ -141,9 +141,9 @@ DataBundle make_data(const TrainOptions& o) {
   }
   if (o.augment && d.transform) d.description += ", augmented (random crop, horizontal flip)";
   // An ImageFolder lists its samples class by class: a prefix would hold only the first classes.
-  if (o.subset > 0)
-    d.train = std::make_shared<data::Subset>(
-        d.train, o.subset, kind == "imagefolder" ? data::Subset::Pick::Spread : data::Subset::Pick::First);
+  const data::Subset::Pick pick = kind == "imagefolder" ? data::Subset::Pick::Spread : data::Subset::Pick::First;
+  if (o.subset > 0) d.train = std::make_shared<data::Subset>(d.train, o.subset, pick);
+  if (o.val_subset > 0 && d.test) d.test = std::make_shared<data::Subset>(d.test, o.val_subset, pick);
   return d;
 }
 
