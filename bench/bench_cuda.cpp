@@ -11,12 +11,18 @@
 // and GPT (6 x 384, context 256) at batch 32 in f32 vs under autocast f16 with a GradScaler, and
 // each replayed as a CUDA Graph (bench/torch_gpu_step.py times the same steps in PyTorch).
 // Without a GPU it prints why and exits 0.
+// Timing: the kernel benchmarks (GEMMs, elementwise add, linear + activation, attention, batch norm,
+// the 3x3 conv) report the GPU's time per call from CUDA events around a batch of back-to-back calls
+// (bench/cuda_timing.h, ->UseManualTime()), with the host's wall time per call beside it (wall_us).
+// The rest (training steps, the DataLoader epoch, host-to-device copies, the allocator, the op
+// chain eager vs graph) stay on the host clock: what they compare includes host work by design.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <utility>
 
+#include "bench/cuda_timing.h"
 #include "bench/recording_reporter.h"
 #include "ops/autocast.h"
 #include "amp/grad_scaler.h"
@@ -43,18 +49,15 @@ void gemm(benchmark::State& st, DType t, bool tf32) {
   Tensor a = randn({n, n}, TensorOptions(t, kGpu)), b = randn({n, n}, TensorOptions(t, kGpu));
   Tensor c = matmul(a, b);
   cuda::synchronize();
-  for (auto _ : st) {
-    c = matmul(a, b);
-    cuda::synchronize();
-  }
+  bench::run_event_timed(st, [&] { c = matmul(a, b); });
   toggles::set_allow_tf32(false);
   st.counters["TFLOP/s"] = benchmark::Counter(2.0 * double(n) * double(n) * double(n) * double(st.iterations()) / 1e12,
                                               benchmark::Counter::kIsRate);
 }
 void BM_gemm_f16(benchmark::State& st) { gemm(st, kF16, false); }
 void BM_gemm_bf16(benchmark::State& st) { gemm(st, kBF16, false); }
-BENCHMARK(BM_gemm_f16)->Arg(1024)->Arg(4096)->Arg(8192)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_gemm_bf16)->Arg(8192)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_gemm_f16)->Arg(1024)->Arg(4096)->Arg(8192)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_gemm_bf16)->Arg(8192)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // out = a + b over 64M floats: all contiguous (16-byte vector loads) vs b read transposed.
 void add(benchmark::State& st, bool strided) {
@@ -63,17 +66,14 @@ void add(benchmark::State& st, bool strided) {
   Tensor bb = strided ? b.t() : b;
   Tensor c = a + bb;
   cuda::synchronize();
-  for (auto _ : st) {
-    c = a + bb;
-    cuda::synchronize();
-  }
+  bench::run_event_timed(st, [&] { c = a + bb; });
   st.counters["GB/s"] = benchmark::Counter(3.0 * 4.0 * double(n * n) * double(st.iterations()) / 1e9,
                                            benchmark::Counter::kIsRate);
 }
 void BM_add_contiguous_vec16(benchmark::State& st) { add(st, false); }
 void BM_add_strided(benchmark::State& st) { add(st, true); }
-BENCHMARK(BM_add_contiguous_vec16)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_add_strided)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_add_contiguous_vec16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_add_strided)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // y = act(x @ w^T + b), f16, 8192 tokens, 1024 -> 4096 (a transformer MLP's first layer), forward:
 // one cublasLtMatmul with the bias and activation in its epilogue vs the GEMM then a bias-add
@@ -90,10 +90,7 @@ void linear_act(benchmark::State& st, Activation act, bool fused) {
   };
   Tensor y = step();
   cuda::synchronize();
-  for (auto _ : st) {
-    y = step();
-    cuda::synchronize();
-  }
+  bench::run_event_timed(st, [&] { y = step(); });
   st.counters["TFLOP/s"] = benchmark::Counter(2.0 * double(M) * double(N) * double(K) * double(st.iterations()) / 1e12,
                                               benchmark::Counter::kIsRate);
 }
@@ -119,14 +116,12 @@ void attention(benchmark::State& st, DType dtype, bool flash, bool backward) {
   };
   step();
   cuda::synchronize();
-  for (auto _ : st) {
-    step();
-    cuda::synchronize();
-  }
+  bench::run_event_timed(st, step);
   toggles::set_flash_attention(true);
 }
 
-// 256 MiB host -> device, from pageable vs pinned memory.
+// 256 MiB host -> device, from pageable vs pinned memory. On the host clock: the pageable side's
+// staging through a host buffer is part of what the pair compares.
 void h2d(benchmark::State& st, bool pinned) {
   Tensor host = randn({64 << 20});
   if (pinned) host = cuda::pin_memory(host);
@@ -145,6 +140,7 @@ BENCHMARK(BM_h2d_pinned)->UseRealTime()->Unit(benchmark::kMicrosecond);
 // on the batch): batches copied by the consumer with .to(cuda) (a copy on mdl's stream that waits for
 // the queued compute) vs copied by the loader on its side stream (options.device), overlapping the
 // compute of the previous batch. Reports ms per epoch and the share of it spent waiting for data.
+// On the host clock: the loader's host threads and the copies' overlap are what the pair measures.
 void loader_epoch(benchmark::State& st, bool side_stream) {
   NoGradGuard ng;
   static const data::TensorDataset ds(randn({4096, 3, 64, 64}), randint(0, 10, {4096}, kI64));
@@ -181,7 +177,8 @@ void alloc(benchmark::State& st, bool caching) {
   toggles::set_cuda_caching_allocator(true);
 }
 
-// 20 small elementwise ops (launch-bound): eager launches vs one graph replay.
+// 20 small elementwise ops (launch-bound): eager launches vs one graph replay. On the host clock:
+// the pair compares the host's launch cost, which events on the stream would only partly see.
 Tensor chain(const Tensor& x) {
   Tensor y = x;
   for (int i = 0; i < 10; ++i) y = tanh(y * 1.01 + 0.1);
@@ -210,7 +207,9 @@ void chain_graph(benchmark::State& st) {
 }
 
 // One training step: forward, cross-entropy, backward, SGD with momentum; under autocast f16 with
-// a GradScaler when amp. Reports images/s (tokens/s for a language model).
+// a GradScaler when amp. Reports images/s (tokens/s for a language model). On the host clock, each
+// step synchronized: a step's host work (autograd, the optimizer, the scaler's check of the
+// gradients) is part of its cost, as in PyTorch's figure for the same step.
 void train_step(benchmark::State& st, std::shared_ptr<nn::Module> model, const Shape& input, bool amp,
                 int64_t vocab = 0, bool graph = false, bool channels_last = false) {
   manual_seed(0);
@@ -328,12 +327,9 @@ void BM_batch_norm_f16(benchmark::State& st) {
   auto step = [&] { nn::functional::batch_norm(x, rm, rv, w, b, true).backward(gy); };
   step();
   cuda::synchronize();
-  for (auto _ : st) {
-    step();
-    cuda::synchronize();
-  }
+  bench::run_event_timed(st, step);
 }
-BENCHMARK(BM_batch_norm_f16)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_batch_norm_f16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // A 3x3 conv (64 -> 64 channels, 32x32, batch 128: a ResNet-18 stage-1 layer) forward and
 // backward, f16 unless t says otherwise; measured (on) against heuristic (off) cuDNN algorithms. Each
@@ -349,10 +345,7 @@ void conv_step(benchmark::State& st, bool measured, bool channels_last = false, 
   auto step = [&] { nn::functional::conv2d(x, w, Tensor(), {1, 1}, {1, 1}).backward(gy); };
   step();  // the plans: descriptors and algorithms
   cuda::synchronize();
-  for (auto _ : st) {
-    step();
-    cuda::synchronize();
-  }
+  bench::run_event_timed(st, step);
   toggles::set_cudnn_benchmark(true);
 }
 
@@ -395,13 +388,13 @@ int main(int argc, char** argv) {
   for (bool on : {false, true})
     bench::register_switch("allow_tf32", on, "gemm", [](benchmark::State& st, bool tf32) { gemm(st, kF32, tf32); })
         ->Arg(4096)
-        ->UseRealTime()
+        ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
   for (const auto& [name, act] : {std::pair{"f16/relu", Activation::Relu}, std::pair{"f16/gelu", Activation::GeluTanh}})
     for (bool on : {false, true})
       bench::register_switch("fused_linear_act", on, name,
                              [act = act](benchmark::State& st, bool fused) { linear_act(st, act, fused); })
-          ->UseRealTime()
+          ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
   for (DType dtype : {kF16, kF32})
     for (bool backward : {false, true})
@@ -411,8 +404,21 @@ int main(int argc, char** argv) {
             std::string(dtype_name(dtype)) +
                 (backward ? "/causal_b32_h6_t256_d64/fwd_bwd" : "/causal_b32_h6_t256_d64/fwd"),
             [dtype, backward](benchmark::State& st, bool flash) { attention(st, dtype, flash, backward); })
-            ->UseRealTime()
+            ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
+  // The flash forward on mma.sync with S, P and O in registers (on) against WMMA through shared memory.
+  for (const auto& [dtype, backward] : {std::pair{kF16, false}, std::pair{kBF16, false}, std::pair{kF16, true}})
+    for (bool on : {false, true})
+      bench::register_switch("flash_attention_mma", on,
+                             std::string(dtype_name(dtype)) +
+                                 (backward ? "/causal_b32_h6_t256_d64/fwd_bwd" : "/causal_b32_h6_t256_d64/fwd"),
+                             [dtype = dtype, backward = backward](benchmark::State& st, bool mma) {
+                               toggles::set_flash_attention_mma(mma);
+                               attention(st, dtype, true, backward);
+                               toggles::set_flash_attention_mma(false);
+                             })
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
   for (bool on : {false, true})
     bench::register_switch("loader_side_stream", on, "epoch", loader_epoch)
         ->UseRealTime()
@@ -432,7 +438,7 @@ int main(int argc, char** argv) {
   for (bool on : {false, true})
     bench::register_switch("cudnn_benchmark", on, "conv3x3_c64_32x32_b128_f16",
                            [](benchmark::State& st, bool measured) { conv_step(st, measured); })
-        ->UseRealTime()
+        ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
   // The same conv in f32, on the f32 FMA units (off) against TF32 tensor cores (on).
   for (bool on : {false, true})
@@ -442,12 +448,12 @@ int main(int argc, char** argv) {
                              conv_step(st, true, false, kF32);
                              toggles::set_cudnn_allow_tf32(false);
                            })
-        ->UseRealTime()
+        ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
   for (bool on : {false, true})
     bench::register_switch("channels_last", on, "conv3x3_c64_32x32_b128_f16",
                            [](benchmark::State& st, bool cl) { conv_step(st, true, cl); })
-        ->UseRealTime()
+        ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
   for (bool on : {false, true})
     bench::register_switch("multi_tensor_step", on, "resnet18_step_amp", resnet18_step_multi_tensor)

@@ -14,7 +14,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tools"))
 import optimizations_guide  # noqa: E402
 import summary  # noqa: E402
 
-SUFFIX = re.compile(r"/(real_time|min_time:[^/]+|iterations:\d+|repeats:\d+)")  # as summary.load strips them
+SUFFIX = re.compile(r"/(real_time|manual_time|min_time:[^/]+|iterations:\d+|repeats:\d+)")  # as summary.load strips them
 
 
 def expected():

@@ -27,8 +27,8 @@ import machine  # noqa: E402
 # switches and say so in their text: two dtypes side by side, an external yardstick (OpenBLAS), or
 # several per-run options together; none is a baseline written in a benchmark.
 # (row, suite, baseline benchmark, optimized benchmark, metric, device)
-# metric: "time" (real_time, lower is better), or a counter name; counters in LOWER_BETTER are
-# costs (memory, epoch time), the others rates (higher is better).
+# metric: "time" (real_time, lower is better; for a /manual_time benchmark the GPU's event time), or a
+# counter name; counters in LOWER_BETTER are costs (memory, epoch time), the others rates (higher is better).
 COMPARISONS = [
     ("GEMM 1024^3 f32, yardstick: OpenBLAS -> mdl", "bench_gemm", "openblas/1024", "threaded/1024", "GFLOP/s", "cpu"),
     ("matmul 1024 on the CPU, two dtypes: f32 -> f16 storage", "bench_amp", "matmul/1024/f32", "matmul/1024/f16",
@@ -64,7 +64,7 @@ def load(results_dir):
         for b in doc.get("benchmarks", []):
             if b.get("run_type", "iteration") != "iteration" or b.get("error_occurred"):
                 continue
-            name = re.sub(r"/(real_time|min_time:[^/]+|iterations:\d+|repeats:\d+)", "", b["name"])
+            name = re.sub(r"/(real_time|manual_time|min_time:[^/]+|iterations:\d+|repeats:\d+)", "", b["name"])
             runs.setdefault((suite, name), []).append(b)
     return runs, suites, switches or [], context
 

@@ -58,10 +58,10 @@ def seconds_per_call(step, seconds):
 
 
 def attention_ms(backward, dtype, seconds=1.0):
-    """F.scaled_dot_product_attention, causal, (32, 6, 256, 64): bench_cuda's flash_attention pairs
-    (dtype "f16" or "f32"; f32 with TF32 off, as the step figures run)."""
+    """F.scaled_dot_product_attention, causal, (32, 6, 256, 64): bench_cuda's flash_attention and
+    flash_attention_mma pairs (dtype "f16", "bf16" or "f32"; f32 with TF32 off, as the step figures run)."""
     shape = (32, 6, 256, 64)
-    t = {"f16": torch.float16, "f32": torch.float32}[dtype]
+    t = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[dtype]
     q, k, v = (torch.randn(shape, device="cuda", dtype=t, requires_grad=backward) for _ in range(3))
     go = torch.randn(shape, device="cuda", dtype=t)
 
@@ -186,6 +186,7 @@ def main():
     for dtype in ("f16", "f32"):
         for backward in (False, True):
             attention_ms(backward, dtype)
+    attention_ms(False, "bf16")
 
 
 if __name__ == "__main__":

@@ -15,14 +15,22 @@
 // a fixed order (no atomics), so results are deterministic. Head dims are zero-padded to 64 or
 // 128 in shared memory. Under a causal mask the blocks take their tiles heaviest first
 // (kernels/attention_tiles.h), so the last wave is short.
+//
+// With the flash_attention_mma switch, the f16/bf16 forward is cuda/flash_forward_mma.cuh's instead:
+// the same tiles and results, with S, P and O in registers on mma.sync.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <set>
+#include <tuple>
 
 #include "cuda/api.h"
 #include "cuda/attention_operands.cuh"
 #include "cuda/common.cuh"
 #include "cuda/flash_attention.cuh"
+#include "cuda/flash_common.cuh"
+#include "cuda/flash_forward_mma.cuh"
 #include "cuda/flash_tiles.cuh"
 #include "cuda/kernels.cuh"
 #include "kernels/attention_tiles.h"
@@ -38,23 +46,6 @@ namespace {
 
 constexpr int kFlashThreads = flash::kThreads;
 
-struct FlashArgs {
-  Batch g;
-  int64_t L, S, E, Ev;
-  int64_t tiles;  // query tiles (forward, dq) or key tiles (dk, dv) per batch
-  Operand q, k, v, mask, go;
-  bool vec_q, vec_k, vec_v, vec_go;  // the operand can be read in 16-byte chunks
-  const bool* mask_p;
-  bool causal;
-  float scale;
-
-  // mb: the mask of this batch (null for none).
-  __device__ __forceinline__ bool visible(const bool* mb, int64_t i, int64_t j) const {
-    if (i >= L || j >= S || (causal && j > i)) return false;
-    return !mb || mb[i * mask.rs + j * mask.cs];
-  }
-};
-
 __device__ __forceinline__ float warp_max(float x) {
   for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
   return x;
@@ -62,26 +53,6 @@ __device__ __forceinline__ float warp_max(float x) {
 __device__ __forceinline__ float warp_sum(float x) {
   for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
   return x;
-}
-
-// dst (64, D), pitch pitch<T, D>() = rows [r0, r0 + 64) of the (n, cols) matrix at src, zero past n and cols.
-template <class T, int D>
-__device__ void load_tile(T* dst, const T* src, const Operand& o, int64_t r0, int64_t n, int64_t cols, bool vec) {
-  constexpr int P = pitch<T, D>();
-  if (vec) {  // unit column stride, cols a multiple of V, 16-byte aligned rows
-    constexpr int V = 16 / sizeof(T), C = D / V;
-    for (int idx = threadIdx.x; idx < kTile * C; idx += kFlashThreads) {
-      const int r = idx / C, c = idx % C * V;
-      uint4 x = make_uint4(0, 0, 0, 0);
-      if (r0 + r < n && c < cols) x = *reinterpret_cast<const uint4*>(src + (r0 + r) * o.rs + c);
-      *reinterpret_cast<uint4*>(dst + r * P + c) = x;
-    }
-  } else {
-    for (int idx = threadIdx.x; idx < kTile * D; idx += kFlashThreads) {
-      const int r = idx / D, c = idx % D;
-      dst[r * P + c] = r0 + r < n && c < cols ? src[(r0 + r) * o.rs + c * o.cs] : convert<T>(0.0f);
-    }
-  }
 }
 
 // Writes the warp's (16, D) fragments times `mul` to rows [r0, r0 + 16) of the contiguous (n, cols)
@@ -345,6 +316,19 @@ FlashArgs flash_args(const char* op, const Tensor& q, const Tensor& k, const Ten
   return a;
 }
 
+// Lets `kernel` take `smem` bytes of dynamic shared memory on the current device. The attribute
+// is set once per kernel and device: setting it is a driver call, not free at every launch.
+void allow_shared_memory(const char* op, const void* kernel, size_t smem) {
+  static std::mutex mutex;
+  static std::set<std::tuple<const void*, int, size_t>> done;
+  int device = 0;
+  CUDA_CHECK(op, cudaGetDevice(&device));
+  std::lock_guard<std::mutex> lock(mutex);
+  if (done.count({kernel, device, smem})) return;
+  CUDA_CHECK(op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  done.insert({kernel, device, smem});
+}
+
 // Launches kernel on (batch x tiles) blocks of kFlashThreads with `smem` bytes of shared memory.
 template <class... Params, class... Args>
 void launch(const char* op, void (*kernel)(Params...), FlashArgs& a, int64_t tiles, size_t smem, Args... args) {
@@ -352,7 +336,7 @@ void launch(const char* op, void (*kernel)(Params...), FlashArgs& a, int64_t til
   const int64_t blocks = a.g.count * tiles;
   if (blocks == 0) return;
   MDL_CHECK(blocks < (int64_t(1) << 31), op, ": ", blocks, " tiles are more than one CUDA grid holds");
-  CUDA_CHECK(op, cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  allow_shared_memory(op, reinterpret_cast<const void*>(kernel), smem);
   kernel<<<unsigned(blocks), kFlashThreads, smem, stream()>>>(a, args...);
   CUDA_CHECK_LAUNCH(op);
 }
@@ -399,7 +383,9 @@ bool flash_attention_applies(const Tensor& q, const Tensor& v) {
       q.size(-1) > kFlashMaxHeadDim || v.size(-1) > kFlashMaxHeadDim)
     return false;
   size_t need = 0;  // f32 at head dim 128 needs 207 KiB, more than an A100's block may have
-  dispatch_flash(q, v, [&]<class T, int D>() { need = std::max(forward_smem<T, D>(), BackwardTiles<T, D>::bytes()); });
+  dispatch_flash(q, v, [&]<class T, int D>() {
+    need = std::max({forward_smem<T, D>(), forward_mma_smem<T, D>(), BackwardTiles<T, D>::bytes()});
+  });
   return need <= max_block_smem(q.device().index);
 }
 
@@ -408,6 +394,13 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
   const char* op = "scaled_dot_product_attention";
   FlashArgs a = flash_args(op, q, k, v, mask, Tensor(), causal, scale);
   dispatch_flash(q, v, [&]<class T, int D>() {
+    if constexpr (!std::is_same_v<T, float>) {
+      if (toggles::flash_attention_mma()) {
+        launch(op, flash_forward_mma_kernel<T, D>, a, tiles_of(a.L), forward_mma_smem<T, D>(), ptr<T>(out),
+               ptr<float>(lse), ptr<const T>(q), ptr<const T>(k), ptr<const T>(v));
+        return;
+      }
+    }
     launch(op, flash_forward_kernel<T, D>, a, tiles_of(a.L), forward_smem<T, D>(), ptr<T>(out), ptr<float>(lse),
            ptr<const T>(q), ptr<const T>(k), ptr<const T>(v));
   });

@@ -106,26 +106,32 @@ errors = [r for r in runs if r.get("error_occurred")]
 runs = [r for r in runs if not r.get("error_occurred")]
 by = {r["name"]: r for r in runs}
 # The counters are already in their units (bench_cuda divides by 1e12 / 1e9 before the rate).
-print(f'{"benchmark":40s} {"time":>15s} {"figure":>20s}')
+# Kernel rows (/manual_time) time the GPU with CUDA events over a batch of back-to-back calls: their
+# time (and rate) is the GPU's per call, with the host's wall time per call over the same batches
+# beside it (wall_us). The other rows (/real_time, training steps and host-bound pairs) are wall time.
+def wall(r):
+    return f'{r["wall_us"]:.2f} us' if "wall_us" in r else ""
+print(f'{"benchmark":66s} {"time":>15s} {"clock":5s} {"wall":>12s} {"figure":>20s}')
 for r in runs:
     fig = next((f'{r[k]:.2f} {k}' for k in ("TFLOP/s", "GB/s", "images/s", "tokens/s", "wait_%") if k in r), "")
-    print(f'{r["name"]:40s} {r["real_time"]:12.2f} {r.get("time_unit", ""):2s} {fig:>20s}')
+    clock = "gpu" if r["name"].endswith("/manual_time") else "wall"
+    print(f'{r["name"]:66s} {r["real_time"]:12.2f} {r.get("time_unit", ""):2s} {clock:5s} {wall(r):>12s} {fig:>20s}')
 def ratio(a, b, what, key="real_time"):
     ra, rb = by.get(a), by.get(b)
     if ra and rb: print(f"{what:60s} {rb[key]/ra[key]:6.2f}x")
 for r in errors: print(f'{r["name"]:40s} ERROR: {r.get("error_message", "")[:120]}')
 print()
-ratio("BM_add_contiguous_vec16/real_time", "BM_add_strided/real_time", "elementwise: vectorised contiguous vs strided (speedup)")
+ratio("BM_add_contiguous_vec16/manual_time", "BM_add_strided/manual_time", "elementwise: vectorised contiguous vs strided (speedup)")
 ratio("BM_h2d_pinned/real_time", "BM_h2d_pageable/real_time", "host->device copy: pinned vs pageable (speedup)")
 ratio("cuda_caching_allocator/on/alloc_4MiB", "cuda_caching_allocator/off/alloc_4MiB", "allocation: caching allocator vs cudaMalloc (speedup)")
 ratio("cuda_graphs/on/op_chain/real_time", "cuda_graphs/off/op_chain/real_time", "20 small ops: CUDA Graph replay vs eager (speedup)")
-ratio("fused_linear_act/on/f16/relu/real_time", "fused_linear_act/off/f16/relu/real_time", "linear+bias+relu: cuBLASLt epilogue vs separate kernels (speedup)")
-ratio("fused_linear_act/on/f16/gelu/real_time", "fused_linear_act/off/f16/gelu/real_time", "linear+bias+gelu: cuBLASLt epilogue vs separate kernels (speedup)")
-ratio("cudnn_benchmark/on/conv3x3_c64_32x32_b128_f16/real_time", "cudnn_benchmark/off/conv3x3_c64_32x32_b128_f16/real_time",
+ratio("fused_linear_act/on/f16/relu/manual_time", "fused_linear_act/off/f16/relu/manual_time", "linear+bias+relu: cuBLASLt epilogue vs separate kernels (speedup)")
+ratio("fused_linear_act/on/f16/gelu/manual_time", "fused_linear_act/off/f16/gelu/manual_time", "linear+bias+gelu: cuBLASLt epilogue vs separate kernels (speedup)")
+ratio("cudnn_benchmark/on/conv3x3_c64_32x32_b128_f16/manual_time", "cudnn_benchmark/off/conv3x3_c64_32x32_b128_f16/manual_time",
       "conv 3x3 f16 fwd+bwd: measured vs heuristic cuDNN algorithms (speedup)")
 ratio("cudnn_benchmark/on/resnet18_step_amp/real_time", "cudnn_benchmark/off/resnet18_step_amp/real_time",
       "ResNet-18 AMP step: measured vs heuristic cuDNN algorithms (speedup)")
-ratio("channels_last/on/conv3x3_c64_32x32_b128_f16/real_time", "channels_last/off/conv3x3_c64_32x32_b128_f16/real_time",
+ratio("channels_last/on/conv3x3_c64_32x32_b128_f16/manual_time", "channels_last/off/conv3x3_c64_32x32_b128_f16/manual_time",
       "conv 3x3 f16 fwd+bwd: NHWC vs NCHW (speedup)")
 ratio("multi_tensor_step/on/resnet18_step_amp/real_time", "multi_tensor_step/off/resnet18_step_amp/real_time",
       "ResNet-18 AMP step: multi-tensor optimizer step vs one launch per parameter (speedup)")
@@ -136,8 +142,8 @@ for side in ("off", "on"):
     if r and "kernels/step" in r: print(f'{"multi_tensor_step/" + side + ": kernel calls per ResNet-18 AMP step":60s} {r["kernels/step"]:6.0f}')
 ratio("channels_last/on/resnet18_step_amp/real_time", "channels_last/off/resnet18_step_amp/real_time",
       "ResNet-18 AMP step: channels-last vs NCHW (speedup)")
-ratio("allow_tf32/on/gemm/4096/real_time", "allow_tf32/off/gemm/4096/real_time", "f32 GEMM 4096: TF32 vs full f32 (speedup)")
-ratio("cudnn_allow_tf32/on/conv3x3_c64_32x32_b128_f32/real_time", "cudnn_allow_tf32/off/conv3x3_c64_32x32_b128_f32/real_time",
+ratio("allow_tf32/on/gemm/4096/manual_time", "allow_tf32/off/gemm/4096/manual_time", "f32 GEMM 4096: TF32 vs full f32 (speedup)")
+ratio("cudnn_allow_tf32/on/conv3x3_c64_32x32_b128_f32/manual_time", "cudnn_allow_tf32/off/conv3x3_c64_32x32_b128_f32/manual_time",
       "conv 3x3 f32 fwd+bwd: TF32 vs full f32 (speedup)")
 ratio("loader_side_stream/on/epoch/iterations:3/real_time", "loader_side_stream/off/epoch/iterations:3/real_time",
       "DataLoader epoch: side-stream copy vs copy on mdl's stream (speedup)")
@@ -163,15 +169,26 @@ if f16:
         print(f'f16 GEMM {r["name"]:32s} {r["TFLOP/s"]:7.1f} TFLOP/s = {100*r["TFLOP/s"]/peak:5.1f}% of the best size{vs}')
 for dt in ("f16", "f32"):
     for part in ("fwd", "fwd_bwd"):
-        case = f"{dt}/causal_b32_h6_t256_d64/{part}/real_time"
+        case = f"{dt}/causal_b32_h6_t256_d64/{part}/manual_time"
         ratio(f"flash_attention/on/{case}", f"flash_attention/off/{case}", f"attention {dt} {part}: flash vs plain kernel (speedup)")
         r, t = by.get(f"flash_attention/on/{case}"), torch_ms.get(f"sdpa_{dt}_causal_b32_h6_t256_d64_{part}")
-        if r and t:  # bench_cuda's times are in us, the script's in ms
-            print(f'attention {dt} {part}: flash {r["real_time"] / 1e3:.3f} ms, PyTorch SDPA {t:.3f} ms, mdl time / PyTorch time {r["real_time"] / 1e3 / t:.2f}')
-r, t = by.get("BM_batch_norm_f16/real_time"), torch_ms.get("batch_norm_f16")
+        if r and t:  # bench_cuda's times are in us, the script's in ms (wall, synchronised per call)
+            w = f', wall {r["wall_us"] / 1e3:.3f} ms (/ PyTorch {r["wall_us"] / 1e3 / t:.2f})' if "wall_us" in r else ""
+            print(f'attention {dt} {part}: flash GPU {r["real_time"] / 1e3:.3f} ms{w}, PyTorch SDPA {t:.3f} ms, '
+                  f'mdl GPU time / PyTorch time {r["real_time"] / 1e3 / t:.2f}')
+for dt, part in (("f16", "fwd"), ("bf16", "fwd"), ("f16", "fwd_bwd")):
+    case = f"{dt}/causal_b32_h6_t256_d64/{part}/manual_time"
+    ratio(f"flash_attention_mma/on/{case}", f"flash_attention_mma/off/{case}",
+          f"attention {dt} {part}: forward on mma.sync registers vs WMMA (speedup)")
+    r, t = by.get(f"flash_attention_mma/on/{case}"), torch_ms.get(f"sdpa_{dt}_causal_b32_h6_t256_d64_{part}")
+    if r and t:
+        print(f'attention {dt} {part}: mma.sync forward GPU {r["real_time"] / 1e3:.3f} ms, PyTorch SDPA {t:.3f} ms, '
+              f'mdl GPU time / PyTorch time {r["real_time"] / 1e3 / t:.2f} (goal: fwd <= 1.2, fwd_bwd <= 1.0)')
+r, t = by.get("BM_batch_norm_f16/manual_time"), torch_ms.get("batch_norm_f16")
 if r:
-    vs = f', PyTorch {t:.1f} us, mdl time / PyTorch time {r["real_time"] / t:.2f}' if t else ""
-    print(f'batch norm f16 forward + backward (128, 64, 32, 32): mdl {r["real_time"]:.1f} us{vs}')
+    vs = f', PyTorch {t:.1f} us, mdl GPU time / PyTorch time {r["real_time"] / t:.2f}' if t else ""
+    w = f' (wall {r["wall_us"]:.1f} us)' if "wall_us" in r else ""
+    print(f'batch norm f16 forward + backward (128, 64, 32, 32): mdl GPU {r["real_time"]:.1f} us{w}{vs}')
 # Training steps: mdl f32 vs autocast f16, and PyTorch's time for the same step.
 print()
 print(f'{"training step":28s} {"mdl ms":>9s} {"PyTorch ms":>11s} {"mdl speed vs PyTorch":>21s}')

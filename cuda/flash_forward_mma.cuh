@@ -1,0 +1,201 @@
+// FlashAttention-2's forward for f16/bf16 with S, P and O in registers (the flash_attention_mma
+// switch): the contract of the WMMA kernel in cuda/flash_attention.cu (same tiles, block order,
+// output and logsumexp), without its round trips through shared memory.
+//
+// A block of 4 warps takes 64 query rows, 16 per warp. The warp loads its Q fragments into
+// registers once (ldmatrix), then for each tile of 64 keys:
+//   S (16, 64) = Q K^T      mma.sync.m16n8k16, K through ldmatrix, f32 accumulators in registers
+//   mask                    only on tiles that need it: the causal diagonal, the last key tile, a mask
+//   online softmax          each lane holds two rows' values; row max and sum over the 4 lanes of a
+//                           quad by shuffles; exp2 with scale * log2(e) folded into S
+//   O (16, D) += P V        P packed to f16/bf16 straight from S's accumulators as the A operand,
+//                           V through ldmatrix.trans
+// K and V tiles stream through two shared-memory stages filled by cp.async, so the next tile's
+// copy overlaps this tile's products. Rows are D + 8 elements apart, which puts the 8 rows of each
+// ldmatrix on distinct banks. The register layouts are kernels/mma_fragments.h, checked on the CPU.
+#pragma once
+#include "cuda/flash_common.cuh"
+#include "cuda/mma_ptx.cuh"
+#include "kernels/attention_tiles.h"
+#include "kernels/mma_fragments.h"
+
+namespace mdl::cuda::flash {
+
+// The q tile and two stages of k and v tiles, (64, D + 8) each.
+template <class T, int D>
+constexpr size_t forward_mma_smem() {
+  return 5 * size_t(kTile) * pitch<T, D>() * sizeof(T);
+}
+
+// load_tile's contract; 16-byte chunks go by cp.async (the caller commits and waits), the zero
+// padding and operands that cannot be read in chunks by plain stores.
+template <class T, int D>
+__device__ void load_tile_async(T* dst, const T* src, const Operand& o, int64_t r0, int64_t n, int64_t cols, bool vec) {
+  if (!vec) return load_tile<T, D>(dst, src, o, r0, n, cols, false);
+  constexpr int P = pitch<T, D>(), V = 16 / sizeof(T), C = D / V;
+  for (int idx = threadIdx.x; idx < kTile * C; idx += kThreads) {
+    const int r = idx / C, c = idx % C * V;
+    if (r0 + r < n && c < cols) ptx::cp_async_16(dst + r * P + c, src + (r0 + r) * o.rs + c);
+    else *reinterpret_cast<uint4*>(dst + r * P + c) = make_uint4(0, 0, 0, 0);
+  }
+}
+
+// One block per (batch, tile of 64 query rows). Lane (g, t) = (lane / 4, lane % 4) of a warp holds
+// rows g and g + 8 of the warp's 16: S's columns 8n + 2t, +1 for n < 8, O's 8n + 2t, +1 for n < D/8.
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads)
+    flash_forward_mma_kernel(FlashArgs a, T* out, float* lse, const T* q, const T* k, const T* v) {
+  constexpr int P = pitch<T, D>();
+  constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* sq = reinterpret_cast<T*>(smem);
+  T* sk = sq + kTile * P;      // two stages
+  T* sv = sk + 2 * kTile * P;  // two stages
+  const AttentionTile at = attention_tile(blockIdx.x, a.g.count, a.tiles, a.causal, AttentionTiles::Query);
+  const int64_t b = at.batch, i0 = at.tile * kTile;
+  const int lane = threadIdx.x % 32, w0 = threadIdx.x / 32 * 16;
+  const int g = mma::group_of(lane), tg = mma::thread_in_group(lane);
+  const T* kb = k + a.k.base(a.g, b);
+  const T* vb = v + a.v.base(a.g, b);
+  const bool* mb = a.mask_p ? a.mask_p + a.mask.base(a.g, b) : nullptr;
+  const int64_t kend = a.causal ? min(a.S, i0 + kTile) : a.S;  // causal: later keys are hidden from the whole tile
+  const int64_t ntiles = (kend + kTile - 1) / kTile;
+
+  load_tile_async<T, D>(sq, q + a.q.base(a.g, b), a.q, i0, a.L, a.E, a.vec_q);
+  if (ntiles > 0) {
+    load_tile_async<T, D>(sk, kb, a.k, 0, a.S, a.E, a.vec_k);
+    load_tile_async<T, D>(sv, vb, a.v, 0, a.S, a.Ev, a.vec_v);
+  }
+  ptx::cp_async_commit();
+  ptx::cp_async_wait<0>();
+  __syncthreads();
+  uint32_t qf[D / 16][4];  // Q (16, D) as D / 16 A operands
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    const mma::RowCol p = mma::q_fragment_address(lane, kk);
+    ptx::ldmatrix_x4(qf[kk], sq + (w0 + p.row) * P + p.col);
+  }
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  // Rows g and g + 8: the running max of S * scale * log2(e), and this lane's share of the row sum.
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  const float scale = a.scale * kLog2e;
+
+  for (int64_t t = 0; t < ntiles; ++t) {
+    const int64_t j0 = t * kTile;
+    const T* ks = sk + (t & 1) * kTile * P;
+    const T* vs = sv + (t & 1) * kTile * P;
+    if (t + 1 < ntiles) {  // the next tile's copy overlaps this tile's products
+      load_tile_async<T, D>(sk + ((t + 1) & 1) * kTile * P, kb, a.k, j0 + kTile, a.S, a.E, a.vec_k);
+      load_tile_async<T, D>(sv + ((t + 1) & 1) * kTile * P, vb, a.v, j0 + kTile, a.S, a.Ev, a.vec_v);
+    }
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<1>();  // every group but the one just committed: tile t has landed
+    __syncthreads();
+
+    // s (16, 64) = Q (16, D) K^T (D, 64): s[n] holds keys 8n..8n+7
+    float s[8][4];
+#pragma unroll
+    for (int n = 0; n < 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+      for (int nb = 0; nb < 4; ++nb) {
+        uint32_t kf[4];
+        const mma::RowCol p = mma::k_fragment_address(lane, nb * 16, kk);
+        ptx::ldmatrix_x4(kf, ks + p.row * P + p.col);
+        ptx::mma_16816<T>(s[2 * nb], qf[kk], kf[0], kf[1]);
+        ptx::mma_16816<T>(s[2 * nb + 1], qf[kk], kf[2], kf[3]);
+      }
+
+    // Scale to log2 units; mask where a key can be hidden: a mask tensor, keys past S, the causal diagonal.
+    const bool edge = mb || j0 + kTile > a.S || (a.causal && j0 + kTile > i0);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const mma::RowCol c = mma::c_element(lane, e);
+        s[n][e] *= scale;
+        if (edge && !a.visible(mb, i0 + w0 + c.row, j0 + n * 8 + c.col)) s[n][e] = -INFINITY;
+      }
+
+    // Online softmax: the row max over the quad; O and l scale by alpha = 2^(m_old - m_new). A row
+    // with no visible key yet keeps m = -inf and takes base 0, so its P (and alpha) are 0, not NaN.
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) mx[e >> 1] = fmaxf(mx[e >> 1], s[n][e]);
+    float base[2], alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+      mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      base[r] = mx[r] == -INFINITY ? 0.0f : mx[r];
+      alpha[r] = exp2f(m[r] - base[r]);
+      m[r] = mx[r];
+    }
+    // P = 2^(s - base) rounded to T, packed as the A operands of keys 16kk..16kk+15; l sums P as
+    // rounded, since V is weighted by that.
+    uint32_t pf[4][4];
+    float rowsum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const mma::AccumulatorPair src = mma::p_register_source(r);
+        const float* c = s[2 * kk + src.ntile];
+        const int row = src.pair >> 1;
+        pf[kk][r] = ptx::pack2<T>(exp2f(c[src.pair] - base[row]), exp2f(c[src.pair + 1] - base[row]));
+        const float2 rounded = ptx::unpack2<T>(pf[kk][r]);
+        rowsum[row] += rounded.x + rounded.y;
+      }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + rowsum[r];
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      o[n][0] *= alpha[0], o[n][1] *= alpha[0];
+      o[n][2] *= alpha[1], o[n][3] *= alpha[1];
+    }
+
+    // o (16, D) += P (16, 64) V (64, D)
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int nb = 0; nb < D / 16; ++nb) {
+        uint32_t vf[4];
+        const mma::RowCol p = mma::v_fragment_address(lane, kk, nb * 16);
+        ptx::ldmatrix_x4_trans(vf, vs + p.row * P + p.col);
+        ptx::mma_16816<T>(o[2 * nb], pf[kk], vf[0], vf[1]);
+        ptx::mma_16816<T>(o[2 * nb + 1], pf[kk], vf[2], vf[3]);
+      }
+    __syncthreads();  // this stage is refilled by tile t + 2's copy
+  }
+
+  // out = O / l, the row sum completed over the quad; a row that sees no key: zeros, lse = +inf.
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t i = i0 + w0 + g + 8 * r;
+    if (i >= a.L) continue;
+    const bool none = m[r] == -INFINITY;
+    const float inv = none ? 0.0f : 1.0f / l[r];
+    T* row = out + (b * a.L + i) * a.Ev;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int e = n * 8 + tg * 2 + h;
+        if (e < a.Ev) row[e] = detail::convert<T>(o[n][2 * r + h] * inv);
+      }
+    if (tg == 0) lse[b * a.L + i] = none ? INFINITY : m[r] * kLn2 + logf(l[r]);
+  }
+}
+
+}  // namespace mdl::cuda::flash
