@@ -11,7 +11,7 @@
 # failed. Each step's log is in LOG_DIR (build/gpu-check/logs, or mdl-gpu/logs from the bundle),
 # and all of them, the table first, in LOG_DIR/gpu-check.log.
 # TORCH_PROFILES=0 leaves out PyTorch's two op tables (80 s of the budget).
-# Budget: under 5 minutes from the bundle (the step timeouts add up to 520 s; a build adds 220).
+# Budget: under 6 minutes from the bundle (the step timeouts add up to 610 s; a build adds 220).
 # What it records: f16 tensor-core GEMM TFLOP/s at 4096 and 8192 next to cuBLAS's own
 # (PyTorch's matmul); SimpleCNN, ResNet-18 (32x32) and GPT (6 x 384, context 256) training steps in
 # f32 and AMP next to PyTorch eager; fused vs unfused bias+activation (cuBLASLt epilogue); pinned vs
@@ -77,6 +77,15 @@ else
 fi
 step cuda-tests 150 $B/mdl_tests -tc='cuda:*'
 [ $BUNDLE = 1 ] || step other-tests 70 $B/mdl_tests -tce='cuda:*'
+# The register-tiled attention forward under compute-sanitizer's memcheck: out-of-bounds shared or
+# global accesses, misaligned ldmatrix/cp.async addresses.
+SANITIZER=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
+if [ -x "$SANITIZER" ]; then
+  step memcheck-attention 90 "$SANITIZER" --tool memcheck --error-exitcode 1 $B/mdl_tests \
+    -tc='cuda: the register-tiled and WMMA flash forwards agree*'
+else
+  echo "== memcheck-attention: skipped (no compute-sanitizer)"
+fi
 step bench-cuda 150 $BENCH --benchmark_min_time=0.3 --benchmark_out="$LOG/bench_cuda.json" \
   --benchmark_out_format=json
 TORCH=0
