@@ -406,7 +406,7 @@ int main(int argc, char** argv) {
             [dtype, backward](benchmark::State& st, bool flash) { attention(st, dtype, flash, backward); })
             ->UseManualTime()
             ->Unit(benchmark::kMicrosecond);
-  // The flash forward on mma.sync with S, P and O in registers (on) against WMMA through shared memory.
+  // f16/bf16 flash attention on mma.sync with every accumulator in registers (on) against WMMA through shared memory.
   for (const auto& [dtype, backward] : {std::pair{kF16, false}, std::pair{kBF16, false}, std::pair{kF16, true}})
     for (bool on : {false, true})
       bench::register_switch("flash_attention_mma", on,

@@ -16,8 +16,9 @@
 // 128 in shared memory. Under a causal mask the blocks take their tiles heaviest first
 // (kernels/attention_tiles.h), so the last wave is short.
 //
-// With the flash_attention_mma switch, the f16/bf16 forward is cuda/flash_forward_mma.cuh's instead:
-// the same tiles and results, with S, P and O in registers on mma.sync.
+// With the flash_attention_mma switch, f16/bf16 run cuda/flash_forward_mma.cuh's forward and
+// cuda/flash_backward_mma.cuh's backward instead: the same tiles, work split and results, with every
+// product's accumulator in registers on mma.sync.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -30,6 +31,7 @@
 #include "cuda/common.cuh"
 #include "cuda/flash_attention.cuh"
 #include "cuda/flash_common.cuh"
+#include "cuda/flash_backward_mma.cuh"
 #include "cuda/flash_forward_mma.cuh"
 #include "cuda/flash_tiles.cuh"
 #include "cuda/kernels.cuh"
@@ -384,7 +386,8 @@ bool flash_attention_applies(const Tensor& q, const Tensor& v) {
     return false;
   size_t need = 0;  // f32 at head dim 128 needs 207 KiB, more than an A100's block may have
   dispatch_flash(q, v, [&]<class T, int D>() {
-    need = std::max({forward_smem<T, D>(), forward_mma_smem<T, D>(), BackwardTiles<T, D>::bytes()});
+    need = std::max({forward_smem<T, D>(), forward_mma_smem<T, D>(), BackwardTiles<T, D>::bytes(),
+                     mma_backward::smem_bytes<T, D>()});
   });
   return need <= max_block_smem(q.device().index);
 }
@@ -418,6 +421,19 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
       flash_delta_kernel<T><<<unsigned((rows + kWarps - 1) / kWarps), kFlashThreads, 0, stream()>>>(
           a, ptr<float>(delta), ptr<const T>(grad_out), ptr<const T>(out));
       CUDA_CHECK_LAUNCH(op);
+    }
+    if constexpr (!std::is_same_v<T, float>) {
+      if (toggles::flash_attention_mma()) {
+        constexpr size_t smem = mma_backward::smem_bytes<T, D>();
+        if (dq.defined())
+          launch(op, mma_backward::dq_kernel<T, D>, a, tiles_of(a.L), smem, ptr<T>(dq), ptr<const float>(lse),
+                 ptr<const float>(delta), ptr<const T>(q), ptr<const T>(k), ptr<const T>(v), ptr<const T>(grad_out));
+        if (dk.defined() || dv.defined())
+          launch(op, mma_backward::dkdv_kernel<T, D>, a, tiles_of(a.S), smem, dk.defined() ? ptr<T>(dk) : nullptr,
+                 dv.defined() ? ptr<T>(dv) : nullptr, ptr<const float>(lse), ptr<const float>(delta), ptr<const T>(q),
+                 ptr<const T>(k), ptr<const T>(v), ptr<const T>(grad_out));
+        return;
+      }
     }
     constexpr size_t smem = BackwardTiles<T, D>::bytes();
     if (dq.defined())

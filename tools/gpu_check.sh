@@ -77,12 +77,12 @@ else
 fi
 step cuda-tests 150 $B/mdl_tests -tc='cuda:*'
 [ $BUNDLE = 1 ] || step other-tests 70 $B/mdl_tests -tce='cuda:*'
-# The register-tiled attention forward under compute-sanitizer's memcheck: out-of-bounds shared or
+# The register-tiled attention kernels under compute-sanitizer's memcheck: out-of-bounds shared or
 # global accesses, misaligned ldmatrix/cp.async addresses.
 SANITIZER=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
 if [ -x "$SANITIZER" ]; then
   step memcheck-attention 90 "$SANITIZER" --tool memcheck --error-exitcode 1 $B/mdl_tests \
-    -tc='cuda: the register-tiled and WMMA flash forwards agree*'
+    -tc='cuda: register-tiled and WMMA flash attention agree*'
 else
   echo "== memcheck-attention: skipped (no compute-sanitizer)"
 fi
@@ -188,10 +188,10 @@ for dt in ("f16", "f32"):
 for dt, part in (("f16", "fwd"), ("bf16", "fwd"), ("f16", "fwd_bwd")):
     case = f"{dt}/causal_b32_h6_t256_d64/{part}/manual_time"
     ratio(f"flash_attention_mma/on/{case}", f"flash_attention_mma/off/{case}",
-          f"attention {dt} {part}: forward on mma.sync registers vs WMMA (speedup)")
+          f"attention {dt} {part}: mma.sync registers vs WMMA (speedup)")
     r, t = by.get(f"flash_attention_mma/on/{case}"), torch_ms.get(f"sdpa_{dt}_causal_b32_h6_t256_d64_{part}")
     if r and t:
-        print(f'attention {dt} {part}: mma.sync forward GPU {r["real_time"] / 1e3:.3f} ms, PyTorch SDPA {t:.3f} ms, '
+        print(f'attention {dt} {part}: mma.sync GPU {r["real_time"] / 1e3:.3f} ms, PyTorch SDPA {t:.3f} ms, '
               f'mdl GPU time / PyTorch time {r["real_time"] / 1e3 / t:.2f} (goal: fwd <= 1.2, fwd_bwd <= 1.0)')
 r, t = by.get("BM_batch_norm_f16/manual_time"), torch_ms.get("batch_norm_f16")
 if r:

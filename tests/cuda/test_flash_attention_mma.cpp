@@ -1,9 +1,10 @@
-// The register-tiled FlashAttention forward (cuda/flash_forward_mma.cuh, the flash_attention_mma
-// switch) on CUDA against attention in f64 on the CPU from the same rounded inputs: lengths 1, 63,
+// The register-tiled FlashAttention (cuda/flash_forward_mma.cuh, cuda/flash_backward_mma.cuh, the
+// flash_attention_mma switch) on CUDA against attention in f64 on the CPU from the same rounded inputs: lengths 1, 63,
 // 64, 65 and 257 (both sides of the 64-wide tiles, past one tile of keys), L != S, head dims 32
 // (zero-padded to 64), 64 and 128, without a mask, causal, with a mask that hides a pattern of keys and
-// every key of one row, and both; f16 and bf16. The gradients (the backward reads this forward's
-// logsumexp) are checked too, and two runs must agree bit for bit. Skipped without a GPU.
+// every key of one row, and both; f16 and bf16; the three gradients from the register-tiled
+// backward (cuda/flash_backward_mma.cuh), which reads this forward's logsumexp. Two runs must agree
+// bit for bit. Skipped without a GPU.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -64,8 +65,9 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
 
 }  // namespace
 
-TEST_CASE("cuda: the register-tiled flash forward matches f64 attention across tile edges, head dims and masks" *
-          MDL_CUDA_ONLY) {
+TEST_CASE(
+    "cuda: register-tiled flash attention matches f64 attention across tile edges, head dims and masks, with gradients" *
+    MDL_CUDA_ONLY) {
   const std::pair<int64_t, int64_t> lengths[] = {{1, 1}, {63, 63}, {64, 64}, {65, 65}, {257, 257}, {65, 130}};
   uint64_t seed = 100;
   for (DType t : {kF16, kBF16})
@@ -103,22 +105,25 @@ TEST_CASE("cuda: the register-tiled flash forward matches f64 attention across t
         }
 }
 
-TEST_CASE("cuda: the register-tiled and WMMA flash forwards agree, and a row that sees no key gives zeros" *
+TEST_CASE("cuda: register-tiled and WMMA flash attention agree, and a row that sees no key gives zeros" *
           MDL_CUDA_ONLY) {
-  // Past one wave of blocks (32 x 6 heads x 4 query tiles), strided q (a transposed view), causal.
+  // Past one wave of blocks (32 x 6 heads x 4 tiles), strided q (a transposed view), causal; output
+  // and the three gradients.
   const Tensor q = sample({32, 256, 6, 64}, kF16, 1).to(kGpu).transpose(1, 2),
-               k = sample({32, 6, 256, 64}, kF16, 2).to(kGpu), v = sample({32, 6, 256, 64}, kF16, 3).to(kGpu);
-  Tensor y_wmma, y_mma;
-  {
-    MmaForward off(false);
-    y_wmma = F::scaled_dot_product_attention(q, k, v, Tensor(), true);
-  }
-  {
-    MmaForward on(true);
-    CHECK(toggles::flash_attention_mma());
-    y_mma = F::scaled_dot_product_attention(q, k, v, Tensor(), true);
-  }
-  CHECK(rel_err(y_mma, y_wmma) <= 5e-3);
+               k = sample({32, 6, 256, 64}, kF16, 2).to(kGpu), v = sample({32, 6, 256, 64}, kF16, 3).to(kGpu),
+               w = sample({32, 6, 256, 64}, kF16, 4).to(kGpu);
+  auto run = [&](bool mma) {
+    MmaForward use(mma);
+    CHECK(toggles::flash_attention_mma() == mma);
+    Tensor a = q.detach().requires_grad_(), b = k.detach().requires_grad_(), c = v.detach().requires_grad_();
+    Tensor y = F::scaled_dot_product_attention(a, b, c, Tensor(), true);
+    sum(y * w).backward();
+    return std::vector<Tensor>{y.detach(), a.grad(), b.grad(), c.grad()};
+  };
+  const auto wmma = run(false), mma = run(true);
+  const char* names[] = {"out", "dq", "dk", "dv"};
+  for (size_t i = 0; i < wmma.size(); ++i)
+    CHECK_MESSAGE(rel_err(mma[i], wmma[i]) <= 1e-2, names[i], ": relative error ", rel_err(mma[i], wmma[i]));
 
   Tensor mask = ones({70, 70}, kBool);
   mask.slice(0, 3, 4).fill_(0.0);  // row 3 sees no key

@@ -1,0 +1,272 @@
+// FlashAttention-2's backward for f16/bf16 on mma.sync with every product's accumulator in
+// registers (the flash_attention_mma switch): the contract and the work split of the WMMA kernels in
+// cuda/flash_attention.cu (one kernel per key tile for dk and dv, one per query tile for dq, every
+// sum in a fixed order, so results are deterministic), without their round trips through shared
+// memory. A warp owns 16 rows of its block's tile and computes, per tile of the other side:
+//
+//   dk, dv kernel (rows: keys)            dq kernel (rows: queries)
+//   S^T  (16, 64) = K Q^T                 S  (16, 64) = Q K^T
+//   dP^T (16, 64) = V dO^T                dP (16, 64) = dO V^T
+//   P^T = 2^(S^T s - lse), dS^T = P^T (dP^T - D)          P, dS likewise, row by row
+//   dv (16, Ev) += P^T dO                 dq (16, E) += dS K
+//   dk (16, E)  += dS^T Q
+//
+// with s = scale * log2(e) and lse, D = rowsum(dO * O) of each query. P^T and dS^T go from the
+// accumulators straight into the A operand of the next product, rounded to the input type as the
+// WMMA kernels round them. The operand loads are those of the forward (kernels/mma_fragments.h):
+// the warp's own rows as A operands, the other side's rows as B operands of a product with their
+// transpose, and through ldmatrix.trans as B operands of a product with themselves. The other
+// side's tiles stream through two shared-memory stages filled by cp.async.
+#pragma once
+#include "cuda/flash_common.cuh"
+#include "cuda/flash_forward_mma.cuh"
+#include "cuda/mma_ptx.cuh"
+#include "kernels/attention_tiles.h"
+#include "kernels/mma_fragments.h"
+
+namespace mdl::cuda::flash::mma_backward {
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+// Two tiles held for the whole block and two stages of two streamed tiles, (64, D + 8) each, and
+// two stages of the streamed queries' lse and D (the dk/dv kernel).
+template <class T, int D>
+constexpr size_t smem_bytes() {
+  return 6 * size_t(kTile) * pitch<T, D>() * sizeof(T) + 2 * 2 * size_t(kTile) * sizeof(float);
+}
+
+// c[n] (16, 8n..8n+7) += A (the warp's 16 rows of a, (16, D)) B, with B[e][j] = b[j][e] (b (64, D)):
+// a product of one side's rows with the other side's rows, as S = Q K^T.
+template <class T, int D>
+__device__ __forceinline__ void rows_times_rows_t(float (&c)[8][4], const T* a, const T* b) {
+  constexpr int P = pitch<T, D>();
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    uint32_t af[4];
+    const mma::RowCol pa = mma::q_fragment_address(lane, kk);
+    ptx::ldmatrix_x4(af, a + pa.row * P + pa.col);
+#pragma unroll
+    for (int nb = 0; nb < 4; ++nb) {
+      uint32_t bf[4];
+      const mma::RowCol pb = mma::k_fragment_address(lane, nb * 16, kk);
+      ptx::ldmatrix_x4(bf, b + pb.row * P + pb.col);
+      ptx::mma_16816<T>(c[2 * nb], af, bf[0], bf[1]);
+      ptx::mma_16816<T>(c[2 * nb + 1], af, bf[2], bf[3]);
+    }
+  }
+}
+
+// c[n] (16, 8n..8n+7 of D) += A B: A (16, 64) in registers (af[kk] for columns 16kk..16kk+15), B = b
+// (64, D) read through ldmatrix.trans: dv += P^T dO, dk += dS^T q, dq += dS k.
+template <class T, int D>
+__device__ __forceinline__ void acc_times_rows(float (&c)[D / 8][4], const uint32_t (&af)[4][4], const T* b) {
+  constexpr int P = pitch<T, D>();
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int nb = 0; nb < D / 16; ++nb) {
+      uint32_t bf[4];
+      const mma::RowCol p = mma::v_fragment_address(lane, kk, nb * 16);
+      ptx::ldmatrix_x4_trans(bf, b + p.row * P + p.col);
+      ptx::mma_16816<T>(c[2 * nb], af[kk], bf[0], bf[1]);
+      ptx::mma_16816<T>(c[2 * nb + 1], af[kk], bf[2], bf[3]);
+    }
+}
+
+// x (16, 64) in accumulators, rounded to T and packed as the A operands of its 4 column slices.
+template <class T>
+__device__ __forceinline__ void pack_operands(uint32_t (&af)[4][4], const float (&x)[8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const mma::AccumulatorPair src = mma::p_register_source(r);
+      const float* c = x[2 * kk + src.ntile];
+      af[kk][r] = ptx::pack2<T>(c[src.pair], c[src.pair + 1]);
+    }
+}
+
+// Writes the warp's c (16, D) times mul to rows [r0, r0 + 16) of the contiguous (n, cols) dst.
+template <class T, int D>
+__device__ __forceinline__ void store_acc_rows(T* dst, const float (&c)[D / 8][4], int64_t r0, int64_t n, int64_t cols,
+                                               float mul) {
+  const int lane = threadIdx.x % 32;
+#pragma unroll
+  for (int f = 0; f < D / 8; ++f)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const mma::RowCol rc = mma::c_element(lane, e);
+      const int64_t r = r0 + rc.row, col = f * 8 + rc.col;
+      if (r < n && col < cols) dst[r * cols + col] = detail::convert<T>(c[f][e] * mul);
+    }
+}
+
+__device__ __forceinline__ void zero(float (&c)[8][4]) {
+#pragma unroll
+  for (int n = 0; n < 8; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
+}
+template <int N>
+__device__ __forceinline__ void zero_rows(float (&c)[N][4]) {
+#pragma unroll
+  for (int n = 0; n < N; ++n) c[n][0] = c[n][1] = c[n][2] = c[n][3] = 0.0f;
+}
+
+// One block per (batch, tile of 64 keys); warp w owns keys 16w..16w+15 and their dk, dv.
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads) dkdv_kernel(FlashArgs a, T* dk, T* dv, const float* lse, const float* delta,
+                                                        const T* q, const T* k, const T* v, const T* go) {
+  constexpr int P = pitch<T, D>(), TILE = kTile * P;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* sk = reinterpret_cast<T*>(smem);
+  T* sv = sk + TILE;
+  T* sq = sv + TILE;                                       // two stages
+  T* sdo = sq + 2 * TILE;                                  // two stages
+  float* slse = reinterpret_cast<float*>(sdo + 2 * TILE);  // two stages, log2 units
+  float* sdelta = slse + 2 * kTile;                        // two stages
+  const AttentionTile at = attention_tile(blockIdx.x, a.g.count, a.tiles, a.causal, AttentionTiles::Key);
+  const int64_t b = at.batch, j0 = at.tile * kTile;
+  const int lane = threadIdx.x % 32, w0 = threadIdx.x / 32 * 16;
+  const T* qb = q + a.q.base(a.g, b);
+  const T* gb = go + a.go.base(a.g, b);
+  const bool* mb = a.mask_p ? a.mask_p + a.mask.base(a.g, b) : nullptr;
+  const int64_t first = a.causal ? j0 / kTile : 0;  // causal: query tiles before j0 see none of these keys
+  const int64_t last = (a.L + kTile - 1) / kTile;
+  // Stage s of query tile i0: q, dO, and its rows' lse (+inf past L, so P = 0 there) and D.
+  auto fetch = [&](int64_t i0, int s) {
+    load_tile_async<T, D>(sq + s * TILE, qb, a.q, i0, a.L, a.E, a.vec_q);
+    load_tile_async<T, D>(sdo + s * TILE, gb, a.go, i0, a.L, a.Ev, a.vec_go);
+    if (threadIdx.x < kTile) {
+      const int64_t i = i0 + threadIdx.x;
+      slse[s * kTile + threadIdx.x] = i < a.L ? lse[b * a.L + i] * kLog2e : INFINITY;
+      sdelta[s * kTile + threadIdx.x] = i < a.L ? delta[b * a.L + i] : 0.0f;
+    }
+  };
+  load_tile_async<T, D>(sk, k + a.k.base(a.g, b), a.k, j0, a.S, a.E, a.vec_k);
+  load_tile_async<T, D>(sv, v + a.v.base(a.g, b), a.v, j0, a.S, a.Ev, a.vec_v);
+  if (first < last) fetch(first * kTile, 0);
+  ptx::cp_async_commit();
+  float dkf[D / 8][4], dvf[D / 8][4];
+  zero_rows(dkf), zero_rows(dvf);
+  const float scale = a.scale * kLog2e;
+  for (int64_t it = first; it < last; ++it) {
+    const int s = int(it - first) & 1;
+    const int64_t i0 = it * kTile;
+    if (it + 1 < last) fetch(i0 + kTile, s ^ 1);
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<1>();
+    __syncthreads();
+    const T* q_s = sq + s * TILE;
+    const T* do_s = sdo + s * TILE;
+    const float* lse_s = slse + s * kTile;
+    const float* delta_s = sdelta + s * kTile;
+    // P^T (16, 64) = 2^(S^T s - lse), S^T = K Q^T: keys w0.. of this warp against the tile's 64 queries
+    float pt[8][4];
+    zero(pt);
+    rows_times_rows_t<T, D>(pt, sk + w0 * P, q_s);
+    const bool edge = mb || j0 + kTile > a.S || (a.causal && i0 < j0 + kTile);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const mma::RowCol c = mma::c_element(lane, e);
+        const int qc = n * 8 + c.col;
+        const float p = exp2f(pt[n][e] * scale - lse_s[qc]);  // 0 where lse = +inf
+        pt[n][e] = edge && !a.visible(mb, i0 + qc, j0 + w0 + c.row) ? 0.0f : p;
+      }
+    {
+      uint32_t pf[4][4];
+      pack_operands<T>(pf, pt);
+      acc_times_rows<T, D>(dvf, pf, do_s);  // dv (16, Ev) += P^T (16, 64) dO (64, Ev)
+    }
+    // dS^T = P^T (dP^T - D), dP^T = V dO^T; P^T's f32 values, not their rounding, as the WMMA kernels
+    float dst[8][4];
+    zero(dst);
+    rows_times_rows_t<T, D>(dst, sv + w0 * P, do_s);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dst[n][e] = pt[n][e] * (dst[n][e] - delta_s[n * 8 + mma::c_element(lane, e).col]);
+    {
+      uint32_t dsf[4][4];
+      pack_operands<T>(dsf, dst);
+      acc_times_rows<T, D>(dkf, dsf, q_s);  // dk (16, E) += dS^T (16, 64) q (64, E)
+    }
+    __syncthreads();  // this stage is refilled two tiles on
+  }
+  if (dv) store_acc_rows<T, D>(dv + b * a.S * a.Ev, dvf, j0 + w0, a.S, a.Ev, 1.0f);
+  if (dk) store_acc_rows<T, D>(dk + b * a.S * a.E, dkf, j0 + w0, a.S, a.E, a.scale);
+}
+
+// One block per (batch, tile of 64 query rows); warp w owns rows 16w..16w+15 and their dq.
+template <class T, int D>
+__global__ void __launch_bounds__(kThreads) dq_kernel(FlashArgs a, T* dq, const float* lse, const float* delta,
+                                                      const T* q, const T* k, const T* v, const T* go) {
+  constexpr int P = pitch<T, D>(), TILE = kTile * P;
+  extern __shared__ __align__(128) unsigned char smem[];
+  T* sq = reinterpret_cast<T*>(smem);
+  T* sdo = sq + TILE;
+  T* sk = sdo + TILE;     // two stages
+  T* sv = sk + 2 * TILE;  // two stages
+  const AttentionTile at = attention_tile(blockIdx.x, a.g.count, a.tiles, a.causal, AttentionTiles::Query);
+  const int64_t b = at.batch, i0 = at.tile * kTile;
+  const int lane = threadIdx.x % 32, w0 = threadIdx.x / 32 * 16, g = mma::group_of(lane);
+  const T* kb = k + a.k.base(a.g, b);
+  const T* vb = v + a.v.base(a.g, b);
+  const bool* mb = a.mask_p ? a.mask_p + a.mask.base(a.g, b) : nullptr;
+  const int64_t kend = a.causal ? min(a.S, i0 + kTile) : a.S;
+  const int64_t ntiles = (kend + kTile - 1) / kTile;
+  load_tile_async<T, D>(sq, q + a.q.base(a.g, b), a.q, i0, a.L, a.E, a.vec_q);
+  load_tile_async<T, D>(sdo, go + a.go.base(a.g, b), a.go, i0, a.L, a.Ev, a.vec_go);
+  if (ntiles > 0) {
+    load_tile_async<T, D>(sk, kb, a.k, 0, a.S, a.E, a.vec_k);
+    load_tile_async<T, D>(sv, vb, a.v, 0, a.S, a.Ev, a.vec_v);
+  }
+  ptx::cp_async_commit();
+  // This lane's rows g and g + 8: lse in log2 units (+inf past L) and D.
+  float row_lse[2], row_delta[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t i = i0 + w0 + g + 8 * r;
+    row_lse[r] = i < a.L ? lse[b * a.L + i] * kLog2e : INFINITY;
+    row_delta[r] = i < a.L ? delta[b * a.L + i] : 0.0f;
+  }
+  float dqf[D / 8][4];
+  zero_rows(dqf);
+  const float scale = a.scale * kLog2e;
+  for (int64_t t = 0; t < ntiles; ++t) {
+    const int64_t j0 = t * kTile;
+    const int s = int(t & 1);
+    if (t + 1 < ntiles) {
+      load_tile_async<T, D>(sk + (s ^ 1) * TILE, kb, a.k, j0 + kTile, a.S, a.E, a.vec_k);
+      load_tile_async<T, D>(sv + (s ^ 1) * TILE, vb, a.v, j0 + kTile, a.S, a.Ev, a.vec_v);
+    }
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<1>();
+    __syncthreads();
+    const T* k_s = sk + s * TILE;
+    float sc[8][4], dp[8][4];
+    zero(sc), zero(dp);
+    rows_times_rows_t<T, D>(sc, sq + w0 * P, k_s);             // S (16, 64) = q k^T
+    rows_times_rows_t<T, D>(dp, sdo + w0 * P, sv + s * TILE);  // dP (16, 64) = dO v^T
+    const bool edge = mb || j0 + kTile > a.S || (a.causal && j0 + kTile > i0);
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const mma::RowCol c = mma::c_element(lane, e);
+        const int r = e >> 1;
+        float p = exp2f(sc[n][e] * scale - row_lse[r]);
+        if (edge && !a.visible(mb, i0 + w0 + c.row, j0 + n * 8 + c.col)) p = 0.0f;
+        dp[n][e] = p * (dp[n][e] - row_delta[r]);
+      }
+    uint32_t dsf[4][4];
+    pack_operands<T>(dsf, dp);
+    acc_times_rows<T, D>(dqf, dsf, k_s);  // dq (16, E) += dS (16, 64) k (64, E)
+    __syncthreads();
+  }
+  store_acc_rows<T, D>(dq + b * a.L * a.E, dqf, i0 + w0, a.L, a.E, a.scale);
+}
+
+}  // namespace mdl::cuda::flash::mma_backward
