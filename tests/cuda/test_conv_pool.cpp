@@ -1,11 +1,18 @@
 // Convolution (cuDNN) and pooling on CUDA against the CPU through nn::functional, forward and
 // backward: strides, padding, dilation, groups and depthwise, with and without bias; the f16/bf16
 // cuDNN path; the algorithm cache reused on a repeated shape; max/avg/adaptive pooling with
-// overlapping windows, padding, strided inputs and NaN. Skipped (reported skipped) without a GPU.
+// overlapping windows, padding, strided inputs and NaN; channels-last pooling (odd channel counts,
+// 16-byte channel vectors, NaN, past one wave) and its output format; the gathered max pool
+// backward bit for bit against the CPU, windows sharing winners included. Skipped (reported
+// skipped) without a GPU.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <functional>
 #include <optional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "mdl.h"
 #include "nn/functional.h"
@@ -148,4 +155,173 @@ TEST_CASE("cuda: max, average and adaptive pooling match the CPU, forward and ba
   Tensor c = F::max_pool2d(nan, {2, 2}), g = F::max_pool2d(nan.to(kGpu), {2, 2});
   check_close(g, c, kExact, "max_pool2d with NaN");
   CHECK(std::isnan(g.cpu().to_vector<float>()[1]));
+}
+
+TEST_CASE("cuda: channels-last pooling matches the CPU and stays channels-last, forward and backward" * MDL_CUDA_ONLY) {
+  // Odd channel counts (one channel per thread), multiples of 8 (16-byte vectors of f16/bf16 and f32),
+  // padding, overlapping windows, and NaN for max pool.
+  for (DType t : {kF32, kF16, kBF16})
+    for (int64_t C : {3, 5, 13, 8, 16, 24}) {
+      const std::string d = std::string(" ") + dtype_name(t) + " C " + std::to_string(C);
+      Tensor x = sample({2, C, 11, 9}, t, 1).contiguous(MemoryFormat::ChannelsLast);
+      Tensor xn = sample({2, C, 8, 8}, kF64, 2);
+      xn.slice(2, 1, 2).slice(3, 2, 3).fill_(NAN);
+      xn.slice(1, C - 1, C).slice(2, 5, 6).fill_(NAN);
+      xn = xn.to(t).contiguous(MemoryFormat::ChannelsLast);
+      const std::vector<std::pair<std::string, std::function<Tensor(const Tensor&)>>> ops{
+          {"max_pool2d 2x2",
+           [](const Tensor& v) {
+             return F::max_pool2d(v, {2, 2});
+           }},
+          {"max_pool2d 3x3 s2 p1",
+           [](const Tensor& v) {
+             return F::max_pool2d(v, {3, 3}, {2, 2}, {1, 1});
+           }},
+          {"max_pool2d 3x2 s1",
+           [](const Tensor& v) {
+             return F::max_pool2d(v, {3, 2}, {1, 1});
+           }},
+          {"avg_pool2d 3x3 s2 p1 count pad",
+           [](const Tensor& v) {
+             return F::avg_pool2d(v, {3, 3}, {2, 2}, {1, 1}, true);
+           }},
+          {"avg_pool2d 3x3 s2 p1",
+           [](const Tensor& v) {
+             return F::avg_pool2d(v, {3, 3}, {2, 2}, {1, 1}, false);
+           }},
+          {"avg_pool2d 2x3 s1",
+           [](const Tensor& v) {
+             return F::avg_pool2d(v, {2, 3}, {1, 1});
+           }},
+          {"adaptive_avg_pool2d 4x3",
+           [](const Tensor& v) {
+             return F::adaptive_avg_pool2d(v, {4, 3});
+           }},
+          {"adaptive_avg_pool2d 1x1",
+           [](const Tensor& v) {
+             return F::adaptive_avg_pool2d(v, {1, 1});
+           }},
+      };
+      for (const auto& entry : ops) {
+        const std::string& name = entry.first;
+        const std::function<Tensor(const Tensor&)>& op = entry.second;
+        compare_devices(name + d, {x}, [&op](const std::vector<Tensor>& in) { return op(in[0]); });
+        const Tensor y = op(x.to(kGpu));
+        CHECK_MESSAGE(y.memory_format() == MemoryFormat::ChannelsLast, (name + d), ": ",
+                      memory_format_name(y.memory_format()));
+      }
+      for (F::Pair k : {F::Pair{2, 2}, F::Pair{3, 3}}) {
+        const std::string what = "max_pool2d with NaN " + std::to_string(k[0]) + d;
+        compare_devices(what, {xn}, [k](const std::vector<Tensor>& in) {
+          return F::max_pool2d(in[0], k, {2, 2}, {k[0] / 2, k[1] / 2});
+        });
+        check_close(F::max_pool2d(xn.to(kGpu), k, {2, 2}, {k[0] / 2, k[1] / 2}),
+                    F::max_pool2d(xn, k, {2, 2}, {k[0] / 2, k[1] / 2}), kExact, what + " exact");
+      }
+    }
+  // Past one wave of the GPU: 64 x 64 channels of 32 x 32.
+  for (DType t : {kF32, kF16}) {
+    const std::string d = std::string(" ") + dtype_name(t);
+    Tensor x = sample({64, 64, 32, 32}, t, 5).contiguous(MemoryFormat::ChannelsLast);
+    compare_devices("max_pool2d 3x3 s2 p1 large" + d, {x}, [](const std::vector<Tensor>& in) {
+      return F::max_pool2d(in[0], {3, 3}, {2, 2}, {1, 1});
+    });
+    compare_devices("avg_pool2d 2x2 large" + d, {x}, [](const std::vector<Tensor>& in) {
+      return F::avg_pool2d(in[0], {2, 2});
+    });
+    compare_devices("adaptive_avg_pool2d 1x1 large" + d, {x}, [](const std::vector<Tensor>& in) {
+      return F::adaptive_avg_pool2d(in[0], {1, 1});
+    });
+  }
+}
+
+TEST_CASE("cuda: the pooling kernels write channels-last outputs and indices as the CPU's, bit for bit" *
+          MDL_CUDA_ONLY) {
+  // Called directly with channels-last outputs (the 16-byte stores where C allows) and with
+  // (N, C, H, W) ones, against the CPU's (N, C, H, W) results.
+  const kernels::Pool2dParams p{3, 3, 2, 2, 1, 1};
+  for (DType t : {kF32, kF16, kBF16})
+    for (int64_t C : {5, 8, 16}) {
+      const std::string d = std::string(" ") + dtype_name(t) + " C " + std::to_string(C);
+      Tensor x = sample({3, C, 9, 10}, kF64, 7);
+      x.slice(2, 4, 5).slice(3, 3, 4).fill_(NAN);
+      x = x.to(t).contiguous(MemoryFormat::ChannelsLast);
+      const Shape os{3, C, 5, 5};
+      Tensor want = empty(os, TensorOptions(t)), want_idx = empty(os, TensorOptions(kI64)),
+             want_avg = empty(os, TensorOptions(t)), want_ad = empty({3, C, 4, 3}, TensorOptions(t));
+      kernels::max_pool2d_forward(Device::cpu(), want, want_idx, x, p);
+      kernels::avg_pool2d_forward(Device::cpu(), want_avg, x, p, false);
+      kernels::adaptive_avg_pool2d_forward(Device::cpu(), want_ad, x);
+      const Tensor xg = x.to(kGpu);
+      for (MemoryFormat f : {MemoryFormat::ChannelsLast, MemoryFormat::Contiguous}) {
+        const std::string what = d + " " + memory_format_name(f);
+        Tensor out = make_tensor(os, t, kGpu, f), idx = make_tensor(os, kI64, kGpu, f),
+               avg = make_tensor(os, t, kGpu, f), ad = make_tensor({3, C, 4, 3}, t, kGpu, f);
+        kernels::max_pool2d_forward(kGpu, out, idx, xg, p);
+        kernels::avg_pool2d_forward(kGpu, avg, xg, p, false);
+        kernels::adaptive_avg_pool2d_forward(kGpu, ad, xg);
+        check_close(out, want, kExact, "max_pool2d" + what);
+        check_close(idx, want_idx, kExact, "max_pool2d indices" + what);
+        check_close(avg, want_avg, dtype_tol(t), "avg_pool2d" + what);
+        check_close(ad, want_ad, dtype_tol(t), "adaptive_avg_pool2d" + what);
+      }
+    }
+}
+
+TEST_CASE("cuda: the gathered max pool backward adds the CPU's sums in its order, bit for bit" * MDL_CUDA_ONLY) {
+  struct Case {
+    Shape x;
+    kernels::Pool2dParams p;
+    double ties;  // > 0: inputs rounded to multiples of this, so that windows tie and share winners
+  };
+  const std::vector<Case> cases{
+      {{2, 3, 11, 9}, {3, 3, 2, 2, 1, 1}, 0},
+      {{2, 13, 9, 9}, {3, 3, 1, 1, 1, 1}, 0.5},  // each input in up to 9 windows, many picked by several
+      {{4, 16, 12, 12}, {3, 3, 2, 2, 1, 1}, 1.0},
+      {{64, 64, 32, 32}, {3, 3, 2, 2, 1, 1}, 0},
+      {{1, 2, 2, 7000}, {1, 2, 1, 1, 0, 0}, 0},  // lines past the gather's shared memory: per-plane walk
+  };
+  for (DType t : {kF32, kF16, kBF16})
+    for (size_t ci = 0; ci < cases.size(); ++ci) {
+      const Case& k = cases[ci];
+      Tensor x = sample(k.x, kF64, 11 + ci);
+      if (k.ties > 0) {
+        std::vector<double> v = values(x);
+        for (double& e : v) e = std::round(e / k.ties) * k.ties;
+        x = from_vector(v, k.x);
+      }
+      x = x.to(t);
+      const Shape os{k.x[0], k.x[1], (k.x[2] + 2 * k.p.pad_h - k.p.kernel_h) / k.p.stride_h + 1,
+                     (k.x[3] + 2 * k.p.pad_w - k.p.kernel_w) / k.p.stride_w + 1};
+      Tensor out = empty(os, TensorOptions(t)), idx = empty(os, TensorOptions(kI64));
+      kernels::max_pool2d_forward(Device::cpu(), out, idx, x, k.p);
+      const Tensor go = (sample(os, kF64, 40 + ci) * 100.0).to(t);
+      Tensor want = empty(k.x, TensorOptions(t));
+      kernels::max_pool2d_backward(Device::cpu(), want, go, idx);
+      for (MemoryFormat f : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
+        const std::string what = std::string("max_pool2d_backward ") + dtype_name(t) + " case " + std::to_string(ci) +
+                                 " " + memory_format_name(f);
+        Tensor got = make_tensor(k.x, t, kGpu, f);
+        got.fill_(7.0);  // every element must be written
+        kernels::max_pool2d_backward(kGpu, got, go.to(kGpu).contiguous(f), idx.to(kGpu).contiguous(f));
+        check_close(got, want, kExact, what);
+      }
+    }
+  // Nine windows pick one input; their gradients' float sum depends on the order of the additions.
+  Tensor x = zeros({1, 1, 7, 7});
+  x.slice(2, 3, 4).slice(3, 3, 4).fill_(5.0);
+  const kernels::Pool2dParams p{3, 3, 1, 1, 1, 1};
+  Tensor out = empty({1, 1, 7, 7}), idx = empty({1, 1, 7, 7}, TensorOptions(kI64));
+  kernels::max_pool2d_forward(Device::cpu(), out, idx, x, p);
+  std::vector<float> g(49, 0.0f);
+  for (int oh = 2; oh <= 4; ++oh)
+    for (int ow = 2; ow <= 4; ++ow) g[size_t(oh * 7 + ow)] = 1.0f;
+  g[2 * 7 + 2] = 1e8f;
+  g[4 * 7 + 4] = -1e8f;
+  const Tensor go = from_vector(g, {1, 1, 7, 7});
+  Tensor want = empty({1, 1, 7, 7}), got = empty({1, 1, 7, 7}, TensorOptions(kF32, kGpu));
+  kernels::max_pool2d_backward(Device::cpu(), want, go, idx);
+  kernels::max_pool2d_backward(kGpu, got, go.to(kGpu), idx.to(kGpu));
+  check_close(got, want, kExact, "max_pool2d_backward nine winners");
+  CHECK(got.cpu().to_vector<float>()[3 * 7 + 3] == 0.0f);
 }
