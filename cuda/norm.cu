@@ -1,9 +1,13 @@
 // Batch norm and group norm (layer norm is its one-group case) on the GPU, each forward beside its
 // backward, with the arithmetic of cpu/norm.cpp: statistics in double (batch norm's from sums of
 // each value less its channel's first value; group norm's in two passes), per-channel or per-row
-// coefficients rounded to the stat type A, then y = x * a + b elementwise. Batch norm spreads each
-// channel over several blocks (for rows of channels, S == 1, each block 32 channels); group norm takes one block per (n, group) row, and its parameter
-// gradients one block per channel.
+// coefficients rounded to the stat type A, then y = x * a + b elementwise (16 bytes per thread
+// where a thread's elements share a channel or are consecutive channels). Batch norm spreads each
+// channel over several blocks (for rows of channels, S == 1, each block 32 channels); group norm
+// takes one block per (n, group) row, and its parameter gradients one block per channel.
+#include <initializer_list>
+
+#include "cuda/elementwise.cuh"
 #include "cuda/kernels.cuh"
 #include "cuda/rows.cuh"
 #include "kernels/channel_split.h"
@@ -161,6 +165,42 @@ __global__ void bn_apply_kernel(T* y, const T* x, int64_t n, int64_t C, int64_t 
   }
 }
 
+// The vector paths of the two elementwise passes (y = x * a + b, gx = gy * p + x * q + r): each
+// thread takes V = 16 / sizeof(T) consecutive elements in one 16-byte load per operand. They lie in
+// one channel where S % V == 0, and in V consecutive channels where S == 1 (a channels-last
+// activation read as (N*H*W, C, 1)) and C % V == 0; the per-channel arithmetic is the scalar
+// kernels', so the results are the same bits.
+enum class ChannelRun { one_channel, consecutive_channels };
+
+// Whether the vector path applies to (N, C, S) operands at these addresses, and which run it walks.
+bool vector_channels(int64_t C, int64_t S, int V, std::initializer_list<const void*> data, ChannelRun& run) {
+  for (const void* p : data)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  if (S % V == 0) return run = ChannelRun::one_channel, true;
+  if (S == 1 && C % V == 0) return run = ChannelRun::consecutive_channels, true;
+  return false;
+}
+
+// y = x * a[c] + sh[c] on V elements per thread; nv = n / V.
+template <class T, int V, ChannelRun R, class I>
+__global__ void bn_apply_vec_kernel(T* y, const T* x, int64_t nv, int64_t C, int64_t S, const acc_t<T>* mean,
+                                    const acc_t<T>* invstd, const acc_t<T>* w, const acc_t<T>* b) {
+  using A = acc_t<T>;
+  for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < nv; v += int64_t(gridDim.x) * blockDim.x) {
+    const Pack<T, V> xv = reinterpret_cast<const Pack<T, V>*>(x)[v];
+    Pack<T, V> yv;
+    const int64_t c0 = R == ChannelRun::one_channel ? channel_of<I>(v * V, C, S) : int64_t(I(v * V) % I(C));
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const int64_t c = R == ChannelRun::one_channel ? c0 : c0 + k;
+      const A a = param_or(w, c, A(1)) * invstd[c];
+      const A sh = param_or(b, c, A(0)) - mean[c] * a;
+      yv.v[k] = convert<T>(to_acc(xv.v[k]) * a + sh);
+    }
+    reinterpret_cast<Pack<T, V>*>(y)[v] = yv;
+  }
+}
+
 // Thread c: the running statistics blended with the batch's (kernels/norm.h).
 template <class A>
 __global__ void bn_update_stats_kernel(A* rm, A* rv, const A* m, const A* v, int64_t C, A keep, A take, A take_var) {
@@ -228,6 +268,23 @@ __global__ void bn_grad_x_kernel(T* gx, const T* gy, const T* x, int64_t n, int6
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = channel_of<I>(i, C, S);
     gx[i] = convert<T>(to_acc(gy[i]) * coef[c] + to_acc(x[i]) * coef[C + c] + coef[2 * C + c]);
+  }
+}
+
+// gx = gy * p[c] + x * q[c] + r[c] on V elements per thread; nv = n / V.
+template <class T, int V, ChannelRun R, class I>
+__global__ void bn_grad_x_vec_kernel(T* gx, const T* gy, const T* x, int64_t nv, int64_t C, int64_t S,
+                                     const acc_t<T>* coef) {
+  for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < nv; v += int64_t(gridDim.x) * blockDim.x) {
+    const Pack<T, V> gv = reinterpret_cast<const Pack<T, V>*>(gy)[v], xv = reinterpret_cast<const Pack<T, V>*>(x)[v];
+    Pack<T, V> out;
+    const int64_t c0 = R == ChannelRun::one_channel ? channel_of<I>(v * V, C, S) : int64_t(I(v * V) % I(C));
+#pragma unroll
+    for (int k = 0; k < V; ++k) {
+      const int64_t c = R == ChannelRun::one_channel ? c0 : c0 + k;
+      out.v[k] = convert<T>(to_acc(gv.v[k]) * coef[c] + to_acc(xv.v[k]) * coef[C + c] + coef[2 * C + c]);
+    }
+    reinterpret_cast<Pack<T, V>*>(gx)[v] = out;
   }
 }
 
@@ -353,6 +410,21 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
       CUDA_CHECK_LAUNCH("batch_norm");
     }
     if (n == 0) return;
+    constexpr int V = int(16 / sizeof(T));
+    ChannelRun run;
+    if (vector_channels(C, S, V, {out.raw_data(), x.raw_data()}, run)) {
+      with_index_type(n, [&]<class I>() {
+        const auto launch = [&]<ChannelRun R>() {
+          bn_apply_vec_kernel<T, V, R, I><<<blocks_for(n / V), kThreads, 0, stream()>>>(
+              ptr<T>(out), ptr<const T>(x), n / V, C, S, ptr<const A>(mean), ptr<const A>(invstd),
+              cptr_or_null<A>(weight), cptr_or_null<A>(bias));
+        };
+        run == ChannelRun::one_channel ? launch.template operator()<ChannelRun::one_channel>()
+                                       : launch.template operator()<ChannelRun::consecutive_channels>();
+        CUDA_CHECK_LAUNCH("batch_norm");
+      });
+      return;
+    }
     with_index_type(n, [&]<class I>() {
       bn_apply_kernel<T, I><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(out), ptr<const T>(x), n, C, S,
                                                                       ptr<const A>(mean), ptr<const A>(invstd),
@@ -400,6 +472,20 @@ void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tenso
         ptr_or_null<A>(grad_w), ptr_or_null<A>(grad_b), ptr_or_null<A>(coef));
     CUDA_CHECK_LAUNCH("batch_norm_backward");
     if (!grad_x.defined() || n == 0) return;
+    constexpr int V = int(16 / sizeof(T));
+    ChannelRun run;
+    if (vector_channels(C, S, V, {grad_x.raw_data(), grad_out.raw_data(), x.raw_data()}, run)) {
+      with_index_type(n, [&]<class I>() {
+        const auto launch = [&]<ChannelRun R>() {
+          bn_grad_x_vec_kernel<T, V, R, I><<<blocks_for(n / V), kThreads, 0, stream()>>>(
+              ptr<T>(grad_x), ptr<const T>(grad_out), ptr<const T>(x), n / V, C, S, ptr<const A>(coef));
+        };
+        run == ChannelRun::one_channel ? launch.template operator()<ChannelRun::one_channel>()
+                                       : launch.template operator()<ChannelRun::consecutive_channels>();
+        CUDA_CHECK_LAUNCH("batch_norm_backward");
+      });
+      return;
+    }
     with_index_type(n, [&]<class I>() {
       bn_grad_x_kernel<T, I><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(grad_x), ptr<const T>(grad_out),
                                                                        ptr<const T>(x), n, C, S, ptr<const A>(coef));

@@ -67,7 +67,10 @@ std::string name(const char* what, DType t) { return std::string(what) + " " + d
 
 TEST_CASE("cuda: batch_norm training, eval and running statistics match the CPU" * MDL_CUDA_ONLY) {
   for (DType t : {kF32, kF64, kF16, kBF16})
-    for (const Shape& s : {Shape{4, 6, 5, 7}, Shape{33, 5}, Shape{2, 3, 300}}) {
+    // Odd sizes (the scalar passes); S and C multiples of 8, as rows (channels-last) too (the
+    // 16-byte passes, consecutive channels or one channel per vector); one past a wave of blocks.
+    for (const Shape& s : {Shape{4, 6, 5, 7}, Shape{33, 5}, Shape{2, 3, 300}, Shape{64, 13}, Shape{3, 5, 8, 16},
+                           Shape{96, 24}, Shape{16, 64, 32, 32}}) {
       const int64_t C = s[1];
       Tensor x = sample(s, t, 1, 0.5), w = sample({C}, t, 2), b = sample({C}, t, 3);
       for (bool training : {true, false}) {
