@@ -1,19 +1,20 @@
 // GPU microbenchmarks, each an on/off pair in one run: f16 tensor-core GEMM TFLOP/s through mdl's
-// matmul against the best size's (cuBLAS's own peak on this card), f32 with and without TF32,
-// the linear layer with bias+activation in cuBLASLt's epilogue vs separate kernels,
-// causal f16 attention in the FlashAttention-2 kernels vs the plain fused kernel,
-// vectorised vs strided elementwise bandwidth, pinned vs pageable host-to-device copies, the
-// caching allocator vs cudaMalloc/cudaFree, a DataLoader epoch with the copy to the GPU on the
-// consumer's stream vs on the loader's side stream under a simulated GPU step, a chain of small
-// ops eager vs CUDA Graph replay, batch norm forward and backward, a 3x3 conv forward and backward
-// with cuDNN's algorithms measured vs its heuristic picks (and in f32 with TF32 vs without), and one
-// training step of SimpleCNN and ResNet-18 at batch 128
-// and GPT (6 x 384, context 256) at batch 32 in f32 vs under autocast f16 with a GradScaler, and
-// each replayed as a CUDA Graph (bench/torch_gpu_step.py times the same steps in PyTorch).
-// Without a GPU it prints why and exits 0.
-// Timing: the kernel benchmarks (GEMMs, elementwise add, linear + activation, attention, batch norm,
-// the 3x3 conv) report the GPU's time per call from CUDA events around a batch of back-to-back calls
-// (bench/cuda_timing.h, ->UseManualTime()), with the host's wall time per call beside it (wall_us).
+// matmul against the best size's (cuBLAS's own peak on this card), f32 with and without TF32, the
+// linear layer with bias+activation in cuBLASLt's epilogue vs separate kernels, causal f16
+// attention in the FlashAttention-2 kernels vs the plain fused kernel (and on mma.sync vs WMMA),
+// vectorised vs strided elementwise bandwidth, the heads-split copy and a bias add over rows,
+// pinned vs pageable host-to-device copies, the caching allocator vs cudaMalloc/cudaFree, a
+// DataLoader epoch with the copy to the GPU on the consumer's stream vs on the loader's side stream
+// under a simulated GPU step, a chain of small ops eager vs CUDA Graph replay, batch norm forward
+// and backward, a 3x3 conv forward and backward with cuDNN's algorithms measured vs its heuristic
+// picks (and in f32 with TF32 vs without), and one training step of SimpleCNN and ResNet-18 at
+// batch 128 and GPT (6 x 384, context 256) at batch 32 in f32 vs under autocast f16 with a
+// GradScaler, and each replayed as a CUDA Graph (bench/torch_gpu_step.py times the same steps in
+// PyTorch). Without a GPU it prints why and exits 0.
+// Timing: the kernel benchmarks (GEMMs, elementwise add, copies, linear + activation, attention,
+// batch norm, the 3x3 conv) report the GPU's time per call from CUDA events around a batch of
+// back-to-back calls (bench/cuda_timing.h, ->UseManualTime()), with the host's wall time per call
+// beside it (wall_us).
 // The rest (training steps, the DataLoader epoch, host-to-device copies, the allocator, the op
 // chain eager vs graph) stay on the host clock: what they compare includes host work by design.
 #include <benchmark/benchmark.h>
@@ -74,6 +75,27 @@ void BM_add_contiguous_vec16(benchmark::State& st) { add(st, false); }
 void BM_add_strided(benchmark::State& st) { add(st, true); }
 BENCHMARK(BM_add_contiguous_vec16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_add_strided)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// The copies a transformer block makes around attention, in f16: (B, T, H, D) -> (B, H, T, D) with
+// rows of D = 64 contiguous on both sides (16 bytes per thread along them), and a bias broadcast
+// over 8192 rows of 4096. GB/s counts the bytes read and written once.
+void BM_copy_heads_split_f16(benchmark::State& st) {
+  Tensor x = randn({32, 256, 6, 64}, TensorOptions(kF16, kGpu)), y = x.permute({0, 2, 1, 3}).contiguous();
+  cuda::synchronize();
+  bench::run_event_timed(st, [&] { y = x.permute({0, 2, 1, 3}).contiguous(); });
+  st.counters["GB/s"] = benchmark::Counter(2.0 * 2.0 * double(x.numel()) * double(st.iterations()) / 1e9,
+                                           benchmark::Counter::kIsRate);
+}
+void BM_bias_add_rows_f16(benchmark::State& st) {
+  Tensor x = randn({8192, 4096}, TensorOptions(kF16, kGpu)), b = randn({4096}, TensorOptions(kF16, kGpu));
+  Tensor y = x + b;
+  cuda::synchronize();
+  bench::run_event_timed(st, [&] { y = x + b; });
+  st.counters["GB/s"] = benchmark::Counter(2.0 * 2.0 * double(x.numel()) * double(st.iterations()) / 1e9,
+                                           benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_copy_heads_split_f16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_bias_add_rows_f16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // y = act(x @ w^T + b), f16, 8192 tokens, 1024 -> 4096 (a transformer MLP's first layer), forward:
 // one cublasLtMatmul with the bias and activation in its epilogue vs the GEMM then a bias-add

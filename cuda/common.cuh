@@ -149,6 +149,27 @@ Geo<NT> make_geo(const char* op, const std::array<const Tensor*, NT>& ts) {
   return g;
 }
 
+// g with its innermost dim read vec elements at a time: where every operand has unit stride there,
+// the dim is a multiple of vec long and every other stride (broadcast zeros included) a multiple of
+// vec, each vector is one aligned run in every operand, and out walks vectors with the innermost
+// size divided by vec (offsets still in elements). A transposed copy whose rows stay contiguous, or
+// a bias broadcast over rows, then moves 16 bytes per thread. False (out unset) where not.
+template <int NT>
+bool inner_vector_geo(const Geo<NT>& g, int vec, Geo<NT>& out) {
+  const int last = g.ndim - 1;
+  if (g.ndim < 2 || g.size[last] % vec != 0) return false;
+  for (int t = 0; t < NT; ++t) {
+    if (g.stride[t][last] != 1) return false;
+    for (int d = 0; d < last; ++d)
+      if (g.stride[t][d] % vec != 0) return false;
+  }
+  out = g;
+  out.size[last] /= vec;
+  for (int t = 0; t < NT; ++t) out.stride[t][last] = vec;
+  if (out.size[last] <= int64_t(kFastDivmodLimit)) out.div[last] = FastDivmod(uint32_t(out.size[last]));
+  return true;
+}
+
 // A host value as device type T, rounded as the CPU backend rounds it.
 template <class T>
 T convert_host(double v) {

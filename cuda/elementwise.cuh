@@ -1,8 +1,10 @@
 // The elementwise launcher every map-style kernel uses: out[i] = f(in0[i], in1[i], ...) over
 // operands of one shape with any strides (0 for broadcast dims). When every operand is one
 // contiguous run and 16-byte aligned, each thread loads and stores VEC elements at once
-// (16-byte loads of the first input's type); otherwise a grid-stride loop walks Geo offsets, with
-// 32-bit index division (kernels/fast_divmod.h) below 2^31 elements.
+// (16-byte loads of the first input's type); where only the innermost dim is a unit-stride run in
+// every operand (a transpose of outer dims, a bias broadcast over rows), VEC elements per thread
+// along it (inner_vector_geo); otherwise a grid-stride loop walks Geo offsets, with 32-bit index
+// division (kernels/fast_divmod.h) below 2^31 elements.
 #pragma once
 #include <tuple>
 #include <utility>
@@ -24,6 +26,19 @@ __device__ __forceinline__ void map_pack(int64_t v, Out* out, const std::array<c
 #pragma unroll
   for (int j = 0; j < VEC; ++j) o.v[j] = f(std::get<I>(packs).v[j]...);
   reinterpret_cast<Pack<Out, VEC>*>(out)[v] = o;
+}
+
+// The same at element offsets off (out's first, then each input's), each the start of an aligned run.
+template <int VEC, class Out, class F, class... In, size_t... I>
+__device__ __forceinline__ void map_pack_at(const int64_t (&off)[1 + sizeof...(In)], Out* out,
+                                            const std::array<const void*, sizeof...(In)>& in, const F& f,
+                                            std::index_sequence<I...>) {
+  std::tuple<Pack<In, VEC>...> packs{
+      *reinterpret_cast<const Pack<In, VEC>*>(static_cast<const In*>(in[I]) + off[I + 1])...};
+  Pack<Out, VEC> o;
+#pragma unroll
+  for (int j = 0; j < VEC; ++j) o.v[j] = f(std::get<I>(packs).v[j]...);
+  *reinterpret_cast<Pack<Out, VEC>*>(out + off[0]) = o;
 }
 
 template <class Out, class F, class... In, size_t... I>
@@ -59,6 +74,19 @@ __global__ void map_strided_kernel(int64_t n, Geo<1 + sizeof...(In)> g, Out* out
   }
 }
 
+// Vector v of an inner_vector_geo g (nv vectors): its offsets, then VEC elements from each operand.
+template <int VEC, class Out, class F, class... In>
+__global__ void map_inner_vec_kernel(int64_t nv, Geo<1 + sizeof...(In)> g, Out* out,
+                                     std::array<const void*, sizeof...(In)> in, F f) {
+  const bool index32 = nv <= int64_t(kFastDivmodLimit);
+  for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < nv; v += int64_t(gridDim.x) * blockDim.x) {
+    int64_t off[1 + sizeof...(In)];
+    if (index32) g.offsets32(uint32_t(v), off);
+    else g.offsets(v, off);
+    map_pack_at<VEC, Out, F, In...>(off, out, in, f, std::index_sequence_for<In...>{});
+  }
+}
+
 template <class T>
 constexpr int vec_width() {
   constexpr int w = int(16 / sizeof(T));
@@ -85,8 +113,11 @@ void launch_map(const char* op, const Tensor& out, std::array<const Tensor*, siz
     size_t k = 0;
     ((aligned = aligned && reinterpret_cast<uintptr_t>(in[k++]) % (sizeof(In) * VEC) == 0), ...);
   }
+  Geo<NT> vg;
   if (g.contiguous() && aligned && n >= VEC) {
     map_vec_kernel<VEC, Out, F, In...><<<blocks_for(n / VEC), kThreads, 0, stream()>>>(n, o, in, f);
+  } else if (VEC > 1 && aligned && inner_vector_geo(g, VEC, vg)) {
+    map_inner_vec_kernel<VEC, Out, F, In...><<<blocks_for(n / VEC), kThreads, 0, stream()>>>(n / VEC, vg, o, in, f);
   } else {
     map_strided_kernel<Out, F, In...><<<blocks_for(n), kThreads, 0, stream()>>>(n, g, o, in, f);
   }

@@ -131,6 +131,11 @@ def ratio(a, b, what, key="real_time"):
 for r in errors: print(f'{r["name"]:40s} ERROR: {r.get("error_message", "")[:120]}')
 print()
 ratio("BM_add_contiguous_vec16/manual_time", "BM_add_strided/manual_time", "elementwise: vectorised contiguous vs strided (speedup)")
+for name, what in (("BM_copy_heads_split_f16", "copy (32, 256, 6, 64) -> (32, 6, 256, 64) f16"),
+                   ("BM_bias_add_rows_f16", "bias add over rows (8192, 4096) f16")):
+    r = by.get(f"{name}/manual_time")
+    if r and "GB/s" in r:
+        print(f'{what}: {r["GB/s"]:.0f} GB/s, {r["real_time"]:.1f} us GPU')
 ratio("BM_h2d_pinned/real_time", "BM_h2d_pageable/real_time", "host->device copy: pinned vs pageable (speedup)")
 ratio("cuda_caching_allocator/on/alloc_4MiB", "cuda_caching_allocator/off/alloc_4MiB", "allocation: caching allocator vs cudaMalloc (speedup)")
 ratio("cuda_graphs/on/op_chain/real_time", "cuda_graphs/off/op_chain/real_time", "20 small ops: CUDA Graph replay vs eager (speedup)")

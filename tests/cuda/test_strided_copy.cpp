@@ -1,7 +1,8 @@
 // The GPU's strided elementwise path (cuda/elementwise.cuh, Geo in cuda/common.cuh) against the
 // CPU: copies and casts of views whose dims cannot merge, with odd sizes and steps, up to the most
-// dims a kernel takes; broadcast operands; and tensors on both sides of 2^31 elements, where the
-// kernels switch from 32-bit index division (kernels/fast_divmod.h) to 64-bit.
+// dims a kernel takes; broadcast operands; views whose rows stay contiguous (the 16-byte inner-vector
+// path), aligned or not; and tensors on both sides of 2^31 elements, where the kernels switch from
+// 32-bit index division (kernels/fast_divmod.h) to 64-bit.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -54,6 +55,32 @@ TEST_CASE("cuda: broadcast operands in copies and binary ops match the CPU" * MD
   check_close((a.to(kGpu) + b.to(kGpu)).cpu(), a + b, kExact, "broadcast add");
   check_close((a.to(kGpu).to(kF16) * b.to(kGpu).transpose(0, 2)).cpu(), a.to(kF16) * b.transpose(0, 2), kExact,
               "broadcast mul of a transposed operand, f16");
+}
+
+TEST_CASE("cuda: views whose rows stay contiguous (16 bytes per thread) match the CPU, and misaligned ones too" *
+          MDL_CUDA_ONLY) {
+  // (B, T, H, D) -> (B, H, T, D), the attention heads' split: D a multiple of the vector (8 f16/bf16,
+  // 4 f32), and D = 12 that is not one for f16.
+  for (DType t : {kF32, kF16, kBF16})
+    for (int64_t D : {12, 16, 64}) {
+      const std::string what = std::string(dtype_name(t)) + " D=" + std::to_string(D);
+      const Tensor x = ramp({2, 33, 3, D}, t);
+      check_close(x.to(kGpu).permute({0, 2, 1, 3}).contiguous().cpu(), x.permute({0, 2, 1, 3}).contiguous(), kExact,
+                  "heads split " + what);
+      check_close(x.to(kGpu).permute({0, 2, 1, 3}).to(kF16).cpu(), x.permute({0, 2, 1, 3}).to(kF16), kExact,
+                  "heads split cast to f16 " + what);
+      // A bias over the last dim, broadcast over rows (stride 0), into a transposed view's rows.
+      const Tensor b = ramp({D}, t);
+      check_close((x.to(kGpu).permute({0, 2, 1, 3}) + b.to(kGpu)).cpu(), x.permute({0, 2, 1, 3}) + b, kExact,
+                  "bias over rows " + what);
+      // Rows that start one element in: misaligned for a vector, the strided path.
+      const Tensor m = x.narrow(3, 1, D - 1);
+      check_close(m.to(kGpu).permute({0, 2, 1, 3}).contiguous().cpu(), m.permute({0, 2, 1, 3}).contiguous(), kExact,
+                  "misaligned rows " + what);
+      Tensor gm = x.to(kGpu);
+      check_close(gm.narrow(3, 1, D - 1).permute({0, 2, 1, 3}).contiguous().cpu(), m.permute({0, 2, 1, 3}).contiguous(),
+                  kExact, "misaligned device rows " + what);
+    }
 }
 
 TEST_CASE("cuda: strided copies on both sides of 2^31 elements" * MDL_CUDA_ONLY) {
