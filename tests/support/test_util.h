@@ -20,8 +20,9 @@ namespace mdl::test {
 
 // Whether this build runs under AddressSanitizer or ThreadSanitizer, whose instrumented kernels run
 // ten to twenty times slower: a few end-to-end tests take smaller data there, keeping every code
-// path they reach (each says what it shrinks).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+// path they reach (each says what it shrinks). Under AddressSanitizer the suites compile
+// uninstrumented and the Makefile says so with MDL_ASAN_LIBRARY.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(MDL_ASAN_LIBRARY)
 inline constexpr bool kSanitized = true;
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)

@@ -71,7 +71,7 @@ TEST_CASE("switches: each toggle starts at its declared default, and its set_by 
   CHECK_FALSE(toggles::default_value(toggles::Toggle::allow_tf32));
   CHECK_FALSE(toggles::default_value(toggles::Toggle::cudnn_allow_tf32));
   CHECK(toggles::default_value(toggles::Toggle::direct_conv));
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(MDL_ASAN_LIBRARY)
   CHECK_FALSE(toggles::default_value(toggles::Toggle::cpu_block_cache));
 #else
   CHECK(toggles::default_value(toggles::Toggle::cpu_block_cache));
