@@ -20,6 +20,7 @@
 #pragma once
 #include "cuda/flash_common.cuh"
 #include "cuda/flash_forward_mma.cuh"
+#include "cuda/flash_mma_products.cuh"
 #include "cuda/mma_ptx.cuh"
 #include "kernels/attention_tiles.h"
 #include "kernels/mma_fragments.h"
@@ -33,59 +34,6 @@ constexpr float kLog2e = 1.4426950408889634f;
 template <class T, int D>
 constexpr size_t smem_bytes() {
   return 6 * size_t(kTile) * pitch<T, D>() * sizeof(T) + 2 * 2 * size_t(kTile) * sizeof(float);
-}
-
-// c[n] (16, 8n..8n+7) += A (the warp's 16 rows of a, (16, D)) B, with B[e][j] = b[j][e] (b (64, D)):
-// a product of one side's rows with the other side's rows, as S = Q K^T.
-template <class T, int D>
-__device__ __forceinline__ void rows_times_rows_t(float (&c)[8][4], const T* a, const T* b) {
-  constexpr int P = pitch<T, D>();
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    uint32_t af[4];
-    const mma::RowCol pa = mma::q_fragment_address(lane, kk);
-    ptx::ldmatrix_x4(af, a + pa.row * P + pa.col);
-#pragma unroll
-    for (int nb = 0; nb < 4; ++nb) {
-      uint32_t bf[4];
-      const mma::RowCol pb = mma::k_fragment_address(lane, nb * 16, kk);
-      ptx::ldmatrix_x4(bf, b + pb.row * P + pb.col);
-      ptx::mma_16816<T>(c[2 * nb], af, bf[0], bf[1]);
-      ptx::mma_16816<T>(c[2 * nb + 1], af, bf[2], bf[3]);
-    }
-  }
-}
-
-// c[n] (16, 8n..8n+7 of D) += A B: A (16, 64) in registers (af[kk] for columns 16kk..16kk+15), B = b
-// (64, D) read through ldmatrix.trans: dv += P^T dO, dk += dS^T q, dq += dS k.
-template <class T, int D>
-__device__ __forceinline__ void acc_times_rows(float (&c)[D / 8][4], const uint32_t (&af)[4][4], const T* b) {
-  constexpr int P = pitch<T, D>();
-  const int lane = threadIdx.x % 32;
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-    for (int nb = 0; nb < D / 16; ++nb) {
-      uint32_t bf[4];
-      const mma::RowCol p = mma::v_fragment_address(lane, kk, nb * 16);
-      ptx::ldmatrix_x4_trans(bf, b + p.row * P + p.col);
-      ptx::mma_16816<T>(c[2 * nb], af[kk], bf[0], bf[1]);
-      ptx::mma_16816<T>(c[2 * nb + 1], af[kk], bf[2], bf[3]);
-    }
-}
-
-// x (16, 64) in accumulators, rounded to T and packed as the A operands of its 4 column slices.
-template <class T>
-__device__ __forceinline__ void pack_operands(uint32_t (&af)[4][4], const float (&x)[8][4]) {
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const mma::AccumulatorPair src = mma::p_register_source(r);
-      const float* c = x[2 * kk + src.ntile];
-      af[kk][r] = ptx::pack2<T>(c[src.pair], c[src.pair + 1]);
-    }
 }
 
 // Writes the warp's c (16, D) times mul to rows [r0, r0 + 16) of the contiguous (n, cols) dst.

@@ -15,6 +15,7 @@
 // ldmatrix on distinct banks. The register layouts are kernels/mma_fragments.h, checked on the CPU.
 #pragma once
 #include "cuda/flash_common.cuh"
+#include "cuda/flash_mma_products.cuh"
 #include "cuda/mma_ptx.cuh"
 #include "kernels/attention_tiles.h"
 #include "kernels/mma_fragments.h"
@@ -160,18 +161,8 @@ __global__ void __launch_bounds__(kThreads)
       o[n][2] *= alpha[1], o[n][3] *= alpha[1];
     }
 
-    // o (16, D) += P (16, 64) V (64, D)
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-      for (int nb = 0; nb < D / 16; ++nb) {
-        uint32_t vf[4];
-        const mma::RowCol p = mma::v_fragment_address(lane, kk, nb * 16);
-        ptx::ldmatrix_x4_trans(vf, vs + p.row * P + p.col);
-        ptx::mma_16816<T>(o[2 * nb], pf[kk], vf[0], vf[1]);
-        ptx::mma_16816<T>(o[2 * nb + 1], pf[kk], vf[2], vf[3]);
-      }
-    __syncthreads();  // this stage is refilled by tile t + 2's copy
+    acc_times_rows<T, D>(o, pf, vs);  // o (16, D) += P (16, 64) V (64, D)
+    __syncthreads();                  // this stage is refilled by tile t + 2's copy
   }
 
   // out = O / l, the row sum completed over the quad; a row that sees no key: zeros, lse = +inf.
