@@ -199,16 +199,10 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(FlashArgs a, T* dq, const 
     rows_times_rows_t<T, D>(sc, sq + w0 * P, k_s);             // S (16, 64) = q k^T
     rows_times_rows_t<T, D>(dp, sdo + w0 * P, sv + s * TILE);  // dP (16, 64) = dO v^T
     const bool edge = mb || j0 + kTile > a.S || (a.causal && j0 + kTile > i0);
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const mma::RowCol c = mma::c_element(lane, e);
-        const int r = e >> 1;
-        float p = exp2f(sc[n][e] * scale - row_lse[r]);
-        if (edge && !a.visible(mb, i0 + w0 + c.row, j0 + n * 8 + c.col)) p = 0.0f;
-        dp[n][e] = p * (dp[n][e] - row_delta[r]);
-      }
+    // sc becomes P, 0 for a hidden key, and dp becomes dS = P (dP - D)
+    mask_scores(
+        sc, a, mb, i0, j0, w0, edge, 0.0f, [&](float x, int r) { return exp2f(x * scale - row_lse[r]); },
+        [&](int n, int e) { dp[n][e] = sc[n][e] * (dp[n][e] - row_delta[e >> 1]); });
     uint32_t dsf[4][4];
     pack_operands<T>(dsf, dp);
     acc_times_rows<T, D>(dqf, dsf, k_s);  // dq (16, E) += dS (16, 64) k (64, E)

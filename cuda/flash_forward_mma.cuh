@@ -113,14 +113,7 @@ __global__ void __launch_bounds__(kThreads)
 
     // Scale to log2 units; mask where a key can be hidden: a mask tensor, keys past S, the causal diagonal.
     const bool edge = mb || j0 + kTile > a.S || (a.causal && j0 + kTile > i0);
-#pragma unroll
-    for (int n = 0; n < 8; ++n)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const mma::RowCol c = mma::c_element(lane, e);
-        s[n][e] *= scale;
-        if (edge && !a.visible(mb, i0 + w0 + c.row, j0 + n * 8 + c.col)) s[n][e] = -INFINITY;
-      }
+    mask_scores(s, a, mb, i0, j0, w0, edge, -INFINITY, [&](float x, int) { return x * scale; });
 
     // Online softmax: the row max over the quad; O and l scale by alpha = 2^(m_old - m_new). A row
     // with no visible key yet keeps m = -inf and takes base 0, so its P (and alpha) are 0, not NaN.
@@ -142,17 +135,8 @@ __global__ void __launch_bounds__(kThreads)
     // rounded, since V is weighted by that.
     uint32_t pf[4][4];
     float rowsum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const mma::AccumulatorPair src = mma::p_register_source(r);
-        const float* c = s[2 * kk + src.ntile];
-        const int row = src.pair >> 1;
-        pf[kk][r] = ptx::pack2<T>(exp2f(c[src.pair] - base[row]), exp2f(c[src.pair + 1] - base[row]));
-        const float2 rounded = ptx::unpack2<T>(pf[kk][r]);
-        rowsum[row] += rounded.x + rounded.y;
-      }
+    const auto p = [&](float x, int r) { return exp2f(x - base[r]); };
+    pack_operands<T>(pf, s, p, rowsum);
 #pragma unroll
     for (int r = 0; r < 2; ++r) l[r] = l[r] * alpha[r] + rowsum[r];
 #pragma unroll

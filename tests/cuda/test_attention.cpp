@@ -6,8 +6,6 @@
 // skipped) without a GPU; the too-large-head error is checked only where a GPU is present.
 #include <doctest/doctest.h>
 
-#include <algorithm>
-#include <cmath>
 #include <utility>
 #include <vector>
 
@@ -15,6 +13,7 @@
 #include "mdl.h"
 #include "nn/functional.h"
 #include "kernels/attention.h"
+#include "tests/support/attention_test_util.h"
 #include "tests/support/test_util.h"
 #include "switches/list/toggles.h"
 
@@ -25,24 +24,6 @@ namespace F = mdl::nn::functional;
 namespace {
 
 const Device kGpu = Device::cuda();
-
-// Sets toggles::flash_attention() for a scope, restoring the default (on) after.
-struct FlashAttention {
-  explicit FlashAttention(bool on) { toggles::set_flash_attention(on); }
-  ~FlashAttention() { toggles::set_flash_attention(true); }
-};
-
-// max |got - want| / max |want| over all elements (max |got - want| where want is all zero).
-double rel_err(const Tensor& got, const Tensor& want) {
-  REQUIRE(got.shape() == want.shape());
-  const Tensor g = got.to(Device::cpu()).to(kF64).contiguous(), w = want.to(Device::cpu()).to(kF64).contiguous();
-  double err = 0, mag = 0;
-  for (int64_t i = 0; i < g.numel(); ++i) {
-    err = std::max(err, std::abs(g.data_ptr<double>()[i] - w.data_ptr<double>()[i]));
-    mag = std::max(mag, std::abs(w.data_ptr<double>()[i]));
-  }
-  return err / (mag > 0 ? mag : 1.0);
-}
 
 // Attention on the CPU and the GPU from the same q, k, v (leaves) and mask; compares the output
 // and the three gradients of sum(out * w).
@@ -58,7 +39,7 @@ void compare(const std::string& what, const Tensor& q, const Tensor& k, const Te
   const auto c = run(Device::cpu());
   const char* names[] = {"out", "dq", "dk", "dv"};
   {
-    FlashAttention plain_kernel(false);
+    toggles::Scoped plain_kernel(toggles::Toggle::flash_attention, false);
     const auto g = run(kGpu);
     // Sums over keys in other orders.
     const Tol tol = q.dtype() == kF32 ? same_tol(1e-4) : q.dtype() == kF16 ? same_tol(5e-3) : dtype_tol(q.dtype());
@@ -66,7 +47,7 @@ void compare(const std::string& what, const Tensor& q, const Tensor& k, const Te
       check_close(g[i], c[i], tol, what + " " + names[i] + " " + dtype_name(q.dtype()));
   }
   if (q.dtype() != kF64) {
-    FlashAttention flash(true);
+    toggles::Scoped flash(toggles::Toggle::flash_attention, true);
     const auto g = run(kGpu);
     // f16/bf16: P and dS are rounded to the input type before their products (the CPU keeps them
     // in f32). f32 stays f32 throughout: only the order of the sums differs.
@@ -139,7 +120,7 @@ TEST_CASE("cuda: flash attention matches f64 attention across tile edges, head d
             sum(y * w.to(as).to(d)).backward();
             return std::vector<Tensor>{y.detach(), a.grad(), b.grad(), c.grad()};
           };
-          FlashAttention flash(true);
+          toggles::Scoped flash(toggles::Toggle::flash_attention, true);
           const auto want = run(Device::cpu(), kF64), got = run(kGpu, t);
           const char* names[] = {"out", "dq", "dk", "dv"};
           const double tol = t == kF32 ? 2e-5 : t == kF16 ? 1e-2 : 6e-2;
@@ -156,7 +137,7 @@ TEST_CASE("cuda: the flash_attention switch reads back and the plain kernel agre
                v = sample({1, 3, 90, 64}, kF16, 3).to(kGpu);
   Tensor y_plain, y_flash;
   {
-    FlashAttention off(false);
+    toggles::Scoped off(toggles::Toggle::flash_attention, false);
     CHECK_FALSE(toggles::flash_attention());
     y_plain = F::scaled_dot_product_attention(q, k, v, Tensor(), true);
   }

@@ -7,7 +7,6 @@
 // bit for bit. Skipped without a GPU.
 #include <doctest/doctest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -17,6 +16,7 @@
 #include "mdl.h"
 #include "nn/functional.h"
 #include "switches/list/toggles.h"
+#include "tests/support/attention_test_util.h"
 #include "tests/support/test_util.h"
 
 using namespace mdl;
@@ -27,35 +27,12 @@ namespace {
 
 const Device kGpu = Device::cuda();
 
-// Sets flash_attention_mma for a scope (flash_attention on), restoring both after.
+// Sets flash_attention_mma for a scope, with flash_attention on; restores both after.
 struct MmaForward {
-  bool was_mma = toggles::flash_attention_mma(), was_flash = toggles::flash_attention();
-  explicit MmaForward(bool on) {
-    toggles::set_flash_attention(true);
-    toggles::set_flash_attention_mma(on);
-  }
-  ~MmaForward() {
-    toggles::set_flash_attention_mma(was_mma);
-    toggles::set_flash_attention(was_flash);
-  }
+  toggles::Scoped flash{toggles::Toggle::flash_attention, true};
+  toggles::Scoped mma;
+  explicit MmaForward(bool on) : mma(toggles::Toggle::flash_attention_mma, on) {}
 };
-
-// max |got - want| / max |want|; +inf must meet +inf.
-double rel_err(const Tensor& got, const Tensor& want) {
-  REQUIRE(got.shape() == want.shape());
-  const Tensor g = got.to(Device::cpu()).to(kF64).contiguous(), w = want.to(Device::cpu()).to(kF64).contiguous();
-  double err = 0, mag = 0;
-  for (int64_t i = 0; i < g.numel(); ++i) {
-    const double a = g.data_ptr<double>()[i], b = w.data_ptr<double>()[i];
-    if (std::isinf(a) || std::isinf(b)) {
-      if (a != b) return INFINITY;
-      continue;
-    }
-    err = std::max(err, std::abs(a - b));
-    mag = std::max(mag, std::abs(b));
-  }
-  return err / (mag > 0 ? mag : 1.0);
-}
 
 bool bitwise_equal(const Tensor& a, const Tensor& b) {
   const Tensor x = a.to(Device::cpu()).contiguous(), y = b.to(Device::cpu()).contiguous();
