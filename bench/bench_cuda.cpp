@@ -2,7 +2,8 @@
 // matmul against the best size's (cuBLAS's own peak on this card), f32 with and without TF32, the
 // linear layer with bias+activation in cuBLASLt's epilogue vs separate kernels, causal f16
 // attention in the FlashAttention-2 kernels vs the plain fused kernel (and on mma.sync vs WMMA),
-// vectorised vs strided elementwise bandwidth, the heads-split copy and a bias add over rows,
+// vectorised vs strided elementwise bandwidth, the heads-split copy and a bias add over rows, an
+// f16 tensor times a number and an f32 + f16 add,
 // pinned vs pageable host-to-device copies, the caching allocator vs cudaMalloc/cudaFree, a
 // DataLoader epoch with the copy to the GPU on the consumer's stream vs on the loader's side stream
 // under a simulated GPU step, a chain of small ops eager vs CUDA Graph replay, batch norm forward
@@ -96,6 +97,26 @@ void BM_bias_add_rows_f16(benchmark::State& st) {
 }
 BENCHMARK(BM_copy_heads_split_f16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_bias_add_rows_f16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// 16M elements: an f16 tensor times a number (the number in the kernel's arguments) and an f32
+// residual plus an f16 branch (the branch read as f16), each one kernel. GB/s counts the bytes read
+// and written once.
+void BM_mul_scalar_f16_16M(benchmark::State& st) {
+  Tensor x = randn({int64_t(1) << 24}, TensorOptions(kF16, kGpu)), y = x * 0.5;
+  cuda::synchronize();
+  bench::run_event_timed(st, [&] { y = x * 0.5; });
+  st.counters["GB/s"] = benchmark::Counter(2.0 * 2.0 * double(x.numel()) * double(st.iterations()) / 1e9,
+                                           benchmark::Counter::kIsRate);
+}
+void BM_add_f32_f16_16M(benchmark::State& st) {
+  Tensor a = randn({int64_t(1) << 24}, kGpu), h = randn({int64_t(1) << 24}, TensorOptions(kF16, kGpu)), y = a + h;
+  cuda::synchronize();
+  bench::run_event_timed(st, [&] { y = a + h; });
+  st.counters["GB/s"] = benchmark::Counter((4.0 + 2.0 + 4.0) * double(a.numel()) * double(st.iterations()) / 1e9,
+                                           benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_mul_scalar_f16_16M)->UseManualTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_add_f32_f16_16M)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
 // y = act(x @ w^T + b), f16, 8192 tokens, 1024 -> 4096 (a transformer MLP's first layer), forward:
 // one cublasLtMatmul with the bias and activation in its epilogue vs the GEMM then a bias-add

@@ -1,6 +1,6 @@
 // Elementwise binary ops with broadcasting (operands arrive expanded: stride 0 on broadcast
-// dims). Arithmetic runs in acc_t (f16/bf16 in blocks of floats); comparisons write bool. Integer
-// division by zero is reported after the loop, never a SIGFPE.
+// dims), and with a host scalar (binary_scalar). Arithmetic runs in acc_t (f16/bf16 in blocks of
+// floats); comparisons write bool. Integer division by zero is reported after the loop, never a SIGFPE.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -90,6 +90,13 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
     binary_switch<T, Add, Sub, Mul, Div, Pow, Maximum, Minimum, ReluBackward, AddRelu, Eq, Ne, Lt, Le, Gt, Ge>(op, out,
                                                                                                                a, b);
   });
+}
+
+// s seen as a stride-0 operand of out's shape, through the same loops as binary.
+void binary_scalar(BinaryOp op, const Tensor& out, const Tensor& x, const Tensor& s, bool scalar_left) {
+  const Tensor se = make_view(s, out.shape(), Shape(out.shape().size(), 0), s.offset());
+  if (scalar_left) binary(op, out, se, x);
+  else binary(op, out, x, se);
 }
 
 }  // namespace mdl::cpu

@@ -25,11 +25,32 @@ using FillFn = void(const Tensor& out, double value);
 using CopyFn = void(const Tensor& dst, const Tensor& src);
 // out = op(in); out contiguous; same dtype (floating unless op is Neg/Abs/Square/Sign).
 using UnaryFn = void(UnaryOp op, const Tensor& out, const Tensor& in);
-// out = op(a, b); a and b expanded to out's shape, both of the compute dtype;
-// out has that dtype, or Bool for comparisons. Integer division by zero and integers to negative
-// integer powers are an mdl::Error naming div / pow: thrown by the CPU kernel, recorded by the GPU
-// kernel and thrown at the next sync point.
+// out = op(a, b); a and b expanded to out's shape, both of the compute dtype (or of the two dtypes
+// binary_takes_mixed names for out's device); out has the compute dtype, or Bool for comparisons.
+// Integer division by zero and integers to negative integer powers are an mdl::Error naming div /
+// pow: thrown by the CPU kernel, recorded by the GPU kernel and thrown at the next sync point.
 using BinaryFn = void(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
+// out = op(x, s), or op(s, x) when scalar_left: s a 0-d CPU tensor, x of out's shape on out's
+// device, both of the compute dtype; out and the errors as binary's. The kernel reads s on the host
+// and takes its value as an argument (on CUDA one launch over x, with no tensor of s on the device).
+// Profiles and errors name it binary.
+using BinaryScalarFn = void(BinaryOp op, const Tensor& out, const Tensor& x, const Tensor& s, bool scalar_left);
+
+// The ops binary_takes_mixed allows: arithmetic whose result has the compute dtype.
+constexpr bool binary_op_takes_mixed(BinaryOp op) {
+  using enum BinaryOp;
+  return op == Add || op == Sub || op == Mul || op == Div || op == Maximum || op == Minimum || op == AddRelu;
+}
+// Whether device d's binary kernel takes operands of dtypes a and b as they are for an op computing
+// in `compute`, widening each element itself, so that native::binary makes no cast copy of the
+// narrower one. Widening f16 or bf16 to f32 is exact, so the result equals the cast path's bit for
+// bit. True on CUDA for f32 with f16 or bf16 in either order (an f32 residual plus a 16-bit branch
+// under autocast) in the ops above; the CPU kernel takes one dtype.
+inline bool binary_takes_mixed(Device d, BinaryOp op, DType compute, DType a, DType b) {
+  auto half = [](DType t) { return t == kF16 || t == kBF16; };
+  return d.is_cuda() && binary_op_takes_mixed(op) && compute == kF32 &&
+         ((a == kF32 && half(b)) || (half(a) && b == kF32));
+}
 // out = cond ? a : b; all expanded to out's shape; cond Bool; a, b of out's dtype.
 using WhereFn = void(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 // out = reduce(in) over the dims where reduce_mask[d] is true; out has in's rank (keepdim form).
@@ -83,6 +104,7 @@ using TriFn = void(const Tensor& out, const Tensor& in, int64_t k, bool upper);
   X(copy, CopyFn, "copy", BOTH)                                    \
   X(unary, UnaryFn, "unary", BOTH)                                 \
   X(binary, BinaryFn, "binary", BOTH)                              \
+  X(binary_scalar, BinaryScalarFn, "binary", BOTH)                 \
   X(where, WhereFn, "where", BOTH)                                 \
   X(reduce, ReduceFn, "reduce", BOTH)                              \
   X(arg_reduce, ArgReduceFn, "max/min", BOTH)                      \

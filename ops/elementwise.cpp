@@ -23,11 +23,16 @@ MDL_DIFFERENTIABLE_OPS(MDL_BINARY_OPS(MDL_NAME_IF_DIFFERENTIABLE) MDL_UNARY_OPS(
 using autograd::FnNode;
 using autograd::Grads;
 using autograd::record_fn;
-using native::scalar_like;
+using native::scalar_operand;
 using native::sum_to;
 
 namespace {
-Tensor zero_where(const Tensor& cond, const Tensor& g) { return native::masked_fill(g, cond, 0.0); }
+// g with zeros where cond holds. A 0-d CPU cond beside g on another device (a test of a scalar
+// operand, such as pow's exponent) is read on the host.
+Tensor zero_where(const Tensor& cond, const Tensor& g) {
+  if (cond.dim() == 0 && cond.device().is_cpu() && !g.device().is_cpu()) return cond.item<bool>() ? zeros_like(g) : g;
+  return native::masked_fill(g, cond, 0.0);
+}
 
 // GELU's backward composed of ops, as it ran before its fused kernel: about a dozen passes, each
 // with a temporary. Exact: g (Phi(x) + x phi(x)), with Phi(x) = gelu(x) / x (1/2 at 0). Tanh form:
@@ -40,7 +45,7 @@ Tensor gelu_backward_composed(const Tensor& g, const Tensor& x, bool tanh_approx
     return g * ((1.0 + t) * 0.5 + x * 0.5 * (1.0 - t * t) * dinner);
   }
   Tensor phi = exp(x * x * -0.5) * (1.0 / std::sqrt(2.0 * M_PI));
-  Tensor Phi = where(eq(x, scalar_like(0, x)), full_like(x, 0.5), native::unary(UnaryOp::Gelu, x) / x);
+  Tensor Phi = where(eq(x, scalar_operand(0, x)), full_like(x, 0.5), native::unary(UnaryOp::Gelu, x) / x);
   return g * (Phi + x * phi);
 }
 }  // namespace
@@ -93,11 +98,11 @@ Tensor pow(const Tensor& a, const Tensor& b) {
               Tensor x = n.saved(0), e = n.saved(1), y = n.saved(2);
               Tensor ga, gb;
               // d/dx x^e = e * x^(e-1); at e == 0 the gradient is 0 (also where x == 0).
-              if (n.needs(0)) ga = sum_to(zero_where(eq(e, scalar_like(0, e)), g[0] * e * pow(x, e - 1.0)), sa);
+              if (n.needs(0)) ga = sum_to(zero_where(eq(e, scalar_operand(0, e)), g[0] * e * pow(x, e - 1.0)), sa);
               // d/de x^e = x^e * log x, taken as 0 where x == 0 and e >= 0, as PyTorch does.
               if (n.needs(1)) {
-                Tensor mask = native::binary(BinaryOp::Eq, x, scalar_like(0, x));
-                mask = mul(mask, ge(e, scalar_like(0, e)));
+                Tensor mask = native::binary(BinaryOp::Eq, x, scalar_operand(0, x));
+                mask = mul(mask, ge(e, scalar_operand(0, e)));
                 gb = sum_to(zero_where(native::to_dtype(mask, kBool), g[0] * y * log(x)), sb);
               }
               return Grads{ga, gb};
@@ -105,7 +110,7 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor pow(const Tensor& a, double e) { return pow(a, scalar_like(e, a)); }
+Tensor pow(const Tensor& a, double e) { return pow(a, scalar_operand(e, a)); }
 
 namespace {
 // maximum/minimum: the gradient goes to the chosen operand, split in half on ties.
@@ -138,14 +143,14 @@ Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator+(const Tensor& a, double s) { return add(a, scalar_like(s, a)); }
-Tensor operator-(const Tensor& a, double s) { return sub(a, scalar_like(s, a)); }
-Tensor operator*(const Tensor& a, double s) { return mul(a, scalar_like(s, a)); }
-Tensor operator/(const Tensor& a, double s) { return div(a, scalar_like(s, a)); }
-Tensor operator+(double s, const Tensor& a) { return add(scalar_like(s, a), a); }
-Tensor operator-(double s, const Tensor& a) { return sub(scalar_like(s, a), a); }
-Tensor operator*(double s, const Tensor& a) { return mul(scalar_like(s, a), a); }
-Tensor operator/(double s, const Tensor& a) { return div(scalar_like(s, a), a); }
+Tensor operator+(const Tensor& a, double s) { return add(a, scalar_operand(s, a)); }
+Tensor operator-(const Tensor& a, double s) { return sub(a, scalar_operand(s, a)); }
+Tensor operator*(const Tensor& a, double s) { return mul(a, scalar_operand(s, a)); }
+Tensor operator/(const Tensor& a, double s) { return div(a, scalar_operand(s, a)); }
+Tensor operator+(double s, const Tensor& a) { return add(scalar_operand(s, a), a); }
+Tensor operator-(double s, const Tensor& a) { return sub(scalar_operand(s, a), a); }
+Tensor operator*(double s, const Tensor& a) { return mul(scalar_operand(s, a), a); }
+Tensor operator/(double s, const Tensor& a) { return div(scalar_operand(s, a), a); }
 Tensor operator-(const Tensor& a) { return neg(a); }
 
 // ---- unary ----------------------------------------------------------------------------------
@@ -198,13 +203,13 @@ Tensor sigmoid(const Tensor& x) {
 Tensor relu(const Tensor& x) {
   return unary_op(UnaryOp::Relu, x, [](const Tensor& g, const Tensor& x, const Tensor&) {
     if (toggles::fused_relu_backward()) return native::binary(BinaryOp::ReluBackward, g, x);
-    return zero_where(le(x, scalar_like(0, x)), g);
+    return zero_where(le(x, scalar_operand(0, x)), g);
   });
 }
 // The backward of relu from its output y: y > 0 exactly where relu's input was (NaN passes g in both).
 Tensor relu_backward_from_output(const Tensor& g, const Tensor& y) {
   if (toggles::fused_relu_backward()) return native::binary(BinaryOp::ReluBackward, g, y);
-  return zero_where(le(y, scalar_like(0, y)), g);
+  return zero_where(le(y, scalar_operand(0, y)), g);
 }
 
 Tensor add_relu(const Tensor& a, const Tensor& b) {
@@ -245,8 +250,8 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
   Tensor out = native::clamp(x, lo, hi);
   record_fn("clamp", {x}, {out}, {x}, [lo, hi](const Grads& g, const FnNode& n) {
     Tensor x = n.saved(0), r = g[0];
-    if (lo) r = zero_where(lt(x, scalar_like(*lo, x)), r);
-    if (hi) r = zero_where(gt(x, scalar_like(*hi, x)), r);
+    if (lo) r = zero_where(lt(x, scalar_operand(*lo, x)), r);
+    if (hi) r = zero_where(gt(x, scalar_operand(*hi, x)), r);
     return Grads{r};
   });
   return out;
@@ -257,7 +262,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   Tensor out = native::where(cond, a, b);
   record_fn("where", {a, b}, {out}, {cond}, [sa = a.shape(), sb = b.shape()](const Grads& g, const FnNode& n) {
     Tensor c = n.saved(0);
-    Tensor not_c = eq(c, scalar_like(0, c));
+    Tensor not_c = eq(c, scalar_operand(0, c));
     return Grads{n.needs(0) ? sum_to(native::masked_fill(g[0], not_c, 0.0), sa) : Tensor(),
                  n.needs(1) ? sum_to(native::masked_fill(g[0], c, 0.0), sb) : Tensor()};
   });

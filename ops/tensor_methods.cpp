@@ -89,11 +89,11 @@ Tensor& Tensor::copy_(const Tensor& src) {
 Tensor& Tensor::add_(const Tensor& o, double alpha) {
   check_inplace(*this, &o, "add_");
   Tensor r = native::binary(BinaryOp::Add, *this,
-                            alpha == 1.0 ? o : native::binary(BinaryOp::Mul, o, native::scalar_like(alpha, o)));
+                            alpha == 1.0 ? o : native::binary(BinaryOp::Mul, o, native::scalar_operand(alpha, o)));
   return copy_(r);
 }
 Tensor& Tensor::mul_(const Tensor& o) { return copy_(native::binary(BinaryOp::Mul, *this, o)); }
-Tensor& Tensor::mul_(double s) { return copy_(native::binary(BinaryOp::Mul, *this, native::scalar_like(s, *this))); }
+Tensor& Tensor::mul_(double s) { return copy_(native::binary(BinaryOp::Mul, *this, native::scalar_operand(s, *this))); }
 Tensor& Tensor::div_(const Tensor& o) { return copy_(native::binary(BinaryOp::Div, *this, o)); }
 
 // ---- printing ---------------------------------------------------------------------------

@@ -132,7 +132,9 @@ for r in errors: print(f'{r["name"]:40s} ERROR: {r.get("error_message", "")[:120
 print()
 ratio("BM_add_contiguous_vec16/manual_time", "BM_add_strided/manual_time", "elementwise: vectorised contiguous vs strided (speedup)")
 for name, what in (("BM_copy_heads_split_f16", "copy (32, 256, 6, 64) -> (32, 6, 256, 64) f16"),
-                   ("BM_bias_add_rows_f16", "bias add over rows (8192, 4096) f16")):
+                   ("BM_bias_add_rows_f16", "bias add over rows (8192, 4096) f16"),
+                   ("BM_mul_scalar_f16_16M", "f16 tensor times a number, 16M elements"),
+                   ("BM_add_f32_f16_16M", "f32 + f16, 16M elements")):
     r = by.get(f"{name}/manual_time")
     if r and "GB/s" in r:
         print(f'{what}: {r["GB/s"]:.0f} GB/s, {r["real_time"]:.1f} us GPU')

@@ -31,7 +31,21 @@ MemoryFormat result_format(const Tensor& a, const Tensor& b, const Shape& shape)
     if (t->shape() == shape && t->memory_format() == MemoryFormat::ChannelsLast) return MemoryFormat::ChannelsLast;
   return MemoryFormat::Contiguous;
 }
+bool is_cpu_scalar(const Tensor& t) { return t.dim() == 0 && t.device().is_cpu(); }
+// The device an op runs on: a dimensioned operand's; of two 0-d operands, a's unless a is on the
+// CPU (a 0-d CPU tensor is a scalar, as in PyTorch).
+Device op_device(const Tensor& a, const Tensor& b) {
+  return a.dim() == 0 && (b.dim() != 0 || a.device().is_cpu()) ? b.device() : a.device();
+}
+DType scalar_dtype(double value, const Tensor& like) {
+  const DType t = like.dtype();
+  if (is_floating(t)) return t;
+  const bool whole = std::floor(value) == value && std::isfinite(value);
+  return whole ? (t == kBool ? kI64 : t) : kF32;
+}
 }  // namespace
+
+bool is_scalar_operand(const Tensor& s, const Tensor& other) { return is_cpu_scalar(s) && !is_cpu_scalar(other); }
 
 Tensor unary(UnaryOp op, const Tensor& x) {
   MDL_CHECK(x.defined(), unary_op_name(op), ": undefined tensor");
@@ -51,26 +65,35 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
   if (compute == kBool && (op == BinaryOp::Sub || op == BinaryOp::Div || op == BinaryOp::Pow))
     MDL_FAIL(name, ": not defined for bool tensors");
   Shape shape = broadcast_shapes(a.shape(), b.shape(), name);
-  Device dev = a.dim() == 0 && b.dim() != 0 ? b.device() : a.device();
-  Tensor ca = expand(to_device(a.dtype() == compute ? a : to_dtype(a, compute), dev), shape);
-  Tensor cb = expand(to_device(b.dtype() == compute ? b : to_dtype(b, compute), dev), shape);
+  Device dev = op_device(a, b);
   Tensor out = make_tensor(shape, is_comparison(op) ? kBool : compute, dev, result_format(a, b, shape));
-  if (out.numel()) kernels::binary(dev, op, out, ca, cb);
+  if (out.numel() == 0) return out;
+  auto as_compute = [&](const Tensor& t) { return t.dtype() == compute ? t : to_dtype(t, compute); };
+  const bool scalar_left = is_scalar_operand(a, b);
+  if (scalar_left || is_scalar_operand(b, a)) {  // the other operand is on dev and has out's shape
+    kernels::binary_scalar(dev, op, out, as_compute(scalar_left ? b : a), as_compute(scalar_left ? a : b), scalar_left);
+    return out;
+  }
+  const bool mixed = kernels::binary_takes_mixed(dev, op, compute, a.dtype(), b.dtype());
+  Tensor ca = expand(to_device(mixed ? a : as_compute(a), dev), shape);
+  Tensor cb = expand(to_device(mixed ? b : as_compute(b), dev), shape);
+  kernels::binary(dev, op, out, ca, cb);
   return out;
 }
 
 Tensor scalar_like(double value, const Tensor& like) {
-  DType t = like.dtype();
-  bool whole = std::floor(value) == value && std::isfinite(value);
-  if (!is_floating(t)) t = whole ? (t == kBool ? kI64 : t) : kF32;
-  return full({}, value, {t, like.device()});
+  return full({}, value, {scalar_dtype(value, like), like.device()});
+}
+
+Tensor scalar_operand(double value, const Tensor& like) {
+  return full({}, value, {scalar_dtype(value, like), Device::cpu()});
 }
 
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
   MDL_CHECK(lo || hi, "clamp: at least one of min and max must be given");
   Tensor r = x;
-  if (lo) r = binary(BinaryOp::Maximum, r, scalar_like(*lo, x));
-  if (hi) r = binary(BinaryOp::Minimum, r, scalar_like(*hi, x));
+  if (lo) r = binary(BinaryOp::Maximum, r, scalar_operand(*lo, x));
+  if (hi) r = binary(BinaryOp::Minimum, r, scalar_operand(*hi, x));
   return r;
 }
 

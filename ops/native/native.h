@@ -38,9 +38,20 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op);
 
 // Elementwise.
 Tensor unary(UnaryOp op, const Tensor& x);
+// a op b with PyTorch's promotion and broadcasting. An operand that is a scalar operand (below)
+// goes to kernels::binary_scalar by value; f32 with f16/bf16 operands go uncast to a kernel that
+// takes them (kernels::binary_takes_mixed); any other operand is cast to the compute dtype.
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
-Tensor scalar_like(double value,
-                   const Tensor& like);  // 0-dim tensor of like's dtype (f32 for integral like + fractional value)
+// Whether binary passes s by value: a 0-d CPU tensor beside an operand `other` that is not one.
+// (Of two 0-d tensors on different devices, the op runs on the one that is not on the CPU.)
+bool is_scalar_operand(const Tensor& s, const Tensor& other);
+// A 0-dim tensor holding value on like's device, of like's dtype, except that beside an integral
+// like a fractional or non-finite value is F32 and a whole one beside bool is I64. For a scalar an
+// op needs on the device (where, expand); a binary op takes scalar_operand.
+Tensor scalar_like(double value, const Tensor& like);
+// The same value and dtype as a 0-dim CPU tensor: a scalar operand of binary, which passes it to
+// the kernel by value whatever like's device (no fill, no copy). For binary ops alone.
+Tensor scalar_operand(double value, const Tensor& like);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);
