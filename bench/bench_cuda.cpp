@@ -374,6 +374,22 @@ void BM_batch_norm_f16(benchmark::State& st) {
 }
 BENCHMARK(BM_batch_norm_f16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
+// The same batch norm with a ReLU after it (ResNet's conv-bn-relu), forward and backward, through
+// BatchNorm2d::forward_relu: the ReLU folded into batch norm's passes (fused_bn_relu on) or a batch
+// norm then a relu.
+void bn_relu_step(benchmark::State& st, bool fused) {
+  toggles::Scoped fuse(toggles::Toggle::fused_bn_relu, fused);
+  manual_seed(0);
+  auto bn = std::make_shared<nn::BatchNorm2d>(64);
+  bn->to(kGpu);
+  Tensor x = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu)).requires_grad_();
+  Tensor gy = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu));
+  auto step = [&] { bn->forward_relu(x).backward(gy); };
+  step();
+  cuda::synchronize();
+  bench::run_event_timed(st, step);
+}
+
 // A 3x3 conv (64 -> 64 channels, 32x32, batch 128: a ResNet-18 stage-1 layer) forward and
 // backward, f16 unless t says otherwise; measured (on) against heuristic (off) cuDNN algorithms. Each
 // position makes its own plans. With channels_last, x, w and gy are laid out NHWC (the channels_last
@@ -397,6 +413,12 @@ void resnet18_step_cudnn(benchmark::State& st, bool measured) {
   toggles::set_cudnn_benchmark(measured);
   train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, true);
   toggles::set_cudnn_benchmark(true);
+}
+
+// The ResNet-18 AMP step with its convs free to take nondeterministic cuDNN algorithms (on) or not.
+void resnet18_step_nondeterministic(benchmark::State& st, bool on) {
+  toggles::Scoped any(toggles::Toggle::cudnn_nondeterministic, on);
+  train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, true);
 }
 
 // The ResNet-18 AMP step with its 62 parameters updated one launch each (off) or 24 per launch
@@ -475,6 +497,18 @@ int main(int argc, char** argv) {
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
   for (bool on : {false, true})
+    bench::register_switch("cudnn_nondeterministic", on, "resnet18_step_amp", resnet18_step_nondeterministic)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  for (bool on : {false, true})
+    bench::register_switch("cudnn_nondeterministic", on, "conv3x3_c64_32x32_b128_f16",
+                           [](benchmark::State& st, bool any) {
+                             toggles::Scoped s(toggles::Toggle::cudnn_nondeterministic, any);
+                             conv_step(st, true);
+                           })
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+  for (bool on : {false, true})
     bench::register_switch("cudnn_benchmark", on, "resnet18_step_amp", resnet18_step_cudnn)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
@@ -506,6 +540,10 @@ int main(int argc, char** argv) {
     bench::register_switch("fused_add_relu", on, "resnet18_step_amp", resnet18_step_add_relu)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
+  for (bool on : {false, true})
+    bench::register_switch("fused_bn_relu", on, "bn_relu_f16_128x64x32x32", bn_relu_step)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
   for (bool on : {false, true})
     bench::register_switch("channels_last", on, "resnet18_step_amp", resnet18_step_layout)
         ->UseRealTime()

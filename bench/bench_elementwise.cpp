@@ -2,7 +2,8 @@
 // and 16M elements (add also without the allocation), a broadcast add, the f16 cast, sums and
 // softmax; and the switch pairs of the CPU's elementwise kernels, the same op with the switch off
 // and on: vector_math (exp, tanh, GELU on 1M f32), fused_gelu_backward (GELU forward + backward),
-// fused_relu_backward (ReLU forward + backward), branchless_select (masked_fill) and
+// fused_relu_backward (ReLU forward + backward), fused_add_relu and fused_bn_relu (a residual
+// block's add + ReLU, batch norm + ReLU, forward + backward), branchless_select (masked_fill) and
 // tiled_transpose (a transposed copy). Bytes read plus written per call give the GB/s column.
 #include <benchmark/benchmark.h>
 
@@ -116,6 +117,25 @@ void add_relu_fwd_bwd(benchmark::State& state, bool fused) {
   });
 }
 
+// Batch norm (training) then ReLU on a (32, 64, 32, 32) f32 activation, forward and backward through
+// BatchNorm2d::forward_relu: one pass each way with the ReLU folded in, or (off) batch norm and a
+// relu, the normalised tensor written and read once more in each direction. Bytes: the fused
+// passes' (x read twice and y written; gy and x read twice and gx written).
+void bn_relu_fwd_bwd(benchmark::State& state, bool fused) {
+  const Shape shape{32, 64, 32, 32};
+  Tensor x = input(shape).requires_grad_(true), g = input(shape);
+  auto bn = std::make_shared<nn::BatchNorm2d>(64);
+  with_switch("fused_bn_relu", fused, [&] {
+    run(state, 8 * 2 * k1M * 4, [&] {
+      bn->forward_relu(x).backward(g);
+      Tensor gx = x.grad();
+      x.zero_grad();
+      bn->zero_grad();
+      return gx;
+    });
+  });
+}
+
 // GELU (exact) on 1M f32, forward and backward through autograd: the backward as one fused kernel,
 // or (off) composed of ops, each into fresh outputs. The forward is the same on both sides.
 void gelu_fwd_bwd(benchmark::State& state, bool fused) {
@@ -209,6 +229,7 @@ int main(int argc, char** argv) {
   pair("fused_gelu_backward", "gelu_f32_1M_fwd_bwd", gelu_fwd_bwd);
   pair("fused_relu_backward", "relu_f32_4M_fwd_bwd", relu_fwd_bwd);
   pair("fused_add_relu", "resblock_f32_32x64x32x32_fwd_bwd", add_relu_fwd_bwd);
+  pair("fused_bn_relu", "bn_relu_f32_32x64x32x32_fwd_bwd", bn_relu_fwd_bwd);
   pair("branchless_select", "masked_fill_f32_4M", masked_fill_pair);
   pair("tiled_transpose", "f32_4096x4096", transposed_copy);
   if (!bench::run_benchmarks(argc, argv)) return 1;

@@ -15,6 +15,7 @@
 #include "cpu/select_bits.h"
 #include "kernels/convert.h"
 #include "kernels/norm.h"
+#include "kernels/norm_math.h"
 #include "kernels/dropout.h"
 #include "tensor/parallel.h"
 #include "kernels/philox.h"
@@ -122,16 +123,40 @@ std::vector<A> param(const Tensor& p, int64_t C, A fallback) {
   return v;
 }
 
+namespace norm_math = kernels::norm_math;
+using norm_math::activate;
+using norm_math::Affine;
+using norm_math::pre_activation;
+using norm_math::with_relu;
+
+// norm_math::relu_gate<RELU>(g, x * k.a + k.sh) with no branch (cpu/select_bits.h): on a random mask
+// a branch mispredicts about half the time, which made the backward several times slower.
+template <bool RELU, class A>
+A gated(A g, A x, const Affine<A>& k) {
+  if constexpr (RELU) return select_bits(!(pre_activation(x, k) <= A(0)), g, A(0));
+  else return g;
+}
+
+// Every channel's forward coefficients (kernels/norm_math.h).
+template <class A>
+std::vector<Affine<A>> affines(const Tensor& weight, const Tensor& bias, const A* mean, const A* invstd, int64_t C) {
+  const std::vector<A> w = param<A>(weight, C, A(1)), b = param<A>(bias, C, A(0));
+  std::vector<Affine<A>> k(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) k[size_t(c)] = norm_math::affine(w[size_t(c)], b[size_t(c)], mean[c], invstd[c]);
+  return k;
+}
+
 // Per-channel sums over the (n, s) elements of 16-bit (N, C, S) tensors, widened to float:
 // sum_a[c] = the sum of a, or with `centre` and no b, of (a - centre[c])^2; with b, also
 // sum_ab[c] = the sum of a * (b - centre[c]). Each row of S is summed in float vector lanes over
 // blocks of kHalfBlock elements and the block sums added in double, in one order whatever the
 // thread count. A bf16 value holds 8 significant bits, so a block's float sum keeps all of them;
-// the double lanes of the wider types took twice f32's time on bf16 data.
+// the double lanes of the wider types took twice f32's time on bf16 data. With `gate` (and b), a
+// is first zeroed where channel c's pre-activation of b is <= 0: a ReLU's mask on the gradient.
 constexpr int64_t kHalfBlock = 64;
 template <class T>
 void half_channel_sums(int64_t N, int64_t C, int64_t S, const T* a, double* sum_a, const float* centre = nullptr,
-                       const T* b = nullptr, double* sum_ab = nullptr) {
+                       const T* b = nullptr, double* sum_ab = nullptr, const Affine<float>* gate = nullptr) {
   // bf16 widens inline (a shift the loop vectorises); f16 through the F16C blocks.
   const auto widen = [](const T* src, float* dst, int64_t m) {
     if constexpr (std::is_same_v<T, BFloat16>) {
@@ -152,6 +177,11 @@ void half_channel_sums(int64_t N, int64_t C, int64_t S, const T* a, double* sum_
         for (int64_t b0 = 0; b0 < S; b0 += kHalfBlock) {
           const int64_t m = std::min(kHalfBlock, S - b0);
           widen(a + row + b0, fa, m);
+          if (gate) {
+            widen(b + row + b0, fb, m);
+            const Affine<float> g = gate[c];
+            for (int64_t i = 0; i < m; ++i) fa[i] = gated<true>(fa[i], fb[i], g);
+          }
           float p0 = 0;
           if (squares) {
 #pragma omp simd reduction(+ : p0)
@@ -162,7 +192,7 @@ void half_channel_sums(int64_t N, int64_t C, int64_t S, const T* a, double* sum_
           }
           t0 += double(p0);
           if (!b) continue;
-          widen(b + row + b0, fb, m);
+          if (!gate) widen(b + row + b0, fb, m);
           float p1 = 0;
 #pragma omp simd reduction(+ : p1)
           for (int64_t i = 0; i < m; ++i) p1 += fa[i] * (fb[i] - k);
@@ -180,7 +210,7 @@ void half_channel_sums(int64_t N, int64_t C, int64_t S, const T* a, double* sum_
 // ---- batch norm ----------------------------------------------------------------------------
 
 void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var, const Tensor& invstd, const Tensor& x,
-                        const Tensor& weight, const Tensor& bias, bool training, double eps) {
+                        const Tensor& weight, const Tensor& bias, bool training, double eps, bool relu) {
   const int64_t N = x.size(0), C = x.size(1), S = x.size(2);
   dispatch_floating(x.dtype(), "batch_norm", [&]<class T>() {
     using A = acc_t<T>;
@@ -213,18 +243,17 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
         ip[c] = A(1.0 / std::sqrt(v + eps));
       }
     }
-    // y = x * a[c] + b[c]
-    std::vector<A> a = param<A>(weight, C, A(1)), b = param<A>(bias, C, A(0));
-    for (int64_t c = 0; c < C; ++c) {
-      a[size_t(c)] *= ip[c];
-      b[size_t(c)] -= mp[c] * a[size_t(c)];
-    }
-    for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
-      const A ac = a[size_t(c)], bc = b[size_t(c)];
-      if constexpr (is_half_v<T>)
-        map_floats(xp, static_cast<const T*>(nullptr), yp, i, end, [&](float x, float) { return x * ac + bc; });
-      else
-        for (; i < end; ++i) yp[i] = T(A(xp[i]) * ac + bc);
+    // y = activate(x * a[c] + sh[c])
+    const std::vector<Affine<A>> k = affines<A>(weight, bias, mp, ip, C);
+    with_relu(relu, [&]<bool RELU>() {
+      for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
+        const Affine<A> kc = k[size_t(c)];
+        if constexpr (is_half_v<T>)
+          map_floats(xp, static_cast<const T*>(nullptr), yp, i, end,
+                     [&](float x, float) { return activate<RELU>(pre_activation(x, kc)); });
+        else
+          for (; i < end; ++i) yp[i] = T(activate<RELU>(pre_activation(A(xp[i]), kc)));
+      });
     });
   });
 }
@@ -242,56 +271,74 @@ void batch_norm_update_stats(const Tensor& running_mean, const Tensor& running_v
   });
 }
 
+namespace {
+
+// batch_norm_backward for one dtype, with gy gated by the ReLU's mask when RELU.
+template <class T, bool RELU>
+void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
+                            const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                            const Tensor& bias, bool training) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2);
+  using A = acc_t<T>;
+  const T* xp = x.data_ptr<T>();
+  const T* gp = grad_out.data_ptr<T>();
+  const A* mp = mean.data_ptr<A>();
+  const A* ip = invstd.data_ptr<A>();
+  // The forward's coefficients, for the ReLU's mask.
+  const std::vector<Affine<A>> k = RELU ? affines<A>(weight, bias, mp, ip, C) : std::vector<Affine<A>>();
+  // sdy[c] = sum gy, sdx[c] = sum gy * (x - mean): (C)
+  std::vector<double> sdy(static_cast<size_t>(C)), sdx(static_cast<size_t>(C));
+  if (training || grad_w.defined() || grad_b.defined()) {
+    if constexpr (is_half_v<T>) {
+      half_channel_sums(N, C, S, gp, sdy.data(), mp, xp, sdx.data(), RELU ? k.data() : nullptr);
+    } else {
+      channel_sums<2>(N, C, S, {sdy.data(), sdx.data()}, [&](int64_t i, int64_t, int64_t c) {
+        const A xa = A(xp[i]);
+        const double g = double(RELU ? gated<true>(A(gp[i]), xa, k[size_t(c)]) : A(gp[i]));
+        return Sums<2>{g, g * (double(xa) - double(mp[c]))};
+      });
+    }
+  }
+  if (grad_w.defined()) {
+    A* gw = grad_w.data_ptr<A>();
+    for (int64_t c = 0; c < C; ++c) gw[c] = A(sdx[size_t(c)] * double(ip[c]));
+  }
+  if (grad_b.defined()) {
+    A* gb = grad_b.data_ptr<A>();
+    for (int64_t c = 0; c < C; ++c) gb[c] = A(sdy[size_t(c)]);
+  }
+  if (!grad_x.defined()) return;
+  // gx = gy * p[c] + x * q[c] + r[c]; training: a (gy - mean(gy) - xhat * mean(gy * xhat)), a = w * invstd.
+  std::vector<A> p = param<A>(weight, C, A(1)), q(size_t(C), A(0)), r(size_t(C), A(0));
+  const double M = double(N * S);
+  for (int64_t c = 0; c < C; ++c) {
+    const double a = double(p[size_t(c)]) * double(ip[c]);
+    p[size_t(c)] = A(a);
+    if (training) {
+      const double k = a * double(ip[c]) * double(ip[c]) * sdx[size_t(c)] / M;  // a * invstd * mean(gy * xhat)
+      q[size_t(c)] = A(-k);
+      r[size_t(c)] = A(k * double(mp[c]) - a * sdy[size_t(c)] / M);
+    }
+  }
+  T* gx = grad_x.data_ptr<T>();
+  for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
+    const A pc = p[size_t(c)], qc = q[size_t(c)], rc = r[size_t(c)];
+    const Affine<A> kc = RELU ? k[size_t(c)] : Affine<A>{};
+    if constexpr (is_half_v<T>)
+      map_floats(gp, xp, gx, i, end, [&](float g, float x) { return gated<RELU>(g, x, kc) * pc + x * qc + rc; });
+    else
+      for (; i < end; ++i) gx[i] = T(gated<RELU>(A(gp[i]), A(xp[i]), kc) * pc + A(xp[i]) * qc + rc);
+  });
+}
+
+}  // namespace
+
 void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
                          const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                         bool training) {
-  const int64_t N = x.size(0), C = x.size(1), S = x.size(2);
+                         const Tensor& bias, bool training, bool relu) {
   dispatch_floating(x.dtype(), "batch_norm_backward", [&]<class T>() {
-    using A = acc_t<T>;
-    const T* xp = x.data_ptr<T>();
-    const T* gp = grad_out.data_ptr<T>();
-    const A* mp = mean.data_ptr<A>();
-    const A* ip = invstd.data_ptr<A>();
-    // sdy[c] = sum gy, sdx[c] = sum gy * (x - mean): (C)
-    std::vector<double> sdy(static_cast<size_t>(C)), sdx(static_cast<size_t>(C));
-    if (training || grad_w.defined() || grad_b.defined()) {
-      if constexpr (is_half_v<T>) {
-        half_channel_sums(N, C, S, gp, sdy.data(), mp, xp, sdx.data());
-      } else {
-        channel_sums<2>(N, C, S, {sdy.data(), sdx.data()}, [&](int64_t i, int64_t, int64_t c) {
-          const double g = double(A(gp[i]));
-          return Sums<2>{g, g * (double(A(xp[i])) - double(mp[c]))};
-        });
-      }
-    }
-    if (grad_w.defined()) {
-      A* gw = grad_w.data_ptr<A>();
-      for (int64_t c = 0; c < C; ++c) gw[c] = A(sdx[size_t(c)] * double(ip[c]));
-    }
-    if (grad_b.defined()) {
-      A* gb = grad_b.data_ptr<A>();
-      for (int64_t c = 0; c < C; ++c) gb[c] = A(sdy[size_t(c)]);
-    }
-    if (!grad_x.defined()) return;
-    // gx = gy * p[c] + x * q[c] + r[c]; training: a (gy - mean(gy) - xhat * mean(gy * xhat)), a = w * invstd.
-    std::vector<A> p = param<A>(weight, C, A(1)), q(size_t(C), A(0)), r(size_t(C), A(0));
-    const double M = double(N * S);
-    for (int64_t c = 0; c < C; ++c) {
-      const double a = double(p[size_t(c)]) * double(ip[c]);
-      p[size_t(c)] = A(a);
-      if (training) {
-        const double k = a * double(ip[c]) * double(ip[c]) * sdx[size_t(c)] / M;  // a * invstd * mean(gy * xhat)
-        q[size_t(c)] = A(-k);
-        r[size_t(c)] = A(k * double(mp[c]) - a * sdy[size_t(c)] / M);
-      }
-    }
-    T* gx = grad_x.data_ptr<T>();
-    for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
-      const A pc = p[size_t(c)], qc = q[size_t(c)], rc = r[size_t(c)];
-      if constexpr (is_half_v<T>)
-        map_floats(gp, xp, gx, i, end, [&](float g, float x) { return g * pc + x * qc + rc; });
-      else
-        for (; i < end; ++i) gx[i] = T(A(gp[i]) * pc + A(xp[i]) * qc + rc);
+    with_relu(relu, [&]<bool RELU>() {
+      batch_norm_backward_as<T, RELU>(grad_x, grad_w, grad_b, grad_out, x, mean, invstd, weight, bias, training);
     });
   });
 }

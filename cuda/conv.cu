@@ -1,8 +1,9 @@
 // 2-D convolution through cuDNN, forward beside backward (data, filter; the bias gradient by our
-// own deterministic reduction). Each (direction, dtype, shapes, params, TF32 setting, choice mode)
-// gets a Plan once: its cuDNN descriptors and its algorithm, so every later call is a map lookup
-// and a launch. The algorithm is measured with cudnnFind*AlgorithmEx (as cudnn.benchmark does),
-// keeping the fastest deterministic one, while toggles::cudnn_benchmark() is on (the default); taken
+// own deterministic reduction). Each (direction, dtype, shapes, params, TF32 and determinism
+// settings, choice mode) gets a Plan once: its cuDNN descriptors and its algorithm, so every later
+// call is a map lookup and a launch. The algorithm is measured with cudnnFind*AlgorithmEx (as
+// cudnn.benchmark does), keeping the fastest deterministic one (any, with
+// toggles::cudnn_nondeterministic()), while toggles::cudnn_benchmark() is on (the default); taken
 // from the v7 heuristics when it is off, and while a CUDA Graph is being captured (that choice is
 // not kept: the next eager call measures). Workspaces come from the caching allocator.
 // f32 (TF32 only when toggles::cudnn_allow_tf32()), f64, and f16/bf16 with f32 compute. A channels-last
@@ -101,10 +102,10 @@ std::array<int, 4> dims4(const char* op, const Tensor& t) {
 struct Key {
   int dir;
   DType dtype;
-  bool tf32, measured, nhwc;
+  bool tf32, measured, nondeterministic, nhwc;
   std::array<int, 4> x, w;
   std::array<int64_t, 7> p;
-  auto tie() const { return std::tie(dir, dtype, tf32, measured, nhwc, x, w, p); }
+  auto tie() const { return std::tie(dir, dtype, tf32, measured, nondeterministic, nhwc, x, w, p); }
   bool operator<(const Key& o) const { return tie() < o.tie(); }
 };
 
@@ -141,12 +142,14 @@ void log_choices(const char* op, const Perf* perf, int n) {
   std::fprintf(stderr, "\n");
 }
 
-// The first successful, deterministic result of a sorted perf list (cuDNN sorts by time).
+// The first successful result of a sorted perf list (cuDNN sorts by time) that is deterministic,
+// or any while toggles::cudnn_nondeterministic() is on.
 template <class Perf>
 Choice pick(const char* op, const Perf* perf, int n) {
   log_choices(op, perf, n);
+  const bool any = toggles::cudnn_nondeterministic();
   for (int i = 0; i < n; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && (any || perf[i].determinism == CUDNN_DETERMINISTIC))
       return {int(perf[i].algo), perf[i].mathType, perf[i].memory};
   for (int i = 0; i < n; ++i)  // none deterministic: the fastest that works
     if (perf[i].status == CUDNN_STATUS_SUCCESS) return {int(perf[i].algo), perf[i].mathType, perf[i].memory};
@@ -185,6 +188,7 @@ struct Problem {
                   dt,
                   toggles::cudnn_allow_tf32(),
                   measured,
+                  toggles::cudnn_nondeterministic(),
                   nhwc,
                   dims4(op_, xt),
                   dims4(op_, wt),

@@ -11,6 +11,7 @@
 #include "cuda/kernels.cuh"
 #include "cuda/rows.cuh"
 #include "kernels/channel_split.h"
+#include "kernels/norm_math.h"
 
 namespace mdl::cuda {
 
@@ -18,9 +19,31 @@ using namespace detail;
 
 namespace {
 
+namespace norm_math = kernels::norm_math;
+using norm_math::activate;
+using norm_math::pre_activation;
+using norm_math::relu_gate;
+using norm_math::with_relu;
+
 template <class A>
 __device__ __forceinline__ A param_or(const A* p, int64_t c, A fallback) {
   return p ? p[c] : fallback;
+}
+
+// The forward's per-channel coefficients (kernels/norm_math.h) from what it read: mean and invstd
+// (C), weight and bias (C) or null.
+template <class A>
+struct ChannelAffine {
+  const A *mean, *invstd, *w, *b;
+  __device__ __forceinline__ norm_math::Affine<A> operator()(int64_t c) const {
+    return norm_math::affine(param_or(w, c, A(1)), param_or(b, c, A(0)), mean[c], invstd[c]);
+  }
+};
+
+// gy gated by the forward's ReLU at x (channel coefficients kc) when RELU, in A.
+template <bool RELU, class A>
+__device__ __forceinline__ A gated(A g, A x, const norm_math::Affine<A>& kc) {
+  return relu_gate<RELU>(g, RELU ? pre_activation(x, kc) : A(0));
 }
 
 unsigned grid_for(int64_t blocks) { return unsigned(std::min<int64_t>(std::max<int64_t>(blocks, 1), 1 << 20)); }
@@ -112,18 +135,20 @@ __global__ void bn_rows_partial_stats_kernel(const T* x, int64_t C, int64_t M, i
   write_row_partials(s1, s2, c, C, part);
 }
 
-template <class T>
+template <class T, bool RELU>
 __global__ void bn_rows_partial_grad_kernel(const T* gy, const T* x, int64_t C, int64_t M, int64_t piece,
-                                            const acc_t<T>* mean, double* part) {
+                                            ChannelAffine<acc_t<T>> k, double* part) {
   const int64_t c = blockIdx.x * 32 + threadIdx.x, j0 = blockIdx.y * piece;
   const int64_t j1 = j0 + piece < M ? j0 + piece : M;
   double sdy = 0, sdx = 0;
   if (c < C) {
-    const double mu = double(mean[c]);
+    const double mu = double(k.mean[c]);
+    const auto kc = RELU ? k(c) : norm_math::Affine<acc_t<T>>{};
     for (int64_t j = j0 + threadIdx.y; j < j1; j += kRowThreads) {
-      const double g = double(to_acc(gy[j * C + c]));
+      const auto xa = to_acc(x[j * C + c]);
+      const double g = double(gated<RELU>(to_acc(gy[j * C + c]), xa, kc));
       sdy += g;
-      sdx += g * (double(to_acc(x[j * C + c])) - mu);
+      sdx += g * (double(xa) - mu);
     }
   }
   write_row_partials(sdy, sdx, c, C, part);
@@ -152,16 +177,13 @@ __device__ __forceinline__ int64_t channel_of(int64_t i, int64_t C, int64_t S) {
   return int64_t((I(i) / I(S)) % I(C));
 }
 
-// y = x * a[c] + b[c] with a = w * invstd and b = bias - mean * a, in A as the CPU rounds them.
-template <class T, class I>
-__global__ void bn_apply_kernel(T* y, const T* x, int64_t n, int64_t C, int64_t S, const acc_t<T>* mean,
-                                const acc_t<T>* invstd, const acc_t<T>* w, const acc_t<T>* b) {
-  using A = acc_t<T>;
+// y = activate(x * a[c] + sh[c]) with a = w * invstd and sh = bias - mean * a, in A as the CPU
+// rounds them; RELU folds the ReLU in.
+template <class T, bool RELU, class I>
+__global__ void bn_apply_kernel(T* y, const T* x, int64_t n, int64_t C, int64_t S, ChannelAffine<acc_t<T>> k) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = channel_of<I>(i, C, S);
-    const A a = param_or(w, c, A(1)) * invstd[c];
-    const A sh = param_or(b, c, A(0)) - mean[c] * a;
-    y[i] = convert<T>(to_acc(x[i]) * a + sh);
+    y[i] = convert<T>(activate<RELU>(pre_activation(to_acc(x[i]), k(c))));
   }
 }
 
@@ -181,21 +203,17 @@ bool vector_channels(int64_t C, int64_t S, int V, std::initializer_list<const vo
   return false;
 }
 
-// y = x * a[c] + sh[c] on V elements per thread; nv = n / V.
-template <class T, int V, ChannelRun R, class I>
-__global__ void bn_apply_vec_kernel(T* y, const T* x, int64_t nv, int64_t C, int64_t S, const acc_t<T>* mean,
-                                    const acc_t<T>* invstd, const acc_t<T>* w, const acc_t<T>* b) {
-  using A = acc_t<T>;
+// y = activate(x * a[c] + sh[c]) on V elements per thread; nv = n / V.
+template <class T, bool RELU, int V, ChannelRun R, class I>
+__global__ void bn_apply_vec_kernel(T* y, const T* x, int64_t nv, int64_t C, int64_t S, ChannelAffine<acc_t<T>> k) {
   for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < nv; v += int64_t(gridDim.x) * blockDim.x) {
     const Pack<T, V> xv = reinterpret_cast<const Pack<T, V>*>(x)[v];
     Pack<T, V> yv;
     const int64_t c0 = R == ChannelRun::one_channel ? channel_of<I>(v * V, C, S) : int64_t(I(v * V) % I(C));
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const int64_t c = R == ChannelRun::one_channel ? c0 : c0 + k;
-      const A a = param_or(w, c, A(1)) * invstd[c];
-      const A sh = param_or(b, c, A(0)) - mean[c] * a;
-      yv.v[k] = convert<T>(to_acc(xv.v[k]) * a + sh);
+    for (int j = 0; j < V; ++j) {
+      const int64_t c = R == ChannelRun::one_channel ? c0 : c0 + j;
+      yv.v[j] = convert<T>(activate<RELU>(pre_activation(to_acc(xv.v[j]), k(c))));
     }
     reinterpret_cast<Pack<T, V>*>(y)[v] = yv;
   }
@@ -210,21 +228,23 @@ __global__ void bn_update_stats_kernel(A* rm, A* rv, const A* m, const A* v, int
   rv[c] = rv[c] * keep + v[c] * take_var;
 }
 
-// Block (c, p): sdy = sum gy and sdx = sum gy * (x - mean) over piece p of channel c.
-template <class T>
+// Block (c, p): sdy = sum gy and sdx = sum gy * (x - mean) over piece p of channel c, gy gated.
+template <class T, bool RELU>
 __global__ void bn_partial_grad_kernel(const T* gy, const T* x, int64_t C, int64_t S, int64_t M, int64_t piece,
-                                       const acc_t<T>* mean, double* part) {
+                                       ChannelAffine<acc_t<T>> k, double* part) {
   const int64_t c = blockIdx.x, p = blockIdx.y, P = gridDim.y;
   const int64_t j0 = p * piece, j1 = j0 + piece < M ? j0 + piece : M;
-  const double mu = double(mean[c]);
+  const double mu = double(k.mean[c]);
+  const auto kc = RELU ? k(c) : norm_math::Affine<acc_t<T>>{};
   double sdy = 0, sdx = 0;
   if (j0 + threadIdx.x < j1) {
     ChannelWalk w(j0 + threadIdx.x, kRowBlock, S, C, c);
     for (int64_t j = j0 + threadIdx.x; j < j1; j += kRowBlock, w.advance()) {
       const int64_t i = w.offset();
-      const double g = double(to_acc(gy[i]));
+      const auto xa = to_acc(x[i]);
+      const double g = double(gated<RELU>(to_acc(gy[i]), xa, kc));
       sdy += g;
-      sdx += g * (double(to_acc(x[i])) - mu);
+      sdx += g * (double(xa) - mu);
     }
   }
   sdy = block_sum(sdy);
@@ -262,27 +282,32 @@ __global__ void bn_finalize_grad_kernel(const double* part, int64_t P, int64_t C
   coef[2 * C + c] = r;
 }
 
-template <class T, class I>
-__global__ void bn_grad_x_kernel(T* gx, const T* gy, const T* x, int64_t n, int64_t C, int64_t S,
-                                 const acc_t<T>* coef) {
+// gx = g * p[c] + x * q[c] + r[c], g being gy gated by the forward's ReLU when RELU.
+template <class T, bool RELU, class I>
+__global__ void bn_grad_x_kernel(T* gx, const T* gy, const T* x, int64_t n, int64_t C, int64_t S, const acc_t<T>* coef,
+                                 ChannelAffine<acc_t<T>> k) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = channel_of<I>(i, C, S);
-    gx[i] = convert<T>(to_acc(gy[i]) * coef[c] + to_acc(x[i]) * coef[C + c] + coef[2 * C + c]);
+    const auto xa = to_acc(x[i]);
+    const auto g = gated<RELU>(to_acc(gy[i]), xa, RELU ? k(c) : norm_math::Affine<acc_t<T>>{});
+    gx[i] = convert<T>(g * coef[c] + xa * coef[C + c] + coef[2 * C + c]);
   }
 }
 
-// gx = gy * p[c] + x * q[c] + r[c] on V elements per thread; nv = n / V.
-template <class T, int V, ChannelRun R, class I>
+// The same on V elements per thread; nv = n / V.
+template <class T, bool RELU, int V, ChannelRun R, class I>
 __global__ void bn_grad_x_vec_kernel(T* gx, const T* gy, const T* x, int64_t nv, int64_t C, int64_t S,
-                                     const acc_t<T>* coef) {
+                                     const acc_t<T>* coef, ChannelAffine<acc_t<T>> k) {
   for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < nv; v += int64_t(gridDim.x) * blockDim.x) {
     const Pack<T, V> gv = reinterpret_cast<const Pack<T, V>*>(gy)[v], xv = reinterpret_cast<const Pack<T, V>*>(x)[v];
     Pack<T, V> out;
     const int64_t c0 = R == ChannelRun::one_channel ? channel_of<I>(v * V, C, S) : int64_t(I(v * V) % I(C));
 #pragma unroll
-    for (int k = 0; k < V; ++k) {
-      const int64_t c = R == ChannelRun::one_channel ? c0 : c0 + k;
-      out.v[k] = convert<T>(to_acc(gv.v[k]) * coef[c] + to_acc(xv.v[k]) * coef[C + c] + coef[2 * C + c]);
+    for (int j = 0; j < V; ++j) {
+      const int64_t c = R == ChannelRun::one_channel ? c0 : c0 + j;
+      const auto xa = to_acc(xv.v[j]);
+      const auto g = gated<RELU>(to_acc(gv.v[j]), xa, RELU ? k(c) : norm_math::Affine<acc_t<T>>{});
+      out.v[j] = convert<T>(g * coef[c] + xa * coef[C + c] + coef[2 * C + c]);
     }
     reinterpret_cast<Pack<T, V>*>(gx)[v] = out;
   }
@@ -385,10 +410,58 @@ A* ptr_or_null(const Tensor& t) {
   return t.defined() ? ptr<A>(t) : nullptr;
 }
 
+// batch_norm_backward for one dtype, with gy gated by the forward's ReLU when RELU.
+template <class T, bool RELU>
+void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
+                            const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
+                            const Tensor& bias, bool training) {
+  using A = acc_t<T>;
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2), n = x.numel(), M = N * S;
+  const ChannelAffine<A> k{ptr<const A>(mean), ptr<const A>(invstd), cptr_or_null<A>(weight), cptr_or_null<A>(bias)};
+  const StatGrid sg = stat_grid(M, C, S);
+  const int64_t P = M > 0 ? sg.sp.P : 0;
+  Tensor part = make_tensor({2, std::max<int64_t>(P, 1), C}, kF64, x.device());
+  if (P > 0 && sg.rows) {
+    bn_rows_partial_grad_kernel<T, RELU><<<sg.grid, sg.block, 0, stream()>>>(ptr<const T>(grad_out), ptr<const T>(x), C,
+                                                                             M, sg.sp.piece, k, ptr<double>(part));
+    CUDA_CHECK_LAUNCH("batch_norm_backward");
+  } else if (P > 0) {
+    bn_partial_grad_kernel<T, RELU><<<sg.grid, sg.block, 0, stream()>>>(ptr<const T>(grad_out), ptr<const T>(x), C, S,
+                                                                        M, sg.sp.piece, k, ptr<double>(part));
+    CUDA_CHECK_LAUNCH("batch_norm_backward");
+  }
+  Tensor coef;
+  if (grad_x.defined()) coef = make_tensor({3, C}, mean.dtype(), x.device());  // (3, C): p, q, r
+  bn_finalize_grad_kernel<T><<<blocks_for(C), kThreads, 0, stream()>>>(
+      ptr<const double>(part), P, C, M, ptr<const A>(mean), ptr<const A>(invstd), cptr_or_null<A>(weight), training,
+      ptr_or_null<A>(grad_w), ptr_or_null<A>(grad_b), ptr_or_null<A>(coef));
+  CUDA_CHECK_LAUNCH("batch_norm_backward");
+  if (!grad_x.defined() || n == 0) return;
+  constexpr int V = int(16 / sizeof(T));
+  ChannelRun run;
+  if (vector_channels(C, S, V, {grad_x.raw_data(), grad_out.raw_data(), x.raw_data()}, run)) {
+    with_index_type(n, [&]<class I>() {
+      const auto launch = [&]<ChannelRun R>() {
+        bn_grad_x_vec_kernel<T, RELU, V, R, I><<<blocks_for(n / V), kThreads, 0, stream()>>>(
+            ptr<T>(grad_x), ptr<const T>(grad_out), ptr<const T>(x), n / V, C, S, ptr<const A>(coef), k);
+      };
+      run == ChannelRun::one_channel ? launch.template operator()<ChannelRun::one_channel>()
+                                     : launch.template operator()<ChannelRun::consecutive_channels>();
+      CUDA_CHECK_LAUNCH("batch_norm_backward");
+    });
+    return;
+  }
+  with_index_type(n, [&]<class I>() {
+    bn_grad_x_kernel<T, RELU, I><<<blocks_for(n), kThreads, 0, stream()>>>(
+        ptr<T>(grad_x), ptr<const T>(grad_out), ptr<const T>(x), n, C, S, ptr<const A>(coef), k);
+    CUDA_CHECK_LAUNCH("batch_norm_backward");
+  });
+}
+
 }  // namespace
 
 void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var, const Tensor& invstd, const Tensor& x,
-                        const Tensor& weight, const Tensor& bias, bool training, double eps) {
+                        const Tensor& weight, const Tensor& bias, bool training, double eps, bool relu) {
   const int64_t N = x.size(0), C = x.size(1), S = x.size(2), n = x.numel(), M = N * S;
   dispatch_floating<DeviceTypes>(x.dtype(), "batch_norm", [&]<class T>() {
     using A = acc_t<T>;
@@ -410,26 +483,23 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
       CUDA_CHECK_LAUNCH("batch_norm");
     }
     if (n == 0) return;
+    const ChannelAffine<A> k{ptr<const A>(mean), ptr<const A>(invstd), cptr_or_null<A>(weight), cptr_or_null<A>(bias)};
     constexpr int V = int(16 / sizeof(T));
     ChannelRun run;
-    if (vector_channels(C, S, V, {out.raw_data(), x.raw_data()}, run)) {
+    const bool vec = vector_channels(C, S, V, {out.raw_data(), x.raw_data()}, run);
+    with_relu(relu, [&]<bool RELU>() {
       with_index_type(n, [&]<class I>() {
         const auto launch = [&]<ChannelRun R>() {
-          bn_apply_vec_kernel<T, V, R, I><<<blocks_for(n / V), kThreads, 0, stream()>>>(
-              ptr<T>(out), ptr<const T>(x), n / V, C, S, ptr<const A>(mean), ptr<const A>(invstd),
-              cptr_or_null<A>(weight), cptr_or_null<A>(bias));
+          bn_apply_vec_kernel<T, RELU, V, R, I>
+              <<<blocks_for(n / V), kThreads, 0, stream()>>>(ptr<T>(out), ptr<const T>(x), n / V, C, S, k);
         };
-        run == ChannelRun::one_channel ? launch.template operator()<ChannelRun::one_channel>()
-                                       : launch.template operator()<ChannelRun::consecutive_channels>();
+        if (!vec)
+          bn_apply_kernel<T, RELU, I>
+              <<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(out), ptr<const T>(x), n, C, S, k);
+        else if (run == ChannelRun::one_channel) launch.template operator()<ChannelRun::one_channel>();
+        else launch.template operator()<ChannelRun::consecutive_channels>();
         CUDA_CHECK_LAUNCH("batch_norm");
       });
-      return;
-    }
-    with_index_type(n, [&]<class I>() {
-      bn_apply_kernel<T, I><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(out), ptr<const T>(x), n, C, S,
-                                                                      ptr<const A>(mean), ptr<const A>(invstd),
-                                                                      cptr_or_null<A>(weight), cptr_or_null<A>(bias));
-      CUDA_CHECK_LAUNCH("batch_norm");
     });
   });
 }
@@ -448,51 +518,16 @@ void batch_norm_update_stats(const Tensor& running_mean, const Tensor& running_v
 
 void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b, const Tensor& grad_out,
                          const Tensor& x, const Tensor& mean, const Tensor& invstd, const Tensor& weight,
-                         bool training) {
-  const int64_t N = x.size(0), C = x.size(1), S = x.size(2), n = x.numel(), M = N * S;
+                         const Tensor& bias, bool training, bool relu) {
+  const int64_t C = x.size(1);
   if (C == 0) return;
   dispatch_floating<DeviceTypes>(x.dtype(), "batch_norm_backward", [&]<class T>() {
-    using A = acc_t<T>;
-    const StatGrid sg = stat_grid(M, C, S);
-    const int64_t P = M > 0 ? sg.sp.P : 0;
-    Tensor part = make_tensor({2, std::max<int64_t>(P, 1), C}, kF64, x.device());
-    if (P > 0 && sg.rows) {
-      bn_rows_partial_grad_kernel<T><<<sg.grid, sg.block, 0, stream()>>>(
-          ptr<const T>(grad_out), ptr<const T>(x), C, M, sg.sp.piece, ptr<const A>(mean), ptr<double>(part));
-      CUDA_CHECK_LAUNCH("batch_norm_backward");
-    } else if (P > 0) {
-      bn_partial_grad_kernel<T><<<sg.grid, sg.block, 0, stream()>>>(ptr<const T>(grad_out), ptr<const T>(x), C, S, M,
-                                                                    sg.sp.piece, ptr<const A>(mean), ptr<double>(part));
-      CUDA_CHECK_LAUNCH("batch_norm_backward");
-    }
-    Tensor coef;
-    if (grad_x.defined()) coef = make_tensor({3, C}, mean.dtype(), x.device());  // (3, C): p, q, r
-    bn_finalize_grad_kernel<T><<<blocks_for(C), kThreads, 0, stream()>>>(
-        ptr<const double>(part), P, C, M, ptr<const A>(mean), ptr<const A>(invstd), cptr_or_null<A>(weight), training,
-        ptr_or_null<A>(grad_w), ptr_or_null<A>(grad_b), ptr_or_null<A>(coef));
-    CUDA_CHECK_LAUNCH("batch_norm_backward");
-    if (!grad_x.defined() || n == 0) return;
-    constexpr int V = int(16 / sizeof(T));
-    ChannelRun run;
-    if (vector_channels(C, S, V, {grad_x.raw_data(), grad_out.raw_data(), x.raw_data()}, run)) {
-      with_index_type(n, [&]<class I>() {
-        const auto launch = [&]<ChannelRun R>() {
-          bn_grad_x_vec_kernel<T, V, R, I><<<blocks_for(n / V), kThreads, 0, stream()>>>(
-              ptr<T>(grad_x), ptr<const T>(grad_out), ptr<const T>(x), n / V, C, S, ptr<const A>(coef));
-        };
-        run == ChannelRun::one_channel ? launch.template operator()<ChannelRun::one_channel>()
-                                       : launch.template operator()<ChannelRun::consecutive_channels>();
-        CUDA_CHECK_LAUNCH("batch_norm_backward");
-      });
-      return;
-    }
-    with_index_type(n, [&]<class I>() {
-      bn_grad_x_kernel<T, I><<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(grad_x), ptr<const T>(grad_out),
-                                                                       ptr<const T>(x), n, C, S, ptr<const A>(coef));
-      CUDA_CHECK_LAUNCH("batch_norm_backward");
+    with_relu(relu, [&]<bool RELU>() {
+      batch_norm_backward_as<T, RELU>(grad_x, grad_w, grad_b, grad_out, x, mean, invstd, weight, bias, training);
     });
   });
 }
+
 
 void group_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                         const Tensor& weight, const Tensor& bias, int64_t groups, double eps) {

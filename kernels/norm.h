@@ -13,14 +13,19 @@ namespace mdl::kernels {
 // an undefined gradient output is not computed.
 
 // x, out (N, C, S); mean, invstd (C). training: mean, var (biased) and invstd = 1/sqrt(var + eps)
-// come from the batch; otherwise mean and invstd are inputs (var unused). out = (x - mean) * invstd * w + b.
+// come from the batch; otherwise mean and invstd are inputs (var unused). out = v = x * a + sh with
+// a = w * invstd and sh = b - mean * a, rounded to the stat type per channel (kernels/norm_math.h);
+// relu: out = relu(v) (NaN stays NaN).
 using BatchNormForwardFn = void(const Tensor& out, const Tensor& mean, const Tensor& var, const Tensor& invstd,
-                                const Tensor& x, const Tensor& weight, const Tensor& bias, bool training, double eps);
+                                const Tensor& x, const Tensor& weight, const Tensor& bias, bool training, double eps,
+                                bool relu);
 // grad_x (N, C, S) of x's dtype, grad_w and grad_b (C), from grad_out (N, C, S) of x's dtype.
-// training also carries the gradient through the batch statistics.
+// training also carries the gradient through the batch statistics. relu: the forward applied a
+// ReLU, so grad_out counts only where the pre-activation v (recomputed from x, weight and bias as
+// the forward computed it) is not <= 0, as ReLU's backward reads its input.
 using BatchNormBackwardFn = void(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b,
                                  const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& invstd,
-                                 const Tensor& weight, bool training);
+                                 const Tensor& weight, const Tensor& bias, bool training, bool relu);
 // running_mean, running_var (C), contiguous stat tensors, updated in place from a training batch's
 // mean and biased var over n values per channel: r = r * (1 - momentum) + s * momentum, with the
 // variance made unbiased (s = var * n / (n - 1)). One kernel instead of a chain of elementwise ops.

@@ -32,6 +32,10 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Pair output_size);
 // running = (1 - momentum) * running + momentum * batch_stat, unbiased var in the running stat).
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
+// relu(batch_norm(...)) with the ReLU folded into batch norm's passes, forward and backward: the
+// normalised values are never stored, nor a mask (the backward recomputes their signs from x).
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                       const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
 // Normalises over the trailing dims given by normalized_shape.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);

@@ -19,7 +19,7 @@
 
 namespace mdl::nn::functional {
 
-MDL_DIFFERENTIABLE_OPS("batch_norm", "layer_norm", "group_norm", "dropout", "embedding");
+MDL_DIFFERENTIABLE_OPS("batch_norm", "batch_norm_relu", "layer_norm", "group_norm", "dropout", "embedding");
 
 using autograd::FnNode;
 using autograd::Grads;
@@ -120,20 +120,20 @@ Tensor group_norm_op(const char* name, const Tensor& x, const Shape& shape3, int
   return y;
 }
 
-}  // namespace
-
-// Runs in its input's dtype with statistics and parameters in f32, under autocast too (as PyTorch's
-// autocast does): a 16-bit activation stays 16-bit into the next conv, with no casts either side.
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps) {
-  const char* op = "batch_norm";
+// Batch norm, with the ReLU folded into both passes when relu: the forward writes relu(v), and the
+// backward gates the incoming gradient by v's sign, recomputed from the saved x (kernels/norm.h), so
+// neither v nor a mask is stored. Runs in its input's dtype with statistics and parameters in f32,
+// under autocast too (as PyTorch's autocast does): a 16-bit activation stays 16-bit into the next
+// conv, with no casts either side.
+Tensor batch_norm_op(const char* op, const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                     const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps, bool relu) {
   check_input(op, x);
-  MDL_CHECK(x.dim() >= 2, "batch_norm: expected an input of shape (N, C) or (N, C, ...), got ", x.shape());
-  MDL_CHECK(running_mean.defined() == running_var.defined(),
-            "batch_norm: running_mean and running_var must both be given or both be undefined");
-  MDL_CHECK(training || running_mean.defined(), "batch_norm: running_mean and running_var are required in eval mode");
+  MDL_CHECK(x.dim() >= 2, op, ": expected an input of shape (N, C) or (N, C, ...), got ", x.shape());
+  MDL_CHECK(running_mean.defined() == running_var.defined(), op,
+            ": running_mean and running_var must both be given or both be undefined");
+  MDL_CHECK(training || running_mean.defined(), op, ": running_mean and running_var are required in eval mode");
   check_eps(op, eps);
-  MDL_CHECK(std::isfinite(momentum) && momentum >= 0 && momentum <= 1, "batch_norm: momentum must be in [0, 1], got ",
+  MDL_CHECK(std::isfinite(momentum) && momentum >= 0 && momentum <= 1, op, ": momentum must be in [0, 1], got ",
             momentum);
   const int64_t N = x.size(0), C = x.size(1);
   int64_t S = 1;
@@ -142,8 +142,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   const Shape shape3 = nhwc ? Shape{N * S, C, 1} : Shape{N, C, S};
   Tensor w = param(op, "weight", weight, {C}, x), b = param(op, "bias", bias, {C}, x);
   Tensor rm = param(op, "running_mean", running_mean, {C}, x), rv = param(op, "running_var", running_var, {C}, x);
-  MDL_CHECK(!training || N * S > 1,
-            "batch_norm: expected more than 1 value per channel when training, got input of shape ", x.shape());
+  MDL_CHECK(!training || N * S > 1, op, ": expected more than 1 value per channel when training, got input of shape ",
+            x.shape());
   const DType st = stat_dtype(x.dtype());
   const Tensor xv = nhwc ? rows_of_channels(x) : native::reshape(native::contiguous(x), shape3);
   Tensor out = make_tensor(shape3, x.dtype(), x.device());
@@ -156,7 +156,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     mean = native::clone(rm);  // saved for backward: later running-stat updates must not touch it
     invstd = native::unary(UnaryOp::Rsqrt, native::binary(BinaryOp::Add, rv, native::scalar_like(eps, rv)));
   }
-  kernels::batch_norm_forward(x.device(), out, mean, var, invstd, xv, w, b, training, eps);
+  kernels::batch_norm_forward(x.device(), out, mean, var, invstd, xv, w, b, training, eps, relu);
   if (training && running_mean.defined()) {
     // running = (1 - momentum) * running + momentum * batch stat, the variance unbiased; rm and rv
     // are the running tensors themselves unless param() had to cast or gather them.
@@ -168,20 +168,36 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     }
   }
   Tensor y = nhwc ? from_rows_of_channels(out, x.shape()) : native::view(out, x.shape());
-  const bool has_w = w.defined();
-  record_fn("batch_norm", {x, weight, bias}, {y}, saved_list(xv, mean, invstd, w),
-            [shape3, training, has_w, nhwc, xs = x.shape()](const Grads& g, const FnNode& n) {
+  const bool has_w = w.defined(), keep_b = relu && b.defined();  // the mask needs the bias
+  std::vector<Tensor> saved = saved_list(xv, mean, invstd, w);
+  if (keep_b) saved.push_back(b);
+  record_fn(op, {x, weight, bias}, {y}, std::move(saved),
+            [shape3, training, has_w, keep_b, relu, nhwc, xs = x.shape()](const Grads& g, const FnNode& n) {
               Tensor xv = n.saved(0), w = has_w ? n.saved(3) : Tensor();
+              Tensor b = keep_b ? n.saved(has_w ? 4 : 3) : Tensor();
               const DType st = stat_dtype(xv.dtype());
               const int64_t C = shape3[1];
               Tensor gx = maybe(n.needs(0), shape3, xv.dtype(), xv.device());
               Tensor gw = maybe(n.needs(1), {C}, st, xv.device()), gb = maybe(n.needs(2), {C}, st, xv.device());
               const Tensor gy = nhwc ? rows_of_channels(as(g[0], xv.dtype())) : grad_as(g[0], xv.dtype(), shape3);
-              kernels::batch_norm_backward(xv.device(), gx, gw, gb, gy, xv, n.saved(1), n.saved(2), w, training);
+              kernels::batch_norm_backward(xv.device(), gx, gw, gb, gy, xv, n.saved(1), n.saved(2), w, b, training,
+                                           relu);
               if (!gx.defined()) return Grads{gx, gw, gb};
               return Grads{nhwc ? from_rows_of_channels(gx, xs) : native::view(gx, xs), gw, gb};
             });
   return y;
+}
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                  const Tensor& bias, bool training, double momentum, double eps) {
+  return batch_norm_op("batch_norm", x, running_mean, running_var, weight, bias, training, momentum, eps, false);
+}
+
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                       const Tensor& bias, bool training, double momentum, double eps) {
+  return batch_norm_op("batch_norm_relu", x, running_mean, running_var, weight, bias, training, momentum, eps, true);
 }
 
 

@@ -8,6 +8,7 @@
 #include "kernels/optim.h"
 #include "nn/init.h"
 #include "ops/ops.h"
+#include "switches/list/toggles.h"
 
 namespace mdl::nn {
 
@@ -89,7 +90,14 @@ BatchNorm2d::BatchNorm2d(int64_t n, double eps, double momentum, bool affine)
   running_var = register_buffer("running_var", ones({n}));
   num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, kI64));
 }
-Tensor BatchNorm2d::forward(const Tensor& x) {
+Tensor BatchNorm2d::forward(const Tensor& x) { return normalize(x, false); }
+
+Tensor BatchNorm2d::forward_relu(const Tensor& x) {
+  if (!toggles::fused_bn_relu() || keeps_f32()) return relu((*this)(x));
+  return call_as_module(x, [this](const Tensor& in) { return normalize(in, true); });
+}
+
+Tensor BatchNorm2d::normalize(const Tensor& x, bool relu) {
   MDL_CHECK(x.dim() == 4 && x.size(1) == num_features, "BatchNorm2d: expected input (N, ", num_features,
             ", H, W), got shape ", shape_str(x.shape()));
   if (is_training()) {
@@ -99,7 +107,8 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
     kernels::advance_steps(num_batches_tracked.device(), std::vector<Tensor>{num_batches_tracked}, Tensor());
     num_batches_tracked.bump_version();
   }
-  return F::batch_norm(x, running_mean, running_var, weight, bias, is_training(), momentum, eps);
+  return (relu ? F::batch_norm_relu : F::batch_norm)(x, running_mean, running_var, weight, bias, is_training(),
+                                                     momentum, eps);
 }
 void BatchNorm2d::check_state_entry(const std::string& name, const Tensor& value) const {
   if (name != "running_mean" && name != "running_var" && name != "num_batches_tracked") return;

@@ -65,12 +65,19 @@ class BatchNorm2d : public Module {
  public:
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1, bool affine = true);
   Tensor forward(const Tensor& x) override;
+  // relu(bn(x)), called as the module (profiler range, summary entry): one pass per direction
+  // (nn::functional::batch_norm_relu) while toggles::fused_bn_relu() is on and the module is not
+  // kept in f32, else the module then a relu.
+  Tensor forward_relu(const Tensor& x);
   std::string extra_repr() const override;
   // A loaded running_mean must be finite, running_var finite and >= 0, num_batches_tracked >= 0.
   void check_state_entry(const std::string& name, const Tensor& value) const override;
   Tensor weight, bias, running_mean, running_var, num_batches_tracked;
   int64_t num_features;
   double eps, momentum;
+
+ private:
+  Tensor normalize(const Tensor& x, bool relu);
 };
 
 class LayerNorm : public Module {

@@ -220,9 +220,14 @@ Tensor Module::forward_f32(const Tensor& x) {
 }
 
 Tensor Module::operator()(const Tensor& x) {
+  return call_as_module(
+      x, [this](const Tensor& in) { return keep_f32_ && amp::is_autocast_enabled() ? forward_f32(in) : forward(in); });
+}
+
+Tensor Module::call_as_module(const Tensor& x, const std::function<Tensor(const Tensor&)>& f) {
   profiler::detail::ScopedRange range;  // the kernels of this call nest under the module's type
   if (profiler::detail::recording()) range.open(profiler::detail::intern(type_name_), profiler::EventKind::Module);
-  Tensor y = keep_f32_ && amp::is_autocast_enabled() ? forward_f32(x) : forward(x);
+  Tensor y = f(x);
   if (t_observer) t_observer->on_output(*this, y);
   return y;
 }

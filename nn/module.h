@@ -2,6 +2,7 @@
 // modules, names them with dotted paths as PyTorch does ("features.0.weight"), switches
 // train/eval, moves to a device or dtype, and saves/loads its state dict as safetensors.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -75,6 +76,9 @@ class Module : public std::enable_shared_from_this<Module> {
   // load_state_dict asks the module owning each entry (its name without the prefix) whether it
   // can use the value, before anything is copied; throws mdl::Error naming what is wrong.
   virtual void check_state_entry(const std::string& name, const Tensor& value) const;
+  // f(x) inside what operator() puts around forward (the profiler range, the summary entry): for
+  // a module's variant forward, such as BatchNorm2d::forward_relu.
+  Tensor call_as_module(const Tensor& x, const std::function<Tensor(const Tensor&)>& f);
 
  private:
   Tensor forward_f32(const Tensor& x);

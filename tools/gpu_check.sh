@@ -153,6 +153,13 @@ ratio("multi_tensor_step/on/resnet18_step_amp/real_time", "multi_tensor_step/off
       "ResNet-18 AMP step: multi-tensor optimizer step vs one launch per parameter (speedup)")
 ratio("fused_add_relu/on/resnet18_step_amp/real_time", "fused_add_relu/off/resnet18_step_amp/real_time",
       "ResNet-18 AMP step: add_relu vs add then relu (speedup)")
+ratio("fused_bn_relu/on/bn_relu_f16_128x64x32x32/manual_time", "fused_bn_relu/off/bn_relu_f16_128x64x32x32/manual_time",
+      "batch norm + relu (128, 64, 32, 32) f16 fwd+bwd: folded vs separate (speedup)")
+ratio("cudnn_nondeterministic/on/conv3x3_c64_32x32_b128_f16/manual_time",
+      "cudnn_nondeterministic/off/conv3x3_c64_32x32_b128_f16/manual_time",
+      "conv 3x3 f16 fwd+bwd: any cuDNN algorithm vs deterministic only (speedup)")
+ratio("cudnn_nondeterministic/on/resnet18_step_amp/real_time", "cudnn_nondeterministic/off/resnet18_step_amp/real_time",
+      "ResNet-18 AMP step: any cuDNN algorithm vs deterministic only (speedup)")
 for side in ("off", "on"):
     r = by.get(f"multi_tensor_step/{side}/resnet18_step_amp/real_time")
     if r and "kernels/step" in r: print(f'{"multi_tensor_step/" + side + ": kernel calls per ResNet-18 AMP step":60s} {r["kernels/step"]:6.0f}')

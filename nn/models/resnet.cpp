@@ -29,7 +29,7 @@ BasicBlock::BasicBlock(int64_t in, int64_t planes, int64_t stride) : Module("Bas
 }
 
 Tensor BasicBlock::forward(const Tensor& x) {
-  Tensor out = relu((*bn1)((*conv1)(x)));
+  Tensor out = bn1->forward_relu((*conv1)(x));
   out = (*bn2)((*conv2)(out));
   const Tensor identity = downsample ? (*downsample)(x) : x;
   return toggles::fused_add_relu() ? add_relu(out, identity) : relu(out + identity);
@@ -46,8 +46,8 @@ Bottleneck::Bottleneck(int64_t in, int64_t planes, int64_t stride) : Module("Bot
 }
 
 Tensor Bottleneck::forward(const Tensor& x) {
-  Tensor out = relu((*bn1)((*conv1)(x)));
-  out = relu((*bn2)((*conv2)(out)));
+  Tensor out = bn1->forward_relu((*conv1)(x));
+  out = bn2->forward_relu((*conv2)(out));
   out = (*bn3)((*conv3)(out));
   const Tensor identity = downsample ? (*downsample)(x) : x;
   return toggles::fused_add_relu() ? add_relu(out, identity) : relu(out + identity);
@@ -77,7 +77,7 @@ ResNet::ResNet(bool bottleneck, const std::vector<int64_t>& layers, int64_t clas
 }
 
 Tensor ResNet::forward(const Tensor& x) {
-  Tensor h = relu((*bn1)((*conv1)(x)));
+  Tensor h = bn1->forward_relu((*conv1)(x));
   h = (*layer4)((*layer3)((*layer2)((*layer1)(h))));
   h = functional::adaptive_avg_pool2d(h, {1, 1}).flatten(1);
   return (*fc)(h);

@@ -1,0 +1,49 @@
+// Batch norm's per-element arithmetic, written once for both backends (cpu/norm.cpp, cuda/norm.cu):
+// the per-channel affine coefficients, the pre-activation v = x * a + sh, and the ReLU folded into
+// it. The backward recomputes v with these same functions, so its ReLU mask is the forward's.
+#pragma once
+#include "kernels/host_device.h"
+
+namespace mdl::kernels::norm_math {
+
+// Channel c's y = x * a + sh, from its weight w (1 without affine), bias b (0), mean and invstd,
+// in the stat type A.
+template <class A>
+struct Affine {
+  A a, sh;
+};
+template <class A>
+MDL_HOST_DEVICE Affine<A> affine(A w, A b, A mean, A invstd) {
+  const A a = w * invstd;
+  return {a, A(b - mean * a)};
+}
+
+template <class A>
+MDL_HOST_DEVICE A pre_activation(A x, const Affine<A>& k) {
+  return x * k.a + k.sh;
+}
+
+// The forward's output: relu(v) as UnaryOp::Relu computes it (NaN stays NaN), or v.
+template <bool RELU, class A>
+MDL_HOST_DEVICE A activate(A v) {
+  if constexpr (RELU) return v > A(0) ? v : (v != v ? v : A(0));
+  else return v;
+}
+
+// The gradient that reaches v: g where the forward's ReLU passed v (as BinaryOp::ReluBackward,
+// zero where v <= 0), or g.
+template <bool RELU, class A>
+MDL_HOST_DEVICE A relu_gate(A g, A v) {
+  if constexpr (RELU) return v <= A(0) ? A(0) : g;
+  else return g;
+}
+
+// f.template operator()<relu>() on the host: the ReLU a compile-time choice, so the plain pass
+// has no test in it.
+template <class F>
+void with_relu(bool relu, F&& f) {
+  if (relu) f.template operator()<true>();
+  else f.template operator()<false>();
+}
+
+}  // namespace mdl::kernels::norm_math
