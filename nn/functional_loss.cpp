@@ -60,7 +60,7 @@ Tensor checked_target(const char* op, const Tensor& logits, const Tensor& target
   }
   kernels::check_index(t.device(), t, kernels::IndexCheck{op, "target", C, -1, true, ignore_index});
   // Counted in I64 (exact at any size), then one rounding to the loss dtype.
-  Tensor kept = native::to_dtype(native::binary(BinaryOp::Ne, t, native::scalar_like(double(ignore_index), t)), kI64);
+  Tensor kept = native::to_dtype(native::binary(BinaryOp::Ne, t, native::scalar_operand(double(ignore_index), t)), kI64);
   count = native::to_dtype(native::reduce(ReduceOp::Sum, kept, {}, false), st);
   return t;
 }
@@ -102,7 +102,7 @@ Tensor cross_entropy_composed(const Tensor& logits, const Tensor& t, const Cross
   Tensor log_probs = log_softmax(to_dtype(logits, st), class_dim);
   Tensor el = nll_loss(log_probs, t, opts.ignore_index, Reduction::None);
   if (opts.label_smoothing > 0) {
-    Tensor kept = as(native::binary(BinaryOp::Ne, t, native::scalar_like(double(opts.ignore_index), t)), st);
+    Tensor kept = as(native::binary(BinaryOp::Ne, t, native::scalar_operand(double(opts.ignore_index), t)), st);
     el = el * (1.0 - opts.label_smoothing) - mean(log_probs, {class_dim}) * kept * opts.label_smoothing;
   }
   if (opts.reduction == Reduction::None) return el;
@@ -150,7 +150,7 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, int64_t ignore
   Tensor count;
   Tensor t = checked_target("nll_loss", log_probs, target, ignore_index, count);
   // -log_probs[n, target[n], ...] where the target is not ignored (ignored ones read class 0, weighted 0).
-  Tensor valid = native::binary(BinaryOp::Ne, t, native::scalar_like(double(ignore_index), t));
+  Tensor valid = native::binary(BinaryOp::Ne, t, native::scalar_operand(double(ignore_index), t));
   Tensor safe = native::where(valid, t, native::scalar_like(0.0, t));
   const DType st = loss_dtype(log_probs.dtype());
   Tensor lp = log_probs.dim() == 1 ? unsqueeze(log_probs, 0) : log_probs;
@@ -183,7 +183,7 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& t
   using native::unary;
   Tensor el = binary(BinaryOp::Add, binary(BinaryOp::Sub, unary(UnaryOp::Relu, x), binary(BinaryOp::Mul, x, y)),
                      unary(UnaryOp::Log1p, unary(UnaryOp::Exp, unary(UnaryOp::Neg, unary(UnaryOp::Abs, x)))));
-  const Tensor count = native::scalar_like(double(x.numel()), x);
+  const Tensor count = native::scalar_operand(double(x.numel()), x);
   Tensor out = reduce_native(el, reduction, count);
   record_fn("bce_with_logits", {logits, target}, {out}, {x, y},
             [reduction, count, shape = x.shape()](const Grads& g, const FnNode& n) {

@@ -154,7 +154,7 @@ Tensor batch_norm_op(const char* op, const Tensor& x, const Tensor& running_mean
     invstd = make_tensor({C}, st, x.device());
   } else {
     mean = native::clone(rm);  // saved for backward: later running-stat updates must not touch it
-    invstd = native::unary(UnaryOp::Rsqrt, native::binary(BinaryOp::Add, rv, native::scalar_like(eps, rv)));
+    invstd = native::unary(UnaryOp::Rsqrt, native::binary(BinaryOp::Add, rv, native::scalar_operand(eps, rv)));
   }
   kernels::batch_norm_forward(x.device(), out, mean, var, invstd, xv, w, b, training, eps, relu);
   if (training && running_mean.defined()) {
