@@ -60,7 +60,8 @@ Tensor checked_target(const char* op, const Tensor& logits, const Tensor& target
   }
   kernels::check_index(t.device(), t, kernels::IndexCheck{op, "target", C, -1, true, ignore_index});
   // Counted in I64 (exact at any size), then one rounding to the loss dtype.
-  Tensor kept = native::to_dtype(native::binary(BinaryOp::Ne, t, native::scalar_operand(double(ignore_index), t)), kI64);
+  Tensor kept = native::to_dtype(native::binary(BinaryOp::Ne, t, native::scalar_operand(double(ignore_index), t)),
+                                 kI64);
   count = native::to_dtype(native::reduce(ReduceOp::Sum, kept, {}, false), st);
   return t;
 }
