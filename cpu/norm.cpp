@@ -285,16 +285,16 @@ void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Te
   const A* mp = mean.data_ptr<A>();
   const A* ip = invstd.data_ptr<A>();
   // The forward's coefficients, for the ReLU's mask.
-  const std::vector<Affine<A>> k = RELU ? affines<A>(weight, bias, mp, ip, C) : std::vector<Affine<A>>();
+  const std::vector<Affine<A>> fwd = RELU ? affines<A>(weight, bias, mp, ip, C) : std::vector<Affine<A>>();
   // sdy[c] = sum gy, sdx[c] = sum gy * (x - mean): (C)
   std::vector<double> sdy(static_cast<size_t>(C)), sdx(static_cast<size_t>(C));
   if (training || grad_w.defined() || grad_b.defined()) {
     if constexpr (is_half_v<T>) {
-      half_channel_sums(N, C, S, gp, sdy.data(), mp, xp, sdx.data(), RELU ? k.data() : nullptr);
+      half_channel_sums(N, C, S, gp, sdy.data(), mp, xp, sdx.data(), RELU ? fwd.data() : nullptr);
     } else {
       channel_sums<2>(N, C, S, {sdy.data(), sdx.data()}, [&](int64_t i, int64_t, int64_t c) {
         const A xa = A(xp[i]);
-        const double g = double(RELU ? gated<true>(A(gp[i]), xa, k[size_t(c)]) : A(gp[i]));
+        const double g = double(RELU ? gated<true>(A(gp[i]), xa, fwd[size_t(c)]) : A(gp[i]));
         return Sums<2>{g, g * (double(xa) - double(mp[c]))};
       });
     }
@@ -323,7 +323,7 @@ void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Te
   T* gx = grad_x.data_ptr<T>();
   for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
     const A pc = p[size_t(c)], qc = q[size_t(c)], rc = r[size_t(c)];
-    const Affine<A> kc = RELU ? k[size_t(c)] : Affine<A>{};
+    const Affine<A> kc = RELU ? fwd[size_t(c)] : Affine<A>{};
     if constexpr (is_half_v<T>)
       map_floats(gp, xp, gx, i, end, [&](float g, float x) { return gated<RELU>(g, x, kc) * pc + x * qc + rc; });
     else
