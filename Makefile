@@ -187,6 +187,10 @@ CU_SRCS  := $(if $(filter 1,$(WITH_CUDA)),$(wildcard cuda/*.cu),)
 CUDA_HOST_SRCS := $(if $(filter 1,$(WITH_CUDA)),$(wildcard cuda/runtime/*.cpp),)
 $(CUDA_HOST_SRCS:%.cpp=$(BUILD)/%.o): CPPFLAGS += -I$(CUDA_HOME)/include $(if $(filter-out $(CUDA_HOME),$(CUDNN_HOME)),-I$(CUDNN_HOME)/include,)
 LIB_OBJS := $(LIB_SRCS:%.cpp=$(BUILD)/%.o) $(CUDA_HOST_SRCS:%.cpp=$(BUILD)/%.o) $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
+# make -j starts the longest compiles first (nvcc's, then cpu/'s kernels), so that its last jobs are
+# short ones; the archive keeps LIB_OBJS's order.
+LIB_BUILD_ORDER := $(filter %.cu.o,$(LIB_OBJS)) $(filter $(BUILD)/cpu/%,$(LIB_OBJS)) \
+  $(filter-out %.cu.o $(BUILD)/cpu/%,$(LIB_OBJS))
 LIB      := $(BUILD)/libmdl.a
 # mdl-train's own parts (its options, the setup from them, plots, --evaluate, --dump-order and
 # run_training), apart from the library: linked into the tools, the tests and the fuzz harnesses,
@@ -203,38 +207,47 @@ TSAN_SUITES := data/test_cache_reliability data/test_cache_skip data/test_datase
   data/test_sampler data/test_transforms profiler/test_profiler profiler/test_device profiler/test_output dist/test_dist dist/test_nccl
 TEST_SRCS := tests/main.cpp $(TSAN_SUITES:%=tests/%.cpp)
 endif
-TEST_OBJS := $(TEST_SRCS:%.cpp=$(BUILD)/%.o)
 # doctest's assertions compile without a try/catch each (an exception inside one still fails its
 # test case, which then ends there): the test files build about 15% faster.
 TEST_CPPFLAGS := -DDOCTEST_CONFIG_SUPER_FAST_ASSERTS
-# Under AddressSanitizer the suites themselves compile uninstrumented (TEST_CXXFLAGS below): the
-# sanitizers watch the library they drive (malloc and free are the sanitizer's in every object, so
-# leaks and double frees anywhere still fail), the suites build in half the time and their
-# reference loops run at full speed. The library is linked whole, ahead of the suites, so that an
-# inline function both compile is kept in the library's instrumented copy; MDL_ASAN_LIBRARY tells
-# the suites the library is instrumented (tests/support/test_util.h: kSanitized).
+# Under AddressSanitizer the suites themselves compile uninstrumented: the sanitizers watch the
+# library they drive (malloc and free are the sanitizer's in every object, so leaks and double frees
+# anywhere still fail), the suites build in half the time and their reference loops run at full
+# speed. The library is linked whole, ahead of the suites, so that an inline function both compile
+# is kept in the library's instrumented copy; the suites ask the library whether it is instrumented
+# (tensor/sanitizers.h; tests/support/test_util.h: kSanitized).
 ASAN_LIBRARY := $(filter address,$(subst $(comma), ,$(SANITIZE)))
-TEST_CPPFLAGS += $(if $(ASAN_LIBRARY),-DMDL_ASAN_LIBRARY)
 TEST_LINK_FIRST := $(if $(ASAN_LIBRARY),-Wl$(comma)--whole-archive $(LIB) -Wl$(comma)--no-whole-archive)
-$(TEST_OBJS): private CPPFLAGS += $(TEST_CPPFLAGS)
 # The suites compile at -O1 in an -O3 build too: they time no kernel of their own (the library stays
 # at -O3), their reference loops run fast enough at -O1, and each file compiles in three quarters
 # of -O3's time. (-O0 would save as much again but makes the reference loops of the GEMM and conv
 # suites four times slower under AddressSanitizer.)
 TEST_OPT := $(if $(DEBUG),$(OPT),-O1 -g1)
-TEST_CXXFLAGS := $(subst $(OPT),$(TEST_OPT),$(CXXFLAGS))
-TEST_CXXFLAGS := $(if $(ASAN_LIBRARY),$(subst $(SANFLAGS),-fno-omit-frame-pointer,$(TEST_CXXFLAGS)),$(TEST_CXXFLAGS))
-$(TEST_OBJS): private CXXFLAGS := $(TEST_CXXFLAGS)
-# g++ parses the headers every suite includes (tests/support/suite_headers.h) once per build folder,
+# The suites do not read the build's CUDA or NCCL defines, so with the same compiler, optimisation,
+# MPI and instrumentation they compile to the same objects in every build: they live in their own
+# folder, build/suites-<hash of their flags>, shared by the builds that agree (CI's AddressSanitizer
+# build and its CUDA build compile them once). The two suites that do read those defines compile
+# in each build's own folder (SUITES_BY_BUILD).
+SUITES_BY_BUILD := tests/kernels/test_kernel_registry.cpp tests/dist/test_nccl.cpp
+SUITE_CPPFLAGS := $(filter-out -DMDL_WITH_CUDA -DMDL_WITH_NCCL,$(CPPFLAGS)) $(TEST_CPPFLAGS)
+SUITE_CXXFLAGS := -std=c++20 $(TEST_OPT) -fopenmp -Wall -Wextra -Wno-psabi -pthread -fno-omit-frame-pointer \
+  $(if $(ASAN_LIBRARY),,$(SANFLAGS)) $(if $(filter 1,$(WERROR)),-Werror)
+SUITE_FLAGS_TEXT := $(strip $(CXX) $(shell $(CXX) -dumpfullversion 2>/dev/null) | $(SUITE_CPPFLAGS) | $(SUITE_CXXFLAGS))
+SUITE_BUILD := build/suites-$(shell printf '%s' '$(SUITE_FLAGS_TEXT)' | md5sum | cut -c1-8)
+SHARED_TEST_SRCS := $(filter-out $(SUITES_BY_BUILD),$(TEST_SRCS))
+SHARED_TEST_OBJS := $(SHARED_TEST_SRCS:%.cpp=$(SUITE_BUILD)/%.o)
+OWN_TEST_OBJS := $(patsubst %.cpp,$(BUILD)/%.o,$(filter $(SUITES_BY_BUILD),$(TEST_SRCS)))
+TEST_OBJS := $(SHARED_TEST_OBJS) $(OWN_TEST_OBJS)
+$(OWN_TEST_OBJS): private CPPFLAGS += $(TEST_CPPFLAGS)
+$(OWN_TEST_OBJS): private CXXFLAGS := $(SUITE_CXXFLAGS)
+# g++ parses the headers every suite includes (tests/support/suite_headers.h) once per suite folder,
 # into a precompiled header that each suite loads ahead of its own includes (-include; -Winvalid-pch
 # makes a header built with other flags an error under WERROR rather than a silent slow build).
-# tests/main.cpp configures doctest before including it, so it takes no precompiled header.
-SUITE_OBJS := $(filter-out $(BUILD)/tests/main.o,$(TEST_OBJS))
-ifeq ($(CXX_NAME),g++)
-TEST_PCH := $(BUILD)/pch/suite_headers.h.gch
-$(SUITE_OBJS): private CPPFLAGS += -include $(BUILD)/pch/suite_headers.h -Winvalid-pch
-$(SUITE_OBJS): $(TEST_PCH)
-endif
+# tests/main.cpp configures doctest before including it, so it takes no precompiled header; the
+# suites of SUITES_BY_BUILD parse the header's text.
+SUITE_PCH_FLAGS := $(if $(filter g++,$(CXX_NAME)),-include $(SUITE_BUILD)/pch/suite_headers.h -Winvalid-pch)
+TEST_PCH := $(if $(filter g++,$(CXX_NAME)),$(SUITE_BUILD)/pch/suite_headers.h.gch)
+$(OWN_TEST_OBJS): private CPPFLAGS += -include tests/support/suite_headers.h
 # The optimizer steps' sqrt vectorises only when it need not set errno (its argument is a sum of
 # squares, never negative).
 OPTIM_CXXFLAGS := -fno-math-errno
@@ -273,7 +286,7 @@ examples: $(EXAMPLE_BINS)
 
 # Every object and program depends on $(BUILD)/flags, rewritten only when the flags differ from it.
 FLAGS := $(BUILD)/flags
-FLAGS_TEXT := $(CXX) $(CPPFLAGS) $(CXXFLAGS) $(TEST_CPPFLAGS) $(TEST_CXXFLAGS) $(OPTIM_CXXFLAGS) $(if $(filter 1,$(WITH_CUDA)),| $(NVCC) $(NVCCFLAGS) )| $(BENCH_FLAGS) | $(LDLIBS) $(BENCH_LIBS)
+FLAGS_TEXT := $(CXX) $(CPPFLAGS) $(CXXFLAGS) $(TEST_CPPFLAGS) $(SUITE_CXXFLAGS) $(OPTIM_CXXFLAGS) $(if $(filter 1,$(WITH_CUDA)),| $(NVCC) $(NVCCFLAGS) )| $(BENCH_FLAGS) | $(LDLIBS) $(BENCH_LIBS)
 ifneq ($(file <$(FLAGS)),$(FLAGS_TEXT))
   $(FLAGS): FORCE
 endif
@@ -288,20 +301,29 @@ $(BUILD)/%.o: %.cpp $(FLAGS)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -c $< -o $@
 
-# The suites' precompiled header: compiled from a copy in $(BUILD)/pch, where the suites' -include
-# finds it with the .gch beside it, with the suites' own flags.
-$(BUILD)/pch/suite_headers.h.gch: tests/support/suite_headers.h $(FLAGS)
+# The shared suites, their precompiled header (compiled from a copy in $(SUITE_BUILD)/pch, where the
+# suites' -include finds it with the .gch beside it) and the flags that name their folder.
+$(SUITE_BUILD)/flags:
 	@mkdir -p $(dir $@)
-	cp $< $(BUILD)/pch/suite_headers.h
-	$(CXX) $(CPPFLAGS) $(TEST_CPPFLAGS) $(TEST_CXXFLAGS) -x c++-header $(BUILD)/pch/suite_headers.h -o $@
+	@echo '$(SUITE_FLAGS_TEXT)' > $@
+$(SUITE_BUILD)/pch/suite_headers.h.gch: tests/support/suite_headers.h | $(SUITE_BUILD)/flags
+	@mkdir -p $(dir $@)
+	cp $< $(SUITE_BUILD)/pch/suite_headers.h
+	$(CXX) $(SUITE_CPPFLAGS) $(SUITE_CXXFLAGS) -x c++-header $(SUITE_BUILD)/pch/suite_headers.h -o $@
+$(SUITE_BUILD)/tests/main.o: tests/main.cpp | $(SUITE_BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(CXX) $(SUITE_CPPFLAGS) $(SUITE_CXXFLAGS) -c $< -o $@
+$(SUITE_BUILD)/%.o: %.cpp $(TEST_PCH) | $(SUITE_BUILD)/flags
+	@mkdir -p $(dir $@)
+	$(CXX) $(SUITE_CPPFLAGS) $(SUITE_PCH_FLAGS) $(SUITE_CXXFLAGS) -c $< -o $@
 
 $(BUILD)/%.cu.o: %.cu $(FLAGS)
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
-$(LIB): $(LIB_OBJS)
+$(LIB): $(LIB_BUILD_ORDER)
 	@mkdir -p $(dir $@)
-	rm -f $@ && ar rcs $@ $^
+	rm -f $@ && ar rcs $@ $(LIB_OBJS)
 
 $(APP_LIB): $(APP_SRCS:%.cpp=$(BUILD)/%.o)
 	@mkdir -p $(dir $@)
@@ -565,3 +587,4 @@ clean:
 	rm -rf build
 
 -include $(shell find $(BUILD) -name '*.d' 2>/dev/null)
+-include $(shell find $(SUITE_BUILD) -name '*.d' 2>/dev/null)

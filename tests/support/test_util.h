@@ -15,24 +15,15 @@
 
 #include "mdl.h"
 #include "cuda/api.h"
+#include "tensor/sanitizers.h"
 
 namespace mdl::test {
 
-// Whether this build runs under AddressSanitizer or ThreadSanitizer, whose instrumented kernels run
+// Whether the library runs under AddressSanitizer or ThreadSanitizer, whose instrumented kernels run
 // ten to twenty times slower: a few end-to-end tests take smaller data there, keeping every code
-// path they reach (each says what it shrinks). Under AddressSanitizer the suites compile
-// uninstrumented and the Makefile says so with MDL_ASAN_LIBRARY.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(MDL_ASAN_LIBRARY)
-inline constexpr bool kSanitized = true;
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-inline constexpr bool kSanitized = true;
-#else
-inline constexpr bool kSanitized = false;
-#endif
-#else
-inline constexpr bool kSanitized = false;
-#endif
+// path they reach (each says what it shrinks). The library answers: under AddressSanitizer the
+// suites themselves compile uninstrumented, and one compile of them serves every build.
+inline const bool kSanitized = built_with_address_sanitizer() || built_with_thread_sanitizer();
 
 // The elements of t (any dtype, device and strides; undefined: none) in row-major order, as doubles.
 // A CPU tensor is read through its strides by this loop, not by the library's copy kernels.

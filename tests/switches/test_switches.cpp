@@ -10,6 +10,7 @@
 #include "io/json.h"
 #include "switches/switches.h"
 #include "tensor/error.h"
+#include "tensor/sanitizers.h"
 
 using namespace mdl;
 
@@ -71,11 +72,7 @@ TEST_CASE("switches: each toggle starts at its declared default, and its set_by 
   CHECK_FALSE(toggles::default_value(toggles::Toggle::allow_tf32));
   CHECK_FALSE(toggles::default_value(toggles::Toggle::cudnn_allow_tf32));
   CHECK(toggles::default_value(toggles::Toggle::direct_conv));
-#if defined(__SANITIZE_ADDRESS__) || defined(MDL_ASAN_LIBRARY)
-  CHECK_FALSE(toggles::default_value(toggles::Toggle::cpu_block_cache));
-#else
-  CHECK(toggles::default_value(toggles::Toggle::cpu_block_cache));
-#endif
+  CHECK(toggles::default_value(toggles::Toggle::cpu_block_cache) == !mdl::built_with_address_sanitizer());
   // The tests' process has not flipped these for good.
   CHECK(toggles::direct_conv() == toggles::default_value(toggles::Toggle::direct_conv));
 }
