@@ -361,7 +361,9 @@ BENCHMARK(BM_resnet18_step_amp_graph)->UseRealTime()->Unit(benchmark::kMilliseco
 BENCHMARK(BM_gpt_step_amp_graph)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Batch norm in training, forward and backward, on a ResNet-18 stage-1 activation (128, 64, 32, 32)
-// in f16 with f32 statistics and affine parameters (bench/torch_gpu_step.py times PyTorch's).
+// in f16 with f32 statistics and affine parameters (bench/torch_gpu_step.py times PyTorch's). GB/s
+// counts the 11 passes over an activation the step makes at least: x twice and y once forward
+// (statistics, apply), gy and x twice and gx once backward, and x.grad += gx (as in PyTorch's).
 void BM_batch_norm_f16(benchmark::State& st) {
   manual_seed(0);
   Tensor x = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu)).requires_grad_();
@@ -371,6 +373,8 @@ void BM_batch_norm_f16(benchmark::State& st) {
   step();
   cuda::synchronize();
   bench::run_event_timed(st, step);
+  st.counters["GB/s"] = benchmark::Counter(11.0 * 2.0 * double(x.numel()) * double(st.iterations()) / 1e9,
+                                           benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_batch_norm_f16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 

@@ -210,7 +210,8 @@ void half_channel_sums(int64_t N, int64_t C, int64_t S, const T* a, double* sum_
 // ---- batch norm ----------------------------------------------------------------------------
 
 void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var, const Tensor& invstd, const Tensor& x,
-                        const Tensor& weight, const Tensor& bias, bool training, double eps, bool relu) {
+                        const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
+                        bool training, double momentum, double eps, bool relu) {
   const int64_t N = x.size(0), C = x.size(1), S = x.size(2);
   dispatch_floating(x.dtype(), "batch_norm", [&]<class T>() {
     using A = acc_t<T>;
@@ -242,6 +243,15 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
         vp[c] = A(v);
         ip[c] = A(1.0 / std::sqrt(v + eps));
       }
+      if (running_mean.defined()) {
+        A *rm = running_mean.data_ptr<A>(), *rv = running_var.data_ptr<A>();
+        const double n = M;
+        const A keep = A(1.0 - momentum), take = A(momentum), take_var = A(momentum * n / (n - 1.0));
+        for (int64_t c = 0; c < C; ++c) {
+          rm[c] = rm[c] * keep + mp[c] * take;
+          rv[c] = rv[c] * keep + vp[c] * take_var;
+        }
+      }
     }
     // y = activate(x * a[c] + sh[c])
     const std::vector<Affine<A>> k = affines<A>(weight, bias, mp, ip, C);
@@ -255,19 +265,6 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
           for (; i < end; ++i) yp[i] = T(activate<RELU>(pre_activation(A(xp[i]), kc)));
       });
     });
-  });
-}
-
-void batch_norm_update_stats(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
-                             const Tensor& var, double momentum, double n) {
-  dispatch_floating(running_mean.dtype(), "batch_norm_update_stats", [&]<class A>() {
-    A *rm = running_mean.data_ptr<A>(), *rv = running_var.data_ptr<A>();
-    const A *m = mean.data_ptr<A>(), *v = var.data_ptr<A>();
-    const A keep = A(1.0 - momentum), take = A(momentum), take_var = A(momentum * n / (n - 1.0));
-    for (int64_t c = 0; c < running_mean.numel(); ++c) {
-      rm[c] = rm[c] * keep + m[c] * take;
-      rv[c] = rv[c] * keep + v[c] * take_var;
-    }
   });
 }
 

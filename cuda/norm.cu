@@ -50,27 +50,85 @@ unsigned grid_for(int64_t blocks) { return unsigned(std::min<int64_t>(std::max<i
 
 // ---- batch norm: x (N, C, S) ------------------------------------------------------------------
 // Each channel's M = N * S values are split over P blocks (kernels/channel_split.h) so a few wide
-// channels still fill the GPU. Block (c, p) writes its partial sums to part (2, P, C), in double;
-// a finalize kernel adds the P partials of each channel in order, so results do not depend on
-// timing. Per-element channel indices use 32-bit division where the tensor allows it.
+// channels still fill the GPU. Block (c, p) writes its partial sums to part (2, P, C), in double,
+// and counts itself done on its channel's counter; the last of the P blocks to finish adds the P
+// partials in order (the same order whichever block is last, so results do not depend on timing)
+// and finishes the channel: statistics and running statistics in the forward, parameter gradients
+// and grad_x's coefficients in the backward. So each direction is two launches, this one and the
+// elementwise pass. Per-element channel indices use 32-bit division where the tensor allows it.
 
 // About this many blocks per statistics pass, each thread with at least 4 values.
-constexpr int64_t kStatBlocks = 1024, kMinPiece = 4 * kRowBlock;
+constexpr int64_t kStatBlocks = 1024;
+
+// Whether this block is the last of the P blocks counting on counters[slot] to get here, every
+// thread having written its partials before (each thread's fence makes its stores visible to the
+// device before the count). The last block reads the others' partials through L2 (__ldcg).
+__device__ __forceinline__ bool last_to_finish(unsigned* counters, int64_t slot, unsigned P) {
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0) {
+    const bool l = atomicAdd(counters + slot, 1u) + 1 == P;
+    if (l) __threadfence();
+    last = l;
+  }
+  __syncthreads();
+  return last;
+}
+
+// Channel c's sums (a, b) over its P partials in part (2, P, C), added in order.
+__device__ __forceinline__ void channel_totals(const double* part, int64_t P, int64_t C, int64_t c, double& a,
+                                               double& b) {
+  a = 0, b = 0;
+  for (int64_t p = 0; p < P; ++p) a += __ldcg(part + p * C + c), b += __ldcg(part + (P + p) * C + c);
+}
+
+// Where the forward's statistics go: mean, var (biased), invstd (C); the running statistics
+// (null: none) with their blend factors (kernels/norm.h).
+template <class A>
+struct StatsOut {
+  A *mean, *var, *invstd, *rm, *rv;
+  A keep, take, take_var;
+  double eps;
+};
+
+// Channel c's statistics from its partials of d = x - shift over M values.
+template <class A>
+__device__ void finish_channel_stats(const double* part, int64_t P, int64_t C, int64_t c, double shift, int64_t M,
+                                     const StatsOut<A>& o) {
+  double s1, s2;
+  channel_totals(part, P, C, c, s1, s2);
+  const double md = s1 / double(M), v = fmax(s2 / double(M) - md * md, 0.0);
+  const A m = A(shift + md), va = A(v);
+  o.mean[c] = m;
+  o.var[c] = va;
+  o.invstd[c] = A(1.0 / sqrt(v + o.eps));
+  if (o.rm) {
+    o.rm[c] = o.rm[c] * o.keep + m * o.take;
+    o.rv[c] = o.rv[c] * o.keep + va * o.take_var;
+  }
+}
 
 // Block (c, p): the sums of d = x - shift and d * d over piece p of channel c, shift being the
-// channel's first value (it centres the sums, so the variance below does not cancel).
-template <class T>
-__global__ void bn_partial_stats_kernel(const T* x, int64_t C, int64_t S, int64_t M, int64_t piece, double* part) {
-  const int64_t c = blockIdx.x, p = blockIdx.y, P = gridDim.y;
-  const int64_t j0 = p * piece, j1 = j0 + piece < M ? j0 + piece : M;
+// channel's first value (it centres the sums, so the variance below does not cancel). V elements
+// per load: positions, piece and the walk count vectors of V values of one channel (S % V == 0).
+template <class T, int V>
+__global__ void bn_partial_stats_kernel(const T* x, int64_t C, int64_t S, int64_t M, int64_t piece, double* part,
+                                        unsigned* done, StatsOut<acc_t<T>> o) {
+  const int64_t c = blockIdx.x, p = blockIdx.y, P = gridDim.y, Mv = M / V;
+  const int64_t j0 = p * piece, j1 = j0 + piece < Mv ? j0 + piece : Mv;
   const double shift = double(to_acc(x[c * S]));
   double s1 = 0, s2 = 0;
   if (j0 + threadIdx.x < j1) {
-    ChannelWalk w(j0 + threadIdx.x, kRowBlock, S, C, c);
+    ChannelWalk w(j0 + threadIdx.x, kRowBlock, S / V, C, c);
     for (int64_t j = j0 + threadIdx.x; j < j1; j += kRowBlock, w.advance()) {
-      const double d = double(to_acc(x[w.offset()])) - shift;
-      s1 += d;
-      s2 += d * d;
+      const Pack<T, V> xv = reinterpret_cast<const Pack<T, V>*>(x)[w.offset()];
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const double d = double(to_acc(xv.v[e])) - shift;
+        s1 += d;
+        s2 += d * d;
+      }
     }
   }
   s1 = block_sum(s1);
@@ -79,22 +137,7 @@ __global__ void bn_partial_stats_kernel(const T* x, int64_t C, int64_t S, int64_
     part[p * C + c] = s1;
     part[(P + p) * C + c] = s2;
   }
-}
-
-// Thread c: mean, var (biased) and invstd of channel c from its P partials (M = 0 gives NaN).
-template <class T>
-__global__ void bn_finalize_stats_kernel(const double* part, int64_t P, const T* x, int64_t C, int64_t S, int64_t M,
-                                         double eps, acc_t<T>* mean, acc_t<T>* var, acc_t<T>* invstd) {
-  using A = acc_t<T>;
-  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (c >= C) return;
-  double s1 = 0, s2 = 0;
-  for (int64_t p = 0; p < P; ++p) s1 += part[p * C + c], s2 += part[(P + p) * C + c];
-  const double shift = M > 0 ? double(to_acc(x[c * S])) : 0.0;
-  const double md = s1 / double(M), v = fmax(s2 / double(M) - md * md, 0.0);
-  mean[c] = A(shift + md);
-  var[c] = A(v);
-  invstd[c] = A(1.0 / sqrt(v + eps));
+  if (last_to_finish(done, c, unsigned(P)) && threadIdx.x == 0) finish_channel_stats(part, P, C, c, shift, M, o);
 }
 
 // ---- batch norm over rows: S == 1, x (M, C) ----------------------------------------------------
@@ -103,7 +146,7 @@ __global__ void bn_finalize_stats_kernel(const double* part, int64_t P, const T*
 // a block of (32, kRowThreads) threads covers 32 consecutive channels: thread (tx, ty) sums channel
 // 32 * blockIdx.x + tx over rows ty, ty + kRowThreads, ... of its piece, each warp reading 32
 // neighbouring values of one row; the kRowThreads partial sums are added in order, and the
-// partials go to the same (2, P, C) layout the finalize kernels read.
+// partials go to the same (2, P, C) layout, the counters being one per group of 32 channels.
 constexpr int kRowThreads = 8;
 
 // Adds the kRowThreads partial sums (a, b) of each of the block's 32 channels, in order, and writes
@@ -120,12 +163,13 @@ __device__ __forceinline__ void write_row_partials(double a, double b, int64_t c
 }
 
 template <class T>
-__global__ void bn_rows_partial_stats_kernel(const T* x, int64_t C, int64_t M, int64_t piece, double* part) {
+__global__ void bn_rows_partial_stats_kernel(const T* x, int64_t C, int64_t M, int64_t piece, double* part,
+                                             unsigned* done, StatsOut<acc_t<T>> o) {
   const int64_t c = blockIdx.x * 32 + threadIdx.x, j0 = blockIdx.y * piece;
   const int64_t j1 = j0 + piece < M ? j0 + piece : M;
+  const double shift = c < C ? double(to_acc(x[c])) : 0.0;
   double s1 = 0, s2 = 0;
   if (c < C) {
-    const double shift = double(to_acc(x[c]));
     for (int64_t j = j0 + threadIdx.y; j < j1; j += kRowThreads) {
       const double d = double(to_acc(x[j * C + c])) - shift;
       s1 += d;
@@ -133,11 +177,51 @@ __global__ void bn_rows_partial_stats_kernel(const T* x, int64_t C, int64_t M, i
     }
   }
   write_row_partials(s1, s2, c, C, part);
+  if (last_to_finish(done, blockIdx.x, gridDim.y) && threadIdx.y == 0 && c < C)
+    finish_channel_stats(part, gridDim.y, C, c, shift, M, o);
+}
+
+// Where the backward's per-channel results go (null: not asked): grad_w, grad_b (C) and the
+// coefficients of gx = gy * p + x * q + r in coef (3, C).
+template <class A>
+struct GradOut {
+  A *grad_w, *grad_b, *coef;
+  bool training;
+};
+
+// Channel c's results from its partials of sdy = sum gy and sdx = sum gy * (x - mean) over M values.
+template <class A>
+__device__ void finish_channel_grad(const double* part, int64_t P, int64_t C, int64_t c, int64_t M,
+                                    const ChannelAffine<A>& k, const GradOut<A>& o) {
+  double sdy, sdx;
+  channel_totals(part, P, C, c, sdy, sdx);
+  const double is = double(k.invstd[c]), mu = double(k.mean[c]);
+  if (o.grad_w) o.grad_w[c] = A(sdx * is);
+  if (o.grad_b) o.grad_b[c] = A(sdy);
+  if (!o.coef) return;
+  const double a = double(param_or(k.w, c, A(1))) * is;
+  A q = 0, r = 0;
+  if (o.training) {
+    const double kk = a * is * is * sdx / double(M);  // a * invstd * mean(gy * xhat)
+    q = A(-kk);
+    r = A(kk * mu - a * sdy / double(M));
+  }
+  o.coef[c] = A(a);
+  o.coef[C + c] = q;
+  o.coef[2 * C + c] = r;
+}
+
+// Thread c, where no block summed anything (M == 0): the same results from no partials.
+template <class A>
+__global__ void bn_empty_grad_kernel(int64_t C, ChannelAffine<A> k, GradOut<A> o) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c < C) finish_channel_grad(nullptr, 0, C, c, 0, k, o);
 }
 
 template <class T, bool RELU>
 __global__ void bn_rows_partial_grad_kernel(const T* gy, const T* x, int64_t C, int64_t M, int64_t piece,
-                                            ChannelAffine<acc_t<T>> k, double* part) {
+                                            ChannelAffine<acc_t<T>> k, double* part, unsigned* done,
+                                            GradOut<acc_t<T>> o) {
   const int64_t c = blockIdx.x * 32 + threadIdx.x, j0 = blockIdx.y * piece;
   const int64_t j1 = j0 + piece < M ? j0 + piece : M;
   double sdy = 0, sdx = 0;
@@ -152,23 +236,46 @@ __global__ void bn_rows_partial_grad_kernel(const T* gy, const T* x, int64_t C, 
     }
   }
   write_row_partials(sdy, sdx, c, C, part);
+  if (last_to_finish(done, blockIdx.x, gridDim.y) && threadIdx.y == 0 && c < C)
+    finish_channel_grad(part, gridDim.y, C, c, M, k, o);
 }
 
-// The statistics grid of x (N, C, S): (C, P) blocks of kRowBlock threads walking each channel, or
-// for S == 1 (ceil(C / 32), P) blocks of 32 x kRowThreads walking rows.
+// The statistics grid of x (N, C, S): (C, P) blocks of kRowBlock threads walking each channel's
+// vectors of V values (V = 1, or S % V == 0 with 16-byte aligned operands), or for S == 1
+// (ceil(C / 32), P) blocks of 32 x kRowThreads walking rows. `slots` counters, one per channel or
+// per group of 32 channels.
 struct StatGrid {
   bool rows;
   ChannelSplit sp;
   dim3 grid, block;
+  int64_t slots;
 };
-StatGrid stat_grid(int64_t M, int64_t C, int64_t S) {
+StatGrid stat_grid(int64_t M, int64_t C, int64_t S, int V) {
   if (S == 1) {
     const int64_t groups = (C + 31) / 32;
     const ChannelSplit sp = channel_split(M, groups, kStatBlocks, 4 * kRowThreads);
-    return {true, sp, dim3(unsigned(groups), unsigned(sp.P)), dim3(32, kRowThreads)};
+    return {true, sp, dim3(unsigned(groups), unsigned(sp.P)), dim3(32, kRowThreads), groups};
   }
-  const ChannelSplit sp = channel_split(M, C, kStatBlocks, kMinPiece);
-  return {false, sp, dim3(unsigned(C), unsigned(sp.P)), dim3(kRowBlock)};
+  const ChannelSplit sp = vector_channel_split(M, C, V, kStatBlocks, kRowBlock);
+  return {false, sp, dim3(unsigned(C), unsigned(sp.P)), dim3(kRowBlock), C};
+}
+
+// n zeroed counters for the last-block hand-off, in a fresh allocation (a memset, not a kernel).
+Tensor zeroed_counters(const char* op, int64_t n, Device d) {
+  Tensor t = make_tensor({n}, kI32, d);
+  CUDA_CHECK(op, cudaMemsetAsync(t.raw_data(), 0, size_t(n) * sizeof(int32_t), stream()));
+  return t;
+}
+unsigned* counters(const Tensor& t) { return reinterpret_cast<unsigned*>(ptr<int32_t>(t)); }
+
+// The statistics pass reads V values per load where every operand allows it.
+template <class T>
+bool stat_vectors(int64_t S, std::initializer_list<const void*> data) {
+  constexpr int V = int(16 / sizeof(T));
+  if (V == 1 || S % V != 0) return false;
+  for (const void* p : data)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
 }
 
 // The channel of flat element i of an (N, C, S) tensor; I is 32-bit where N * C * S fits.
@@ -219,32 +326,28 @@ __global__ void bn_apply_vec_kernel(T* y, const T* x, int64_t nv, int64_t C, int
   }
 }
 
-// Thread c: the running statistics blended with the batch's (kernels/norm.h).
-template <class A>
-__global__ void bn_update_stats_kernel(A* rm, A* rv, const A* m, const A* v, int64_t C, A keep, A take, A take_var) {
-  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (c >= C) return;
-  rm[c] = rm[c] * keep + m[c] * take;
-  rv[c] = rv[c] * keep + v[c] * take_var;
-}
-
-// Block (c, p): sdy = sum gy and sdx = sum gy * (x - mean) over piece p of channel c, gy gated.
-template <class T, bool RELU>
+// Block (c, p): sdy = sum gy and sdx = sum gy * (x - mean) over piece p of channel c, gy gated;
+// V values of gy and of x per load, as the statistics pass walks them.
+template <class T, bool RELU, int V>
 __global__ void bn_partial_grad_kernel(const T* gy, const T* x, int64_t C, int64_t S, int64_t M, int64_t piece,
-                                       ChannelAffine<acc_t<T>> k, double* part) {
-  const int64_t c = blockIdx.x, p = blockIdx.y, P = gridDim.y;
-  const int64_t j0 = p * piece, j1 = j0 + piece < M ? j0 + piece : M;
+                                       ChannelAffine<acc_t<T>> k, double* part, unsigned* done, GradOut<acc_t<T>> o) {
+  const int64_t c = blockIdx.x, p = blockIdx.y, P = gridDim.y, Mv = M / V;
+  const int64_t j0 = p * piece, j1 = j0 + piece < Mv ? j0 + piece : Mv;
   const double mu = double(k.mean[c]);
   const auto kc = RELU ? k(c) : norm_math::Affine<acc_t<T>>{};
   double sdy = 0, sdx = 0;
   if (j0 + threadIdx.x < j1) {
-    ChannelWalk w(j0 + threadIdx.x, kRowBlock, S, C, c);
+    ChannelWalk w(j0 + threadIdx.x, kRowBlock, S / V, C, c);
     for (int64_t j = j0 + threadIdx.x; j < j1; j += kRowBlock, w.advance()) {
       const int64_t i = w.offset();
-      const auto xa = to_acc(x[i]);
-      const double g = double(gated<RELU>(to_acc(gy[i]), xa, kc));
-      sdy += g;
-      sdx += g * (double(xa) - mu);
+      const Pack<T, V> gv = reinterpret_cast<const Pack<T, V>*>(gy)[i], xv = reinterpret_cast<const Pack<T, V>*>(x)[i];
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        const auto xa = to_acc(xv.v[e]);
+        const double g = double(gated<RELU>(to_acc(gv.v[e]), xa, kc));
+        sdy += g;
+        sdx += g * (double(xa) - mu);
+      }
     }
   }
   sdy = block_sum(sdy);
@@ -253,33 +356,7 @@ __global__ void bn_partial_grad_kernel(const T* gy, const T* x, int64_t C, int64
     part[p * C + c] = sdy;
     part[(P + p) * C + c] = sdx;
   }
-}
-
-// Thread c: grad_w, grad_b and the coefficients of gx = gy * p + x * q + r into coef (3, C), from
-// channel c's P partials.
-template <class T>
-__global__ void bn_finalize_grad_kernel(const double* part, int64_t P, int64_t C, int64_t M, const acc_t<T>* mean,
-                                        const acc_t<T>* invstd, const acc_t<T>* w, bool training, acc_t<T>* grad_w,
-                                        acc_t<T>* grad_b, acc_t<T>* coef) {
-  using A = acc_t<T>;
-  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (c >= C) return;
-  double sdy = 0, sdx = 0;
-  for (int64_t p = 0; p < P; ++p) sdy += part[p * C + c], sdx += part[(P + p) * C + c];
-  const double is = double(invstd[c]), mu = double(mean[c]);
-  if (grad_w) grad_w[c] = A(sdx * is);
-  if (grad_b) grad_b[c] = A(sdy);
-  if (!coef) return;
-  const double a = double(param_or(w, c, A(1))) * is;
-  A q = 0, r = 0;
-  if (training) {
-    const double k = a * is * is * sdx / double(M);  // a * invstd * mean(gy * xhat)
-    q = A(-k);
-    r = A(k * mu - a * sdy / double(M));
-  }
-  coef[c] = A(a);
-  coef[C + c] = q;
-  coef[2 * C + c] = r;
+  if (last_to_finish(done, c, unsigned(P)) && threadIdx.x == 0) finish_channel_grad(part, P, C, c, M, k, o);
 }
 
 // gx = g * p[c] + x * q[c] + r[c], g being gy gated by the forward's ReLU when RELU.
@@ -418,26 +495,31 @@ void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Te
   using A = acc_t<T>;
   const int64_t N = x.size(0), C = x.size(1), S = x.size(2), n = x.numel(), M = N * S;
   const ChannelAffine<A> k{ptr<const A>(mean), ptr<const A>(invstd), cptr_or_null<A>(weight), cptr_or_null<A>(bias)};
-  const StatGrid sg = stat_grid(M, C, S);
-  const int64_t P = M > 0 ? sg.sp.P : 0;
-  Tensor part = make_tensor({2, std::max<int64_t>(P, 1), C}, kF64, x.device());
-  if (P > 0 && sg.rows) {
-    bn_rows_partial_grad_kernel<T, RELU><<<sg.grid, sg.block, 0, stream()>>>(ptr<const T>(grad_out), ptr<const T>(x), C,
-                                                                             M, sg.sp.piece, k, ptr<double>(part));
-    CUDA_CHECK_LAUNCH("batch_norm_backward");
-  } else if (P > 0) {
-    bn_partial_grad_kernel<T, RELU><<<sg.grid, sg.block, 0, stream()>>>(ptr<const T>(grad_out), ptr<const T>(x), C, S,
-                                                                        M, sg.sp.piece, k, ptr<double>(part));
-    CUDA_CHECK_LAUNCH("batch_norm_backward");
-  }
   Tensor coef;
   if (grad_x.defined()) coef = make_tensor({3, C}, mean.dtype(), x.device());  // (3, C): p, q, r
-  bn_finalize_grad_kernel<T><<<blocks_for(C), kThreads, 0, stream()>>>(
-      ptr<const double>(part), P, C, M, ptr<const A>(mean), ptr<const A>(invstd), cptr_or_null<A>(weight), training,
-      ptr_or_null<A>(grad_w), ptr_or_null<A>(grad_b), ptr_or_null<A>(coef));
-  CUDA_CHECK_LAUNCH("batch_norm_backward");
-  if (!grad_x.defined() || n == 0) return;
+  const GradOut<A> o{ptr_or_null<A>(grad_w), ptr_or_null<A>(grad_b), ptr_or_null<A>(coef), training};
   constexpr int V = int(16 / sizeof(T));
+  const bool vec = stat_vectors<T>(S, {grad_out.raw_data(), x.raw_data()});
+  const StatGrid sg = stat_grid(M, C, S, vec ? V : 1);
+  if (M == 0) {
+    bn_empty_grad_kernel<A><<<blocks_for(C), kThreads, 0, stream()>>>(C, k, o);
+    CUDA_CHECK_LAUNCH("batch_norm_backward");
+  } else {
+    Tensor part = make_tensor({2, sg.sp.P, C}, kF64, x.device());
+    const Tensor done = zeroed_counters("batch_norm_backward", sg.slots, x.device());
+    const T *gp = ptr<const T>(grad_out), *xp = ptr<const T>(x);
+    if (sg.rows)
+      bn_rows_partial_grad_kernel<T, RELU>
+          <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, M, sg.sp.piece, k, ptr<double>(part), counters(done), o);
+    else if (vec)
+      bn_partial_grad_kernel<T, RELU, V>
+          <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, S, M, sg.sp.piece, k, ptr<double>(part), counters(done), o);
+    else
+      bn_partial_grad_kernel<T, RELU, 1>
+          <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, S, M, sg.sp.piece, k, ptr<double>(part), counters(done), o);
+    CUDA_CHECK_LAUNCH("batch_norm_backward");
+  }
+  if (!grad_x.defined() || n == 0) return;
   ChannelRun run;
   if (vector_channels(C, S, V, {grad_x.raw_data(), grad_out.raw_data(), x.raw_data()}, run)) {
     with_index_type(n, [&]<class I>() {
@@ -458,29 +540,42 @@ void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Te
   });
 }
 
+// The training statistics of x (N, C, S) and their running blend, in one launch (M > 0).
+template <class T>
+void batch_norm_stats(const Tensor& x, const StatsOut<acc_t<T>>& o) {
+  const int64_t N = x.size(0), C = x.size(1), S = x.size(2), M = N * S;
+  constexpr int V = int(16 / sizeof(T));
+  const bool vec = stat_vectors<T>(S, {x.raw_data()});
+  const StatGrid sg = stat_grid(M, C, S, vec ? V : 1);
+  Tensor part = make_tensor({2, sg.sp.P, C}, kF64, x.device());
+  const Tensor done = zeroed_counters("batch_norm", sg.slots, x.device());
+  const T* xp = ptr<const T>(x);
+  if (sg.rows)
+    bn_rows_partial_stats_kernel<T>
+        <<<sg.grid, sg.block, 0, stream()>>>(xp, C, M, sg.sp.piece, ptr<double>(part), counters(done), o);
+  else if (vec)
+    bn_partial_stats_kernel<T, V>
+        <<<sg.grid, sg.block, 0, stream()>>>(xp, C, S, M, sg.sp.piece, ptr<double>(part), counters(done), o);
+  else
+    bn_partial_stats_kernel<T, 1>
+        <<<sg.grid, sg.block, 0, stream()>>>(xp, C, S, M, sg.sp.piece, ptr<double>(part), counters(done), o);
+  CUDA_CHECK_LAUNCH("batch_norm");
+}
+
 }  // namespace
 
 void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var, const Tensor& invstd, const Tensor& x,
-                        const Tensor& weight, const Tensor& bias, bool training, double eps, bool relu) {
+                        const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
+                        bool training, double momentum, double eps, bool relu) {
   const int64_t N = x.size(0), C = x.size(1), S = x.size(2), n = x.numel(), M = N * S;
   dispatch_floating<DeviceTypes>(x.dtype(), "batch_norm", [&]<class T>() {
     using A = acc_t<T>;
-    if (training && C > 0) {
-      const StatGrid sg = stat_grid(M, C, S);
-      const int64_t P = M > 0 ? sg.sp.P : 0;
-      Tensor part = make_tensor({2, std::max<int64_t>(P, 1), C}, kF64, x.device());
-      if (P > 0 && sg.rows) {
-        bn_rows_partial_stats_kernel<T>
-            <<<sg.grid, sg.block, 0, stream()>>>(ptr<const T>(x), C, M, sg.sp.piece, ptr<double>(part));
-        CUDA_CHECK_LAUNCH("batch_norm");
-      } else if (P > 0) {
-        bn_partial_stats_kernel<T>
-            <<<sg.grid, sg.block, 0, stream()>>>(ptr<const T>(x), C, S, M, sg.sp.piece, ptr<double>(part));
-        CUDA_CHECK_LAUNCH("batch_norm");
-      }
-      bn_finalize_stats_kernel<T><<<blocks_for(C), kThreads, 0, stream()>>>(
-          ptr<const double>(part), P, ptr<const T>(x), C, S, M, eps, ptr<A>(mean), ptr<A>(var), ptr<A>(invstd));
-      CUDA_CHECK_LAUNCH("batch_norm");
+    // M == 0 leaves the statistics unset, as no element reads them (a training caller has M > 1).
+    if (training && C > 0 && M > 0) {
+      const double m = double(M);
+      batch_norm_stats<T>(x, {ptr<A>(mean), ptr<A>(var), ptr<A>(invstd), ptr_or_null<A>(running_mean),
+                              ptr_or_null<A>(running_var), A(1.0 - momentum), A(momentum), A(momentum * m / (m - 1.0)),
+                              eps});
     }
     if (n == 0) return;
     const ChannelAffine<A> k{ptr<const A>(mean), ptr<const A>(invstd), cptr_or_null<A>(weight), cptr_or_null<A>(bias)};
@@ -501,18 +596,6 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
         CUDA_CHECK_LAUNCH("batch_norm");
       });
     });
-  });
-}
-
-void batch_norm_update_stats(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
-                             const Tensor& var, double momentum, double n) {
-  const int64_t C = running_mean.numel();
-  if (C == 0) return;
-  dispatch_floating<DeviceTypes>(running_mean.dtype(), "batch_norm_update_stats", [&]<class A>() {
-    bn_update_stats_kernel<A><<<blocks_for(C), kThreads, 0, stream()>>>(
-        ptr<A>(running_mean), ptr<A>(running_var), ptr<const A>(mean), ptr<const A>(var), C, A(1.0 - momentum),
-        A(momentum), A(momentum * n / (n - 1.0)));
-    CUDA_CHECK_LAUNCH("batch_norm_update_stats");
   });
 }
 

@@ -3,7 +3,8 @@
 // x is (N, C, S); channel c holds the M = N * S values at (n * C + c) * S + s. They are split into
 // P pieces of `piece` consecutive positions j = n * S + s, and block (c, p) of a (C, P) grid sums
 // piece p. Inside a piece each thread steps by the block size, carrying (n, s) forward with adds
-// instead of dividing every position by S.
+// instead of dividing every position by S. A pass that loads V values at once splits and walks
+// the channel's vectors the same way, as if S were S / V.
 #pragma once
 #include <cstdint>
 
@@ -23,6 +24,14 @@ inline ChannelSplit channel_split(int64_t M, int64_t C, int64_t target_blocks, i
   if (P > most) P = most;
   if (P < 1) P = 1;
   return {P, (M + P - 1) / P};
+}
+
+// The split of a statistics pass that loads V consecutive values of a channel at once (S % V == 0):
+// positions, pieces and the walk count vectors, M / V of them per channel, each of a block's
+// `block` threads with at least one vector and 4 values in a piece of its own.
+inline ChannelSplit vector_channel_split(int64_t M, int64_t C, int V, int64_t target_blocks, int64_t block) {
+  const int64_t min_piece = 4 * block / V > block ? 4 * block / V : block;
+  return channel_split(M / V, C, target_blocks, min_piece);
 }
 
 // The positions j = start, start + step, ... of channel c, as element offsets into x.

@@ -15,10 +15,13 @@ namespace mdl::kernels {
 // x, out (N, C, S); mean, invstd (C). training: mean, var (biased) and invstd = 1/sqrt(var + eps)
 // come from the batch; otherwise mean and invstd are inputs (var unused). out = v = x * a + sh with
 // a = w * invstd and sh = b - mean * a, rounded to the stat type per channel (kernels/norm_math.h);
-// relu: out = relu(v) (NaN stays NaN).
+// relu: out = relu(v) (NaN stays NaN). A training forward with running_mean and running_var (C,
+// contiguous stat tensors; undefined: none) also blends the batch's statistics into them in place,
+// over n = N * S values per channel: r = r * (1 - momentum) + s * momentum, the variance made
+// unbiased (s = var * n / (n - 1)); in the same pass, not a chain of elementwise ops.
 using BatchNormForwardFn = void(const Tensor& out, const Tensor& mean, const Tensor& var, const Tensor& invstd,
-                                const Tensor& x, const Tensor& weight, const Tensor& bias, bool training, double eps,
-                                bool relu);
+                                const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
+                                const Tensor& running_var, bool training, double momentum, double eps, bool relu);
 // grad_x (N, C, S) of x's dtype, grad_w and grad_b (C), from grad_out (N, C, S) of x's dtype.
 // training also carries the gradient through the batch statistics. relu: the forward applied a
 // ReLU, so grad_out counts only where the pre-activation v (recomputed from x, weight and bias as
@@ -26,11 +29,6 @@ using BatchNormForwardFn = void(const Tensor& out, const Tensor& mean, const Ten
 using BatchNormBackwardFn = void(const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_b,
                                  const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& invstd,
                                  const Tensor& weight, const Tensor& bias, bool training, bool relu);
-// running_mean, running_var (C), contiguous stat tensors, updated in place from a training batch's
-// mean and biased var over n values per channel: r = r * (1 - momentum) + s * momentum, with the
-// variance made unbiased (s = var * n / (n - 1)). One kernel instead of a chain of elementwise ops.
-using BatchNormUpdateStatsFn = void(const Tensor& running_mean, const Tensor& running_var, const Tensor& mean,
-                                    const Tensor& var, double momentum, double n);
 // x, out (N, C, S) in `groups` groups of C/groups channels; mean, rstd (N, groups): statistics over
 // each (n, group), weight and bias per channel. Layer norm is (M, features, 1) with one group.
 using GroupNormForwardFn = void(const Tensor& out, const Tensor& mean, const Tensor& rstd, const Tensor& x,
@@ -39,11 +37,10 @@ using GroupNormBackwardFn = void(const Tensor& grad_x, const Tensor& grad_w, con
                                  const Tensor& grad_out, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                                  const Tensor& weight, int64_t groups);
 
-#define MDL_NORM_KERNELS(X)                                                           \
-  X(batch_norm_forward, BatchNormForwardFn, "batch_norm", BOTH)                       \
-  X(batch_norm_backward, BatchNormBackwardFn, "batch_norm_backward", BOTH)            \
-  X(batch_norm_update_stats, BatchNormUpdateStatsFn, "batch_norm_update_stats", BOTH) \
-  X(group_norm_forward, GroupNormForwardFn, "group_norm", BOTH)                       \
+#define MDL_NORM_KERNELS(X)                                                \
+  X(batch_norm_forward, BatchNormForwardFn, "batch_norm", BOTH)            \
+  X(batch_norm_backward, BatchNormBackwardFn, "batch_norm_backward", BOTH) \
+  X(group_norm_forward, GroupNormForwardFn, "group_norm", BOTH)            \
   X(group_norm_backward, GroupNormBackwardFn, "group_norm_backward", BOTH)
 MDL_NORM_KERNELS(MDL_DEFINE_STUB)
 

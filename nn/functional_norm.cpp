@@ -156,12 +156,13 @@ Tensor batch_norm_op(const char* op, const Tensor& x, const Tensor& running_mean
     mean = native::clone(rm);  // saved for backward: later running-stat updates must not touch it
     invstd = native::unary(UnaryOp::Rsqrt, native::binary(BinaryOp::Add, rv, native::scalar_operand(eps, rv)));
   }
-  kernels::batch_norm_forward(x.device(), out, mean, var, invstd, xv, w, b, training, eps, relu);
-  if (training && running_mean.defined()) {
-    // running = (1 - momentum) * running + momentum * batch stat, the variance unbiased; rm and rv
-    // are the running tensors themselves unless param() had to cast or gather them.
+  // A training batch also blends its statistics into rm and rv, the running tensors themselves
+  // unless param() had to cast or gather them: then the blend is copied back.
+  const bool update = training && running_mean.defined();
+  kernels::batch_norm_forward(x.device(), out, mean, var, invstd, xv, w, b, update ? rm : Tensor(),
+                              update ? rv : Tensor(), training, momentum, eps, relu);
+  if (update) {
     NoGradGuard no_grad;
-    kernels::batch_norm_update_stats(x.device(), rm, rv, mean, var, momentum, double(N * S));
     for (auto [updated, running] : {std::pair{rm, running_mean}, std::pair{rv, running_var}}) {
       if (updated.raw_data() != running.raw_data()) Tensor(running).copy_(updated);
       else running.bump_version();  // written in place, as copy_ would have

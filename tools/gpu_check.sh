@@ -212,6 +212,10 @@ if r:
     vs = f', PyTorch {t:.1f} us, mdl GPU time / PyTorch time {r["real_time"] / t:.2f}' if t else ""
     w = f' (wall {r["wall_us"]:.1f} us)' if "wall_us" in r else ""
     print(f'batch norm f16 forward + backward (128, 64, 32, 32): mdl GPU {r["real_time"]:.1f} us{w}{vs}')
+    add = by.get("BM_add_contiguous_vec16/manual_time")
+    if "GB/s" in r and add and "GB/s" in add:  # the same card's elementwise rate as its bandwidth
+        print(f'batch norm f16: {r["GB/s"]:.0f} GB/s over its 11 passes, the vectorised add {add["GB/s"]:.0f} GB/s: '
+              f'{add["GB/s"] / r["GB/s"]:.2f}x of bandwidth (goal: <= 1.3)')
 # Training steps: mdl f32 vs autocast f16, and PyTorch's time for the same step.
 print()
 print(f'{"training step":28s} {"mdl ms":>9s} {"PyTorch ms":>11s} {"mdl speed vs PyTorch":>21s}')

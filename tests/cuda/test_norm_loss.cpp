@@ -1,6 +1,6 @@
 // The fused normalisations, cross-entropy and GradScaler's unscale-and-check on CUDA against the
 // CPU: batch norm (training with its running statistics, and eval; with the ReLU folded in, also
-// against the composed ops on the GPU), layer norm, group norm and
+// against the composed ops on the GPU; the same bits on every run), layer norm, group norm and
 // cross-entropy (label smoothing, ignore_index, spatial targets) through nn::functional, forward
 // and backward, in each dtype's tolerance. Skipped (reported skipped) without a GPU.
 #include <doctest/doctest.h>
@@ -124,6 +124,33 @@ TEST_CASE("cuda: batch_norm_relu matches the CPU's, and the GPU's relu(batch_nor
             check_close(sides[0][i], sides[1][i], kExact,
                         what + " fused against composed, result " + std::to_string(i));
         }
+      }
+}
+
+// Whichever block of a channel finishes last adds the channel's partial sums, always in one order:
+// many pieces per channel (a wide NCHW channel, an f16 one loaded 8 at a time, channels-last rows
+// of 32-channel groups), run twice, must give the same bits every time.
+TEST_CASE("cuda: batch_norm's statistics and gradients are the same bits on every run" * MDL_CUDA_ONLY) {
+  for (DType t : {kF32, kF16})
+    for (MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast})
+      for (const Shape& s : {Shape{64, 3, 64, 64}, Shape{32, 96, 16, 16}, Shape{7, 5, 9, 11}}) {
+        const int64_t C = s[1];
+        const Tensor x = sample(s, t, 1, 0.5).contiguous(format), w = sample({C}, t, 2), b = sample({C}, t, 3);
+        const Tensor gy = sample(s, t, 4).to(kGpu);
+        std::vector<std::vector<Tensor>> runs;
+        for (int run = 0; run < 3; ++run) {
+          std::vector<Tensor> in = leaves({x, w, b}, kGpu);
+          Tensor rm = zeros({C}, kGpu), rv = ones({C}, kGpu);
+          Tensor y = F::batch_norm(in[0], rm, rv, in[1], in[2], true, 0.1, 1e-5);
+          y.backward(gy);
+          runs.push_back({y.detach(), in[0].grad(), in[1].grad(), in[2].grad(), rm, rv});
+        }
+        const std::string what = name("batch_norm", t) + (format == MemoryFormat::ChannelsLast ? " NHWC " : " ") +
+                                 shape_str(s);
+        for (int run = 1; run < 3; ++run)
+          for (size_t i = 0; i < runs[0].size(); ++i)
+            check_close(runs[size_t(run)][i], runs[0][i], kExact,
+                        what + " run " + std::to_string(run) + " result " + std::to_string(i));
       }
 }
 
