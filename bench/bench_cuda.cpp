@@ -394,6 +394,23 @@ void bn_relu_step(benchmark::State& st, bool fused) {
   bench::run_event_timed(st, step);
 }
 
+// A residual block's end, relu(batch_norm(x) + identity), on the same activation, forward and
+// backward through BatchNorm2d::forward_add_relu: the sum and the ReLU in batch norm's apply pass
+// (fused_bn_add_relu on) or batch norm then add_relu.
+void bn_add_relu_step(benchmark::State& st, bool fused) {
+  toggles::Scoped fuse(toggles::Toggle::fused_bn_add_relu, fused);
+  manual_seed(0);
+  auto bn = std::make_shared<nn::BatchNorm2d>(64);
+  bn->to(kGpu);
+  Tensor x = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu)).requires_grad_();
+  Tensor r = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu)).requires_grad_();
+  Tensor gy = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu));
+  auto step = [&] { bn->forward_add_relu(x, r).backward(gy); };
+  step();
+  cuda::synchronize();
+  bench::run_event_timed(st, step);
+}
+
 // A 3x3 conv (64 -> 64 channels, 32x32, batch 128: a ResNet-18 stage-1 layer) forward and
 // backward, f16 unless t says otherwise; measured (on) against heuristic (off) cuDNN algorithms. Each
 // position makes its own plans. With channels_last, x, w and gy are laid out NHWC (the channels_last
@@ -435,6 +452,7 @@ void resnet18_step_multi_tensor(benchmark::State& st, bool on) {
 
 // The ResNet-18 AMP step with its blocks ending in add + relu (off) or one add_relu (on).
 void resnet18_step_add_relu(benchmark::State& st, bool on) {
+  toggles::Scoped bn_fold(toggles::Toggle::fused_bn_add_relu, false);  // so the blocks' ends reach add_relu
   toggles::set_fused_add_relu(on);
   train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, true);
   toggles::set_fused_add_relu(true);
@@ -546,6 +564,10 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond);
   for (bool on : {false, true})
     bench::register_switch("fused_bn_relu", on, "bn_relu_f16_128x64x32x32", bn_relu_step)
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+  for (bool on : {false, true})
+    bench::register_switch("fused_bn_add_relu", on, "bn_add_relu_f16_128x64x32x32", bn_add_relu_step)
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
   for (bool on : {false, true})

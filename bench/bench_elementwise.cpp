@@ -2,8 +2,9 @@
 // and 16M elements (add also without the allocation), a broadcast add, the f16 cast, sums and
 // softmax; and the switch pairs of the CPU's elementwise kernels, the same op with the switch off
 // and on: vector_math (exp, tanh, GELU on 1M f32), fused_gelu_backward (GELU forward + backward),
-// fused_relu_backward (ReLU forward + backward), fused_add_relu and fused_bn_relu (a residual
-// block's add + ReLU, batch norm + ReLU, forward + backward), branchless_select (masked_fill) and
+// fused_relu_backward (ReLU forward + backward), fused_add_relu, fused_bn_relu and fused_bn_add_relu
+// (a residual block's add + ReLU, batch norm + ReLU, batch norm + residual + ReLU, forward +
+// backward), branchless_select (masked_fill) and
 // tiled_transpose (a transposed copy). Bytes read plus written per call give the GB/s column.
 #include <benchmark/benchmark.h>
 
@@ -136,6 +137,27 @@ void bn_relu_fwd_bwd(benchmark::State& state, bool fused) {
   });
 }
 
+// A residual block's end, relu(batch_norm(x) + identity), on a (32, 64, 32, 32) f32 activation,
+// forward and backward through BatchNorm2d::forward_add_relu: the sum and the ReLU in batch norm's
+// normalising pass, or (off) batch norm then add_relu, the normalised tensor written and read once
+// more. Bytes: the fused passes' (x read twice, the residual once, y written; add_relu's backward
+// reads gy and y and writes gz; batch norm's reads gz and x twice and writes gx).
+void bn_add_relu_fwd_bwd(benchmark::State& state, bool fused) {
+  const Shape shape{32, 64, 32, 32};
+  Tensor x = input(shape).requires_grad_(true), r = input(shape).requires_grad_(true), g = input(shape);
+  auto bn = std::make_shared<nn::BatchNorm2d>(64);
+  with_switch("fused_bn_add_relu", fused, [&] {
+    run(state, 12 * 2 * k1M * 4, [&] {
+      bn->forward_add_relu(x, r).backward(g);
+      Tensor gx = x.grad();
+      x.zero_grad();
+      r.zero_grad();
+      bn->zero_grad();
+      return gx;
+    });
+  });
+}
+
 // GELU (exact) on 1M f32, forward and backward through autograd: the backward as one fused kernel,
 // or (off) composed of ops, each into fresh outputs. The forward is the same on both sides.
 void gelu_fwd_bwd(benchmark::State& state, bool fused) {
@@ -230,6 +252,7 @@ int main(int argc, char** argv) {
   pair("fused_relu_backward", "relu_f32_4M_fwd_bwd", relu_fwd_bwd);
   pair("fused_add_relu", "resblock_f32_32x64x32x32_fwd_bwd", add_relu_fwd_bwd);
   pair("fused_bn_relu", "bn_relu_f32_32x64x32x32_fwd_bwd", bn_relu_fwd_bwd);
+  pair("fused_bn_add_relu", "bn_add_relu_f32_32x64x32x32_fwd_bwd", bn_add_relu_fwd_bwd);
   pair("branchless_select", "masked_fill_f32_4M", masked_fill_pair);
   pair("tiled_transpose", "f32_4096x4096", transposed_copy);
   if (!bench::run_benchmarks(argc, argv)) return 1;

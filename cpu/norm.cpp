@@ -126,7 +126,9 @@ std::vector<A> param(const Tensor& p, int64_t C, A fallback) {
 namespace norm_math = kernels::norm_math;
 using norm_math::activate;
 using norm_math::Affine;
+using norm_math::plus_residual;
 using norm_math::pre_activation;
+using norm_math::with_flag;
 using norm_math::with_relu;
 
 // norm_math::relu_gate<RELU>(g, x * k.a + k.sh) with no branch (cpu/select_bits.h): on a random mask
@@ -210,8 +212,8 @@ void half_channel_sums(int64_t N, int64_t C, int64_t S, const T* a, double* sum_
 // ---- batch norm ----------------------------------------------------------------------------
 
 void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var, const Tensor& invstd, const Tensor& x,
-                        const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
-                        bool training, double momentum, double eps, bool relu) {
+                        const Tensor& weight, const Tensor& bias, const Tensor& residual, const Tensor& running_mean,
+                        const Tensor& running_var, bool training, double momentum, double eps, bool relu) {
   const int64_t N = x.size(0), C = x.size(1), S = x.size(2);
   dispatch_floating(x.dtype(), "batch_norm", [&]<class T>() {
     using A = acc_t<T>;
@@ -253,16 +255,20 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
         }
       }
     }
-    // y = activate(x * a[c] + sh[c])
+    // y = activate(x * a[c] + sh[c] (+ r))
     const std::vector<Affine<A>> k = affines<A>(weight, bias, mp, ip, C);
+    const T* rp = residual.defined() ? residual.data_ptr<T>() : nullptr;
     with_relu(relu, [&]<bool RELU>() {
-      for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
-        const Affine<A> kc = k[size_t(c)];
-        if constexpr (is_half_v<T>)
-          map_floats(xp, static_cast<const T*>(nullptr), yp, i, end,
-                     [&](float x, float) { return activate<RELU>(pre_activation(x, kc)); });
-        else
-          for (; i < end; ++i) yp[i] = T(activate<RELU>(pre_activation(A(xp[i]), kc)));
+      with_flag(rp != nullptr, [&]<bool RES>() {
+        for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
+          const Affine<A> kc = k[size_t(c)];
+          if constexpr (is_half_v<T>)
+            map_floats(xp, rp, yp, i, end,
+                       [&](float x, float r) { return activate<RELU>(plus_residual<RES>(pre_activation(x, kc), r)); });
+          else
+            for (; i < end; ++i)
+              yp[i] = T(activate<RELU>(plus_residual<RES>(pre_activation(A(xp[i]), kc), RES ? A(rp[i]) : A(0))));
+        });
       });
     });
   });

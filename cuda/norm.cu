@@ -21,6 +21,7 @@ namespace {
 
 namespace norm_math = kernels::norm_math;
 using norm_math::activate;
+using norm_math::plus_residual;
 using norm_math::pre_activation;
 using norm_math::relu_gate;
 using norm_math::with_relu;
@@ -284,13 +285,15 @@ __device__ __forceinline__ int64_t channel_of(int64_t i, int64_t C, int64_t S) {
   return int64_t((I(i) / I(S)) % I(C));
 }
 
-// y = activate(x * a[c] + sh[c]) with a = w * invstd and sh = bias - mean * a, in A as the CPU
-// rounds them; RELU folds the ReLU in.
-template <class T, bool RELU, class I>
-__global__ void bn_apply_kernel(T* y, const T* x, int64_t n, int64_t C, int64_t S, ChannelAffine<acc_t<T>> k) {
+// y = activate(x * a[c] + sh[c] (+ r)) with a = w * invstd and sh = bias - mean * a, in A as the
+// CPU rounds them; RELU folds the ReLU in, RES the residual r before it.
+template <class T, bool RELU, bool RES, class I>
+__global__ void bn_apply_kernel(T* y, const T* x, const T* r, int64_t n, int64_t C, int64_t S,
+                                ChannelAffine<acc_t<T>> k) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = channel_of<I>(i, C, S);
-    y[i] = convert<T>(activate<RELU>(pre_activation(to_acc(x[i]), k(c))));
+    const auto v = pre_activation(to_acc(x[i]), k(c));
+    y[i] = convert<T>(activate<RELU>(plus_residual<RES>(v, RES ? to_acc(r[i]) : decltype(v)(0))));
   }
 }
 
@@ -310,17 +313,21 @@ bool vector_channels(int64_t C, int64_t S, int V, std::initializer_list<const vo
   return false;
 }
 
-// y = activate(x * a[c] + sh[c]) on V elements per thread; nv = n / V.
-template <class T, bool RELU, int V, ChannelRun R, class I>
-__global__ void bn_apply_vec_kernel(T* y, const T* x, int64_t nv, int64_t C, int64_t S, ChannelAffine<acc_t<T>> k) {
+// y = activate(x * a[c] + sh[c] (+ r)) on V elements per thread; nv = n / V.
+template <class T, bool RELU, bool RES, int V, ChannelRun R, class I>
+__global__ void bn_apply_vec_kernel(T* y, const T* x, const T* r, int64_t nv, int64_t C, int64_t S,
+                                    ChannelAffine<acc_t<T>> k) {
   for (int64_t v = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; v < nv; v += int64_t(gridDim.x) * blockDim.x) {
     const Pack<T, V> xv = reinterpret_cast<const Pack<T, V>*>(x)[v];
+    Pack<T, V> rv;
+    if constexpr (RES) rv = reinterpret_cast<const Pack<T, V>*>(r)[v];
     Pack<T, V> yv;
     const int64_t c0 = R == ChannelRun::one_channel ? channel_of<I>(v * V, C, S) : int64_t(I(v * V) % I(C));
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       const int64_t c = R == ChannelRun::one_channel ? c0 : c0 + j;
-      yv.v[j] = convert<T>(activate<RELU>(pre_activation(to_acc(xv.v[j]), k(c))));
+      const auto pre = pre_activation(to_acc(xv.v[j]), k(c));
+      yv.v[j] = convert<T>(activate<RELU>(plus_residual<RES>(pre, RES ? to_acc(rv.v[j]) : decltype(pre)(0))));
     }
     reinterpret_cast<Pack<T, V>*>(y)[v] = yv;
   }
@@ -565,9 +572,10 @@ void batch_norm_stats(const Tensor& x, const StatsOut<acc_t<T>>& o) {
 }  // namespace
 
 void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var, const Tensor& invstd, const Tensor& x,
-                        const Tensor& weight, const Tensor& bias, const Tensor& running_mean, const Tensor& running_var,
-                        bool training, double momentum, double eps, bool relu) {
+                        const Tensor& weight, const Tensor& bias, const Tensor& residual, const Tensor& running_mean,
+                        const Tensor& running_var, bool training, double momentum, double eps, bool relu) {
   const int64_t N = x.size(0), C = x.size(1), S = x.size(2), n = x.numel(), M = N * S;
+  MDL_CHECK(!residual.defined() || relu, "batch_norm: a residual is added only before a ReLU");
   dispatch_floating<DeviceTypes>(x.dtype(), "batch_norm", [&]<class T>() {
     using A = acc_t<T>;
     // M == 0 leaves the statistics unset, as no element reads them (a training caller has M > 1).
@@ -580,22 +588,26 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
     if (n == 0) return;
     const ChannelAffine<A> k{ptr<const A>(mean), ptr<const A>(invstd), cptr_or_null<A>(weight), cptr_or_null<A>(bias)};
     constexpr int V = int(16 / sizeof(T));
+    const T* r = residual.defined() ? ptr<const T>(residual) : nullptr;
     ChannelRun run;
-    const bool vec = vector_channels(C, S, V, {out.raw_data(), x.raw_data()}, run);
-    with_relu(relu, [&]<bool RELU>() {
+    const bool vec = vector_channels(C, S, V, {out.raw_data(), x.raw_data(), r}, run);
+    // Three passes: plain, with the ReLU, with the residual and the ReLU.
+    const auto apply = [&]<bool RELU, bool RES>() {
       with_index_type(n, [&]<class I>() {
         const auto launch = [&]<ChannelRun R>() {
-          bn_apply_vec_kernel<T, RELU, V, R, I>
-              <<<blocks_for(n / V), kThreads, 0, stream()>>>(ptr<T>(out), ptr<const T>(x), n / V, C, S, k);
+          bn_apply_vec_kernel<T, RELU, RES, V, R, I>
+              <<<blocks_for(n / V), kThreads, 0, stream()>>>(ptr<T>(out), ptr<const T>(x), r, n / V, C, S, k);
         };
         if (!vec)
-          bn_apply_kernel<T, RELU, I>
-              <<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(out), ptr<const T>(x), n, C, S, k);
+          bn_apply_kernel<T, RELU, RES, I>
+              <<<blocks_for(n), kThreads, 0, stream()>>>(ptr<T>(out), ptr<const T>(x), r, n, C, S, k);
         else if (run == ChannelRun::one_channel) launch.template operator()<ChannelRun::one_channel>();
         else launch.template operator()<ChannelRun::consecutive_channels>();
         CUDA_CHECK_LAUNCH("batch_norm");
       });
-    });
+    };
+    if (r) apply.template operator()<true, true>();
+    else with_relu(relu, [&]<bool RELU>() { apply.template operator()<RELU, false>(); });
   });
 }
 

@@ -15,13 +15,15 @@ namespace mdl::kernels {
 // x, out (N, C, S); mean, invstd (C). training: mean, var (biased) and invstd = 1/sqrt(var + eps)
 // come from the batch; otherwise mean and invstd are inputs (var unused). out = v = x * a + sh with
 // a = w * invstd and sh = b - mean * a, rounded to the stat type per channel (kernels/norm_math.h);
-// relu: out = relu(v) (NaN stays NaN). A training forward with running_mean and running_var (C,
-// contiguous stat tensors; undefined: none) also blends the batch's statistics into them in place,
-// over n = N * S values per channel: r = r * (1 - momentum) + s * momentum, the variance made
-// unbiased (s = var * n / (n - 1)); in the same pass, not a chain of elementwise ops.
+// relu: out = relu(v) (NaN stays NaN); with a residual (N, C, S) of x's dtype (undefined: none;
+// given only with relu), relu(v + residual), the sum in the stat type, rounded once. A training forward with running_mean and
+// running_var (C, contiguous stat tensors; undefined: none) also blends the batch's statistics into
+// them in place, over n = N * S values per channel: r = r * (1 - momentum) + s * momentum, the
+// variance made unbiased (s = var * n / (n - 1)); in the same pass, not a chain of elementwise ops.
 using BatchNormForwardFn = void(const Tensor& out, const Tensor& mean, const Tensor& var, const Tensor& invstd,
-                                const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& running_mean,
-                                const Tensor& running_var, bool training, double momentum, double eps, bool relu);
+                                const Tensor& x, const Tensor& weight, const Tensor& bias, const Tensor& residual,
+                                const Tensor& running_mean, const Tensor& running_var, bool training, double momentum,
+                                double eps, bool relu);
 // grad_x (N, C, S) of x's dtype, grad_w and grad_b (C), from grad_out (N, C, S) of x's dtype.
 // training also carries the gradient through the batch statistics. relu: the forward applied a
 // ReLU, so grad_out counts only where the pre-activation v (recomputed from x, weight and bias as

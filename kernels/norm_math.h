@@ -1,6 +1,7 @@
 // Batch norm's per-element arithmetic, written once for both backends (cpu/norm.cpp, cuda/norm.cu):
 // the per-channel affine coefficients, the pre-activation v = x * a + sh, and the ReLU folded into
-// it. The backward recomputes v with these same functions, so its ReLU mask is the forward's.
+// it, with a residual added before the ReLU where one is given. The backward recomputes v with these
+// same functions, so its ReLU mask is the forward's.
 #pragma once
 #include "kernels/host_device.h"
 
@@ -38,12 +39,23 @@ MDL_HOST_DEVICE A relu_gate(A g, A v) {
   else return g;
 }
 
-// f.template operator()<relu>() on the host: the ReLU a compile-time choice, so the plain pass
-// has no test in it.
+// The pre-activation with a residual r added (ResNet's bn(x) + identity), or v alone.
+template <bool RES, class A>
+MDL_HOST_DEVICE A plus_residual(A v, A r) {
+  if constexpr (RES) return v + r;
+  else return v;
+}
+
+// f.template operator()<on>() on the host: a flag (the ReLU, the residual) made a compile-time
+// choice, so the plain pass has no test in it.
+template <class F>
+void with_flag(bool on, F&& f) {
+  if (on) f.template operator()<true>();
+  else f.template operator()<false>();
+}
 template <class F>
 void with_relu(bool relu, F&& f) {
-  if (relu) f.template operator()<true>();
-  else f.template operator()<false>();
+  with_flag(relu, f);
 }
 
 }  // namespace mdl::kernels::norm_math

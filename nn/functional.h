@@ -36,6 +36,13 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 // normalised values are never stored, nor a mask (the backward recomputes their signs from x).
 Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                        const Tensor& bias, bool training, double momentum = 0.1, double eps = 1e-5);
+// relu(batch_norm(...) + residual) (a ResNet block's end) with the sum and the ReLU in batch norm's
+// normalising pass: the normalised tensor is never stored. The backward is add_relu's then batch
+// norm's. residual: x's shape, dtype and device. In f32 and f64 the same bits as the composed ops; in
+// f16 and bf16 the sum is rounded once, not twice.
+Tensor batch_norm_add_relu(const Tensor& x, const Tensor& residual, const Tensor& running_mean,
+                           const Tensor& running_var, const Tensor& weight, const Tensor& bias, bool training,
+                           double momentum = 0.1, double eps = 1e-5);
 // Normalises over the trailing dims given by normalized_shape.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = Tensor(),
                   const Tensor& bias = Tensor(), double eps = 1e-5);

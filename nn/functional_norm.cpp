@@ -19,7 +19,8 @@
 
 namespace mdl::nn::functional {
 
-MDL_DIFFERENTIABLE_OPS("batch_norm", "batch_norm_relu", "layer_norm", "group_norm", "dropout", "embedding");
+MDL_DIFFERENTIABLE_OPS("batch_norm", "batch_norm_relu", "batch_norm_add_relu", "layer_norm", "group_norm", "dropout",
+                       "embedding");
 
 using autograd::FnNode;
 using autograd::Grads;
@@ -120,13 +121,42 @@ Tensor group_norm_op(const char* name, const Tensor& x, const Shape& shape3, int
   return y;
 }
 
+// The backward of relu(batch_norm(x) + residual): the ReLU's mask from the output y (y > 0 exactly
+// where the sum was, NaN passing in both), which is both the residual's gradient and the gradient
+// batch norm's backward takes; as add_relu's backward then batch norm's, so only the forward's
+// passes are saved.
+Tensor record_add_relu(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                       const Tensor& residual, const Tensor& y, const Tensor& xv, const Tensor& mean,
+                       const Tensor& invstd, const Tensor& w, bool training) {
+  const Shape shape3 = xv.shape();
+  const bool has_w = w.defined(), nhwc = x.memory_format() == MemoryFormat::ChannelsLast;
+  std::vector<Tensor> saved = saved_list(xv, mean, invstd, w);
+  saved.push_back(y);
+  record_fn(op, {x, weight, bias, residual}, {y}, std::move(saved),
+            [shape3, training, has_w, nhwc, xs = x.shape()](const Grads& g, const FnNode& n) {
+              Tensor xv = n.saved(0), w = has_w ? n.saved(3) : Tensor(), y = n.saved(has_w ? 4 : 3);
+              const DType st = stat_dtype(xv.dtype());
+              const int64_t C = shape3[1];
+              const Tensor gs = native::binary(BinaryOp::ReluBackward, as(g[0], xv.dtype()), y);
+              Tensor gx = maybe(n.needs(0), shape3, xv.dtype(), xv.device());
+              Tensor gw = maybe(n.needs(1), {C}, st, xv.device()), gb = maybe(n.needs(2), {C}, st, xv.device());
+              const Tensor gy = nhwc ? rows_of_channels(gs) : grad_as(gs, xv.dtype(), shape3);
+              kernels::batch_norm_backward(xv.device(), gx, gw, gb, gy, xv, n.saved(1), n.saved(2), w, Tensor(),
+                                           training, false);
+              if (gx.defined()) gx = nhwc ? from_rows_of_channels(gx, xs) : native::view(gx, xs);
+              return Grads{gx, gw, gb, n.needs(3) ? gs : Tensor()};
+            });
+  return y;
+}
+
 // Batch norm, with the ReLU folded into both passes when relu: the forward writes relu(v), and the
 // backward gates the incoming gradient by v's sign, recomputed from the saved x (kernels/norm.h), so
 // neither v nor a mask is stored. Runs in its input's dtype with statistics and parameters in f32,
 // under autocast too (as PyTorch's autocast does): a 16-bit activation stays 16-bit into the next
 // conv, with no casts either side.
 Tensor batch_norm_op(const char* op, const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
-                     const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps, bool relu) {
+                     const Tensor& weight, const Tensor& bias, bool training, double momentum, double eps, bool relu,
+                     const Tensor& residual = Tensor()) {
   check_input(op, x);
   MDL_CHECK(x.dim() >= 2, op, ": expected an input of shape (N, C) or (N, C, ...), got ", x.shape());
   MDL_CHECK(running_mean.defined() == running_var.defined(), op,
@@ -146,6 +176,13 @@ Tensor batch_norm_op(const char* op, const Tensor& x, const Tensor& running_mean
             x.shape());
   const DType st = stat_dtype(x.dtype());
   const Tensor xv = nhwc ? rows_of_channels(x) : native::reshape(native::contiguous(x), shape3);
+  Tensor rv3;  // the residual in x's layout, (N, C, S) as xv
+  if (residual.defined()) {
+    MDL_CHECK(residual.shape() == x.shape() && residual.dtype() == x.dtype() && residual.device() == x.device(), op,
+              ": the residual must match the input (shape ", x.shape(), ", ", x.dtype(), " on ", x.device(),
+              "), got shape ", residual.shape(), ", ", residual.dtype(), " on ", residual.device());
+    rv3 = nhwc ? rows_of_channels(residual) : native::reshape(native::contiguous(residual), shape3);
+  }
   Tensor out = make_tensor(shape3, x.dtype(), x.device());
   Tensor mean, var, invstd;
   if (training) {
@@ -159,7 +196,7 @@ Tensor batch_norm_op(const char* op, const Tensor& x, const Tensor& running_mean
   // A training batch also blends its statistics into rm and rv, the running tensors themselves
   // unless param() had to cast or gather them: then the blend is copied back.
   const bool update = training && running_mean.defined();
-  kernels::batch_norm_forward(x.device(), out, mean, var, invstd, xv, w, b, update ? rm : Tensor(),
+  kernels::batch_norm_forward(x.device(), out, mean, var, invstd, xv, w, b, rv3, update ? rm : Tensor(),
                               update ? rv : Tensor(), training, momentum, eps, relu);
   if (update) {
     NoGradGuard no_grad;
@@ -169,6 +206,7 @@ Tensor batch_norm_op(const char* op, const Tensor& x, const Tensor& running_mean
     }
   }
   Tensor y = nhwc ? from_rows_of_channels(out, x.shape()) : native::view(out, x.shape());
+  if (residual.defined()) return record_add_relu(op, x, weight, bias, residual, y, xv, mean, invstd, w, training);
   const bool has_w = w.defined(), keep_b = relu && b.defined();  // the mask needs the bias
   std::vector<Tensor> saved = saved_list(xv, mean, invstd, w);
   if (keep_b) saved.push_back(b);
@@ -199,6 +237,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
 Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                        const Tensor& bias, bool training, double momentum, double eps) {
   return batch_norm_op("batch_norm_relu", x, running_mean, running_var, weight, bias, training, momentum, eps, true);
+}
+
+Tensor batch_norm_add_relu(const Tensor& x, const Tensor& residual, const Tensor& running_mean,
+                           const Tensor& running_var, const Tensor& weight, const Tensor& bias, bool training,
+                           double momentum, double eps) {
+  MDL_CHECK(residual.defined(), "batch_norm_add_relu: the residual is undefined");
+  return batch_norm_op("batch_norm_add_relu", x, running_mean, running_var, weight, bias, training, momentum, eps, true,
+                       residual);
 }
 
 

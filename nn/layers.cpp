@@ -97,7 +97,17 @@ Tensor BatchNorm2d::forward_relu(const Tensor& x) {
   return call_as_module(x, [this](const Tensor& in) { return normalize(in, true); });
 }
 
-Tensor BatchNorm2d::normalize(const Tensor& x, bool relu) {
+Tensor BatchNorm2d::forward_add_relu(const Tensor& x, const Tensor& residual) {
+  const bool fits = residual.defined() && residual.shape() == x.shape() && residual.dtype() == x.dtype() &&
+                    residual.device() == x.device();
+  if (!toggles::fused_bn_add_relu() || keeps_f32() || !fits) {
+    const Tensor y = (*this)(x);
+    return toggles::fused_add_relu() ? add_relu(y, residual) : relu(y + residual);
+  }
+  return call_as_module(x, [&](const Tensor& in) { return normalize(in, true, residual); });
+}
+
+Tensor BatchNorm2d::normalize(const Tensor& x, bool relu, const Tensor& residual) {
   MDL_CHECK(x.dim() == 4 && x.size(1) == num_features, "BatchNorm2d: expected input (N, ", num_features,
             ", H, W), got shape ", shape_str(x.shape()));
   if (is_training()) {
@@ -107,6 +117,8 @@ Tensor BatchNorm2d::normalize(const Tensor& x, bool relu) {
     kernels::advance_steps(num_batches_tracked.device(), std::vector<Tensor>{num_batches_tracked}, Tensor());
     num_batches_tracked.bump_version();
   }
+  if (residual.defined())
+    return F::batch_norm_add_relu(x, residual, running_mean, running_var, weight, bias, is_training(), momentum, eps);
   return (relu ? F::batch_norm_relu : F::batch_norm)(x, running_mean, running_var, weight, bias, is_training(),
                                                      momentum, eps);
 }

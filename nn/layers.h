@@ -69,6 +69,10 @@ class BatchNorm2d : public Module {
   // (nn::functional::batch_norm_relu) while toggles::fused_bn_relu() is on and the module is not
   // kept in f32, else the module then a relu.
   Tensor forward_relu(const Tensor& x);
+  // relu(bn(x) + residual), called as the module: one op (nn::functional::batch_norm_add_relu) while
+  // toggles::fused_bn_add_relu() is on, the module is not kept in f32 and the residual matches x's
+  // shape, dtype and device; else the module then add_relu (fused_add_relu) or an add and a relu.
+  Tensor forward_add_relu(const Tensor& x, const Tensor& residual);
   std::string extra_repr() const override;
   // A loaded running_mean must be finite, running_var finite and >= 0, num_batches_tracked >= 0.
   void check_state_entry(const std::string& name, const Tensor& value) const override;
@@ -77,7 +81,7 @@ class BatchNorm2d : public Module {
   double eps, momentum;
 
  private:
-  Tensor normalize(const Tensor& x, bool relu);
+  Tensor normalize(const Tensor& x, bool relu, const Tensor& residual = Tensor());
 };
 
 class LayerNorm : public Module {

@@ -155,6 +155,9 @@ ratio("fused_add_relu/on/resnet18_step_amp/real_time", "fused_add_relu/off/resne
       "ResNet-18 AMP step: add_relu vs add then relu (speedup)")
 ratio("fused_bn_relu/on/bn_relu_f16_128x64x32x32/manual_time", "fused_bn_relu/off/bn_relu_f16_128x64x32x32/manual_time",
       "batch norm + relu (128, 64, 32, 32) f16 fwd+bwd: folded vs separate (speedup)")
+ratio("fused_bn_add_relu/on/bn_add_relu_f16_128x64x32x32/manual_time",
+      "fused_bn_add_relu/off/bn_add_relu_f16_128x64x32x32/manual_time",
+      "relu(batch norm + residual) (128, 64, 32, 32) f16 fwd+bwd: folded vs batch norm then add_relu (speedup)")
 ratio("cudnn_nondeterministic/on/conv3x3_c64_32x32_b128_f16/manual_time",
       "cudnn_nondeterministic/off/conv3x3_c64_32x32_b128_f16/manual_time",
       "conv 3x3 f16 fwd+bwd: any cuDNN algorithm vs deterministic only (speedup)")

@@ -30,9 +30,8 @@ BasicBlock::BasicBlock(int64_t in, int64_t planes, int64_t stride) : Module("Bas
 
 Tensor BasicBlock::forward(const Tensor& x) {
   Tensor out = bn1->forward_relu((*conv1)(x));
-  out = (*bn2)((*conv2)(out));
   const Tensor identity = downsample ? (*downsample)(x) : x;
-  return toggles::fused_add_relu() ? add_relu(out, identity) : relu(out + identity);
+  return bn2->forward_add_relu((*conv2)(out), identity);
 }
 
 Bottleneck::Bottleneck(int64_t in, int64_t planes, int64_t stride) : Module("Bottleneck") {
@@ -48,9 +47,8 @@ Bottleneck::Bottleneck(int64_t in, int64_t planes, int64_t stride) : Module("Bot
 Tensor Bottleneck::forward(const Tensor& x) {
   Tensor out = bn1->forward_relu((*conv1)(x));
   out = bn2->forward_relu((*conv2)(out));
-  out = (*bn3)((*conv3)(out));
   const Tensor identity = downsample ? (*downsample)(x) : x;
-  return toggles::fused_add_relu() ? add_relu(out, identity) : relu(out + identity);
+  return bn3->forward_add_relu((*conv3)(out), identity);
 }
 
 ResNet::ResNet(bool bottleneck, const std::vector<int64_t>& layers, int64_t classes, int64_t in_channels)

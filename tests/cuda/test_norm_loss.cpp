@@ -1,8 +1,9 @@
 // The fused normalisations, cross-entropy and GradScaler's unscale-and-check on CUDA against the
 // CPU: batch norm (training with its running statistics, and eval; with the ReLU folded in, also
-// against the composed ops on the GPU; the same bits on every run), layer norm, group norm and
-// cross-entropy (label smoothing, ignore_index, spatial targets) through nn::functional, forward
-// and backward, in each dtype's tolerance. Skipped (reported skipped) without a GPU.
+// against the composed ops on the GPU; with a residual added; the same bits on every run), layer
+// norm, group norm and cross-entropy (label smoothing, ignore_index, spatial targets) through
+// nn::functional, forward and backward, in each dtype's tolerance. Skipped (reported skipped)
+// without a GPU.
 #include <doctest/doctest.h>
 
 #include <functional>
@@ -119,6 +120,44 @@ TEST_CASE("cuda: batch_norm_relu matches the CPU's, and the GPU's relu(batch_nor
                              : relu(F::batch_norm(in[0], rmd, rvd, in[1], in[2], training, 0.1, 1e-5));
             y.backward(sample(s, t, 6).to(kGpu));
             sides.push_back({y.detach(), in[0].grad(), in[1].grad(), in[2].grad(), rmd, rvd});
+          }
+          for (size_t i = 0; i < sides[0].size(); ++i)
+            check_close(sides[0][i], sides[1][i], kExact,
+                        what + " fused against composed, result " + std::to_string(i));
+        }
+      }
+}
+
+TEST_CASE("cuda: batch_norm_add_relu matches the CPU's, and in f32 the GPU's add_relu(batch_norm) exactly" *
+          MDL_CUDA_ONLY) {
+  for (DType t : {kF32, kF16, kBF16})
+    for (MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast})
+      // Odd (scalar passes), vector runs within a channel and across channels, past one wave.
+      for (const Shape& s : {Shape{4, 6, 5, 7}, Shape{3, 5, 8, 16}, Shape{2, 24, 4, 4}, Shape{16, 64, 32, 32}}) {
+        const int64_t C = s[1];
+        const Tensor x = sample(s, t, 1, 0.3).contiguous(format), r = sample(s, t, 7).contiguous(format);
+        const Tensor w = sample({C}, t, 2), b = sample({C}, t, 3);
+        const std::string what = name("batch_norm_add_relu", t) +
+                                 (format == MemoryFormat::ChannelsLast ? " NHWC " : " ") + shape_str(s);
+        for (bool training : {true, false}) {
+          Tensor rm = sample({C}, kF32, 4) * 0.1, rv = abs(sample({C}, kF32, 5)) + 0.5;
+          // As for batch_norm_relu: the CPU comparison keeps to sizes where no sum lies within the
+          // devices' last-bit differences of zero.
+          if (s[0] * s[2] * s[3] <= 512)
+            compare_devices(what + (training ? " train" : " eval"), {x, r, w, b}, [&](const std::vector<Tensor>& in) {
+              const Tensor rmd = rm.to(in[0].device()), rvd = rv.to(in[0].device());
+              return std::vector<Tensor>{
+                  F::batch_norm_add_relu(in[0], in[1], rmd, rvd, in[2], in[3], training, 0.1, 1e-5)};
+            });
+          if (t != kF32) continue;  // 16 bits: the fused sum is rounded once, the composed one twice
+          std::vector<std::vector<Tensor>> sides;
+          for (bool fused : {true, false}) {
+            std::vector<Tensor> in = leaves({x, r, w, b}, kGpu);
+            Tensor rmd = rm.to(kGpu), rvd = rv.to(kGpu);
+            Tensor y = fused ? F::batch_norm_add_relu(in[0], in[1], rmd, rvd, in[2], in[3], training, 0.1, 1e-5)
+                             : add_relu(F::batch_norm(in[0], rmd, rvd, in[2], in[3], training, 0.1, 1e-5), in[1]);
+            y.backward(sample(s, t, 6).to(kGpu));
+            sides.push_back({y.detach(), in[0].grad(), in[1].grad(), in[2].grad(), in[3].grad(), rmd, rvd});
           }
           for (size_t i = 0; i < sides[0].size(); ++i)
             check_close(sides[0][i], sides[1][i], kExact,
