@@ -123,8 +123,8 @@ Tensor group_norm_op(const char* name, const Tensor& x, const Shape& shape3, int
 
 // The backward of relu(batch_norm(x) + residual): the ReLU's mask from the output y (y > 0 exactly
 // where the sum was, NaN passing in both), which is both the residual's gradient and the gradient
-// batch norm's backward takes; as add_relu's backward then batch norm's, so only the forward's
-// passes are saved.
+// batch norm's backward takes: add_relu's backward then batch norm's, so the fold saves passes in
+// the forward only.
 Tensor record_add_relu(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias,
                        const Tensor& residual, const Tensor& y, const Tensor& xv, const Tensor& mean,
                        const Tensor& invstd, const Tensor& w, bool training) {
@@ -176,12 +176,12 @@ Tensor batch_norm_op(const char* op, const Tensor& x, const Tensor& running_mean
             x.shape());
   const DType st = stat_dtype(x.dtype());
   const Tensor xv = nhwc ? rows_of_channels(x) : native::reshape(native::contiguous(x), shape3);
-  Tensor rv3;  // the residual in x's layout, (N, C, S) as xv
+  Tensor res3;  // the residual in x's layout, (N, C, S) as xv
   if (residual.defined()) {
     MDL_CHECK(residual.shape() == x.shape() && residual.dtype() == x.dtype() && residual.device() == x.device(), op,
               ": the residual must match the input (shape ", x.shape(), ", ", x.dtype(), " on ", x.device(),
               "), got shape ", residual.shape(), ", ", residual.dtype(), " on ", residual.device());
-    rv3 = nhwc ? rows_of_channels(residual) : native::reshape(native::contiguous(residual), shape3);
+    res3 = nhwc ? rows_of_channels(residual) : native::reshape(native::contiguous(residual), shape3);
   }
   Tensor out = make_tensor(shape3, x.dtype(), x.device());
   Tensor mean, var, invstd;
@@ -196,7 +196,7 @@ Tensor batch_norm_op(const char* op, const Tensor& x, const Tensor& running_mean
   // A training batch also blends its statistics into rm and rv, the running tensors themselves
   // unless param() had to cast or gather them: then the blend is copied back.
   const bool update = training && running_mean.defined();
-  kernels::batch_norm_forward(x.device(), out, mean, var, invstd, xv, w, b, rv3, update ? rm : Tensor(),
+  kernels::batch_norm_forward(x.device(), out, mean, var, invstd, xv, w, b, res3, update ? rm : Tensor(),
                               update ? rv : Tensor(), training, momentum, eps, relu);
   if (update) {
     NoGradGuard no_grad;

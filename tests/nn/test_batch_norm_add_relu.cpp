@@ -28,7 +28,8 @@ using V = std::vector<Tensor>;
 // given), and the running statistics after it.
 V run(bool fused, const Tensor& x0, const Tensor& r0, const Tensor& w0, const Tensor& b0, bool training,
       MemoryFormat format) {
-  Tensor x = x0.contiguous(format).detach().requires_grad_(true), r = r0.contiguous(format).detach().requires_grad_(true);
+  Tensor x = x0.contiguous(format).detach().requires_grad_(true),
+         r = r0.contiguous(format).detach().requires_grad_(true);
   Tensor w = w0.defined() ? w0.detach().requires_grad_(true) : Tensor();
   Tensor b = b0.defined() ? b0.detach().requires_grad_(true) : Tensor();
   const int64_t C = x0.size(1);
@@ -67,17 +68,19 @@ TEST_CASE("batch_norm_add_relu: equals add_relu(batch_norm, residual), forward a
                                              affine ? w.to(kF64) : Tensor(), affine ? b.to(kF64) : Tensor(), training);
             const Tensor near = lt(abs(v64 + r0), full(s, 0.1, kF64)).to(kF64);
             const Tensor r = (r0 + near * 0.25).to(t);
-            const V fused = run(true, x, r, wa, ba, training, format), plain = run(false, x, r, wa, ba, training, format);
+            const V fused = run(true, x, r, wa, ba, training, format),
+                    plain = run(false, x, r, wa, ba, training, format);
             REQUIRE(fused.size() == plain.size());
-            const std::string what = std::string(dtype_name(t)) + " " + shape_str(s) + (training ? " training" : " eval") +
-                                     (affine ? " affine" : "") +
+            const std::string what = std::string(dtype_name(t)) + " " + shape_str(s) +
+                                     (training ? " training" : " eval") + (affine ? " affine" : "") +
                                      (format == MemoryFormat::ChannelsLast ? " channels-last" : "");
             // 16-bit: the fused sum is rounded once, the composed one twice, so outputs may differ by
             // an ulp and a value within an ulp of zero may take the other side of the ReLU's mask.
             const bool exact = t == kF32 || t == kF64;
             for (size_t i = 0; i < fused.size(); ++i) {
               const bool stat = i + 2 >= fused.size();  // the running statistics: the same in every dtype
-              check_close(fused[i], plain[i], exact || stat ? kExact : dtype_tol(t), what + " result " + std::to_string(i));
+              check_close(fused[i], plain[i], exact || stat ? kExact : dtype_tol(t),
+                          what + " result " + std::to_string(i));
             }
             const Tensor y = fused[0];
             CHECK_MESSAGE(y.dtype() == t, what);
@@ -100,9 +103,9 @@ TEST_CASE("batch_norm_add_relu: bad input names the op and what was wrong") {
   const Tensor x = ones({2, 3, 2, 2});
   CHECK_THROWS_WITH_AS(F::batch_norm_add_relu(x, ones({2, 3, 2, 1}), Tensor(), Tensor(), Tensor(), Tensor(), true),
                        doctest::Contains("batch_norm_add_relu: the residual must match the input (shape"), Error);
-  CHECK_THROWS_WITH_AS(F::batch_norm_add_relu(x, ones({2, 3, 2, 2}, kF64), Tensor(), Tensor(), Tensor(), Tensor(),
-                                              true),
-                       doctest::Contains("got shape [2,3,2,2], f64"), Error);
+  CHECK_THROWS_WITH_AS(
+      F::batch_norm_add_relu(x, ones({2, 3, 2, 2}, kF64), Tensor(), Tensor(), Tensor(), Tensor(), true),
+      doctest::Contains("got shape [2,3,2,2], f64"), Error);
   CHECK_THROWS_WITH_AS(F::batch_norm_add_relu(x, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), true),
                        doctest::Contains("batch_norm_add_relu: the residual is undefined"), Error);
 }
