@@ -187,6 +187,39 @@ TEST_CASE("norm: batch_norm and group_norm give the same bits on 1 and 2 threads
               {.rtol = 1e-5, .atol = 1e-7});
 }
 
+// f32 batch norm, forward and every gradient, NCHW and channels-last, with the ReLU folded in or
+// not: within a few ulp of f64's results, and the same bits on 1 and 2 threads.
+TEST_CASE("norm: f32 batch_norm and batch_norm_relu match f64 in both layouts, and on 1 and 2 threads") {
+  Generator g(7);
+  const Tensor x0 = uniform({16, 8, 12, 12}, g, -1, 3, kF32), gy = uniform({16, 8, 12, 12}, g, -1, 1, kF32);
+  const Tensor w0 = uniform({8}, g, 0.5, 1.5, kF32), b0 = uniform({8}, g, -1, 1, kF32);
+  auto run = [&](DType t, MemoryFormat format, bool relu) {
+    // Fresh leaves each run (x0.to(kF32) is x0 itself, whose gradient would accumulate).
+    Tensor x = x0.to(t).clone().contiguous(format).requires_grad_(), w = w0.to(t).clone().requires_grad_(),
+           b = b0.to(t).clone().requires_grad_();
+    Tensor rm = zeros({8}, t), rv = ones({8}, t);
+    Tensor y = (relu ? F::batch_norm_relu : F::batch_norm)(x, rm, rv, w, b, true, 0.1, 1e-5);
+    y.backward(gy.to(t));
+    return V{y.detach(), x.grad(), w.grad(), b.grad(), rm, rv};
+  };
+  const int threads = get_num_threads();
+  for (MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast})
+    for (bool relu : {false, true}) {
+      const V ref = run(kF64, format, relu);
+      set_num_threads(1);
+      const V one = run(kF32, format, relu);
+      set_num_threads(std::max(threads, 2));
+      const V two = run(kF32, format, relu);
+      set_num_threads(threads);
+      const std::string what = std::string(relu ? "relu" : "plain") +
+                               (format == MemoryFormat::ChannelsLast ? " channels-last" : "");
+      for (size_t i = 0; i < one.size(); ++i) {
+        check_close(two[i], one[i], kExact, what + " 1 vs 2 threads, result " + std::to_string(i));
+        check_close(one[i], ref[i], {.rtol = 2e-5, .atol = 2e-5}, what + " vs f64, result " + std::to_string(i));
+      }
+    }
+}
+
 // batch_norm in f64: train and eval, with and without affine, strided input.
 const test::GradcheckCases kBatchNormGradcheckCases([](std::vector<test::GradcheckCase>& t) {
   Generator g(6);
