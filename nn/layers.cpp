@@ -98,8 +98,8 @@ Tensor BatchNorm2d::forward_relu(const Tensor& x) {
 }
 
 Tensor BatchNorm2d::forward_add_relu(const Tensor& x, const Tensor& residual) {
-  const bool fits = residual.defined() && residual.shape() == x.shape() && residual.dtype() == x.dtype() &&
-                    residual.device() == x.device();
+  MDL_CHECK(residual.defined(), "BatchNorm2d::forward_add_relu: the residual is undefined");
+  const bool fits = residual.shape() == x.shape() && residual.dtype() == x.dtype() && residual.device() == x.device();
   if (!toggles::fused_bn_add_relu() || keeps_f32() || !fits) {
     const Tensor y = (*this)(x);
     return toggles::fused_add_relu() ? add_relu(y, residual) : relu(y + residual);

@@ -1,7 +1,6 @@
 // ResNet (BasicBlock, Bottleneck) for small images, with torchvision's parameter names.
 #include "nn/models/models.h"
 #include "ops/ops.h"
-#include "switches/list/toggles.h"
 
 namespace mdl::nn::models {
 

@@ -108,6 +108,9 @@ TEST_CASE("batch_norm_add_relu: bad input names the op and what was wrong") {
       doctest::Contains("got shape [2,3,2,2], f64"), Error);
   CHECK_THROWS_WITH_AS(F::batch_norm_add_relu(x, Tensor(), Tensor(), Tensor(), Tensor(), Tensor(), true),
                        doctest::Contains("batch_norm_add_relu: the residual is undefined"), Error);
+  auto bn = std::make_shared<nn::BatchNorm2d>(3);
+  CHECK_THROWS_WITH_AS(bn->forward_add_relu(x, Tensor()),
+                       doctest::Contains("BatchNorm2d::forward_add_relu: the residual is undefined"), Error);
 }
 
 TEST_CASE("batch_norm_add_relu: BatchNorm2d::forward_add_relu and ResNet blocks give the same bits with "
