@@ -378,37 +378,30 @@ void BM_batch_norm_f16(benchmark::State& st) {
 }
 BENCHMARK(BM_batch_norm_f16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
-// The same batch norm with a ReLU after it (ResNet's conv-bn-relu), forward and backward, through
-// BatchNorm2d::forward_relu: the ReLU folded into batch norm's passes (fused_bn_relu on) or a batch
-// norm then a relu.
-void bn_relu_step(benchmark::State& st, bool fused) {
-  toggles::Scoped fuse(toggles::Toggle::fused_bn_relu, fused);
+// The same batch norm ending in a ReLU, forward and backward, with `toggle` off or on: with no
+// residual, ResNet's conv-bn-relu through BatchNorm2d::forward_relu (fused_bn_relu: the ReLU in
+// batch norm's passes, or a batch norm then a relu); with one, a residual block's end,
+// relu(batch_norm(x) + identity), through BatchNorm2d::forward_add_relu (fused_bn_add_relu: the sum
+// and the ReLU in batch norm's apply pass, or batch norm then add_relu).
+void bn_relu_end_step(benchmark::State& st, toggles::Toggle toggle, bool fused, bool residual) {
+  toggles::Scoped fuse(toggle, fused);
   manual_seed(0);
   auto bn = std::make_shared<nn::BatchNorm2d>(64);
   bn->to(kGpu);
-  Tensor x = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu)).requires_grad_();
-  Tensor gy = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu));
-  auto step = [&] { bn->forward_relu(x).backward(gy); };
+  const TensorOptions f16(kF16, kGpu);
+  Tensor x = randn({128, 64, 32, 32}, f16).requires_grad_();
+  Tensor r = residual ? randn({128, 64, 32, 32}, f16).requires_grad_() : Tensor();
+  Tensor gy = randn({128, 64, 32, 32}, f16);
+  auto step = [&] { (residual ? bn->forward_add_relu(x, r) : bn->forward_relu(x)).backward(gy); };
   step();
   cuda::synchronize();
   bench::run_event_timed(st, step);
 }
-
-// A residual block's end, relu(batch_norm(x) + identity), on the same activation, forward and
-// backward through BatchNorm2d::forward_add_relu: the sum and the ReLU in batch norm's apply pass
-// (fused_bn_add_relu on) or batch norm then add_relu.
+void bn_relu_step(benchmark::State& st, bool fused) {
+  bn_relu_end_step(st, toggles::Toggle::fused_bn_relu, fused, false);
+}
 void bn_add_relu_step(benchmark::State& st, bool fused) {
-  toggles::Scoped fuse(toggles::Toggle::fused_bn_add_relu, fused);
-  manual_seed(0);
-  auto bn = std::make_shared<nn::BatchNorm2d>(64);
-  bn->to(kGpu);
-  Tensor x = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu)).requires_grad_();
-  Tensor r = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu)).requires_grad_();
-  Tensor gy = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu));
-  auto step = [&] { bn->forward_add_relu(x, r).backward(gy); };
-  step();
-  cuda::synchronize();
-  bench::run_event_timed(st, step);
+  bn_relu_end_step(st, toggles::Toggle::fused_bn_add_relu, fused, true);
 }
 
 // A 3x3 conv (64 -> 64 channels, 32x32, batch 128: a ResNet-18 stage-1 layer) forward and

@@ -269,14 +269,18 @@ Tensor zeroed_counters(const char* op, int64_t n, Device d) {
 }
 unsigned* counters(const Tensor& t) { return reinterpret_cast<unsigned*>(ptr<int32_t>(t)); }
 
+// Whether every operand starts on a 16-byte boundary, for the vector passes.
+bool aligned16(std::initializer_list<const void*> data) {
+  for (const void* p : data)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
+
 // The statistics pass reads V values per load where every operand allows it.
 template <class T>
 bool stat_vectors(int64_t S, std::initializer_list<const void*> data) {
   constexpr int V = int(16 / sizeof(T));
-  if (V == 1 || S % V != 0) return false;
-  for (const void* p : data)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
-  return true;
+  return V > 1 && S % V == 0 && aligned16(data);
 }
 
 // The channel of flat element i of an (N, C, S) tensor; I is 32-bit where N * C * S fits.
@@ -306,8 +310,7 @@ enum class ChannelRun { one_channel, consecutive_channels };
 
 // Whether the vector path applies to (N, C, S) operands at these addresses, and which run it walks.
 bool vector_channels(int64_t C, int64_t S, int V, std::initializer_list<const void*> data, ChannelRun& run) {
-  for (const void* p : data)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  if (!aligned16(data)) return false;
   if (S % V == 0) return run = ChannelRun::one_channel, true;
   if (S == 1 && C % V == 0) return run = ChannelRun::consecutive_channels, true;
   return false;
