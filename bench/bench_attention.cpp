@@ -1,7 +1,8 @@
 // scaled_dot_product_attention with the fused_attention switch on (the fused kernels) and off (the
 // same call composed of autograd ops: matmul, masked_fill, softmax, masked_fill, matmul), causal,
 // B=8 H=6 L=S=256 D=64 in f32: forward alone and forward+backward, with the memory the forward
-// leaves held for backward and its peak, and the fused/composed speed ratios at the end.
+// leaves held for backward and its peak, and the fused/composed speed ratios at the end. Also GPT's
+// attention block with its heads packed in place or transposed around the kernel (packed_attention).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -71,9 +72,33 @@ void run(benchmark::State& state, const F& forward, bool backward, bool fused) {
 }
 
 
+// GPT's self-attention block: MultiheadAttention (E=384, 6 heads) on (8, 256, 384) f32, causal,
+// forward and backward, its heads read from the packed projection and written in place (on) or split,
+// transposed and joined around the kernel (off).
+void mha_block(benchmark::State& state, bool packed) {
+  toggles::Scoped layout(toggles::Toggle::packed_attention, packed);
+  manual_seed(0);
+  nn::MultiheadAttention mha(384, 6);
+  Generator g(7);
+  Tensor x = randn({kB, kL, 384}, {}, &g).requires_grad_();
+  Tensor gy = randn({kB, kL, 384}, {}, &g);
+  auto step = [&] {
+    Tensor y = mha.forward(x, x, x, Tensor(), Tensor(), true);
+    y.backward(gy);
+    x.zero_grad();
+    mha.zero_grad();
+  };
+  step();
+  for (auto _ : state) step();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  for (bool on : {false, true})
+    bench::register_switch("packed_attention", on, "mha_b8_t256_e384_h6_fwd_bwd", mha_block)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   for (const char* pass : {"fwd", "fwd_bwd"})
     for (bool on : {false, true})
       bench::register_switch(

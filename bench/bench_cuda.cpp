@@ -457,6 +457,14 @@ void resnet18_step_layout(benchmark::State& st, bool channels_last) {
   train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, true, 0, false, channels_last);
 }
 
+// The GPT AMP step (BM_gpt_step_amp) with its attention heads read from the packed projection and
+// written in place (on), or split, transposed and joined around the kernel (off); the pair's
+// kernels/step counter shows the launches saved.
+void gpt_step_packed(benchmark::State& st, bool on) {
+  toggles::Scoped layout(toggles::Toggle::packed_attention, on);
+  train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, true, 65);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -549,6 +557,10 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMicrosecond);
   for (bool on : {false, true})
     bench::register_switch("multi_tensor_step", on, "resnet18_step_amp", resnet18_step_multi_tensor)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  for (bool on : {false, true})
+    bench::register_switch("packed_attention", on, "gpt_step_amp", gpt_step_packed)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   for (bool on : {false, true})

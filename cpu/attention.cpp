@@ -85,6 +85,27 @@ Mat<T> matrix(const Tensor& t, int64_t offset, int64_t row0) {
   return {p + row0 * t.stride(-2), t.stride(-2), t.stride(-1)};
 }
 
+// An output the kernels write (out, dq, dk, dv): any batch and row strides, unit column stride.
+template <class T>
+struct Dest {
+  T* p = nullptr;  // null: not wanted
+  int64_t rs = 0;
+  std::vector<int64_t> off;  // per flat batch index
+  explicit Dest(const Tensor& t) {
+    if (!t.defined()) return;
+    MDL_CHECK(t.dim() < 2 || t.size(-1) <= 1 || t.stride(-1) == 1,
+              "scaled_dot_product_attention: an output must have unit stride along its last dim, got strides ",
+              shape_str(t.strides()));
+    p = t.data_ptr<T>(), rs = t.dim() >= 2 ? t.stride(-2) : 0, off = batch_offsets(t);
+  }
+  T* rows(int64_t b, int64_t r0) const { return p + off[size_t(b)] + r0 * rs; }
+  // Rows [r0, r0 + m) of batch b from the contiguous (m, cols) floats at src, each rounded once.
+  template <class A>
+  void store(const A* src, int64_t b, int64_t r0, int64_t m, int64_t cols) const {
+    for (int64_t r = 0; r < m; ++r) from_floats(src + r * cols, rows(b, r0 + r), cols);
+  }
+};
+
 // The operands and geometry both directions share.
 struct Problem {
   int64_t N, L, S, E, Ev, blocks;
@@ -228,7 +249,7 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
   using A = acc_t<T>;
   const Problem P(q, k, v, mask, causal);
   const int64_t L = P.L, E = P.E, Ev = P.Ev;
-  T* op = out.data_ptr<T>();
+  const Dest<T> o(out);
   A* lp = lse.data_ptr<A>();
   const int64_t cost = std::max<int64_t>(1, std::min(L, kBlock) * std::max<int64_t>(P.S, 1) * (E + Ev + 1));
   parallel_for(0, P.N * P.blocks, std::max<int64_t>(1, kMinTaskMacs / cost), [&](int64_t t0, int64_t t1) {
@@ -246,13 +267,13 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
         lp[b * L + i0 + r] = softmax_row(s.data() + r * sk, sk);
       }
       // out (m, Ev) = P (m, sk) @ v (sk, Ev)
-      T* dst = op + (b * L + i0) * Ev;
+      T* dst = o.rows(b, i0);
       if constexpr (std::is_same_v<A, T>) {
-        gemm<A>(m, Ev, sk, A(1), s.data(), sk, 1, vm.p, vm.rs, vm.cs, A(0), dst, Ev, 1);
+        gemm<A>(m, Ev, sk, A(1), s.data(), sk, 1, vm.p, vm.rs, vm.cs, A(0), dst, o.rs, 1);
       } else {
         obuf.resize(size_t(m * Ev));
         gemm<A>(m, Ev, sk, A(1), s.data(), sk, 1, vm.p, vm.rs, vm.cs, A(0), obuf.data(), Ev, 1);
-        from_floats(obuf.data(), dst, m * Ev);
+        o.store(obuf.data(), b, i0, m, Ev);
       }
     }
   });
@@ -271,28 +292,28 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
   const int64_t L = P.L, S = P.S, E = P.E, Ev = P.Ev;
   const std::vector<int64_t> go_off = batch_offsets(go), out_off = batch_offsets(out);
   const A* lp = lse.data_ptr<A>();
-  T* dqp = dq.defined() ? dq.data_ptr<T>() : nullptr;
-  T* dkp = dk.defined() ? dk.data_ptr<T>() : nullptr;
-  T* dvp = dv.defined() ? dv.data_ptr<T>() : nullptr;
-  const bool want_ds = dqp || dkp;
+  const Dest<T> dqd(dq), dkd(dk), dvd(dv);
+  const bool want_ds = dqd.p || dkd.p;
   const int64_t cost = std::max<int64_t>(1, L * std::max<int64_t>(S, 1) * (2 * E + 2 * Ev + 1));
   parallel_for(0, P.N, std::max<int64_t>(1, kMinTaskMacs / cost), [&](int64_t b0, int64_t b1) {
     std::vector<A> p, ds, qbuf, kbuf, vbuf, gbuf, obuf, dqbuf, dkacc, dvacc;
     for (int64_t b = b0; b < b1; ++b) {
       const Mat<A> km = widen<A>(matrix<T>(k, P.ko[size_t(b)], 0), S, E, kbuf);   // (S, E)
       const Mat<A> vm = widen<A>(matrix<T>(v, P.vo[size_t(b)], 0), S, Ev, vbuf);  // (S, Ev)
-      // dk (S, E) and dv (S, Ev) accumulate over the query blocks: in place, or in A then rounded.
+      // dk (S, E) and dv (S, Ev) accumulate over the query blocks: in place (row stride ldk, ldv), or
+      // in contiguous A buffers then rounded.
       A* dka = nullptr;
       A* dva = nullptr;
-      if (dkp) {
-        if constexpr (kSame) dka = dkp + b * S * E;
+      int64_t ldk = E, ldv = Ev;
+      if (dkd.p) {
+        if constexpr (kSame) dka = dkd.rows(b, 0), ldk = dkd.rs;
         else dkacc.resize(size_t(S * E)), dka = dkacc.data();
-        std::fill(dka, dka + S * E, A(0));
+        for (int64_t j = 0; j < S; ++j) std::fill(dka + j * ldk, dka + j * ldk + E, A(0));
       }
-      if (dvp) {
-        if constexpr (kSame) dva = dvp + b * S * Ev;
+      if (dvd.p) {
+        if constexpr (kSame) dva = dvd.rows(b, 0), ldv = dvd.rs;
         else dvacc.resize(size_t(S * Ev)), dva = dvacc.data();
-        std::fill(dva, dva + S * Ev, A(0));
+        for (int64_t j = 0; j < S; ++j) std::fill(dva + j * ldv, dva + j * ldv + Ev, A(0));
       }
       for (int64_t i0 = 0; i0 < L; i0 += kBlock) {
         const int64_t m = std::min(kBlock, L - i0), sk = P.keys(i0, m);
@@ -307,7 +328,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
           exp_row(row, sk, lp[b * L + i0 + r]);
         }
         // dv (sk, Ev) += P^T (sk, m) @ dO (m, Ev)
-        if (dva) gemm<A>(sk, Ev, m, A(1), p.data(), 1, sk, gm.p, gm.rs, gm.cs, A(1), dva, Ev, 1);
+        if (dva) gemm<A>(sk, Ev, m, A(1), p.data(), 1, sk, gm.p, gm.rs, gm.cs, A(1), dva, ldv, 1);
         if (!want_ds) continue;
         const Mat<A> om = widen<A>(matrix<T>(out, out_off[size_t(b)], i0), m, Ev, obuf);  // (m, Ev)
         // ds (m, sk) = dO (m, Ev) @ v^T (Ev, sk), then P * (ds - rowsum(dO * O))
@@ -321,22 +342,21 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
           for (int64_t j = 0; j < sk; ++j) dr[j] = pr[j] * (dr[j] - d);
         }
         // dq (m, E) = ds (m, sk) @ k (sk, E) * scale
-        if (dqp) {
-          T* dst = dqp + (b * L + i0) * E;
+        if (dqd.p) {
           if constexpr (kSame) {
-            gemm<A>(m, E, sk, A(scale), ds.data(), sk, 1, km.p, km.rs, km.cs, A(0), dst, E, 1);
+            gemm<A>(m, E, sk, A(scale), ds.data(), sk, 1, km.p, km.rs, km.cs, A(0), dqd.rows(b, i0), dqd.rs, 1);
           } else {
             dqbuf.resize(size_t(m * E));
             gemm<A>(m, E, sk, A(scale), ds.data(), sk, 1, km.p, km.rs, km.cs, A(0), dqbuf.data(), E, 1);
-            from_floats(dqbuf.data(), dst, m * E);
+            dqd.store(dqbuf.data(), b, i0, m, E);
           }
         }
         // dk (sk, E) += ds^T (sk, m) @ q (m, E) * scale
-        if (dka) gemm<A>(sk, E, m, A(scale), ds.data(), 1, sk, qm.p, qm.rs, qm.cs, A(1), dka, E, 1);
+        if (dka) gemm<A>(sk, E, m, A(scale), ds.data(), 1, sk, qm.p, qm.rs, qm.cs, A(1), dka, ldk, 1);
       }
       if constexpr (!kSame) {
-        if (dkp) from_floats(dkacc.data(), dkp + b * S * E, S * E);
-        if (dvp) from_floats(dvacc.data(), dvp + b * S * Ev, S * Ev);
+        if (dkd.p) dkd.store(dkacc.data(), b, 0, S, E);
+        if (dvd.p) dvd.store(dvacc.data(), b, 0, S, Ev);
       }
     }
   });

@@ -25,6 +25,7 @@ struct Geometry {
   Batch g;
   int64_t L, S, E, Ev;
   Operand q, k, v, mask, go;
+  Operand o, dq, dk, dv;  // the outputs (out also read by the backward): unit column stride
   const bool* mask_p;
   bool causal;
   double scale;
@@ -86,7 +87,7 @@ __global__ void attention_forward_kernel(Geometry G, T* out, acc_t<T>* lse, cons
       m = mn;
       __syncthreads();  // sp is rewritten by the next tile
     }
-    T* o = out + row * G.Ev;
+    T* o = out + G.o.base(G.g, b) + i * G.o.rs;
     const bool none = m == -INFINITY;  // a row that sees no key: zeros, lse = +inf
     for (int64_t e = threadIdx.x; e < G.Ev; e += kTile) o[e] = convert<T>(none ? A(0) : acc[e] / l);
     if (threadIdx.x == 0) lse[row] = none ? A(INFINITY) : m + ::log(l);
@@ -103,9 +104,9 @@ __global__ void attention_delta_kernel(Geometry G, acc_t<T>* D, const T* go, con
   for (int64_t row = blockIdx.x; row < G.g.count * G.L; row += gridDim.x) {
     const int64_t b = row / G.L, i = row % G.L;
     const T* g = go + G.go.base(G.g, b) + i * G.go.rs;
-    const T* o = out + row * G.Ev;
+    const T* o = out + G.o.base(G.g, b) + i * G.o.rs;
     A s = 0;
-    for (int64_t e = threadIdx.x; e < G.Ev; e += kTile) s += to_acc(g[e * G.go.cs]) * to_acc(o[e]);
+    for (int64_t e = threadIdx.x; e < G.Ev; e += kTile) s += to_acc(g[e * G.go.cs]) * to_acc(o[e * G.o.cs]);
     s = block_sum(s);
     if (threadIdx.x == 0) D[row] = s;
   }
@@ -148,7 +149,8 @@ __global__ void attention_dq_kernel(Geometry G, T* dq, const acc_t<T>* lse, cons
       }
       __syncthreads();
     }
-    for (int64_t e = threadIdx.x; e < G.E; e += kTile) dq[row * G.E + e] = convert<T>(acc[e] * A(G.scale));
+    T* dqi = dq + G.dq.base(G.g, b) + i * G.dq.rs;
+    for (int64_t e = threadIdx.x; e < G.E; e += kTile) dqi[e] = convert<T>(acc[e] * A(G.scale));
     __syncthreads();
   }
 }
@@ -198,10 +200,14 @@ __global__ void attention_dkdv_kernel(Geometry G, T* dk, T* dv, const acc_t<T>* 
       }
       __syncthreads();
     }
-    if (dk)
-      for (int64_t e = threadIdx.x; e < G.E; e += kTile) dk[col * G.E + e] = convert<T>(ak[e] * A(G.scale));
-    if (dv)
-      for (int64_t e = threadIdx.x; e < G.Ev; e += kTile) dv[col * G.Ev + e] = convert<T>(av[e]);
+    if (dk) {
+      T* dkj = dk + G.dk.base(G.g, b) + j * G.dk.rs;
+      for (int64_t e = threadIdx.x; e < G.E; e += kTile) dkj[e] = convert<T>(ak[e] * A(G.scale));
+    }
+    if (dv) {
+      T* dvj = dv + G.dv.base(G.g, b) + j * G.dv.rs;
+      for (int64_t e = threadIdx.x; e < G.Ev; e += kTile) dvj[e] = convert<T>(av[e]);
+    }
     __syncthreads();
   }
 }
@@ -234,7 +240,8 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, co
                        const Tensor& mask, bool causal, double scale) {
   if (flash_attention_applies(q, v)) return flash_attention_forward(out, lse, q, k, v, mask, causal, scale);
   const char* op = "scaled_dot_product_attention";
-  const Geometry G = geometry(op, q, k, v, mask, Tensor(), causal, scale);
+  Geometry G = geometry(op, q, k, v, mask, Tensor(), causal, scale);
+  G.o = output(op, out);
   const int64_t rows = G.g.count * G.L;
   if (rows == 0) return;
   dispatch_floating<DeviceTypes>(q.dtype(), op, [&]<class T>() {
@@ -252,7 +259,8 @@ void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, co
   if (flash_attention_applies(q, v))
     return flash_attention_backward(dq, dk, dv, grad_out, q, k, v, out, lse, mask, causal, scale);
   const char* op = "scaled_dot_product_attention_backward";
-  const Geometry G = geometry(op, q, k, v, mask, grad_out, causal, scale);
+  Geometry G = geometry(op, q, k, v, mask, grad_out, causal, scale);
+  G.o = operand(out), G.dq = output(op, dq), G.dk = output(op, dk), G.dv = output(op, dv);
   const int64_t rows = G.g.count * G.L, cols = G.g.count * G.S;
   dispatch_floating<DeviceTypes>(q.dtype(), op, [&]<class T>() {
     using A = acc_t<T>;

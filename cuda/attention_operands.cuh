@@ -1,6 +1,7 @@
 // How the attention kernels (cuda/attention.cu, cuda/flash_attention.cu) address their operands:
 // batch dims shared by q, k, v, mask and grad_out (expanded, so a batch stride may be 0), each
-// operand's batch, row and column strides, and its base offset for a flat batch index.
+// operand's batch, row and column strides, and its base offset for a flat batch index. Outputs
+// (out, dq, dk, dv) are addressed the same way, with a unit column stride.
 #pragma once
 #include "cuda/kernels.cuh"
 
@@ -45,6 +46,13 @@ inline Operand operand(const Tensor& t) {
   o.rs = t.stride(-2);
   o.cs = t.stride(-1);
   return o;
+}
+
+// An output's operand: the kernels write its rows with a unit column stride (kernels/attention.h).
+inline Operand output(const char* op, const Tensor& t) {
+  MDL_CHECK(!t.defined() || t.dim() < 2 || t.size(-1) <= 1 || t.stride(-1) == 1, op,
+            ": an output must have unit stride along its last dim, got strides ", shape_str(t.strides()));
+  return operand(t);
 }
 
 }  // namespace mdl::cuda::attn

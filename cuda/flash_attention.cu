@@ -57,10 +57,11 @@ __device__ __forceinline__ float warp_sum(float x) {
   return x;
 }
 
-// Writes the warp's (16, D) fragments times `mul` to rows [r0, r0 + 16) of the contiguous (n, cols)
-// matrix dst, through a 16x16 float staging tile of its own.
+// Writes the warp's (16, D) fragments times `mul` to rows [r0, r0 + 16) of the (n, cols) matrix dst
+// (row stride rs, unit column stride), through a 16x16 float staging tile of its own.
 template <class T, int D>
-__device__ void store_rows(T* dst, Acc<T> (&c)[D / 16], float* stage, int64_t r0, int64_t n, int64_t cols, float mul) {
+__device__ void store_rows(T* dst, int64_t rs, Acc<T> (&c)[D / 16], float* stage, int64_t r0, int64_t n, int64_t cols,
+                           float mul) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int f = 0; f < D / 16; ++f) {
@@ -68,7 +69,7 @@ __device__ void store_rows(T* dst, Acc<T> (&c)[D / 16], float* stage, int64_t r0
     __syncwarp();
     for (int t = lane; t < 256; t += 32) {
       const int64_t r = r0 + t / 16, e = f * 16 + t % 16;
-      if (r < n && e < cols) dst[r * cols + e] = convert<T>(stage[t] * mul);
+      if (r < n && e < cols) dst[r * rs + e] = convert<T>(stage[t] * mul);
     }
     __syncwarp();
   }
@@ -144,10 +145,10 @@ __global__ void __launch_bounds__(kFlashThreads)
   }
   __syncthreads();  // with no key tile at all, the initial O, m and l must still be visible
   // out = O / l; a row that sees no key (m = -inf): zeros, lse = +inf
+  T* ob = out + a.o.base(a.g, b);
   for (int idx = threadIdx.x; idx < kTile * a.Ev; idx += kFlashThreads) {
     const int r = idx / int(a.Ev), e = idx % int(a.Ev);
-    if (i0 + r < a.L)
-      out[(b * a.L + i0 + r) * a.Ev + e] = convert<T>(sm[r] == -INFINITY ? 0.0f : so[r * PO + e] / sl[r]);
+    if (i0 + r < a.L) ob[(i0 + r) * a.o.rs + e] = convert<T>(sm[r] == -INFINITY ? 0.0f : so[r * PO + e] / sl[r]);
   }
   if (threadIdx.x < kTile && i0 + threadIdx.x < a.L) {
     const int r = threadIdx.x;
@@ -164,9 +165,9 @@ __global__ void flash_delta_kernel(FlashArgs a, float* delta, const T* go, const
   if (row >= a.g.count * a.L) return;
   const int64_t b = row / a.L, i = row % a.L;
   const T* g = go + a.go.base(a.g, b) + i * a.go.rs;
-  const T* o = out + row * a.Ev;
+  const T* o = out + a.o.base(a.g, b) + i * a.o.rs;
   float s = 0;
-  for (int64_t e = threadIdx.x % 32; e < a.Ev; e += 32) s += to_acc(g[e * a.go.cs]) * to_acc(o[e]);
+  for (int64_t e = threadIdx.x % 32; e < a.Ev; e += 32) s += to_acc(g[e * a.go.cs]) * to_acc(o[e * a.o.cs]);
   s = warp_sum(s);
   if (threadIdx.x % 32 == 0) delta[row] = s;
 }
@@ -255,8 +256,8 @@ __global__ void __launch_bounds__(kFlashThreads)
     __syncthreads();                                               // the tiles are rewritten by the next query tile
   }
   float* stage = t.stage + threadIdx.x / 32 * 256;
-  if (dv) store_rows<T, D>(dv + b * a.S * a.Ev, dvf, stage, j0 + w0, a.S, a.Ev, 1.0f);
-  if (dk) store_rows<T, D>(dk + b * a.S * a.E, dkf, stage, j0 + w0, a.S, a.E, a.scale);
+  if (dv) store_rows<T, D>(dv + a.dv.base(a.g, b), a.dv.rs, dvf, stage, j0 + w0, a.S, a.Ev, 1.0f);
+  if (dk) store_rows<T, D>(dk + a.dk.base(a.g, b), a.dk.rs, dkf, stage, j0 + w0, a.S, a.E, a.scale);
 }
 
 // One block per (batch, tile of 64 query rows): dq (64, D) in registers, warp w owning rows 16w..16w+15.
@@ -288,7 +289,7 @@ __global__ void __launch_bounds__(kFlashThreads)
     mma_ab<T, D>(dqf, t.sds + w0 * kPP, kPP, t.sk, P);  // dq (16, D) += dS (16, 64) @ k (64, D)
     __syncthreads();                                    // k and v are rewritten by the next key tile
   }
-  store_rows<T, D>(dq + b * a.L * a.E, dqf, t.stage + threadIdx.x / 32 * 256, i0 + w0, a.L, a.E, a.scale);
+  store_rows<T, D>(dq + a.dq.base(a.g, b), a.dq.rs, dqf, t.stage + threadIdx.x / 32 * 256, i0 + w0, a.L, a.E, a.scale);
 }
 
 // ---- host side -------------------------------------------------------------------------------------
@@ -396,6 +397,7 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
                              const Tensor& mask, bool causal, double scale) {
   const char* op = "scaled_dot_product_attention";
   FlashArgs a = flash_args(op, q, k, v, mask, Tensor(), causal, scale);
+  a.o = output(op, out);
   dispatch_flash(q, v, [&]<class T, int D>() {
     if constexpr (!std::is_same_v<T, float>) {
       if (toggles::flash_attention_mma()) {
@@ -414,6 +416,7 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
                               const Tensor& mask, bool causal, double scale) {
   const char* op = "scaled_dot_product_attention_backward";
   FlashArgs a = flash_args(op, q, k, v, mask, grad_out, causal, scale);
+  a.o = operand(out), a.dq = output(op, dq), a.dk = output(op, dk), a.dv = output(op, dv);
   const int64_t rows = a.g.count * a.L;
   Tensor delta = make_tensor({rows}, kF32, q.device());
   dispatch_flash(q, v, [&]<class T, int D>() {

@@ -36,10 +36,11 @@ constexpr size_t smem_bytes() {
   return 6 * size_t(kTile) * pitch<T, D>() * sizeof(T) + 2 * 2 * size_t(kTile) * sizeof(float);
 }
 
-// Writes the warp's c (16, D) times mul to rows [r0, r0 + 16) of the contiguous (n, cols) dst.
+// Writes the warp's c (16, D) times mul to rows [r0, r0 + 16) of the (n, cols) dst (row stride rs,
+// unit column stride).
 template <class T, int D>
-__device__ __forceinline__ void store_acc_rows(T* dst, const float (&c)[D / 8][4], int64_t r0, int64_t n, int64_t cols,
-                                               float mul) {
+__device__ __forceinline__ void store_acc_rows(T* dst, int64_t rs, const float (&c)[D / 8][4], int64_t r0, int64_t n,
+                                               int64_t cols, float mul) {
   const int lane = threadIdx.x % 32;
 #pragma unroll
   for (int f = 0; f < D / 8; ++f)
@@ -47,7 +48,7 @@ __device__ __forceinline__ void store_acc_rows(T* dst, const float (&c)[D / 8][4
     for (int e = 0; e < 4; ++e) {
       const mma::RowCol rc = mma::c_element(lane, e);
       const int64_t r = r0 + rc.row, col = f * 8 + rc.col;
-      if (r < n && col < cols) dst[r * cols + col] = detail::convert<T>(c[f][e] * mul);
+      if (r < n && col < cols) dst[r * rs + col] = detail::convert<T>(c[f][e] * mul);
     }
 }
 
@@ -143,8 +144,8 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(FlashArgs a, T* dk, T* d
     }
     __syncthreads();  // this stage is refilled two tiles on
   }
-  if (dv) store_acc_rows<T, D>(dv + b * a.S * a.Ev, dvf, j0 + w0, a.S, a.Ev, 1.0f);
-  if (dk) store_acc_rows<T, D>(dk + b * a.S * a.E, dkf, j0 + w0, a.S, a.E, a.scale);
+  if (dv) store_acc_rows<T, D>(dv + a.dv.base(a.g, b), a.dv.rs, dvf, j0 + w0, a.S, a.Ev, 1.0f);
+  if (dk) store_acc_rows<T, D>(dk + a.dk.base(a.g, b), a.dk.rs, dkf, j0 + w0, a.S, a.E, a.scale);
 }
 
 // One block per (batch, tile of 64 query rows); warp w owns rows 16w..16w+15 and their dq.
@@ -208,7 +209,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(FlashArgs a, T* dq, const 
     acc_times_rows<T, D>(dqf, dsf, k_s);  // dq (16, E) += dS (16, 64) k (64, E)
     __syncthreads();
   }
-  store_acc_rows<T, D>(dq + b * a.L * a.E, dqf, i0 + w0, a.L, a.E, a.scale);
+  store_acc_rows<T, D>(dq + a.dq.base(a.g, b), a.dq.rs, dqf, i0 + w0, a.L, a.E, a.scale);
 }
 
 }  // namespace mdl::cuda::flash::mma_backward

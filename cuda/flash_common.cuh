@@ -16,6 +16,7 @@ struct FlashArgs {
   int64_t L, S, E, Ev;
   int64_t tiles;  // query tiles (forward, dq) or key tiles (dk, dv) per batch
   Operand q, k, v, mask, go;
+  Operand o, dq, dk, dv;             // the outputs (out also read by the backward): unit column stride
   bool vec_q, vec_k, vec_v, vec_go;  // the operand can be read in 16-byte chunks
   const bool* mask_p;
   bool causal;

@@ -161,7 +161,7 @@ __global__ void __launch_bounds__(kThreads)
     if (i >= a.L) continue;
     const bool none = m[r] == -INFINITY;
     const float inv = none ? 0.0f : 1.0f / l[r];
-    T* row = out + (b * a.L + i) * a.Ev;
+    T* row = out + a.o.base(a.g, b) + i * a.o.rs;
 #pragma unroll
     for (int n = 0; n < D / 8; ++n)
 #pragma unroll

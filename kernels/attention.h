@@ -13,12 +13,15 @@ namespace mdl::kernels {
 // causal and j > i, or when mask (Bool (*, L, S), true = attend) is defined and false there.
 // A query row that can see no key gets a zero output, zero gradients and lse = +inf.
 
-// q (*, L, E), k (*, S, E), v (*, S, Ev); out (*, L, Ev) contiguous of q's dtype; lse (*, L)
-// contiguous, f64 for f64 inputs and f32 otherwise: log of each row's softmax denominator.
+// Outputs (out, dq, dk, dv) may have any batch and row strides but a unit column stride, so a caller
+// can write heads straight into a (B, L, H * D) activation or a packed (B, L, 3 * H * D) gradient.
+
+// q (*, L, E), k (*, S, E), v (*, S, Ev); out (*, L, Ev) of q's dtype; lse (*, L) contiguous, f64
+// for f64 inputs and f32 otherwise: log of each row's softmax denominator.
 using AttentionForwardFn = void(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                                 const Tensor& mask, bool causal, double scale);
-// dq (*, L, E), dk (*, S, E), dv (*, S, Ev): contiguous of q's dtype, each undefined when not
-// wanted; grad_out (*, L, Ev) of q's dtype; out and lse as the forward left them.
+// dq (*, L, E), dk (*, S, E), dv (*, S, Ev) of q's dtype, each undefined when not wanted;
+// grad_out (*, L, Ev) of q's dtype; out and lse as the forward left them.
 using AttentionBackwardFn = void(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out,
                                  const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                  const Tensor& lse, const Tensor& mask, bool causal, double scale);

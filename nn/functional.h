@@ -58,6 +58,13 @@ Tensor embedding(const Tensor& index, const Tensor& weight);
 // (PyTorch's boolean attn_mask convention), or undefined. causal masks j > i.
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask = Tensor(),
                                     bool causal = false, std::optional<double> scale = std::nullopt);
+// Self-attention on a packed projection: qkv (B, L, 3E) = [q | k | v], each split into num_heads
+// heads of E / num_heads along its last dim; returns (B, L, E), the heads side by side. The same
+// results as scaled_dot_product_attention on the heads, transposed back and joined, but q, k and v
+// are read in place and the output and qkv's gradient written in this layout: no transposes or
+// concatenations around the kernel. mask broadcasts to (B, num_heads, L, L).
+Tensor packed_self_attention(const Tensor& qkv, int64_t num_heads, const Tensor& mask = Tensor(), bool causal = false,
+                             std::optional<double> scale = std::nullopt);
 
 // Losses.
 enum class Reduction { None, Mean, Sum };

@@ -4,6 +4,8 @@
 // A query row that may attend to no key (every key masked) outputs zeros and passes back zero
 // gradients, where PyTorch gives NaN: padded batches then train without NaN guards.
 // With the fused_attention switch off it is composed of ops instead, with the same results.
+// packed_self_attention is the same op on one packed (B, L, 3E) projection: its heads are read in
+// place through strides and its output and gradient written in the block's layout, with no copies.
 #include <atomic>
 #include <cmath>
 
@@ -19,7 +21,7 @@
 
 namespace mdl::nn::functional {
 
-MDL_DIFFERENTIABLE_OPS("scaled_dot_product_attention");
+MDL_DIFFERENTIABLE_OPS("scaled_dot_product_attention", "packed_self_attention");
 
 namespace {
 
@@ -136,5 +138,50 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   return out;
 }
 
+Tensor packed_self_attention(const Tensor& qkv_in, int64_t num_heads, const Tensor& mask, bool causal,
+                             std::optional<double> scale) {
+  constexpr const char* op = "packed_self_attention";
+  auto [qkv] = amp::autocast_lower(qkv_in);
+  MDL_CHECK(qkv.defined() && qkv.dim() == 3 && num_heads > 0 && qkv.size(2) > 0 && qkv.size(2) % (3 * num_heads) == 0,
+            op, ": expected qkv (B, L, 3 * E) with E divisible by num_heads ", num_heads, ", got shape ",
+            qkv.defined() ? shape_str(qkv.shape()) : "undefined");
+  const int64_t B = qkv.size(0), L = qkv.size(1), E = qkv.size(2) / 3, H = num_heads, D = E / H;
+  if (!toggles::fused_attention()) {  // the block's own ops: split, heads, attention, heads joined
+    const std::vector<Tensor> parts = split(qkv, E, -1);
+    auto heads = [&](const Tensor& t) { return reshape(t, {B, L, H, D}).transpose(1, 2); };
+    const Tensor o = scaled_dot_product_attention(heads(parts[0]), heads(parts[1]), heads(parts[2]), mask, causal,
+                                                  scale);
+    return reshape(o.transpose(1, 2), {B, L, E});
+  }
+  // (B, H, L, D) views of head part `i` of a contiguous (B, L, parts * E) tensor.
+  auto heads = [B, L, H, D](const Tensor& t, int64_t parts, int64_t i) {
+    return native::transpose(native::select(native::view(t, {B, L, parts, H, D}), 2, i), 1, 2);
+  };
+  const Tensor packed = native::contiguous(qkv);
+  const Shape batch = check(heads(packed, 3, 0), heads(packed, 3, 1), heads(packed, 3, 2), mask);  // (B, H)
+  const double s = scale ? *scale : 1.0 / std::sqrt(double(D));
+  const Tensor me = mask.defined() ? native::expand(mask, with_matrix(batch, L, L)) : Tensor();
+  Tensor out = make_tensor({B, L, E}, qkv.dtype(), qkv.device());
+  Tensor lse = make_tensor({B, H, L}, qkv.dtype() == kF64 ? kF64 : kF32, qkv.device());
+  kernels::attention_forward(qkv.device(), heads(out, 1, 0), lse, heads(packed, 3, 0), heads(packed, 3, 1),
+                             heads(packed, 3, 2), me, causal, s);
+
+  std::vector<Tensor> to_save = {packed, out, lse};
+  if (mask.defined()) to_save.push_back(me);
+  autograd::record_fn(
+      op, {qkv}, {out}, to_save,
+      [heads, has_mask = mask.defined(), causal, s](const autograd::Grads& g, const autograd::FnNode& n) {
+        const Tensor packed = n.saved(0), out = n.saved(1), lse = n.saved(2);
+        const Tensor m = has_mask ? n.saved(3) : Tensor();
+        const Tensor go = native::contiguous(g[0].dtype() == out.dtype() ? g[0] : native::to_dtype(g[0], out.dtype()));
+        // The three head gradients written straight into their places in one (B, L, 3 * E) gradient.
+        Tensor dqkv = make_tensor(packed.shape(), packed.dtype(), packed.device());
+        kernels::attention_backward(packed.device(), heads(dqkv, 3, 0), heads(dqkv, 3, 1), heads(dqkv, 3, 2),
+                                    heads(go, 1, 0), heads(packed, 3, 0), heads(packed, 3, 1), heads(packed, 3, 2),
+                                    heads(out, 1, 0), lse, m, causal, s);
+        return autograd::Grads{dqkv};
+      });
+  return out;
+}
 
 }  // namespace mdl::nn::functional

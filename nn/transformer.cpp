@@ -7,6 +7,7 @@
 #include "nn/init.h"
 #include "nn/linear_act.h"
 #include "ops/ops.h"
+#include "switches/list/toggles.h"
 
 namespace mdl::nn {
 
@@ -30,16 +31,6 @@ Tensor MultiheadAttention::forward(const Tensor& q, const Tensor& k, const Tenso
             "MultiheadAttention: key ", shape_str(k.shape()), " and value ", shape_str(v.shape()),
             " do not match query ", shape_str(q.shape()));
   const int64_t B = q.size(0), L = q.size(1), S = k.size(1), E = embed_dim, H = num_heads, D = E / H;
-  auto w = split(in_proj_weight, E, 0);
-  std::vector<Tensor> b = in_proj_bias.defined() ? split(in_proj_bias, E, 0) : std::vector<Tensor>(3);
-  Tensor qp, kp, vp;
-  if (q.is_same(k) && k.is_same(v)) {  // self-attention: one projection GEMM
-    auto qkv = split(F::linear(q, in_proj_weight, in_proj_bias), E, -1);
-    qp = qkv[0], kp = qkv[1], vp = qkv[2];
-  } else {
-    qp = F::linear(q, w[0], b[0]), kp = F::linear(k, w[1], b[1]), vp = F::linear(v, w[2], b[2]);
-  }
-  auto heads = [&](const Tensor& t, int64_t len) { return reshape(t, {B, len, H, D}).transpose(1, 2); };  // (B,H,len,D)
   Tensor mask = attn_mask;
   if (key_padding_mask.defined()) {
     MDL_CHECK(key_padding_mask.dtype() == kBool && key_padding_mask.shape() == Shape({B, S}),
@@ -48,9 +39,25 @@ Tensor MultiheadAttention::forward(const Tensor& q, const Tensor& k, const Tenso
     Tensor keep = eq(key_padding_mask, scalar_tensor(0, kBool)).view({B, 1, 1, S});
     mask = mask.defined() ? mul(mask, keep).to(kBool) : keep;
   }
+  auto finish = [&](Tensor attn) {  // (B, L, E), the heads side by side
+    if (dropout_p > 0) attn = F::dropout(attn, dropout_p, is_training());
+    return (*out_proj)(attn);
+  };
+  const bool self = q.is_same(k) && k.is_same(v);
+  if (self && toggles::packed_attention())  // one projection GEMM; the heads read and written in place
+    return finish(F::packed_self_attention(F::linear(q, in_proj_weight, in_proj_bias), H, mask, causal));
+  Tensor qp, kp, vp;
+  if (self) {
+    auto qkv = split(F::linear(q, in_proj_weight, in_proj_bias), E, -1);
+    qp = qkv[0], kp = qkv[1], vp = qkv[2];
+  } else {
+    auto w = split(in_proj_weight, E, 0);
+    std::vector<Tensor> b = in_proj_bias.defined() ? split(in_proj_bias, E, 0) : std::vector<Tensor>(3);
+    qp = F::linear(q, w[0], b[0]), kp = F::linear(k, w[1], b[1]), vp = F::linear(v, w[2], b[2]);
+  }
+  auto heads = [&](const Tensor& t, int64_t len) { return reshape(t, {B, len, H, D}).transpose(1, 2); };  // (B,H,len,D)
   Tensor attn = F::scaled_dot_product_attention(heads(qp, L), heads(kp, S), heads(vp, S), mask, causal);
-  if (dropout_p > 0) attn = F::dropout(attn, dropout_p, is_training());
-  return (*out_proj)(reshape(attn.transpose(1, 2), {B, L, E}));
+  return finish(reshape(attn.transpose(1, 2), {B, L, E}));
 }
 
 std::string MultiheadAttention::extra_repr() const {

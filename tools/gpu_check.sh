@@ -168,6 +168,11 @@ for side in ("off", "on"):
     if r and "kernels/step" in r: print(f'{"multi_tensor_step/" + side + ": kernel calls per ResNet-18 AMP step":60s} {r["kernels/step"]:6.0f}')
 ratio("channels_last/on/resnet18_step_amp/real_time", "channels_last/off/resnet18_step_amp/real_time",
       "ResNet-18 AMP step: channels-last vs NCHW (speedup)")
+ratio("packed_attention/on/gpt_step_amp/real_time", "packed_attention/off/gpt_step_amp/real_time",
+      "GPT AMP step: heads read and written in place vs transposed around the kernel (speedup)")
+for side in ("off", "on"):
+    r = by.get(f"packed_attention/{side}/gpt_step_amp/real_time")
+    if r and "kernels/step" in r: print(f'{"packed_attention/" + side + ": kernel calls per GPT AMP step":60s} {r["kernels/step"]:6.0f}')
 ratio("allow_tf32/on/gemm/4096/manual_time", "allow_tf32/off/gemm/4096/manual_time", "f32 GEMM 4096: TF32 vs full f32 (speedup)")
 ratio("cudnn_allow_tf32/on/conv3x3_c64_32x32_b128_f32/manual_time", "cudnn_allow_tf32/off/conv3x3_c64_32x32_b128_f32/manual_time",
       "conv 3x3 f32 fwd+bwd: TF32 vs full f32 (speedup)")
