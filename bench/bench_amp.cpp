@@ -96,6 +96,30 @@ void bm_resnet_step(benchmark::State& state, bool mixed, DType dtype) {
   run_steps(state, *model, opt, randn({32, 3, 32, 32}), randint(0, 10, {32}), mixed, dtype);
 }
 
+// A GPT training step (4 layers, width 256, 4 heads, context 128, batch 4, AdamW) under autocast
+// bf16: its linear layers' f32 gradients written by the GEMMs (amp_f32_grads on) or rounded to bf16
+// and converted back through to_dtype nodes (off).
+void bm_gpt_step(benchmark::State& state, bool f32_grads) {
+  toggles::Scoped grads(toggles::Toggle::amp_f32_grads, f32_grads);
+  manual_seed(3);
+  const nn::models::GPTOptions o{.context = 128, .n_layer = 4, .n_head = 4, .n_embd = 256};
+  nn::models::GPT model(o);
+  optim::AdamW opt(model.parameters(), {.lr = 1e-3});
+  const Tensor x = randint(0, o.vocab_size, {4, 128}), y = randint(0, o.vocab_size, {4 * 128});
+  for (auto _ : state) {
+    opt.zero_grad();
+    Tensor loss;
+    {
+      amp::AutocastGuard autocast(kBF16);
+      const Tensor logits = model.forward(x);
+      loss = F::cross_entropy(logits.reshape({-1, logits.size(-1)}), y);
+    }
+    loss.backward();
+    opt.step();
+  }
+  state.counters["tokens/s"] = benchmark::Counter(double(x.numel()), benchmark::Counter::kIsIterationInvariantRate);
+}
+
 // The f16 kernels of that step on SimpleCNN's first activation (128, 32, 28, 28): relu, its
 // backward's mask (x <= 0), an add, and the 2x2 max pool forward and backward, with 16-bit values
 // converted one by one (bulk false) or in F16C blocks (cpu/float_block.h).
@@ -170,6 +194,11 @@ int main(int argc, char** argv) {
   for (bool mixed : {false, true})
     bench::register_switch("autocast", mixed, "resnet18_train_step_b32_bf16",
                            [](benchmark::State& s, bool mixed) { bm_resnet_step(s, mixed, kBF16); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(1.0);
+  for (bool on : {false, true})
+    bench::register_switch("amp_f32_grads", on, "gpt_train_step_b4_t128_autocast_bf16", bm_gpt_step)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->MinTime(1.0);

@@ -105,7 +105,8 @@ void backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& gra
   const T* g = grad_out.data_ptr<T>();
   const T* s = saved.defined() ? saved.data_ptr<T>() : nullptr;
   T* gp = grad_pre.data_ptr<T>();
-  T* gb = grad_bias.defined() ? grad_bias.data_ptr<T>() : nullptr;
+  T* gb = grad_bias.defined() && grad_bias.dtype() == grad_out.dtype() ? grad_bias.data_ptr<T>() : nullptr;
+  float* gb_f32 = grad_bias.defined() && !gb ? grad_bias.data_ptr<float>() : nullptr;  // 16-bit sums kept in f32
   // Columns split over threads, each walking every row in order: the bias sums are deterministic
   // whatever the thread count, and each row's slice of columns is contiguous.
   parallel_for(0, N, std::max<int64_t>(1, kGrainSize / 8 / std::max<int64_t>(M, 1)), [&](int64_t c0, int64_t c1) {
@@ -136,6 +137,8 @@ void backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& gra
       }
     if (gb)
       for (int64_t j = c0; j < c1; ++j) gb[j] = convert<T>(sum[size_t(j - c0)]);
+    if (gb_f32)
+      for (int64_t j = c0; j < c1; ++j) gb_f32[j] = float(sum[size_t(j - c0)]);
   });
 }
 

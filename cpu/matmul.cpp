@@ -52,14 +52,15 @@ void narrow(const float* src, T* out, int64_t n) {
 }
 }  // namespace
 
-// a (B,M,K), b (B,K,N) with any strides; out (B,M,N) contiguous.
+// a (B,M,K), b (B,K,N) with any strides; out (B,M,N) contiguous, of their dtype or (16-bit a and b) f32.
 void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
   const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
   const int64_t sab = a.stride(0), sam = a.stride(1), sak = a.stride(2);
   const int64_t sbb = b.stride(0), sbk = b.stride(1), sbn = b.stride(2);
   if (B == 0 || M == 0 || N == 0) return;
-  dispatch(out.dtype(), "matmul", [&]<class T>() {
-    T* o = out.data_ptr<T>();
+  const bool f32_out = out.dtype() == kF32 && a.dtype() != kF32;  // 16-bit products, f32 sums kept as they are
+  dispatch(a.dtype(), "matmul", [&]<class T>() {
+    T* o = f32_out ? nullptr : out.data_ptr<T>();
     const T* pa = static_cast<const T*>(a.raw_data());
     const T* pb = static_cast<const T*>(b.raw_data());
     if constexpr (std::is_same_v<T, float>) {
@@ -76,12 +77,12 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
       // widened operands before it (bf16 ones are packed as they are, gemm_bf16).
       constexpr bool kBf16 = std::is_same_v<T, BFloat16>;
       const bool batch_threads = B > 1 && !in_parallel_region();
-      const int64_t operands = kBf16 ? 0 : M * K + K * N, per = operands + M * N;
+      const int64_t operands = kBf16 ? 0 : M * K + K * N, per = operands + (f32_out ? 0 : M * N);
       const int64_t slots = batch_threads ? get_num_threads() : 1;
       Tensor scratch = make_tensor({slots * per}, kF32, Device::cpu());
       for_each_batch(B, M, N, K, [&](int64_t i) {
         float* fa = scratch.data_ptr<float>() + (batch_threads ? thread_index() : 0) * per;
-        float* fc = fa + operands;
+        float* fc = f32_out ? out.data_ptr<float>() + i * M * N : fa + operands;
         if constexpr (kBf16) {
           gemm_bf16(M, N, K, 1.0f, pa + i * sab, sam, sak, pb + i * sbb, sbk, sbn, 0.0f, fc, N, 1);
         } else {
@@ -90,7 +91,7 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
           const auto [rsb, csb] = widen(pb + i * sbb, K, N, sbk, sbn, fb);
           gemm_f32(M, N, K, 1.0f, fa, rsa, csa, fb, rsb, csb, 0.0f, fc, N, 1);
         }
-        narrow(fc, o + i * M * N, M * N);
+        if (!f32_out) narrow(fc, o + i * M * N, M * N);
       });
     } else {
       // Integers: a plain loop in the type's own arithmetic (wrapping through unsigned).

@@ -513,9 +513,8 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const std::vector<
             " dims are not supported, got shape ", in.shape());
   kernels::check_reduce_geometry(name, out, in, reduce_mask.size());
   MDL_CHECK(op != ReduceOp::Mean || in.is_floating_point(), name, ": expected a floating dtype, got ", in.dtype());
-  const DType nat = kernels::reduce_natural_dtype(op, in.dtype());
-  if (out.dtype() != nat) {
-    Tensor tmp = make_tensor(out.shape(), nat, out.device());
+  if (!kernels::reduce_writes_directly(op, in.dtype(), out.dtype())) {
+    Tensor tmp = make_tensor(out.shape(), kernels::reduce_natural_dtype(op, in.dtype()), out.device());
     reduce(op, tmp, in, reduce_mask);
     kernels::copy(out.device(), out, tmp);
     return;

@@ -51,7 +51,7 @@ __global__ void int_bmm_kernel(int64_t B, int64_t M, int64_t N, int64_t K, const
 void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
   const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
   if (B == 0 || M == 0 || N == 0) return;
-  const DType t = out.dtype();
+  const DType t = a.dtype();  // out is of t, or f32 for f16/bf16 t (kernels/core.h)
   if (!is_floating(t)) {
     dispatch<DeviceTypes>(t, "matmul", [&]<class T>() {
       if constexpr (!is_float_v<T>) {
@@ -77,11 +77,12 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
   if (t == kF64) dt = CUDA_R_64F, ct = CUBLAS_COMPUTE_64F, alpha = &one_d, beta = &zero_d;
   if (t == kF16) dt = CUDA_R_16F, ct = CUBLAS_COMPUTE_32F;
   if (t == kBF16) dt = CUDA_R_16BF, ct = CUBLAS_COMPUTE_32F;
+  const cudaDataType_t out_dt = out.dtype() == t ? dt : CUDA_R_32F;
   CUBLAS_CHECK("matmul", cublasSetMathMode(cublas(), CUBLAS_DEFAULT_MATH));
-  CUBLAS_CHECK("matmul",
-               cublasGemmStridedBatchedEx(cublas(), ob.op, oa.op, int(N), int(M), int(K), alpha, ob.t.raw_data(), dt,
-                                          int(ob.ld), ob.batch_stride, oa.t.raw_data(), dt, int(oa.ld), oa.batch_stride,
-                                          beta, out.raw_data(), dt, int(N), M * N, int(B), ct, CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK("matmul", cublasGemmStridedBatchedEx(cublas(), ob.op, oa.op, int(N), int(M), int(K), alpha,
+                                                    ob.t.raw_data(), dt, int(ob.ld), ob.batch_stride, oa.t.raw_data(),
+                                                    dt, int(oa.ld), oa.batch_stride, beta, out.raw_data(), out_dt,
+                                                    int(N), M * N, int(B), ct, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace mdl::cuda

@@ -173,9 +173,8 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const std::vector<
   const char* name = reduce_op_name(op);
   kernels::check_reduce_geometry(name, out, in, reduce_mask.size());
   MDL_CHECK(op != ReduceOp::Mean || in.is_floating_point(), name, ": expected a floating dtype, got ", in.dtype());
-  const DType nat = kernels::reduce_natural_dtype(op, in.dtype());
-  if (out.dtype() != nat) {
-    Tensor tmp = make_tensor(out.shape(), nat, out.device());
+  if (!kernels::reduce_writes_directly(op, in.dtype(), out.dtype())) {
+    Tensor tmp = make_tensor(out.shape(), kernels::reduce_natural_dtype(op, in.dtype()), out.device());
     reduce(op, tmp, in, reduce_mask);
     copy(out, tmp);
     return;
@@ -188,6 +187,12 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const std::vector<
   const Split s = make_split(name, out, in, reduce_mask);
   dispatch<DeviceTypes>(in.dtype(), name, [&]<class T>() {
     if constexpr (is_float_v<T>) {
+      if constexpr (!std::is_same_v<T, float> && !std::is_same_v<T, double>) {
+        if (out.dtype() == kF32) {  // an f16/bf16 sum or mean straight into f32
+          if (op == ReduceOp::Sum) return launch_reduce<T, float, Kind::Sum>(name, s, in, out, 1.0);
+          if (op == ReduceOp::Mean) return launch_reduce<T, float, Kind::Sum>(name, s, in, out, double(s.R));
+        }
+      }
       switch (op) {
         case ReduceOp::Sum: return launch_reduce<T, T, Kind::Sum>(name, s, in, out, 1.0);
         case ReduceOp::Mean: return launch_reduce<T, T, Kind::Sum>(name, s, in, out, double(s.R));

@@ -53,7 +53,9 @@ inline bool binary_takes_mixed(Device d, BinaryOp op, DType compute, DType a, DT
 }
 // out = cond ? a : b; all expanded to out's shape; cond Bool; a, b of out's dtype.
 using WhereFn = void(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
-// out = reduce(in) over the dims where reduce_mask[d] is true; out has in's rank (keepdim form).
+// out = reduce(in) over the dims where reduce_mask[d] is true; out has in's rank (keepdim form). out
+// may have another dtype than kernels::reduce_natural_dtype's: converted, or written directly where
+// kernels::reduce_writes_directly says so (an f16/bf16 sum or mean into f32).
 using ReduceFn = void(ReduceOp op, const Tensor& out, const Tensor& in, const std::vector<bool>& reduce_mask);
 // values and indices (I64) of max/min along dim; both in keepdim form.
 using ArgReduceFn = void(bool is_max, const Tensor& values, const Tensor& indices, const Tensor& in, int64_t dim);
@@ -64,6 +66,7 @@ using SoftmaxFn = void(const Tensor& out, const Tensor& in, int64_t dim, bool lo
 // grad_in from grad_out and the forward output, along dim.
 using SoftmaxBackwardFn = void(const Tensor& grad_in, const Tensor& grad_out, const Tensor& out, int64_t dim, bool log);
 // out[b] = a[b] @ b[b] for 3-D a (B,M,K), b (B,K,N), out (B,M,N) contiguous; any strides in a, b.
+// out has a's and b's dtype, or is f32 for f16/bf16 a and b: the f32 sums then are not rounded.
 using BmmFn = void(const Tensor& out, const Tensor& a, const Tensor& b);
 // out = in.index_select(dim, index); index 1-D I64 (checked in range by the op).
 using IndexSelectFn = void(const Tensor& out, const Tensor& in, int64_t dim, const Tensor& index);

@@ -16,7 +16,8 @@ using LinearActForwardFn = void(const Tensor& out, const Tensor& pre, const Tens
                                 const Tensor& bias, Activation act);
 // grad_pre (M, N) = grad_out * act'(pre), where saved is out for Relu (out > 0 iff pre > 0) and pre
 // for GeluTanh (None: a copy). grad_bias (N), when defined, = the column sums of grad_pre as
-// stored (f32 accumulation, f64 for f64). All contiguous, of one dtype.
+// stored (f32 accumulation, f64 for f64). All contiguous, of one dtype, but grad_bias may be f32 for
+// f16/bf16 operands (the f32 sums, not rounded).
 using LinearActBackwardFn = void(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& grad_out,
                                  const Tensor& saved, Activation act);
 

@@ -16,6 +16,14 @@ inline DType reduce_natural_dtype(ReduceOp op, DType in) {
   return in;
 }
 
+// Whether a backend writes the reduction straight into out: out of the natural dtype, or an f16/bf16
+// sum or mean into f32 (both accumulate in f32, so nothing is rounded on the way). Other outs take a
+// reduction into the natural dtype and a copy.
+inline bool reduce_writes_directly(ReduceOp op, DType in, DType out) {
+  if (out == reduce_natural_dtype(op, in)) return true;
+  return out == kF32 && (in == kF16 || in == kBF16) && (op == ReduceOp::Sum || op == ReduceOp::Mean);
+}
+
 // The result over an empty set: 0 for sum, 1 for prod, NaN for mean, -inf for max, +inf for min.
 inline double reduce_empty_value(ReduceOp op) {
   switch (op) {

@@ -3,6 +3,7 @@
 // output for relu and from the kept pre-activation for gelu, and the bias gradient in one kernel,
 // then the two GEMMs); each backward beside its forward.
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "ops/autocast.h"
@@ -14,6 +15,8 @@
 #include "ops/native/factory.h"
 #include "kernels/linear_act.h"
 #include "ops/native/native.h"
+#include "switches/list/toggles.h"
+#include "tensor/grad_mode.h"
 
 namespace mdl::nn {
 
@@ -25,9 +28,41 @@ using autograd::FnNode;
 using autograd::Grads;
 using autograd::record_fn;
 
+namespace {
+
+// The operands of a linear op under the autocast policy. The products read x, w, b (16-bit casts
+// where autocast made them). With amp_f32_grads on, the casts are plain values and the node records
+// the caller's tensors (inputs()): its backward then writes their f32 gradients straight from the
+// GEMMs' f32 sums and the bias sum, with no to_dtype node per cast and no pass converting each
+// 16-bit gradient. Off, the casts record to_dtype nodes and the node records them.
+struct LinearOperands {
+  Tensor x, w, b;
+  Tensor x_in, w_in, b_in;
+  bool through = false;
+  std::vector<Tensor> inputs() const { return through ? std::vector{x_in, w_in, b_in} : std::vector{x, w, b}; }
+  // The dtypes of the gradients the node returns, one per input.
+  DType dx() const { return through ? x_in.dtype() : x.dtype(); }
+  DType dw() const { return through ? w_in.dtype() : w.dtype(); }
+  DType db() const { return through && b_in.defined() ? b_in.dtype() : x.dtype(); }
+};
+
+LinearOperands linear_operands(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  LinearOperands o;
+  o.x_in = x_in, o.w_in = w_in, o.b_in = b_in;
+  o.through = amp::is_autocast_enabled() && toggles::amp_f32_grads() && GradMode::is_enabled();
+  std::optional<NoGradGuard> plain;  // casts without nodes: the op's own node carries their gradients
+  if (o.through) plain.emplace();
+  auto [x, w, b] = amp::autocast_lower(x_in, w_in, b_in);
+  o.x = x, o.w = w, o.b = b;
+  return o;
+}
+
+}  // namespace
+
 // x (*, in) -> (M, in) @ w^T (in, out) + b, with M the product of the leading dims.
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
-  auto [x, w, b] = amp::autocast_lower(x_in, w_in, b_in);
+  const LinearOperands ops = linear_operands(x_in, w_in, b_in);
+  const Tensor &x = ops.x, &w = ops.w, &b = ops.b;
   MDL_CHECK(x.defined() && w.defined(), "linear: undefined input or weight");
   MDL_CHECK(x.dim() >= 1, "linear: expected an input of at least 1 dim, got shape ", x.shape());
   MDL_CHECK(w.dim() == 2, "linear: expected a 2-D weight (out, in), got shape ", w.shape());
@@ -44,20 +79,22 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   Tensor y = native::matmul(native::reshape(x, {M, in}), native::transpose(w, 0, 1));  // (M, out)
   if (b.defined() && y.numel()) kernels::binary(x.device(), BinaryOp::Add, y, y, native::expand(b, y.shape()));
   Tensor out = native::view(y, os);
-  record_fn("linear", {x, w, b}, {out}, {x, w}, [xs, M, in, out_f](const Grads& g, const FnNode& n) {
-    const Tensor x = n.saved(0), w = n.saved(1);
-    const Tensor g2 = native::reshape(detail::as(g[0], x.dtype()), {M, out_f});  // (M, out)
-    Grads r(3);
-    if (n.needs(0)) r[0] = native::reshape(native::matmul(g2, w), xs);
-    if (n.needs(1)) r[1] = native::matmul(native::transpose(g2, 0, 1), native::reshape(x, {M, in}));
-    if (n.needs(2)) r[2] = native::reduce(ReduceOp::Sum, g2, {0}, false);
-    return r;
-  });
+  record_fn("linear", ops.inputs(), {out}, {x, w},
+            [xs, M, in, out_f, dx = ops.dx(), dw = ops.dw(), db = ops.db()](const Grads& g, const FnNode& n) {
+              const Tensor x = n.saved(0), w = n.saved(1);
+              const Tensor g2 = native::reshape(detail::as(g[0], x.dtype()), {M, out_f});  // (M, out)
+              Grads r(3);
+              if (n.needs(0)) r[0] = native::reshape(native::matmul(g2, w, dx), xs);
+              if (n.needs(1)) r[1] = native::matmul(native::transpose(g2, 0, 1), native::reshape(x, {M, in}), dw);
+              if (n.needs(2)) r[2] = native::reduce(ReduceOp::Sum, g2, {0}, false, db);
+              return r;
+            });
   return out;
 }
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activation act) {
-  auto [x, w, b] = amp::autocast_lower(x_in, w_in, b_in);
+  const LinearOperands ops = linear_operands(x_in, w_in, b_in);
+  const Tensor &x = ops.x, &w = ops.w, &b = ops.b;
   MDL_CHECK(act == Activation::None || act == Activation::Relu || act == Activation::GeluTanh,
             "linear_act: unknown activation ", int(act), " (expected none, relu or gelu_tanh)");
   const char* op = act == Activation::None   ? "linear_act(none)"
@@ -103,22 +140,24 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activa
   Tensor out = native::view(y, os);
   std::vector<Tensor> to_save{x2, wc};
   if (act != Activation::None) to_save.push_back(act == Activation::Relu ? y : pre);  // what act' is read from
-  record_fn("linear_act", {x, w, b}, {out}, to_save, [xs, M, in, out_f, act](const Grads& g, const FnNode& n) {
-    const Tensor x2 = n.saved(0), w = n.saved(1), s = act == Activation::None ? Tensor() : n.saved(2);
-    const Tensor g2 = native::contiguous(native::reshape(native::to_dtype(g[0], x2.dtype()), {M, out_f}));  // (M, out)
-    Tensor gp = g2, gb;
-    if (n.needs(2)) gb = empty({out_f}, TensorOptions(g2.dtype(), g2.device()));
-    if (act != Activation::None || gb.defined()) {
-      if (act != Activation::None) gp = empty({M, out_f}, TensorOptions(g2.dtype(), g2.device()));
-      if (M > 0 && out_f > 0) kernels::linear_act_backward(g2.device(), gp, gb, g2, s, act);
-      else if (gb.defined()) gb.fill_(0.0);
-    }
-    Grads r(3);
-    if (n.needs(0)) r[0] = native::reshape(native::matmul(gp, w), xs);
-    if (n.needs(1)) r[1] = native::matmul(native::transpose(gp, 0, 1), x2);
-    r[2] = gb;
-    return r;
-  });
+  record_fn("linear_act", ops.inputs(), {out}, to_save,
+            [xs, M, in, out_f, act, dx = ops.dx(), dw = ops.dw(), db = ops.db()](const Grads& g, const FnNode& n) {
+              const Tensor x2 = n.saved(0), w = n.saved(1), s = act == Activation::None ? Tensor() : n.saved(2);
+              const Tensor g2 = native::contiguous(
+                  native::reshape(native::to_dtype(g[0], x2.dtype()), {M, out_f}));  // (M, out)
+              Tensor gp = g2, gb;
+              if (n.needs(2)) gb = empty({out_f}, TensorOptions(db, g2.device()));
+              if (act != Activation::None || gb.defined()) {
+                if (act != Activation::None) gp = empty({M, out_f}, TensorOptions(g2.dtype(), g2.device()));
+                if (M > 0 && out_f > 0) kernels::linear_act_backward(g2.device(), gp, gb, g2, s, act);
+                else if (gb.defined()) gb.fill_(0.0);
+              }
+              Grads r(3);
+              if (n.needs(0)) r[0] = native::reshape(native::matmul(gp, w, dx), xs);
+              if (n.needs(1)) r[1] = native::matmul(native::transpose(gp, 0, 1), x2, dw);
+              r[2] = gb;
+              return r;
+            });
   return out;
 }
 

@@ -6,6 +6,13 @@ namespace mdl::native {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   MDL_CHECK(a.defined() && b.defined(), "matmul: undefined tensor");
+  return matmul(a, b, a.dtype());
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, DType out_dtype) {
+  MDL_CHECK(a.defined() && b.defined(), "matmul: undefined tensor");
+  MDL_CHECK(out_dtype == a.dtype() || (out_dtype == kF32 && (a.dtype() == kF16 || a.dtype() == kBF16)),
+            "matmul: a result in ", out_dtype, " from ", a.dtype(), " operands (only f16/bf16 -> f32 widens)");
   MDL_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: both arguments need at least 1 dim, got shapes ",
             shape_str(a.shape()), " and ", shape_str(b.shape()));
   MDL_CHECK(a.device() == b.device(), "matmul: tensors on different devices, ", a.device(), " and ", b.device());
@@ -24,7 +31,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   // Expanded batch dims collapse to one dim of stride 0 or a real stride when possible.
   Tensor x3 = reshape(expand(x, xs), {B, M, K});
   Tensor y3 = reshape(expand(y, ys), {B, K, N});
-  Tensor out = make_tensor({B, M, N}, a.dtype(), a.device());
+  Tensor out = make_tensor({B, M, N}, out_dtype, a.device());
   if (K == 0) fill_(out, 0.0);
   else if (out.numel()) kernels::bmm(a.device(), out, x3, y3);
   Shape os = batch;

@@ -58,6 +58,8 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
 
 // Reductions. dims empty = all dims.
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim);
+// The same, its result in out_dtype: an f16/bf16 sum or mean in f32 is written as accumulated.
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType out_dtype);
 std::pair<Tensor, Tensor> max_min(bool is_max, const Tensor& x, int64_t dim, bool keepdim);  // values, indices
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim);
 // Reduces a gradient of broadcast shape back to `shape` (sum over broadcast dims).
@@ -68,6 +70,9 @@ Tensor softmax_backward(const Tensor& grad_out, const Tensor& out, int64_t dim, 
 
 // Linear algebra.
 Tensor matmul(const Tensor& a, const Tensor& b);
+// The same with an f32 result from f16/bf16 a and b: the products' f32 sums, never rounded to 16 bits.
+// out_dtype is a's dtype or (for f16/bf16 a) f32.
+Tensor matmul(const Tensor& a, const Tensor& b, DType out_dtype);
 
 // Joining, splitting, indexing.
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim);

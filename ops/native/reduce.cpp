@@ -3,6 +3,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/reduce_rules.h"
 #include "ops/native/native.h"
 
 namespace mdl::native {
@@ -46,6 +47,11 @@ void check_floating(const Tensor& x, const char* op) {
 }  // namespace
 
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim) {
+  check_defined(x, reduce_op_name(op));
+  return reduce(op, x, dims, keepdim, kernels::reduce_natural_dtype(op, x.dtype()));
+}
+
+Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bool keepdim, DType out_dtype) {
   const char* name = reduce_op_name(op);
   check_defined(x, name);
   const std::vector<bool> mask = reduce_mask(x, dims, name);
@@ -55,8 +61,7 @@ Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& dims, bo
     for (int64_t d = 0; d < x.dim(); ++d)
       MDL_CHECK(!mask[size_t(d)] || x.size(d) > 0, name, ": cannot reduce over dim ", d, " of size 0 (shape ",
                 x.shape(), "): ", name, " of nothing is undefined");
-  const DType t = is_integral(x.dtype()) && (op == ReduceOp::Sum || op == ReduceOp::Prod) ? kI64 : x.dtype();
-  Tensor out = make_tensor(keepdim_shape(x, mask), t, x.device());
+  Tensor out = make_tensor(keepdim_shape(x, mask), out_dtype, x.device());
   kernels::reduce(x.device(), op, out, x, mask);
   return finish(out, mask, keepdim);
 }

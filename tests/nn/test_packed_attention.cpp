@@ -166,6 +166,6 @@ const test::GradcheckCases kPackedAttentionGradcheckCases([](std::vector<test::G
                  mask.select(0, 0).narrow(-1, 4, 1).fill_(0.0);
                  return F::packed_self_attention(v[0], 2, mask, true);
                }});
-  t.push_back({"packed_self_attention", "3 heads, no mask", in,
-               [](const V& v) { return F::packed_self_attention(v[0], 3); }});
+  t.push_back(
+      {"packed_self_attention", "3 heads, no mask", in, [](const V& v) { return F::packed_self_attention(v[0], 3); }});
 });

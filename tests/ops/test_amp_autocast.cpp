@@ -13,6 +13,7 @@
 #include "ops/autocast.h"
 #include "amp/grad_scaler.h"
 #include "amp/keep_f32.h"
+#include "autograd/node.h"
 #include "mdl.h"
 #include "tests/support/test_util.h"
 #include "nn/functional.h"
@@ -120,6 +121,8 @@ TEST_CASE("autocast: values equal the explicit casts, and outside the guard noth
 }
 
 TEST_CASE("autocast: the cast cache makes one cast per parameter per region and clears on exit") {
+  // The casts that record to_dtype nodes; with amp_f32_grads on, linear casts without them (below).
+  toggles::Scoped node_casts(toggles::Toggle::amp_f32_grads, false);
   manual_seed(3);
   Tensor w = param({4, 4});
   Tensor x = randn({2, 4});
@@ -148,6 +151,27 @@ TEST_CASE("autocast: the cast cache makes one cast per parameter per region and 
     }
   }
   CHECK(amp::cast_cache_size() == 0);
+}
+
+TEST_CASE("autocast: with amp_f32_grads on, linear's casts are plain values, cached once with the no-grad ones") {
+  toggles::Scoped plain_casts(toggles::Toggle::amp_f32_grads, true);
+  manual_seed(3);
+  Tensor w = param({4, 4});
+  Tensor x = randn({2, 4});
+  amp::AutocastGuard autocast(kF16);
+  Tensor y = F::linear(x, w);
+  CHECK(amp::cast_cache_size() == 1);
+  {
+    NoGradGuard no_grad;
+    F::linear(x, w);
+  }
+  CHECK(amp::cast_cache_size() == 1);
+  // The linear node's weight edge leads to w's AccumulateGrad, not to a to_dtype node.
+  REQUIRE(y.grad_fn() != nullptr);
+  REQUIRE(y.grad_fn()->next_edges.size() >= 2);
+  const auto& weight_edge = y.grad_fn()->next_edges[1].fn;
+  REQUIRE(weight_edge != nullptr);
+  CHECK(std::string(weight_edge->name()) == "AccumulateGrad");
 }
 
 TEST_CASE("autocast: an in-place update of a parameter inside the region renews its cached cast") {
