@@ -465,6 +465,13 @@ void gpt_step_packed(benchmark::State& st, bool on) {
   train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, true, 65);
 }
 
+// The GPT AMP step with its linear layers' f32 gradients written by the GEMMs and the bias sums (on),
+// or rounded to f16 and converted back through to_dtype nodes (off).
+void gpt_step_f32_grads(benchmark::State& st, bool on) {
+  toggles::Scoped grads(toggles::Toggle::amp_f32_grads, on);
+  train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, true, 65);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -561,6 +568,10 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond);
   for (bool on : {false, true})
     bench::register_switch("packed_attention", on, "gpt_step_amp", gpt_step_packed)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  for (bool on : {false, true})
+    bench::register_switch("amp_f32_grads", on, "gpt_step_amp", gpt_step_f32_grads)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   for (bool on : {false, true})

@@ -158,13 +158,13 @@ Tensor packed_self_attention(const Tensor& qkv_in, int64_t num_heads, const Tens
     return native::transpose(native::select(native::view(t, {B, L, parts, H, D}), 2, i), 1, 2);
   };
   const Tensor packed = native::contiguous(qkv);
-  const Shape batch = check(heads(packed, 3, 0), heads(packed, 3, 1), heads(packed, 3, 2), mask);  // (B, H)
+  const Tensor q = heads(packed, 3, 0), k = heads(packed, 3, 1), v = heads(packed, 3, 2);
+  const Shape batch = check(q, k, v, mask);  // (B, H)
   const double s = scale ? *scale : 1.0 / std::sqrt(double(D));
   const Tensor me = mask.defined() ? native::expand(mask, with_matrix(batch, L, L)) : Tensor();
   Tensor out = make_tensor({B, L, E}, qkv.dtype(), qkv.device());
   Tensor lse = make_tensor({B, H, L}, qkv.dtype() == kF64 ? kF64 : kF32, qkv.device());
-  kernels::attention_forward(qkv.device(), heads(out, 1, 0), lse, heads(packed, 3, 0), heads(packed, 3, 1),
-                             heads(packed, 3, 2), me, causal, s);
+  kernels::attention_forward(qkv.device(), heads(out, 1, 0), lse, q, k, v, me, causal, s);
 
   std::vector<Tensor> to_save = {packed, out, lse};
   if (mask.defined()) to_save.push_back(me);

@@ -37,23 +37,21 @@ namespace {
 // 16-bit gradient. Off, the casts record to_dtype nodes and the node records them.
 struct LinearOperands {
   Tensor x, w, b;
-  Tensor x_in, w_in, b_in;
-  bool through = false;
-  std::vector<Tensor> inputs() const { return through ? std::vector{x_in, w_in, b_in} : std::vector{x, w, b}; }
-  // The dtypes of the gradients the node returns, one per input.
-  DType dx() const { return through ? x_in.dtype() : x.dtype(); }
-  DType dw() const { return through ? w_in.dtype() : w.dtype(); }
-  DType db() const { return through && b_in.defined() ? b_in.dtype() : x.dtype(); }
+  std::vector<Tensor> inputs;  // the node's: {x, w, b}, or the caller's tensors
+  // The dtype of the gradient the node returns for input i (an undefined bias's: x's).
+  DType grad_dtype(size_t i) const { return inputs[i].defined() ? inputs[i].dtype() : x.dtype(); }
+  DType dx() const { return grad_dtype(0); }
+  DType dw() const { return grad_dtype(1); }
+  DType db() const { return grad_dtype(2); }
 };
 
 LinearOperands linear_operands(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
-  LinearOperands o;
-  o.x_in = x_in, o.w_in = w_in, o.b_in = b_in;
-  o.through = amp::is_autocast_enabled() && toggles::amp_f32_grads() && GradMode::is_enabled();
+  const bool through = amp::is_autocast_enabled() && toggles::amp_f32_grads() && GradMode::is_enabled();
   std::optional<NoGradGuard> plain;  // casts without nodes: the op's own node carries their gradients
-  if (o.through) plain.emplace();
+  if (through) plain.emplace();
   auto [x, w, b] = amp::autocast_lower(x_in, w_in, b_in);
-  o.x = x, o.w = w, o.b = b;
+  LinearOperands o{x, w, b, {}};
+  o.inputs = through ? std::vector{x_in, w_in, b_in} : std::vector{o.x, o.w, o.b};
   return o;
 }
 
@@ -79,7 +77,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   Tensor y = native::matmul(native::reshape(x, {M, in}), native::transpose(w, 0, 1));  // (M, out)
   if (b.defined() && y.numel()) kernels::binary(x.device(), BinaryOp::Add, y, y, native::expand(b, y.shape()));
   Tensor out = native::view(y, os);
-  record_fn("linear", ops.inputs(), {out}, {x, w},
+  record_fn("linear", ops.inputs, {out}, {x, w},
             [xs, M, in, out_f, dx = ops.dx(), dw = ops.dw(), db = ops.db()](const Grads& g, const FnNode& n) {
               const Tensor x = n.saved(0), w = n.saved(1);
               const Tensor g2 = native::reshape(detail::as(g[0], x.dtype()), {M, out_f});  // (M, out)
@@ -140,7 +138,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activa
   Tensor out = native::view(y, os);
   std::vector<Tensor> to_save{x2, wc};
   if (act != Activation::None) to_save.push_back(act == Activation::Relu ? y : pre);  // what act' is read from
-  record_fn("linear_act", ops.inputs(), {out}, to_save,
+  record_fn("linear_act", ops.inputs, {out}, to_save,
             [xs, M, in, out_f, act, dx = ops.dx(), dw = ops.dw(), db = ops.db()](const Grads& g, const FnNode& n) {
               const Tensor x2 = n.saved(0), w = n.saved(1), s = act == Activation::None ? Tensor() : n.saved(2);
               const Tensor g2 = native::contiguous(

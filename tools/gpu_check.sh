@@ -170,6 +170,8 @@ ratio("channels_last/on/resnet18_step_amp/real_time", "channels_last/off/resnet1
       "ResNet-18 AMP step: channels-last vs NCHW (speedup)")
 ratio("packed_attention/on/gpt_step_amp/real_time", "packed_attention/off/gpt_step_amp/real_time",
       "GPT AMP step: heads read and written in place vs transposed around the kernel (speedup)")
+ratio("amp_f32_grads/on/gpt_step_amp/real_time", "amp_f32_grads/off/gpt_step_amp/real_time",
+      "GPT AMP step: linear's f32 gradients from the GEMMs vs rounded and converted (speedup)")
 for side in ("off", "on"):
     r = by.get(f"packed_attention/{side}/gpt_step_amp/real_time")
     if r and "kernels/step" in r: print(f'{"packed_attention/" + side + ": kernel calls per GPT AMP step":60s} {r["kernels/step"]:6.0f}')

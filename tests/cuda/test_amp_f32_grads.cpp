@@ -43,7 +43,8 @@ TEST_CASE("cuda: 16-bit matmul and sum into f32, and linear's f32 gradients unde
                    b0 = randn({40}, TensorOptions(kF32), &g), gy = randn({64, 40}, TensorOptions(kF32), &g);
       auto run = [&](Device d, bool on) {
         toggles::Scoped f32_grads(toggles::Toggle::amp_f32_grads, on);
-        Tensor xx = x0.to(d).requires_grad_(true), w = w0.to(d).requires_grad_(true), bb = b0.to(d).requires_grad_(true);
+        Tensor xx = x0.to(d).requires_grad_(true), w = w0.to(d).requires_grad_(true),
+               bb = b0.to(d).requires_grad_(true);
         Tensor y;
         {
           amp::AutocastGuard autocast(t);

@@ -57,8 +57,8 @@ TEST_CASE("matmul and sum of 16-bit operands into f32: the f32 sums, not their 1
       CHECK(rel(s, native::reduce(op, x.to(kF64), {0}, false)) < 1e-6);
     }
     // Other outs still convert: a max into f32, a sum into f64.
-    CHECK(max_rel_diff(native::reduce(ReduceOp::Max, x, {0}, false, kF32), native::reduce(ReduceOp::Max, x, {0}, false)) ==
-          0.0);
+    CHECK(max_rel_diff(native::reduce(ReduceOp::Max, x, {0}, false, kF32),
+                       native::reduce(ReduceOp::Max, x, {0}, false)) == 0.0);
     CHECK(native::reduce(ReduceOp::Sum, x, {0}, false, kF64).dtype() == kF64);
   }
   CHECK_THROWS_WITH_AS(native::matmul(ones({2, 2}), ones({2, 2}), kF16), doctest::Contains("only f16/bf16 -> f32"),
@@ -94,7 +94,7 @@ TEST_CASE("amp_f32_grads: linear's forward is unchanged, its gradients f32 at f3
       Tensor gp = gy.to(t).to(kF64);
       if (act == int(Activation::Relu)) gp = gp * gt(on[0].to(kF64), scalar_tensor(0.0, kF64)).to(kF64);
       if (act == int(Activation::GeluTanh)) continue;  // its derivative is checked by linear_act's own tests
-      gp = gp.to(t).to(kF64);  // the 16-bit gradient both sides multiply
+      gp = gp.to(t).to(kF64);                          // the 16-bit gradient both sides multiply
       const Tensor dx = matmul(gp, w16), dw = matmul(gp.transpose(0, 1), x16), db = sum(gp, {0});
       CHECK(rel(on[1], dx) < 1e-5);
       CHECK(rel(on[2], dw) < 1e-5);
