@@ -204,7 +204,8 @@ TEST_SRCS := tests/main.cpp $(sort $(shell find tests -name 'test_*.cpp'))
 # Under ThreadSanitizer only the suites of mdl's own threads are built (see run-tests below).
 ifneq ($(filter thread,$(subst $(comma), ,$(SANITIZE))),)
 TSAN_SUITES := data/test_cache_reliability data/test_cache_skip data/test_datasets data/test_loader data/test_pinned \
-  data/test_sampler data/test_transforms profiler/test_profiler profiler/test_device profiler/test_output dist/test_dist dist/test_nccl
+  data/test_sampler data/test_transforms profiler/test_profiler profiler/test_device profiler/test_output dist/test_dist dist/test_nccl \
+  ops/test_amp_weight_cache_threads
 TEST_SRCS := tests/main.cpp $(TSAN_SUITES:%=tests/%.cpp)
 endif
 # doctest's assertions compile without a try/catch each (an exception inside one still fails its

@@ -99,8 +99,8 @@ void bm_resnet_step(benchmark::State& state, bool mixed, DType dtype) {
 // A GPT training step (4 layers, width 256, 4 heads, context 128, batch 4, AdamW) under autocast
 // bf16: its linear layers' f32 gradients written by the GEMMs (amp_f32_grads on) or rounded to bf16
 // and converted back through to_dtype nodes (off).
-void bm_gpt_step(benchmark::State& state, bool f32_grads) {
-  toggles::Scoped grads(toggles::Toggle::amp_f32_grads, f32_grads);
+void bm_gpt_step(benchmark::State& state, toggles::Toggle toggle, bool on) {
+  toggles::Scoped flip(toggle, on);
   manual_seed(3);
   const nn::models::GPTOptions o{.context = 128, .n_layer = 4, .n_head = 4, .n_embd = 256};
   nn::models::GPT model(o);
@@ -197,11 +197,13 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->MinTime(1.0);
-  for (bool on : {false, true})
-    bench::register_switch("amp_f32_grads", on, "gpt_train_step_b4_t128_autocast_bf16", bm_gpt_step)
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime()
-        ->MinTime(1.0);
+  for (toggles::Toggle t : {toggles::Toggle::amp_f32_grads, toggles::Toggle::amp_weight_cache})
+    for (bool on : {false, true})
+      bench::register_switch(toggles::name(t), on, "gpt_train_step_b4_t128_autocast_bf16",
+                             [t](benchmark::State& s, bool on) { bm_gpt_step(s, t, on); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime()
+          ->MinTime(1.0);
   for (bool amx : {false, true}) {
     bench::register_switch("amx_bf16", amx, "simplecnn_train_step_b128_autocast_bf16",
                            [](benchmark::State& s, bool amx) {

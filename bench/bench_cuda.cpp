@@ -472,6 +472,13 @@ void gpt_step_f32_grads(benchmark::State& st, bool on) {
   train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, true, 65);
 }
 
+// The GPT AMP step with the weights' f16 copies kept and rewritten by the optimizer step (on), or
+// cast again by every forward (off).
+void gpt_step_weight_cache(benchmark::State& st, bool on) {
+  toggles::Scoped cache(toggles::Toggle::amp_weight_cache, on);
+  train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, true, 65);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -572,6 +579,10 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond);
   for (bool on : {false, true})
     bench::register_switch("amp_f32_grads", on, "gpt_step_amp", gpt_step_f32_grads)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  for (bool on : {false, true})
+    bench::register_switch("amp_weight_cache", on, "gpt_step_amp", gpt_step_weight_cache)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   for (bool on : {false, true})

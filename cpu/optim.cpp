@@ -1,6 +1,7 @@
 // CPU optimizer steps (Adam/AdamW, SGD), their step counters, and the sum of squares behind
 // clip_grad_norm_.
-// One pass over contiguous memory per parameter, threaded in static chunks, no allocation;
+// One pass over contiguous memory per parameter, threaded in static chunks, no allocation; a
+// multi-tensor step also writes each parameter's 16-bit copy, chunk by chunk, where it has one;
 // SGD, Adam and the sum of squares vectorise (this file is built with -fno-math-errno, without
 // which g++ keeps Adam's sqrt scalar).
 #include <cmath>
@@ -37,9 +38,30 @@ void adam_chunk(P* p, const P* g, float* m, float* v, float* vmax, int64_t b, in
   }
 }
 
+// A parameter's 16-bit copy (kernels::StepTensors::copy), or none when data is null.
+struct CopyOut {
+  void* data = nullptr;
+  DType dtype = kF16;
+};
+CopyOut copy_of(const Tensor& copy) { return copy.defined() ? CopyOut{copy.raw_data(), copy.dtype()} : CopyOut{}; }
+
+// copy[b, e) = p[b, e) rounded to the copy's dtype, from the chunk just updated (still in cache).
+template <class Q, class P>
+void write_copy(Q* q, const P* p, int64_t b, int64_t e) {
+  if constexpr (std::is_same_v<P, float>) from_f32(p + b, q + b, e - b);
+  else
+    for (int64_t i = b; i < e; ++i) q[i] = Q(float(p[i]));
+}
+template <class P>
+void write_copy(const CopyOut& c, const P* p, int64_t b, int64_t e) {
+  if (!c.data) return;
+  if (c.dtype == kBF16) write_copy(static_cast<BFloat16*>(c.data), p, b, e);
+  else write_copy(static_cast<Half*>(c.data), p, b, e);
+}
+
 template <class P, bool kAms>
-void adam_loop(P* p, const P* g, float* m, float* v, float* vmax, int64_t n, const kernels::AdamParams& hp,
-               int64_t step, double lr) {
+void adam_loop(P* p, const P* g, float* m, float* v, float* vmax, const CopyOut& copy, int64_t n,
+               const kernels::AdamParams& hp, int64_t step, double lr) {
   using C = std::conditional_t<std::is_same_v<P, double>, double, float>;
   const C b1 = C(hp.beta1), b2 = C(hp.beta2), eps = C(hp.eps), scale = C(hp.grad_scale);
   const C bc1 = C(1.0 - std::pow(hp.beta1, double(step)));
@@ -49,15 +71,14 @@ void adam_loop(P* p, const P* g, float* m, float* v, float* vmax, int64_t n, con
   const C keep = hp.decoupled ? C(1.0 - lr * hp.weight_decay) : C(1);
   parallel_for(0, n, kOptimGrain, [&](int64_t b, int64_t e) {
     adam_chunk<P, kAms, C>(p, g, m, v, vmax, b, e, b1, b2, eps, scale, l2, keep, step_size, bc2_sqrt);
+    write_copy(copy, p, b, e);
   });
 }
 
 bool skipped(const kernels::DeviceStepState& d) { return d.found_inf && *d.found_inf != 0.0f; }
 
-}  // namespace
-
-void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
-               const Tensor& max_exp_avg_sq, const kernels::AdamParams& hp) {
+void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+                 const Tensor& max_exp_avg_sq, const CopyOut& copy, const kernels::AdamParams& hp) {
   if (skipped(hp.device)) return;
   const int64_t step = hp.device.step ? *hp.device.step : hp.step;
   const double lr = hp.device.lr ? *hp.device.lr : hp.lr;
@@ -67,14 +88,14 @@ void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, c
     const auto* g = grad.data_ptr<P>();
     float* m = exp_avg.data_ptr<float>();
     float* v = exp_avg_sq.data_ptr<float>();
-    if (hp.amsgrad) adam_loop<P, true>(p, g, m, v, vmax, param.numel(), hp, step, lr);
-    else adam_loop<P, false>(p, g, m, v, vmax, param.numel(), hp, step, lr);
+    if (hp.amsgrad) adam_loop<P, true>(p, g, m, v, vmax, copy, param.numel(), hp, step, lr);
+    else adam_loop<P, false>(p, g, m, v, vmax, copy, param.numel(), hp, step, lr);
   });
 }
 
 // p, g (n) of type P; buf (n) f32 or null when momentum == 0.
 template <class P>
-void sgd_loop(P* p, const P* g, float* buf, int64_t n, const kernels::SGDParams& hp, bool first) {
+void sgd_loop(P* p, const P* g, float* buf, const CopyOut& copy, int64_t n, const kernels::SGDParams& hp, bool first) {
   using C = std::conditional_t<std::is_same_v<P, double>, double, float>;
   const C lr = C(hp.device.lr ? *hp.device.lr : hp.lr), mom = C(hp.momentum), damp = C(1.0 - hp.dampening);
   const C wd = C(hp.weight_decay), scale = C(hp.grad_scale);
@@ -89,16 +110,29 @@ void sgd_loop(P* p, const P* g, float* buf, int64_t n, const kernels::SGDParams&
       }
       p[i] = P(pi - lr * gi);
     }
+    write_copy(copy, p, b, e);
   });
 }
 
-void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const kernels::SGDParams& hp) {
+void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const CopyOut& copy,
+                const kernels::SGDParams& hp) {
   if (skipped(hp.device)) return;
   const bool first = hp.device.step ? *hp.device.step == 1 : hp.first;
   float* buf = momentum_buffer.defined() ? momentum_buffer.data_ptr<float>() : nullptr;
   dispatch_floating(param.dtype(), "sgd_step", [&]<class P>() {
-    sgd_loop<P>(param.data_ptr<P>(), grad.data_ptr<P>(), buf, param.numel(), hp, first);
+    sgd_loop<P>(param.data_ptr<P>(), grad.data_ptr<P>(), buf, copy, param.numel(), hp, first);
   });
+}
+
+}  // namespace
+
+void adam_step(const Tensor& param, const Tensor& grad, const Tensor& exp_avg, const Tensor& exp_avg_sq,
+               const Tensor& max_exp_avg_sq, const kernels::AdamParams& hp) {
+  adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, CopyOut{}, hp);
+}
+
+void sgd_step(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const kernels::SGDParams& hp) {
+  sgd_update(param, grad, momentum_buffer, CopyOut{}, hp);
 }
 
 // One parameter after another: the CPU has no launches to save.
@@ -106,7 +140,7 @@ void adam_step_many(const std::vector<kernels::StepTensors>& ts, const kernels::
   for (const kernels::StepTensors& t : ts) {
     kernels::AdamParams h = hp;
     h.device.step = t.step.data_ptr<int64_t>();
-    adam_step(t.param, t.grad, t.state[0], t.state[1], t.state[2], h);
+    adam_update(t.param, t.grad, t.state[0], t.state[1], t.state[2], copy_of(t.copy), h);
   }
 }
 
@@ -114,7 +148,7 @@ void sgd_step_many(const std::vector<kernels::StepTensors>& ts, const kernels::S
   for (const kernels::StepTensors& t : ts) {
     kernels::SGDParams h = hp;
     h.device.step = t.step.data_ptr<int64_t>();
-    sgd_step(t.param, t.grad, t.state[0], h);
+    sgd_update(t.param, t.grad, t.state[0], copy_of(t.copy), h);
   }
 }
 

@@ -1,5 +1,5 @@
 // Fused optimizer steps on the GPU: one pass per parameter (or one launch for up to 24 of them, the
-// multi-tensor steps) updating it and its f32 state, the same
+// multi-tensor steps) updating it, its f32 state and its 16-bit copy where it has one, the same
 // arithmetic as cpu/optim.cpp (f32 compute, f64 for f64 params, one rounding into the param),
 // the step count and skip flag read on the device; the step counters' advance; and the sum of
 // squares behind clip_grad_norm_, reduced in f64.
@@ -104,8 +104,18 @@ struct StepPointers {
   const void* g[kMaxTensors];
   float* s[3][kMaxTensors];  // the f32 state, null where unused
   const int64_t* step[kMaxTensors];
+  void* copy[kMaxTensors];  // the 16-bit copies, null where none
+  bool copy_bf16;           // their dtype: bf16, else f16
   ChunkMap map;
 };
+
+// Element i of tensor t's copy, from the value just written to the parameter (none: nothing).
+template <class P>
+__device__ __forceinline__ void write_copy(const StepPointers& c, int t, int64_t i, P value) {
+  if (!c.copy[t]) return;
+  if (c.copy_bf16) static_cast<bf16*>(c.copy[t])[i] = convert<bf16>(value);
+  else static_cast<half*>(c.copy[t])[i] = convert<half>(value);
+}
 
 template <class P, class C>
 __global__ void adam_many_kernel(StepPointers c, AdamConsts<P, C> k) {
@@ -116,8 +126,10 @@ __global__ void adam_many_kernel(StepPointers c, AdamConsts<P, C> k) {
   c.map.range(b, t, begin, end);
   P* p = static_cast<P*>(c.p[t]);
   const P* g = static_cast<const P*>(c.g[t]);
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     adam_element(i, p, g, c.s[0][t], c.s[1][t], c.s[2][t], k);
+    write_copy(c, t, i, p[i]);
+  }
 }
 
 template <class P, class C>
@@ -131,8 +143,10 @@ __global__ void sgd_many_kernel(StepPointers c, C lr, C mom, C damp, C wd, C sca
   c.map.range(b, t, begin, end);
   P* p = static_cast<P*>(c.p[t]);
   const P* g = static_cast<const P*>(c.g[t]);
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x)
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
     sgd_element(i, p, g, c.s[0][t], lr, mom, damp, wd, scale, first, nesterov);
+    write_copy(c, t, i, p[i]);
+  }
 }
 
 // Calls launch(pointers, blocks) for each launch's worth of ts (one dtype).
@@ -142,6 +156,17 @@ void for_each_step_launch(const char* op, const std::vector<kernels::StepTensors
     MDL_CHECK(t.param.dtype() == ts[0].param.dtype() && t.grad.dtype() == t.param.dtype(), op,
               ": one multi-tensor step takes one dtype, got ", dtype_name(t.param.dtype()), " and ",
               dtype_name(ts[0].param.dtype()));
+  const kernels::StepTensors* with_copy = nullptr;
+  for (const kernels::StepTensors& t : ts) {
+    if (!t.copy.defined()) continue;
+    if (!with_copy) with_copy = &t;
+    MDL_CHECK(t.copy.dtype() == with_copy->copy.dtype() && (t.copy.dtype() == kF16 || t.copy.dtype() == kBF16), op,
+              ": one multi-tensor step writes copies of one 16-bit dtype, got ", dtype_name(t.copy.dtype()), " and ",
+              dtype_name(with_copy->copy.dtype()));
+    MDL_CHECK(t.copy.numel() == t.param.numel() && t.copy.strides() == t.param.strides(), op, ": a copy ",
+              shape_str(t.copy.shape()), " must have its parameter's shape and layout ", shape_str(t.param.shape()));
+    check_on_gpu(op, t.copy, "copy");
+  }
   for_each_launch(
       op, ts.size(), [&](size_t i) { return ts[i].param.numel(); },
       [&](const ChunkMap& map, const size_t* slots, int blocks) {
@@ -154,7 +179,9 @@ void for_each_step_launch(const char* op, const std::vector<kernels::StepTensors
           for (int j = 0; j < 3; ++j)
             c.s[j][k] = t.state[size_t(j)].defined() ? ptr<float>(t.state[size_t(j)]) : nullptr;
           c.step[k] = ptr<const int64_t>(t.step);
+          c.copy[k] = t.copy.defined() ? t.copy.raw_data() : nullptr;
         }
+        c.copy_bf16 = with_copy && with_copy->copy.dtype() == kBF16;
         launch(c, blocks);
       });
 }

@@ -46,16 +46,19 @@ using AdamStepFn = void(const Tensor& param, const Tensor& grad, const Tensor& e
 // param, grad (n); momentum_buffer (n) f32, undefined when momentum == 0.
 using SGDStepFn = void(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const SGDParams& hp);
 // One parameter of a multi-tensor step: param and grad, its f32 state (SGD: {momentum_buffer};
-// Adam: {exp_avg, exp_avg_sq, max_exp_avg_sq}; undefined where unused) and its step counter
-// (0-dim i64 on its device).
+// Adam: {exp_avg, exp_avg_sq, max_exp_avg_sq}; undefined where unused), its step counter
+// (0-dim i64 on its device) and its 16-bit copy (f16 or bf16, param's shape and layout; undefined
+// when none), which the update overwrites with the new param rounded to the copy's dtype.
 struct StepTensors {
   Tensor param, grad;
   std::array<Tensor, 3> state;
   Tensor step;
+  Tensor copy;
 };
 // The updates of many parameters of one group, dtype and device: what adam_step / sgd_step do to
 // each, each with its own step counter (hp.device.step is not read; hp.device.found_inf and
-// hp.device.lr are). A GPU updates up to 24 parameters per launch instead of one.
+// hp.device.lr are), and the copies written in the same pass (all of one dtype). A GPU updates up
+// to 24 parameters per launch instead of one.
 using AdamStepManyFn = void(const std::vector<StepTensors>& ts, const AdamParams& hp);
 using SGDStepManyFn = void(const std::vector<StepTensors>& ts, const SGDParams& hp);
 // out (0-dim f64 on t's device) = the sum of squares of t (contiguous, floating), accumulated in

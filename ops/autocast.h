@@ -14,6 +14,11 @@
 // (a parameter, f32 master weight) is made once per (tensor, version, grad mode) and reused;
 // the cast records a to_dtype node, so the gradient reaches the f32 parameter as f32. The cache
 // is cleared when the outermost guard exits. Backward always runs with autocast off.
+//
+// The weight cache (toggle amp_weight_cache), below the cast cache: the 16-bit copy of a parameter
+// outlives the region, valid while the parameter's version is the one it was made from. The fused
+// optimizer steps rewrite the copy in the pass that updates the parameter (fresh_weight_copy, then
+// weight_copy_rewritten), so a forward after a step launches no cast for it.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -26,6 +31,17 @@ namespace mdl::amp {
 
 // The number of casts held by this thread's cast cache (for tests).
 size_t cast_cache_size();
+
+// The number of parameters the weight cache holds a copy of, and dropping them all (turning
+// amp_weight_cache off drops them too).
+size_t weight_cache_size();
+void clear_weight_cache();
+// For an optimizer step that rewrites the copy: param's cached copy when it was made from param's
+// current version and has param's layout, else undefined.
+Tensor fresh_weight_copy(const Tensor& param);
+// After the step wrote the copy from param's new value and bumped param's version: the copy is
+// current again (its own version is bumped, so a graph that saved it knows it changed).
+void weight_copy_rewritten(const Tensor& param, const Tensor& copy);
 
 // An op's arguments after the policy: element i is the cast when one was made, else the
 // caller's own tensor (no handle copied). Destructure it: auto [a, b] = autocast_lower(a_in, b_in).

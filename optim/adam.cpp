@@ -107,9 +107,11 @@ void Adam::update_many(const ParamGroup& group, const std::vector<ParamUpdate>& 
   for (const ParamUpdate& u : updates) {
     ParamState& s = *u.state;
     make_state(u.param, s);
-    ts.push_back({u.param, u.grad, {s.exp_avg, s.exp_avg_sq, amsgrad_ ? s.max_exp_avg_sq : Tensor()}, s.step});
+    ts.push_back({u.param, u.grad, {s.exp_avg, s.exp_avg_sq, amsgrad_ ? s.max_exp_avg_sq : Tensor()}, s.step, u.copy});
   }
   kernels::adam_step_many(updates[0].param.device(), ts, params_of(group, grad_scale, device));
 }
+
+bool Adam::writes_weight_copies() const { return toggles::fused_adamw(); }
 
 }  // namespace mdl::optim

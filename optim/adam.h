@@ -33,6 +33,7 @@ class Adam : public Optimizer {
               const Tensor& found_inf, const kernels::DeviceStepState& device) override;
   void update_many(const ParamGroup& group, const std::vector<ParamUpdate>& updates, double grad_scale,
                    const Tensor& found_inf, const kernels::DeviceStepState& device) override;
+  bool writes_weight_copies() const override;
 
  private:
   kernels::AdamParams params_of(const ParamGroup& group, double grad_scale,

@@ -13,6 +13,7 @@
 #include "ops/native/factory.h"
 #include "ops/ops.h"
 #include "kernels/optim.h"
+#include "ops/autocast.h"
 #include "optim/state_values.h"
 #include "switches/list/toggles.h"
 
@@ -181,6 +182,7 @@ void Optimizer::step_impl(double grad_scale, const Tensor& found_inf) {
     size_t group;
     Tensor param, grad;
     ParamState* state = nullptr;  // state_'s nodes stay where they are as it grows
+    Tensor copy;                  // the autocast copy the update rewrites, if any
   };
   std::vector<Update> updates;
   for (size_t g = 0; g < groups_.size(); ++g)
@@ -189,7 +191,7 @@ void Optimizer::step_impl(double grad_scale, const Tensor& found_inf) {
       if (!gr.defined()) continue;
       MDL_CHECK(gr.shape() == p.shape(), name_, ": grad of shape ", gr.shape(), " for parameter of shape ", p.shape());
       MDL_CHECK(gr.device() == p.device(), name_, ": grad on ", gr.device(), " for parameter on ", p.device());
-      updates.push_back({g, p, gr});
+      updates.push_back({g, p, gr, nullptr, Tensor()});
     }
   if (updates.empty()) return;
   sync_device_lr();
@@ -225,24 +227,35 @@ void Optimizer::step_impl(double grad_scale, const Tensor& found_inf) {
     if (u.grad.dtype() != u.param.dtype()) u.grad = u.grad.to(u.param.dtype());
     if (!u.grad.is_contiguous(layout_of(u.param))) u.grad = u.grad.contiguous(layout_of(u.param));
   }
+  // The autocast copies this step rewrites (amp_weight_cache): one batch writes copies of one dtype.
+  if (toggles::amp_weight_cache() && writes_weight_copies())
+    for (Update& u : updates) u.copy = amp::fresh_weight_copy(u.param);
   const bool together = toggles::multi_tensor_step();
   for (size_t i = 0, j = 0; i < updates.size(); i = j) {
     const Update& u = updates[i];
-    for (j = i + 1; together && j < updates.size(); ++j)
-      if (updates[j].group != u.group || updates[j].param.device() != u.param.device() ||
-          updates[j].param.dtype() != u.param.dtype())
-        break;
+    const Tensor* batch_copy = u.copy.defined() ? &u.copy : nullptr;
+    for (j = i + 1; together && j < updates.size(); ++j) {
+      const Update& v = updates[j];
+      if (v.group != u.group || v.param.device() != u.param.device() || v.param.dtype() != u.param.dtype()) break;
+      if (!v.copy.defined()) continue;
+      if (batch_copy && v.copy.dtype() != batch_copy->dtype()) break;
+      batch_copy = &v.copy;
+    }
     const Tensor flag = flag_on(u.param.device());
     kernels::DeviceStepState device = device_state(u.group, u.param, *u.state, flag);
-    if (j - i == 1) {
+    if (j - i == 1 && !u.copy.defined()) {
       update(groups_[u.group], u.param, u.grad, *u.state, grad_scale, flag, device);
     } else {
       std::vector<ParamUpdate> batch;
-      for (size_t k = i; k < j; ++k) batch.push_back({updates[k].param, updates[k].grad, updates[k].state});
+      for (size_t k = i; k < j; ++k)
+        batch.push_back({updates[k].param, updates[k].grad, updates[k].state, updates[k].copy});
       device.step = nullptr;
       update_many(groups_[u.group], batch, grad_scale, flag, device);
     }
-    for (size_t k = i; k < j; ++k) updates[k].param.bump_version();
+    for (size_t k = i; k < j; ++k) {
+      updates[k].param.bump_version();
+      if (updates[k].copy.defined()) amp::weight_copy_rewritten(updates[k].param, updates[k].copy);
+    }
   }
 }
 

@@ -89,13 +89,18 @@ class Optimizer {
                       double grad_scale, const Tensor& found_inf, const kernels::DeviceStepState& device) = 0;
   // Updates several parameters of one group, dtype and device, as update() would each; device
   // holds the flag and the lr (its step is unset: each state's own counter counts). By default one
-  // update() each; SGD and Adam hand them to one multi-tensor kernel.
+  // update() each; SGD and Adam hand them to one multi-tensor kernel. copy is the parameter's
+  // autocast copy in the weight cache (ops/autocast.h), to be rewritten from the new value in the
+  // same pass; it is set only when writes_weight_copies() says the update writes it.
   struct ParamUpdate {
     Tensor param, grad;
     ParamState* state = nullptr;
+    Tensor copy;
   };
   virtual void update_many(const ParamGroup& group, const std::vector<ParamUpdate>& updates, double grad_scale,
                            const Tensor& found_inf, const kernels::DeviceStepState& device);
+  // Whether update_many writes each ParamUpdate::copy (then every update with a copy goes through it).
+  virtual bool writes_weight_copies() const { return false; }
   Tensor new_state_like(const Tensor& param) const;  // zeros, f32, param's shape, device and layout
 
   const char* name_;

@@ -59,8 +59,11 @@ void SGD::update_many(const ParamGroup& group, const std::vector<ParamUpdate>& u
   std::vector<kernels::StepTensors> ts;
   ts.reserve(updates.size());
   for (const ParamUpdate& u : updates)
-    ts.push_back({u.param, u.grad, {momentum_buffer(group, u.param, *u.state), Tensor(), Tensor()}, u.state->step});
+    ts.push_back(
+        {u.param, u.grad, {momentum_buffer(group, u.param, *u.state), Tensor(), Tensor()}, u.state->step, u.copy});
   kernels::sgd_step_many(updates[0].param.device(), ts, params_of(group, grad_scale, device));
 }
+
+bool SGD::writes_weight_copies() const { return true; }
 
 }  // namespace mdl::optim

@@ -24,6 +24,7 @@ class SGD : public Optimizer {
               const Tensor& found_inf, const kernels::DeviceStepState& device) override;
   void update_many(const ParamGroup& group, const std::vector<ParamUpdate>& updates, double grad_scale,
                    const Tensor& found_inf, const kernels::DeviceStepState& device) override;
+  bool writes_weight_copies() const override;
 
  private:
   kernels::SGDParams params_of(const ParamGroup& group, double grad_scale,

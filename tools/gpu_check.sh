@@ -172,9 +172,12 @@ ratio("packed_attention/on/gpt_step_amp/real_time", "packed_attention/off/gpt_st
       "GPT AMP step: heads read and written in place vs transposed around the kernel (speedup)")
 ratio("amp_f32_grads/on/gpt_step_amp/real_time", "amp_f32_grads/off/gpt_step_amp/real_time",
       "GPT AMP step: linear's f32 gradients from the GEMMs vs rounded and converted (speedup)")
-for side in ("off", "on"):
-    r = by.get(f"packed_attention/{side}/gpt_step_amp/real_time")
-    if r and "kernels/step" in r: print(f'{"packed_attention/" + side + ": kernel calls per GPT AMP step":60s} {r["kernels/step"]:6.0f}')
+ratio("amp_weight_cache/on/gpt_step_amp/real_time", "amp_weight_cache/off/gpt_step_amp/real_time",
+      "GPT AMP step: weight copies rewritten by the step vs cast by every forward (speedup)")
+for toggle in ("packed_attention", "amp_weight_cache"):
+    for side in ("off", "on"):
+        r = by.get(f"{toggle}/{side}/gpt_step_amp/real_time")
+        if r and "kernels/step" in r: print(f'{toggle + "/" + side + ": kernel calls per GPT AMP step":60s} {r["kernels/step"]:6.0f}')
 ratio("allow_tf32/on/gemm/4096/manual_time", "allow_tf32/off/gemm/4096/manual_time", "f32 GEMM 4096: TF32 vs full f32 (speedup)")
 ratio("cudnn_allow_tf32/on/conv3x3_c64_32x32_b128_f32/manual_time", "cudnn_allow_tf32/off/conv3x3_c64_32x32_b128_f32/manual_time",
       "conv 3x3 f32 fwd+bwd: TF32 vs full f32 (speedup)")
