@@ -44,8 +44,7 @@ TEST_CASE("cuda: a multi-tensor step writes each copy with the bits of the GPU's
     // 30 parameters (two launches), sizes from 1 to past a block's chunk; every third without a copy,
     // the rest cast to f16 or bf16 by turns.
     std::vector<Tensor> params;
-    for (int i = 0; i < 30; ++i)
-      params.push_back((randn({1, int64_t(1 + i * 2311)}) * 0.1).to(gpu).requires_grad_());
+    for (int i = 0; i < 30; ++i) params.push_back((randn({1, int64_t(1 + i * 2311)}) * 0.1).to(gpu).requires_grad_());
     std::unique_ptr<optim::Optimizer> opt = make(params);
     for (int step = 0; step < 3; ++step) {
       CAPTURE(step);
