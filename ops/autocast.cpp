@@ -7,8 +7,6 @@
 #include <unordered_map>
 #include <vector>
 
-#include "autograd/function.h"
-#include "autograd/op_registry.h"
 #include "cuda/api.h"
 #include "ops/native/native.h"
 #include "ops/ops.h"
@@ -17,8 +15,6 @@
 #include "tensor/grad_mode.h"
 
 namespace mdl::amp {
-
-MDL_DIFFERENTIABLE_OPS("weight_copy");
 
 namespace {
 
@@ -67,16 +63,12 @@ const bool kClearsWhenOff = toggles::on_change(toggles::Toggle::amp_weight_cache
 });
 
 // The cast of the parameter x: from the weight cache when amp_weight_cache is on (under grad mode an
-// alias of the copy with a weight_copy node, so that the gradient still reaches x), else a new cast.
+// alias of the copy with a to_dtype node, so that the gradient still reaches x), else a new cast.
 Tensor parameter_cast(const Tensor& x, DType target) {
   if (!toggles::amp_weight_cache()) return to_dtype(x, target);
   const Tensor copy = weight_copy(x, target);
   if (!GradMode::is_enabled()) return copy;
-  Tensor out = make_view(copy, copy.shape(), copy.strides(), copy.offset());
-  // The gradient flows back in x's dtype (FnNode casts it), as to_dtype's does.
-  autograd::record_fn("weight_copy", {x}, {out}, {},
-                      [](const autograd::Grads& g, const autograd::FnNode&) { return autograd::Grads{g[0]}; });
-  return out;
+  return detail::to_dtype_node(x, copy);
 }
 
 // ---- the cast cache ------------------------------------------------------------------------------

@@ -62,6 +62,10 @@ class CastArgs {
 };
 
 namespace detail {
+// cast, a value of x cast earlier (the weight cache's copy), as to_dtype(x, cast.dtype()) would
+// return it: an alias of cast recording x's to_dtype node, with no kernel. Beside to_dtype in
+// ops/shape.cpp.
+Tensor to_dtype_node(const Tensor& x, const Tensor& cast);
 // x cast to `target` when autocast should (floating, not f64, not already target), else undefined.
 Tensor cast_lower(const Tensor& x, DType target);
 Tensor cast_f32(const Tensor& x);

@@ -6,6 +6,7 @@
 #include "autograd/op_registry.h"
 #include "ops/native/factory.h"
 #include "ops/native/native.h"
+#include "ops/autocast.h"
 #include "ops/ops.h"
 
 namespace mdl {
@@ -93,10 +94,23 @@ Tensor contiguous(const Tensor& x, MemoryFormat f) {
   return out;
 }
 
+namespace {
+// The gradient flows back in the input's dtype (FnNode casts it), e.g. f16 -> f32.
+void record_to_dtype(const Tensor& x, const Tensor& out) {
+  if (is_floating(out.dtype()))
+    record_fn("to_dtype", {x}, {out}, {}, [](const Grads& g, const FnNode&) { return Grads{g[0]}; });
+}
+}  // namespace
+
 Tensor to_dtype(const Tensor& x, DType t) {
   Tensor out = native::to_dtype(x, t);
-  // The gradient flows back in the input's dtype (FnNode casts it), e.g. f16 -> f32.
-  if (is_floating(t)) record_fn("to_dtype", {x}, {out}, {}, [](const Grads& g, const FnNode&) { return Grads{g[0]}; });
+  record_to_dtype(x, out);
+  return out;
+}
+
+Tensor amp::detail::to_dtype_node(const Tensor& x, const Tensor& cast) {
+  Tensor out = make_view(cast, cast.shape(), cast.strides(), cast.offset());
+  record_to_dtype(x, out);
   return out;
 }
 
