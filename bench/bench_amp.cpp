@@ -197,7 +197,8 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime()
         ->MinTime(1.0);
-  for (toggles::Toggle t : {toggles::Toggle::amp_f32_grads, toggles::Toggle::amp_weight_cache})
+  for (toggles::Toggle t :
+       {toggles::Toggle::amp_f32_grads, toggles::Toggle::amp_weight_cache, toggles::Toggle::linear_bias_epilogue})
     for (bool on : {false, true})
       bench::register_switch(toggles::name(t), on, "gpt_train_step_b4_t128_autocast_bf16",
                              [t](benchmark::State& s, bool on) { bm_gpt_step(s, t, on); })

@@ -479,6 +479,13 @@ void gpt_step_weight_cache(benchmark::State& st, bool on) {
   train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, true, 65);
 }
 
+// The GPT AMP step with its linear layers' biases added in the cuBLASLt epilogue (on), or by a
+// broadcast add after the GEMM and summed by a reduction in the backward (off).
+void gpt_step_bias_epilogue(benchmark::State& st, bool on) {
+  toggles::Scoped epilogue(toggles::Toggle::linear_bias_epilogue, on);
+  train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, true, 65);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -583,6 +590,10 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond);
   for (bool on : {false, true})
     bench::register_switch("amp_weight_cache", on, "gpt_step_amp", gpt_step_weight_cache)
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  for (bool on : {false, true})
+    bench::register_switch("linear_bias_epilogue", on, "gpt_step_amp", gpt_step_bias_epilogue)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
   for (bool on : {false, true})

@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "cpu/float_block.h"
 #include "cpu/kernels.h"
 #include "kernels/convert.h"
 #include "kernels/gelu_math.h"
@@ -39,6 +40,8 @@ constexpr int64_t kBlock = 256;
 
 template <class T>
 using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+template <class T>
+constexpr bool kHalf = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
 // Widens n elements of a 16-bit (or f32/f64) buffer into the compute type.
 template <class T>
@@ -92,7 +95,9 @@ void forward(const Tensor& out, const Tensor& pre, const Tensor& x, const Tensor
         if (p)
           for (int64_t j = 0; j < m; ++j) p[i * N + j0 + j] = convert<T>(v[j]);
         act_forward_block(act, v, m);
-        for (int64_t j = 0; j < m; ++j) o[i * N + j0 + j] = convert<T>(v[j]);
+        if constexpr (kHalf<T>) store_floats<T>(reinterpret_cast<char*>(o + i * N + j0), sizeof(T), v, m);
+        else
+          for (int64_t j = 0; j < m; ++j) o[i * N + j0 + j] = convert<T>(v[j]);
       }
   });
 }
@@ -107,6 +112,7 @@ void backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& gra
   T* gp = grad_pre.data_ptr<T>();
   T* gb = grad_bias.defined() && grad_bias.dtype() == grad_out.dtype() ? grad_bias.data_ptr<T>() : nullptr;
   float* gb_f32 = grad_bias.defined() && !gb ? grad_bias.data_ptr<float>() : nullptr;  // 16-bit sums kept in f32
+  const bool in_place = static_cast<const void*>(gp) == static_cast<const void*>(g);
   // Columns split over threads, each walking every row in order: the bias sums are deterministic
   // whatever the thread count, and each row's slice of columns is contiguous.
   parallel_for(0, N, std::max<int64_t>(1, kGrainSize / 8 / std::max<int64_t>(M, 1)), [&](int64_t c0, int64_t c1) {
@@ -120,6 +126,15 @@ void backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& gra
             const T v = convert<T>(select_bits(A(s[k0 + j]) > A(0), A(g[k0 + j]), A(0)));
             gp[k0 + j] = v;
             sum[size_t(j0 - c0 + j)] += A(v);
+          }
+          continue;
+        }
+        if (!s && in_place) {  // no activation, and the gradient is its own: only the bias sums
+          if constexpr (kHalf<T>) {
+            load_floats<T>(reinterpret_cast<const char*>(g + k0), sizeof(T), d, m);
+            for (int64_t j = 0; j < m; ++j) sum[size_t(j0 - c0 + j)] += d[j];
+          } else {
+            for (int64_t j = 0; j < m; ++j) sum[size_t(j0 - c0 + j)] += A(g[k0 + j]);
           }
           continue;
         }

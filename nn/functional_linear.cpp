@@ -55,6 +55,8 @@ LinearOperands linear_operands(const Tensor& x_in, const Tensor& w_in, const Ten
   return o;
 }
 
+Tensor fused_linear(const LinearOperands& ops, Activation act);
+
 }  // namespace
 
 // x (*, in) -> (M, in) @ w^T (in, out) + b, with M the product of the leading dims.
@@ -70,6 +72,8 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   MDL_CHECK(x.size(-1) == in, "linear: input ", x.shape(), " has ", x.size(-1), " features but weight ", w.shape(),
             " expects ", in);
   detail::check_bias("linear", b, out_f, x);
+  // The bias added in the GEMM's epilogue instead of in a pass of its own over the output.
+  if (b.defined() && toggles::linear_bias_epilogue()) return fused_linear(ops, Activation::None);
   const Shape xs = x.shape();
   Shape os(xs.begin(), xs.end() - 1);
   const int64_t M = shape_numel(os);
@@ -90,8 +94,11 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   return out;
 }
 
-Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activation act) {
-  const LinearOperands ops = linear_operands(x_in, w_in, b_in);
+namespace {
+
+// linear_act on operands under the autocast policy: the GEMM, then the bias and the activation in
+// its epilogue (cuBLASLt on the GPU, one pass over the output on the CPU).
+Tensor fused_linear(const LinearOperands& ops, Activation act) {
   const Tensor &x = ops.x, &w = ops.w, &b = ops.b;
   MDL_CHECK(act == Activation::None || act == Activation::Relu || act == Activation::GeluTanh,
             "linear_act: unknown activation ", int(act), " (expected none, relu or gelu_tanh)");
@@ -138,25 +145,31 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activa
   Tensor out = native::view(y, os);
   std::vector<Tensor> to_save{x2, wc};
   if (act != Activation::None) to_save.push_back(act == Activation::Relu ? y : pre);  // what act' is read from
-  record_fn("linear_act", ops.inputs, {out}, to_save,
-            [xs, M, in, out_f, act, dx = ops.dx(), dw = ops.dw(), db = ops.db()](const Grads& g, const FnNode& n) {
-              const Tensor x2 = n.saved(0), w = n.saved(1), s = act == Activation::None ? Tensor() : n.saved(2);
-              const Tensor g2 = native::contiguous(
-                  native::reshape(native::to_dtype(g[0], x2.dtype()), {M, out_f}));  // (M, out)
-              Tensor gp = g2, gb;
-              if (n.needs(2)) gb = empty({out_f}, TensorOptions(db, g2.device()));
-              if (act != Activation::None || gb.defined()) {
-                if (act != Activation::None) gp = empty({M, out_f}, TensorOptions(g2.dtype(), g2.device()));
-                if (M > 0 && out_f > 0) kernels::linear_act_backward(g2.device(), gp, gb, g2, s, act);
-                else if (gb.defined()) gb.fill_(0.0);
-              }
-              Grads r(3);
-              if (n.needs(0)) r[0] = native::reshape(native::matmul(gp, w, dx), xs);
-              if (n.needs(1)) r[1] = native::matmul(native::transpose(gp, 0, 1), x2, dw);
-              r[2] = gb;
-              return r;
-            });
+  record_fn(
+      "linear_act", ops.inputs, {out}, to_save,
+      [xs, M, in, out_f, act, dx = ops.dx(), dw = ops.dw(), db = ops.db()](const Grads& g, const FnNode& n) {
+        const Tensor x2 = n.saved(0), w = n.saved(1), s = act == Activation::None ? Tensor() : n.saved(2);
+        const Tensor g2 = native::contiguous(native::reshape(detail::as(g[0], x2.dtype()), {M, out_f}));  // (M, out)
+        Tensor gp = g2, gb;
+        if (n.needs(2)) gb = empty({out_f}, TensorOptions(db, g2.device()));
+        if (act != Activation::None || gb.defined()) {
+          if (act != Activation::None) gp = empty({M, out_f}, TensorOptions(g2.dtype(), g2.device()));
+          if (M > 0 && out_f > 0) kernels::linear_act_backward(g2.device(), gp, gb, g2, s, act);
+          else if (gb.defined()) gb.fill_(0.0);
+        }
+        Grads r(3);
+        if (n.needs(0)) r[0] = native::reshape(native::matmul(gp, w, dx), xs);
+        if (n.needs(1)) r[1] = native::matmul(native::transpose(gp, 0, 1), x2, dw);
+        r[2] = gb;
+        return r;
+      });
   return out;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Activation act) {
+  return fused_linear(linear_operands(x_in, w_in, b_in), act);
 }
 
 }  // namespace functional

@@ -174,7 +174,9 @@ ratio("amp_f32_grads/on/gpt_step_amp/real_time", "amp_f32_grads/off/gpt_step_amp
       "GPT AMP step: linear's f32 gradients from the GEMMs vs rounded and converted (speedup)")
 ratio("amp_weight_cache/on/gpt_step_amp/real_time", "amp_weight_cache/off/gpt_step_amp/real_time",
       "GPT AMP step: weight copies rewritten by the step vs cast by every forward (speedup)")
-for toggle in ("packed_attention", "amp_weight_cache"):
+ratio("linear_bias_epilogue/on/gpt_step_amp/real_time", "linear_bias_epilogue/off/gpt_step_amp/real_time",
+      "GPT AMP step: linear biases in the cuBLASLt epilogue vs a separate add (speedup)")
+for toggle in ("packed_attention", "amp_weight_cache", "linear_bias_epilogue"):
     for side in ("off", "on"):
         r = by.get(f"{toggle}/{side}/gpt_step_amp/real_time")
         if r and "kernels/step" in r: print(f'{toggle + "/" + side + ": kernel calls per GPT AMP step":60s} {r["kernels/step"]:6.0f}')

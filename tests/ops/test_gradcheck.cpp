@@ -17,6 +17,7 @@
 #include "nn/linear_act.h"
 #include "ops/native/factory.h"
 #include "ops/ops.h"
+#include "switches/list/toggles.h"
 #include "tests/support/gradcheck_cases.h"
 
 using namespace mdl;
@@ -350,8 +351,16 @@ void add_index_ops(std::vector<Entry>& t, Maker& m) {
 void add_nn_ops(std::vector<Entry>& t, Maker& m) {
   t.push_back(
       {"linear", "[2,3,4] permuted x, bias", {m.uniform({4, 2, 3}), m.uniform({5, 4}), m.uniform({5})}, [](const V& v) {
+         toggles::Scoped bias_pass(toggles::Toggle::linear_bias_epilogue, false);  // linear's own node
          return F::linear(permute(v[0], {1, 2, 0}), v[1], v[2]);
        }});
+  t.push_back({"linear_act",
+               "linear with a bias in the epilogue (linear_bias_epilogue), [2,3,4] permuted x",
+               {m.uniform({4, 2, 3}), m.uniform({5, 4}), m.uniform({5})},
+               [](const V& v) {
+                 toggles::Scoped epilogue(toggles::Toggle::linear_bias_epilogue, true);
+                 return F::linear(permute(v[0], {1, 2, 0}), v[1], v[2]);
+               }});
   t.push_back({"linear", "transposed weight, no bias", {m.uniform({3, 4}), m.uniform({4, 2})}, [](const V& v) {
                  return F::linear(v[0], T(v[1]));
                }});
