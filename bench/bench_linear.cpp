@@ -48,9 +48,8 @@ void run(benchmark::State& state, Activation act, bool fused, bool backward) {
   }
   const double gemms = backward ? 3.0 : 1.0;
   // FLOP/s (shown with an SI prefix), as bench/summary.py reads every GFLOP/s counter.
-  state.counters["GFLOP/s"] = benchmark::Counter(gemms * 2.0 * kBatch * kIn * kOut,
-                                                 benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      gemms * 2.0 * kBatch * kIn * kOut, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 }  // namespace
