@@ -457,32 +457,15 @@ void resnet18_step_layout(benchmark::State& st, bool channels_last) {
   train_step(st, nn::models::resnet18(10, 3), {128, 3, 32, 32}, true, 0, false, channels_last);
 }
 
-// The GPT AMP step (BM_gpt_step_amp) with its attention heads read from the packed projection and
-// written in place (on), or split, transposed and joined around the kernel (off); the pair's
-// kernels/step counter shows the launches saved.
-void gpt_step_packed(benchmark::State& st, bool on) {
-  toggles::Scoped layout(toggles::Toggle::packed_attention, on);
-  train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, true, 65);
-}
-
-// The GPT AMP step with its linear layers' f32 gradients written by the GEMMs and the bias sums (on),
-// or rounded to f16 and converted back through to_dtype nodes (off).
-void gpt_step_f32_grads(benchmark::State& st, bool on) {
-  toggles::Scoped grads(toggles::Toggle::amp_f32_grads, on);
-  train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, true, 65);
-}
-
-// The GPT AMP step with the weights' f16 copies kept and rewritten by the optimizer step (on), or
-// cast again by every forward (off).
-void gpt_step_weight_cache(benchmark::State& st, bool on) {
-  toggles::Scoped cache(toggles::Toggle::amp_weight_cache, on);
-  train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, true, 65);
-}
-
-// The GPT AMP step with its linear layers' biases added in the cuBLASLt epilogue (on), or by a
-// broadcast add after the GEMM and summed by a reduction in the backward (off).
-void gpt_step_bias_epilogue(benchmark::State& st, bool on) {
-  toggles::Scoped epilogue(toggles::Toggle::linear_bias_epilogue, on);
+// The GPT AMP step (BM_gpt_step_amp) with one switch off and on, for the switches that change it:
+// packed_attention (heads read from the packed projection and written in place, or split,
+// transposed and joined around the kernel), amp_f32_grads (linear's f32 gradients from the GEMMs
+// and the bias sums, or rounded to f16 and converted back through to_dtype nodes),
+// amp_weight_cache (the weights' f16 copies kept and rewritten by the optimizer step, or cast by
+// every forward) and linear_bias_epilogue (biases in the cuBLASLt epilogue, or a broadcast add and
+// a reduction). The pairs' kernels/step counters show the launches saved.
+void gpt_step_with(benchmark::State& st, toggles::Toggle toggle, bool on) {
+  toggles::Scoped flip(toggle, on);
   train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, true, 65);
 }
 
@@ -580,22 +563,13 @@ int main(int argc, char** argv) {
     bench::register_switch("multi_tensor_step", on, "resnet18_step_amp", resnet18_step_multi_tensor)
         ->UseRealTime()
         ->Unit(benchmark::kMillisecond);
-  for (bool on : {false, true})
-    bench::register_switch("packed_attention", on, "gpt_step_amp", gpt_step_packed)
-        ->UseRealTime()
-        ->Unit(benchmark::kMillisecond);
-  for (bool on : {false, true})
-    bench::register_switch("amp_f32_grads", on, "gpt_step_amp", gpt_step_f32_grads)
-        ->UseRealTime()
-        ->Unit(benchmark::kMillisecond);
-  for (bool on : {false, true})
-    bench::register_switch("amp_weight_cache", on, "gpt_step_amp", gpt_step_weight_cache)
-        ->UseRealTime()
-        ->Unit(benchmark::kMillisecond);
-  for (bool on : {false, true})
-    bench::register_switch("linear_bias_epilogue", on, "gpt_step_amp", gpt_step_bias_epilogue)
-        ->UseRealTime()
-        ->Unit(benchmark::kMillisecond);
+  for (toggles::Toggle t : {toggles::Toggle::packed_attention, toggles::Toggle::amp_f32_grads,
+                            toggles::Toggle::amp_weight_cache, toggles::Toggle::linear_bias_epilogue})
+    for (bool on : {false, true})
+      bench::register_switch(toggles::name(t), on, "gpt_step_amp",
+                             [t](benchmark::State& st, bool on) { gpt_step_with(st, t, on); })
+          ->UseRealTime()
+          ->Unit(benchmark::kMillisecond);
   for (bool on : {false, true})
     bench::register_switch("fused_add_relu", on, "resnet18_step_amp", resnet18_step_add_relu)
         ->UseRealTime()

@@ -15,6 +15,7 @@
 #include "nn/models/models.h"
 #include "ops/autocast.h"
 #include "switches/list/toggles.h"
+#include "tests/support/profiler_test_util.h"
 #include "tests/support/test_util.h"
 
 using namespace mdl;
@@ -107,8 +108,7 @@ TEST_CASE("cuda: a GPT AMP step gives the same bits with the weight cache off an
       losses.push_back(loss.item<float>());
       if (prof) {
         prof->stop();
-        for (const profiler::Event& e : prof->events())
-          copies += e.kind == profiler::EventKind::Kernel && std::string(e.name) == "copy";
+        copies = int64_t(profiler_test::find_all(*prof, "copy", profiler::EventKind::Kernel).size());
       }
     }
     std::vector<std::vector<float>> weights;

@@ -15,6 +15,7 @@
 #include "nn/models/models.h"
 #include "ops/autocast.h"
 #include "switches/list/toggles.h"
+#include "tests/support/profiler_test_util.h"
 #include "tests/support/test_util.h"
 
 using namespace mdl;
@@ -44,9 +45,7 @@ double max_abs_err(const Tensor& got, const Tensor& want) {
 }
 
 int64_t kernels_named(const profiler::Session& prof, const std::string& name) {
-  return std::count_if(prof.events().begin(), prof.events().end(), [&](const profiler::Event& e) {
-    return e.kind == profiler::EventKind::Kernel && std::string(e.name) == name;
-  });
+  return int64_t(profiler_test::find_all(prof, name, profiler::EventKind::Kernel).size());
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "nn/models/models.h"
 #include "ops/autocast.h"
 #include "switches/list/toggles.h"
+#include "tests/support/profiler_test_util.h"
 #include "tests/support/test_util.h"
 
 using namespace mdl;
@@ -62,8 +63,7 @@ Run train_gpt(bool cache, int steps, int micro = 1, bool f32_grads = true) {
     opt.step();
     if (prof) {
       prof->stop();
-      for (const profiler::Event& e : prof->events())
-        r.copies += e.kind == profiler::EventKind::Kernel && std::string(e.name) == "copy";
+      r.copies = int64_t(profiler_test::find_all(*prof, "copy", profiler::EventKind::Kernel).size());
     }
   }
   for (const Tensor& p : gpt.parameters()) r.params.push_back(p.detach().clone());
