@@ -329,8 +329,10 @@ const char* direct_conv_kernel_name() {
 
 bool direct_conv_applies(const Tensor& x, const Tensor& w, const kernels::Conv2dParams& p) {
   // bf16 values go to AMX's GEMM where it runs; otherwise direct, whose row tile multiplies them in pairs
-  // where VDPBF16PS runs.
-  const bool amx = (p.bf16_values || x.dtype() == kBF16) && gemm_bf16_values_kernel() == GemmKernel::amx_bf16;
+  // where VDPBF16PS runs. One input channel a group stays direct (its plane tile) even there: a K of
+  // kH*kW fills no AMX tile, and im2col would take a one-channel input to the depthwise kernel in f32.
+  const bool amx = (p.bf16_values || x.dtype() == kBF16) && gemm_bf16_values_kernel() == GemmKernel::amx_bf16 &&
+                   w.size(1) > 1;
   return (x.dtype() == kF32 || x.dtype() == kBF16) && w.dtype() == x.dtype() && !amx && p.stride_h == 1 &&
          p.stride_w == 1 && p.dil_h == 1 && p.dil_w == 1 && (p.groups == 1 || p.groups != x.size(1)) &&
          detail::direct_isa() != nullptr && w.size(2) > 0 && w.size(3) > 0;

@@ -65,7 +65,8 @@ TEST_CASE("conv2d: a bf16 conv makes no f32 copy, forward or backward, direct or
                             {2, 6, 10, 9, 6, 3, 3, {1, 1}, {2, 2}, {2, 2}, 3},    // im2col: dilated, groups
                             {1, 64, 80, 80, 8, 3, 3, {2, 2}, {1, 1}}};            // im2col: one sample in pixel tiles
   Generator gen(32);
-  for (bool amx : {false, true}) {  // AMX (where the CPU has it) takes every bf16 conv to im2col
+  for (bool amx :
+       {false, true}) {  // AMX (where the CPU has it) takes bf16 convs of more than one input channel a group to im2col
     toggles::Scoped scoped(toggles::Toggle::amx_bf16, amx);
     for (const ConvCase& c : cases) {
       INFO(describe(c), amx ? " amx on" : " amx off");
