@@ -213,17 +213,6 @@ void serial_bf16_bits(int64_t M, int64_t N, int64_t K, float alpha, const BFloat
          beta, C, rsc, csc);
 }
 
-// AMX's packing reads f32: the thread's A and B are widened first (exactly) into scratch.
-void serial_amx_widened(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t rsa, int64_t csa,
-                        const BFloat16* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
-  std::vector<float> a(size_t(M * K)), b(size_t(K * N));
-  for (int64_t i = 0; i < M; ++i)
-    for (int64_t p = 0; p < K; ++p) a[size_t(i * K + p)] = float(A[i * rsa + p * csa]);
-  for (int64_t p = 0; p < K; ++p)
-    for (int64_t j = 0; j < N; ++j) b[size_t(p * N + j)] = float(B[p * rsb + j * csb]);
-  gemm_serial_amx_bf16(M, N, K, alpha, a.data(), K, 1, b.data(), N, 1, beta, C, rsc, csc);
-}
-
 // The path of the f32 micro-kernel `k`.
 Path<float> f32_path(GemmKernel k) {
   switch (k) {
@@ -245,7 +234,7 @@ Path<float, BFloat16> bf16_path(GemmKernel k) {
     case GemmKernel::avx512: return packed_path<Blocking12x32, detail::sgemm_kernel_12x32_avx512, BFloat16>();
     case GemmKernel::avx2: return packed_path<Blocking6x16, detail::sgemm_kernel_6x16_avx2, BFloat16>();
 #endif
-    case GemmKernel::amx_bf16: return {32, 32, serial_amx_widened};
+    case GemmKernel::amx_bf16: return {32, 32, serial_bf16_bits<gemm_serial_amx_bf16_bits>};
     case GemmKernel::avx512_bf16: return {12, 32, serial_bf16_bits<gemm_serial_bf16_dot>};
     case GemmKernel::avx512_bf16_emulated: return {12, 32, serial_bf16_bits<gemm_serial_bf16_dot_emulated>};
     default: return packed_path<Blocking6x16, kernel_scalar<float, 6, 16>, BFloat16>();

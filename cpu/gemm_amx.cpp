@@ -1,7 +1,10 @@
-// f32 GEMM in bf16 on AMX tiles (Sapphire Rapids and later): A and B are rounded to bf16 (nearest
-// even) while they are packed, multiplied by TDPBF16PS with f32 accumulation, and C is updated in
-// f32. One micro-kernel call computes a 32x32 block of C in four 16x16 f32 tiles (tmm0-3) from two
-// A tiles (tmm4-5, 16 rows x 32 k each) and two B tiles (tmm6-7, 16 k-pairs x 16 columns x 2).
+// GEMM in bf16 on AMX tiles (Sapphire Rapids and later), from f32 operands (rounded to bf16, nearest
+// even, while they are packed) or from bf16 ones (packed as they are); TDPBF16PS accumulates in f32.
+// One micro-kernel call computes a 32x32 block of C in four 16x16 f32 tiles (tmm0-3) from two A
+// tiles (tmm4-5, 16 rows x 32 k each) and two B tiles (tmm6-7, 16 k-pairs x 16 columns x 2). Where
+// C is f32 and contiguous, alpha is 1 and beta 0 or 1, the accumulators are loaded from and stored
+// to C itself; other blocks go through a 32x32 buffer and an AVX-512 epilogue. Operands stored
+// transposed (A column-major, B row-major in N) are packed from their contiguous runs.
 // The process asks Linux for the AMX register state once (arch_prctl), each thread loads the tile
 // configuration once. gemm.cpp threads it like the f32 kernels and picks it when allowed.
 #include "cpu/gemm_amx.h"
@@ -47,77 +50,123 @@ __attribute__((target("amx-tile"))) void configure_tiles_once() {
   configured = true;
 }
 
-// 32 floats -> 32 bf16, rounded to nearest even (NaN stays NaN).
-#define MDL_AMX_PACK_TARGET __attribute__((target("avx512f,avx512bf16,avx512bw,avx2")))
+#define MDL_AMX_PACK_TARGET __attribute__((target("avx512f,avx512bf16,avx512bw,avx512vl,avx2")))
 
-MDL_AMX_PACK_TARGET inline void to_bf16_32(const float* src, uint16_t* dst) {
-  const __m512bh v = _mm512_cvtne2ps_pbh(_mm512_loadu_ps(src + 16), _mm512_loadu_ps(src));
-  _mm512_storeu_si512(dst, (__m512i)v);
+inline uint32_t low_bits(int64_t n) { return n >= 32 ? ~0u : (1u << n) - 1; }  // 0 <= n
+
+// n <= 32 values at stride cs -> 32 bf16, zero past n. f32 rounds to nearest even (NaN stays NaN).
+MDL_AMX_PACK_TARGET inline void row_bf16(const float* src, int64_t cs, int64_t n, uint16_t* dst) {
+  __m512 lo, hi;
+  if (cs == 1) {
+    const uint32_t m = low_bits(n);
+    lo = _mm512_maskz_loadu_ps(__mmask16(m), src);
+    hi = _mm512_maskz_loadu_ps(__mmask16(m >> 16), src + 16);
+  } else {
+    alignas(64) float row[KB];
+    for (int64_t p = 0; p < KB; ++p) row[p] = p < n ? src[p * cs] : 0.0f;
+    lo = _mm512_load_ps(row);
+    hi = _mm512_load_ps(row + 16);
+  }
+  _mm512_storeu_si512(dst, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+}
+MDL_AMX_PACK_TARGET inline void row_bf16(const uint16_t* src, int64_t cs, int64_t n, uint16_t* dst) {
+  if (cs == 1) {
+    _mm512_storeu_si512(dst, _mm512_maskz_loadu_epi16(__mmask32(low_bits(n)), src));
+    return;
+  }
+  for (int64_t p = 0; p < KB; ++p) dst[p] = p < n ? src[p * cs] : 0;
 }
 
-// Two rows of 16 floats -> 16 bf16 pairs (r0[j], r1[j]), the layout TDPBF16PS reads B in.
-MDL_AMX_PACK_TARGET inline void interleave_bf16_16(const float* r0, const float* r1, uint16_t* dst) {
-  const __m256i a = (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(r0));
-  const __m256i b = (__m256i)_mm512_cvtneps_pbh(_mm512_loadu_ps(r1));
-  const __m256i lo = _mm256_unpacklo_epi16(a, b), hi = _mm256_unpackhi_epi16(a, b);  // per 128-bit lane
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_permute2x128_si256(lo, hi, 0x20));
-  _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 16), _mm256_permute2x128_si256(lo, hi, 0x31));
+// r0, r1 (32 bf16 each) -> 32 pairs (r0[j], r1[j]): the layout TDPBF16PS reads B in.
+MDL_AMX_PACK_TARGET inline void interleave_rows(const uint16_t* r0, const uint16_t* r1, uint16_t* dst) {
+  alignas(64) static constexpr uint16_t lo_index[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
+                                                        8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  const __m512i a = _mm512_loadu_si512(r0), b = _mm512_loadu_si512(r1);
+  const __m512i lo = _mm512_load_si512(lo_index), hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
+  _mm512_storeu_si512(dst, _mm512_permutex2var_epi16(a, lo, b));
+  _mm512_storeu_si512(dst + 32, _mm512_permutex2var_epi16(a, hi, b));
+}
+
+// 32 x 32 bf16, row-major -> its transpose (one pass through the cache-resident tile).
+inline void transpose_32x32(const uint16_t* src, uint16_t* dst) {
+  for (int64_t r = 0; r < 32; ++r)
+    for (int64_t c = 0; c < 32; ++c) dst[c * 32 + r] = src[r * 32 + c];
 }
 
 // A block (mc x kc) -> ceil(mc/32) panels, each ceil(kc/32) tiles of [32 rows][32 k] bf16, zero-padded.
-MDL_AMX_PACK_TARGET void pack_a(int64_t mc, int64_t kc, const float* A, int64_t rsa, int64_t csa, uint16_t* out) {
-  alignas(64) float row[KB];
-  for (int64_t ir = 0; ir < mc; ir += MR)
-    for (int64_t pb = 0; pb < kc; pb += KB)
-      for (int64_t i = 0; i < MR; ++i, out += KB) {
-        const int64_t kk = std::min(KB, kc - pb);
-        if (ir + i >= mc) {
-          std::fill(row, row + KB, 0.0f);
-        } else {
-          const float* a = A + (ir + i) * rsa + pb * csa;
-          if (csa == 1 && kk == KB) {
-            to_bf16_32(a, out);
-            continue;
-          }
-          for (int64_t p = 0; p < KB; ++p) row[p] = p < kk ? a[p * csa] : 0.0f;
-        }
-        to_bf16_32(row, out);
+// Stored column-major (csa != 1, rsa == 1), each k's 32 rows are read as one run and the tile transposed.
+template <class S>
+MDL_AMX_PACK_TARGET void pack_a(int64_t mc, int64_t kc, const S* A, int64_t rsa, int64_t csa, uint16_t* out) {
+  alignas(64) uint16_t cols[KB * MR];
+  const bool by_columns = rsa == 1 && csa != 1;
+  for (int64_t ir = 0; ir < mc; ir += MR) {
+    const int64_t mr = std::min(MR, mc - ir);
+    for (int64_t pb = 0; pb < kc; pb += KB, out += MR * KB) {
+      const int64_t kk = std::min(KB, kc - pb);
+      const S* a = A + ir * rsa + pb * csa;
+      if (by_columns) {
+        for (int64_t p = 0; p < KB; ++p)
+          if (p < kk) row_bf16(a + p * csa, 1, mr, cols + p * MR);
+          else std::memset(cols + p * MR, 0, MR * sizeof(uint16_t));
+        transpose_32x32(cols, out);
+        continue;
       }
+      for (int64_t i = 0; i < MR; ++i)
+        if (i < mr) row_bf16(a + i * rsa, csa, kk, out + i * KB);
+        else std::memset(out + i * KB, 0, KB * sizeof(uint16_t));
+    }
+  }
 }
 
 // B block (kc x nc) -> ceil(nc/32) panels, each ceil(kc/32) tiles of [16 k-pairs][32 columns][2] bf16.
-MDL_AMX_PACK_TARGET void pack_b(int64_t kc, int64_t nc, const float* B, int64_t rsb, int64_t csb, uint16_t* out) {
-  alignas(64) float r0[NR], r1[NR];
-  auto gather = [&](int64_t p, int64_t jr, float* r) {  // row p of the panel at column jr, zero-padded
+// Stored transposed (rsb == 1, csb != 1), each column's 32 k are read as one run: its 16 pairs are
+// a row of the [32 columns][16 pairs] tile that is transposed as 32-bit words.
+template <class S>
+MDL_AMX_PACK_TARGET void pack_b(int64_t kc, int64_t nc, const S* B, int64_t rsb, int64_t csb, uint16_t* out) {
+  alignas(64) uint16_t r0[NR], r1[NR];
+  alignas(64) uint32_t pairs[NR * KB / 2];
+  const bool by_columns = rsb == 1 && csb != 1;
+  for (int64_t jr = 0; jr < nc; jr += NR) {
     const int64_t nr = std::min(NR, nc - jr);
-    if (p >= kc) {
-      std::fill(r, r + NR, 0.0f);
-      return;
+    for (int64_t pb = 0; pb < kc; pb += KB) {
+      const int64_t kk = std::min(KB, kc - pb);
+      const S* b = B + pb * rsb + jr * csb;
+      if (by_columns) {
+        for (int64_t j = 0; j < NR; ++j)
+          if (j < nr) row_bf16(b + j * csb, 1, kk, reinterpret_cast<uint16_t*>(pairs + j * KB / 2));
+          else std::memset(pairs + j * KB / 2, 0, KB / 2 * sizeof(uint32_t));
+        uint32_t* o = reinterpret_cast<uint32_t*>(out);
+        for (int64_t q = 0; q < KB / 2; ++q)
+          for (int64_t j = 0; j < NR; ++j) o[q * NR + j] = pairs[j * KB / 2 + q];
+        out += KB * NR;
+        continue;
+      }
+      for (int64_t p = 0; p < KB; p += 2, out += 2 * NR) {
+        if (p < kk) row_bf16(b + p * rsb, csb, nr, r0);
+        else std::memset(r0, 0, sizeof r0);
+        if (p + 1 < kk) row_bf16(b + (p + 1) * rsb, csb, nr, r1);
+        else std::memset(r1, 0, sizeof r1);
+        interleave_rows(r0, r1, out);
+      }
     }
-    const float* b = B + p * rsb + jr * csb;
-    if (csb == 1) {
-      std::memcpy(r, b, size_t(nr) * sizeof(float));
-      std::fill(r + nr, r + NR, 0.0f);
-    } else {
-      for (int64_t j = 0; j < NR; ++j) r[j] = j < nr ? b[j * csb] : 0.0f;
-    }
-  };
-  for (int64_t jr = 0; jr < nc; jr += NR)
-    for (int64_t p = 0; p < (kc + KB - 1) / KB * KB; p += 2, out += 2 * NR) {
-      gather(p, jr, r0);
-      gather(p + 1, jr, r1);
-      interleave_bf16_16(r0, r1, out);
-      interleave_bf16_16(r0 + 16, r1 + 16, out + 32);
-    }
+  }
 }
 
-// t (32x32 f32, row stride 32) = a panel (nblk tiles) times b panel (nblk tiles).
+// c (32x32 f32, row stride ldc floats) = [c +] a panel (nblk tiles) times b panel (nblk tiles).
 __attribute__((target("amx-tile,amx-bf16"))) void kernel_32x32(int64_t nblk, const uint16_t* a, const uint16_t* b,
-                                                               float* t) {
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
+                                                               float* c, int64_t ldc, bool accumulate) {
+  const int64_t stride = ldc * int64_t(sizeof(float));
+  if (accumulate) {
+    _tile_loadd(0, c, stride);
+    _tile_loadd(1, c + 16, stride);
+    _tile_loadd(2, c + 16 * ldc, stride);
+    _tile_loadd(3, c + 16 * ldc + 16, stride);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
   for (int64_t k = 0; k < nblk; ++k, a += MR * KB, b += KB * NR) {
     _tile_loadd(4, a, 64);               // rows 0-15, k 0-31
     _tile_loadd(5, a + 16 * KB, 64);     // rows 16-31
@@ -128,31 +177,37 @@ __attribute__((target("amx-tile,amx-bf16"))) void kernel_32x32(int64_t nblk, con
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
-  _tile_stored(0, t, 4 * NR);
-  _tile_stored(1, t + 16, 4 * NR);
-  _tile_stored(2, t + 16 * NR, 4 * NR);
-  _tile_stored(3, t + 16 * NR + 16, 4 * NR);
+  _tile_stored(0, c, stride);
+  _tile_stored(1, c + 16, stride);
+  _tile_stored(2, c + 16 * ldc, stride);
+  _tile_stored(3, c + 16 * ldc + 16, stride);
 }
 
-
-}  // namespace
-
-bool amx_bf16_usable() {
-  static const bool yes = [] {
-    // CPUID leaf 7: subleaf 0 EDX bit 22 AMX-BF16, bit 24 AMX-TILE; subleaf 1 EAX bit 5 AVX512-BF16.
-    unsigned a0, b0, c0, d0, a1, b1, c1, d1;
-    if (!__get_cpuid_count(7, 0, &a0, &b0, &c0, &d0) || !__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) return false;
-    const bool amx = (d0 >> 22 & 1) && (d0 >> 24 & 1), bf16 = a1 >> 5 & 1;
-    __builtin_cpu_init();
-    return amx && bf16 && __builtin_cpu_supports("avx512bw") && request_amx_state();
-  }();
-  return yes;
+// c (mr x nr of C) = alpha * t + beta * c, t the 32x32 block; beta == 0 ignores c (NaN included).
+MDL_AMX_PACK_TARGET void update_c(const float* t, int64_t mr, int64_t nr, float alpha, float beta, float* c,
+                                  int64_t rsc, int64_t csc) {
+  if (csc != 1) {
+    for (int64_t i = 0; i < mr; ++i)
+      for (int64_t j = 0; j < nr; ++j) {
+        float& cij = c[i * rsc + j * csc];
+        cij = beta == 0.0f ? alpha * t[i * NR + j] : alpha * t[i * NR + j] + beta * cij;
+      }
+    return;
+  }
+  const __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+  for (int64_t i = 0; i < mr; ++i)
+    for (int64_t j = 0; j < nr; j += 16) {
+      const __mmask16 m = __mmask16(low_bits(nr - j));
+      float* cij = c + i * rsc + j;
+      __m512 v = _mm512_mul_ps(va, _mm512_load_ps(t + i * NR + j));
+      if (beta != 0.0f) v = _mm512_add_ps(v, _mm512_mul_ps(vb, _mm512_maskz_loadu_ps(m, cij)));
+      _mm512_mask_storeu_ps(cij, m, v);
+    }
 }
 
-void configure_amx_tiles() { configure_tiles_once(); }
-
-void gemm_serial_amx_bf16(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa,
-                          const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
+template <class S>
+void gemm_serial(int64_t M, int64_t N, int64_t K, float alpha, const S* A, int64_t rsa, int64_t csa, const S* B,
+                 int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
   configure_tiles_once();
   const int64_t kc_max = (std::min(KC, K) + KB - 1) / KB * KB;
   uint16_t* abuf = packing_scratch<uint16_t>(0, kc_max * std::min(MC, (M + MR - 1) / MR * MR));
@@ -164,23 +219,53 @@ void gemm_serial_amx_bf16(int64_t M, int64_t N, int64_t K, float alpha, const fl
       const int64_t kc = std::min(KC, K - pc), nblk = (kc + KB - 1) / KB;
       pack_b(kc, nc, B + pc * rsb + jc * csb, rsb, csb, bbuf);
       const float beta_pc = pc == 0 ? beta : 1.0f;
+      const bool in_place = csc == 1 && alpha == 1.0f && (beta_pc == 0.0f || beta_pc == 1.0f);
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
         pack_a(mc, kc, A + ic * rsa + pc * csa, rsa, csa, abuf);
         for (int64_t jr = 0; jr < nc; jr += NR)
           for (int64_t ir = 0; ir < mc; ir += MR) {
-            kernel_32x32(nblk, abuf + ir * nblk * KB, bbuf + jr * nblk * KB, t);
             const int64_t mr = std::min(MR, mc - ir), nr = std::min(NR, nc - jr);
             float* c = C + (ic + ir) * rsc + (jc + jr) * csc;
-            for (int64_t i = 0; i < mr; ++i)
-              for (int64_t j = 0; j < nr; ++j) {
-                float& cij = c[i * rsc + j * csc];
-                cij = beta_pc == 0.0f ? alpha * t[i * NR + j] : alpha * t[i * NR + j] + beta_pc * cij;
-              }
+            const uint16_t *a = abuf + ir * nblk * KB, *b = bbuf + jr * nblk * KB;
+            if (in_place && mr == MR && nr == NR) {
+              kernel_32x32(nblk, a, b, c, rsc, beta_pc != 0.0f);
+              continue;
+            }
+            kernel_32x32(nblk, a, b, t, NR, false);
+            update_c(t, mr, nr, alpha, beta_pc, c, rsc, csc);
           }
       }
     }
   }
+}
+
+}  // namespace
+
+bool amx_bf16_usable() {
+  static const bool yes = [] {
+    // CPUID leaf 7: subleaf 0 EDX bit 22 AMX-BF16, bit 24 AMX-TILE; subleaf 1 EAX bit 5 AVX512-BF16.
+    unsigned a0, b0, c0, d0, a1, b1, c1, d1;
+    if (!__get_cpuid_count(7, 0, &a0, &b0, &c0, &d0) || !__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) return false;
+    const bool amx = (d0 >> 22 & 1) && (d0 >> 24 & 1), bf16 = a1 >> 5 & 1;
+    __builtin_cpu_init();
+    return amx && bf16 && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+           request_amx_state();
+  }();
+  return yes;
+}
+
+void configure_amx_tiles() { configure_tiles_once(); }
+
+void gemm_serial_amx_bf16(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t rsa, int64_t csa,
+                          const float* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
+  gemm_serial(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
+}
+
+void gemm_serial_amx_bf16_bits(int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t rsa,
+                               int64_t csa, const uint16_t* B, int64_t rsb, int64_t csb, float beta, float* C,
+                               int64_t rsc, int64_t csc) {
+  gemm_serial(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
 }
 
 }  // namespace mdl::cpu
@@ -192,6 +277,8 @@ bool amx_bf16_usable() { return false; }
 void configure_amx_tiles() {}
 void gemm_serial_amx_bf16(int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t, const float*, int64_t,
                           int64_t, float, float*, int64_t, int64_t) {}
+void gemm_serial_amx_bf16_bits(int64_t, int64_t, int64_t, float, const uint16_t*, int64_t, int64_t, const uint16_t*,
+                               int64_t, int64_t, float, float*, int64_t, int64_t) {}
 }  // namespace mdl::cpu
 
 #endif

@@ -110,12 +110,12 @@ void run_case(Gemm gemm, const Shape& s, T alpha, T beta, bool trans_a, bool tra
 
 template <class T, class Gemm>
 void sweep(Gemm gemm, double eps) {
-  const T ab[][2] = {{T(1), T(0)}, {T(0.5), T(1)}, {T(-1.5), T(0.25)}, {T(0), T(2)}, {T(2), T(-1)}};
+  const T ab[][2] = {{T(1), T(0)}, {T(0.5), T(1)}, {T(-1.5), T(0.25)}, {T(0), T(2)}, {T(2), T(-1)}, {T(1), T(1)}};
   uint32_t seed = 1;
   for (const Shape& s : kShapes)
     for (int layout = 0; layout < 8; ++layout)
-      for (int k = 0; k < 5; ++k) {
-        if (s.M * s.N * s.K > 1000000 && k != layout % 5) continue;  // big shapes: one alpha/beta per layout
+      for (int k = 0; k < 6; ++k) {
+        if (s.M * s.N * s.K > 1000000 && k != layout % 6) continue;  // big shapes: one alpha/beta per layout
         const auto& x = ab[k];
         CAPTURE(layout);
         CAPTURE(x[0]);
