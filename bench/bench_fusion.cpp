@@ -4,7 +4,8 @@
 // backward; off: mean/var/rsqrt composed of ops). Both sides are nn::functional's own code, with
 // the fused_cross_entropy and fused_layer_norm switches off and on. And a ReLU beside a 2x2 max pool
 // (one pass with a byte per window; off: max pool with int64 indices, then the ReLU), through
-// nn::Sequential with the fused_pool_relu switch off and on.
+// nn::Sequential with the fused_pool_relu switch off and on. The fused cross-entropy also runs
+// with wide_cross_entropy off and on: its row loops on 4 floats, or on the CPU's widest vectors.
 #include <benchmark/benchmark.h>
 
 #include "bench/recording_reporter.h"
@@ -23,11 +24,8 @@ constexpr int64_t kRows = 2048, kVocab = 8192;
 // Transformer activations: 8 x 512 tokens of width 768.
 constexpr int64_t kTokens = 4096, kWidth = 768;
 
-// cross_entropy as nn::functional runs it: one fused node, or (fused_cross_entropy off) log_softmax
-// then nll_loss.
-void cross_entropy_pair(benchmark::State& state, bool fused) {
-  const bool was = toggles::fused_cross_entropy();
-  toggles::set_fused_cross_entropy(fused);
+// cross_entropy as nn::functional runs it, forward and backward, with the current switches.
+void cross_entropy_loop(benchmark::State& state) {
   Generator g(1);
   Tensor logits = randn({kRows, kVocab}, {}, &g).requires_grad_(true);
   Tensor target = randint(0, kVocab, {kRows}, kI64, &g);
@@ -36,8 +34,19 @@ void cross_entropy_pair(benchmark::State& state, bool fused) {
     loss.backward();
     logits.zero_grad();
   }
-  toggles::set_fused_cross_entropy(was);
   state.SetBytesProcessed(int64_t(state.iterations()) * kRows * kVocab * 4 * 3);  // read, read, write grad
+}
+
+// One fused node, or (fused_cross_entropy off) log_softmax then nll_loss.
+void cross_entropy_pair(benchmark::State& state, bool fused) {
+  toggles::Scoped scoped(toggles::Toggle::fused_cross_entropy, fused);
+  cross_entropy_loop(state);
+}
+
+// The fused node's row loops on 4 floats, or (wide_cross_entropy on) 16 or 8.
+void wide_cross_entropy_pair(benchmark::State& state, bool wide) {
+  toggles::Scoped scoped(toggles::Toggle::wide_cross_entropy, wide);
+  cross_entropy_loop(state);
 }
 
 // layer_norm as nn::functional runs it: fused kernels, or (fused_layer_norm off) composed of ops.
@@ -81,14 +90,17 @@ void relu_maxpool_pair(benchmark::State& state, bool fused) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (bool fused : {false, true}) {
-    bench::register_switch("fused_cross_entropy", fused, "2048x8192_fwd_bwd", cross_entropy_pair)
+  for (bool on : {false, true}) {
+    bench::register_switch("fused_cross_entropy", on, "2048x8192_fwd_bwd", cross_entropy_pair)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
-    bench::register_switch("fused_layer_norm", fused, "4096x768_fwd_bwd", layer_norm_pair)
+    bench::register_switch("wide_cross_entropy", on, "2048x8192_fwd_bwd", wide_cross_entropy_pair)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
-    bench::register_switch("fused_pool_relu", fused, "relu_maxpool2x2_128x32x28x28_fwd_bwd", relu_maxpool_pair)
+    bench::register_switch("fused_layer_norm", on, "4096x768_fwd_bwd", layer_norm_pair)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    bench::register_switch("fused_pool_relu", on, "relu_maxpool2x2_128x32x28x28_fwd_bwd", relu_maxpool_pair)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }

@@ -1,8 +1,9 @@
 // CPU kernels for the fused softmax cross-entropy: one walk per (n, d) row of C logits gives the
 // max, the log-sum-exp and the loss with its label smoothing; the backward finds the max again and
 // rebuilds the softmax from the saved log of the shifted sum. f32 rows (and f16/bf16 or strided
-// rows, copied into a float row first) run on 4-float vectors with a polynomial exp; f64 runs
-// plain loops with std::exp. Sums over classes fold into double every kBlock classes.
+// rows, copied into a float row first) run LossRows (cpu/loss_rows.h): vectors of 16, 8 or 4
+// floats with a polynomial exp; f64 runs plain loops with std::exp. Sums over classes fold into
+// double every kLossBlock classes.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,80 +11,52 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu/cpu_features.h"
 #include "cpu/kernels.h"
-#include "cpu/vec4.h"
+#include "cpu/loss_rows_impl.h"
 #include "kernels/loss.h"
+#include "switches/list/toggles.h"
 #include "tensor/parallel.h"
 
 namespace mdl::cpu {
 
 namespace {
 
-constexpr int64_t kBlock = 1024;
-
-using namespace vec4;
-
-inline float exp_acc(float x) { return exp4(splat(x))[0]; }
 inline double exp_acc(double x) { return std::exp(x); }
 
-template <class A>
-inline A nan_max(A m, A v) {
-  return (v > m || v != v) && m == m ? v : m;
-}
+inline double nan_max(double m, double v) { return (v > m || v != v) && m == m ? v : m; }
 
-// The max of a contiguous row of C; NaN if any element is NaN.
-template <class A>
-A row_max(const A* p, int64_t C) {
-  A m = -std::numeric_limits<A>::infinity();
-  int64_t c = 0;
-  if constexpr (std::is_same_v<A, float>) {
-    f4 mv = splat(m);
-    for (; c + 4 <= C; c += 4) {
-      const f4 v = load4(p + c);
-      mv = ((v > mv) | (v != v)) & (mv == mv) ? v : mv;
-    }
-    for (int j = 0; j < 4; ++j) m = nan_max(m, mv[j]);
-  }
-  for (; c < C; ++c) m = nan_max(m, p[c]);
+// The f64 row loops, plain; f32 rows take the LossRows the kernel chose.
+double row_max(const LossRows&, const double* p, int64_t C) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (int64_t c = 0; c < C; ++c) m = nan_max(m, p[c]);
   return m;
 }
+float row_max(const LossRows& rows, const float* p, int64_t C) { return rows.max(p, C); }
 
-// sum_c exp(p[c] - m) and sum_c p[c] of a contiguous row.
-template <class A>
-void row_sums(const A* p, int64_t C, A m, double& sum_exp, double& sum_x) {
+void row_sums(const LossRows&, const double* p, int64_t C, double m, double& sum_exp, double& sum_x) {
   sum_exp = 0;
   sum_x = 0;
-  for (int64_t b = 0; b < C; b += kBlock) {
-    const int64_t e = std::min(C, b + kBlock);
-    int64_t c = b;
+  for (int64_t b = 0; b < C; b += kLossBlock) {
+    const int64_t e = std::min(C, b + kLossBlock);
     double se = 0, sx = 0;
-    if constexpr (std::is_same_v<A, float>) {
-      f4 ev = splat(0), xv = splat(0);
-      for (; c + 4 <= e; c += 4) {
-        const f4 v = load4(p + c);
-        ev += exp4(v - m);
-        xv += v;
-      }
-      se = hsum(ev);
-      sx = hsum(xv);
-    }
-    for (; c < e; ++c) {
-      se += double(exp_acc(A(p[c] - m)));
-      sx += double(p[c]);
+    for (int64_t c = b; c < e; ++c) {
+      se += exp_acc(p[c] - m);
+      sx += p[c];
     }
     sum_exp += se;
     sum_x += sx;
   }
 }
+void row_sums(const LossRows& rows, const float* p, int64_t C, float m, double& sum_exp, double& sum_x) {
+  rows.sums(p, C, m, sum_exp, sum_x);
+}
 
-// out[c] = g * (exp(p[c] - m - logsum) - off) for a contiguous row.
-template <class A>
-void row_grad(A* out, const A* p, int64_t C, A m, A logsum, A g, A off) {
-  int64_t c = 0;
-  if constexpr (std::is_same_v<A, float>) {
-    for (; c + 4 <= C; c += 4) store4(out + c, g * (exp4((load4(p + c) - m) - logsum) - off));
-  }
-  for (; c < C; ++c) out[c] = g * (exp_acc(A((p[c] - m) - logsum)) - off);
+void row_grad(const LossRows&, double* out, const double* p, int64_t C, double m, double logsum, double g, double off) {
+  for (int64_t c = 0; c < C; ++c) out[c] = g * (exp_acc((p[c] - m) - logsum) - off);
+}
+void row_grad(const LossRows& rows, float* out, const float* p, int64_t C, float m, float logsum, float g, float off) {
+  rows.grad(out, p, C, m, logsum, g, off);
 }
 
 // Row r of logits (N, C, D), as a contiguous row of A: in place for contiguous rows of A,
@@ -99,6 +72,20 @@ const A* read_row(const T* x, int64_t r, int64_t C, int64_t D, A* buf) {
 
 }  // namespace
 
+const LossRows& loss_rows4() {
+  using f32x4 = float __attribute__((vector_size(16)));
+  static constexpr LossRows r = loss_rows_impl::rows<f32x4>();
+  return r;
+}
+
+const LossRows& loss_rows() {
+  if (toggles::wide_cross_entropy()) {
+    if (has_avx512f()) return loss_rows16();
+    if (has_avx2_fma()) return loss_rows8();
+  }
+  return loss_rows4();
+}
+
 void cross_entropy_forward(const Tensor& loss, const Tensor& logsum, const Tensor& logits, const Tensor& target,
                            int64_t ignore_index, double label_smoothing) {
   const int64_t N = logits.size(0), C = logits.size(1), D = logits.size(2);
@@ -109,13 +96,14 @@ void cross_entropy_forward(const Tensor& loss, const Tensor& logsum, const Tenso
     const T* xp = logits.data_ptr<T>();
     A* lp = loss.data_ptr<A>();
     A* sp = logsum.data_ptr<A>();
+    const LossRows& rows = loss_rows();
     parallel_for(0, N * D, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, C)), [&](int64_t b, int64_t e) {
       std::vector<A> buf(static_cast<size_t>(C));
       for (int64_t r = b; r < e; ++r) {
         const A* p = read_row(xp, r, C, D, buf.data());  // (C)
-        const A m = row_max(p, C);
+        const A m = row_max(rows, p, C);
         double se, sx;
-        row_sums(p, C, m, se, sx);
+        row_sums(rows, p, C, m, se, sx);
         sp[r] = A(std::log(se));
         const int64_t t = tp[r];
         if (t == ignore_index) {
@@ -143,6 +131,7 @@ void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss, 
     const A* sp = logsum.data_ptr<A>();
     T* gx = grad_logits.data_ptr<T>();
     const A off = A(label_smoothing / double(C)), hit = A(1.0 - label_smoothing);
+    const LossRows& rows = loss_rows();
     parallel_for(0, N * D, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, C)), [&](int64_t b, int64_t e) {
       std::vector<A> in(static_cast<size_t>(C)), out(static_cast<size_t>(C));
       for (int64_t r = b; r < e; ++r) {
@@ -155,7 +144,7 @@ void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss, 
         } else {
           const A* p = read_row(xp, r, C, D, in.data());
           const A g = gl[n * gs0 + d * gs1];
-          row_grad(o, p, C, row_max(p, C), sp[r], g, off);
+          row_grad(rows, o, p, C, row_max(rows, p, C), sp[r], g, off);
           o[t] -= g * hit;
         }
         if (!direct)
