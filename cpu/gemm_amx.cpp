@@ -77,14 +77,16 @@ MDL_AMX_PACK_TARGET inline void row_bf16(const uint16_t* src, int64_t cs, int64_
   for (int64_t p = 0; p < KB; ++p) dst[p] = p < n ? src[p * cs] : 0;
 }
 
-// r0, r1 (32 bf16 each) -> 32 pairs (r0[j], r1[j]): the layout TDPBF16PS reads B in.
-MDL_AMX_PACK_TARGET inline void interleave_rows(const uint16_t* r0, const uint16_t* r1, uint16_t* dst) {
+// r0, r1 (32 bf16 each) -> 32 pairs (r0[j], r1[j]), the layout TDPBF16PS reads B in: columns
+// 0-15 to lo, 16-31 to hi.
+MDL_AMX_PACK_TARGET inline void interleave_rows(const uint16_t* r0, const uint16_t* r1, uint16_t* lo_dst,
+                                                uint16_t* hi_dst) {
   alignas(64) static constexpr uint16_t lo_index[32] = {0, 32, 1, 33, 2,  34, 3,  35, 4,  36, 5,  37, 6,  38, 7,  39,
                                                         8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
   const __m512i a = _mm512_loadu_si512(r0), b = _mm512_loadu_si512(r1);
   const __m512i lo = _mm512_load_si512(lo_index), hi = _mm512_add_epi16(lo, _mm512_set1_epi16(16));
-  _mm512_storeu_si512(dst, _mm512_permutex2var_epi16(a, lo, b));
-  _mm512_storeu_si512(dst + 32, _mm512_permutex2var_epi16(a, hi, b));
+  _mm512_storeu_si512(lo_dst, _mm512_permutex2var_epi16(a, lo, b));
+  _mm512_storeu_si512(hi_dst, _mm512_permutex2var_epi16(a, hi, b));
 }
 
 // 32 x 32 bf16, row-major -> its transpose (one pass through the cache-resident tile).
@@ -118,9 +120,10 @@ MDL_AMX_PACK_TARGET void pack_a(int64_t mc, int64_t kc, const S* A, int64_t rsa,
   }
 }
 
-// B block (kc x nc) -> ceil(nc/32) panels, each ceil(kc/32) tiles of [16 k-pairs][32 columns][2] bf16.
+// B block (kc x nc) -> ceil(nc/32) panels, each ceil(kc/32) k-blocks of two tiles (columns 0-15,
+// then 16-31), each [16 k-pairs][16 columns][2] bf16: 1 KiB that one tile load reads whole.
 // Stored transposed (rsb == 1, csb != 1), each column's 32 k are read as one run: its 16 pairs are
-// a row of the [32 columns][16 pairs] tile that is transposed as 32-bit words.
+// a row of the [32 columns][16 pairs] block that is transposed as 32-bit words.
 template <class S>
 MDL_AMX_PACK_TARGET void pack_b(int64_t kc, int64_t nc, const S* B, int64_t rsb, int64_t csb, uint16_t* out) {
   alignas(64) uint16_t r0[NR], r1[NR];
@@ -135,19 +138,20 @@ MDL_AMX_PACK_TARGET void pack_b(int64_t kc, int64_t nc, const S* B, int64_t rsb,
         for (int64_t j = 0; j < NR; ++j)
           if (j < nr) row_bf16(b + j * csb, 1, kk, reinterpret_cast<uint16_t*>(pairs + j * KB / 2));
           else std::memset(pairs + j * KB / 2, 0, KB / 2 * sizeof(uint32_t));
-        uint32_t* o = reinterpret_cast<uint32_t*>(out);
+        uint32_t* o = reinterpret_cast<uint32_t*>(out);  // [2 halves][16 pairs][16 columns]
         for (int64_t q = 0; q < KB / 2; ++q)
-          for (int64_t j = 0; j < NR; ++j) o[q * NR + j] = pairs[j * KB / 2 + q];
+          for (int64_t j = 0; j < NR; ++j) o[(j / 16) * 256 + q * 16 + j % 16] = pairs[j * KB / 2 + q];
         out += KB * NR;
         continue;
       }
-      for (int64_t p = 0; p < KB; p += 2, out += 2 * NR) {
+      for (int64_t p = 0; p < KB; p += 2) {
         if (p < kk) row_bf16(b + p * rsb, csb, nr, r0);
         else std::memset(r0, 0, sizeof r0);
         if (p + 1 < kk) row_bf16(b + (p + 1) * rsb, csb, nr, r1);
         else std::memset(r1, 0, sizeof r1);
-        interleave_rows(r0, r1, out);
+        interleave_rows(r0, r1, out + p * 16, out + KB * 16 + p * 16);
       }
+      out += KB * NR;
     }
   }
 }
@@ -168,10 +172,10 @@ __attribute__((target("amx-tile,amx-bf16"))) void kernel_32x32(int64_t nblk, con
     _tile_zero(3);
   }
   for (int64_t k = 0; k < nblk; ++k, a += MR * KB, b += KB * NR) {
-    _tile_loadd(4, a, 64);               // rows 0-15, k 0-31
-    _tile_loadd(5, a + 16 * KB, 64);     // rows 16-31
-    _tile_loadd(6, b, 4 * NR);           // columns 0-15: 16 pairs per row of 128 bytes
-    _tile_loadd(7, b + 2 * 16, 4 * NR);  // columns 16-31
+    _tile_loadd(4, a, 64);            // rows 0-15, k 0-31
+    _tile_loadd(5, a + 16 * KB, 64);  // rows 16-31
+    _tile_loadd(6, b, 64);            // columns 0-15: 16 pairs of 16 columns
+    _tile_loadd(7, b + 16 * KB, 64);  // columns 16-31
     _tile_dpbf16ps(0, 4, 6);
     _tile_dpbf16ps(1, 4, 7);
     _tile_dpbf16ps(2, 5, 6);
@@ -223,8 +227,8 @@ void gemm_serial(int64_t M, int64_t N, int64_t K, float alpha, const S* A, int64
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
         pack_a(mc, kc, A + ic * rsa + pc * csa, rsa, csa, abuf);
-        for (int64_t jr = 0; jr < nc; jr += NR)
-          for (int64_t ir = 0; ir < mc; ir += MR) {
+        for (int64_t ir = 0; ir < mc; ir += MR)
+          for (int64_t jr = 0; jr < nc; jr += NR) {
             const int64_t mr = std::min(MR, mc - ir), nr = std::min(NR, nc - jr);
             float* c = C + (ic + ir) * rsc + (jc + jr) * csc;
             const uint16_t *a = abuf + ir * nblk * KB, *b = bbuf + jr * nblk * KB;
