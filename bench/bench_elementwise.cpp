@@ -1,11 +1,11 @@
 // Memory-bound f32 ops as users call them (each call allocates its output): elementwise at 1M
-// and 16M elements (add also without the allocation), a broadcast add, the f16 cast, sums and
-// softmax; and the switch pairs of the CPU's elementwise kernels, the same op with the switch off
+// and 16M elements (add also without the allocation), a broadcast add, the f16 cast and sums;
+// and the switch pairs of the CPU's elementwise kernels, the same op with the switch off
 // and on: vector_math (exp, tanh, GELU on 1M f32), fused_gelu_backward (GELU forward + backward),
 // fused_relu_backward (ReLU forward + backward), fused_add_relu, fused_bn_relu and fused_bn_add_relu
 // (a residual block's add + ReLU, batch norm + ReLU, batch norm + residual + ReLU, forward +
-// backward), branchless_select (masked_fill) and
-// tiled_transpose (a transposed copy). Bytes read plus written per call give the GB/s column.
+// backward), branchless_select (masked_fill), tiled_transpose (a transposed copy) and wide_softmax
+// (softmax over rows of 1024). Bytes read plus written per call give the GB/s column.
 #include <benchmark/benchmark.h>
 
 #include "bench/recording_reporter.h"
@@ -215,10 +215,11 @@ void BM_SumDim0(benchmark::State& state) {
   run(state, (kSide * kSide + kSide) * 4, [&] { return sum(a, {0}); });
 }
 
-// softmax over the last dim of (4096, 1024): one read and one write of every element at best.
-void BM_Softmax(benchmark::State& state) {
+// softmax over the last dim of (4096, 1024), its rows on the CPU's widest vectors or (wide_softmax
+// off) on 4 floats: one read and one write of every element at best.
+void softmax_pair(benchmark::State& state, bool wide) {
   Tensor a = input({kSide, 1024});
-  run(state, 2 * kSide * 1024 * 4, [&] { return softmax(a, -1); });
+  with_switch("wide_softmax", wide, [&] { run(state, 2 * kSide * 1024 * 4, [&] { return softmax(a, -1); }); });
 }
 
 }  // namespace
@@ -233,7 +234,6 @@ BENCHMARK(BM_CastF16)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_SumAll)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_SumLastDim)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_SumDim0)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_Softmax)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 
 int main(int argc, char** argv) {
@@ -255,6 +255,7 @@ int main(int argc, char** argv) {
   pair("fused_bn_add_relu", "bn_add_relu_f32_32x64x32x32_fwd_bwd", bn_add_relu_fwd_bwd);
   pair("branchless_select", "masked_fill_f32_4M", masked_fill_pair);
   pair("tiled_transpose", "f32_4096x4096", transposed_copy);
+  pair("wide_softmax", "softmax_f32_4096x1024", softmax_pair);
   if (!bench::run_benchmarks(argc, argv)) return 1;
   return 0;
 }

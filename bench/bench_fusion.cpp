@@ -5,7 +5,7 @@
 // the fused_cross_entropy and fused_layer_norm switches off and on. And a ReLU beside a 2x2 max pool
 // (one pass with a byte per window; off: max pool with int64 indices, then the ReLU), through
 // nn::Sequential with the fused_pool_relu switch off and on. The fused cross-entropy also runs
-// with wide_cross_entropy off and on: its row loops on 4 floats, or on the CPU's widest vectors.
+// with wide_softmax off and on: its row loops on 4 floats, or on the CPU's widest vectors.
 #include <benchmark/benchmark.h>
 
 #include "bench/recording_reporter.h"
@@ -43,9 +43,9 @@ void cross_entropy_pair(benchmark::State& state, bool fused) {
   cross_entropy_loop(state);
 }
 
-// The fused node's row loops on 4 floats, or (wide_cross_entropy on) 16 or 8.
-void wide_cross_entropy_pair(benchmark::State& state, bool wide) {
-  toggles::Scoped scoped(toggles::Toggle::wide_cross_entropy, wide);
+// The fused node's row loops on 4 floats, or (wide_softmax on) 16 or 8.
+void wide_rows_pair(benchmark::State& state, bool wide) {
+  toggles::Scoped scoped(toggles::Toggle::wide_softmax, wide);
   cross_entropy_loop(state);
 }
 
@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
     bench::register_switch("fused_cross_entropy", on, "2048x8192_fwd_bwd", cross_entropy_pair)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
-    bench::register_switch("wide_cross_entropy", on, "2048x8192_fwd_bwd", wide_cross_entropy_pair)
+    bench::register_switch("wide_softmax", on, "2048x8192_fwd_bwd", wide_rows_pair)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
     bench::register_switch("fused_layer_norm", on, "4096x768_fwd_bwd", layer_norm_pair)

@@ -1,9 +1,9 @@
 // CPU kernels for the fused softmax cross-entropy: one walk per (n, d) row of C logits gives the
 // max, the log-sum-exp and the loss with its label smoothing; the backward finds the max again and
 // rebuilds the softmax from the saved log of the shifted sum. f32 rows (and f16/bf16 or strided
-// rows, copied into a float row first) run LossRows (cpu/loss_rows.h): vectors of 16, 8 or 4
+// rows, copied into a float row first) run SoftmaxRows (cpu/softmax_rows.h): vectors of 16, 8 or 4
 // floats with a polynomial exp; f64 runs plain loops with std::exp. Sums over classes fold into
-// double every kLossBlock classes.
+// double every kSoftmaxBlock classes.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,11 +11,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "cpu/cpu_features.h"
 #include "cpu/kernels.h"
-#include "cpu/loss_rows_impl.h"
+#include "cpu/softmax_rows.h"
 #include "kernels/loss.h"
-#include "switches/list/toggles.h"
 #include "tensor/parallel.h"
 
 namespace mdl::cpu {
@@ -26,19 +24,19 @@ inline double exp_acc(double x) { return std::exp(x); }
 
 inline double nan_max(double m, double v) { return (v > m || v != v) && m == m ? v : m; }
 
-// The f64 row loops, plain; f32 rows take the LossRows the kernel chose.
-double row_max(const LossRows&, const double* p, int64_t C) {
+// The f64 row loops, plain; f32 rows take the SoftmaxRows the kernel chose.
+double row_max(const SoftmaxRows&, const double* p, int64_t C) {
   double m = -std::numeric_limits<double>::infinity();
   for (int64_t c = 0; c < C; ++c) m = nan_max(m, p[c]);
   return m;
 }
-float row_max(const LossRows& rows, const float* p, int64_t C) { return rows.max(p, C); }
+float row_max(const SoftmaxRows& rows, const float* p, int64_t C) { return rows.max(p, C); }
 
-void row_sums(const LossRows&, const double* p, int64_t C, double m, double& sum_exp, double& sum_x) {
+void row_sums(const SoftmaxRows&, const double* p, int64_t C, double m, double& sum_exp, double& sum_x) {
   sum_exp = 0;
   sum_x = 0;
-  for (int64_t b = 0; b < C; b += kLossBlock) {
-    const int64_t e = std::min(C, b + kLossBlock);
+  for (int64_t b = 0; b < C; b += kSoftmaxBlock) {
+    const int64_t e = std::min(C, b + kSoftmaxBlock);
     double se = 0, sx = 0;
     for (int64_t c = b; c < e; ++c) {
       se += exp_acc(p[c] - m);
@@ -48,14 +46,16 @@ void row_sums(const LossRows&, const double* p, int64_t C, double m, double& sum
     sum_x += sx;
   }
 }
-void row_sums(const LossRows& rows, const float* p, int64_t C, float m, double& sum_exp, double& sum_x) {
+void row_sums(const SoftmaxRows& rows, const float* p, int64_t C, float m, double& sum_exp, double& sum_x) {
   rows.sums(p, C, m, sum_exp, sum_x);
 }
 
-void row_grad(const LossRows&, double* out, const double* p, int64_t C, double m, double logsum, double g, double off) {
+void row_grad(const SoftmaxRows&, double* out, const double* p, int64_t C, double m, double logsum, double g,
+              double off) {
   for (int64_t c = 0; c < C; ++c) out[c] = g * (exp_acc((p[c] - m) - logsum) - off);
 }
-void row_grad(const LossRows& rows, float* out, const float* p, int64_t C, float m, float logsum, float g, float off) {
+void row_grad(const SoftmaxRows& rows, float* out, const float* p, int64_t C, float m, float logsum, float g,
+              float off) {
   rows.grad(out, p, C, m, logsum, g, off);
 }
 
@@ -72,20 +72,6 @@ const A* read_row(const T* x, int64_t r, int64_t C, int64_t D, A* buf) {
 
 }  // namespace
 
-const LossRows& loss_rows4() {
-  using f32x4 = float __attribute__((vector_size(16)));
-  static constexpr LossRows r = loss_rows_impl::rows<f32x4>();
-  return r;
-}
-
-const LossRows& loss_rows() {
-  if (toggles::wide_cross_entropy()) {
-    if (has_avx512f()) return loss_rows16();
-    if (has_avx2_fma()) return loss_rows8();
-  }
-  return loss_rows4();
-}
-
 void cross_entropy_forward(const Tensor& loss, const Tensor& logsum, const Tensor& logits, const Tensor& target,
                            int64_t ignore_index, double label_smoothing) {
   const int64_t N = logits.size(0), C = logits.size(1), D = logits.size(2);
@@ -96,7 +82,7 @@ void cross_entropy_forward(const Tensor& loss, const Tensor& logsum, const Tenso
     const T* xp = logits.data_ptr<T>();
     A* lp = loss.data_ptr<A>();
     A* sp = logsum.data_ptr<A>();
-    const LossRows& rows = loss_rows();
+    const SoftmaxRows& rows = softmax_rows();
     parallel_for(0, N * D, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, C)), [&](int64_t b, int64_t e) {
       std::vector<A> buf(static_cast<size_t>(C));
       for (int64_t r = b; r < e; ++r) {
@@ -131,7 +117,7 @@ void cross_entropy_backward(const Tensor& grad_logits, const Tensor& grad_loss, 
     const A* sp = logsum.data_ptr<A>();
     T* gx = grad_logits.data_ptr<T>();
     const A off = A(label_smoothing / double(C)), hit = A(1.0 - label_smoothing);
-    const LossRows& rows = loss_rows();
+    const SoftmaxRows& rows = softmax_rows();
     parallel_for(0, N * D, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, C)), [&](int64_t b, int64_t e) {
       std::vector<A> in(static_cast<size_t>(C)), out(static_cast<size_t>(C));
       for (int64_t r = b; r < e; ++r) {

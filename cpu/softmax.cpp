@@ -1,7 +1,8 @@
 // CPU softmax and log_softmax along any dim, forward and backward side by side. The input is seen
 // as (outer, n, inner) with the softmax over n: inner == 1 runs along contiguous rows, inner > 1
-// runs a tile of inner columns at once. f32 (and f16/bf16, converted to f32) run on 4-float vectors
-// with a polynomial exp; f64 runs plain loops with std::exp.
+// runs a tile of inner columns at once. f32 (and f16/bf16, converted to f32) rows run SoftmaxRows
+// (cpu/softmax_rows.h: 16, 8 or 4 floats), tiles 4-float vectors, each with a polynomial exp; f64
+// runs plain loops with std::exp.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -9,9 +10,12 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu/cpu_features.h"
+#include "cpu/softmax_rows_impl.h"
 #include "cpu/vec4.h"
 #include "kernels/convert.h"
 #include "cpu/kernels.h"
+#include "switches/list/toggles.h"
 #include "tensor/parallel.h"
 
 namespace mdl::cpu {
@@ -20,16 +24,13 @@ namespace {
 
 using namespace vec4;
 
-inline float exp1(float x) { return exp4(splat(x))[0]; }
-
 inline f4 nan_max4(f4 a, f4 x) { return ((x > a) | (x != x)) ? x : a; }
 
-inline float exp_acc(float x) { return exp1(x); }
 inline double exp_acc(double x) { return std::exp(x); }
 
 template <class A>
 inline A nan_max(A a, A x) {
-  return (x > a) | (x != x) ? x : a;
+  return ((x > a) | (x != x)) ? x : a;
 }
 
 // max over a contiguous row, NaN-propagating.
@@ -40,27 +41,12 @@ A row_max(const A* x, int64_t n) {
   return m;
 }
 
-inline float row_max(const float* x, int64_t n) {
-  f4 m0 = splat(-std::numeric_limits<float>::infinity()), m1 = m0, m2 = m0, m3 = m0;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    m0 = nan_max4(m0, load4(x + i));
-    m1 = nan_max4(m1, load4(x + i + 4));
-    m2 = nan_max4(m2, load4(x + i + 8));
-    m3 = nan_max4(m3, load4(x + i + 12));
-  }
-  m0 = nan_max4(nan_max4(m0, m1), nan_max4(m2, m3));
-  float m = nan_max(nan_max(m0[0], m0[1]), nan_max(m0[2], m0[3]));
-  for (; i < n; ++i) m = nan_max(m, x[i]);
-  return m;
-}
-
 // ---- forward: y = softmax(x) or log_softmax(x) ---------------------------------------------------
-// Plain loops (f64, and the last few columns of f32 tiles), then the f32 vector versions.
+// Plain loops (f64), then the f32 versions: rows through SoftmaxRows, tiles on 4-float vectors.
 
 // One contiguous row of n.
 template <class A>
-void softmax_row(const A* __restrict x, A* __restrict y, int64_t n, bool log) {
+void softmax_row(const SoftmaxRows&, const A* __restrict x, A* __restrict y, int64_t n, bool log) {
   const A mx = row_max(x, n);
   double s = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -102,36 +88,7 @@ void softmax_tile(const A* x, int64_t xs, A* y, int64_t ys, int64_t n, int64_t w
 // Exp sums run in float within blocks of this many terms, then fold into double.
 constexpr int64_t kSumBlock = 256;
 
-void softmax_row(const float* __restrict x, float* __restrict y, int64_t n, bool log) {
-  const float mx = row_max(x, n);
-  const f4 vmx = splat(mx);
-  double s = 0;
-  for (int64_t b = 0; b < n; b += kSumBlock) {
-    const int64_t e = std::min(n, b + kSumBlock);
-    f4 a0 = {}, a1 = {};
-    int64_t i = b;
-    for (; i + 8 <= e; i += 8) {
-      const f4 e0 = exp4(load4(x + i) - vmx), e1 = exp4(load4(x + i + 4) - vmx);
-      if (!log) store4(y + i, e0), store4(y + i + 4, e1);
-      a0 += e0;
-      a1 += e1;
-    }
-    float t = 0;
-    for (; i < e; ++i) {
-      const float ei = exp1(x[i] - mx);
-      if (!log) y[i] = ei;
-      t += ei;
-    }
-    s += hsum(a0 + a1) + t;
-  }
-  if (log) {
-    const float ls = float(std::log(s));
-    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - mx) - ls;
-  } else {
-    const float inv = float(1.0 / s);
-    for (int64_t i = 0; i < n; ++i) y[i] *= inv;
-  }
-}
+void softmax_row(const SoftmaxRows& rows, const float* x, float* y, int64_t n, bool log) { rows.forward(x, y, n, log); }
 
 void softmax_tile(const float* x, int64_t xs, float* y, int64_t ys, int64_t n, int64_t w, bool log) {
   const int64_t w4 = w / 4, nb = (n + kSumBlock - 1) / kSumBlock;
@@ -173,7 +130,8 @@ void softmax_tile(const float* x, int64_t xs, float* y, int64_t ys, int64_t n, i
 // ---- backward: softmax gi = y * (g - sum(g * y)); log_softmax gi = g - exp(y) * sum(g) ------------
 
 template <class A>
-void softmax_backward_row(const A* __restrict g, const A* __restrict y, A* __restrict gi, int64_t n, bool log) {
+void softmax_backward_row(const SoftmaxRows&, const A* __restrict g, const A* __restrict y, A* __restrict gi, int64_t n,
+                          bool log) {
   double s = 0;
   for (int64_t i = 0; i < n; ++i) s += log ? g[i] : g[i] * y[i];
   const A r = A(s);
@@ -193,30 +151,8 @@ void softmax_backward_tile(const A* g, const A* y, int64_t xs, A* gi, int64_t ys
   }
 }
 
-void softmax_backward_row(const float* __restrict g, const float* __restrict y, float* __restrict gi, int64_t n,
-                          bool log) {
-  double s = 0;
-  for (int64_t b = 0; b < n; b += kSumBlock) {
-    const int64_t e = std::min(n, b + kSumBlock);
-    f4 a0 = {}, a1 = {};
-    int64_t i = b;
-    for (; i + 8 <= e; i += 8) {
-      const f4 g0 = load4(g + i), g1 = load4(g + i + 4);
-      a0 += log ? g0 : g0 * load4(y + i);
-      a1 += log ? g1 : g1 * load4(y + i + 4);
-    }
-    float t = 0;
-    for (; i < e; ++i) t += log ? g[i] : g[i] * y[i];
-    s += hsum(a0 + a1) + t;
-  }
-  const float r = float(s);
-  int64_t i = 0;
-  if (log) {
-    for (; i + 4 <= n; i += 4) store4(gi + i, load4(g + i) - exp4(load4(y + i)) * r);
-    for (; i < n; ++i) gi[i] = g[i] - exp1(y[i]) * r;
-  } else {
-    for (; i < n; ++i) gi[i] = y[i] * (g[i] - r);
-  }
+void softmax_backward_row(const SoftmaxRows& rows, const float* g, const float* y, float* gi, int64_t n, bool log) {
+  rows.backward(g, y, gi, n, log);
 }
 
 void softmax_backward_tile(const float* g, const float* y, int64_t xs, float* gi, int64_t ys, int64_t n, int64_t w,
@@ -312,16 +248,17 @@ void softmax_impl(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
   const T* x = static_cast<const T*>(in.raw_data());
   T* y = static_cast<T*>(out.raw_data());
   if (g.inner == 1) {
+    const SoftmaxRows& rows = softmax_rows();
     parallel_for(0, g.outer, std::max<int64_t>(1, kGrainSize / (4 * g.n)), [&](int64_t b, int64_t e) {
       if constexpr (is_half_v<T>) {
         std::vector<A> xa(g.n), ya(g.n);
         for (int64_t o = b; o < e; ++o) {
           to_acc(x + o * g.n, xa.data(), g.n);
-          softmax_row(xa.data(), ya.data(), g.n, log);
+          softmax_row(rows, xa.data(), ya.data(), g.n, log);
           from_acc(ya.data(), y + o * g.n, g.n);
         }
       } else {
-        for (int64_t o = b; o < e; ++o) softmax_row(x + o * g.n, y + o * g.n, g.n, log);
+        for (int64_t o = b; o < e; ++o) softmax_row(rows, x + o * g.n, y + o * g.n, g.n, log);
       }
     });
     return;
@@ -348,17 +285,18 @@ void softmax_backward_impl(const Tensor& grad_in, const Tensor& grad_out, const 
   const T* y = static_cast<const T*>(out.raw_data());
   T* gi = static_cast<T*>(grad_in.raw_data());
   if (g.inner == 1) {
+    const SoftmaxRows& rows = softmax_rows();
     parallel_for(0, g.outer, std::max<int64_t>(1, kGrainSize / (2 * g.n)), [&](int64_t b, int64_t e) {
       if constexpr (is_half_v<T>) {
         std::vector<A> ga(g.n), ya(g.n), ia(g.n);
         for (int64_t o = b; o < e; ++o) {
           to_acc(go + o * g.n, ga.data(), g.n);
           to_acc(y + o * g.n, ya.data(), g.n);
-          softmax_backward_row(ga.data(), ya.data(), ia.data(), g.n, log);
+          softmax_backward_row(rows, ga.data(), ya.data(), ia.data(), g.n, log);
           from_acc(ia.data(), gi + o * g.n, g.n);
         }
       } else {
-        for (int64_t o = b; o < e; ++o) softmax_backward_row(go + o * g.n, y + o * g.n, gi + o * g.n, g.n, log);
+        for (int64_t o = b; o < e; ++o) softmax_backward_row(rows, go + o * g.n, y + o * g.n, gi + o * g.n, g.n, log);
       }
     });
     return;
@@ -390,6 +328,21 @@ void check_args(const char* name, const Tensor& out, const Tensor& in, int64_t d
 }
 
 }  // namespace
+
+const SoftmaxRows& softmax_rows4() {
+  using f32x4 = float __attribute__((vector_size(16)));
+  static constexpr SoftmaxRows r = softmax_rows_impl::rows<f32x4>();
+  return r;
+}
+
+const SoftmaxRows& softmax_rows() {
+  if (toggles::wide_softmax()) {
+    if (has_avx512f()) return softmax_rows16();
+    if (has_avx2_fma()) return softmax_rows8();
+  }
+  return softmax_rows4();
+}
+
 
 void softmax(const Tensor& out, const Tensor& in, int64_t dim, bool log) {
   const char* name = op_name(log);

@@ -1,8 +1,8 @@
-// The fused cross-entropy's row loops on 16 floats: this file alone is compiled for AVX-512F
-// (by pragma); loss_rows() calls it only where the CPU has it.
+// The softmax row loops (cpu/softmax_rows.h) on 16 floats: this file alone is compiled for AVX-512F
+// (by pragma); softmax_rows() calls it only where the CPU has it.
 #include <cstdlib>
 
-#include "cpu/loss_rows.h"
+#include "cpu/softmax_rows.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #if defined(__clang__)
@@ -11,13 +11,13 @@
 #pragma GCC push_options
 #pragma GCC target("avx512f")
 #endif
-#include "cpu/loss_rows_impl.h"
+#include "cpu/softmax_rows_impl.h"
 
 namespace mdl::cpu {
 
-const LossRows& loss_rows16() {
+const SoftmaxRows& softmax_rows16() {
   using f32x16 = float __attribute__((vector_size(64)));
-  static constexpr LossRows r = loss_rows_impl::rows<f32x16>();
+  static constexpr SoftmaxRows r = softmax_rows_impl::rows<f32x16>();
   return r;
 }
 
@@ -29,6 +29,6 @@ const LossRows& loss_rows16() {
 #endif
 #else
 namespace mdl::cpu {
-const LossRows& loss_rows16() { std::abort(); }  // has_avx512f() is false here
+const SoftmaxRows& softmax_rows16() { std::abort(); }  // has_avx512f() is false here
 }  // namespace mdl::cpu
 #endif

@@ -1,8 +1,8 @@
-// The fused cross-entropy's row loops on 8 floats: this file alone is compiled for AVX2 and FMA
-// (by pragma); loss_rows() calls it only where the CPU has both.
+// The softmax row loops (cpu/softmax_rows.h) on 8 floats: this file alone is compiled for AVX2 and FMA
+// (by pragma); softmax_rows() calls it only where the CPU has both.
 #include <cstdlib>
 
-#include "cpu/loss_rows.h"
+#include "cpu/softmax_rows.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #if defined(__clang__)
@@ -11,13 +11,13 @@
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
 #endif
-#include "cpu/loss_rows_impl.h"
+#include "cpu/softmax_rows_impl.h"
 
 namespace mdl::cpu {
 
-const LossRows& loss_rows8() {
+const SoftmaxRows& softmax_rows8() {
   using f32x8 = float __attribute__((vector_size(32)));
-  static constexpr LossRows r = loss_rows_impl::rows<f32x8>();
+  static constexpr SoftmaxRows r = softmax_rows_impl::rows<f32x8>();
   return r;
 }
 
@@ -29,6 +29,6 @@ const LossRows& loss_rows8() {
 #endif
 #else
 namespace mdl::cpu {
-const LossRows& loss_rows8() { std::abort(); }  // has_avx2_fma() is false here
+const SoftmaxRows& softmax_rows8() { std::abort(); }  // has_avx2_fma() is false here
 }  // namespace mdl::cpu
 #endif
