@@ -4,8 +4,8 @@
 // and on: vector_math (exp, tanh, GELU on 1M f32), fused_gelu_backward (GELU forward + backward),
 // fused_relu_backward (ReLU forward + backward), fused_add_relu, fused_bn_relu and fused_bn_add_relu
 // (a residual block's add + ReLU, batch norm + ReLU, batch norm + residual + ReLU, forward +
-// backward), branchless_select (masked_fill), tiled_transpose (a transposed copy) and wide_softmax
-// (softmax over rows of 1024). Bytes read plus written per call give the GB/s column.
+// backward), branchless_select (masked_fill), tiled_transpose and vector_transpose (a transposed
+// copy) and wide_softmax (softmax over rows of 1024). Bytes read plus written per call give the GB/s column.
 #include <benchmark/benchmark.h>
 
 #include "bench/recording_reporter.h"
@@ -188,11 +188,23 @@ void BM_BroadcastAdd(benchmark::State& state) {
   run(state, (2 * kSide * kSide + kSide) * 4, [&] { return a + row; });
 }
 
-// a.t().contiguous() on 4096 x 4096 f32 (reads with a stride of 4096 elements, writes contiguously):
-// in 32 x 32 tiles, or row by row (tiled_transpose off).
-void transposed_copy(benchmark::State& state, bool tiled) {
-  Tensor a = input({kSide, kSide});
-  with_switch("tiled_transpose", tiled, [&] { run(state, 2 * kSide * kSide * 4, [&] { return a.t().contiguous(); }); });
+// a.t().contiguous() on n x n f32 (reads with a stride of n elements, writes contiguously).
+void transposed_copy(benchmark::State& state, int64_t n) {
+  Tensor a = input({n, n});
+  run(state, 2 * n * n * 4, [&] { return a.t().contiguous(); });
+}
+
+// 4096 x 4096 in 32 x 32 tiles copied element by element, or row by row (tiled_transpose off).
+void tiled_transpose_pair(benchmark::State& state, bool tiled) {
+  with_switch("vector_transpose", false,
+              [&] { with_switch("tiled_transpose", tiled, [&] { transposed_copy(state, kSide); }); });
+}
+
+// In register blocks and panels, or in the element-by-element tiles (vector_transpose off): at
+// 4096 x 4096 (64 MiB each way, streamed out) and 512 x 512 (1 MiB, in cache).
+template <int64_t N>
+void vector_transpose_pair(benchmark::State& state, bool vector) {
+  with_switch("vector_transpose", vector, [&] { transposed_copy(state, N); });
 }
 
 void BM_CastF16(benchmark::State& state) {
@@ -254,7 +266,9 @@ int main(int argc, char** argv) {
   pair("fused_bn_relu", "bn_relu_f32_32x64x32x32_fwd_bwd", bn_relu_fwd_bwd);
   pair("fused_bn_add_relu", "bn_add_relu_f32_32x64x32x32_fwd_bwd", bn_add_relu_fwd_bwd);
   pair("branchless_select", "masked_fill_f32_4M", masked_fill_pair);
-  pair("tiled_transpose", "f32_4096x4096", transposed_copy);
+  pair("tiled_transpose", "f32_4096x4096", tiled_transpose_pair);
+  pair("vector_transpose", "f32_4096x4096", vector_transpose_pair<kSide>);
+  pair("vector_transpose", "f32_512x512", vector_transpose_pair<512>);
   pair("wide_softmax", "softmax_f32_4096x1024", softmax_pair);
   if (!bench::run_benchmarks(argc, argv)) return 1;
   return 0;

@@ -1,14 +1,18 @@
 // fill and copy/cast kernels: any strides, any pair of dtypes. Contiguous runs of the same
 // dtype are memcpy'd; f32<->f16 runs use the F16C bulk conversions, other f32/f16/bf16 mixes go
-// through float blocks; a transposed matrix goes in cache-sized tiles.
+// through float blocks; a transposed matrix goes in register blocks (cpu/transpose_blocks.h) or
+// cache-sized tiles.
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstring>
 
 #include "kernels/convert.h"
 #include "switches/list/toggles.h"
+#include "cpu/cpu_features.h"
 #include "cpu/kernels.h"
 #include "cpu/float_block.h"
+#include "cpu/transpose_blocks.h"
 #include "cpu/loops.h"
 #include "tensor/parallel.h"
 
@@ -29,7 +33,42 @@ void fill(const Tensor& out, double value) {
   });
 }
 
+const TransposeBlocks* transpose_blocks() {
+  static const TransposeBlocks* const t = has_avx512f()    ? &transpose_blocks_avx512()
+                                          : has_avx2_fma() ? &transpose_blocks_avx2()
+                                                           : nullptr;
+  return t;
+}
+
 namespace {
+
+// b's source offset (elements) through the leading dims' strides.
+int64_t lead_offset(int64_t b, const Shape& lead_sizes, const Shape& lead_strides) {
+  int64_t off = 0;
+  for (int64_t d = int64_t(lead_sizes.size()) - 1, rest = b; d >= 0; --d) {
+    off += (rest % lead_sizes[size_t(d)]) * lead_strides[size_t(d)];
+    rest /= lead_sizes[size_t(d)];
+  }
+  return off;
+}
+
+// The same copy as transpose_tiles in panels of up to kPanelRows destination rows, each through the
+// register-block kernel: a panel's source columns are runs of kPanelRows elements (2 KiB of f32),
+// long enough for the hardware prefetcher to follow, where a 32-row tile's runs were 128 bytes.
+// Destinations of kTransposeStreamBytes and more go out through non-temporal stores when aligned.
+void transpose_panels(const TransposeBlocks& k, char* dst, const char* src, int64_t E, int64_t batch,
+                      const Shape& lead_sizes, const Shape& lead_strides, int64_t R, int64_t C, int64_t ld) {
+  constexpr int64_t kPanelRows = 512;
+  const int64_t panels = (R + kPanelRows - 1) / kPanelRows, rows = std::min(R, kPanelRows);
+  const bool stream = batch * R * C * E >= kTransposeStreamBytes && transpose_can_stream(dst, C, int(E));
+  parallel_for(0, batch * panels, std::max<int64_t>(1, kGrainSize / (rows * C)), [&](int64_t u0, int64_t u1) {
+    for (int64_t u = u0; u < u1; ++u) {
+      const int64_t b = u / panels, r0 = (u % panels) * kPanelRows;
+      const char* s = src + (lead_offset(b, lead_sizes, lead_strides) + r0) * E;
+      k.run(dst + (b * R + r0) * C * E, s, std::min(kPanelRows, R - r0), C, C, ld, int(E), stream);
+    }
+  });
+}
 
 // dst (..., R, C) contiguous = src (..., R, C) whose last two dims are transposed in memory
 // (stride 1 along R, ld along C), E-byte elements, in kTile x kTile tiles, so a tile's reads come
@@ -45,12 +84,7 @@ void transpose_tiles(char* dst, const char* src, int64_t batch, const Shape& lea
   parallel_for(0, batch * tr, std::max<int64_t>(1, kGrainSize / (kTile * C)), [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / tr, r0 = (t % tr) * kTile, r1 = std::min(R, r0 + kTile);
-      int64_t off = 0;  // b's source offset (elements) through the leading dims' strides
-      for (int64_t d = int64_t(lead_sizes.size()) - 1, rest = b; d >= 0; --d) {
-        off += (rest % lead_sizes[size_t(d)]) * lead_strides[size_t(d)];
-        rest /= lead_sizes[size_t(d)];
-      }
-      const char* s = src + off * int64_t(E);
+      const char* s = src + lead_offset(b, lead_sizes, lead_strides) * int64_t(E);
       char* o = dst + b * R * C * int64_t(E);
       for (int64_t j = 0; j < tc; ++j) {
         const int64_t c0 = j * kTile, c1 = std::min(C, c0 + kTile);
@@ -76,7 +110,13 @@ bool transposed_copy(const Tensor& dst, const Tensor& src) {
   for (int64_t s : lead_sizes) batch *= s;
   char* o = static_cast<char*>(dst.raw_data());
   const char* x = static_cast<const char*>(src.raw_data());
-  switch (dtype_size(dst.dtype())) {
+  const int64_t E = int64_t(dtype_size(dst.dtype()));
+  const TransposeBlocks* k = toggles::vector_transpose() ? transpose_blocks() : nullptr;
+  if (k && (k->sizes >> std::countr_zero(uint64_t(E))) & 1) {
+    transpose_panels(*k, o, x, E, batch, lead_sizes, lead_strides, R, C, ld);
+    return true;
+  }
+  switch (E) {
     case 1: transpose_tiles<1>(o, x, batch, lead_sizes, lead_strides, R, C, ld); return true;
     case 2: transpose_tiles<2>(o, x, batch, lead_sizes, lead_strides, R, C, ld); return true;
     case 4: transpose_tiles<4>(o, x, batch, lead_sizes, lead_strides, R, C, ld); return true;

@@ -1,0 +1,119 @@
+// Transposed copies (cpu/transpose_blocks.h) in AVX-512F registers: 16 x 16 f32 blocks, and 16 x 32
+// blocks of 16-bit elements widened to 32 bits for the same transpose. This file alone is compiled
+// for AVX-512F (by pragma); transpose_blocks() returns it only where the CPU has it.
+#include <cstdlib>
+
+#include "cpu/transpose_blocks.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
+#else
+#pragma GCC push_options
+// GCC 12 takes the _mm512_undefined_*() inside its unpack, shuffle and narrowing intrinsics for
+// uninitialised reads (PR 105593, fixed in GCC 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC target("avx512f")
+#endif
+#include <immintrin.h>
+
+#include "cpu/transpose_blocks_loop.h"
+
+namespace mdl::cpu {
+
+namespace {
+
+// v[k] = column k of a 16 x 16 block (its 16 rows) -> v[r] = row r (its 16 columns): 2-, 4- and
+// 8-element interleaves within 128-bit lanes, then two lane shuffles.
+[[gnu::always_inline]] inline void transpose16(__m512 v[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]),
+                  c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    v[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    v[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    v[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    v[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 4; ++j) {
+      t[8 * i + j] = _mm512_shuffle_f32x4(v[8 * i + j], v[8 * i + 4 + j], 0x88);
+      t[8 * i + 4 + j] = _mm512_shuffle_f32x4(v[8 * i + j], v[8 * i + 4 + j], 0xdd);
+    }
+  for (int j = 0; j < 4; ++j) {
+    v[j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0x88);
+    v[8 + j] = _mm512_shuffle_f32x4(t[j], t[8 + j], 0xdd);
+    v[4 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0x88);
+    v[12 + j] = _mm512_shuffle_f32x4(t[4 + j], t[12 + j], 0xdd);
+  }
+}
+
+template <bool Stream>
+[[gnu::always_inline]] inline void store_line(char* p, __m512i v) {
+  if constexpr (Stream) _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v);
+  else _mm512_storeu_si512(p, v);
+}
+
+// dst (16 rows, 16 f32), row stride ldd; src column k at s + k * lds.
+template <bool Stream>
+void run_f32(char* dst, const char* src, int64_t R, int64_t C, int64_t ldd, int64_t lds) {
+  transpose_blocks_loop::walk<16, 16>(dst, src, R, C, ldd, lds, 4, [&](char* d, const char* s) {
+    __m512 v[16];
+    for (int k = 0; k < 16; ++k) v[k] = _mm512_loadu_ps(s + k * lds * 4);
+    transpose16(v);
+    for (int r = 0; r < 16; ++r) store_line<Stream>(d + r * ldd * 4, _mm512_castps_si512(v[r]));
+  });
+}
+
+// dst (16 rows, 32 16-bit elements): two 16 x 16 halves, each widened to 32 bits, transposed and
+// narrowed back, then joined into one 64-byte row.
+template <bool Stream>
+void run_u16(char* dst, const char* src, int64_t R, int64_t C, int64_t ldd, int64_t lds) {
+  transpose_blocks_loop::walk<16, 32>(dst, src, R, C, ldd, lds, 2, [&](char* d, const char* s) {
+    __m256i half[2][16];
+    for (int h = 0; h < 2; ++h) {
+      __m512 v[16];
+      for (int k = 0; k < 16; ++k) {
+        const __m256i col = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + (16 * h + k) * lds * 2));
+        v[k] = _mm512_castsi512_ps(_mm512_cvtepu16_epi32(col));
+      }
+      transpose16(v);
+      for (int r = 0; r < 16; ++r) half[h][r] = _mm512_cvtepi32_epi16(_mm512_castps_si512(v[r]));
+    }
+    for (int r = 0; r < 16; ++r)
+      store_line<Stream>(d + r * ldd * 2, _mm512_inserti64x4(_mm512_castsi256_si512(half[0][r]), half[1][r], 1));
+  });
+}
+
+void run(char* dst, const char* src, int64_t R, int64_t C, int64_t ldd, int64_t lds, int bytes, bool stream) {
+  if (bytes == 4) (stream ? run_f32<true> : run_f32<false>)(dst, src, R, C, ldd, lds);
+  else if (bytes == 2) (stream ? run_u16<true> : run_u16<false>)(dst, src, R, C, ldd, lds);
+  else std::abort();  // sizes says which it takes
+  if (stream) _mm_sfence();
+}
+
+}  // namespace
+
+const TransposeBlocks& transpose_blocks_avx512() {
+  static constexpr TransposeBlocks t{"avx512f", (1u << 1) | (1u << 2), run};
+  return t;
+}
+
+}  // namespace mdl::cpu
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
+#else
+namespace mdl::cpu {
+const TransposeBlocks& transpose_blocks_avx512() { std::abort(); }  // has_avx512f() is false here
+}  // namespace mdl::cpu
+#endif
