@@ -121,8 +121,10 @@ def limit_of(runs, device, case, ceilings):
         bandwidth = side.get("memory_mbps", 0) * 1e6
     else:
         flops = [r["GFLOP/s"] for r in runs if r.get("GFLOP/s")]  # stored in FLOP/s (kIs1000 rate)
+        # bf16 has dot-product hardware (AVX512-BF16, AMX-BF16); the CPU GEMM widens f16 to f32 and
+        # multiplies on the f32 FMA units, so f16's limit is theirs.
         bf16 = side.get("bf16_dot_mflops") or {}
-        use_bf16 = ("bf16" in case or "f16" in case) and bf16
+        use_bf16 = "bf16" in case and bf16
         peak = max((bf16 if use_bf16 else side.get("f32_fma_mflops") or {}).values(), default=0) * 1e6
         bytes_ = [r["bytes_per_second"] for r in runs if r.get("bytes_per_second")]
         bandwidth = side.get("memory_mbps", 0) * 1e6
