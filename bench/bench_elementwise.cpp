@@ -1,7 +1,7 @@
 // Memory-bound f32 ops as users call them (each call allocates its output): elementwise at 1M
 // and 16M elements (add also without the allocation), a broadcast add, the f16 cast and sums;
 // and the switch pairs of the CPU's elementwise kernels, the same op with the switch off
-// and on: vector_math (exp, tanh, GELU on 1M f32), fused_gelu_backward (GELU forward + backward),
+// and on: vector_math (exp, tanh, GELU on 1M f32), avx512_vec_math (tanh, GELU), fused_gelu_backward (GELU forward + backward),
 // fused_relu_backward (ReLU forward + backward), fused_add_relu, fused_bn_relu and fused_bn_add_relu
 // (a residual block's add + ReLU, batch norm + ReLU, batch norm + residual + ReLU, forward +
 // backward), branchless_select (masked_fill), tiled_transpose and vector_transpose (a transposed
@@ -86,6 +86,13 @@ template <class Op>
 void vector_math_pair(benchmark::State& state, bool on, const Op& op) {
   Tensor a = input({k1M});
   with_switch("vector_math", on, [&] { run(state, 2 * k1M * 4, [&] { return op(a); }); });
+}
+
+// op(a) on 1M f32 as above, vector_math on: 16 floats at a time, or (avx512_vec_math off) 8.
+template <class Op>
+void avx512_vec_math_pair(benchmark::State& state, bool on, const Op& op) {
+  Tensor a = input({k1M});
+  with_switch("avx512_vec_math", on, [&] { run(state, 2 * k1M * 4, [&] { return op(a); }); });
 }
 
 // ReLU on 4M f32, forward and backward through autograd: the backward as one pass, or (off) a
@@ -260,6 +267,10 @@ int main(int argc, char** argv) {
        [](benchmark::State& s, bool on) { vector_math_pair(s, on, [](const Tensor& a) { return tanh(a); }); });
   pair("vector_math", "gelu_f32_1M",
        [](benchmark::State& s, bool on) { vector_math_pair(s, on, [](const Tensor& a) { return gelu(a); }); });
+  pair("avx512_vec_math", "tanh_f32_1M",
+       [](benchmark::State& s, bool on) { avx512_vec_math_pair(s, on, [](const Tensor& a) { return tanh(a); }); });
+  pair("avx512_vec_math", "gelu_f32_1M",
+       [](benchmark::State& s, bool on) { avx512_vec_math_pair(s, on, [](const Tensor& a) { return gelu(a); }); });
   pair("fused_gelu_backward", "gelu_f32_1M_fwd_bwd", gelu_fwd_bwd);
   pair("fused_relu_backward", "relu_f32_4M_fwd_bwd", relu_fwd_bwd);
   pair("fused_add_relu", "resblock_f32_32x64x32x32_fwd_bwd", add_relu_fwd_bwd);

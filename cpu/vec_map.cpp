@@ -1,5 +1,5 @@
-// vec_map's 4-float (SSE2) width, the run-time choice between it and the AVX2 one, and the scalar
-// loop the vector_math switch falls back to.
+// vec_map's 4-float (SSE2) width, the run-time choice between it and the AVX2 and AVX-512 ones, and
+// the scalar loop the vector_math switch falls back to.
 #include <atomic>
 
 #include "cpu/cpu_features.h"
@@ -39,6 +39,7 @@ void vec_map4(VecFn f, float* o, const float* x, int64_t n) {
 
 void vec_map(VecFn f, float* o, const float* x, int64_t n) {
   if (!toggles::vector_math()) return scalar_map(f, o, x, n);
+  if (has_avx512f() && toggles::avx512_vec_math()) return vec_map16(f, o, x, n);
   if (has_avx2_fma()) return vec_map8(f, o, x, n);
   vec_map4(f, o, x, n);
 }

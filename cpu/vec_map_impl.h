@@ -1,5 +1,5 @@
-// The body of vec_map for one vector width V, included by vec_map.cpp (4 floats) and
-// vec_map_avx2.cpp (8 floats, compiled for AVX2 and FMA).
+// The body of vec_map for one vector width V, included by vec_map.cpp (4 floats),
+// vec_map_avx2.cpp (8 floats, compiled for AVX2 and FMA) and vec_map_avx512.cpp (16, AVX-512F).
 #pragma once
 #include <cstdint>
 #include <cstring>

@@ -1,5 +1,5 @@
 // e^x, tanh, sigmoid, erf and GELU (exact and tanh form) on any GCC float vector V (4 floats on SSE2, 8 on
-// AVX2): Cephes polynomials, 1-2 ulp. Written on vectors because the auto-vectoriser will not
+// AVX2, 16 on AVX-512F): Cephes polynomials, 1-2 ulp. Written on vectors because the auto-vectoriser will not
 // if-convert their selects. Always inlined, so each instantiation is compiled for the caller's
 // target (vec_map_avx2.cpp instantiates them for 8 floats).
 #pragma once

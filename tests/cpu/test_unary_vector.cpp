@@ -1,6 +1,6 @@
 // The CPU's vectorised exp, tanh, sigmoid, silu, both GELUs and their derivatives
 // (cpu/vec_math.h) over the whole float range, in units in the last place against double
-// math, at both widths (4 floats on SSE2, 8 on AVX2+FMA) and through the tensor ops: overflow to
+// math, at every width (4 floats on SSE2, 8 on AVX2+FMA, 16 on AVX-512F) and through the tensor ops: overflow to
 // inf, subnormal results, infinities, NaN, and the same answer wherever an element sits.
 #include <doctest/doctest.h>
 
@@ -106,7 +106,7 @@ std::string worst_error(const Fn& f, const Floats& xs, const Floats& got, int64_
 
 }  // namespace
 
-TEST_CASE("unary vector math: within a few ulp over the float range at both widths and through the ops") {
+TEST_CASE("unary vector math: within a few ulp over the float range at every width and through the ops") {
   const Floats xs = sweep();
   for (const Fn& f : fns()) {
     std::vector<std::pair<std::string, Floats>> runs;
@@ -116,6 +116,10 @@ TEST_CASE("unary vector math: within a few ulp over the float range at both widt
     if (cpu::has_avx2_fma()) {
       cpu::vec_map8(f.fn, o.data(), xs.data(), int64_t(xs.size()));
       runs.emplace_back("8 floats (AVX2)", o);
+    }
+    if (cpu::has_avx512f()) {
+      cpu::vec_map16(f.fn, o.data(), xs.data(), int64_t(xs.size()));
+      runs.emplace_back("16 floats (AVX-512F)", o);
     }
     if (f.op) runs.emplace_back("tensor op", f.op(from_vector(xs, {int64_t(xs.size())})).to_vector<float>());
     for (const auto& [how, got] : runs) {
