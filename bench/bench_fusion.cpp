@@ -5,7 +5,8 @@
 // the fused_cross_entropy and fused_layer_norm switches off and on. And a ReLU beside a 2x2 max pool
 // (one pass with a byte per window; off: max pool with int64 indices, then the ReLU), through
 // nn::Sequential with the fused_pool_relu switch off and on. The fused cross-entropy also runs
-// with wide_softmax off and on: its row loops on 4 floats, or on the CPU's widest vectors.
+// with wide_softmax off and on, and the fused layer norm with wide_layer_norm off and on: their row
+// loops on 4 floats, or on the CPU's widest vectors.
 #include <benchmark/benchmark.h>
 
 #include "bench/recording_reporter.h"
@@ -49,10 +50,8 @@ void wide_rows_pair(benchmark::State& state, bool wide) {
   cross_entropy_loop(state);
 }
 
-// layer_norm as nn::functional runs it: fused kernels, or (fused_layer_norm off) composed of ops.
-void layer_norm_pair(benchmark::State& state, bool fused) {
-  const bool was = toggles::fused_layer_norm();
-  toggles::set_fused_layer_norm(fused);
+// Layer norm on (4096, 768) f32 through nn::functional, forward and backward, as the switches are set.
+void layer_norm_fwd_bwd(benchmark::State& state) {
   Generator g(2);
   Tensor x = randn({kTokens, kWidth}, {}, &g).requires_grad_(true);
   Tensor w = ones({kWidth}).requires_grad_(true), b = zeros({kWidth}).requires_grad_(true);
@@ -62,8 +61,23 @@ void layer_norm_pair(benchmark::State& state, bool fused) {
     y.backward(dy);
     x.zero_grad(), w.zero_grad(), b.zero_grad();
   }
-  toggles::set_fused_layer_norm(was);
   state.SetBytesProcessed(int64_t(state.iterations()) * kTokens * kWidth * 4 * 5);
+}
+
+// Fused kernels, or (fused_layer_norm off) composed of ops.
+void layer_norm_pair(benchmark::State& state, bool fused) {
+  const bool was = toggles::fused_layer_norm();
+  toggles::set_fused_layer_norm(fused);
+  layer_norm_fwd_bwd(state);
+  toggles::set_fused_layer_norm(was);
+}
+
+// The fused kernels' rows on the CPU's widest vectors, or (wide_layer_norm off) on 4 floats.
+void wide_layer_norm_pair(benchmark::State& state, bool wide) {
+  const bool was = toggles::wide_layer_norm();
+  toggles::set_wide_layer_norm(wide);
+  layer_norm_fwd_bwd(state);
+  toggles::set_wide_layer_norm(was);
 }
 
 // SimpleCNN's first ReLU and 2x2 max pool, as nn::Sequential runs them: one fused op, or
@@ -98,6 +112,9 @@ int main(int argc, char** argv) {
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
     bench::register_switch("fused_layer_norm", on, "4096x768_fwd_bwd", layer_norm_pair)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    bench::register_switch("wide_layer_norm", on, "4096x768_fwd_bwd", wide_layer_norm_pair)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
     bench::register_switch("fused_pool_relu", on, "relu_maxpool2x2_128x32x28x28_fwd_bwd", relu_maxpool_pair)

@@ -10,7 +10,10 @@
 #include <vector>
 
 #include "cpu/float_block.h"
+#include "cpu/cpu_features.h"
 #include "cpu/kernels.h"
+#include "cpu/layer_norm_rows.h"
+#include "cpu/layer_norm_rows_impl.h"
 #include "cpu/loops.h"
 #include "cpu/select_bits.h"
 #include "kernels/convert.h"
@@ -19,6 +22,7 @@
 #include "kernels/dropout.h"
 #include "tensor/parallel.h"
 #include "kernels/philox.h"
+#include "switches/list/toggles.h"
 
 namespace mdl::cpu {
 
@@ -348,64 +352,27 @@ void batch_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tenso
 
 // ---- group norm (and layer norm) -------------------------------------------------------------
 
-// Layer norm on f32 (one group, one element per channel) runs on float vectors: each row's sums
-// are float partials over blocks of kSumBlock elements, vectorised (omp simd), added in double;
-// the same order whatever the thread count.
+// Layer norm on f32 (one group, one element per channel) runs its rows on float vectors
+// (cpu/layer_norm_rows.h); threads split the rows, or for the parameter gradients the channels.
 namespace {
-
-constexpr int64_t kSumBlock = 64;
-
-template <class F>
-double block_sum(int64_t n, const F& f) {
-  double total = 0;
-  for (int64_t j0 = 0; j0 < n; j0 += kSumBlock) {
-    const int64_t j1 = std::min(n, j0 + kSumBlock);
-    float part = 0;
-#pragma omp simd reduction(+ : part)
-    for (int64_t j = j0; j < j1; ++j) part += f(j);
-    total += double(part);
-  }
-  return total;
-}
 
 void layer_norm_rows_f32(int64_t N, int64_t C, const float* x, float* y, float* mean, float* rstd, const float* w,
                          const float* b, double eps) {
+  const LayerNormRows& rows = layer_norm_rows();
   parallel_for(0, N, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, C)), [&](int64_t rb, int64_t re) {
-    for (int64_t r = rb; r < re; ++r) {
-      const float* xr = x + r * C;
-      float* yr = y + r * C;
-      const float m = float(block_sum(C, [&](int64_t j) { return xr[j]; }) / double(C));
-      const double var = block_sum(C,
-                                   [&](int64_t j) {
-                                     const float d = xr[j] - m;
-                                     return d * d;
-                                   }) /
-                         double(C);
-      const float rs = float(1.0 / std::sqrt(var + eps));
-      mean[r] = m;
-      rstd[r] = rs;
-#pragma omp simd
-      for (int64_t j = 0; j < C; ++j) yr[j] = (xr[j] - m) * (rs * w[j]) + b[j];
-    }
+    for (int64_t r = rb; r < re; ++r) rows.forward(x + r * C, y + r * C, C, w, b, eps, mean[r], rstd[r]);
   });
 }
 
 // gx, and (when asked) gw[c] = sum over rows of gy * xhat and gb[c] = sum of gy, in double.
 void layer_norm_backward_rows_f32(int64_t N, int64_t C, const float* x, const float* g, const float* mean,
                                   const float* rstd, const float* w, float* gx, float* gw, float* gb) {
+  const LayerNormRows& rows = layer_norm_rows();
   if (gw || gb) {  // threads split the channels; each walks the rows in order
     parallel_for(0, C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, N)), [&](int64_t cb, int64_t ce) {
       std::vector<double> sw(size_t(ce - cb), 0.0), sb(size_t(ce - cb), 0.0);
-      for (int64_t n = 0; n < N; ++n) {
-        const float* xr = x + n * C;
-        const float* gr = g + n * C;
-        const float m = mean[n], rs = rstd[n];
-#pragma omp simd
-        for (int64_t c = cb; c < ce; ++c) {
-          sw[size_t(c - cb)] += double(gr[c] * ((xr[c] - m) * rs));
-          sb[size_t(c - cb)] += double(gr[c]);
-        }
-      }
+      for (int64_t n = 0; n < N; ++n)
+        rows.param_grads(x + n * C + cb, g + n * C + cb, ce - cb, mean[n], rstd[n], sw.data(), sb.data());
       for (int64_t c = cb; c < ce; ++c) {
         if (gw) gw[c] = float(sw[size_t(c - cb)]);
         if (gb) gb[c] = float(sb[size_t(c - cb)]);
@@ -413,21 +380,8 @@ void layer_norm_backward_rows_f32(int64_t N, int64_t C, const float* x, const fl
     });
   }
   if (!gx) return;
-  // Per row, h = gy * w: gx = rstd * (h - mean(h) - xhat * mean(h * xhat)).
   parallel_for(0, N, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, C)), [&](int64_t rb, int64_t re) {
-    for (int64_t r = rb; r < re; ++r) {
-      const float* xr = x + r * C;
-      const float* gr = g + r * C;
-      float* o = gx + r * C;
-      const float m = mean[r];
-      const double rs = double(rstd[r]);
-      const double sh_sum = block_sum(C, [&](int64_t j) { return gr[j] * w[j]; });
-      const double shx_sum = block_sum(C, [&](int64_t j) { return gr[j] * w[j] * (xr[j] - m); });
-      const double mh = sh_sum / double(C), k = rs * rs * shx_sum / double(C);  // mean(h), mean(h * xhat) * rstd
-      const float rsf = float(rs), q = float(-rs * k), sh = float(-rs * mh);
-#pragma omp simd
-      for (int64_t j = 0; j < C; ++j) o[j] = gr[j] * (rsf * w[j]) + (xr[j] - m) * q + sh;
-    }
+    for (int64_t r = rb; r < re; ++r) rows.backward(x + r * C, g + r * C, C, mean[r], rstd[r], w, gx + r * C);
   });
 }
 
@@ -573,6 +527,20 @@ void masked_scale(const Tensor& out, const Tensor& in, const Tensor& mask, doubl
       }
     });
   });
+}
+
+const LayerNormRows& layer_norm_rows4() {
+  using f32x4 = float __attribute__((vector_size(16)));
+  static constexpr LayerNormRows r = layer_norm_rows_impl::rows<f32x4>();
+  return r;
+}
+
+const LayerNormRows& layer_norm_rows() {
+  if (toggles::wide_layer_norm()) {
+    if (has_avx512f()) return layer_norm_rows16();
+    if (has_avx2_fma()) return layer_norm_rows8();
+  }
+  return layer_norm_rows4();
 }
 
 }  // namespace mdl::cpu

@@ -1,0 +1,34 @@
+// The layer norm row loops (cpu/layer_norm_rows.h) on 16 floats: this file alone is compiled for AVX-512F
+// (by pragma); layer_norm_rows() calls it only where the CPU has it.
+#include <cstdlib>
+
+#include "cpu/layer_norm_rows.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
+#else
+#pragma GCC push_options
+#pragma GCC target("avx512f")
+#endif
+#include "cpu/layer_norm_rows_impl.h"
+
+namespace mdl::cpu {
+
+const LayerNormRows& layer_norm_rows16() {
+  using f32x16 = float __attribute__((vector_size(64)));
+  static constexpr LayerNormRows r = layer_norm_rows_impl::rows<f32x16>();
+  return r;
+}
+
+}  // namespace mdl::cpu
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC pop_options
+#endif
+#else
+namespace mdl::cpu {
+const LayerNormRows& layer_norm_rows16() { std::abort(); }  // has_avx512f() is false here
+}  // namespace mdl::cpu
+#endif
