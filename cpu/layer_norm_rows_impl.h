@@ -5,24 +5,17 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 
+#include "cpu/float_vectors.h"
 #include "cpu/layer_norm_rows.h"
 
 namespace mdl::cpu::layer_norm_rows_impl {
 
 namespace {
 
-template <class V>
-constexpr int64_t kWidth = int64_t(sizeof(V) / sizeof(float));
-
-// U = V: the vector at p; U = float: *p.
-template <class U>
-[[gnu::always_inline]] inline U load(const float* p) {
-  U v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
+using float_vectors::kWidth;
+using float_vectors::load;
+using float_vectors::store;
 
 template <class V>
 [[gnu::always_inline]] inline float lane_sum(V v) {
@@ -96,8 +89,7 @@ void forward(const float* x, float* y, int64_t C, const float* w, const float* b
   rstd = rs;
   int64_t j = 0;
   for (; j + kWidth<V> <= C; j += kWidth<V>) {
-    const V out = (load<V>(x + j) - m) * (rs * load<V>(w + j)) + load<V>(b + j);
-    std::memcpy(y + j, &out, sizeof out);
+    store(y + j, (load<V>(x + j) - m) * (rs * load<V>(w + j)) + load<V>(b + j));
   }
   for (; j < C; ++j) y[j] = (x[j] - m) * (rs * w[j]) + b[j];
 }
@@ -111,8 +103,7 @@ void backward(const float* x, const float* g, int64_t C, float m, float rstd, co
   const float rsf = float(rs), q = float(-rs * k), sh = float(-rs * mh);
   int64_t j = 0;
   for (; j + kWidth<V> <= C; j += kWidth<V>) {
-    const V out = load<V>(g + j) * (rsf * load<V>(w + j)) + (load<V>(x + j) - m) * q + sh;
-    std::memcpy(gx + j, &out, sizeof out);
+    store(gx + j, load<V>(g + j) * (rsf * load<V>(w + j)) + (load<V>(x + j) - m) * q + sh);
   }
   for (; j < C; ++j) gx[j] = g[j] * (rsf * w[j]) + (x[j] - m) * q + sh;
 }

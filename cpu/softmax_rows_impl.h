@@ -6,9 +6,9 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 
+#include "cpu/float_vectors.h"
 #include "cpu/softmax_rows.h"
 #include "cpu/vec_math.h"
 
@@ -16,20 +16,9 @@ namespace mdl::cpu::softmax_rows_impl {
 
 namespace {
 
-template <class V>
-constexpr int kWidth = int(sizeof(V) / sizeof(float));
-
-template <class V>
-[[gnu::always_inline]] inline V load(const float* p) {
-  V v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-
-template <class V>
-[[gnu::always_inline]] inline void store(float* p, V v) {
-  std::memcpy(p, &v, sizeof v);
-}
+using float_vectors::kWidth;
+using float_vectors::load;
+using float_vectors::store;
 
 template <class V>
 [[gnu::always_inline]] inline float exp1(float x) {
