@@ -1,7 +1,8 @@
 // The f32 GEMM ladder on square sizes: naive, cache-blocked, packed + SIMD on one thread, the full
 // threaded gemm_f32, and OpenBLAS cblas_sgemm on as many threads (built with -DMDL_HAVE_OPENBLAS,
 // at the core family this CPU runs: bench/openblas_yardstick.h). The avx512_gemm switch pair runs
-// threaded gemm_f32 on the AVX2 and on the AVX-512 micro-kernel. Ends with a table of threaded
+// threaded gemm_f32 on the AVX2 and on the AVX-512 micro-kernel; the gemm_vector_pack pair a linear
+// layer's forward, whose weight the GEMM packs from its transpose. Ends with a table of threaded
 // gemm_f32 against OpenBLAS at each size, naming each kernel that ran.
 #include <benchmark/benchmark.h>
 
@@ -44,6 +45,24 @@ void run_gemm(benchmark::State& state, int64_t n, const GemmFn& fn) {
 
 void threaded(int64_t n, const float* A, const float* B, float* C) {
   mdl::cpu::gemm_f32(n, n, n, 1.0f, A, n, 1, B, n, 1, 0.0f, C, n, 1);
+}
+
+// y = x @ w^T as nn.Linear's forward runs it: x (batch, in) and w (out, in) row-major, so B = w^T is
+// stored transposed. The gemm_vector_pack pair.
+void linear_forward(benchmark::State& state, int64_t batch, int64_t in, int64_t out, bool vector_pack) {
+  mdl::toggles::Scoped pack(mdl::toggles::Toggle::gemm_vector_pack, vector_pack);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> x(batch * in), w(out * in), y(batch * out);
+  for (auto& v : x) v = dist(rng);
+  for (auto& v : w) v = dist(rng);
+  for (auto _ : state) {
+    mdl::cpu::gemm_f32(batch, out, in, 1.0f, x.data(), in, 1, w.data(), 1, in, 0.0f, y.data(), out, 1);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * double(batch) * in * out, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 
 // C = A @ B (512^3) with B scaled by 1e-38, so every product and partial sum is a denormal float:
@@ -124,6 +143,18 @@ int main(int argc, char** argv) {
     });
 #endif
   }
+
+  struct LinearShape {
+    const char* name;
+    int64_t batch, in, out;
+  };
+  for (const LinearShape& l : {LinearShape{"linear_fwd_b128_3136to128", 128, 3136, 128},
+                               LinearShape{"linear_fwd_b512_1024to1024", 512, 1024, 1024}})
+    for (bool on : {false, true})
+      bench::register_switch("gemm_vector_pack", on, l.name,
+                             [l](benchmark::State& s, bool on) { linear_forward(s, l.batch, l.in, l.out, on); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
 
   for (bool flush : {false, true})
     bench::register_switch("flush_denormal", flush, "denormal_512", denormal_gemm)

@@ -15,6 +15,7 @@
 #include "cpu/gemm_amx.h"
 #include "cpu/gemm_bf16_dot.h"
 #include "cpu/packing_scratch.h"
+#include "cpu/transpose_blocks.h"
 #include "tensor/error.h"
 #include "tensor/float_mode.h"
 #include "tensor/half.h"
@@ -89,9 +90,15 @@ void pack_a(int64_t mc, int64_t kc, const S* A, int64_t rsa, int64_t csa, T* buf
   }
 }
 
-// One B panel (kc x nr, nr <= NR) -> kc x NR (buf[p*NR + j]), zero-padded.
+// One B panel (kc x nr, nr <= NR) -> kc x NR (buf[p*NR + j]), zero-padded. A panel of f32 stored
+// transposed (rsb == 1: B = W^T, as in x @ W^T) is a kc x NR transpose, done in register blocks when
+// `vector` is given (gemm_vector_pack).
 template <class T, int64_t NR, class S>
-void pack_b_panel(int64_t kc, int64_t nr, const S* b, int64_t rsb, int64_t csb, T* buf) {
+void pack_b_panel(int64_t kc, int64_t nr, const S* b, int64_t rsb, int64_t csb, T* buf, const TransposeBlocks* vector) {
+  if constexpr (std::is_same_v<S, float> && std::is_same_v<T, float>)
+    if (vector && nr == NR && rsb == 1 && csb != 1)
+      return vector->run(reinterpret_cast<char*>(buf), reinterpret_cast<const char*>(b), kc, NR, NR, csb,
+                         int(sizeof(float)), false);
   if (nr == NR && csb == 1) {
     for (int64_t p = 0; p < kc; ++p) {
       if constexpr (std::is_same_v<S, T>) std::memcpy(buf + p * NR, b + p * rsb, NR * sizeof(T));
@@ -140,13 +147,14 @@ void gemm_serial(int64_t M, int64_t N, int64_t K, T alpha, const S* A, int64_t r
   const int64_t kc_max = std::min(Bk::KC, K);
   T* abuf = packing_scratch<T>(0, kc_max * std::min(Bk::MC, (M + Bk::MR - 1) / Bk::MR * Bk::MR));
   T* bbuf = packing_scratch<T>(1, kc_max * std::min(Bk::NC, (N + Bk::NR - 1) / Bk::NR * Bk::NR));
+  const TransposeBlocks* vector_pack = toggles::gemm_vector_pack() ? transpose_blocks() : nullptr;
   for (int64_t jc = 0; jc < N; jc += Bk::NC) {
     const int64_t nc = std::min(Bk::NC, N - jc);
     for (int64_t pc = 0; pc < K; pc += Bk::KC) {
       const int64_t kc = std::min(Bk::KC, K - pc);
       for (int64_t jr = 0; jr < nc; jr += Bk::NR)
-        pack_b_panel<T, Bk::NR>(kc, std::min(Bk::NR, nc - jr), B + pc * rsb + (jc + jr) * csb, rsb, csb,
-                                bbuf + jr * kc);
+        pack_b_panel<T, Bk::NR>(kc, std::min(Bk::NR, nc - jr), B + pc * rsb + (jc + jr) * csb, rsb, csb, bbuf + jr * kc,
+                                vector_pack);
       const T beta_pc = pc == 0 ? beta : T(1);
       for (int64_t ic = 0; ic < M; ic += Bk::MC) {
         const int64_t mc = std::min(Bk::MC, M - ic);

@@ -168,6 +168,38 @@ TEST_CASE("gemm_f32 on the AVX-512 micro-kernel" *
   check_kernel(mdl::cpu::GemmKernel::avx512);
 }
 
+// gemm_vector_pack changes how a transposed B is packed, never what is multiplied: on each f32
+// micro-kernel the product has the same bits as with the element-by-element pack, across panel edges
+// (N not a multiple of NR), k-block edges (K past KC, K not a multiple of 16) and strided W rows.
+TEST_CASE("gemm_f32 packs a transposed B in register blocks to the same bits as element by element") {
+  using mdl::cpu::GemmKernel;
+  const Shape shapes[] = {{128, 128, 3136}, {7, 33, 17}, {12, 64, 16}, {40, 97, 450}, {3, 31, 15}, {25, 130, 193}};
+  int kernels = 0;
+  for (GemmKernel k : {GemmKernel::scalar, GemmKernel::avx2, GemmKernel::avx512}) {
+    if (!mdl::cpu::gemm_kernel_available(k)) continue;
+    ++kernels;
+    mdl::cpu::ScopedGemmKernel forced(k);
+    for (const Shape& s : shapes)
+      for (int64_t pad : {0, 5}) {
+        CAPTURE(mdl::cpu::gemm_kernel_name(k));
+        INFO("M=", s.M, " N=", s.N, " K=", s.K, " pad=", pad);
+        const int64_t ldw = s.K + pad;  // w is (N, K) with row stride ldw; B = w^T
+        auto A = random_vec<float>(s.M * s.K, 31), W = random_vec<float>(s.N * ldw, 32);
+        std::vector<float> packed[2];
+        for (bool vector : {false, true}) {
+          mdl::toggles::Scoped pack(mdl::toggles::Toggle::gemm_vector_pack, vector);
+          packed[vector].assign(size_t(s.M * s.N), std::numeric_limits<float>::quiet_NaN());
+          mdl::cpu::gemm_f32(s.M, s.N, s.K, 1.0f, A.data(), s.K, 1, W.data(), 1, ldw, 0.0f, packed[vector].data(), s.N,
+                             1);
+        }
+        CHECK(std::memcmp(packed[0].data(), packed[1].data(), packed[0].size() * sizeof(float)) == 0);
+        check<float>(s, 1.0f, 0.0f, A, row_major(s.M, s.K), W, Layout{1, ldw, s.N * ldw},
+                     std::vector<float>(packed[1].size()), packed[1], row_major(s.M, s.N), 1e-6);
+      }
+  }
+  CHECK(kernels >= 1);
+}
+
 // The bf16 kernels: inputs rounded to bf16 first are multiplied exactly, so the f32 sweep's
 // tolerance holds.
 void check_bf16_kernel(mdl::cpu::GemmKernel k) {
