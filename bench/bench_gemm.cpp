@@ -28,12 +28,18 @@ namespace {
 
 using GemmFn = std::function<void(int64_t n, const float* A, const float* B, float* C)>;
 
+// n values drawn uniformly from [-1, 1).
+std::vector<float> uniform(int64_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
 void run_gemm(benchmark::State& state, int64_t n, const GemmFn& fn) {
   std::mt19937 rng(42);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> A(n * n), B(n * n), C(n * n);
-  for (auto& x : A) x = dist(rng);
-  for (auto& x : B) x = dist(rng);
+  const std::vector<float> A = uniform(n * n, rng), B = uniform(n * n, rng);
+  std::vector<float> C(n * n);
   for (auto _ : state) {
     fn(n, A.data(), B.data(), C.data());
     benchmark::DoNotOptimize(C.data());
@@ -52,10 +58,8 @@ void threaded(int64_t n, const float* A, const float* B, float* C) {
 void linear_forward(benchmark::State& state, int64_t batch, int64_t in, int64_t out, bool vector_pack) {
   mdl::toggles::Scoped pack(mdl::toggles::Toggle::gemm_vector_pack, vector_pack);
   std::mt19937 rng(3);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> x(batch * in), w(out * in), y(batch * out);
-  for (auto& v : x) v = dist(rng);
-  for (auto& v : w) v = dist(rng);
+  const std::vector<float> x = uniform(batch * in, rng), w = uniform(out * in, rng);
+  std::vector<float> y(batch * out);
   for (auto _ : state) {
     mdl::cpu::gemm_f32(batch, out, in, 1.0f, x.data(), in, 1, w.data(), 1, in, 0.0f, y.data(), out, 1);
     benchmark::DoNotOptimize(y.data());
