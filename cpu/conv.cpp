@@ -9,9 +9,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "cpu/kernels.h"
+#include "cpu/block_rows.h"
 #include "cpu/gemm.h"
 #include "kernels/conv.h"
 #include "kernels/views.h"
@@ -122,16 +124,39 @@ void im2col(const Geom& g, const S* x, const Chunk& ch, int64_t grp, T* col) {
   });
 }
 
-// im2col for whole samples at stride 1 and dilation 1 (the convs of 1 MiB of weights and more, on
-// small maps): each (sample, channel) plane is zero-padded once into a small buffer, and each of
-// its kh*kw rows of col copies Ho runs of Wo from it, with no bounds to test. Copies of a few
-// elements stay inline loops (GCC would otherwise call memcpy and memset for each 4-pixel run,
-// which on 4x4 maps cost as much as the unfolding itself).
-template <class S>
+// dst's rows (dst_stride apart) = or += src's rows (src_stride apart), n values each: 16-bit values
+// and floats through cpu/block_rows.h, the rest by loops. Copies of a few elements stay inline loops
+// (GCC would otherwise call memcpy and memset for each 4-pixel run, which on 4x4 maps cost as much
+// as the unfolding itself).
 #if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("no-tree-loop-distribute-patterns")))
+#define MDL_NO_LOOP_CALLS __attribute__((optimize("no-tree-loop-distribute-patterns")))
+#else
+#define MDL_NO_LOOP_CALLS
 #endif
-void im2col_padded(const Geom& g, const S* x, const Chunk& ch, int64_t grp, S* col) {
+template <class S>
+MDL_NO_LOOP_CALLS void copy_rows(S* dst, int64_t dst_stride, const S* src, int64_t src_stride, int64_t rows,
+                                 int64_t n) {
+  if constexpr (std::is_same_v<S, uint16_t>) return copy_block_u16(dst, dst_stride, src, src_stride, rows, n);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) dst[r * dst_stride + j] = src[r * src_stride + j];
+}
+template <class T>
+MDL_NO_LOOP_CALLS void add_rows(T* dst, int64_t dst_stride, const T* src, int64_t src_stride, int64_t rows, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) return add_block_f32(dst, dst_stride, src, src_stride, rows, n);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) dst[r * dst_stride + j] += src[r * src_stride + j];
+}
+
+// im2col for whole samples at stride 1 and dilation 1 (the convs of 1 MiB of weights and more on
+// small maps, and the bf16 convs AMX multiplies): each (sample, channel) plane is zero-padded once
+// into a small buffer, and each of its kh*kw rows of col copies Ho runs of Wo from it, with no
+// bounds to test. bf16 and f16 planes are copied as their bits.
+template <class S>
+MDL_NO_LOOP_CALLS void im2col_padded(const Geom& g, const S* x, const Chunk& ch, int64_t grp, S* col) {
+  if constexpr (std::is_class_v<S>) {
+    static_assert(sizeof(S) == sizeof(uint16_t));
+    return im2col_padded(g, reinterpret_cast<const uint16_t*>(x), ch, grp, reinterpret_cast<uint16_t*>(col));
+  }
   const int64_t BP = ch.B * ch.len, kk = g.kh * g.kw, Hp = g.Ho + g.kh - 1, Wp = g.Wo + g.kw - 1;
   parallel_for(0, g.Cig, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(BP * kk, 1)), [&](int64_t c0, int64_t c1) {
     Scratch<S> padded(Hp * Wp);
@@ -141,17 +166,14 @@ void im2col_padded(const Geom& g, const S* x, const Chunk& ch, int64_t grp, S* c
         for (int64_t i = 0; i < Hp * Wp; ++i) pp[i] = S(0.0f);
         const S* src = x + (ch.n0 + b) * g.xs[0] + (grp * g.Cig + c) * g.xs[1];
         const int64_t rows = std::min(g.H, Hp - g.p.pad_h), cols = std::min(g.W, Wp - g.p.pad_w);
-        for (int64_t ih = 0; ih < rows; ++ih)
-          for (int64_t iw = 0; iw < cols; ++iw)
-            pp[(ih + g.p.pad_h) * Wp + iw + g.p.pad_w] = src[ih * g.xs[2] + iw * g.xs[3]];
+        S* interior = pp + g.p.pad_h * Wp + g.p.pad_w;
+        if (g.xs[3] == 1) copy_rows(interior, Wp, src, g.xs[2], rows, cols);
+        else
+          for (int64_t ih = 0; ih < rows; ++ih)
+            for (int64_t iw = 0; iw < cols; ++iw) interior[ih * Wp + iw] = src[ih * g.xs[2] + iw * g.xs[3]];
         for (int64_t ki = 0; ki < g.kh; ++ki)
-          for (int64_t kj = 0; kj < g.kw; ++kj) {
-            S* dst = col + (c * kk + ki * g.kw + kj) * BP + b * g.P;
-            for (int64_t oh = 0; oh < g.Ho; ++oh) {
-              const S* row = pp + (oh + ki) * Wp + kj;
-              for (int64_t ow = 0; ow < g.Wo; ++ow) dst[oh * g.Wo + ow] = row[ow];
-            }
-          }
+          for (int64_t kj = 0; kj < g.kw; ++kj)
+            copy_rows(col + (c * kk + ki * g.kw + kj) * BP + b * g.P, g.Wo, pp + ki * Wp + kj, Wp, g.Ho, g.Wo);
       }
   });
 }
@@ -159,10 +181,7 @@ void im2col_padded(const Geom& g, const S* x, const Chunk& ch, int64_t grp, S* c
 // col2im for the same chunks, the other way: each (sample, channel) plane gathers its kh*kw rows of
 // col into a zeroed padded buffer, whose interior is then added to dx.
 template <class T>
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("no-tree-loop-distribute-patterns")))
-#endif
-void col2im_padded(const Geom& g, const T* col, const Chunk& ch, int64_t grp, T* dx) {
+MDL_NO_LOOP_CALLS void col2im_padded(const Geom& g, const T* col, const Chunk& ch, int64_t grp, T* dx) {
   const int64_t BP = ch.B * ch.len, kk = g.kh * g.kw, Hp = g.Ho + g.kh - 1, Wp = g.Wo + g.kw - 1;
   parallel_for(0, g.Cig, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(BP * kk, 1)), [&](int64_t c0, int64_t c1) {
     Scratch<T> padded(Hp * Wp);
@@ -171,17 +190,11 @@ void col2im_padded(const Geom& g, const T* col, const Chunk& ch, int64_t grp, T*
       for (int64_t b = 0; b < ch.B; ++b) {
         for (int64_t i = 0; i < Hp * Wp; ++i) pp[i] = T(0);
         for (int64_t ki = 0; ki < g.kh; ++ki)
-          for (int64_t kj = 0; kj < g.kw; ++kj) {
-            const T* src = col + (c * kk + ki * g.kw + kj) * BP + b * g.P;
-            for (int64_t oh = 0; oh < g.Ho; ++oh) {
-              T* row = pp + (oh + ki) * Wp + kj;
-              for (int64_t ow = 0; ow < g.Wo; ++ow) row[ow] += src[oh * g.Wo + ow];
-            }
-          }
+          for (int64_t kj = 0; kj < g.kw; ++kj)
+            add_rows(pp + ki * Wp + kj, Wp, col + (c * kk + ki * g.kw + kj) * BP + b * g.P, g.Wo, g.Ho, g.Wo);
         T* d = dx + ((ch.n0 + b) * g.C + grp * g.Cig + c) * g.H * g.W;
         const int64_t rows = std::min(g.H, Hp - g.p.pad_h), cols = std::min(g.W, Wp - g.p.pad_w);
-        for (int64_t ih = 0; ih < rows; ++ih)
-          for (int64_t iw = 0; iw < cols; ++iw) d[ih * g.W + iw] += pp[(ih + g.p.pad_h) * Wp + iw + g.p.pad_w];
+        add_rows(d, g.W, pp + g.p.pad_h * Wp + g.p.pad_w, Wp, rows, cols);
       }
   });
 }
@@ -317,9 +330,15 @@ void forward_impl(const Tensor& out, const Tensor& x, const Tensor& w_, const Te
       for (int64_t bb = 0; bb < ch.B; ++bb)
         for (int64_t co = 0; co < g.Cog; ++co) {
           S* o = op + ((ch.n0 + bb) * g.Cout + grp * g.Cog + co) * g.P + ch.p0;
-          const T* src = t + co * BP + bb * ch.len;
+          T* src = t + co * BP + bb * ch.len;
           const T bias = bp ? bp[grp * g.Cog + co] : T(0);
-          for (int64_t q = 0; q < ch.len; ++q) o[q] = S(src[q] + bias);
+          if constexpr (kSame) {
+            for (int64_t q = 0; q < ch.len; ++q) o[q] = src[q] + bias;
+          } else {  // bf16: rounded by the bulk conversion
+            if (bp)
+              for (int64_t q = 0; q < ch.len; ++q) src[q] += bias;
+            from_f32(src, o, ch.len);
+          }
         }
     }
   });

@@ -1,4 +1,4 @@
-// has_avx2_fma, has_avx512f, has_avx512_bf16: cpuid through GCC's __builtin_cpu_supports (which also
+// has_avx2_fma, has_avx512f, has_avx512bw, has_avx512_bf16: cpuid through GCC's __builtin_cpu_supports (which also
 // checks that the OS saves the wider registers), cached; has_avx512_fp16 reads its cpuid bit itself
 // (GCC 12's and clang 14's builtins differ on its name); the model name from /proc/cpuinfo.
 #include "cpu/cpu_features.h"
@@ -28,6 +28,18 @@ bool has_avx512f() {
   static const bool yes = [] {
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f") != 0;
+  }();
+  return yes;
+#else
+  return false;
+#endif
+}
+
+bool has_avx512bw() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return has_avx512f() && __builtin_cpu_supports("avx512bw");
   }();
   return yes;
 #else

@@ -143,6 +143,7 @@ TEST_CASE("conv2d: bf16 on each bf16 GEMM kernel matches the widened f32 path wi
                             {5, 192, 5, 5, 192, 3, 3, {1, 1}, {1, 1}},   // over 1 MiB of weights: im2col, chunks
                             {3, 16, 9, 7, 24, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, "channels_last"},  // odd rows
                             {2, 9, 10, 10, 11, 3, 3, {1, 1}, {1, 1}},  // odd channel counts: a pair half zero
+                            {2, 4, 3, 40, 8, 3, 3, {1, 1}, {1, 1}},    // rows over one vector, unfolded
                             {3, 8, 9, 11, 6, 3, 2, {2, 1}, {1, 0}, {1, 2}, 2, true, "channels_last"}};
   using cpu::GemmKernel;
   for (GemmKernel k : {GemmKernel::amx_bf16, GemmKernel::avx512_bf16, GemmKernel::avx512_bf16_emulated}) {

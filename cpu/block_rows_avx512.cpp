@@ -1,0 +1,60 @@
+// copy_block_u16 and add_block_f32 on AVX-512: a vector of 32 16-bit values or 16 floats a pass,
+// the row's end masked, so a row of up to one vector is one load (two to add) and one store. This
+// file alone is compiled for AVX-512F and BW (by pragma).
+#include "cpu/block_rows.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw"))), apply_to = function)
+#else
+#pragma GCC push_options
+// GCC 12 warns about the undefined vectors inside its own masked-load intrinsics.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC target("avx512f,avx512bw")
+#endif
+
+namespace mdl::cpu::detail {
+
+void copy_block_u16_avx512(uint16_t* dst, int64_t dst_stride, const uint16_t* src, int64_t src_stride, int64_t rows,
+                           int64_t n) {
+  const int64_t whole = n / 32 * 32;
+  const __mmask32 tail = __mmask32((uint64_t(1) << (n - whole)) - 1);
+  for (int64_t r = 0; r < rows; ++r, dst += dst_stride, src += src_stride) {
+    for (int64_t j = 0; j < whole; j += 32) _mm512_storeu_si512(dst + j, _mm512_loadu_si512(src + j));
+    if (tail) _mm512_mask_storeu_epi16(dst + whole, tail, _mm512_maskz_loadu_epi16(tail, src + whole));
+  }
+}
+
+void add_block_f32_avx512(float* dst, int64_t dst_stride, const float* src, int64_t src_stride, int64_t rows,
+                          int64_t n) {
+  const int64_t whole = n / 16 * 16;
+  const __mmask16 tail = __mmask16((1u << (n - whole)) - 1);
+  for (int64_t r = 0; r < rows; ++r, dst += dst_stride, src += src_stride) {
+    for (int64_t j = 0; j < whole; j += 16)
+      _mm512_storeu_ps(dst + j, _mm512_add_ps(_mm512_loadu_ps(dst + j), _mm512_loadu_ps(src + j)));
+    if (tail)
+      _mm512_mask_storeu_ps(
+          dst + whole, tail,
+          _mm512_add_ps(_mm512_maskz_loadu_ps(tail, dst + whole), _mm512_maskz_loadu_ps(tail, src + whole)));
+  }
+}
+
+}  // namespace mdl::cpu::detail
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#else
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
+#endif
+
+#else  // not x86: never called (cpu/block_rows.cpp asks the CPU first)
+
+namespace mdl::cpu::detail {
+void copy_block_u16_avx512(uint16_t*, int64_t, const uint16_t*, int64_t, int64_t, int64_t) {}
+void add_block_f32_avx512(float*, int64_t, const float*, int64_t, int64_t, int64_t) {}
+}  // namespace mdl::cpu::detail
+
+#endif
