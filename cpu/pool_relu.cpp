@@ -5,7 +5,7 @@
 // once, the window's gradient at its winner and +0 elsewhere: no zeroed plane, no scatter, no
 // rounding (the values are copied). Threads split the (n, c) planes. f32 and bf16 planes with
 // unit-stride rows run on AVX-512 where the GEMM does (cpu/pool_relu_avx512.cpp); other f32 planes
-// take 128-bit vectors, the rest plain loops: max pool's visiting order and NaN rule (a later
+// take 128-bit vectors, f16 planes are widened to take the f32 ones, the rest plain loops: max pool's visiting order and NaN rule (a later
 // candidate wins when greater, or NaN), then relu's (NaN stays NaN).
 #include <algorithm>
 #include <cstring>
@@ -14,6 +14,7 @@
 #include "cpu/gemm.h"
 #include "cpu/kernels.h"
 #include "cpu/pool_relu_rows.h"
+#include "cpu/scratch.h"
 #include "cpu/vec4.h"
 #include "kernels/pool.h"
 #include "tensor/parallel.h"
@@ -190,6 +191,43 @@ void for_planes(int64_t planes, int64_t work, const F& f) {
 
 bool avx512_planes() { return gemm_f32_kernel() == GemmKernel::avx512; }
 
+// f16 planes through the f32 ones: each plane widened (F16C where the CPU has it), pooled or
+// routed as f32, the result narrowed back. Every value out is one of the plane's f16 values or +0,
+// so the round trip is exact: the scalar loops' bits, at the f32 planes' speed.
+void forward_f16_planes(const Tensor& out, const Tensor& codes, const Tensor& x, bool wide) {
+  const int64_t C = x.size(1), Ho = out.size(2), Wo = out.size(3), plane = Ho * Wo;
+  const int64_t s0 = x.stride(0), s1 = x.stride(1), s2 = x.stride(2);
+  const Half* xp = static_cast<const Half*>(x.raw_data());
+  Half* op = out.data_ptr<Half>();
+  uint8_t* cp = codes.data_ptr<uint8_t>();
+  parallel_for(0, out.size(0) * C, std::max<int64_t>(1, kGrainSize / (5 * plane)), [&](int64_t b, int64_t e) {
+    Scratch<float> in(4 * plane), res(plane);
+    for (int64_t q = b; q < e; ++q) {
+      const Half* xq = xp + (q / C) * s0 + (q % C) * s1;
+      for (int64_t r = 0; r < 2 * Ho; ++r) f16_to_f32(xq + r * s2, in.data() + r * 2 * Wo, 2 * Wo);
+      if (wide) detail::max_pool_2x2_relu_plane_avx512(in.data(), 2 * Wo, Ho, Wo, res.data(), cp + q * plane);
+      else forward_plane_f4(in.data(), 2 * Wo, Ho, Wo, res.data(), cp + q * plane);
+      f32_to_f16(res.data(), op + q * plane, plane);
+    }
+  });
+}
+
+void backward_f16_planes(const Tensor& gx, const Tensor& go, const Tensor& codes, bool wide) {
+  const int64_t C = gx.size(1), H = gx.size(2), W = gx.size(3), Ho = go.size(2), Wo = go.size(3);
+  const Half* gp = go.data_ptr<Half>();
+  const uint8_t* cp = codes.data_ptr<uint8_t>();
+  Half* dp = gx.data_ptr<Half>();
+  parallel_for(0, gx.size(0) * C, std::max<int64_t>(1, kGrainSize / (H * W + Ho * Wo)), [&](int64_t b, int64_t e) {
+    Scratch<float> g(Ho * Wo), d(H * W);
+    for (int64_t q = b; q < e; ++q) {
+      f16_to_f32(gp + q * Ho * Wo, g.data(), Ho * Wo);
+      if (wide) detail::max_pool_2x2_relu_backward_plane_avx512(g.data(), cp + q * Ho * Wo, H, W, Ho, Wo, d.data());
+      else backward_plane_f4(g.data(), cp + q * Ho * Wo, H, W, Ho, Wo, d.data());
+      f32_to_f16(d.data(), dp + q * H * W, H * W);
+    }
+  });
+}
+
 }  // namespace
 
 void max_pool2x2_relu_forward(const Tensor& out, const Tensor& codes, const Tensor& x) {
@@ -197,6 +235,7 @@ void max_pool2x2_relu_forward(const Tensor& out, const Tensor& codes, const Tens
   if (out.numel() == 0) return;
   const int64_t s0 = x.stride(0), s1 = x.stride(1), s2 = x.stride(2), s3 = x.stride(3);
   const bool wide = s3 == 1 && avx512_planes();
+  if (x.dtype() == kF16 && s3 == 1) return forward_f16_planes(out, codes, x, wide);
   dispatch_floating(x.dtype(), "max_pool2d_relu", [&]<class T>() {
     const T* xp = static_cast<const T*>(x.raw_data());
     T* op = out.data_ptr<T>();
@@ -223,6 +262,7 @@ void max_pool2x2_relu_backward(const Tensor& gx, const Tensor& go, const Tensor&
   const int64_t C = gx.size(1), H = gx.size(2), W = gx.size(3), Ho = go.size(2), Wo = go.size(3);
   if (gx.numel() == 0) return;
   const bool wide = avx512_planes();
+  if (gx.dtype() == kF16) return backward_f16_planes(gx, go, codes, wide);
   dispatch_floating(gx.dtype(), "max_pool2d_relu_backward", [&]<class T>() {
     const T* gp = go.data_ptr<T>();
     const uint8_t* cp = codes.data_ptr<uint8_t>();
