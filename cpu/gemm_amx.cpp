@@ -172,6 +172,9 @@ __attribute__((target("amx-tile,amx-bf16"))) void kernel_32x32(int64_t nblk, con
     _tile_zero(3);
   }
   for (int64_t k = 0; k < nblk; ++k, a += MR * KB, b += KB * NR) {
+    // B streams from L2 on every call: the k block after next (2 KiB, past the panel's end into
+    // the next panel's start) is fetched into L1 ahead of its tile loads.
+    for (int l = 0; l < 32; ++l) _mm_prefetch(reinterpret_cast<const char*>(b + 2 * KB * NR) + 64 * l, _MM_HINT_T0);
     _tile_loadd(4, a, 64);            // rows 0-15, k 0-31
     _tile_loadd(5, a + 16 * KB, 64);  // rows 16-31
     _tile_loadd(6, b, 64);            // columns 0-15: 16 pairs of 16 columns
