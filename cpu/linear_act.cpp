@@ -43,11 +43,14 @@ using compute_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
 template <class T>
 constexpr bool kHalf = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
-// Widens n elements of a 16-bit (or f32/f64) buffer into the compute type.
+// Widens n elements of a 16-bit (or f32/f64) buffer into the compute type: 16-bit ones by the
+// bulk conversions (F16C for f16, where a scalar loop converts each value in software).
 template <class T>
 std::vector<compute_t<T>> widened(const T* p, int64_t n) {
   std::vector<compute_t<T>> v(size_t(std::max<int64_t>(n, 0)));
-  for (int64_t i = 0; i < n; ++i) v[size_t(i)] = compute_t<T>(p[i]);
+  if constexpr (kHalf<T>) to_f32(p, v.data(), n);
+  else
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = compute_t<T>(p[i]);
   return v;
 }
 

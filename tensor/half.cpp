@@ -1,5 +1,5 @@
-// Bulk f16/bf16 conversions: f16 by F16C (8 lanes, round-to-nearest-even) when the CPU has it,
-// the scalar conversions of half.h otherwise; bf16 by vectorised integer code. All give the bits
+// Bulk f16/bf16 conversions: f16 by the F16C instructions (round-to-nearest-even) at AVX-512's
+// 16 lanes or F16C's 8 when the CPU has them, the scalar conversions of half.h otherwise; bf16 by vectorised integer code. All give the bits
 // of half.h's scalar conversions.
 #include "tensor/half.h"
 
@@ -45,14 +45,55 @@ __attribute__((target("f16c,avx"))) void f16_to_f32_f16c(const Half* src, float*
     std::memcpy(dst + i, out, size_t(n - i) * sizeof(float));
   }
 }
+
+// The same instructions at AVX-512's width, 16 lanes, the tail masked (BW + VL for 16-bit masks).
+// GCC 12 warns about the undefined vectors inside its own intrinsics.
+#if !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#define MDL_AVX512_HALF __attribute__((target("avx512f,avx512bw,avx512vl")))
+// Whole vectors unmasked: masking every one measured 0.8x of F16C's 8 lanes on 4096 values.
+MDL_AVX512_HALF void f32_to_f16_avx512(const float* src, Half* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  if (i < n) {
+    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
+    _mm256_mask_storeu_epi16(dst + i, m, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT));
+  }
+}
+MDL_AVX512_HALF void f16_to_f32_avx512(const Half* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
+  if (i < n) {
+    const __mmask16 m = __mmask16((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(dst + i, m, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, src + i)));
+  }
+}
+#undef MDL_AVX512_HALF
+#if !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+bool cpu_has_avx512_half() {
+  static const bool has = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                          __builtin_cpu_supports("avx512vl");
+  return has;
+}
 }  // namespace
 
 void f32_to_f16(const float* src, Half* dst, int64_t n) {
+  if (cpu_has_avx512_half()) return f32_to_f16_avx512(src, dst, n);
   if (cpu_has_f16c()) return f32_to_f16_f16c(src, dst, n);
   for (int64_t i = 0; i < n; ++i) dst[i] = Half(src[i]);
 }
 
 void f16_to_f32(const Half* src, float* dst, int64_t n) {
+  if (cpu_has_avx512_half()) return f16_to_f32_avx512(src, dst, n);
   if (cpu_has_f16c()) return f16_to_f32_f16c(src, dst, n);
   for (int64_t i = 0; i < n; ++i) dst[i] = float(src[i]);
 }

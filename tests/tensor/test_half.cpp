@@ -284,6 +284,20 @@ TEST_CASE("half: bulk conversions equal the scalar ones") {
     if (bits_of(f[i]) != bits_of(float(all[i]))) ++bad;
   CHECK(bad == 0);
 
+  for (int64_t n = 0; n <= 40; ++n) {  // every tail length of 8 and 16 lanes, the next value untouched
+    CAPTURE(n);
+    std::vector<Half> hn(size_t(n) + 1, Half::from_bits(0x7777));
+    std::vector<float> fn(size_t(n) + 1, 42.0f);
+    f32_to_f16(v.data(), hn.data(), n);
+    f16_to_f32(all.data() + 1000, fn.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      CHECK(hn[size_t(i)].bits == Half(v[size_t(i)]).bits);
+      CHECK(bits_of(fn[size_t(i)]) == bits_of(float(all[size_t(1000 + i)])));
+    }
+    CHECK(hn[size_t(n)].bits == 0x7777);
+    CHECK(fn[size_t(n)] == 42.0f);
+  }
+
   std::vector<BFloat16> b(v.size());
   f32_to_bf16(v.data(), b.data(), int64_t(v.size()));
   std::vector<float> back(v.size());
