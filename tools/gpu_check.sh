@@ -11,7 +11,7 @@
 # failed. Each step's log is in LOG_DIR (build/gpu-check/logs, or mdl-gpu/logs from the bundle),
 # and all of them, the table first, in LOG_DIR/gpu-check.log.
 # TORCH_PROFILES=0 leaves out PyTorch's two op tables (80 s of the budget).
-# Budget: under 6 minutes from the bundle, 8 at most (the step timeouts add up to 750 s, 670 with
+# Budget: about 6 minutes from the bundle (the step timeouts add up to 750 s, 670 with
 # TORCH_PROFILES=0; a build adds 220 and the other tests 70). 66 CUDA cases and 80 benchmarks fill
 # most of their steps' caps: a step cut off loses its summary (doctest's totals, the JSON).
 # What it records: f16 tensor-core GEMM TFLOP/s at 4096 and 8192 next to cuBLAS's own
