@@ -2,8 +2,8 @@
 # make gpu-bundle: everything `make gpu-check` and the study's GPU half need on a bare GPU machine
 # (no compiler run, no doctest, stb, Google Benchmark or network there), built here and packed:
 #   build/gpu-bundle/mdl-gpu.tar.xz (under 20 MB), holding mdl-gpu/
-#     bin/   mdl_tests, bench_cuda, mdl-train, mdl-profile-step, mdl-study (CUDA=1, MPI off, sm_90,
-#            stripped)
+#     bin/   mdl_tests, bench_cuda, mdl-train, mdl-profile-step, mdl-study, mdl-roofline (CUDA=1,
+#            MPI off, sm_90, stripped)
 #     lib/   libbenchmark (Debian's; the GPU machine has none)
 #     bench/ the PyTorch comparison scripts
 #     cpu-study/summary.csv  the study's CPU half, which the GPU half sets beside its own: this
@@ -27,13 +27,13 @@ SWITCHES=(CUDA=1 MPI=0 "MDL_CUDA_ARCH=$ARCH" "BUILD=$B")
 
 echo "== building (${SWITCHES[*]})"
 $MAKE -j"$(nproc)" "${SWITCHES[@]}" "$B/mdl_tests" "$B/bench/bench_cuda" "$B/mdl-train" "$B/mdl-profile-step" \
-  "$B/mdl-study"
+  "$B/mdl-study" "$B/mdl-roofline"
 
 rm -rf "$STAGE"
 DATA_STAGE=$OUT/data/mdl-gpu/data/fashion-mnist
 rm -rf "$OUT/data"
 mkdir -p "$STAGE/bin" "$STAGE/lib" "$STAGE/bench" "$DATA_STAGE"
-for f in mdl_tests bench/bench_cuda mdl-train mdl-profile-step mdl-study; do
+for f in mdl_tests bench/bench_cuda mdl-train mdl-profile-step mdl-study mdl-roofline; do
   strip -o "$STAGE/bin/$(basename "$f")" "$B/$f"
 done
 # Every shared library of the binaries that is neither the system's C/C++ runtime (glibc's parts
@@ -67,7 +67,7 @@ if [ -f "$CPU_SUMMARY" ]; then
 else
   echo "== note: no study summary in reports/ or bench/results/study/: the GPU study will have no CPU half beside it"
 fi
-# The five binaries share most of their bytes (libmdl and its kernels, linked into each): xz -9's
+# The six binaries share most of their bytes (libmdl and its kernels, linked into each): xz -9's
 # 64 MiB window finds the repeats across files, one thread keeps them in one block (23 MB at -6, 9 at -9).
 tar -C "$OUT" -cf - mdl-gpu | xz -9 -T1 >"$OUT/mdl-gpu.tar.xz"
 # The data files are compressed already: stored as they are.

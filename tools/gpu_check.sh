@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make gpu-check: the one run on a GPU machine. Runs the CUDA test cases, bench/bench_cuda and
-# (where python3 has PyTorch with CUDA) bench/torch_gpu_step.py, then a per-op profile of one GPT
-# and one ResNet-18 AMP step in mdl (mdl-profile-step) and in PyTorch (torch.profiler), and prints
-# one table. Two ways to run it:
+# (where python3 has PyTorch with CUDA) bench/torch_gpu_step.py, measures the card's roofline
+# ceilings (mdl-roofline), then a per-op profile of one GPT and one ResNet-18 AMP step in mdl
+# (mdl-profile-step, with the roofline columns) and in PyTorch (torch.profiler), and prints one
+# table. Two ways to run it:
 #   in a checkout, with nvcc: `make gpu-check` builds for sm_90 first (build/cuda-...-sm90) and
 #     also runs the rest of the test suite;
 #   from the bundle `make gpu-bundle` packed (no build, no doctest or Google Benchmark needed):
@@ -11,7 +12,7 @@
 # failed. Each step's log is in LOG_DIR (build/gpu-check/logs, or mdl-gpu/logs from the bundle),
 # and all of them, the table first, in LOG_DIR/gpu-check.log.
 # TORCH_PROFILES=0 leaves out PyTorch's two op tables (80 s of the budget).
-# Budget: about 6 minutes from the bundle (the step timeouts add up to 750 s, 670 with
+# Budget: about 6 minutes from the bundle (the step timeouts add up to 810 s, 730 with
 # TORCH_PROFILES=0; a build adds 220 and the other tests 70). 66 CUDA cases and 80 benchmarks fill
 # most of their steps' caps: a step cut off loses its summary (doctest's totals, the JSON).
 # What it records: f16 tensor-core GEMM TFLOP/s at 4096 and 8192 next to cuBLAS's own
@@ -75,7 +76,7 @@ else
   B=$($MAKE -s --no-print-directory print-build "${SWITCHES[@]}")
   BENCH=$B/bench/bench_cuda
   echo "== build: $B"
-  step build 220 $MAKE $JOBS "${SWITCHES[@]}" $B/mdl_tests $BENCH $B/mdl-profile-step
+  step build 220 $MAKE $JOBS "${SWITCHES[@]}" $B/mdl_tests $BENCH $B/mdl-profile-step $B/mdl-roofline
 fi
 step cuda-tests 200 $B/mdl_tests -tc='cuda:*'
 [ $BUNDLE = 1 ] || step other-tests 70 $B/mdl_tests -tce='cuda:*'
@@ -97,9 +98,14 @@ if [ $TORCH = 1 ]; then
 else
   echo "== torch: skipped (python3 has no PyTorch with CUDA)"
 fi
+# The card's ceilings (cuBLAS matmul rates, device copy bandwidth) and the host's, for the roofline
+# columns of mdl's op tables: each kernel's % of its bound and its headroom.
+step roofline 60 $B/mdl-roofline --refresh --out "$LOG/roofline.json"
+CEILINGS=()
+[ -s "$LOG/roofline.json" ] && CEILINGS=(--ceilings "$LOG/roofline.json")
 # Where one AMP step's time goes, op by op, in mdl and in PyTorch (the tables are in the logs).
 for model in gpt resnet18; do
-  step "profile-mdl-$model" 40 $B/mdl-profile-step --model $model --amp --device cuda
+  step "profile-mdl-$model" 40 $B/mdl-profile-step --model $model --amp --device cuda "${CEILINGS[@]}"
   [ $TORCH = 1 ] && [ "${TORCH_PROFILES:-1}" = 1 ] &&
     step "profile-torch-$model" 40 python3 bench/torch_gpu_step.py --profile $model --amp
 done

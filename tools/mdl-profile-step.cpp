@@ -2,11 +2,14 @@
 // 32x32, GPT 6x384 context 256 b32) on random data, timed unprofiled and then profiled op by op:
 // the per-op table that bench/torch_gpu_step.py --profile prints for PyTorch on the same step.
 // The step is bench_cuda's: forward, cross-entropy, backward, SGD with momentum; --amp runs it
-// under autocast f16 with a GradScaler. Exit status: 0 done, 1 failed, 2 bad options.
+// under autocast f16 with a GradScaler; --ceilings adds the roofline columns (each kernel against
+// the ceilings mdl-roofline measured) and sorts the table by headroom. Exit status: 0 done, 1
+// failed, 2 bad options.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "amp/grad_scaler.h"
@@ -15,8 +18,10 @@
 #include "nn/functional.h"
 #include "nn/models/models.h"
 #include "ops/autocast.h"
+#include "profiler/roofline.h"
 #include "profiler/scope.h"
 #include "profiler/session.h"
+#include "switches/list/toggles.h"
 #include "switches/switches.h"
 
 using namespace mdl;
@@ -24,17 +29,20 @@ using namespace mdl;
 namespace {
 
 struct Options {
-  std::string model = "gpt", device = "cuda";
+  std::string model = "gpt", device = "cuda", ceilings;
   bool amp = false, help = false, channels_last = false;
   int steps = 10, rows = 25, batch = 0;  // batch 0: the model's own (128 images, 32 sequences)
 };
 
 const char* kUsage = R"(usage: mdl-profile-step [--model simplecnn|resnet18|gpt] [--amp] [--device cpu|cuda|cuda:N]
-                        [--steps N] [--rows N] [--batch N] [--channels-last] [--switch NAME=on|off ...]
+                        [--steps N] [--rows N] [--batch N] [--channels-last] [--ceilings FILE]
+                        [--switch NAME=on|off ...]
   times N training steps (after 3 warm-up steps) of the model on random data, then profiles N more
   and prints the profiler's table (its first --rows rows, 25), the step's phases and memory;
   --batch sets the batch (128 images, 32 sequences for gpt), --channels-last lays out the model
-  and its images NHWC (mdl-train --channels-last);
+  and its images NHWC (mdl-train --channels-last); --ceilings reads the roofline ceilings that
+  mdl-roofline wrote (roofline.json) and adds each kernel's intensity, GB/s, binding limit, % of
+  bound and headroom to the table, sorted by headroom;
   --switch sets one of `make bench`'s toggles (e.g. cudnn_benchmark=off) for the whole run
 )";
 
@@ -72,6 +80,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--rows") o.rows = parse_count(a, value(), 1000);
     else if (a == "--batch") o.batch = parse_count(a, value(), 4096);
     else if (a == "--channels-last") o.channels_last = true;
+    else if (a == "--ceilings") o.ceilings = value();
     else if (a == "--switch") set_switch(value());
     else throw Error("mdl-profile-step: unknown option '" + a + "'");
   }
@@ -121,6 +130,8 @@ int run(const Options& o) {
     b.x = b.x.contiguous(MemoryFormat::ChannelsLast);
   }
   b.model->train();
+  std::optional<profiler::Ceilings> ceilings;
+  if (!o.ceilings.empty()) ceilings = profiler::load_ceilings(o.ceilings);  // before any step: a bad file fails fast
   optim::SGD opt(b.model->parameters(), {.lr = 0.01, .momentum = 0.9});
   amp::GradScaler scaler({.enabled = o.amp});
   auto step = [&] {
@@ -157,7 +168,14 @@ int run(const Options& o) {
     session.step();
   }
   session.stop();
-  std::printf("%s", session.table({.row_limit = o.rows}).c_str());
+  profiler::TableOptions table{.row_limit = o.rows};
+  if (ceilings) {
+    table.sort_by = profiler::SortBy::Headroom;
+    table.roofline = {.ceilings = &*ceilings,
+                      .gpu_tf32 = toggles::allow_tf32(),
+                      .gpu_conv_tf32 = toggles::cudnn_allow_tf32()};
+  }
+  std::printf("%s", session.table(table).c_str());
   return 0;
 }
 
