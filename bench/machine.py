@@ -31,6 +31,7 @@ LABELS = {
     "intel-xeon-amx": "Intel Xeon with AMX (Sapphire or Emerald Rapids: AVX-512, AVX512-BF16, AMX)",
     "intel-xeon-icelake": "Intel Xeon, Ice Lake (AVX-512, no BF16 dot products, no AMX)",
     "nvidia-h100": "NVIDIA H100 80GB HBM3 (with the host's CPU rows left out)",
+    "nvidia-h200": "NVIDIA H200 (with the host's CPU rows left out)",
 }
 
 
@@ -72,6 +73,15 @@ def machine():
                 if f in flags]
     return {"kind": kind, "label": label, "model": fields.get("model name", "?"), "cores": os.cpu_count(),
             "features": features}
+
+
+def gpu_machine(name):
+    """The same dict for a GPU run, from the card's name as nvidia-smi prints it: its kind is the card's
+    (nvidia-h100, nvidia-h200, ...), its features empty (the CPU's do not choose a GPU's kernels)."""
+    words = name.split()
+    model = next((w.lower() for w in words[1:] if any(c.isdigit() for c in w)), "gpu")
+    kind = f"{words[0].lower()}-{model}" if words else "gpu"
+    return {"kind": kind, "label": LABELS.get(kind, name), "model": name, "cores": os.cpu_count(), "features": []}
 
 
 if __name__ == "__main__":

@@ -19,10 +19,11 @@ LOG = os.path.join(HERE, "log")
 
 # The kinds seen so far, each listed even before it has a record (its figures are then only in the log).
 KNOWN_KINDS = {k: machine.LABELS[k] for k in ("amd-zen3", "amd-zen5", "intel-xeon-amx", "intel-xeon-icelake",
-                                              "nvidia-h100")}
+                                              "nvidia-h100", "nvidia-h200")}
 LOG_KEYS = {  # words in a log file's name that say which kind it measured
     "amd-zen3": ["zen3"], "amd-zen5": ["zen5"], "intel-xeon-amx": ["xeon-amx"],
     "intel-xeon-icelake": ["xeon-icelake"], "nvidia-h100": ["h100"],
+    "nvidia-h200": ["h200"],
 }
 
 
@@ -42,10 +43,11 @@ def record(results_dir):
     reps = max(r["runs"] for r in summary["rows"])
     summary["commit"] = git_commit()
     summary["recorded"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    summary["command"] = f"make bench BENCH_REPS={reps}"
+    summary.setdefault("command", f"make bench BENCH_REPS={reps}")  # a GPU run's summary names its own
     try:  # the roofline ceilings make bench measured first, beside the binaries
-        with open(os.path.join(results_dir, os.pardir, os.pardir, "roofline.json")) as f:
-            summary["ceilings"] = json.load(f)
+        if "ceilings" not in summary:
+            with open(os.path.join(results_dir, os.pardir, os.pardir, "roofline.json")) as f:
+                summary["ceilings"] = json.load(f)
     except (OSError, ValueError):
         pass
     os.makedirs(RECORDS, exist_ok=True)

@@ -15,6 +15,11 @@ the repetitions (repetition i of the baseline against repetition i of the optimi
 whose min-max range reaches 1.0x is marked "within noise".
 
     python3 bench/summary.py build/latest/bench/results
+    python3 bench/summary.py DIR --gpu "NVIDIA H200" [--ceilings roofline.json] [--command TEXT]
+
+The second form summarises a GPU machine's run (gpu_check.sh's bench_cuda.json in DIR): its rows
+alone (the host's CPU rows left out), under the GPU's kind, with the ceilings mdl-roofline measured
+there and the command that ran it, for `bench/results.py record DIR`.
 """
 import glob, json, os, platform, re, sys
 
@@ -95,9 +100,9 @@ def fmt(v, metric):
     return f"{v:.3g} {unit}" if abs(v) < 1000 else f"{v:,.0f} {unit}"
 
 
-def load_ceilings(results_dir):
+def load_ceilings(results_dir, path=None):
     """The roofline ceilings mdl-roofline wrote beside the binaries ($BUILD/roofline.json), or None."""
-    path = os.path.join(results_dir, os.pardir, os.pardir, "roofline.json")
+    path = path or os.path.join(results_dir, os.pardir, os.pardir, "roofline.json")
     try:
         with open(path) as f:
             doc = json.load(f)
@@ -141,14 +146,41 @@ def why_missing(suite, device, suites):
     return f"needs a GPU (not in {suite}'s results)" if device == "cuda" else f"not in {suite}'s results (filtered out?)"
 
 
+def parse_args(argv):
+    """results_dir, and the GPU form's options (gpu name, ceilings path, command), each None if absent."""
+    opts = {"--gpu": None, "--ceilings": None, "--command": None}
+    positional = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in opts:
+            if i + 1 >= len(argv):
+                sys.exit(f"summary.py: {argv[i]} needs a value")
+            opts[argv[i]] = argv[i + 1]
+            i += 2
+        elif argv[i].startswith("--"):
+            sys.exit(f"summary.py: unknown option '{argv[i]}' (see the docstring)")
+        else:
+            positional.append(argv[i])
+            i += 1
+    if len(positional) > 1:
+        sys.exit("summary.py: one results folder, not " + " ".join(positional))
+    return (positional[0] if positional else "build/latest/bench/results", opts["--gpu"], opts["--ceilings"],
+            opts["--command"])
+
+
 def main():
-    results_dir = sys.argv[1] if len(sys.argv) > 1 else "build/latest/bench/results"
+    results_dir, gpu, ceilings_path, command = parse_args(sys.argv[1:])
     runs, suites, switches, context = load(results_dir)
-    ceilings = load_ceilings(results_dir)
+    ceilings = load_ceilings(results_dir, ceilings_path)
+    this_machine = machine.gpu_machine(gpu) if gpu else machine.machine()
+    if gpu and context and context.get("num_cpus"):
+        this_machine["cores"] = context["num_cpus"]  # the GPU machine's host, not this one
     header = ("optimization", "kind", "baseline", "optimized", "gain", "% of limit", "device")
     rows, records = [], []
     repeated = False
     for label, kind, suite, base, opt, metric, device in row_specs(switches):
+        if gpu and device != "cuda":
+            continue
         vb = [value(b, metric) for b in runs.get((suite, base), [])]
         vo = [value(o, metric) for o in runs.get((suite, opt), [])]
         pairs = [(x, y) for x, y in zip(vb, vo) if x is not None and y is not None and x > 0 and y > 0]
@@ -194,8 +226,14 @@ def main():
         for r in rows:
             f.write("| " + " | ".join(str(c) for c in r) + " |\n")
     with open(os.path.join(results_dir, "summary.json"), "w") as f:
-        json.dump({"machine": machine.machine(), "date": (context or {}).get("date", ""), "rows": records}, f, indent=1)
-    print(f"(this machine's kind: {machine.machine()['kind']}; make bench-record keeps these figures in bench/RESULTS.md)")
+        doc = {"machine": this_machine, "date": (context or {}).get("date", ""), "rows": records}
+        if command:
+            doc["command"] = command
+        if gpu and ceilings:
+            doc["ceilings"] = ceilings
+        json.dump(doc, f, indent=1)
+    print(f"(this machine's kind: {this_machine['kind']}; bench/results.py record {results_dir} keeps these figures "
+          "in bench/RESULTS.md)")
 
 
 if __name__ == "__main__":

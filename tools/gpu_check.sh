@@ -13,8 +13,8 @@
 # and all of them, the table first, in LOG_DIR/gpu-check.log.
 # TORCH_PROFILES=0 leaves out PyTorch's two op tables (80 s of the budget).
 # Budget: about 6 minutes from the bundle (the step timeouts add up to 810 s, 730 with
-# TORCH_PROFILES=0; a build adds 220 and the other tests 70). 66 CUDA cases and 80 benchmarks fill
-# most of their steps' caps: a step cut off loses its summary (doctest's totals, the JSON).
+# TORCH_PROFILES=0; a build adds 220 and the other tests 70). The 75 CUDA cases (cuda: and cuda
+# strict:) and 80 benchmarks fill much of their steps' caps: a step cut off loses its summary.
 # What it records: f16 tensor-core GEMM TFLOP/s at 4096 and 8192 next to cuBLAS's own
 # (PyTorch's matmul); SimpleCNN, ResNet-18 (32x32) and GPT (6 x 384, context 256) training steps in
 # f32 and AMP next to PyTorch eager; fused vs unfused bias+activation (cuBLASLt epilogue); pinned vs
@@ -78,8 +78,8 @@ else
   echo "== build: $B"
   step build 220 $MAKE $JOBS "${SWITCHES[@]}" $B/mdl_tests $BENCH $B/mdl-profile-step $B/mdl-roofline
 fi
-step cuda-tests 200 $B/mdl_tests -tc='cuda:*'
-[ $BUNDLE = 1 ] || step other-tests 70 $B/mdl_tests -tce='cuda:*'
+step cuda-tests 200 $B/mdl_tests -tc='cuda:*,cuda strict:*'
+[ $BUNDLE = 1 ] || step other-tests 70 $B/mdl_tests -tce='cuda:*,cuda strict:*'
 # The register-tiled attention kernels under compute-sanitizer's memcheck: out-of-bounds shared or
 # global accesses, misaligned ldmatrix/cp.async addresses.
 SANITIZER=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
