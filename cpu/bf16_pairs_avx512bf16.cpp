@@ -15,16 +15,8 @@
 
 #include "cpu/packing_scratch.h"
 
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512bf16"))), apply_to = function)
-#else
-#pragma GCC push_options
-// GCC 12 takes the _mm512_undefined_*() inside its shift and narrowing intrinsics for uninitialised
-// reads (PR 105593, fixed in GCC 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("avx512f,avx512bw,avx512bf16")
-#endif
+#define MDL_ISA_TARGET "avx512f,avx512bw,avx512bf16"
+#include "cpu/isa_target_begin.h"
 
 #include "cpu/bf16_pairs_isa.h"
 #include "cpu/conv_gemm_impl.h"
@@ -58,12 +50,7 @@ void detail::weight_grad_gemm_bf16(const WeightGradTilePairs& a, int64_t t0, int
 
 }  // namespace mdl::cpu
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+#include "cpu/isa_target_end.h"
 
 #else  // not x86-64: never called (no CPU there has AVX512-BF16)
 

@@ -5,15 +5,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw"))), apply_to = function)
-#else
-#pragma GCC push_options
-// GCC 12 warns about the undefined vectors inside its own masked-load intrinsics.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("avx512f,avx512bw")
-#endif
+#define MDL_ISA_TARGET "avx512f,avx512bw"
+#include "cpu/isa_target_begin.h"
 
 namespace mdl::cpu::detail {
 
@@ -43,12 +36,7 @@ void add_block_f32_avx512(float* dst, int64_t dst_stride, const float* src, int6
 
 }  // namespace mdl::cpu::detail
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+#include "cpu/isa_target_end.h"
 
 #else  // not x86: never called (cpu/block_rows.cpp asks the CPU first)
 

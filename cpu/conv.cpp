@@ -334,9 +334,8 @@ void forward_impl(const Tensor& out, const Tensor& x, const Tensor& w_, const Te
           const T bias = bp ? bp[grp * g.Cog + co] : T(0);
           if constexpr (kSame) {
             for (int64_t q = 0; q < ch.len; ++q) o[q] = src[q] + bias;
-          } else {  // bf16: rounded by the bulk conversion
-            if (bp)
-              for (int64_t q = 0; q < ch.len; ++q) src[q] += bias;
+          } else {  // bf16: the bias added in f32, each row rounded by the bulk conversion
+            for (int64_t q = 0; q < ch.len; ++q) src[q] += bias;
             from_f32(src, o, ch.len);
           }
         }

@@ -6,12 +6,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
+#define MDL_ISA_TARGET "avx2,fma"
+#include "cpu/isa_target_begin.h"
 
 #include "cpu/conv_direct_impl.h"
 #include "cpu/conv_gemm_impl.h"
@@ -82,11 +78,7 @@ void transpose_rows_avx2(const float* src, int64_t src_stride, int64_t rows, int
 }
 
 }  // namespace mdl::cpu::detail
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "cpu/isa_target_end.h"
 #else
 #include <cstdlib>
 namespace mdl::cpu::detail {

@@ -6,12 +6,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f")
-#endif
+#define MDL_ISA_TARGET "avx512f"
+#include "cpu/isa_target_begin.h"
 
 #include "cpu/conv_direct_impl.h"
 #include "cpu/conv_gemm_impl.h"
@@ -43,11 +39,7 @@ void weight_grad_gemm_avx512(const WeightGradTile& a, int64_t t0, int k, int64_t
 }
 
 }  // namespace mdl::cpu::detail
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "cpu/isa_target_end.h"
 #else
 #include <cstdlib>
 namespace mdl::cpu::detail {

@@ -5,12 +5,8 @@
 #include "cpu/layer_norm_rows.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#endif
+#define MDL_ISA_TARGET "avx2,fma"
+#include "cpu/isa_target_begin.h"
 #include "cpu/layer_norm_rows_impl.h"
 
 namespace mdl::cpu {
@@ -22,11 +18,7 @@ const LayerNormRows& layer_norm_rows8() {
 }
 
 }  // namespace mdl::cpu
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "cpu/isa_target_end.h"
 #else
 namespace mdl::cpu {
 const LayerNormRows& layer_norm_rows8() { std::abort(); }  // has_avx2_fma() is false here

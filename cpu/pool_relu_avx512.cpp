@@ -14,15 +14,8 @@
 #include <immintrin.h>
 
 #include <cstring>
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
-#else
-#pragma GCC push_options
-// GCC 12 warns about the undefined vectors inside its own masked-load intrinsics.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("avx512f")
-#endif
+#define MDL_ISA_TARGET "avx512f"
+#include "cpu/isa_target_begin.h"
 
 namespace mdl::cpu::detail {
 
@@ -263,12 +256,7 @@ void max_pool_2x2_relu_backward_plane_avx512(const uint16_t* grad_out, const uin
 
 }  // namespace mdl::cpu::detail
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+#include "cpu/isa_target_end.h"
 
 #else
 #include <cstdlib>

@@ -7,15 +7,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
-#else
-#pragma GCC push_options
-// GCC 12 warns about the undefined vectors inside its own masked-load intrinsics.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("avx512f")
-#endif
+#define MDL_ISA_TARGET "avx512f"
+#include "cpu/isa_target_begin.h"
 
 namespace mdl::cpu::detail {
 
@@ -89,12 +82,7 @@ void max_pool_2x2_row_avx512(const uint16_t* r0, const uint16_t* r1, int64_t bas
 
 }  // namespace mdl::cpu::detail
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+#include "cpu/isa_target_end.h"
 
 #else
 #include <cstdlib>

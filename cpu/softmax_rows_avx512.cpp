@@ -5,12 +5,8 @@
 #include "cpu/softmax_rows.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f")
-#endif
+#define MDL_ISA_TARGET "avx512f"
+#include "cpu/isa_target_begin.h"
 #include "cpu/softmax_rows_impl.h"
 
 namespace mdl::cpu {
@@ -22,11 +18,7 @@ const SoftmaxRows& softmax_rows16() {
 }
 
 }  // namespace mdl::cpu
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "cpu/isa_target_end.h"
 #else
 namespace mdl::cpu {
 const SoftmaxRows& softmax_rows16() { std::abort(); }  // has_avx512f() is false here

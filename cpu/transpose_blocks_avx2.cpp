@@ -6,12 +6,8 @@
 #include "cpu/transpose_blocks.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx2")
-#endif
+#define MDL_ISA_TARGET "avx2"
+#include "cpu/isa_target_begin.h"
 #include <immintrin.h>
 
 #include "cpu/transpose_blocks_loop.h"
@@ -78,11 +74,7 @@ const TransposeBlocks& transpose_blocks_avx2() {
 }
 
 }  // namespace mdl::cpu
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "cpu/isa_target_end.h"
 #else
 namespace mdl::cpu {
 const TransposeBlocks& transpose_blocks_avx2() { std::abort(); }  // has_avx2_fma() is false here

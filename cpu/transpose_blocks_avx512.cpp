@@ -6,17 +6,8 @@
 #include "cpu/transpose_blocks.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f"))), apply_to = function)
-#else
-#pragma GCC push_options
-// GCC 12 takes the _mm512_undefined_*() inside its unpack, shuffle and narrowing intrinsics for
-// uninitialised reads (PR 105593, fixed in GCC 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC target("avx512f")
-#endif
+#define MDL_ISA_TARGET "avx512f"
+#include "cpu/isa_target_begin.h"
 #include <immintrin.h>
 
 #include "cpu/transpose_blocks_loop.h"
@@ -106,12 +97,7 @@ const TransposeBlocks& transpose_blocks_avx512() {
 }
 
 }  // namespace mdl::cpu
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
-#endif
+#include "cpu/isa_target_end.h"
 #else
 namespace mdl::cpu {
 const TransposeBlocks& transpose_blocks_avx512() { std::abort(); }  // has_avx512f() is false here

@@ -6,8 +6,8 @@
 #include "cpu/vec_map.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
+#define MDL_ISA_TARGET "avx2,fma"
+#include "cpu/isa_target_begin.h"
 #include "cpu/vec_map_impl.h"
 
 namespace mdl::cpu {
@@ -18,7 +18,7 @@ void vec_map8(VecFn f, float* o, const float* x, int64_t n) {
 }
 
 }  // namespace mdl::cpu
-#pragma GCC pop_options
+#include "cpu/isa_target_end.h"
 #else
 namespace mdl::cpu {
 void vec_map8(VecFn, float*, const float*, int64_t) { std::abort(); }  // has_avx2_fma() is false here

@@ -6,12 +6,8 @@
 #include "cpu/vec_map.h"
 
 #if defined(__x86_64__) || defined(__i386__)
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx512f,fma"))), apply_to = function)
-#else
-#pragma GCC push_options
-#pragma GCC target("avx512f,fma")
-#endif
+#define MDL_ISA_TARGET "avx512f,fma"
+#include "cpu/isa_target_begin.h"
 #include "cpu/vec_map_impl.h"
 
 namespace mdl::cpu {
@@ -22,11 +18,7 @@ void vec_map16(VecFn f, float* o, const float* x, int64_t n) {
 }
 
 }  // namespace mdl::cpu
-#if defined(__clang__)
-#pragma clang attribute pop
-#else
-#pragma GCC pop_options
-#endif
+#include "cpu/isa_target_end.h"
 #else
 namespace mdl::cpu {
 void vec_map16(VecFn, float*, const float*, int64_t) { std::abort(); }  // has_avx512f() is false here
