@@ -106,7 +106,11 @@ Tensor adaptive_avg_pool2d(const Tensor& input, Pair output_size) {
     MDL_CHECK(output_size[0] > 0 && output_size[1] > 0, "adaptive_avg_pool2d: output size must be positive, got ",
               pair(output_size));
     MDL_CHECK(x.size(2) > 0 && x.size(3) > 0, "adaptive_avg_pool2d: input ", x.shape(), " has an empty spatial dim");
-    Tensor out = make_tensor({x.size(0), x.size(1), output_size[0], output_size[1]}, x.dtype(), x.device());
+    // A 1x1 map is dense in both formats, so in_format_of would keep the strides it is made with:
+    // made with the input's, it stays channels-last (the kernels' contiguous writes are its layout).
+    const bool one_pixel = output_size[0] == 1 && output_size[1] == 1;
+    Tensor out = make_tensor({x.size(0), x.size(1), output_size[0], output_size[1]}, x.dtype(), x.device(),
+                             one_pixel ? x.memory_format() : MemoryFormat::Contiguous);
     kernels::adaptive_avg_pool2d_forward(x.device(), out, x);
     record_fn("adaptive_avg_pool2d", {x}, {out}, {},
               [xs = x.shape(), t = x.dtype(), d = x.device()](const Grads& g, const FnNode&) {

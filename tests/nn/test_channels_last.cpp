@@ -222,6 +222,11 @@ TEST_CASE("channels_last: batch norm, pooling and ReLU equal their contiguous fo
          [](const Tensor& t) {
            return F::adaptive_avg_pool2d(t, {4, 3});
          }},
+        // (N, C, 1, 1) is dense in both formats: its strides say which it is.
+        {"adaptive_avg_pool2d 1x1",
+         [](const Tensor& t) {
+           return F::adaptive_avg_pool2d(t, {1, 1});
+         }},
         {"relu", [](const Tensor& t) { return relu(t); }},
     };
     for (const auto& [what, pool] : pools) {
