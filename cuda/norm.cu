@@ -6,6 +6,7 @@
 // channel over several blocks (for rows of channels, S == 1, each block 32 channels); group norm
 // takes one block per (n, group) row, and its parameter gradients one block per channel.
 #include <initializer_list>
+#include <type_traits>
 
 #include "cuda/elementwise.cuh"
 #include "cuda/kernels.cuh"
@@ -45,6 +46,15 @@ struct ChannelAffine {
 template <bool RELU, class A>
 __device__ __forceinline__ A gated(A g, A x, const norm_math::Affine<A>& kc) {
   return relu_gate<RELU>(g, RELU ? pre_activation(x, kc) : A(0));
+}
+
+// gx = g * p + x * q + r with its roundings written out, fma(g, p, fma(x, q, r)): nvcc contracts a
+// plain expression to FMAs as it sees fit, and differently in the kernels with and without the
+// ReLU gate, which must give the same bits as a ReLU's backward followed by the plain kernel.
+template <class A>
+__device__ __forceinline__ A grad_x_value(A g, A x, A p, A q, A r) {
+  if constexpr (std::is_same_v<A, double>) return __fma_rn(g, p, __fma_rn(x, q, r));
+  else return __fmaf_rn(g, p, __fmaf_rn(x, q, r));
 }
 
 unsigned grid_for(int64_t blocks) { return unsigned(std::min<int64_t>(std::max<int64_t>(blocks, 1), 1 << 20)); }
@@ -233,7 +243,7 @@ __global__ void bn_rows_partial_grad_kernel(const T* gy, const T* x, int64_t C, 
       const auto xa = to_acc(x[j * C + c]);
       const double g = double(gated<RELU>(to_acc(gy[j * C + c]), xa, kc));
       sdy += g;
-      sdx += g * (double(xa) - mu);
+      sdx = __fma_rn(g, double(xa) - mu, sdx);
     }
   }
   write_row_partials(sdy, sdx, c, C, part);
@@ -356,7 +366,7 @@ __global__ void bn_partial_grad_kernel(const T* gy, const T* x, int64_t C, int64
         const auto xa = to_acc(xv.v[e]);
         const double g = double(gated<RELU>(to_acc(gv.v[e]), xa, kc));
         sdy += g;
-        sdx += g * (double(xa) - mu);
+        sdx = __fma_rn(g, double(xa) - mu, sdx);
       }
     }
   }
@@ -377,7 +387,7 @@ __global__ void bn_grad_x_kernel(T* gx, const T* gy, const T* x, int64_t n, int6
     const int64_t c = channel_of<I>(i, C, S);
     const auto xa = to_acc(x[i]);
     const auto g = gated<RELU>(to_acc(gy[i]), xa, RELU ? k(c) : norm_math::Affine<acc_t<T>>{});
-    gx[i] = convert<T>(g * coef[c] + xa * coef[C + c] + coef[2 * C + c]);
+    gx[i] = convert<T>(grad_x_value(g, xa, coef[c], coef[C + c], coef[2 * C + c]));
   }
 }
 
@@ -394,7 +404,7 @@ __global__ void bn_grad_x_vec_kernel(T* gx, const T* gy, const T* x, int64_t nv,
       const int64_t c = R == ChannelRun::one_channel ? c0 : c0 + j;
       const auto xa = to_acc(xv.v[j]);
       const auto g = gated<RELU>(to_acc(gv.v[j]), xa, RELU ? k(c) : norm_math::Affine<acc_t<T>>{});
-      out.v[j] = convert<T>(g * coef[c] + xa * coef[C + c] + coef[2 * C + c]);
+      out.v[j] = convert<T>(grad_x_value(g, xa, coef[c], coef[C + c], coef[2 * C + c]));
     }
     reinterpret_cast<Pack<T, V>*>(gx)[v] = out;
   }

@@ -43,8 +43,10 @@ TEST_CASE("cuda: 16-bit matmul and sum into f32, and linear's f32 gradients unde
                    b0 = randn({40}, TensorOptions(kF32), &g), gy = randn({64, 40}, TensorOptions(kF32), &g);
       auto run = [&](Device d, bool on) {
         toggles::Scoped f32_grads(toggles::Toggle::amp_f32_grads, on);
-        Tensor xx = x0.to(d).requires_grad_(true), w = w0.to(d).requires_grad_(true),
-               bb = b0.to(d).requires_grad_(true);
+        // Leaves of their own on each device: x0.to(cpu) is x0 itself, so without detach() the CPU
+        // run would make x0 a leaf and the GPU's copies of it non-leaves with no .grad().
+        Tensor xx = x0.to(d).detach().requires_grad_(true), w = w0.to(d).detach().requires_grad_(true),
+               bb = b0.to(d).detach().requires_grad_(true);
         Tensor y;
         {
           amp::AutocastGuard autocast(t);

@@ -114,27 +114,31 @@ TEST_CASE("cuda strict: gelu_backward's kernel, called directly, matches the CPU
     }
 }
 
-TEST_CASE("cuda strict: an autocast f16 + GradScaler training step on the GPU matches the CPU's" * MDL_CUDA_ONLY) {
-  // The same model, batch and step on both devices; each parameter's update (after - before) is
-  // compared, so a wrong gradient cannot hide behind the unchanged bulk of the weights.
+TEST_CASE("cuda strict: an autocast f16 + GradScaler training step on the GPU is as close to f32 as the CPU's" *
+          MDL_CUDA_ONLY) {
+  // The same model, batch and step on both devices, and in f32 on the CPU; each parameter's update
+  // (after - before) is compared, so a wrong gradient cannot hide behind the unchanged bulk of the
+  // weights. Under f16 the conv layers' updates lie about 5% normwise from f32's on the CPU, and the
+  // GPU's from the CPU's as far: so the two AMP steps are not compared with each other, and the GPU's
+  // must be no further from the f32 step than twice the CPU's distance.
   auto make = [] {
     manual_seed(5);
     return nn::models::SimpleCNN(1, 10, 28);
   };
-  auto cpu_model = make(), gpu_model = make();
+  auto cpu_model = make(), gpu_model = make(), f32_model = make();
   gpu_model->to(kGpu);
   Tensor x = normal({32, 1, 28, 28}, kF32, 51);
   Generator g(52);
   Tensor y = randint(0, 10, {32}, TensorOptions(kI64), &g);
-  auto step = [](nn::Module& model, const Tensor& x, const Tensor& y) {
+  auto step = [](nn::Module& model, const Tensor& x, const Tensor& y, bool amp) {
     optim::SGD opt(model.parameters(), {.lr = 0.1, .momentum = 0.9});
-    amp::GradScaler scaler;
+    amp::GradScaler scaler({.enabled = amp});
     std::vector<Tensor> before;
     for (const Tensor& p : model.parameters()) before.push_back(p.detach().clone().cpu());
     opt.zero_grad();
     Tensor loss;
     {
-      amp::AutocastGuard autocast(kF16);
+      amp::AutocastGuard autocast(kF16, amp);
       loss = nn::functional::cross_entropy(model(x), y);
     }
     scaler.scale(loss).backward();
@@ -145,13 +149,19 @@ TEST_CASE("cuda strict: an autocast f16 + GradScaler training step on the GPU ma
     for (size_t i = 0; i < params.size(); ++i) delta.push_back(params[i].detach().cpu().to(kF64) - before[i].to(kF64));
     return std::pair{loss.item<double>(), delta};
   };
-  const auto [cpu_loss, cpu_delta] = step(*cpu_model, x, y);
-  const auto [gpu_loss, gpu_delta] = step(*gpu_model, x.to(kGpu), y.to(kGpu));
-  CHECK(gpu_loss == doctest::Approx(cpu_loss).epsilon(5e-3));
-  REQUIRE(cpu_delta.size() == gpu_delta.size());
-  for (size_t i = 0; i < cpu_delta.size(); ++i) {
-    const double err = normwise_error(gpu_delta[i], cpu_delta[i]);
-    CHECK_MESSAGE(err < 2e-2, "parameter ", i, ": the GPU's update differs from the CPU's by ", err, " normwise");
+  const auto [f32_loss, f32_delta] = step(*f32_model, x, y, false);
+  const auto [cpu_loss, cpu_delta] = step(*cpu_model, x, y, true);
+  const auto [gpu_loss, gpu_delta] = step(*gpu_model, x.to(kGpu), y.to(kGpu), true);
+  CHECK(cpu_loss == doctest::Approx(f32_loss).epsilon(5e-3));
+  CHECK(gpu_loss == doctest::Approx(f32_loss).epsilon(5e-3));
+  REQUIRE(cpu_delta.size() == f32_delta.size());
+  REQUIRE(gpu_delta.size() == f32_delta.size());
+  for (size_t i = 0; i < f32_delta.size(); ++i) {
+    const double cpu_err = normwise_error(cpu_delta[i], f32_delta[i]),
+                 gpu_err = normwise_error(gpu_delta[i], f32_delta[i]);
+    CHECK_MESSAGE(cpu_err < 0.1, "parameter ", i, ": the CPU's AMP update differs from f32's by ", cpu_err);
+    CHECK_MESSAGE(gpu_err < 2 * cpu_err + 5e-3, "parameter ", i, ": the GPU's AMP update differs from f32's by ",
+                  gpu_err, " normwise, the CPU's by ", cpu_err);
   }
 }
 
