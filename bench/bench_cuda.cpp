@@ -507,7 +507,7 @@ int main(int argc, char** argv) {
                              [dtype = dtype, backward = backward](benchmark::State& st, bool mma) {
                                toggles::set_flash_attention_mma(mma);
                                attention(st, dtype, true, backward);
-                               toggles::set_flash_attention_mma(false);
+                               toggles::set_flash_attention_mma(true);
                              })
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
