@@ -41,8 +41,8 @@ def record(results_dir):
     if not summary["rows"]:
         sys.exit(f"results.py: {results_dir}/summary.json has no measured row; nothing recorded")
     reps = max(r["runs"] for r in summary["rows"])
-    summary["commit"] = git_commit()
-    summary["recorded"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    summary.setdefault("commit", git_commit())  # a GPU run's summary names the bundle's commit and its date
+    summary.setdefault("recorded", datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
     summary.setdefault("command", f"make bench BENCH_REPS={reps}")  # a GPU run's summary names its own
     try:  # the roofline ceilings make bench measured first, beside the binaries
         if "ceilings" not in summary:
@@ -82,17 +82,21 @@ def ceilings_lines(c):
             + f"memory {cpu.get('memory_mbps', 0) / 1e3:.1f} GB/s; L2 {cpu.get('l2_mbps', 0) / 1e3:.0f} GB/s.")
     gpu = c.get("gpu")
     if gpu:
-        text += (f" GPU: f16 tensor {gpu.get('f16_tensor_mflops', 0) / 1e6:.0f} TFLOP/s, f32 "
-                 f"{gpu.get('f32_mflops', 0) / 1e6:.1f} TFLOP/s, memory {gpu.get('memory_mbps', 0) / 1e3:.0f} GB/s.")
+        text += (f" GPU: f16 tensor {gpu.get('f16_tensor_mflops', 0) / 1e6:.0f}, bf16 tensor "
+                 f"{gpu.get('bf16_tensor_mflops', 0) / 1e6:.0f}, TF32 tensor {gpu.get('tf32_tensor_mflops', 0) / 1e6:.0f}, "
+                 f"f32 {gpu.get('f32_mflops', 0) / 1e6:.1f} TFLOP/s; memory {gpu.get('memory_mbps', 0) / 1e3:.0f} GB/s.")
     return [text, ""]
 
 
 def table(summary):
     m = summary["machine"]
+    host = f"{m['cores']} cores ({' '.join(m['features'])})" if m["features"] else f"{m['cores']} host cores"
+    once = max((r["runs"] for r in summary["rows"]), default=1) == 1
+    gain = ("Gain: one run of each side (no spread: a gain near 1.0x may be noise)." if once else
+            "Gain: the median over the repetitions, with its min-max range; a range that reaches 1.0x is within noise.")
     lines = [f"## {m['label']}", "",
-             f"{m['model']}, {m['cores']} cores ({' '.join(m['features'])}). Recorded {summary['recorded']} at "
-             f"commit {summary['commit']} by `{summary['command']}`. Gain: the median over the repetitions, with "
-             "its min-max range; a range that reaches 1.0x is within noise.", "",
+             f"{m['model']}, {host}. Recorded {summary['recorded']} at commit {summary['commit']} by "
+             f"`{summary['command']}`. {gain}", "",
              *ceilings_lines(summary.get("ceilings")),
              "| optimization | kind | device | baseline | optimized | gain | % of limit |", "|---|---|---|---|---|---|---|"]
     for r in summary["rows"]:

@@ -15,11 +15,12 @@ the repetitions (repetition i of the baseline against repetition i of the optimi
 whose min-max range reaches 1.0x is marked "within noise".
 
     python3 bench/summary.py build/latest/bench/results
-    python3 bench/summary.py DIR --gpu "NVIDIA H200" [--ceilings roofline.json] [--command TEXT]
+    python3 bench/summary.py DIR --gpu "NVIDIA H200" [--ceilings roofline.json] [--command TEXT] [--commit C]
 
 The second form summarises a GPU machine's run (gpu_check.sh's bench_cuda.json in DIR): its rows
 alone (the host's CPU rows left out), under the GPU's kind, with the ceilings mdl-roofline measured
-there and the command that ran it, for `bench/results.py record DIR`.
+there, the command that ran it and the bundle's commit (mdl-gpu/COMMIT), for `bench/results.py
+record DIR`.
 """
 import glob, json, os, platform, re, sys
 
@@ -120,8 +121,11 @@ def limit_of(runs, device, case, ceilings):
     side = ceilings.get("gpu" if device == "cuda" else "cpu") or {}
     if device == "cuda":
         flops = [r["TFLOP/s"] * 1e12 for r in runs if r.get("TFLOP/s")]
-        f16 = "f16" in case or "bf16" in case
-        peak = side.get("f16_tensor_mflops" if f16 else "f32_mflops", 0) * 1e6
+        # The tensor-core rate of the case's dtype; TF32's for the optimized side of a TF32 switch.
+        tf32 = "tf32/on/" in case
+        unit = "f16" if "f16" in case or "bf16" in case else "tf32" if tf32 else "f32"
+        peak = side.get({"f16": "f16_tensor_mflops", "tf32": "tf32_tensor_mflops", "f32": "f32_mflops"}[unit], 0) * 1e6
+        peak_name = {"f16": "f16 tensor peak", "tf32": "TF32 tensor peak", "f32": "f32 peak"}[unit]
         bytes_ = [r["GB/s"] * 1e9 for r in runs if r.get("GB/s")]
         bandwidth = side.get("memory_mbps", 0) * 1e6
     else:
@@ -131,16 +135,19 @@ def limit_of(runs, device, case, ceilings):
         bf16 = side.get("bf16_dot_mflops") or {}
         use_bf16 = "bf16" in case and bf16
         peak = max((bf16 if use_bf16 else side.get("f32_fma_mflops") or {}).values(), default=0) * 1e6
+        peak_name = "bf16 FMA peak" if use_bf16 else "FMA peak"
         bytes_ = [r["bytes_per_second"] for r in runs if r.get("bytes_per_second")]
         bandwidth = side.get("memory_mbps", 0) * 1e6
     if flops and peak > 0:
-        return f"{100 * median(flops) / peak:.0f}% of {'bf16 ' if device == 'cpu' and use_bf16 else ''}FMA peak"
+        return f"{100 * median(flops) / peak:.0f}% of {peak_name}"
     if bytes_ and bandwidth > 0:
         return f"{100 * median(bytes_) / bandwidth:.0f}% of memory bw"
     return ""
 
 
-def why_missing(suite, device, suites):
+def why_missing(suite, device, suites, gpu=None):
+    if gpu:  # a GPU machine's run: only bench_cuda ran there
+        return f"{suite} does not run in gpu_check" if suite not in suites else f"not in {suite}'s results"
     if suite not in suites:
         return f"needs a GPU ({suite} did not run)" if device == "cuda" else f"{suite} did not run"
     return f"needs a GPU (not in {suite}'s results)" if device == "cuda" else f"not in {suite}'s results (filtered out?)"
@@ -148,7 +155,7 @@ def why_missing(suite, device, suites):
 
 def parse_args(argv):
     """results_dir, and the GPU form's options (gpu name, ceilings path, command), each None if absent."""
-    opts = {"--gpu": None, "--ceilings": None, "--command": None}
+    opts = {"--gpu": None, "--ceilings": None, "--command": None, "--commit": None}
     positional = []
     i = 0
     while i < len(argv):
@@ -165,11 +172,11 @@ def parse_args(argv):
     if len(positional) > 1:
         sys.exit("summary.py: one results folder, not " + " ".join(positional))
     return (positional[0] if positional else "build/latest/bench/results", opts["--gpu"], opts["--ceilings"],
-            opts["--command"])
+            opts["--command"], opts["--commit"])
 
 
 def main():
-    results_dir, gpu, ceilings_path, command = parse_args(sys.argv[1:])
+    results_dir, gpu, ceilings_path, command, commit = parse_args(sys.argv[1:])
     runs, suites, switches, context = load(results_dir)
     ceilings = load_ceilings(results_dir, ceilings_path)
     this_machine = machine.gpu_machine(gpu) if gpu else machine.machine()
@@ -185,7 +192,7 @@ def main():
         vo = [value(o, metric) for o in runs.get((suite, opt), [])]
         pairs = [(x, y) for x, y in zip(vb, vo) if x is not None and y is not None and x > 0 and y > 0]
         if not pairs:
-            rows.append((label, kind, "-", "-", why_missing(suite, device, suites), "", device))
+            rows.append((label, kind, "-", "-", why_missing(suite, device, suites, gpu), "", device))
             continue
         mb, mo = median([x for x, _ in pairs]), median([y for _, y in pairs])
         if metric == "wait%":
@@ -231,6 +238,10 @@ def main():
             doc["command"] = command
         if gpu and ceilings:
             doc["ceilings"] = ceilings
+        if gpu:  # run elsewhere: its own commit (the bundle's) and the date it ran
+            doc["commit"] = commit or "?"
+            ran = (context or {}).get("date", "")  # 2026-12-04T18:21:30+00:00
+            doc["recorded"] = f"{ran[:16].replace('T', ' ')} UTC" if ran.endswith("+00:00") else ran or "?"
         json.dump(doc, f, indent=1)
     print(f"(this machine's kind: {this_machine['kind']}; bench/results.py record {results_dir} keeps these figures "
           "in bench/RESULTS.md)")

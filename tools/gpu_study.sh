@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # gpu_study.sh: mdl-study's GPU half in one call (at most 8 minutes), then PyTorch on the same
-# batches, into OUT/study-gpu.md, its charts (OUT/study/) and OUT/study/summary.csv.
+# batches, into OUT/study-gpu.md, its charts (OUT/study/) and OUT/study/summary.csv, all of them in
+# OUT/study-gpu.tgz (a few hundred kB: what a GPU machine sends back).
 #   Rows, each against the f32 baseline of the same seed: AMP f16, AMP bf16, channels-last, CUDA
 #   Graph replay, mdl-train's GPU loader (threads + prefetch + pinned memory), gradient
 #   accumulation (its memory) and all together, for SimpleCNN, ResNet-18 and a ViT on Fashion-MNIST
@@ -82,8 +83,9 @@ export STUDY_DEADLINE=$MDL_BUDGET STUDY_DUMP_ORDER=1 STUDY_COMMIT=$COMMIT
 [ -n "$ESTIMATE" ] && export STUDY_ESTIMATE_FROM=$ESTIMATE
 [ -f "$COMPARE" ] && export STUDY_COMPARE=$COMPARE
 if [ "$DEVICE" != cpu ] && command -v nvidia-smi >/dev/null; then
-  STUDY_GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "${DEVICE#cuda:}" 2>/dev/null | head -n 1 ||
-    nvidia-smi --query-gpu=name --format=csv,noheader | head -n 1)
+  index=${DEVICE#cuda}
+  index=${index#:}  # cuda -> 0, cuda:N -> N
+  STUDY_GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "${index:-0}" 2>/dev/null | head -n 1)
   export STUDY_GPU_NAME
 fi
 
@@ -118,5 +120,9 @@ if [ $TORCH = 1 ] && [ -n "$TORCH_MODELS" ]; then
     printf '\n## PyTorch beside mdl\n\nNot run: mdl-study left %s s of the %s s budget.\n' "$left" "$BUDGET" >>"$md"
   fi
 fi
-echo "gpu_study.sh: wrote $md in $((SECONDS - start)) s (exit status $status)"
+# The report with its charts and CSVs in one small archive to fetch (OUT also holds the PNG export and
+# the sample orders, tens of MB, which stay behind).
+tar -C "$OUT" -czf "$OUT/study-gpu.tgz" --exclude=orders study-gpu.md study
+echo "gpu_study.sh: wrote $md and $OUT/study-gpu.tgz ($(($(stat -c %s "$OUT/study-gpu.tgz") / 1000)) kB) in" \
+  "$((SECONDS - start)) s (exit status $status)"
 exit $status

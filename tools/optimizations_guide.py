@@ -133,7 +133,7 @@ def problems(entries):
 
 
 def gains():
-    """{kind: (label, commit, recorded, {row: gain_text})} from every recorded kind."""
+    """{kind: (label, commit, recorded, {row: gain_text}, command)} from every recorded kind."""
     out = {}
     for path in sorted(glob.glob(os.path.join(RECORDS, "*.json"))):
         with open(path) as f:
@@ -141,7 +141,8 @@ def gains():
         kind = rec["machine"]["kind"]
         label = machine.LABELS.get(kind, kind)
         rows = {r["row"]: r for r in rec["rows"]}
-        out[kind] = (label, rec.get("commit", "?"), rec.get("recorded", rec.get("date", "?")), rows)
+        out[kind] = (label, rec.get("commit", "?"), rec.get("recorded", rec.get("date", "?")), rows,
+                     rec.get("command", "make bench"))
     return out
 
 
@@ -200,7 +201,9 @@ def render(entries, measured):
             "**Measured** (off -> on):",
             "",
         ]
-        kinds = sorted(measured)
+        # A GPU machine's record holds its GPU rows alone: it gets a column where the switch has one.
+        devices = {b["device"] for b in e["benches"]}
+        kinds = [k for k in sorted(measured) if not k.startswith("nvidia") or "cuda" in devices]
         header = "| benchmark | metric | " + " | ".join(measured[k][0] for k in kinds) + " |"
         lines += [header, "|---|---|" + "---|" * len(kinds)]
         for b in e["benches"]:
@@ -209,8 +212,8 @@ def render(entries, measured):
             lines.append(f"| {b['suite']} {b['case']} ({b['device']}) | {b['metric']} | " + " | ".join(cells) + " |")
     lines += ["", "## Where the figures come from", ""]
     for k in sorted(measured):
-        label, commit, recorded, _ = measured[k]
-        lines.append(f"- {label}: `make bench` at {commit}, recorded {recorded}.")
+        label, commit, recorded, _, command = measured[k]
+        lines.append(f"- {label}: `{command}` at {commit}, recorded {recorded}.")
     if not measured:
         lines.append("- No machine kind is recorded yet: run `make bench` then `make bench-record`.")
     lines.append("")
