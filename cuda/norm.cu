@@ -498,6 +498,109 @@ __global__ void gn_grad_x_kernel(T* gx, const T* gy, const T* x, int64_t rows, i
   }
 }
 
+// ---- group norm with S == 1 (layer norm): rows of K contiguous features -----------------------
+// A row of a few hundred values (a transformer's layer norm) leaves a 256-thread block mostly idle
+// and waiting on its shared-memory reductions. Here one warp takes a row: its lanes read the row's
+// consecutive values (each read coalesced across the warp), and the sums reduce by shuffles in a
+// fixed order. The parameter gradients, sums down each feature over every row, walk the rows as
+// batch norm's rows pass does (32 features per block, row partials added in order).
+
+// A row is short enough for one warp (no more than this many values per lane per pass).
+constexpr int64_t kWarpRowMax = 4096;
+constexpr int kWarpsPerBlock = kRowBlock / 32;
+
+__device__ __forceinline__ double warp_sum(double v) {
+#pragma unroll
+  for (int m = 16; m > 0; m /= 2) v += __shfl_xor_sync(0xffffffffu, v, m);
+  return v;
+}
+
+// Warp w of the grid: rows w, w + warps, ...; each row's mean and rstd as gn_forward_kernel's.
+template <class T>
+__global__ void gn_forward_warp_kernel(T* y, const T* x, int64_t rows, int64_t groups, int64_t K, double eps,
+                                       const acc_t<T>* w, const acc_t<T>* b, acc_t<T>* mean, acc_t<T>* rstd) {
+  using A = acc_t<T>;
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t(gridDim.x) * kWarpsPerBlock;
+  for (int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; r < rows; r += warps) {
+    const T* xr = x + r * K;
+    T* yr = y + r * K;
+    const int64_t c0 = (r % groups) * K;
+    double s = 0;
+    for (int64_t j = lane; j < K; j += 32) s += double(to_acc(xr[j]));
+    const double mu = warp_sum(s) / double(K);
+    double q = 0;
+    for (int64_t j = lane; j < K; j += 32) {
+      const double d = double(to_acc(xr[j])) - mu;
+      q += d * d;
+    }
+    const double v = warp_sum(q) / double(K);
+    const A m = A(mu), rs = A(1.0 / sqrt(v + eps));
+    if (lane == 0) mean[r] = m, rstd[r] = rs;
+    for (int64_t j = lane; j < K; j += 32) {
+      const A a = rs * param_or(w, c0 + j, A(1)), sh = param_or(b, c0 + j, A(0)) - m * a;
+      yr[j] = convert<T>(to_acc(xr[j]) * a + sh);
+    }
+  }
+}
+
+// gn_grad_x_kernel's rows, one warp each.
+template <class T>
+__global__ void gn_grad_x_warp_kernel(T* gx, const T* gy, const T* x, int64_t rows, int64_t groups, int64_t K,
+                                      const acc_t<T>* w, const acc_t<T>* mean, const acc_t<T>* rstd) {
+  using A = acc_t<T>;
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t(gridDim.x) * kWarpsPerBlock;
+  for (int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; r < rows; r += warps) {
+    const T* xr = x + r * K;
+    const T* gr = gy + r * K;
+    const int64_t c0 = (r % groups) * K;
+    const double mu = double(mean[r]), rs = double(rstd[r]);
+    double s0 = 0, s1 = 0;
+    for (int64_t j = lane; j < K; j += 32) {
+      const double h = double(to_acc(gr[j])) * double(param_or(w, c0 + j, A(1)));
+      s0 += h;
+      s1 += h * (double(to_acc(xr[j])) - mu);
+    }
+    s0 = warp_sum(s0);
+    s1 = warp_sum(s1);
+    const double mh = s0 / double(K), k = rs * rs * s1 / double(K);
+    const A q = A(-rs * k), sh = A(rs * (k * mu - mh));
+    for (int64_t j = lane; j < K; j += 32) {
+      const A a = A(rs * double(param_or(w, c0 + j, A(1))));
+      gx[r * K + j] = convert<T>(to_acc(gr[j]) * a + to_acc(xr[j]) * q + sh);
+    }
+  }
+}
+
+// Block (blockIdx.x, p): features c = 32 * blockIdx.x + tx over rows ty, ty + kRowThreads, ... of
+// piece p of the N rows: sw = sum gy * xhat, sb = sum gy; the last of the P blocks of the 32
+// features adds the P partials in order and writes grad_w, grad_b.
+template <class T>
+__global__ void gn_rows_param_grad_kernel(const T* gy, const T* x, int64_t N, int64_t C, int64_t groups, int64_t piece,
+                                          const acc_t<T>* mean, const acc_t<T>* rstd, double* part, unsigned* done,
+                                          acc_t<T>* grad_w, acc_t<T>* grad_b) {
+  using A = acc_t<T>;
+  const int64_t c = blockIdx.x * 32 + threadIdx.x, j0 = blockIdx.y * piece;
+  const int64_t j1 = j0 + piece < N ? j0 + piece : N;
+  const int64_t g = c < C ? c / (C / groups) : 0;
+  double sw = 0, sb = 0;
+  if (c < C)
+    for (int64_t j = j0 + threadIdx.y; j < j1; j += kRowThreads) {
+      const int64_t r = j * groups + g;
+      const double gv = double(to_acc(gy[j * C + c]));
+      sw += gv * (double(to_acc(x[j * C + c])) - double(mean[r])) * double(rstd[r]);
+      sb += gv;
+    }
+  write_row_partials(sw, sb, c, C, part);
+  if (last_to_finish(done, blockIdx.x, gridDim.y) && threadIdx.y == 0 && c < C) {
+    double tw, tb;
+    channel_totals(part, gridDim.y, C, c, tw, tb);
+    if (grad_w) grad_w[c] = A(tw);
+    if (grad_b) grad_b[c] = A(tb);
+  }
+}
+
 template <class A>
 const A* cptr_or_null(const Tensor& t) {
   return t.defined() ? ptr<const A>(t) : nullptr;
@@ -643,9 +746,14 @@ void group_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rst
   if (rows == 0) return;
   dispatch_floating<DeviceTypes>(x.dtype(), "group_norm", [&]<class T>() {
     using A = acc_t<T>;
-    gn_forward_kernel<T><<<grid_for(rows), kRowBlock, 0, stream()>>>(ptr<T>(out), ptr<const T>(x), rows, groups,
-                                                                     C / groups, S, eps, cptr_or_null<A>(weight),
-                                                                     cptr_or_null<A>(bias), ptr<A>(mean), ptr<A>(rstd));
+    if (S == 1 && C / groups <= kWarpRowMax)
+      gn_forward_warp_kernel<T><<<grid_for((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), kRowBlock, 0, stream()>>>(
+          ptr<T>(out), ptr<const T>(x), rows, groups, C / groups, eps, cptr_or_null<A>(weight), cptr_or_null<A>(bias),
+          ptr<A>(mean), ptr<A>(rstd));
+    else
+      gn_forward_kernel<T><<<grid_for(rows), kRowBlock, 0, stream()>>>(
+          ptr<T>(out), ptr<const T>(x), rows, groups, C / groups, S, eps, cptr_or_null<A>(weight),
+          cptr_or_null<A>(bias), ptr<A>(mean), ptr<A>(rstd));
     CUDA_CHECK_LAUNCH("group_norm");
   });
 }
@@ -657,15 +765,29 @@ void group_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tenso
   dispatch_floating<DeviceTypes>(x.dtype(), "group_norm_backward", [&]<class T>() {
     using A = acc_t<T>;
     if ((grad_w.defined() || grad_b.defined()) && C > 0) {
-      gn_param_grad_kernel<T><<<grid_for(C), kRowBlock, 0, stream()>>>(ptr<const T>(grad_out), ptr<const T>(x), N, C, S,
-                                                                       groups, ptr<const A>(mean), ptr<const A>(rstd),
-                                                                       ptr_or_null<A>(grad_w), ptr_or_null<A>(grad_b));
+      if (S == 1 && N > 0) {  // rows of C features: the sums walk down the features, 32 per block
+        const StatGrid sg = stat_grid(N, C, 1, 1);
+        Tensor part = make_tensor({2, sg.sp.P, C}, kF64, x.device());
+        const Tensor done = zeroed_counters("group_norm_backward", sg.slots, x.device());
+        gn_rows_param_grad_kernel<T><<<sg.grid, sg.block, 0, stream()>>>(
+            ptr<const T>(grad_out), ptr<const T>(x), N, C, groups, sg.sp.piece, ptr<const A>(mean), ptr<const A>(rstd),
+            ptr<double>(part), counters(done), ptr_or_null<A>(grad_w), ptr_or_null<A>(grad_b));
+      } else {
+        gn_param_grad_kernel<T><<<grid_for(C), kRowBlock, 0, stream()>>>(
+            ptr<const T>(grad_out), ptr<const T>(x), N, C, S, groups, ptr<const A>(mean), ptr<const A>(rstd),
+            ptr_or_null<A>(grad_w), ptr_or_null<A>(grad_b));
+      }
       CUDA_CHECK_LAUNCH("group_norm_backward");
     }
     if (!grad_x.defined() || rows == 0) return;
-    gn_grad_x_kernel<T><<<grid_for(rows), kRowBlock, 0, stream()>>>(
-        ptr<T>(grad_x), ptr<const T>(grad_out), ptr<const T>(x), rows, groups, C / groups, S, cptr_or_null<A>(weight),
-        ptr<const A>(mean), ptr<const A>(rstd));
+    if (S == 1 && C / groups <= kWarpRowMax)
+      gn_grad_x_warp_kernel<T><<<grid_for((rows + kWarpsPerBlock - 1) / kWarpsPerBlock), kRowBlock, 0, stream()>>>(
+          ptr<T>(grad_x), ptr<const T>(grad_out), ptr<const T>(x), rows, groups, C / groups, cptr_or_null<A>(weight),
+          ptr<const A>(mean), ptr<const A>(rstd));
+    else
+      gn_grad_x_kernel<T><<<grid_for(rows), kRowBlock, 0, stream()>>>(
+          ptr<T>(grad_x), ptr<const T>(grad_out), ptr<const T>(x), rows, groups, C / groups, S, cptr_or_null<A>(weight),
+          ptr<const A>(mean), ptr<const A>(rstd));
     CUDA_CHECK_LAUNCH("group_norm_backward");
   });
 }

@@ -203,9 +203,22 @@ TEST_CASE("cuda: layer_norm and group_norm, forward and backward, match the CPU"
     compare_devices(name("layer_norm over two dims, no bias", t), {x, w2}, [](const std::vector<Tensor>& in) {
       return std::vector<Tensor>{F::layer_norm(in[0], {7, 40}, in[1])};
     });
-    Tensor wide = sample({2, 3000}, t, 5);  // rows longer than a block
+    Tensor wide = sample({2, 3000}, t, 5);  // rows longer than a block, one warp each
     compare_devices(name("layer_norm wide rows", t), {wide},
                     [](const std::vector<Tensor>& in) { return std::vector<Tensor>{F::layer_norm(in[0], {3000})}; });
+    Tensor wider = sample({3, 5000}, t, 9);  // past one warp's rows: a block per row
+    compare_devices(name("layer_norm rows past a warp's", t), {wider},
+                    [](const std::vector<Tensor>& in) { return std::vector<Tensor>{F::layer_norm(in[0], {5000})}; });
+    // A transformer's shape: 2112 rows of 384 (the parameter sums over many row pieces) and 33 odd
+    // features (a warp's lanes not all busy, 32 features per block plus one).
+    for (int64_t features : {384, 33}) {
+      Tensor xt = sample({64, 33, features}, t, 10, 0.1), wt = sample({features}, t, 11),
+             bt = sample({features}, t, 12);
+      compare_devices(name("layer_norm", t) + " rows of " + std::to_string(features), {xt, wt, bt},
+                      [features](const std::vector<Tensor>& in) {
+                        return std::vector<Tensor>{F::layer_norm(in[0], {features}, in[1], in[2])};
+                      });
+    }
     Tensor xg = sample({4, 12, 5, 3}, t, 6, -0.2), wg = sample({12}, t, 7), bg = sample({12}, t, 8);
     for (int64_t groups : {1, 3, 12})
       compare_devices(name("group_norm", t) + " groups " + std::to_string(groups), {xg, wg, bg},
