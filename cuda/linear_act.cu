@@ -4,11 +4,14 @@
 // cublasLtMatmulAlgoGetHeuristic once per (dtype, TF32, epilogue, shape, operand alignments) and
 // is cached. Where cuBLASLt has no algorithm (f64, GELU with out_features not a multiple of 8),
 // the GEMM runs through cuBLAS and one kernel of ours adds the bias and applies the activation.
-// The backward's activation gradient is our kernel; the bias gradient our column reduction.
+// The backward's activation gradient and the bias gradient (its column sums) are one kernel of ours
+// and a pass adding its row pieces' partial sums.
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 
 #include "cuda/common.cuh"
 #include "cuda/runtime/cublaslt.cuh"
@@ -41,6 +44,58 @@ __global__ void act_backward_kernel(int64_t n, T* grad_pre, const T* grad_out, c
   using A = acc_t<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
     grad_pre[i] = convert<T>(to_acc(grad_out[i]) * (saved ? act_derivative(act, to_acc(saved[i])) : A(1)));
+}
+
+// ---- the backward's activation gradient with the bias sums in the same pass ----------------------
+// grad_pre (M, N) and its column sums, the bias gradient: block (blockIdx.x, p) of (32, kSumRows)
+// threads takes columns c = 32 * blockIdx.x + tx over rows ty, ty + kSumRows, ... of piece p, each
+// warp reading 32 neighbouring values of a row; the block adds its kSumRows partial sums in order
+// and writes one per column to part (P, N). A second kernel adds each column's P partials in order,
+// so the sums do not depend on timing. The gradient is read once, where a separate reduction read
+// it again after the activation pass wrote it.
+constexpr int kSumRows = 8;
+
+// grad_pre = grad_out * act'(saved) where `write` (saved null: a copy), else grad_pre is grad_out
+// and is only read; part (P, N) gets the column sums of grad_pre as stored, in A.
+template <class T>
+__global__ void act_backward_sums_kernel(int64_t M, int64_t N, int64_t piece, T* grad_pre, const T* grad_out,
+                                         const T* saved, Activation act, bool write, acc_t<T>* part) {
+  using A = acc_t<T>;
+  __shared__ A sums[kSumRows][32];
+  const int64_t c = blockIdx.x * 32 + threadIdx.x, j0 = blockIdx.y * piece;
+  const int64_t j1 = j0 + piece < M ? j0 + piece : M;
+  A s = 0;
+  if (c < N)
+    for (int64_t j = j0 + threadIdx.y; j < j1; j += kSumRows) {
+      const int64_t i = j * N + c;
+      T g = grad_out[i];
+      if (write) {
+        g = convert<T>(to_acc(g) * (saved ? act_derivative(act, to_acc(saved[i])) : A(1)));
+        grad_pre[i] = g;
+      }
+      s += to_acc(g);
+    }
+  sums[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= N) return;
+  for (int r = 1; r < kSumRows; ++r) s += sums[r][threadIdx.x];
+  part[blockIdx.y * N + c] = s;
+}
+
+// grad_bias[c] = the P partials of column c, added in order.
+template <class A, class B>
+__global__ void column_totals_kernel(int64_t P, int64_t N, const A* part, B* grad_bias) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= N) return;
+  A s = 0;
+  for (int64_t p = 0; p < P; ++p) s += part[p * N + c];
+  grad_bias[c] = convert<B>(s);
+}
+
+// Row pieces for M rows of N columns: about 1024 blocks, each with at least 32 rows.
+int64_t row_pieces(int64_t M, int64_t N) {
+  const int64_t column_blocks = (N + 31) / 32;
+  return std::max<int64_t>(1, std::min((1024 + column_blocks - 1) / column_blocks, (M + 31) / 32));
 }
 
 // The largest power of two (up to 256) dividing the address: what cuBLASLt may assume of it.
@@ -199,16 +254,29 @@ void linear_act_backward(const Tensor& grad_pre, const Tensor& grad_bias, const 
   for (const Tensor* t : {&grad_pre, &grad_bias, &grad_out, &saved})
     check_on_gpu("linear_act_backward", *t, "an operand");
   const int64_t M = grad_out.size(0), N = grad_out.size(1);
-  if (act != Activation::None || grad_pre.raw_data() != grad_out.raw_data()) {
-    dispatch_floating<DeviceTypes>(grad_out.dtype(), "linear_act_backward", [&]<class T>() {
+  const bool write = act != Activation::None || grad_pre.raw_data() != grad_out.raw_data();
+  dispatch_floating<DeviceTypes>(grad_out.dtype(), "linear_act_backward", [&]<class T>() {
+    const T* saved_p = act == Activation::None ? nullptr : ptr<const T>(saved);
+    if (!grad_bias.defined()) {
+      if (!write) return;
       act_backward_kernel<T>
-          <<<blocks_for(M * N), kThreads, 0, stream()>>>(M * N, ptr<T>(grad_pre), ptr<const T>(grad_out),
-                                                         act == Activation::None ? nullptr : ptr<const T>(saved), act);
+          <<<blocks_for(M * N), kThreads, 0, stream()>>>(M * N, ptr<T>(grad_pre), ptr<const T>(grad_out), saved_p, act);
       CUDA_CHECK_LAUNCH("linear_act_backward");
-    });
-  }
-  if (grad_bias.defined())
-    cuda::reduce(ReduceOp::Sum, kernels::view_contiguous(grad_bias, {1, N}), grad_pre, {true, false});
+      return;
+    }
+    using A = acc_t<T>;
+    const int64_t P = row_pieces(M, N), piece = (M + P - 1) / P;
+    Tensor part = make_tensor({P, N}, std::is_same_v<A, double> ? kF64 : kF32, grad_out.device());
+    act_backward_sums_kernel<T><<<dim3(unsigned((N + 31) / 32), unsigned(P)), dim3(32, kSumRows), 0, stream()>>>(
+        M, N, piece, ptr<T>(grad_pre), ptr<const T>(grad_out), saved_p, act, write, ptr<A>(part));
+    CUDA_CHECK_LAUNCH("linear_act_backward");
+    if (grad_bias.dtype() == grad_out.dtype())
+      column_totals_kernel<A, T><<<blocks_for(N), kThreads, 0, stream()>>>(P, N, ptr<const A>(part), ptr<T>(grad_bias));
+    else  // f32 sums of 16-bit operands (amp_f32_grads)
+      column_totals_kernel<A, float>
+          <<<blocks_for(N), kThreads, 0, stream()>>>(P, N, ptr<const A>(part), ptr<float>(grad_bias));
+    CUDA_CHECK_LAUNCH("linear_act_backward");
+  });
 }
 
 int64_t linear_act_fallbacks() { return g_fallbacks.load(std::memory_order_relaxed); }

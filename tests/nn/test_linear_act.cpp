@@ -206,19 +206,25 @@ TEST_CASE("linear_act: autocast runs it in f16 and the f32 parameters get f32 gr
 
 TEST_CASE("cuda: linear_act (cuBLASLt epilogues) matches the CPU, forward and backward" * MDL_CUDA_ONLY) {
   const Device gpu = Device::cuda();
-  for (DType t : {kF32, kF16, kBF16, kF64})
-    for (Activation act : kActs)
-      for (bool bias : {true, false}) {
-        Tensor x = sample({2, 33, 40}, t, 21), w = sample({24, 40}, t, 22), b = bias ? sample({24}, t, 23) : Tensor();
-        Tensor r = sample({2, 33, 24}, t, 24);
-        const Tol tol = same_tol(t == kF64 ? 1e-10 : t == kF32 ? 1e-4 : t == kF16 ? 1e-2 : 5e-2);
-        check_close(nn::functional::linear(x.to(gpu), w.to(gpu), b.defined() ? b.to(gpu) : b, act).cpu(),
-                    nn::functional::linear(x, w, b, act), tol, name(act, bias, t) + " forward");
-        auto want = grads(true, x, w, b, act, r);
-        auto got = grads(true, x.to(gpu), w.to(gpu), b.defined() ? b.to(gpu) : b, act, r.to(gpu));
-        for (int i = 0; i < (bias ? 3 : 2); ++i)
-          check_close(got[size_t(i)].cpu(), want[size_t(i)], tol, name(act, bias, t) + " grad " + std::to_string(i));
-      }
+  // 66 rows of 24 columns, and 4100 rows of 200 (the bias sums over many row pieces, columns past
+  // a multiple of 32).
+  const std::pair<Shape, int64_t> shapes[] = {{{2, 33, 40}, 24}, {{4100, 40}, 200}};
+  for (const auto& [xs, out] : shapes)
+    for (DType t : {kF32, kF16, kBF16, kF64})
+      for (Activation act : kActs)
+        for (bool bias : {true, false}) {
+          Shape rs = xs;
+          rs.back() = out;
+          Tensor x = sample(xs, t, 21), w = sample({out, 40}, t, 22), b = bias ? sample({out}, t, 23) : Tensor();
+          Tensor r = sample(rs, t, 24);
+          const Tol tol = same_tol(t == kF64 ? 1e-10 : t == kF32 ? 1e-4 : t == kF16 ? 1e-2 : 5e-2);
+          check_close(nn::functional::linear(x.to(gpu), w.to(gpu), b.defined() ? b.to(gpu) : b, act).cpu(),
+                      nn::functional::linear(x, w, b, act), tol, name(act, bias, t) + " forward");
+          auto want = grads(true, x, w, b, act, r);
+          auto got = grads(true, x.to(gpu), w.to(gpu), b.defined() ? b.to(gpu) : b, act, r.to(gpu));
+          for (int i = 0; i < (bias ? 3 : 2); ++i)
+            check_close(got[size_t(i)].cpu(), want[size_t(i)], tol, name(act, bias, t) + " grad " + std::to_string(i));
+        }
 }
 
 TEST_CASE("cuda: linear_act takes operands at any alignment, TF32 on, and repeated shapes" * MDL_CUDA_ONLY) {
