@@ -7,7 +7,7 @@ measurement, and the figures of kinds not yet recorded this way, are in bench/lo
     python3 bench/results.py record build/latest/bench/results   # keep this run as its kind's figures
     python3 bench/results.py write                               # rewrite bench/RESULTS.md only
 """
-import datetime, glob, json, os, subprocess, sys
+import csv, datetime, glob, json, os, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -88,6 +88,46 @@ def ceilings_lines(c):
     return [text, ""]
 
 
+def profile_lines(profiles):
+    """The kernels with the most headroom in each profiled step (summary.py --profile)."""
+    lines = []
+    cols = ["Name", "Calls", "Mean us", "GFLOP/s", "GB/s", "Bound", "% of bound", "Headroom ms/step"]
+    for p in profiles:
+        lines += ["", f"Profiled with the roofline ceilings above: {p['title']}; the device kernels with the most "
+                  "headroom (time above what the ceilings allow):", "",
+                  "| kernel | calls | mean us | GFLOP/s | GB/s | bound | % of bound | headroom ms/step |",
+                  "|---|---|---|---|---|---|---|---|"]
+        lines += ["| " + " | ".join(cell(r.get(c, "")) for c in cols) + " |" for r in p["rows"]]
+    return lines
+
+
+def study_lines(m):
+    """The GPU study's figures (gpu_study.sh's summary.csv, kept as results/study/gpu-summary.csv)
+    under the card they ran on."""
+    path = os.path.join(RECORDS, "study", "gpu-summary.csv")
+    try:
+        with open(path) as f:
+            rows = [r for r in csv.DictReader(f) if r["machine"] == m["model"]]
+    except OSError:
+        return []
+    if not rows:
+        return []
+    def spread(r, key, unit=""):
+        lo, hi = r.get(key + "_min", ""), r.get(key + "_max", "")
+        v = f"{float(r[key]):.2f}{unit}"
+        return v if not lo or lo == hi or int(r["seeds"]) < 2 else f"{v} ({float(lo):.2f}-{float(hi):.2f}{unit})"
+    lines = ["", f"The study on this card (`gpu_study.sh`, commit {rows[0]['commit']}; median and range over the seeds "
+             "that ran; speedup against the same seed's baseline; the full report and PyTorch beside it in the log):", "",
+             "| data | model | configuration | seeds | s/epoch | speedup | to target (s) | data wait | peak MiB | finding |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        target = f"{float(r['to_target_s']):.1f}" if r.get("to_target_s") else "-"
+        lines.append(f"| {r['data']} | {r['model']} | {r['config']} | {r['seeds']} of {r['planned_seeds']} | "
+                     f"{spread(r, 's_per_epoch')} | {spread(r, 'speedup', 'x')} | {target} | "
+                     f"{float(r['data_wait_percent']):.1f}% | {float(r['peak_mib']):.0f} | {cell(r['verdict'] or '-')} |")
+    return lines
+
+
 def table(summary):
     m = summary["machine"]
     host = f"{m['cores']} cores ({' '.join(m['features'])})" if m["features"] else f"{m['cores']} host cores"
@@ -103,6 +143,8 @@ def table(summary):
         # Records older than the roofline have no limit_text.
         lines.append(f"| {cell(r['row'])} | {r['kind']} | {r['device']} | {cell(r['baseline_text'])} | "
                      f"{cell(r['optimized_text'])} | {cell(r['gain_text'])} | {cell(r.get('limit_text', ''))} |")
+    lines += profile_lines(summary.get("profiles", []))
+    lines += study_lines(m)
     logs = logs_for(m["kind"])
     if logs:
         lines += ["", "This kind's dated logs: " + ", ".join(f"[{n}](log/{n})" for n in logs) + "."]

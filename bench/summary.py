@@ -16,11 +16,12 @@ whose min-max range reaches 1.0x is marked "within noise".
 
     python3 bench/summary.py build/latest/bench/results
     python3 bench/summary.py DIR --gpu "NVIDIA H200" [--ceilings roofline.json] [--command TEXT] [--commit C]
+                             [--profile mdl-profile-step.log ...]
 
 The second form summarises a GPU machine's run (gpu_check.sh's bench_cuda.json in DIR): its rows
 alone (the host's CPU rows left out), under the GPU's kind, with the ceilings mdl-roofline measured
-there, the command that ran it and the bundle's commit (mdl-gpu/COMMIT), for `bench/results.py
-record DIR`.
+there, the command that ran it, the bundle's commit (mdl-gpu/COMMIT) and the kernels with the most
+headroom in each profiled step (mdl-profile-step --ceilings), for `bench/results.py record DIR`.
 """
 import glob, json, os, platform, re, sys
 
@@ -156,10 +157,13 @@ def why_missing(suite, device, suites, gpu=None):
 def parse_args(argv):
     """results_dir, and the GPU form's options (gpu name, ceilings path, command), each None if absent."""
     opts = {"--gpu": None, "--ceilings": None, "--command": None, "--commit": None}
-    positional = []
+    profiles, positional = [], []
     i = 0
     while i < len(argv):
-        if argv[i] in opts:
+        if argv[i] == "--profile" and i + 1 < len(argv):
+            profiles.append(argv[i + 1])
+            i += 2
+        elif argv[i] in opts:
             if i + 1 >= len(argv):
                 sys.exit(f"summary.py: {argv[i]} needs a value")
             opts[argv[i]] = argv[i + 1]
@@ -172,11 +176,37 @@ def parse_args(argv):
     if len(positional) > 1:
         sys.exit("summary.py: one results folder, not " + " ".join(positional))
     return (positional[0] if positional else "build/latest/bench/results", opts["--gpu"], opts["--ceilings"],
-            opts["--command"], opts["--commit"])
+            opts["--command"], opts["--commit"], profiles)
+
+
+def read_profile(path, rows=8):
+    """An mdl-profile-step --ceilings log as {"title", "rows"}: its headline and the device kernels
+    with the most headroom (the table is sorted by it), each row's columns by the table's names."""
+    with open(path) as f:
+        lines = f.read().splitlines()
+    title = next((l.lstrip("= ").strip() for l in lines if l.startswith("== mdl ")), os.path.basename(path))
+    head = next((i for i, l in enumerate(lines) if l.startswith("Name ")), None)
+    if head is None:
+        sys.exit(f"summary.py: {path} holds no profiler table")
+    # Fixed-width columns, text left-aligned and numbers right-aligned under their names, a cell
+    # possibly blank: each value goes to the column its characters overlap most.
+    cols = [(m.group(), m.start(), m.end()) for m in re.finditer(r"\S+(?: \S+)*", lines[head])]
+    kept = []
+    for l in lines[head + 2:]:
+        if l.startswith("---"):
+            break
+        row = {}
+        for m in re.finditer(r"\S+", l):
+            def overlap(c):
+                return min(m.end(), c[2]) - max(m.start(), c[1])
+            row[max(cols, key=overlap)[0]] = m.group()
+        if row.get("Kind") == "device_kernel":
+            kept.append(row)
+    return {"title": title, "rows": kept[:rows]}
 
 
 def main():
-    results_dir, gpu, ceilings_path, command, commit = parse_args(sys.argv[1:])
+    results_dir, gpu, ceilings_path, command, commit, profiles = parse_args(sys.argv[1:])
     runs, suites, switches, context = load(results_dir)
     ceilings = load_ceilings(results_dir, ceilings_path)
     this_machine = machine.gpu_machine(gpu) if gpu else machine.machine()
@@ -238,6 +268,8 @@ def main():
             doc["command"] = command
         if gpu and ceilings:
             doc["ceilings"] = ceilings
+        if profiles:
+            doc["profiles"] = [read_profile(p) for p in profiles]
         if gpu:  # run elsewhere: its own commit (the bundle's) and the date it ran
             doc["commit"] = commit or "?"
             ran = (context or {}).get("date", "")  # 2026-12-04T18:21:30+00:00

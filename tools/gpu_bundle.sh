@@ -5,7 +5,7 @@
 #     bin/   mdl_tests, bench_cuda, mdl-train, mdl-profile-step, mdl-study, mdl-roofline (CUDA=1,
 #            MPI off, sm_90, stripped)
 #     lib/   libbenchmark (Debian's; the GPU machine has none)
-#     bench/ the PyTorch comparison scripts
+#     bench/ the PyTorch comparison scripts, and summary.py (the run's rows for bench/results.py record)
 #     cpu-study/summary.csv  the study's CPU half, which the GPU half sets beside its own: this
 #            checkout's reports/study/summary.csv (gpu_study.sh --device cpu), or else
 #            bench/results/study/cpu-summary.csv
@@ -47,7 +47,8 @@ ldd "$STAGE"/bin/* | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u |
       *) cp -L "$path" "$STAGE/lib/$name" ;;
     esac
   done
-cp bench/torch_gpu_step.py bench/torch_gpt.py bench/torch_models.py bench/torch_study.py "$STAGE/bench/"
+cp bench/torch_gpu_step.py bench/torch_gpt.py bench/torch_models.py bench/torch_study.py bench/summary.py \
+  bench/machine.py "$STAGE/bench/"
 cp tools/gpu_check.sh tools/gpu_study.sh tools/gpu_libs.sh "$STAGE/"
 FASHION_MNIST=${STUDY_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do

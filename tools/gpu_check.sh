@@ -260,6 +260,21 @@ if r and t:
     print(f'{"resnet18_step_amp_channels_last":28s} {r["real_time"]:9.2f} {t:11.2f} {t / r["real_time"]:20.2f}x')
 PY
 fi
+# The card's rows for bench/RESULTS.md: LOG/results/summary.json, which `python3 bench/results.py
+# record LOG/results` keeps as the card's table (the profiles' kernels and the ceilings with it).
+if [ -s "$LOG/bench_cuda.json" ] && [ -f bench/summary.py ]; then
+  mkdir -p "$LOG/results"
+  cp "$LOG/bench_cuda.json" "$LOG/results/"
+  PROFILES=()
+  for model in resnet18 gpt; do
+    [ -s "$LOG/profile-mdl-$model.log" ] && PROFILES+=(--profile "$LOG/profile-mdl-$model.log")
+  done
+  COMMIT=$( (cat COMMIT 2>/dev/null || git describe --always --dirty 2>/dev/null) | head -n 1)
+  python3 bench/summary.py "$LOG/results" --gpu "$(head -n 1 "$LOG/device.log" | cut -d, -f1)" \
+    --ceilings "$LOG/roofline.json" --commit "${COMMIT:-unknown}" \
+    --command "gpu_check.sh, bench_cuda --benchmark_min_time=0.3 (one run per benchmark)" "${PROFILES[@]}" \
+    >"$LOG/summary.log" 2>&1 && echo "card summary: $LOG/results/summary.json (bench/results.py record it)"
+fi
 {
   cat "$LOG/console.log"
   for name in "${STEPS[@]}"; do
