@@ -6,6 +6,8 @@
 #            MPI off, sm_90, stripped)
 #     lib/   libbenchmark (Debian's; the GPU machine has none)
 #     bench/ the PyTorch comparison scripts, and summary.py (the run's rows for bench/results.py record)
+#     gpu-study/summary.csv  the last GPU study's rows (bench/results/study/gpu-summary.csv), whose
+#            measured epochs plan the next one (gpu_study.sh --estimate-from)
 #     cpu-study/summary.csv  the study's CPU half, which the GPU half sets beside its own: this
 #            checkout's reports/study/summary.csv (gpu_study.sh --device cpu), or else
 #            bench/results/study/cpu-summary.csv
@@ -56,6 +58,11 @@ for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte 
 done
 COMMIT=$(git describe --always --dirty 2>/dev/null || echo unknown)
 echo "$COMMIT" >"$STAGE/COMMIT"
+# The last GPU study's summary, whose measured epochs gpu_study.sh plans the next one with.
+if [ -f bench/results/study/gpu-summary.csv ]; then
+  mkdir -p "$STAGE/gpu-study"
+  cp bench/results/study/gpu-summary.csv "$STAGE/gpu-study/summary.csv"
+fi
 # The study's CPU half: this checkout's last run of it, or else the one committed.
 CPU_SUMMARY=reports/study/summary.csv
 [ -f "$CPU_SUMMARY" ] || CPU_SUMMARY=bench/results/study/cpu-summary.csv

@@ -18,6 +18,8 @@
 # Usage: gpu_study.sh [--dry-run] [--seeds N] [--budget S] [--out DIR] [--device cuda|cpu]
 #          [--models LIST] [--decoded-models LIST] [--epochs N] [--subset N] [--no-torch]
 #          [--estimate-from SUMMARY.csv] [--compare SUMMARY.csv]
+# --estimate-from defaults, on a GPU, to the last GPU study's summary (the bundle's gpu-study/, or
+# bench/results/study/gpu-summary.csv in a checkout).
 # --dry-run prints the runs, their estimated time and the budget's split, and runs nothing (no GPU
 # needed). --device cpu runs the same plan on the CPU (tests/run_study.sh does, at a tiny size).
 # From the bundle (make gpu-bundle): tar xf mdl-gpu.tar.xz && tar xf mdl-gpu-data.tar &&
@@ -27,6 +29,7 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 if [ -x "$HERE/bin/mdl-study" ]; then
   ROOT=$HERE STUDY=$HERE/bin/mdl-study DATA=$HERE/data/fashion-mnist COMPARE=$HERE/cpu-study/summary.csv
+  LAST_GPU=$HERE/gpu-study/summary.csv
   COMMIT=$(cat "$HERE/COMMIT" 2>/dev/null || echo unknown)
   . "$HERE/gpu_libs.sh"
   bundle_library_path "$HERE"
@@ -34,6 +37,7 @@ if [ -x "$HERE/bin/mdl-study" ]; then
 else
   ROOT=$(cd "$HERE/.." && pwd) STUDY=${MDL_STUDY:-$ROOT/build/latest/mdl-study}
   DATA=${STUDY_FASHION_MNIST:-/usr/share/datasets/fashion-mnist} COMPARE=$ROOT/reports/study/summary.csv
+  LAST_GPU=$ROOT/bench/results/study/gpu-summary.csv
   COMMIT=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)
 fi
 
@@ -80,6 +84,8 @@ export STUDY_SUBSET=$SUBSET STUDY_STOP_AT_TARGET=1 STUDY_TARGET=90,vit=85 STUDY_
 export STUDY_ROWS=+loader,+amp,+amp-bf16,+channels-last,+cuda-graph,+grad-accum,all
 export STUDY_DECODED_ROWS=+loader,+cache-memory,+cache-file,+amp,all
 export STUDY_DEADLINE=$MDL_BUDGET STUDY_DUMP_ORDER=1 STUDY_COMMIT=$COMMIT
+# Without --estimate-from, the last GPU study's measured epochs plan this one (on a GPU).
+[ -z "$ESTIMATE" ] && [ "$DEVICE" != cpu ] && [ -f "$LAST_GPU" ] && ESTIMATE=$LAST_GPU
 [ -n "$ESTIMATE" ] && export STUDY_ESTIMATE_FROM=$ESTIMATE
 [ -f "$COMPARE" ] && export STUDY_COMPARE=$COMPARE
 if [ "$DEVICE" != cpu ] && command -v nvidia-smi >/dev/null; then
