@@ -12,7 +12,7 @@
 # failed. Each step's log is in LOG_DIR (build/gpu-check/logs, or mdl-gpu/logs from the bundle),
 # and all of them, the table first, in LOG_DIR/gpu-check.log.
 # TORCH_PROFILES=0 leaves out PyTorch's two op tables (80 s of the budget).
-# Budget: about 6 minutes from the bundle (the step timeouts add up to 810 s, 730 with
+# Budget: about 6 minutes from the bundle (the step timeouts add up to 850 s, 770 with
 # TORCH_PROFILES=0; a build adds 220 and the other tests 70). The 75 CUDA cases (cuda: and cuda
 # strict:) and 80 benchmarks fill much of their steps' caps: a step cut off loses its summary.
 # What it records: f16 tensor-core GEMM TFLOP/s at 4096 and 8192 next to cuBLAS's own
@@ -91,6 +91,10 @@ else
 fi
 step bench-cuda 240 $BENCH --benchmark_min_time=0.3 --benchmark_out="$LOG/bench_cuda.json" \
   --benchmark_out_format=json
+# Which algorithms cuDNN measured and which were taken, for the 3x3 conv's measured and heuristic
+# choices (on the H200 the measured one ran 0.83x the heuristic's): MDL_CUDNN_LOG's lists, in the log.
+step cudnn-choices 40 env MDL_CUDNN_LOG=1 $BENCH --benchmark_filter='cudnn_benchmark/(on|off)/conv3x3' \
+  --benchmark_min_time=0.05
 TORCH=0
 python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1 && TORCH=1
 if [ $TORCH = 1 ]; then
