@@ -18,10 +18,10 @@ OUT = os.path.join(HERE, "RESULTS.md")
 LOG = os.path.join(HERE, "log")
 
 # The kinds seen so far, each listed even before it has a record (its figures are then only in the log).
-KNOWN_KINDS = {k: machine.LABELS[k] for k in ("amd-zen3", "amd-zen5", "intel-xeon-amx", "intel-xeon-icelake",
-                                              "nvidia-h100", "nvidia-h200")}
+KNOWN_KINDS = {k: machine.LABELS[k] for k in ("amd-zen3", "amd-zen4", "amd-zen5", "intel-xeon-amx",
+                                              "intel-xeon-icelake", "nvidia-h100", "nvidia-h200")}
 LOG_KEYS = {  # words in a log file's name that say which kind it measured
-    "amd-zen3": ["zen3"], "amd-zen5": ["zen5"], "intel-xeon-amx": ["xeon-amx"],
+    "amd-zen3": ["zen3"], "amd-zen4": ["zen4"], "amd-zen5": ["zen5"], "intel-xeon-amx": ["xeon-amx"],
     "intel-xeon-icelake": ["xeon-icelake"], "nvidia-h100": ["h100"],
     "nvidia-h200": ["h200"],
 }
