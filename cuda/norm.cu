@@ -419,32 +419,94 @@ void with_index_type(int64_t n, F&& f) {
 
 // ---- group norm: x (N, C, S), rows (n, g) of L = K * S contiguous values, K = C / groups --------
 
+// The threads that share one row, and how they add up their values: the whole block (rows of any
+// length), or one warp (short rows, no shared memory or barriers). kS = 1 where S == 1 is known,
+// so the channel of position j is c0 + j without a division.
+struct BlockRow {
+  static constexpr int kStride = kRowBlock;
+  __device__ __forceinline__ static int first() { return threadIdx.x; }
+  __device__ __forceinline__ static double sum(double v) { return block_sum(v); }
+};
+struct WarpRow {
+  static constexpr int kStride = 32;
+  __device__ __forceinline__ static int first() { return threadIdx.x % 32; }
+  __device__ __forceinline__ static double sum(double v) {
+#pragma unroll
+    for (int m = 16; m > 0; m /= 2) v += __shfl_xor_sync(0xffffffffu, v, m);
+    return v;
+  }
+};
+template <int kS>
+__device__ __forceinline__ int64_t channel_at(int64_t c0, int64_t j, int64_t S) {
+  return kS == 1 ? c0 + j : c0 + j / S;
+}
+
+// Row r of L = K * S values: its mean and rstd, and y = x * a + sh with a = rstd * w[c] and
+// sh = b[c] - mean * a.
+template <class R, int kS, class T>
+__device__ void gn_forward_row(int64_t r, T* y, const T* x, int64_t groups, int64_t K, int64_t S, double eps,
+                               const acc_t<T>* w, const acc_t<T>* b, acc_t<T>* mean, acc_t<T>* rstd) {
+  using A = acc_t<T>;
+  const int64_t L = K * S;
+  const T* xr = x + r * L;
+  T* yr = y + r * L;
+  const int64_t c0 = (r % groups) * K;
+  double s = 0;
+  for (int64_t j = R::first(); j < L; j += R::kStride) s += double(to_acc(xr[j]));
+  const double mu = R::sum(s) / double(L);
+  double q = 0;
+  for (int64_t j = R::first(); j < L; j += R::kStride) {
+    const double d = double(to_acc(xr[j])) - mu;
+    q += d * d;
+  }
+  const double v = R::sum(q) / double(L);
+  const A m = A(mu), rs = A(1.0 / sqrt(v + eps));
+  if (R::first() == 0) mean[r] = m, rstd[r] = rs;
+  for (int64_t j = R::first(); j < L; j += R::kStride) {
+    const int64_t c = channel_at<kS>(c0, j, S);
+    const A a = rs * param_or(w, c, A(1)), sh = param_or(b, c, A(0)) - m * a;
+    yr[j] = convert<T>(to_acc(xr[j]) * a + sh);
+  }
+}
+
+// Row r's input gradient: with h = gy * w, gx = rstd * (h - mean(h) - xhat * mean(h * xhat)).
+template <class R, int kS, class T>
+__device__ void gn_grad_x_row(int64_t r, T* gx, const T* gy, const T* x, int64_t groups, int64_t K, int64_t S,
+                              const acc_t<T>* w, const acc_t<T>* mean, const acc_t<T>* rstd) {
+  using A = acc_t<T>;
+  const int64_t L = K * S;
+  const T* xr = x + r * L;
+  const T* gr = gy + r * L;
+  const int64_t c0 = (r % groups) * K;
+  const double mu = double(mean[r]), rs = double(rstd[r]);
+  double s0 = 0, s1 = 0;
+  for (int64_t j = R::first(); j < L; j += R::kStride) {
+    const double h = double(to_acc(gr[j])) * double(param_or(w, channel_at<kS>(c0, j, S), A(1)));
+    s0 += h;
+    s1 += h * (double(to_acc(xr[j])) - mu);
+  }
+  s0 = R::sum(s0);
+  s1 = R::sum(s1);
+  const double mh = s0 / double(L), k = rs * rs * s1 / double(L);
+  const A q = A(-rs * k), sh = A(rs * (k * mu - mh));
+  for (int64_t j = R::first(); j < L; j += R::kStride) {
+    const A a = A(rs * double(param_or(w, channel_at<kS>(c0, j, S), A(1))));
+    gx[r * L + j] = convert<T>(to_acc(gr[j]) * a + to_acc(xr[j]) * q + sh);
+  }
+}
+
+// A block per row, rows blockIdx.x, blockIdx.x + gridDim.x, ...
 template <class T>
 __global__ void gn_forward_kernel(T* y, const T* x, int64_t rows, int64_t groups, int64_t K, int64_t S, double eps,
                                   const acc_t<T>* w, const acc_t<T>* b, acc_t<T>* mean, acc_t<T>* rstd) {
-  using A = acc_t<T>;
-  const int64_t L = K * S;
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T* xr = x + r * L;
-    T* yr = y + r * L;
-    const int64_t c0 = (r % groups) * K;
-    double s = 0;
-    for (int64_t j = threadIdx.x; j < L; j += kRowBlock) s += double(to_acc(xr[j]));
-    const double mu = block_sum(s) / double(L);
-    double q = 0;
-    for (int64_t j = threadIdx.x; j < L; j += kRowBlock) {
-      const double d = double(to_acc(xr[j])) - mu;
-      q += d * d;
-    }
-    const double v = block_sum(q) / double(L);
-    const A m = A(mu), rs = A(1.0 / sqrt(v + eps));
-    if (threadIdx.x == 0) mean[r] = m, rstd[r] = rs;
-    for (int64_t j = threadIdx.x; j < L; j += kRowBlock) {
-      const int64_t c = c0 + j / S;
-      const A a = rs * param_or(w, c, A(1)), sh = param_or(b, c, A(0)) - m * a;
-      yr[j] = convert<T>(to_acc(xr[j]) * a + sh);
-    }
-  }
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)
+    gn_forward_row<BlockRow, 0>(r, y, x, groups, K, S, eps, w, b, mean, rstd);
+}
+template <class T>
+__global__ void gn_grad_x_kernel(T* gx, const T* gy, const T* x, int64_t rows, int64_t groups, int64_t K, int64_t S,
+                                 const acc_t<T>* w, const acc_t<T>* mean, const acc_t<T>* rstd) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)
+    gn_grad_x_row<BlockRow, 0>(r, gx, gy, x, groups, K, S, w, mean, rstd);
 }
 
 // Block c: grad_w[c] = sum gy * xhat, grad_b[c] = sum gy over (n, s).
@@ -470,34 +532,6 @@ __global__ void gn_param_grad_kernel(const T* gy, const T* x, int64_t N, int64_t
   }
 }
 
-// Per row, h = gy * w: gx = rstd * (h - mean(h) - xhat * mean(h * xhat)).
-template <class T>
-__global__ void gn_grad_x_kernel(T* gx, const T* gy, const T* x, int64_t rows, int64_t groups, int64_t K, int64_t S,
-                                 const acc_t<T>* w, const acc_t<T>* mean, const acc_t<T>* rstd) {
-  using A = acc_t<T>;
-  const int64_t L = K * S;
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T* xr = x + r * L;
-    const T* gr = gy + r * L;
-    const int64_t c0 = (r % groups) * K;
-    const double mu = double(mean[r]), rs = double(rstd[r]);
-    double s0 = 0, s1 = 0;
-    for (int64_t j = threadIdx.x; j < L; j += kRowBlock) {
-      const double h = double(to_acc(gr[j])) * double(param_or(w, c0 + j / S, A(1)));
-      s0 += h;
-      s1 += h * (double(to_acc(xr[j])) - mu);
-    }
-    s0 = block_sum(s0);
-    s1 = block_sum(s1);
-    const double mh = s0 / double(L), k = rs * rs * s1 / double(L);
-    const A q = A(-rs * k), sh = A(rs * (k * mu - mh));
-    for (int64_t j = threadIdx.x; j < L; j += kRowBlock) {
-      const A a = A(rs * double(param_or(w, c0 + j / S, A(1))));
-      gx[r * L + j] = convert<T>(to_acc(gr[j]) * a + to_acc(xr[j]) * q + sh);
-    }
-  }
-}
-
 // ---- group norm with S == 1 (layer norm): rows of K contiguous features -----------------------
 // A row of a few hundred values (a transformer's layer norm) leaves a 256-thread block mostly idle
 // and waiting on its shared-memory reductions. Here one warp takes a row: its lanes read the row's
@@ -509,68 +543,20 @@ __global__ void gn_grad_x_kernel(T* gx, const T* gy, const T* x, int64_t rows, i
 constexpr int64_t kWarpRowMax = 4096;
 constexpr int kWarpsPerBlock = kRowBlock / 32;
 
-__device__ __forceinline__ double warp_sum(double v) {
-#pragma unroll
-  for (int m = 16; m > 0; m /= 2) v += __shfl_xor_sync(0xffffffffu, v, m);
-  return v;
-}
-
-// Warp w of the grid: rows w, w + warps, ...; each row's mean and rstd as gn_forward_kernel's.
+// A warp per row (S == 1): warp w of the grid takes rows w, w + warps, ...
 template <class T>
 __global__ void gn_forward_warp_kernel(T* y, const T* x, int64_t rows, int64_t groups, int64_t K, double eps,
                                        const acc_t<T>* w, const acc_t<T>* b, acc_t<T>* mean, acc_t<T>* rstd) {
-  using A = acc_t<T>;
-  const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t(gridDim.x) * kWarpsPerBlock;
-  for (int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; r < rows; r += warps) {
-    const T* xr = x + r * K;
-    T* yr = y + r * K;
-    const int64_t c0 = (r % groups) * K;
-    double s = 0;
-    for (int64_t j = lane; j < K; j += 32) s += double(to_acc(xr[j]));
-    const double mu = warp_sum(s) / double(K);
-    double q = 0;
-    for (int64_t j = lane; j < K; j += 32) {
-      const double d = double(to_acc(xr[j])) - mu;
-      q += d * d;
-    }
-    const double v = warp_sum(q) / double(K);
-    const A m = A(mu), rs = A(1.0 / sqrt(v + eps));
-    if (lane == 0) mean[r] = m, rstd[r] = rs;
-    for (int64_t j = lane; j < K; j += 32) {
-      const A a = rs * param_or(w, c0 + j, A(1)), sh = param_or(b, c0 + j, A(0)) - m * a;
-      yr[j] = convert<T>(to_acc(xr[j]) * a + sh);
-    }
-  }
+  for (int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; r < rows; r += warps)
+    gn_forward_row<WarpRow, 1>(r, y, x, groups, K, 1, eps, w, b, mean, rstd);
 }
-
-// gn_grad_x_kernel's rows, one warp each.
 template <class T>
 __global__ void gn_grad_x_warp_kernel(T* gx, const T* gy, const T* x, int64_t rows, int64_t groups, int64_t K,
                                       const acc_t<T>* w, const acc_t<T>* mean, const acc_t<T>* rstd) {
-  using A = acc_t<T>;
-  const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t(gridDim.x) * kWarpsPerBlock;
-  for (int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; r < rows; r += warps) {
-    const T* xr = x + r * K;
-    const T* gr = gy + r * K;
-    const int64_t c0 = (r % groups) * K;
-    const double mu = double(mean[r]), rs = double(rstd[r]);
-    double s0 = 0, s1 = 0;
-    for (int64_t j = lane; j < K; j += 32) {
-      const double h = double(to_acc(gr[j])) * double(param_or(w, c0 + j, A(1)));
-      s0 += h;
-      s1 += h * (double(to_acc(xr[j])) - mu);
-    }
-    s0 = warp_sum(s0);
-    s1 = warp_sum(s1);
-    const double mh = s0 / double(K), k = rs * rs * s1 / double(K);
-    const A q = A(-rs * k), sh = A(rs * (k * mu - mh));
-    for (int64_t j = lane; j < K; j += 32) {
-      const A a = A(rs * double(param_or(w, c0 + j, A(1))));
-      gx[r * K + j] = convert<T>(to_acc(gr[j]) * a + to_acc(xr[j]) * q + sh);
-    }
-  }
+  for (int64_t r = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32; r < rows; r += warps)
+    gn_grad_x_row<WarpRow, 1>(r, gx, gy, x, groups, K, 1, w, mean, rstd);
 }
 
 // Block (blockIdx.x, p): features c = 32 * blockIdx.x + tx over rows ty, ty + kRowThreads, ... of
