@@ -91,7 +91,7 @@ export STUDY_DEADLINE=$MDL_BUDGET STUDY_DUMP_ORDER=1 STUDY_COMMIT=$COMMIT
 if [ "$DEVICE" != cpu ] && command -v nvidia-smi >/dev/null; then
   index=${DEVICE#cuda}
   index=${index#:}  # cuda -> 0, cuda:N -> N
-  STUDY_GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "${index:-0}" 2>/dev/null | head -n 1)
+  STUDY_GPU_NAME=$(nvidia-smi --query-gpu=name --format=csv,noheader -i "${index:-0}" 2>/dev/null | head -n 1 || true)
   export STUDY_GPU_NAME
 fi
 
