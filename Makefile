@@ -477,7 +477,9 @@ bench: $(DEPS_STAMP)
 	$(MAKE) run-benches
 # BENCH_REPS=N runs each benchmark N times (3 by default: about 8.5 minutes on 2 cores): the
 # summary gives each row's median gain, its min-max range and whether that range reaches 1.0x
-# (within noise). BENCH_REPS=1 runs each once (about 3 minutes), with no spread.
+# (within noise). BENCH_REPS=1 runs each once (about 3 minutes), with no spread. The repetitions
+# of a suite's benchmarks run in random order (Google Benchmark's random interleaving), so a
+# machine that drifts over the minutes does not favour the side of a pair that ran first.
 BENCH_REPS ?= 3
 # The roofline ceilings are measured first (once; $(BUILD)/roofline.json is reused), so that the summary's
 # "% of limit" column holds each optimized side against this machine's FMA peak or memory bandwidth.
@@ -487,7 +489,8 @@ run-benches: benches $(BUILD)/mdl-roofline
 	@mkdir -p $(BUILD)/bench/results
 	@for b in $(BENCH_BINS); do echo "== $$b"; \
 	  $$b --benchmark_out=$(BUILD)/bench/results/$$(basename $$b).json --benchmark_out_format=json \
-	    $(if $(filter-out 1,$(BENCH_REPS)),--benchmark_repetitions=$(BENCH_REPS)) $(BENCH_ARGS) || exit 1; done
+	    $(if $(filter-out 1,$(BENCH_REPS)),--benchmark_repetitions=$(BENCH_REPS) --benchmark_enable_random_interleaving=true) \
+	    $(BENCH_ARGS) || exit 1; done
 	@python3 bench/summary.py $(BUILD)/bench/results
 
 # Keeps the last make bench's figures as this machine kind's current ones: bench/results/<kind>.json,

@@ -11,8 +11,9 @@ Markdown (summary.md) and as JSON with the machine's kind (summary.json), which
 
 With repetitions (make bench BENCH_REPS=N, Google Benchmark's --benchmark_repetitions) each side
 of a row is its median run, and the gain column gives the median gain with the min and max over
-the repetitions (repetition i of the baseline against repetition i of the optimized run); a row
-whose min-max range reaches 1.0x is marked "within noise".
+the repetitions (repetition i of the baseline against repetition i of the optimized run, the
+repetitions interleaved at random so that neither side is always the earlier); a row whose min-max
+range reaches 1.0x is marked "within noise".
 
     python3 bench/summary.py build/latest/bench/results
     python3 bench/summary.py DIR --gpu "NVIDIA H200" [--ceilings roofline.json] [--command TEXT] [--commit C]
