@@ -13,7 +13,7 @@
 # and all of them, the table first, in LOG_DIR/gpu-check.log.
 # TORCH_PROFILES=0 leaves out PyTorch's two op tables (80 s of the budget).
 # Budget: about 6 minutes from the bundle (the step timeouts add up to 850 s, 770 with
-# TORCH_PROFILES=0; a build adds 220 and the other tests 70). The 75 CUDA cases (cuda: and cuda
+# TORCH_PROFILES=0; a build adds 220 and the other tests 70). The 74 CUDA cases (cuda: and cuda
 # strict:) and 80 benchmarks fill much of their steps' caps: a step cut off loses its summary.
 # What it records: f16 tensor-core GEMM TFLOP/s at 4096 and 8192 next to cuBLAS's own
 # (PyTorch's matmul); SimpleCNN, ResNet-18 (32x32) and GPT (6 x 384, context 256) training steps in
