@@ -24,7 +24,7 @@ alone (the host's CPU rows left out), under the GPU's kind, with the ceilings md
 there, the command that ran it, the bundle's commit (mdl-gpu/COMMIT) and the kernels with the most
 headroom in each profiled step (mdl-profile-step --ceilings), for `bench/results.py record DIR`.
 """
-import glob, json, os, platform, re, sys
+import argparse, glob, json, os, platform, re, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import machine  # noqa: E402
@@ -156,28 +156,13 @@ def why_missing(suite, device, suites, gpu=None):
 
 
 def parse_args(argv):
-    """results_dir, and the GPU form's options (gpu name, ceilings path, command), each None if absent."""
-    opts = {"--gpu": None, "--ceilings": None, "--command": None, "--commit": None}
-    profiles, positional = [], []
-    i = 0
-    while i < len(argv):
-        if argv[i] == "--profile" and i + 1 < len(argv):
-            profiles.append(argv[i + 1])
-            i += 2
-        elif argv[i] in opts:
-            if i + 1 >= len(argv):
-                sys.exit(f"summary.py: {argv[i]} needs a value")
-            opts[argv[i]] = argv[i + 1]
-            i += 2
-        elif argv[i].startswith("--"):
-            sys.exit(f"summary.py: unknown option '{argv[i]}' (see the docstring)")
-        else:
-            positional.append(argv[i])
-            i += 1
-    if len(positional) > 1:
-        sys.exit("summary.py: one results folder, not " + " ".join(positional))
-    return (positional[0] if positional else "build/latest/bench/results", opts["--gpu"], opts["--ceilings"],
-            opts["--command"], opts["--commit"], profiles)
+    """The results folder and the GPU form's options (each None, or [] for --profile, if absent)."""
+    p = argparse.ArgumentParser(prog="summary.py", description="make bench's closing table (see the docstring)")
+    p.add_argument("results_dir", nargs="?", default="build/latest/bench/results")
+    for opt in ("--gpu", "--ceilings", "--command", "--commit"):
+        p.add_argument(opt)
+    p.add_argument("--profile", action="append", default=[])
+    return p.parse_args(argv)
 
 
 def read_profile(path, rows=8):
@@ -207,7 +192,9 @@ def read_profile(path, rows=8):
 
 
 def main():
-    results_dir, gpu, ceilings_path, command, commit, profiles = parse_args(sys.argv[1:])
+    args = parse_args(sys.argv[1:])
+    results_dir, gpu, ceilings_path, command, commit, profiles = (args.results_dir, args.gpu, args.ceilings,
+                                                                  args.command, args.commit, args.profile)
     runs, suites, switches, context = load(results_dir)
     ceilings = load_ceilings(results_dir, ceilings_path)
     this_machine = machine.gpu_machine(gpu) if gpu else machine.machine()

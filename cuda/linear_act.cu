@@ -38,12 +38,18 @@ __global__ void bias_act_kernel(int64_t M, int64_t N, T* out, T* pre, const T* b
   }
 }
 
-// grad_pre (n) = grad_out * act'(saved); saved is null for None.
+// Element i of grad_pre = grad_out * act'(saved), rounded to T; saved is null for None.
+template <class T>
+__device__ __forceinline__ T grad_pre_at(int64_t i, const T* grad_out, const T* saved, Activation act) {
+  using A = acc_t<T>;
+  return convert<T>(to_acc(grad_out[i]) * (saved ? act_derivative(act, to_acc(saved[i])) : A(1)));
+}
+
+// grad_pre (n), elementwise.
 template <class T>
 __global__ void act_backward_kernel(int64_t n, T* grad_pre, const T* grad_out, const T* saved, Activation act) {
-  using A = acc_t<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    grad_pre[i] = convert<T>(to_acc(grad_out[i]) * (saved ? act_derivative(act, to_acc(saved[i])) : A(1)));
+    grad_pre[i] = grad_pre_at(i, grad_out, saved, act);
 }
 
 // ---- the backward's activation gradient with the bias sums in the same pass ----------------------
@@ -68,11 +74,8 @@ __global__ void act_backward_sums_kernel(int64_t M, int64_t N, int64_t piece, T*
   if (c < N)
     for (int64_t j = j0 + threadIdx.y; j < j1; j += kSumRows) {
       const int64_t i = j * N + c;
-      T g = grad_out[i];
-      if (write) {
-        g = convert<T>(to_acc(g) * (saved ? act_derivative(act, to_acc(saved[i])) : A(1)));
-        grad_pre[i] = g;
-      }
+      const T g = write ? grad_pre_at(i, grad_out, saved, act) : grad_out[i];
+      if (write) grad_pre[i] = g;
       s += to_acc(g);
     }
   sums[threadIdx.y][threadIdx.x] = s;
