@@ -2,11 +2,16 @@
 // peak per instruction set, its bf16 dot-product peak where it has one, its memory and L2 triad
 // bandwidth at mdl's thread count, and with a GPU the cuBLAS matmul rates and the device copy
 // bandwidth. Writes them as JSON beside the build (the profiler reads them there) and prints one
-// table; a later run reuses the file unless --refresh. Exit status: 0 done, 1 failed, 2 bad options.
+// table; a later run reuses the file unless --refresh. --probe measures one CPU ceiling and prints it
+// alone (tools/roofline_check.sh pairs it with an independent loop). Exit status: 0 done, 1 failed,
+// 2 bad options.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "cpu/cpu_features.h"
+#include "cpu/roofline_probe.h"
 #include "profiler/roofline.h"
 #include "tensor/error.h"
 #include "tensor/parallel.h"
@@ -16,15 +21,16 @@ using namespace mdl;
 
 namespace {
 
-const char* kUsage = R"(usage: mdl-roofline [--out FILE] [--refresh] [--threads N] [--json]
+const char* kUsage = R"(usage: mdl-roofline [--out FILE] [--refresh] [--threads N] [--json] [--probe fma|memory]
   prints this machine's roofline ceilings, measured on first use and kept in FILE (default
   roofline.json beside mdl-roofline, where mdl-train --profile reads them); --refresh measures
   again; --threads N measures at N compute threads (default: every core, as mdl's kernels run);
-  --json prints the file's JSON instead of the table
+  --json prints the file's JSON instead of the table; --probe measures one CPU ceiling now (the
+  best f32 FMA rate in GFLOP/s, or the memory triad in GB/s), prints "NAME VALUE" and leaves FILE alone
 )";
 
 struct Options {
-  std::string out;
+  std::string out, probe;
   bool refresh = false, json = false, help = false;
   int threads = 0;
 };
@@ -41,7 +47,11 @@ Options parse(int argc, char** argv) {
     else if (a == "--refresh") o.refresh = true;
     else if (a == "--json") o.json = true;
     else if (a == "--out") o.out = value();
-    else if (a == "--threads") {
+    else if (a == "--probe") {
+      o.probe = value();
+      if (o.probe != "fma" && o.probe != "memory")
+        throw Error("mdl-roofline: --probe takes fma or memory, not '" + o.probe + "'");
+    } else if (a == "--threads") {
       const std::string v = value();
       char* end = nullptr;
       const long n = std::strtol(v.c_str(), &end, 10);
@@ -52,6 +62,21 @@ Options parse(int argc, char** argv) {
   }
   if (o.out.empty()) o.out = profiler::default_ceilings_path();
   return o;
+}
+
+// One ceiling measured as measure_ceilings measures it, printed as "fma_gflops X" or "triad_gbs X"
+// (with the size of each of the triad's three arrays).
+void print_probe(const std::string& which) {
+  if (which == "memory") {
+    const int64_t array_bytes = profiler::memory_triad_bytes(cpu::last_level_cache_bytes());
+    const double gbs = cpu::triad_gbs(array_bytes, false);
+    std::printf("threads %d\narray_bytes %lld\ntriad_gbs %.2f\n", get_num_threads(), (long long)array_bytes, gbs);
+    return;
+  }
+  MDL_CHECK(cpu::has_avx2_fma(), "mdl-roofline: --probe fma needs AVX2 and FMA, which this CPU lacks");
+  double best = cpu::peak_gflops("avx2-fma");
+  if (cpu::has_avx512f()) best = std::max(best, cpu::peak_gflops("avx512f"));
+  std::printf("threads %d\nfma_gflops %.1f\n", get_num_threads(), best);
 }
 
 }  // namespace
@@ -70,6 +95,10 @@ int main(int argc, char** argv) {
   }
   try {
     if (o.threads) set_num_threads(o.threads);
+    if (!o.probe.empty()) {
+      print_probe(o.probe);
+      return 0;
+    }
     bool measured = false;
     const profiler::Ceilings c = train::ceilings_for_this_machine(o.out, o.refresh, &measured);
     if (o.json) {

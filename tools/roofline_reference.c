@@ -1,12 +1,14 @@
 /* An independent yardstick for mdl-roofline (tools/roofline_check.sh): a hand-written FMA loop and
  * a STREAM-style triad, compiled on their own with -march=native and OpenMP, sharing no code with
  * mdl. Prints "fma_gflops X" (the widest FMA this compiler targets, on every OpenMP thread) and
- * "triad_gbs Y" (a[i] = b[i] + s * c[i] over three arrays of LLC_BYTES * 4/3 each, STREAM's byte
- * count: two reads and a write per element). Usage: roofline_reference LLC_BYTES */
+ * "triad_gbs Y" (a[i] = b[i] + s * c[i] over three arrays of ARRAY_BYTES each, STREAM's byte count:
+ * two reads and a write per element). Usage: roofline_reference ARRAY_BYTES [fma|triad], with no
+ * second argument both. */
 #include <immintrin.h>
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #if defined(__AVX512F__)
@@ -59,35 +61,56 @@ static double fma_seconds(long rounds) {
   return now() - t0;
 }
 
-int main(int argc, char** argv) {
-  const long llc = argc > 1 ? atol(argv[1]) : 32L << 20;
-  const int threads = omp_get_max_threads();
+static double best_fma_gflops(int threads) {
   long rounds = 1L << 16;
   while (fma_seconds(rounds) < 0.02) rounds *= 2;
   rounds *= 10; /* about 0.2 s a try */
-  double fma_best = 0;
+  double best = 0;
   for (int t = 0; t < 5; ++t) {
     const double rate = (double)threads * (double)rounds * CHAINS * LANES * 2 / fma_seconds(rounds) / 1e9;
-    if (rate > fma_best) fma_best = rate;
+    if (rate > best) best = rate;
   }
+  return best;
+}
 
-  const long n = llc * 4 / 3 / 4;
+/* The best of 20 single passes; -1 when the arrays cannot be allocated. */
+static double best_triad_gbs(long array_bytes) {
+  const long n = array_bytes / 4;
   float* a = aligned_alloc(64, (size_t)(n + 16) * 4);
   float* b = aligned_alloc(64, (size_t)(n + 16) * 4);
   float* c = aligned_alloc(64, (size_t)(n + 16) * 4);
-  if (!a || !b || !c) return 1;
+  if (!a || !b || !c) return -1;
 #pragma omp parallel for schedule(static)
   for (long i = 0; i < n; ++i) a[i] = 0, b[i] = 1, c[i] = 2;
-  double triad_best = 0;
+  double best = 0;
   for (int pass = 0; pass < 20; ++pass) {
     const float s = 0.5f;
     const double t0 = now();
 #pragma omp parallel for schedule(static)
     for (long i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
     const double rate = 12.0 * (double)n / (now() - t0) / 1e9;
-    if (rate > triad_best) triad_best = rate;
+    if (rate > best) best = rate;
   }
-  printf("threads %d\nfma_gflops %.1f\ntriad_gbs %.2f\ncheck %g\n", threads, fma_best, triad_best, (double)a[n / 2]);
+  if (a[n / 2] != 1.0f + 0.5f * 2.0f) best = -1;
   free(a), free(b), free(c);
+  return best;
+}
+
+int main(int argc, char** argv) {
+  const long array_bytes = argc > 1 ? atol(argv[1]) : 32L << 20;
+  const char* what = argc > 2 ? argv[2] : "both";
+  const int fma = !strcmp(what, "fma") || !strcmp(what, "both"), triad = !strcmp(what, "triad") || !strcmp(what, "both");
+  if (array_bytes < 64 || (!fma && !triad)) {
+    fprintf(stderr, "usage: roofline_reference ARRAY_BYTES [fma|triad]\n");
+    return 2;
+  }
+  const int threads = omp_get_max_threads();
+  printf("threads %d\n", threads);
+  if (fma) printf("fma_gflops %.1f\n", best_fma_gflops(threads));
+  if (triad) {
+    const double gbs = best_triad_gbs(array_bytes);
+    if (gbs < 0) return 1;
+    printf("triad_gbs %.2f\n", gbs);
+  }
   return 0;
 }
