@@ -511,6 +511,18 @@ int main(int argc, char** argv) {
                              })
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
+  // f32 flash attention on tensor cores with 3xTF32 products (on) against the f32 FMA kernels.
+  for (bool backward : {false, true})
+    for (bool on : {false, true})
+      bench::register_switch("flash_attention_tf32x3", on,
+                             backward ? "f32/causal_b32_h6_t256_d64/fwd_bwd" : "f32/causal_b32_h6_t256_d64/fwd",
+                             [backward](benchmark::State& st, bool tf32x3) {
+                               toggles::set_flash_attention_tf32x3(tf32x3);
+                               attention(st, kF32, true, backward);
+                               toggles::set_flash_attention_tf32x3(false);
+                             })
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
   for (bool on : {false, true})
     bench::register_switch("loader_side_stream", on, "epoch", loader_epoch)
         ->UseRealTime()

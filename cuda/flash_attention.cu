@@ -18,7 +18,9 @@
 //
 // With the flash_attention_mma switch, f16/bf16 run cuda/flash_forward_mma.cuh's forward and
 // cuda/flash_backward_mma.cuh's backward instead: the same tiles, work split and results, with every
-// product's accumulator in registers on mma.sync.
+// product's accumulator in registers on mma.sync. With the flash_attention_tf32x3 switch, f32 runs the
+// same register-tiled design on mma.sync.m16n8k8 with 3xTF32 products (cuda/flash_forward_tf32.cuh,
+// cuda/flash_backward_tf32.cuh), close to f32 accuracy, instead of the FMA kernels.
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
@@ -32,7 +34,9 @@
 #include "cuda/flash_attention.cuh"
 #include "cuda/flash_common.cuh"
 #include "cuda/flash_backward_mma.cuh"
+#include "cuda/flash_backward_tf32.cuh"
 #include "cuda/flash_forward_mma.cuh"
+#include "cuda/flash_forward_tf32.cuh"
 #include "cuda/flash_tiles.cuh"
 #include "cuda/kernels.cuh"
 #include "kernels/attention_tiles.h"
@@ -389,6 +393,8 @@ bool flash_attention_applies(const Tensor& q, const Tensor& v) {
   dispatch_flash(q, v, [&]<class T, int D>() {
     need = std::max({forward_smem<T, D>(), forward_mma_smem<T, D>(), BackwardTiles<T, D>::bytes(),
                      mma_backward::smem_bytes<T, D>()});
+    if constexpr (std::is_same_v<T, float>)  // less than the FMA kernels need: the switch moves no shape off flash
+      need = std::max({need, forward_tf32_smem<D>(), tf32_backward::smem_bytes<D>()});
   });
   return need <= max_block_smem(q.device().index);
 }
@@ -399,7 +405,13 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
   FlashArgs a = flash_args(op, q, k, v, mask, Tensor(), causal, scale);
   a.o = output(op, out);
   dispatch_flash(q, v, [&]<class T, int D>() {
-    if constexpr (!std::is_same_v<T, float>) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (toggles::flash_attention_tf32x3()) {
+        launch(op, flash_forward_tf32_kernel<D>, a, tiles_of(a.L), forward_tf32_smem<D>(), ptr<float>(out),
+               ptr<float>(lse), ptr<const float>(q), ptr<const float>(k), ptr<const float>(v));
+        return;
+      }
+    } else {
       if (toggles::flash_attention_mma()) {
         launch(op, flash_forward_mma_kernel<T, D>, a, tiles_of(a.L), forward_mma_smem<T, D>(), ptr<T>(out),
                ptr<float>(lse), ptr<const T>(q), ptr<const T>(k), ptr<const T>(v));
@@ -425,7 +437,20 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
           a, ptr<float>(delta), ptr<const T>(grad_out), ptr<const T>(out));
       CUDA_CHECK_LAUNCH(op);
     }
-    if constexpr (!std::is_same_v<T, float>) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (toggles::flash_attention_tf32x3()) {
+        constexpr size_t smem = tf32_backward::smem_bytes<D>();
+        if (dq.defined())
+          launch(op, tf32_backward::dq_kernel<D>, a, tiles_of(a.L), smem, ptr<float>(dq), ptr<const float>(lse),
+                 ptr<const float>(delta), ptr<const float>(q), ptr<const float>(k), ptr<const float>(v),
+                 ptr<const float>(grad_out));
+        if (dk.defined() || dv.defined())
+          launch(op, tf32_backward::dkdv_kernel<D>, a, tiles_of(a.S), smem, dk.defined() ? ptr<float>(dk) : nullptr,
+                 dv.defined() ? ptr<float>(dv) : nullptr, ptr<const float>(lse), ptr<const float>(delta),
+                 ptr<const float>(q), ptr<const float>(k), ptr<const float>(v), ptr<const float>(grad_out));
+        return;
+      }
+    } else {
       if (toggles::flash_attention_mma()) {
         constexpr size_t smem = mma_backward::smem_bytes<T, D>();
         if (dq.defined())

@@ -1,8 +1,10 @@
 // The tensor-core and asynchronous-copy instructions the register-tiled FlashAttention forward
 // (cuda/flash_forward_mma.cuh) issues, as inline PTX: ldmatrix (four 8 x 8 matrices of 16-bit
 // elements from shared memory into the registers of mma's operands, optionally transposed),
-// mma.sync.m16n8k16 with f32 accumulators, and cp.async's 16-byte global-to-shared copy with its
-// commit and wait. Which lane holds which element is kernels/mma_fragments.h. sm_80 and later.
+// mma.sync.m16n8k16 with f32 accumulators, mma.sync.m16n8k8 on tf32 with cvt.rna.tf32.f32 (the f32
+// kernels' 3xTF32 products), and cp.async's 16-byte global-to-shared copy with its commit and wait.
+// Which lane holds which element is kernels/mma_fragments.h (kernels/mma_fragments_tf32.h for
+// tf32). sm_80 and later.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -43,6 +45,22 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
+}
+
+// x rounded to tf32 (10 mantissa bits, to nearest, ties away from zero), as an operand register: its
+// low 13 bits are zero, so it is also the f32 value of the rounding.
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+
+// c (16 x 8, f32) += a (16 x 8) b (8 x 8), tf32 operands.
+__device__ __forceinline__ void mma_1688_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
 // Two floats rounded to T and packed as one operand register, x in the low half.

@@ -80,12 +80,12 @@ else
 fi
 step cuda-tests 200 $B/mdl_tests -tc='cuda:*,cuda strict:*'
 [ $BUNDLE = 1 ] || step other-tests 70 $B/mdl_tests -tce='cuda:*,cuda strict:*'
-# The register-tiled attention kernels under compute-sanitizer's memcheck: out-of-bounds shared or
-# global accesses, misaligned ldmatrix/cp.async addresses.
+# The register-tiled attention kernels (f16/bf16, and f32 on 3xTF32) under compute-sanitizer's
+# memcheck: out-of-bounds shared or global accesses, misaligned ldmatrix/cp.async addresses.
 SANITIZER=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/bin/compute-sanitizer")
 if [ -x "$SANITIZER" ]; then
-  step memcheck-attention 90 "$SANITIZER" --tool memcheck --error-exitcode 1 $B/mdl_tests \
-    -tc='cuda: register-tiled and WMMA flash attention agree*'
+  step memcheck-attention 150 "$SANITIZER" --tool memcheck --error-exitcode 1 $B/mdl_tests \
+    -tc='cuda: register-tiled and WMMA flash attention agree*,cuda: 3xTF32 and FMA flash attention agree*'
 else
   echo "== memcheck-attention: skipped (no compute-sanitizer)"
 fi
@@ -234,6 +234,14 @@ for dt, part in (("f16", "fwd"), ("bf16", "fwd"), ("f16", "fwd_bwd")):
     if r and t:
         print(f'attention {dt} {part}: mma.sync GPU {r["real_time"] / 1e3:.3f} ms, PyTorch SDPA {t:.3f} ms, '
               f'mdl GPU time / PyTorch time {r["real_time"] / 1e3 / t:.2f} (goal: fwd <= 1.2, fwd_bwd <= 1.0)')
+for part in ("fwd", "fwd_bwd"):
+    case = f"f32/causal_b32_h6_t256_d64/{part}/manual_time"
+    ratio(f"flash_attention_tf32x3/on/{case}", f"flash_attention_tf32x3/off/{case}",
+          f"attention f32 {part}: 3xTF32 tensor cores vs FMA (speedup)")
+    r, t = by.get(f"flash_attention_tf32x3/on/{case}"), torch_ms.get(f"sdpa_f32_causal_b32_h6_t256_d64_{part}")
+    if r and t:
+        print(f'attention f32 {part}: 3xTF32 GPU {r["real_time"] / 1e3:.3f} ms, PyTorch SDPA {t:.3f} ms, '
+              f'mdl GPU time / PyTorch time {r["real_time"] / 1e3 / t:.2f} (goal: <= 1.0)')
 r, t = by.get("BM_batch_norm_f16/manual_time"), torch_ms.get("batch_norm_f16")
 if r:
     vs = f', PyTorch {t:.1f} us, mdl GPU time / PyTorch time {r["real_time"] / t:.2f}' if t else ""
