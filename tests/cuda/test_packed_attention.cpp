@@ -1,9 +1,9 @@
 // packed_self_attention on CUDA, whose kernels read the heads from one (B, L, 3E) projection and write
 // the output (B, L, E) and the projection's gradient (B, L, 3E) through strides: on every attention
-// kernel (the plain one, flash on WMMA, flash on mma.sync) and dtype, at lengths across the 64-wide
-// tiles and head dims 32, 64 and 128, causal and with a padding mask that hides every key of one
-// batch, the same bits as the same kernel on the split, transposed heads, and the CPU's results
-// within each kernel's tolerance. Skipped without a GPU.
+// kernel (the plain one, flash on WMMA, flash on mma.sync, f32 flash on 3xTF32) and dtype, at lengths
+// across the 64-wide tiles and head dims 32, 64 and 128, causal and with a padding mask that hides
+// every key of one batch, the same bits as the same kernel on the split, transposed heads, and the
+// CPU's results within each kernel's tolerance. Skipped without a GPU.
 #include <doctest/doctest.h>
 
 #include <cstring>
@@ -54,22 +54,27 @@ TEST_CASE("cuda: packed self-attention writes heads in place on every kernel: th
           MDL_CUDA_ONLY) {
   struct Kernel {
     const char* name;
-    bool flash, mma;
+    bool flash, mma, tf32x3;
   };
-  const Kernel kernels[] = {{"plain", false, false}, {"flash wmma", true, false}, {"flash mma", true, true}};
+  const Kernel kernels[] = {{"plain", false, false, false},
+                            {"flash wmma", true, false, false},
+                            {"flash mma", true, true, false},
+                            {"flash 3xtf32", true, false, true}};
   const int64_t B = 2, H = 2;
   for (const Kernel& kern : kernels)
     for (DType t : {kF64, kF32, kF16, kBF16})
       for (int64_t D : {32, 64, 128})
         for (int64_t L : {1, 65, 257})
           for (int masking = 0; masking < 2; ++masking) {
-            if (kern.flash && t == kF64) continue;  // f64 always takes the plain kernel
-            if (kern.mma && t == kF32) continue;    // the mma.sync kernels are f16/bf16 only
+            if (kern.flash && t == kF64) continue;   // f64 always takes the plain kernel
+            if (kern.mma && t == kF32) continue;     // the mma.sync kernels are f16/bf16 only
+            if (kern.tf32x3 && t != kF32) continue;  // the 3xTF32 kernels are f32 only
             const std::string what = std::string(kern.name) + " " + dtype_name(t) + " D=" + std::to_string(D) +
                                      " L=" + std::to_string(L) + (masking ? " causal, padded" : "");
             CAPTURE(what);
             toggles::Scoped flash(toggles::Toggle::flash_attention, kern.flash);
             toggles::Scoped mma(toggles::Toggle::flash_attention_mma, kern.mma);
+            toggles::Scoped tf32x3(toggles::Toggle::flash_attention_tf32x3, kern.tf32x3);
             Generator g(uint64_t(D * 1000 + L));
             const Tensor qkv = randn({B, L, 3 * H * D}, TensorOptions(kF64), &g).to(t);
             const Tensor gy = randn({B, L, H * D}, TensorOptions(kF64), &g).to(t);
