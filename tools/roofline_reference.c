@@ -61,12 +61,13 @@ static double fma_seconds(long rounds) {
   return now() - t0;
 }
 
+/* The best of 10 tries of about 20 ms each: as many short windows as mdl-roofline takes, so that
+ * where other programs share the cores both have the same chances of an undisturbed one. */
 static double best_fma_gflops(int threads) {
-  long rounds = 1L << 16;
+  long rounds = 1L << 12;
   while (fma_seconds(rounds) < 0.02) rounds *= 2;
-  rounds *= 10; /* about 0.2 s a try */
   double best = 0;
-  for (int t = 0; t < 5; ++t) {
+  for (int t = 0; t < 10; ++t) {
     const double rate = (double)threads * (double)rounds * CHAINS * LANES * 2 / fma_seconds(rounds) / 1e9;
     if (rate > best) best = rate;
   }
