@@ -227,9 +227,9 @@ TEST_OPT := $(if $(DEBUG),$(OPT),-O1 -g1)
 # The suites do not read the build's CUDA or NCCL defines, so with the same compiler, optimisation,
 # MPI and instrumentation they compile to the same objects in every build: they live in their own
 # folder, build/suites-<hash of their flags>, shared by the builds that agree (CI's AddressSanitizer
-# build and its CUDA build compile them once). The two suites that do read those defines compile
-# in each build's own folder (SUITES_BY_BUILD).
-SUITES_BY_BUILD := tests/kernels/test_kernel_registry.cpp tests/dist/test_nccl.cpp
+# build and its CUDA build compile them once). The suites that do read those defines compile in
+# each build's own folder (SUITES_BY_BUILD).
+SUITES_BY_BUILD := tests/kernels/test_kernel_registry.cpp tests/dist/test_nccl.cpp tests/cuda/test_cudnn_sdpa.cpp
 SUITE_CPPFLAGS := $(filter-out -DMDL_WITH_CUDA -DMDL_WITH_NCCL,$(CPPFLAGS)) $(TEST_CPPFLAGS)
 SUITE_CXXFLAGS := -std=c++20 $(TEST_OPT) -fopenmp -Wall -Wextra -Wno-psabi -pthread -fno-omit-frame-pointer \
   $(if $(ASAN_LIBRARY),,$(SANFLAGS)) $(if $(filter 1,$(WERROR)),-Werror)
@@ -263,6 +263,11 @@ BENCH_BINS := $(BENCH_SRCS:bench/%.cpp=$(BUILD)/bench/%)
 OPENBLAS := $(wildcard /usr/include/x86_64-linux-gnu/cblas.h /usr/include/cblas.h /usr/include/openblas/cblas.h)
 BENCH_FLAGS := $(if $(OPENBLAS),-DMDL_HAVE_OPENBLAS,)
 BENCH_LIBS  := -lbenchmark $(if $(OPENBLAS),-lopenblas,)
+# cuDNN's fused attention, the yardstick bench_cuda times beside mdl's attention kernels
+# (bench/cudnn_sdpa.h): host code against the toolkit's and cuDNN's headers, compiled by g++ in CUDA
+# builds only and linked into bench_cuda and the tests there, never into the library.
+YARDSTICK_OBJS := $(if $(filter 1,$(WITH_CUDA)),$(BUILD)/bench/cudnn_sdpa.o,)
+$(YARDSTICK_OBJS): CPPFLAGS += -I$(CUDA_HOME)/include $(if $(filter-out $(CUDA_HOME),$(CUDNN_HOME)),-I$(CUDNN_HOME)/include,)
 
 TOOL_SRCS := $(wildcard tools/*.cpp)
 TOOL_BINS := $(TOOL_SRCS:tools/%.cpp=$(BUILD)/%)
@@ -330,15 +335,16 @@ $(APP_LIB): $(APP_SRCS:%.cpp=$(BUILD)/%.o)
 	@mkdir -p $(dir $@)
 	rm -f $@ && ar rcs $@ $^
 
-$(TEST_BIN): $(TEST_OBJS) $(APP_LIB) $(LIB) $(FLAGS)
-	$(CXX) $(CXXFLAGS) -o $@ $(TEST_LINK_FIRST) $(TEST_OBJS) $(APP_LIB) $(LIB) $(LDLIBS)
+$(TEST_BIN): $(TEST_OBJS) $(YARDSTICK_OBJS) $(APP_LIB) $(LIB) $(FLAGS)
+	$(CXX) $(CXXFLAGS) -o $@ $(TEST_LINK_FIRST) $(TEST_OBJS) $(YARDSTICK_OBJS) $(APP_LIB) $(LIB) $(LDLIBS)
 
 $(BUILD)/mdl_dist_worker: tests/dist/worker.cpp $(APP_LIB) $(LIB) $(FLAGS)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(APP_LIB) $(LIB) $(LDLIBS)
 
+$(BUILD)/bench/bench_cuda: $(YARDSTICK_OBJS)
 $(BUILD)/bench/%: bench/%.cpp $(LIB) $(FLAGS)
 	@mkdir -p $(dir $@)
-	$(CXX) $(CPPFLAGS) $(BENCH_FLAGS) $(CXXFLAGS) -o $@ $< $(LIB) $(BENCH_LIBS) $(LDLIBS)
+	$(CXX) $(CPPFLAGS) $(BENCH_FLAGS) $(CXXFLAGS) -o $@ $< $(filter %.o,$^) $(LIB) $(BENCH_LIBS) $(LDLIBS)
 
 $(BUILD)/%: tools/%.cpp $(APP_LIB) $(LIB) $(FLAGS)
 	$(CXX) $(CPPFLAGS) $(CXXFLAGS) -o $@ $< $(APP_LIB) $(LIB) $(LDLIBS)

@@ -2,6 +2,7 @@
 // matmul against the best size's (cuBLAS's own peak on this card), f32 with and without TF32, the
 // linear layer with bias+activation in cuBLASLt's epilogue vs separate kernels, causal f16
 // attention in the FlashAttention-2 kernels vs the plain fused kernel (and on mma.sync vs WMMA),
+// beside cuDNN's fused attention forward as a yardstick (bench/cudnn_sdpa.h, CUDA builds),
 // vectorised vs strided elementwise bandwidth, the heads-split copy and a bias add over rows, an
 // f16 tensor times a number and an f32 + f16 add,
 // pinned vs pageable host-to-device copies, the caching allocator vs cudaMalloc/cudaFree, a
@@ -38,6 +39,9 @@
 #include "cuda/api.h"
 #include "bench/switch_bench.h"
 #include "switches/list/toggles.h"
+#ifdef MDL_WITH_CUDA
+#include "bench/cudnn_sdpa.h"
+#endif
 
 using namespace mdl;
 
@@ -162,6 +166,30 @@ void attention(benchmark::State& st, DType dtype, bool flash, bool backward) {
   bench::run_event_timed(st, step);
   toggles::set_flash_attention(true);
 }
+
+#ifdef MDL_WITH_CUDA
+// cuDNN's fused flash attention forward (bench/cudnn_sdpa.h) on the inputs of the attention rows
+// above: the yardstick for mdl's kernels, as OpenBLAS is for the CPU GEMM. Skipped, with cuDNN's
+// reason, where cuDNN cannot run the graph.
+void cudnn_attention(benchmark::State& st, DType dtype) {
+  const TensorOptions o(dtype, kGpu);
+  Tensor q = randn({32, 6, 256, 64}, o), k = randn({32, 6, 256, 64}, o), v = randn({32, 6, 256, 64}, o);
+  auto step = [&] { return bench::cudnn_sdpa_forward(q, k, v, true, 0.125f); };
+  try {
+    const std::string why = bench::cudnn_sdpa_unsupported(q, k, true);
+    if (!why.empty()) {
+      st.SkipWithError(why.c_str());
+      return;
+    }
+    step();
+    cuda::synchronize();
+  } catch (const std::exception& e) {
+    st.SkipWithError(e.what());
+    return;
+  }
+  bench::run_event_timed(st, step);
+}
+#endif
 
 // 256 MiB host -> device, from pageable vs pinned memory. On the host clock: the pageable side's
 // staging through a host buffer is part of what the pair compares.
@@ -511,6 +539,15 @@ int main(int argc, char** argv) {
                              })
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
+#ifdef MDL_WITH_CUDA
+  // The yardstick: cuDNN's fused attention forward on the same inputs, beside mdl's rows.
+  for (DType dtype : {kF16, kBF16})
+    benchmark::RegisterBenchmark(
+        ("cudnn_sdpa/" + std::string(dtype_name(dtype)) + "/causal_b32_h6_t256_d64/fwd").c_str(),
+        [dtype](benchmark::State& st) { cudnn_attention(st, dtype); })
+        ->UseManualTime()
+        ->Unit(benchmark::kMicrosecond);
+#endif
   // f32 flash attention on tensor cores with 3xTF32 products (on) against the f32 FMA kernels.
   for (bool backward : {false, true})
     for (bool on : {false, true})

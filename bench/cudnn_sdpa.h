@@ -1,0 +1,28 @@
+// cuDNN's fused flash attention forward through its backend graph API: the yardstick bench_cuda
+// times beside mdl's attention kernels and a cuda: test checks against them, as OpenBLAS is for the
+// CPU GEMM. Not part of the library: bench/cudnn_sdpa.cpp is compiled in CUDA builds only and linked
+// into bench_cuda and the tests there, so callers include this under MDL_WITH_CUDA.
+#pragma once
+#include <string>
+
+#include "tensor/tensor.h"
+
+namespace bench {
+
+struct CudnnSdpa {
+  mdl::Tensor out;    // (B, H, L, D), q's dtype
+  mdl::Tensor stats;  // (B, H, L, 1) f32: each row's logsumexp of the scaled, masked scores
+};
+
+// Empty when cuDNN can run the forward graph for these shapes and dtype on this GPU; otherwise why
+// not ("cuDNN 9.1.0: no engine ... at execution plan"), naming cuDNN's version and the failing step.
+// The plan it finds is cached per shape, dtype and causality, and reused by cudnn_sdpa_forward.
+std::string cudnn_sdpa_unsupported(const mdl::Tensor& q, const mdl::Tensor& k, bool causal);
+
+// softmax(scale * Q K^T, rows past the diagonal hidden when causal) V on mdl's stream, for Q
+// (B, H, L, D) and K, V (B, H, S, D), contiguous, f16 or bf16, on the GPU. Throws mdl::Error with
+// cudnn_sdpa_unsupported's reason when cuDNN cannot run it.
+CudnnSdpa cudnn_sdpa_forward(const mdl::Tensor& q, const mdl::Tensor& k, const mdl::Tensor& v, bool causal,
+                             float scale);
+
+}  // namespace bench
