@@ -2,7 +2,7 @@
 // against mdl's own kernel on the same inputs: f16 and bf16, causal and not, lengths on and off the
 // 64-wide tiles, head dims 64 and 128; its logsumexp stats against f64 on the CPU. Where cuDNN cannot
 // run the graph the case says why in a warning instead of passing. Built in CUDA builds only (the
-// yardstick is); skipped without a GPU.
+// yardstick is); the comparison is skipped without a GPU, the refusal of an f32 input is not.
 #ifdef MDL_WITH_CUDA
 #include <doctest/doctest.h>
 
@@ -48,6 +48,16 @@ Tensor logsumexp_reference(const Tensor& q_in, const Tensor& k_in, bool causal, 
 }
 
 }  // namespace
+
+// Needs no GPU: the reason is given before any cuDNN handle is made.
+TEST_CASE("cudnn_sdpa: an input cuDNN's fused attention does not take is refused with cuDNN's version named") {
+  const Tensor q = zeros({1, 2, 8, 64}, kF32), k = zeros({1, 2, 8, 64}, kF32);
+  const std::string why = bench::cudnn_sdpa_unsupported(q, k, true);
+  CHECK_MESSAGE(why.find("cuDNN 9.") == 0, why);
+  CHECK_MESSAGE(why.find("f16 or bf16") != std::string::npos, why);
+  CHECK_THROWS_AS(bench::cudnn_sdpa_forward(q, k, k, true, 0.125f), Error);
+  CHECK_THROWS_AS(bench::cudnn_sdpa_unsupported(q, zeros({1, 3, 8, 64}, kF32), false), Error);
+}
 
 TEST_CASE("cuda: cuDNN's fused attention yardstick agrees with mdl's flash attention" * MDL_CUDA_ONLY) {
   uint64_t seed = 700;
