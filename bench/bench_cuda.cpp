@@ -2,7 +2,7 @@
 // matmul against the best size's (cuBLAS's own peak on this card), f32 with and without TF32, the
 // linear layer with bias+activation in cuBLASLt's epilogue vs separate kernels, causal f16
 // attention in the FlashAttention-2 kernels vs the plain fused kernel (and on mma.sync vs WMMA),
-// beside cuDNN's fused attention forward as a yardstick (bench/cudnn_sdpa.h, CUDA builds),
+// beside cuDNN's fused attention as a yardstick (bench/cudnn_sdpa.h, CUDA builds),
 // vectorised vs strided elementwise bandwidth, the heads-split copy and a bias add over rows, an
 // f16 tensor times a number and an f32 + f16 add,
 // pinned vs pageable host-to-device copies, the caching allocator vs cudaMalloc/cudaFree, a
@@ -168,15 +168,20 @@ void attention(benchmark::State& st, DType dtype, bool flash, bool backward) {
 }
 
 #ifdef MDL_WITH_CUDA
-// cuDNN's fused flash attention forward (bench/cudnn_sdpa.h) on the inputs of the attention rows
-// above: the yardstick for mdl's kernels, as OpenBLAS is for the CPU GEMM. Skipped, with cuDNN's
-// reason, where cuDNN cannot run the graph.
-void cudnn_attention(benchmark::State& st, DType dtype) {
+// cuDNN's fused flash attention (bench/cudnn_sdpa.h), forward or forward and backward, on the inputs
+// of the attention rows above: the yardstick for mdl's kernels, as OpenBLAS is for the CPU GEMM.
+// Skipped, with cuDNN's reason, where cuDNN cannot run a graph.
+void cudnn_attention(benchmark::State& st, DType dtype, bool backward) {
   const TensorOptions o(dtype, kGpu);
   Tensor q = randn({32, 6, 256, 64}, o), k = randn({32, 6, 256, 64}, o), v = randn({32, 6, 256, 64}, o);
-  auto step = [&] { return bench::cudnn_sdpa_forward(q, k, v, true, 0.125f); };
+  Tensor go = randn({32, 6, 256, 64}, o);
+  auto step = [&] {
+    const bench::CudnnSdpa out = bench::cudnn_sdpa_forward(q, k, v, true, 0.125f);
+    if (backward) bench::cudnn_sdpa_backward(q, k, v, out, go, true, 0.125f);
+  };
   try {
-    const std::string why = bench::cudnn_sdpa_unsupported(q, k, true);
+    std::string why = bench::cudnn_sdpa_unsupported(q, k, true);
+    if (why.empty() && backward) why = bench::cudnn_sdpa_backward_unsupported(q, k, true);
     if (!why.empty()) {
       st.SkipWithError(why.c_str());
       return;
@@ -540,11 +545,13 @@ int main(int argc, char** argv) {
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
 #ifdef MDL_WITH_CUDA
-  // The yardstick: cuDNN's fused attention forward on the same inputs, beside mdl's rows.
-  for (DType dtype : {kF16, kBF16})
+  // The yardstick: cuDNN's fused attention on the same inputs, beside the mma.sync rows.
+  for (const auto& [dtype, backward] : {std::pair{kF16, false}, std::pair{kBF16, false}, std::pair{kF16, true}})
     benchmark::RegisterBenchmark(
-        ("cudnn_sdpa/" + std::string(dtype_name(dtype)) + "/causal_b32_h6_t256_d64/fwd").c_str(),
-        [dtype](benchmark::State& st) { cudnn_attention(st, dtype); })
+        ("cudnn_sdpa/" + std::string(dtype_name(dtype)) +
+         (backward ? "/causal_b32_h6_t256_d64/fwd_bwd" : "/causal_b32_h6_t256_d64/fwd"))
+            .c_str(),
+        [dtype = dtype, backward = backward](benchmark::State& st) { cudnn_attention(st, dtype, backward); })
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
 #endif

@@ -1,15 +1,18 @@
-// cuDNN's fused flash attention forward (bench/cudnn_sdpa.h) as one operation graph of the backend
-// API, in the pattern cuDNN 9 documents for its fused flash-attention forward:
+// cuDNN's fused flash attention (bench/cudnn_sdpa.h) as operation graphs of the backend API
+// (bench/cudnn_backend.h), in the patterns cuDNN 9 documents for its fused flash attention.
+// Forward:
 //   S = Q K^T (matmul; K^T is K's memory with the last two dims and strides swapped)
 //   S = S * scale (pointwise, the scale passed by value)
 //   causal: S = row >= col ? S : lowest float (GEN_INDEX on both axes, CMP_GE, BINARY_SELECT)
 //   m = max(S), E = exp(S - m), z = sum(E) (row reductions and pointwise), stats = m + log(z)
 //   P = E / z in the inputs' dtype (the second matmul's A operand must be), O = P V (matmul)
-// Every intermediate is virtual and f32 but P. Each backend call is checked: a failure names the
-// step, cuDNN's status and message and version, and becomes the reason the shape is unsupported.
+// Backward, from the forward's stats:
+//   D = rowsum(dO * O); P = exp(S - stats) with S as above; dV = P^T dO (P^T a reshape)
+//   dS = (dO V^T - D) * P * scale; dK = dS^T Q; dQ = dS K into a zeroed f32 accumulator, then dQ
+// Every intermediate is virtual and f32 but the matmuls' transposed operands. Each backend call is
+// checked: a failure names the step, cuDNN's status, message and version, and becomes the reason the
+// shape is unsupported.
 #include "bench/cudnn_sdpa.h"
-
-#include <cudnn.h>
 
 #include <array>
 #include <cstdint>
@@ -22,6 +25,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench/cudnn_backend.h"
 #include "cuda/runtime/context.cuh"
 #include "mdl.h"
 
@@ -29,184 +33,133 @@ namespace bench {
 namespace {
 
 using mdl::Tensor;
-
-// A backend call that failed while the graph or its plan was being built.
-struct StepFailed : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-std::string cudnn_version() {
-  const size_t v = cudnnGetVersion();  // major * 10000 + minor * 100 + patch from 9.0 on
-  return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
-}
-
-void check(cudnnStatus_t s, const std::string& step, const char* call) {
-  if (s == CUDNN_STATUS_SUCCESS) return;
-  char last[512] = "";
-  cudnnGetLastErrorString(last, sizeof last);
-  throw StepFailed(step + ": " + call + " failed: " + cudnnGetErrorString(s) +
-                   (last[0] ? std::string(" (") + last + ")" : std::string()));
-}
-
-// One backend descriptor, destroyed with its owner.
-class Desc {
- public:
-  Desc(cudnnBackendDescriptorType_t type, const std::string& step) : step_(step) {
-    check(cudnnBackendCreateDescriptor(type, &d_), step_, "cudnnBackendCreateDescriptor");
-  }
-  ~Desc() {
-    if (d_) cudnnBackendDestroyDescriptor(d_);
-  }
-  Desc(const Desc&) = delete;
-  Desc& operator=(const Desc&) = delete;
-
-  cudnnBackendDescriptor_t get() const { return d_; }
-  template <class T>
-  Desc& set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, const T& value) {
-    return set_n(name, type, 1, &value);
-  }
-  template <class T>
-  Desc& set_n(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, int64_t n, const T* values) {
-    check(cudnnBackendSetAttribute(d_, name, type, n, values), step_, "cudnnBackendSetAttribute");
-    return *this;
-  }
-  cudnnBackendDescriptor_t finalize() {
-    check(cudnnBackendFinalize(d_), step_, "cudnnBackendFinalize");
-    return d_;
-  }
-
- private:
-  cudnnBackendDescriptor_t d_ = nullptr;
-  std::string step_;
-};
-
-using Dims = std::array<int64_t, 4>;
-
-Dims contiguous(const Dims& d) { return {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1}; }
+using namespace cudnn;
 
 // The unique ids of the tensors the variant pack binds; virtual tensors number from kFirstVirtual.
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kScale, kLowest, kFirstVirtual = 100 };
-
-// The graph's descriptors, kept alive as long as the plan built from them.
-struct Graph {
-  std::vector<std::unique_ptr<Desc>> owned;
-  std::vector<cudnnBackendDescriptor_t> ops;
-  int64_t next_uid = kFirstVirtual;
-
-  Desc& make(cudnnBackendDescriptorType_t type, const std::string& step) {
-    owned.push_back(std::make_unique<Desc>(type, step));
-    return *owned.back();
-  }
-  cudnnBackendDescriptor_t tensor(const std::string& name, cudnnDataType_t t, const Dims& dims, const Dims& strides,
-                                  int64_t uid, bool by_value = false) {
-    const bool is_virtual = uid >= kFirstVirtual;
-    const int64_t alignment = 16;
-    Desc& d = make(CUDNN_BACKEND_TENSOR_DESCRIPTOR, "tensor " + name);
-    d.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, t)
-        .set_n(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data())
-        .set_n(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data())
-        .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, uid)
-        .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, alignment)
-        .set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, is_virtual);
-    if (by_value) d.set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, true);
-    return d.finalize();
-  }
-  cudnnBackendDescriptor_t virtual_tensor(const std::string& name, cudnnDataType_t t, const Dims& dims) {
-    return tensor(name, t, dims, contiguous(dims), next_uid++);
-  }
-  void matmul(const std::string& name, cudnnBackendDescriptor_t a, cudnnBackendDescriptor_t b,
-              cudnnBackendDescriptor_t c) {
-    Desc& mm = make(CUDNN_BACKEND_MATMUL_DESCRIPTOR, name);
-    mm.set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, CUDNN_DATA_FLOAT).finalize();
-    Desc& op = make(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR, name);
-    op.set(CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, a)
-        .set(CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, b)
-        .set(CUDNN_ATTR_OPERATION_MATMUL_CDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, c)
-        .set(CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, mm.get());
-    ops.push_back(op.finalize());
-  }
-  // y = mode(x[, b][, t]); axis only for GEN_INDEX.
-  void pointwise(const std::string& name, cudnnPointwiseMode_t mode, cudnnDataType_t precision,
-                 cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b, cudnnBackendDescriptor_t t,
-                 cudnnBackendDescriptor_t y, int64_t axis = -1) {
-    Desc& pw = make(CUDNN_BACKEND_POINTWISE_DESCRIPTOR, name);
-    pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, mode)
-        .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, precision);
-    if (axis >= 0) pw.set(CUDNN_ATTR_POINTWISE_AXIS, CUDNN_TYPE_INT64, axis);
-    pw.finalize();
-    Desc& op = make(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR, name);
-    op.set(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_TYPE_BACKEND_DESCRIPTOR, pw.get())
-        .set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, x);
-    if (b) op.set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, b);
-    if (t) op.set(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, t);
-    op.set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, y);
-    ops.push_back(op.finalize());
-  }
-  void reduction(const std::string& name, cudnnReduceTensorOp_t mode, cudnnBackendDescriptor_t x,
-                 cudnnBackendDescriptor_t y) {
-    Desc& r = make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR, name);
-    r.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, mode)
-        .set(CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, CUDNN_DATA_FLOAT)
-        .finalize();
-    Desc& op = make(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR, name);
-    op.set(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, x)
-        .set(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, y)
-        .set(CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, r.get());
-    ops.push_back(op.finalize());
-  }
-};
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kScale, kLowest, kOne, kdO, kdQ, kdK, kdV, kdQAccum };
 
 struct Shape {
   int64_t b, h, l, s, d;
   mdl::DType dtype;
   bool causal;
-  auto key() const { return std::tuple(b, h, l, s, d, int(dtype), causal); }
+  bool backward;
+  auto key() const { return std::tuple(b, h, l, s, d, int(dtype), causal, backward); }
 };
 
+cudnnDataType_t io_type(const Shape& sh) { return sh.dtype == mdl::kF16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16; }
+
+// The scale, passed by value.
+cudnnBackendDescriptor_t scale_tensor(Graph& g) {
+  const Dims one{1, 1, 1, 1};
+  return g.tensor("scale", CUDNN_DATA_FLOAT, one, one, kScale, true);
+}
+
+// S = scale * Q K^T with the causal mask: (B, H, L, S) f32, virtual.
+cudnnBackendDescriptor_t scores(Graph& g, const Shape& sh, cudnnBackendDescriptor_t q, cudnnBackendDescriptor_t kt,
+                                cudnnBackendDescriptor_t scale) {
+  const Dims dims{sh.b, sh.h, sh.l, sh.s}, one{1, 1, 1, 1};
+  auto s = g.virtual_tensor("S", CUDNN_DATA_FLOAT, dims);
+  g.matmul("Q K^T", q, kt, s);
+  auto scaled = g.virtual_tensor("S * scale", CUDNN_DATA_FLOAT, dims);
+  g.pointwise("scale", CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s, scale, nullptr, scaled);
+  if (!sh.causal) return scaled;
+  auto row = g.virtual_tensor("row index", CUDNN_DATA_INT32, dims);
+  g.pointwise("row index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, scaled, nullptr, nullptr, row, 2);
+  auto col = g.virtual_tensor("col index", CUDNN_DATA_INT32, dims);
+  g.pointwise("col index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, scaled, nullptr, nullptr, col, 3);
+  auto keep = g.virtual_tensor("row >= col", CUDNN_DATA_BOOLEAN, dims);
+  g.pointwise("row >= col", CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, col, nullptr, keep);
+  auto lowest = g.tensor("lowest", CUDNN_DATA_FLOAT, one, one, kLowest, true);
+  auto masked = g.virtual_tensor("masked S", CUDNN_DATA_FLOAT, dims);
+  g.pointwise("causal select", CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, scaled, lowest, keep, masked);
+  return masked;
+}
+
+// The (B, H, S, D) tensor `uid` as (B, H, D, S): its memory with the last two dims and strides swapped.
+cudnnBackendDescriptor_t transposed(Graph& g, const Shape& sh, const std::string& name, int64_t uid) {
+  return g.tensor(name, io_type(sh), {sh.b, sh.h, sh.d, sh.s}, {sh.h * sh.s * sh.d, sh.s * sh.d, 1, sh.d}, uid);
+}
+
 // Q (B, H, L, D), K and V (B, H, S, D), O like Q, stats (B, H, L, 1).
-void build_graph(Graph& g, const Shape& sh) {
-  const cudnnDataType_t io = sh.dtype == mdl::kF16 ? CUDNN_DATA_HALF : CUDNN_DATA_BFLOAT16;
+void build_forward(Graph& g, const Shape& sh) {
+  const cudnnDataType_t io = io_type(sh);
   const Dims q_dims{sh.b, sh.h, sh.l, sh.d}, kv_dims{sh.b, sh.h, sh.s, sh.d};
-  const Dims kt_dims{sh.b, sh.h, sh.d, sh.s}, kt_strides{sh.h * sh.s * sh.d, sh.s * sh.d, 1, sh.d};
-  const Dims scores{sh.b, sh.h, sh.l, sh.s}, rows{sh.b, sh.h, sh.l, 1}, one{1, 1, 1, 1};
+  const Dims score_dims{sh.b, sh.h, sh.l, sh.s}, rows{sh.b, sh.h, sh.l, 1};
   auto q = g.tensor("Q", io, q_dims, contiguous(q_dims), kQ);
-  auto kt = g.tensor("K^T", io, kt_dims, kt_strides, kK);
+  auto kt = transposed(g, sh, "K^T", kK);
   auto v = g.tensor("V", io, kv_dims, contiguous(kv_dims), kV);
   auto o = g.tensor("O", io, q_dims, contiguous(q_dims), kO);
   auto stats = g.tensor("stats", CUDNN_DATA_FLOAT, rows, contiguous(rows), kStats);
-  auto scale = g.tensor("scale", CUDNN_DATA_FLOAT, one, one, kScale, true);
-
-  auto s = g.virtual_tensor("S", CUDNN_DATA_FLOAT, scores);
-  g.matmul("Q K^T", q, kt, s);
-  auto scaled = g.virtual_tensor("S * scale", CUDNN_DATA_FLOAT, scores);
-  g.pointwise("scale", CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s, scale, nullptr, scaled);
-  s = scaled;
-  if (sh.causal) {
-    auto row = g.virtual_tensor("row index", CUDNN_DATA_INT32, scores);
-    g.pointwise("row index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr, row, 2);
-    auto col = g.virtual_tensor("col index", CUDNN_DATA_INT32, scores);
-    g.pointwise("col index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, s, nullptr, nullptr, col, 3);
-    auto keep = g.virtual_tensor("row >= col", CUDNN_DATA_BOOLEAN, scores);
-    g.pointwise("row >= col", CUDNN_POINTWISE_CMP_GE, CUDNN_DATA_BOOLEAN, row, col, nullptr, keep);
-    auto lowest = g.tensor("lowest", CUDNN_DATA_FLOAT, one, one, kLowest, true);
-    auto masked = g.virtual_tensor("masked S", CUDNN_DATA_FLOAT, scores);
-    g.pointwise("causal select", CUDNN_POINTWISE_BINARY_SELECT, CUDNN_DATA_FLOAT, s, lowest, keep, masked);
-    s = masked;
-  }
+  auto s = scores(g, sh, q, kt, scale_tensor(g));
   auto m = g.virtual_tensor("row max", CUDNN_DATA_FLOAT, rows);
   g.reduction("row max", CUDNN_REDUCE_TENSOR_MAX, s, m);
-  auto centred = g.virtual_tensor("S - max", CUDNN_DATA_FLOAT, scores);
+  auto centred = g.virtual_tensor("S - max", CUDNN_DATA_FLOAT, score_dims);
   g.pointwise("S - max", CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s, m, nullptr, centred);
-  auto e = g.virtual_tensor("exp", CUDNN_DATA_FLOAT, scores);
+  auto e = g.virtual_tensor("exp", CUDNN_DATA_FLOAT, score_dims);
   g.pointwise("exp", CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, centred, nullptr, nullptr, e);
   auto z = g.virtual_tensor("row sum", CUDNN_DATA_FLOAT, rows);
   g.reduction("row sum", CUDNN_REDUCE_TENSOR_ADD, e, z);
   auto log_z = g.virtual_tensor("log sum", CUDNN_DATA_FLOAT, rows);
   g.pointwise("log sum", CUDNN_POINTWISE_LOG, CUDNN_DATA_FLOAT, z, nullptr, nullptr, log_z);
   g.pointwise("stats", CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, m, log_z, nullptr, stats);
-  auto p = g.virtual_tensor("P", io, scores);
+  auto p = g.virtual_tensor("P", io, score_dims);
   g.pointwise("exp / sum", CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, e, z, nullptr, p);
   g.matmul("P V", p, v, o);
+}
+
+// Adds dO (like O) and writes dQ (like Q), dK and dV (like K), dQ through an f32 accumulator
+// (B, H, L, D) the caller zeroes.
+void build_backward(Graph& g, const Shape& sh) {
+  const cudnnDataType_t io = io_type(sh), f32 = CUDNN_DATA_FLOAT;
+  const Dims q_dims{sh.b, sh.h, sh.l, sh.d}, kv_dims{sh.b, sh.h, sh.s, sh.d};
+  const Dims score_dims{sh.b, sh.h, sh.l, sh.s}, rows{sh.b, sh.h, sh.l, 1}, one_dims{1, 1, 1, 1};
+  const Dims scores_t{sh.b, sh.h, sh.s, sh.l}, scores_t_strides{sh.h * sh.l * sh.s, sh.l * sh.s, 1, sh.s};
+  auto q = g.tensor("Q", io, q_dims, contiguous(q_dims), kQ);
+  auto kt = transposed(g, sh, "K^T", kK);
+  auto vt = transposed(g, sh, "V^T", kV);
+  auto o = g.tensor("O", io, q_dims, contiguous(q_dims), kO);
+  auto d_o = g.tensor("dO", io, q_dims, contiguous(q_dims), kdO);
+  auto stats = g.tensor("stats", f32, rows, contiguous(rows), kStats);
+  auto one = g.tensor("one", f32, one_dims, one_dims, kOne, true);
+  auto dq = g.tensor("dQ", io, q_dims, contiguous(q_dims), kdQ);
+  auto dk = g.tensor("dK", io, kv_dims, contiguous(kv_dims), kdK);
+  auto dv = g.tensor("dV", io, kv_dims, contiguous(kv_dims), kdV);
+  auto dq_accum = g.tensor("dQ accumulator", f32, q_dims, contiguous(q_dims), kdQAccum, false, true);
+
+  auto prod = g.virtual_tensor("dO * O", f32, q_dims);
+  g.pointwise("dO * O", CUDNN_POINTWISE_MUL, f32, d_o, o, nullptr, prod);
+  auto row_dot = g.virtual_tensor("rowsum(dO * O)", f32, rows);
+  g.reduction("rowsum(dO * O)", CUDNN_REDUCE_TENSOR_ADD, prod, row_dot);
+  auto softmax_sum = g.virtual_tensor("softmax sum", f32, rows);
+  g.pointwise("softmax sum", CUDNN_POINTWISE_MUL, f32, row_dot, one, nullptr, softmax_sum);
+
+  auto scale = scale_tensor(g);
+  auto s = scores(g, sh, q, kt, scale);
+  auto centred = g.virtual_tensor("S - stats", f32, score_dims);
+  g.pointwise("S - stats", CUDNN_POINTWISE_SUB, f32, s, stats, nullptr, centred);
+  auto p = g.virtual_tensor("P", f32, score_dims);
+  g.pointwise("exp", CUDNN_POINTWISE_EXP, f32, centred, nullptr, nullptr, p);
+  auto pt = g.virtual_tensor("P^T", io, scores_t, scores_t_strides);
+  g.reshape("P^T", p, pt);
+  g.matmul("P^T dO", pt, d_o, dv);
+
+  auto dp = g.virtual_tensor("dO V^T", f32, score_dims);
+  g.matmul("dO V^T", d_o, vt, dp);
+  auto dp_one = g.virtual_tensor("dP * 1", f32, score_dims);
+  g.pointwise("dP * 1", CUDNN_POINTWISE_MUL, f32, dp, one, nullptr, dp_one);
+  auto dp_sub = g.virtual_tensor("dP - softmax sum", f32, score_dims);
+  g.pointwise("dP - softmax sum", CUDNN_POINTWISE_SUB, f32, dp_one, softmax_sum, nullptr, dp_sub);
+  auto dp_p = g.virtual_tensor("(dP - sum) * P", f32, score_dims);
+  g.pointwise("(dP - sum) * P", CUDNN_POINTWISE_MUL, f32, dp_sub, p, nullptr, dp_p);
+  auto ds = g.virtual_tensor("dS", f32, score_dims);
+  g.pointwise("dS * scale", CUDNN_POINTWISE_MUL, f32, dp_p, scale, nullptr, ds);
+  auto dst = g.virtual_tensor("dS^T", io, scores_t, scores_t_strides);
+  g.reshape("dS^T", ds, dst);
+  g.matmul("dS^T Q", dst, q, dk);
+  auto k = g.virtual_tensor("K", io, kv_dims);
+  g.reshape("K", kt, k);
+  g.matmul("dS K", ds, k, dq_accum);
+  g.pointwise("dQ", CUDNN_POINTWISE_IDENTITY, f32, dq_accum, nullptr, nullptr, dq);
 }
 
 // A shape's finalized plan, or why there is none.
@@ -214,6 +167,7 @@ struct Plan {
   Graph graph;
   std::unique_ptr<Desc> op_graph, plan;
   int64_t workspace = 0;
+  bool backward = false;
   std::string unsupported;
 };
 
@@ -268,6 +222,7 @@ void find_plan(Plan& p, cudnnHandle_t handle) {
 
 std::shared_ptr<Plan> make_plan(const Shape& sh) {
   auto p = std::make_shared<Plan>();
+  p->backward = sh.backward;
   const std::string version = "cuDNN " + cudnn_version();
   if (cudnnGetVersion() < 90000) {
     p->unsupported = version + " is older than 9.0, whose backend API this graph is written for";
@@ -280,7 +235,7 @@ std::shared_ptr<Plan> make_plan(const Shape& sh) {
   }
   try {
     cudnnHandle_t handle = mdl::cuda::detail::cudnn();
-    build_graph(p->graph, sh);
+    (sh.backward ? build_backward : build_forward)(p->graph, sh);
     p->op_graph = std::make_unique<Desc>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
     p->op_graph
         ->set_n(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(p->graph.ops.size()),
@@ -295,12 +250,12 @@ std::shared_ptr<Plan> make_plan(const Shape& sh) {
   return p;
 }
 
-Shape shape_of(const Tensor& q, const Tensor& k, bool causal) {
+Shape shape_of(const Tensor& q, const Tensor& k, bool causal, bool backward) {
   MDL_CHECK(q.dim() == 4 && k.dim() == 4, "cudnn_sdpa: q and k must be (B, H, T, D), got ", q.shape(), " and ",
             k.shape());
   MDL_CHECK(q.size(0) == k.size(0) && q.size(1) == k.size(1) && q.size(3) == k.size(3) && q.dtype() == k.dtype(),
             "cudnn_sdpa: q ", q.shape(), " and k ", k.shape(), " differ in batch, heads, head dim or dtype");
-  return {q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), q.dtype(), causal};
+  return {q.size(0), q.size(1), q.size(2), k.size(2), q.size(3), q.dtype(), causal, backward};
 }
 
 // Plans by shape, built on first use and kept for the process.
@@ -313,30 +268,34 @@ std::shared_ptr<Plan> plan_for(const Shape& sh) {
   return p;
 }
 
-}  // namespace
-
-std::string cudnn_sdpa_unsupported(const Tensor& q, const Tensor& k, bool causal) {
-  return plan_for(shape_of(q, k, causal))->unsupported;
-}
-
-CudnnSdpa cudnn_sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, float scale) {
-  const Shape sh = shape_of(q, k, causal);
+// The shape's plan for q, k and v, which must be contiguous on the GPU with v like k.
+std::shared_ptr<Plan> checked_plan(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, bool backward) {
+  const Shape sh = shape_of(q, k, causal, backward);
   MDL_CHECK(v.shape() == k.shape() && v.dtype() == k.dtype(), "cudnn_sdpa: v ", v.shape(), " must be like k ",
             k.shape());
   for (const Tensor* t : {&q, &k, &v})
     MDL_CHECK(t->device().is_cuda() && t->is_contiguous(), "cudnn_sdpa: q, k and v must be contiguous on the GPU");
-  const std::shared_ptr<Plan> p = plan_for(sh);
+  std::shared_ptr<Plan> p = plan_for(sh);
   if (!p->plan) MDL_FAIL("cudnn_sdpa: ", p->unsupported);
-  CudnnSdpa r{mdl::empty(q.shape(), mdl::TensorOptions(q.dtype(), q.device())),
-              mdl::empty({sh.b, sh.h, sh.l, 1}, mdl::TensorOptions(mdl::kF32, q.device()))};
-  Tensor workspace = mdl::empty({p->workspace > 0 ? p->workspace : 1}, mdl::TensorOptions(mdl::kU8, q.device()));
-  float lowest = std::numeric_limits<float>::lowest();
-  std::vector<int64_t> uids{kQ, kK, kV, kO, kStats, kScale};
-  std::vector<void*> ptrs{q.raw_data(), k.raw_data(), v.raw_data(), r.out.raw_data(), r.stats.raw_data(), &scale};
+  return p;
+}
+
+// Runs the plan on mdl's stream with the tensors bound by uid (the scale and, when causal, the
+// lowest float by value, and the backward's 1) and a workspace from mdl's allocator.
+void execute(const Plan& p, std::vector<int64_t> uids, std::vector<void*> ptrs, bool causal, float* scale,
+             const mdl::Device& device) {
+  float lowest = std::numeric_limits<float>::lowest(), one = 1.0f;
+  uids.push_back(kScale);
+  ptrs.push_back(scale);
+  if (p.backward) {
+    uids.push_back(kOne);
+    ptrs.push_back(&one);
+  }
   if (causal) {
     uids.push_back(kLowest);
     ptrs.push_back(&lowest);
   }
+  Tensor workspace = mdl::empty({p.workspace > 0 ? p.workspace : 1}, mdl::TensorOptions(mdl::kU8, device));
   try {
     Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, "variant pack");
     void* ws = workspace.raw_data();
@@ -344,12 +303,45 @@ CudnnSdpa cudnn_sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, 
         .set_n(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, int64_t(ptrs.size()), ptrs.data())
         .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, ws)
         .finalize();
-    check(cudnnBackendExecute(mdl::cuda::detail::cudnn(), p->plan->get(), pack.get()), "execute",
-          "cudnnBackendExecute");
+    check(cudnnBackendExecute(mdl::cuda::detail::cudnn(), p.plan->get(), pack.get()), "execute", "cudnnBackendExecute");
   } catch (const StepFailed& e) {
     MDL_FAIL("cudnn_sdpa: cuDNN ", cudnn_version(), ": ", e.what());
   }
+}
+
+}  // namespace
+
+std::string cudnn_sdpa_unsupported(const Tensor& q, const Tensor& k, bool causal) {
+  return plan_for(shape_of(q, k, causal, false))->unsupported;
+}
+
+std::string cudnn_sdpa_backward_unsupported(const Tensor& q, const Tensor& k, bool causal) {
+  return plan_for(shape_of(q, k, causal, true))->unsupported;
+}
+
+CudnnSdpa cudnn_sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, float scale) {
+  const std::shared_ptr<Plan> p = checked_plan(q, k, v, causal, false);
+  CudnnSdpa r{mdl::empty(q.shape(), mdl::TensorOptions(q.dtype(), q.device())),
+              mdl::empty({q.size(0), q.size(1), q.size(2), 1}, mdl::TensorOptions(mdl::kF32, q.device()))};
+  execute(*p, {kQ, kK, kV, kO, kStats},
+          {q.raw_data(), k.raw_data(), v.raw_data(), r.out.raw_data(), r.stats.raw_data()}, causal, &scale, q.device());
   return r;
+}
+
+CudnnSdpaGrads cudnn_sdpa_backward(const Tensor& q, const Tensor& k, const Tensor& v, const CudnnSdpa& forward,
+                                   const Tensor& grad_out, bool causal, float scale) {
+  const std::shared_ptr<Plan> p = checked_plan(q, k, v, causal, true);
+  MDL_CHECK(forward.out.shape() == q.shape() && grad_out.shape() == q.shape() && grad_out.dtype() == q.dtype() &&
+                grad_out.is_contiguous() && forward.stats.numel() == q.numel() / q.size(3),
+            "cudnn_sdpa: the forward's output and stats and grad_out must match q ", q.shape());
+  const mdl::TensorOptions io(q.dtype(), q.device());
+  CudnnSdpaGrads g{mdl::empty(q.shape(), io), mdl::empty(k.shape(), io), mdl::empty(v.shape(), io)};
+  Tensor dq_accum = mdl::zeros(q.shape(), mdl::TensorOptions(mdl::kF32, q.device()));
+  execute(*p, {kQ, kK, kV, kO, kdO, kStats, kdQ, kdK, kdV, kdQAccum},
+          {q.raw_data(), k.raw_data(), v.raw_data(), forward.out.raw_data(), grad_out.raw_data(),
+           forward.stats.raw_data(), g.dq.raw_data(), g.dk.raw_data(), g.dv.raw_data(), dq_accum.raw_data()},
+          causal, &scale, q.device());
+  return g;
 }
 
 }  // namespace bench

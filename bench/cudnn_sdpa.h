@@ -1,7 +1,7 @@
-// cuDNN's fused flash attention forward through its backend graph API: the yardstick bench_cuda
-// times beside mdl's attention kernels and a cuda: test checks against them, as OpenBLAS is for the
-// CPU GEMM. Not part of the library: bench/cudnn_sdpa.cpp is compiled in CUDA builds only and linked
-// into bench_cuda and the tests there, so callers include this under MDL_WITH_CUDA.
+// cuDNN's fused flash attention, forward and backward, through its backend graph API: the yardstick
+// bench_cuda times beside mdl's attention kernels and a cuda: test checks against them, as OpenBLAS
+// is for the CPU GEMM. Not part of the library: bench/cudnn_sdpa.cpp is compiled in CUDA builds only
+// and linked into bench_cuda and the tests there, so callers include this under MDL_WITH_CUDA.
 #pragma once
 #include <string>
 
@@ -14,6 +14,10 @@ struct CudnnSdpa {
   mdl::Tensor stats;  // (B, H, L, 1) f32: each row's logsumexp of the scaled, masked scores
 };
 
+struct CudnnSdpaGrads {
+  mdl::Tensor dq, dk, dv;  // like q, k and v
+};
+
 // Empty when cuDNN can run the forward graph for these shapes and dtype on this GPU; otherwise why
 // not ("cuDNN 9.1.0: no engine ... at execution plan"), naming cuDNN's version and the failing step.
 // The plan it finds is cached per shape, dtype and causality, and reused by cudnn_sdpa_forward.
@@ -24,5 +28,14 @@ std::string cudnn_sdpa_unsupported(const mdl::Tensor& q, const mdl::Tensor& k, b
 // cudnn_sdpa_unsupported's reason when cuDNN cannot run it.
 CudnnSdpa cudnn_sdpa_forward(const mdl::Tensor& q, const mdl::Tensor& k, const mdl::Tensor& v, bool causal,
                              float scale);
+
+// The same for the backward graph.
+std::string cudnn_sdpa_backward_unsupported(const mdl::Tensor& q, const mdl::Tensor& k, bool causal);
+
+// The gradients of cudnn_sdpa_forward's output for grad_out (like q), from its output and stats:
+// dQ, dK and dV in q's dtype, on mdl's stream. Throws mdl::Error with cuDNN's reason when it cannot
+// run the backward graph.
+CudnnSdpaGrads cudnn_sdpa_backward(const mdl::Tensor& q, const mdl::Tensor& k, const mdl::Tensor& v,
+                                   const CudnnSdpa& forward, const mdl::Tensor& grad_out, bool causal, float scale);
 
 }  // namespace bench

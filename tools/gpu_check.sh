@@ -234,15 +234,15 @@ for dt, part in (("f16", "fwd"), ("bf16", "fwd"), ("f16", "fwd_bwd")):
     if r and t:
         print(f'attention {dt} {part}: mma.sync GPU {r["real_time"] / 1e3:.3f} ms, PyTorch SDPA {t:.3f} ms, '
               f'mdl GPU time / PyTorch time {r["real_time"] / 1e3 / t:.2f} (goal: fwd <= 1.2, fwd_bwd <= 1.0)')
-# The yardstick: cuDNN's fused attention forward (bench/cudnn_sdpa.h) on the same inputs as mdl's
-# mma.sync kernel, with PyTorch's SDPA beside both (a cuDNN that cannot run the graph shows as an ERROR row).
-for dt in ("f16", "bf16"):
-    case = f"{dt}/causal_b32_h6_t256_d64/fwd/manual_time"
+# The yardstick: cuDNN's fused attention (bench/cudnn_sdpa.h) on the same inputs as mdl's mma.sync
+# kernels, with PyTorch's SDPA beside both (a cuDNN that cannot run a graph shows as an ERROR row).
+for dt, part in (("f16", "fwd"), ("bf16", "fwd"), ("f16", "fwd_bwd")):
+    case = f"{dt}/causal_b32_h6_t256_d64/{part}/manual_time"
     r, c = by.get(f"flash_attention_mma/on/{case}"), by.get(f"cudnn_sdpa/{case}")
-    t = torch_ms.get(f"sdpa_{dt}_causal_b32_h6_t256_d64_fwd")
+    t = torch_ms.get(f"sdpa_{dt}_causal_b32_h6_t256_d64_{part}")
     if r and c:
         vs = f', PyTorch SDPA {t:.3f} ms, cuDNN / PyTorch {c["real_time"] / 1e3 / t:.2f}' if t else ""
-        print(f'attention {dt} fwd: mdl GPU {r["real_time"] / 1e3:.3f} ms, cuDNN SDPA {c["real_time"] / 1e3:.3f} ms{vs}, '
+        print(f'attention {dt} {part}: mdl GPU {r["real_time"] / 1e3:.3f} ms, cuDNN SDPA {c["real_time"] / 1e3:.3f} ms{vs}, '
               f'mdl / cuDNN SDPA {r["real_time"] / c["real_time"]:.2f}')
 for part in ("fwd", "fwd_bwd"):
     case = f"f32/causal_b32_h6_t256_d64/{part}/manual_time"

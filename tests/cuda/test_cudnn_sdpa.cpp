@@ -1,6 +1,7 @@
 // cuDNN's fused attention, the yardstick bench_cuda times beside mdl's attention (bench/cudnn_sdpa.h),
-// against mdl's own kernel on the same inputs: f16 and bf16, causal and not, lengths on and off the
-// 64-wide tiles, head dims 64 and 128; its logsumexp stats against f64 on the CPU. Where cuDNN cannot
+// against mdl's own kernels on the same inputs, forward and the three gradients: f16 and bf16, causal
+// and not, lengths on and off the 64-wide tiles, head dims 64 and 128; its logsumexp stats against
+// f64 on the CPU. Where cuDNN cannot
 // run the graph the case says why in a warning instead of passing. Built in CUDA builds only (the
 // yardstick is); the comparison is skipped without a GPU, the refusal of an f32 input is not.
 #ifdef MDL_WITH_CUDA
@@ -77,13 +78,30 @@ TEST_CASE("cuda: cuDNN's fused attention yardstick agrees with mdl's flash atten
           }
           const double scale = 1.0 / std::sqrt(double(E));
           const bench::CudnnSdpa got = bench::cudnn_sdpa_forward(q, k, v, causal, float(scale));
-          NoGradGuard no_grad;
-          const Tensor want = nn::functional::scaled_dot_product_attention(q, k, v, Tensor(), causal);
+          Tensor a = q.detach().requires_grad_(), b = k.detach().requires_grad_(), c = v.detach().requires_grad_();
+          const Tensor want = nn::functional::scaled_dot_product_attention(a, b, c, Tensor(), causal);
           const double tol = t == kF16 ? 1e-2 : 6e-2;
-          const double err = rel_err(got.out, want);
+          const double err = rel_err(got.out, want.detach());
           CHECK_MESSAGE(err <= tol, what, ": cuDNN against mdl's kernel, relative error ", err);
           const double stats_err = rel_err(got.stats.to(kF64), logsumexp_reference(q, k, causal, scale));
           CHECK_MESSAGE(stats_err <= 1e-3, what, ": cuDNN's logsumexp against f64, relative error ", stats_err);
+
+          const std::string why_backward = bench::cudnn_sdpa_backward_unsupported(q, k, causal);
+          if (!why_backward.empty()) {
+            WARN_MESSAGE(false, "cuDNN cannot run the fused attention backward graph for ", what, ": ", why_backward);
+            continue;
+          }
+          const Tensor go = sample({2, 3, L, E}, t, seed++).to(Device::cuda());
+          const bench::CudnnSdpaGrads grads = bench::cudnn_sdpa_backward(q, k, v, got, go, causal, float(scale));
+          want.backward(go);
+          // Two rounded results, each within tol of the exact gradient.
+          const Tensor theirs[] = {grads.dq, grads.dk, grads.dv}, mine[] = {a.grad(), b.grad(), c.grad()};
+          const char* names[] = {"dq", "dk", "dv"};
+          for (int i = 0; i < 3; ++i) {
+            const double grad_err = rel_err(theirs[i], mine[i]);
+            CHECK_MESSAGE(grad_err <= 2 * tol, what, " ", names[i], ": cuDNN against mdl's backward, relative error ",
+                          grad_err);
+          }
         }
 }
 #endif
