@@ -165,7 +165,7 @@ void build_backward(Graph& g, const Shape& sh) {
 // A shape's finalized plan, or why there is none.
 struct Plan {
   Graph graph;
-  std::unique_ptr<Desc> op_graph, plan;
+  std::unique_ptr<Desc> op_graph, config, plan;  // the plan's engine config kept alive beside it
   int64_t workspace = 0;
   bool backward = false;
   std::string unsupported;
@@ -207,6 +207,7 @@ void find_plan(Plan& p, cudnnHandle_t handle) {
           check(cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
                                          &count, &p.workspace),
                 "execution plan", "cudnnBackendGetAttribute");
+          p.config = std::move(configs[size_t(i)]);
           p.plan = std::move(plan);
           return;
         } catch (const StepFailed& e) {
