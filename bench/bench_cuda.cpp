@@ -567,6 +567,15 @@ int main(int argc, char** argv) {
                              })
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
+  // The whole f32 GPT step (BM_gpt_step_f32), whose six attention layers are the kernels' share.
+  for (bool on : {false, true})
+    bench::register_switch("flash_attention_tf32x3", on, "gpt_step_f32",
+                           [](benchmark::State& st, bool tf32x3) {
+                             toggles::Scoped flip(toggles::Toggle::flash_attention_tf32x3, tf32x3);
+                             train_step(st, std::make_shared<nn::models::GPT>(), {32, 256}, false, 65);
+                           })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
   for (bool on : {false, true})
     bench::register_switch("loader_side_stream", on, "epoch", loader_epoch)
         ->UseRealTime()

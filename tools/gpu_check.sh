@@ -280,6 +280,11 @@ for model in ("simplecnn", "resnet18", "gpt"):
 r, t = by.get("channels_last/on/resnet18_step_amp/real_time"), torch_ms.get("resnet18_step_amp_channels_last")
 if r and t:
     print(f'{"resnet18_step_amp_channels_last":28s} {r["real_time"]:9.2f} {t:11.2f} {t / r["real_time"]:20.2f}x')
+r, t = by.get("flash_attention_tf32x3/on/gpt_step_f32/real_time"), torch_ms.get("gpt_step_f32")
+if r and t:
+    print(f'{"gpt_step_f32_3xtf32_attention":28s} {r["real_time"]:9.2f} {t:11.2f} {t / r["real_time"]:20.2f}x')
+ratio("flash_attention_tf32x3/on/gpt_step_f32/real_time", "flash_attention_tf32x3/off/gpt_step_f32/real_time",
+      "GPT f32 step: 3xTF32 attention vs FMA attention (speedup)")
 PY
 fi
 # The card's rows for bench/RESULTS.md: LOG/results/summary.json, which `python3 bench/results.py
