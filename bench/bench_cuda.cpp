@@ -561,9 +561,8 @@ int main(int argc, char** argv) {
       bench::register_switch("flash_attention_tf32x3", on,
                              backward ? "f32/causal_b32_h6_t256_d64/fwd_bwd" : "f32/causal_b32_h6_t256_d64/fwd",
                              [backward](benchmark::State& st, bool tf32x3) {
-                               toggles::set_flash_attention_tf32x3(tf32x3);
+                               toggles::Scoped flip(toggles::Toggle::flash_attention_tf32x3, tf32x3);
                                attention(st, kF32, true, backward);
-                               toggles::set_flash_attention_tf32x3(false);
                              })
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);

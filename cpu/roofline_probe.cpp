@@ -147,6 +147,13 @@ double triad_gbs(int64_t array_bytes, bool per_thread, const ProbeOptions& o) {
   return best_rate(work, 3.0 * 4.0 * double(total), o) / 1e9;
 }
 
+std::vector<profiler::Rate> f32_fma_peaks(const ProbeOptions& o) {
+  std::vector<profiler::Rate> peaks;
+  for (const Chains& chains : kChains)
+    if (!chains.bf16 && chains.available()) peaks.push_back({chains.isa, peak_gflops(chains.isa, o)});
+  return peaks;
+}
+
 profiler::CpuCeilings measure_cpu_ceilings(const ProbeOptions& o) {
   profiler::CpuCeilings c;
   c.model = cpu_model_name();
@@ -155,8 +162,9 @@ profiler::CpuCeilings measure_cpu_ceilings(const ProbeOptions& o) {
   if (has_avx512f()) c.flags.push_back("avx512f");
   if (has_avx512_bf16()) c.flags.push_back("avx512bf16");
   if (amx_bf16_usable()) c.flags.push_back("amx-bf16");
+  c.f32_fma = f32_fma_peaks(o);
   for (const Chains& chains : kChains)
-    if (chains.available()) (chains.bf16 ? c.bf16_dot : c.f32_fma).push_back({chains.isa, peak_gflops(chains.isa, o)});
+    if (chains.bf16 && chains.available()) c.bf16_dot.push_back({chains.isa, peak_gflops(chains.isa, o)});
   c.llc_bytes = last_level_cache_bytes();
   c.l2_bytes = l2_cache_bytes();
   // Three arrays of 4/3 of the last-level cache each (at most 128 MiB each); three filling half of L2.

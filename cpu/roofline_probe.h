@@ -3,6 +3,8 @@
 // the triad bandwidth of memory (over 4x the last-level cache, at most 384 MiB) and of L2. Every loop runs on mdl's
 // compute threads (parallel_for, get_num_threads()); each ceiling is the best of a few timed tries.
 #pragma once
+#include <vector>
+
 #include "profiler/roofline.h"
 
 namespace mdl::cpu {
@@ -20,6 +22,8 @@ profiler::CpuCeilings measure_cpu_ceilings(const ProbeOptions& options = {});
 // ("avx512-bf16", "amx-bf16"); GB/s of the triad over three arrays of `array_bytes` each (per
 // thread when per_thread, else shared). An instruction set this CPU lacks is an mdl::Error.
 double peak_gflops(const char* isa, const ProbeOptions& options = {});
+// The f32 FMA peak of each instruction set this CPU has, as measure_cpu_ceilings records them.
+std::vector<profiler::Rate> f32_fma_peaks(const ProbeOptions& options = {});
 double triad_gbs(int64_t array_bytes, bool per_thread, const ProbeOptions& options = {});
 int64_t last_level_cache_bytes();  // 32 MiB when the system does not say
 int64_t l2_cache_bytes();          // per core; 1 MiB when the system does not say

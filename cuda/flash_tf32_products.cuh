@@ -21,7 +21,7 @@ struct Tf32Pair {
   uint32_t big, small;
 };
 __device__ __forceinline__ Tf32Pair split_tf32(float x) {
-  const uint32_t big = ptx::to_tf32(x) & 0xffffe000u;  // the bits below tf32's cleared: the f32 value of the rounding
+  const uint32_t big = ptx::to_tf32(x);
   return {big, ptx::to_tf32(x - __uint_as_float(big))};
 }
 

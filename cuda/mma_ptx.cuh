@@ -47,12 +47,13 @@ __device__ __forceinline__ void mma_16816(float (&c)[4], const uint32_t (&a)[4],
   }
 }
 
-// x rounded to tf32 (10 mantissa bits, to nearest, ties away from zero), as an operand register: its
-// low 13 bits are zero, so it is also the f32 value of the rounding.
+// x rounded to tf32 (10 mantissa bits, to nearest, ties away from zero), as an operand register whose
+// 13 bits below tf32's are cleared here (the ISA does not promise their value), so that it is also the
+// f32 value of the rounding.
 __device__ __forceinline__ uint32_t to_tf32(float x) {
   uint32_t r;
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
-  return r;
+  return r & 0xffffe000u;
 }
 
 // c (16 x 8, f32) += a (16 x 8) b (8 x 8), tf32 operands.

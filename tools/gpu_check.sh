@@ -226,32 +226,25 @@ for dt in ("f16", "f32"):
             w = f', wall {r["wall_us"] / 1e3:.3f} ms (/ PyTorch {r["wall_us"] / 1e3 / t:.2f})' if "wall_us" in r else ""
             print(f'attention {dt} {part}: flash GPU {r["real_time"] / 1e3:.3f} ms{w}, PyTorch SDPA {t:.3f} ms, '
                   f'mdl GPU time / PyTorch time {r["real_time"] / 1e3 / t:.2f}')
-for dt, part in (("f16", "fwd"), ("bf16", "fwd"), ("f16", "fwd_bwd")):
-    case = f"{dt}/causal_b32_h6_t256_d64/{part}/manual_time"
-    ratio(f"flash_attention_mma/on/{case}", f"flash_attention_mma/off/{case}",
-          f"attention {dt} {part}: mma.sync registers vs WMMA (speedup)")
-    r, t = by.get(f"flash_attention_mma/on/{case}"), torch_ms.get(f"sdpa_{dt}_causal_b32_h6_t256_d64_{part}")
-    if r and t:
-        print(f'attention {dt} {part}: mma.sync GPU {r["real_time"] / 1e3:.3f} ms, PyTorch SDPA {t:.3f} ms, '
-              f'mdl GPU time / PyTorch time {r["real_time"] / 1e3 / t:.2f} (goal: fwd <= 1.2, fwd_bwd <= 1.0)')
-# The yardstick: cuDNN's fused attention (bench/cudnn_sdpa.h) on the same inputs as mdl's mma.sync
-# kernels, with PyTorch's SDPA beside both (a cuDNN that cannot run a graph shows as an ERROR row).
-for dt, part in (("f16", "fwd"), ("bf16", "fwd"), ("f16", "fwd_bwd")):
-    case = f"{dt}/causal_b32_h6_t256_d64/{part}/manual_time"
-    r, c = by.get(f"flash_attention_mma/on/{case}"), by.get(f"cudnn_sdpa/{case}")
-    t = torch_ms.get(f"sdpa_{dt}_causal_b32_h6_t256_d64_{part}")
-    if r and c:
-        vs = f', PyTorch SDPA {t:.3f} ms, cuDNN / PyTorch {c["real_time"] / 1e3 / t:.2f}' if t else ""
-        print(f'attention {dt} {part}: mdl GPU {r["real_time"] / 1e3:.3f} ms, cuDNN SDPA {c["real_time"] / 1e3:.3f} ms{vs}, '
-              f'mdl / cuDNN SDPA {r["real_time"] / c["real_time"]:.2f}')
-for part in ("fwd", "fwd_bwd"):
-    case = f"f32/causal_b32_h6_t256_d64/{part}/manual_time"
-    ratio(f"flash_attention_tf32x3/on/{case}", f"flash_attention_tf32x3/off/{case}",
-          f"attention f32 {part}: 3xTF32 tensor cores vs FMA (speedup)")
-    r, t = by.get(f"flash_attention_tf32x3/on/{case}"), torch_ms.get(f"sdpa_f32_causal_b32_h6_t256_d64_{part}")
-    if r and t:
-        print(f'attention f32 {part}: 3xTF32 GPU {r["real_time"] / 1e3:.3f} ms, PyTorch SDPA {t:.3f} ms, '
-              f'mdl GPU time / PyTorch time {r["real_time"] / 1e3 / t:.2f} (goal: <= 1.0)')
+# The register-tiled kernels against the ones they replace and against PyTorch's SDPA; beside them
+# cuDNN's fused attention (bench/cudnn_sdpa.h) on the same inputs, the yardstick where it has rows (a
+# cuDNN that cannot run a graph shows as an ERROR row).
+for switch, kernel, versus, goal, rows in (
+        ("flash_attention_mma", "mma.sync", "mma.sync registers vs WMMA", "fwd <= 1.2, fwd_bwd <= 1.0",
+         (("f16", "fwd"), ("bf16", "fwd"), ("f16", "fwd_bwd"))),
+        ("flash_attention_tf32x3", "3xTF32", "3xTF32 tensor cores vs FMA", "<= 1.0", (("f32", "fwd"), ("f32", "fwd_bwd")))):
+    for dt, part in rows:
+        case = f"{dt}/causal_b32_h6_t256_d64/{part}/manual_time"
+        ratio(f"{switch}/on/{case}", f"{switch}/off/{case}", f"attention {dt} {part}: {versus} (speedup)")
+        r, t = by.get(f"{switch}/on/{case}"), torch_ms.get(f"sdpa_{dt}_causal_b32_h6_t256_d64_{part}")
+        if r and t:
+            print(f'attention {dt} {part}: {kernel} GPU {r["real_time"] / 1e3:.3f} ms, PyTorch SDPA {t:.3f} ms, '
+                  f'mdl GPU time / PyTorch time {r["real_time"] / 1e3 / t:.2f} (goal: {goal})')
+        c = by.get(f"cudnn_sdpa/{case}")
+        if r and c:
+            vs = f', PyTorch SDPA {t:.3f} ms, cuDNN / PyTorch {c["real_time"] / 1e3 / t:.2f}' if t else ""
+            print(f'attention {dt} {part}: mdl GPU {r["real_time"] / 1e3:.3f} ms, cuDNN SDPA {c["real_time"] / 1e3:.3f} ms{vs}, '
+                  f'mdl / cuDNN SDPA {r["real_time"] / c["real_time"]:.2f}')
 r, t = by.get("BM_batch_norm_f16/manual_time"), torch_ms.get("batch_norm_f16")
 if r:
     vs = f', PyTorch {t:.1f} us, mdl GPU time / PyTorch time {r["real_time"] / t:.2f}' if t else ""

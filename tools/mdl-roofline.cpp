@@ -5,12 +5,10 @@
 // table; a later run reuses the file unless --refresh. --probe measures one CPU ceiling and prints it
 // alone (tools/roofline_check.sh pairs it with an independent loop). Exit status: 0 done, 1 failed,
 // 2 bad options.
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
-#include "cpu/cpu_features.h"
 #include "cpu/roofline_probe.h"
 #include "profiler/roofline.h"
 #include "tensor/error.h"
@@ -73,10 +71,10 @@ void print_probe(const std::string& which) {
     std::printf("threads %d\narray_bytes %lld\ntriad_gbs %.2f\n", get_num_threads(), (long long)array_bytes, gbs);
     return;
   }
-  MDL_CHECK(cpu::has_avx2_fma(), "mdl-roofline: --probe fma needs AVX2 and FMA, which this CPU lacks");
-  double best = cpu::peak_gflops("avx2-fma");
-  if (cpu::has_avx512f()) best = std::max(best, cpu::peak_gflops("avx512f"));
-  std::printf("threads %d\nfma_gflops %.1f\n", get_num_threads(), best);
+  profiler::CpuCeilings c;
+  c.f32_fma = cpu::f32_fma_peaks();
+  MDL_CHECK(!c.f32_fma.empty(), "mdl-roofline: --probe fma needs AVX2 and FMA, which this CPU lacks");
+  std::printf("threads %d\nfma_gflops %.1f\n", get_num_threads(), c.f32_peak());
 }
 
 }  // namespace

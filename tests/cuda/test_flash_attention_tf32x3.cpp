@@ -16,7 +16,6 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -44,12 +43,6 @@ struct Tf32x3 {
   explicit Tf32x3(bool on) : tf32x3(toggles::Toggle::flash_attention_tf32x3, on) {}
 };
 
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.to(Device::cpu()).contiguous(), y = b.to(Device::cpu()).contiguous();
-  return x.shape() == y.shape() && x.dtype() == y.dtype() &&
-         std::memcmp(x.raw_data(), y.raw_data(), size_t(x.numel()) * dtype_size(x.dtype())) == 0;
-}
-
 // The forward's logsumexp (N, H, L) on device d in dtype `as`, through the kernel contract.
 Tensor logsumexp_of(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal, Device d,
                     DType as) {
@@ -72,12 +65,7 @@ TEST_CASE("cuda: 3xTF32 flash attention matches f64 attention across tile edges,
     for (auto [L, S] : lengths)
       for (int masking = 0; masking < 4; ++masking) {
         const bool causal = masking & 1;
-        Tensor mask;
-        if (masking & 2) {
-          mask = empty({L, S}, kBool);
-          for (int64_t i = 0; i < L; ++i)
-            for (int64_t j = 0; j < S; ++j) mask.data_ptr<bool>()[i * S + j] = i != L / 2 && (i * 7 + j * 3) % 5 != 0;
-        }
+        const Tensor mask = masking & 2 ? patterned_mask(L, S, L / 2) : Tensor();
         const Tensor q = sample({1, 2, L, E}, kF32, seed++), k = sample({1, 2, S, E}, kF32, seed++),
                      v = sample({1, 2, S, E}, kF32, seed++), w = sample({1, 2, L, E}, kF32, seed++);
         auto run = [&](Device d, DType as) {

@@ -6,7 +6,6 @@
 // CPU's results within each kernel's tolerance. Skipped without a GPU.
 #include <doctest/doctest.h>
 
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -24,12 +23,6 @@ namespace F = mdl::nn::functional;
 namespace {
 
 const Device kGpu = Device::cuda();
-
-bool bitwise_equal(const Tensor& a, const Tensor& b) {
-  const Tensor x = a.to(Device::cpu()).contiguous(), y = b.to(Device::cpu()).contiguous();
-  return x.shape() == y.shape() && x.dtype() == y.dtype() &&
-         std::memcmp(x.raw_data(), y.raw_data(), size_t(x.numel()) * dtype_size(x.dtype())) == 0;
-}
 
 // The output and qkv's gradient under gy, on qkv's device: packed, or through split heads.
 std::vector<Tensor> run(bool packed, const Tensor& qkv0, int64_t H, const Tensor& mask, bool causal, const Tensor& gy) {
