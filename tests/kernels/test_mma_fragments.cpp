@@ -13,28 +13,15 @@
 #include <random>
 #include <vector>
 
+#include "tests/support/warp_emulation.h"
+
 using namespace mdl::mma;
+using namespace mdl::test::warp;
 
 namespace {
 
-constexpr int kLanes = 32;
-
-// A (rows, cols) tile in shared memory with a row pitch, as the kernel lays out q, k and v.
-struct Tile {
-  int rows, cols, pitch;
-  std::vector<float> x;
-  Tile(int r, int c, unsigned seed) : rows(r), cols(c), pitch(c + 8), x(size_t(r * (c + 8)), 0.0f) {
-    std::mt19937 gen(seed);
-    std::uniform_int_distribution<int> small(-3, 3);  // products and sums stay exact in f32
-    for (int i = 0; i < r; ++i)
-      for (int j = 0; j < c; ++j) at(i, j) = float(small(gen));
-  }
-  float& at(int i, int j) { return x[size_t(i * pitch + j)]; }
-};
-
 // Per lane: four 32-bit registers of two 16-bit elements each.
 using Fragment = std::array<std::array<std::array<float, 2>, 4>, kLanes>;
-using Accumulator = std::array<std::array<float, 4>, kLanes>;
 
 // ldmatrix.sync.aligned.m8n8.x4{.trans}: lane l gives the address (row, col) of row l % 8 of matrix
 // l / 8; a matrix row is the 8 elements from its address.
@@ -97,31 +84,6 @@ std::vector<Accumulator> scores(Tile& q, Tile& k, int D,
   return s;
 }
 
-// Whether the warp's accumulators hold want (16 x n_tiles*8), element (row, col) at n-tile col / 8.
-bool holds(const std::vector<Accumulator>& acc, const std::function<float(int, int)>& want) {
-  for (size_t n = 0; n < acc.size(); ++n)
-    for (int l = 0; l < kLanes; ++l)
-      for (int i = 0; i < 4; ++i) {
-        const RowCol e = c_element(l, i);
-        if (acc[n][size_t(l)][size_t(i)] != want(e.row, int(n) * 8 + e.col)) return false;
-      }
-  return true;
-}
-
-// Every element of a (rows x cols) matrix held by exactly one (lane, i < per_lane).
-bool covers_once(int rows, int cols, int per_lane, const std::function<RowCol(int, int)>& layout) {
-  std::vector<int> seen(size_t(rows * cols), 0);
-  for (int l = 0; l < kLanes; ++l)
-    for (int i = 0; i < per_lane; ++i) {
-      const RowCol e = layout(l, i);
-      if (e.row < 0 || e.row >= rows || e.col < 0 || e.col >= cols) return false;
-      ++seen[size_t(e.row * cols + e.col)];
-    }
-  for (int n : seen)
-    if (n != 1) return false;
-  return true;
-}
-
 }  // namespace
 
 TEST_CASE("mma fragments: each layout holds every element of its matrix exactly once") {
@@ -158,7 +120,7 @@ TEST_CASE("mma fragments: P read back from S's accumulators is the A operand of 
 
 TEST_CASE("mma fragments: an emulated warp computes the forward's S = Q K^T and O = P V exactly") {
   for (int D : {64, 128}) {
-    Tile q(16, D, 1), k(64, D, 2), v(64, D, 3);
+    Tile q(16, D, 8, 1), k(64, D, 8, 2), v(64, D, 8, 3);
     const std::vector<Accumulator> s = scores(q, k, D);
     CHECK(holds(s, [&](int i, int j) {
       float d = 0;
@@ -196,7 +158,7 @@ TEST_CASE("mma fragments: an emulated warp computes the forward's S = Q K^T and 
 }
 
 TEST_CASE("mma fragments: the emulation fails a kernel that swaps two ldmatrix matrices") {
-  Tile q(16, 64, 4), k(64, 64, 5);
+  Tile q(16, 64, 8, 4), k(64, 64, 8, 5);
   auto swapped = [](int lane, int key0, int kk) {  // the B registers of keys 8-15 and columns 8-15 exchanged
     const int m = ldmatrix_matrix(lane);
     return RowCol{key0 + ldmatrix_row(lane) + (m & 1) * 8, kk * 16 + (m >> 1) * 8};

@@ -18,30 +18,16 @@
 #include <random>
 #include <vector>
 
+#include "tests/support/warp_emulation.h"
+
 using mdl::mma::RowCol;
 namespace tf32 = mdl::mma::tf32;
+using namespace mdl::test::warp;
 
 namespace {
 
-constexpr int kLanes = 32;
-
-// A (rows, cols) tile in shared memory with the kernels' pitch cols + 4.
-struct Tile {
-  int rows, cols, pitch;
-  std::vector<float> x;
-  Tile(int r, int c, unsigned seed) : rows(r), cols(c), pitch(c + 4), x(size_t(r * (c + 4)), 0.0f) {
-    std::mt19937 gen(seed);
-    std::uniform_int_distribution<int> small(-3, 3);  // products and sums stay exact in f32
-    for (int i = 0; i < r; ++i)
-      for (int j = 0; j < c; ++j) at(i, j) = float(small(gen));
-  }
-  float& at(int i, int j) { return x[size_t(i * pitch + j)]; }
-  float at(int i, int j) const { return x[size_t(i * pitch + j)]; }
-};
-
 using AFragment = std::array<std::array<float, 4>, kLanes>;
 using BFragment = std::array<std::array<float, 2>, kLanes>;
-using Accumulator = std::array<std::array<float, 4>, kLanes>;
 
 // mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32: c (16 x 8) += a (16 x 8) b (8 x 8), each operand
 // gathered from the lanes by its layout (the values are exact in tf32, so no rounding is emulated).
@@ -115,30 +101,6 @@ void acc_times_rows(std::vector<Accumulator>& c, const std::vector<Accumulator>&
   }
 }
 
-// Whether the warp's accumulators hold want (16 x n_tiles*8), element (row, col) at n-tile col / 8.
-bool holds(const std::vector<Accumulator>& acc, const std::function<float(int, int)>& want) {
-  for (size_t n = 0; n < acc.size(); ++n)
-    for (int l = 0; l < kLanes; ++l)
-      for (int i = 0; i < 4; ++i) {
-        const RowCol e = tf32::c_element(l, i);
-        if (acc[n][size_t(l)][size_t(i)] != want(e.row, int(n) * 8 + e.col)) return false;
-      }
-  return true;
-}
-
-// Every element of a (rows x cols) matrix held by exactly one (lane, i < per_lane).
-bool covers_once(int rows, int cols, int per_lane, const std::function<RowCol(int, int)>& layout) {
-  std::vector<int> seen(size_t(rows * cols), 0);
-  for (int l = 0; l < kLanes; ++l)
-    for (int i = 0; i < per_lane; ++i) {
-      const RowCol e = layout(l, i);
-      if (e.row < 0 || e.row >= rows || e.col < 0 || e.col >= cols) return false;
-      ++seen[size_t(e.row * cols + e.col)];
-    }
-  for (int n : seen)
-    if (n != 1) return false;
-  return true;
-}
 
 // The shared-memory banks (4-byte words mod 32) that one load of a warp touches, all distinct.
 bool conflict_free(int pitch, const std::function<RowCol(int lane)>& element) {
@@ -209,7 +171,7 @@ TEST_CASE("mma tf32 fragments: the kernels' 32-bit shared-memory loads are free 
 TEST_CASE("mma tf32 fragments: an emulated warp computes the forward's and backward's products exactly") {
   for (int D : {64, 128}) {
     // Forward: S = Q K^T, O = P V with P = S (integers: exact) from S's accumulators.
-    Tile q(64, D, 1), k(64, D, 2), v(64, D, 3), d_o(64, D, 4);
+    Tile q(64, D, 4, 1), k(64, D, 4, 2), v(64, D, 4, 3), d_o(64, D, 4, 4);
     const int w0 = 16;  // the second warp's rows
     std::vector<Accumulator> s(8, Accumulator{});
     rows_times_rows_t(s, q, w0, k, D);
@@ -278,7 +240,7 @@ TEST_CASE("mma tf32 fragments: an emulated warp computes the forward's and backw
 }
 
 TEST_CASE("mma tf32 fragments: the emulation fails a kernel that takes P's columns unrelabelled") {
-  Tile q(16, 64, 5), k(64, 64, 6), v(64, 64, 7);
+  Tile q(16, 64, 4, 5), k(64, 64, 4, 6), v(64, 64, 4, 7);
   std::vector<Accumulator> s(8, Accumulator{});
   rows_times_rows_t(s, q, 0, k, 64);
   std::vector<Accumulator> o(8, Accumulator{});
