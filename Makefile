@@ -10,6 +10,7 @@
 #   make print-build  the configuration's folder (build/latest links to the last one built)
 #   make roofline   this machine's ceilings (peak FLOP/s, bandwidth) for the profiler's roofline: $(BUILD)/roofline.json
 #   make roofline-check  mdl-roofline's FMA peak and triad bandwidth against a hand-written FMA loop and triad
+#                      ($(BUILD)/roofline-check.json; bench/results.py record-check keeps it in bench/RESULTS.md)
 #   make format     clang-format every source in place    make format-check   the same, as a check
 #   make compile_commands.json   the compile commands of this configuration, for editors
 #   make gpu-check  build and run the CUDA tests and benchmarks here (a GPU machine with a toolchain)

@@ -5,6 +5,7 @@ commit and date it ran at. No figure in it is written by hand; the dated narrati
 measurement, and the figures of kinds not yet recorded this way, are in bench/log/.
 
     python3 bench/results.py record build/latest/bench/results   # keep this run as its kind's figures
+    python3 bench/results.py record-check build/latest/roofline-check.json   # make roofline-check's result
     python3 bench/results.py write                               # rewrite bench/RESULTS.md only
 """
 import csv, datetime, glob, json, os, subprocess, sys
@@ -50,6 +51,19 @@ def record(results_dir):
                 summary["ceilings"] = json.load(f)
     except (OSError, ValueError):
         pass
+    try:  # make roofline-check's last result beside them, when it ran on this kind
+        with open(os.path.join(results_dir, os.pardir, os.pardir, "roofline-check.json")) as f:
+            check = json.load(f)
+        if check["machine"]["kind"] == summary["machine"]["kind"]:
+            summary["roofline_check"] = check
+    except (OSError, ValueError, KeyError):
+        pass
+    path = save(summary)
+    print(f"results.py: recorded {len(summary['rows'])} rows as {os.path.relpath(path)}")
+    write()
+
+
+def save(summary):
     os.makedirs(RECORDS, exist_ok=True)
     path = os.path.join(RECORDS, summary["machine"]["kind"] + ".json")
     tmp = path + ".tmp"
@@ -57,7 +71,22 @@ def record(results_dir):
         json.dump(summary, f, indent=1)
         f.write("\n")
     os.replace(tmp, path)
-    print(f"results.py: recorded {len(summary['rows'])} rows as {os.path.relpath(path)}")
+    return path
+
+
+def record_check(check_path):
+    """Keeps make roofline-check's result with its kind's recorded figures."""
+    with open(check_path) as f:
+        check = json.load(f)
+    kind = check["machine"]["kind"]
+    path = os.path.join(RECORDS, kind + ".json")
+    if not os.path.exists(path):
+        sys.exit(f"results.py: no make bench recorded for {kind} yet ({os.path.relpath(path)}); record one first")
+    with open(path) as f:
+        summary = json.load(f)
+    summary["roofline_check"] = check
+    save(summary)
+    print(f"results.py: kept {check_path} with {os.path.relpath(path)}")
     write()
 
 
@@ -86,6 +115,21 @@ def ceilings_lines(c):
                  f"{gpu.get('bf16_tensor_mflops', 0) / 1e6:.0f}, TF32 tensor {gpu.get('tf32_tensor_mflops', 0) / 1e6:.0f}, "
                  f"f32 {gpu.get('f32_mflops', 0) / 1e6:.1f} TFLOP/s; memory {gpu.get('memory_mbps', 0) / 1e3:.0f} GB/s.")
     return [text, ""]
+
+
+def roofline_check_lines(check):
+    """make roofline-check's last result: mdl-roofline's ceilings against an independent loop."""
+    if not check:
+        return []
+    parts = []
+    for c in check["ceilings"].values():
+        name, unit = c["name"].rstrip(")").split(" (")
+        parts.append(f"{name} {c['mdl']:.1f} against {c['reference']:.1f} {unit} (ratio {c['ratio']:.3f}, rounds "
+                     f"{c['ratio_min']:.3f}-{c['ratio_max']:.3f})")
+    verdict = "agree within 10%" if check.get("agree") else "DISAGREE by more than 10%"
+    return [f"mdl-roofline against an independent FMA loop and triad (`make roofline-check` at {check.get('commit', '?')}, "
+            f"{check['rounds']} paired rounds, medians, {check['threads']} threads, {check['date']}): " +
+            "; ".join(parts) + f": {verdict}.", ""]
 
 
 def profile_lines(profiles):
@@ -138,6 +182,7 @@ def table(summary):
              f"{m['model']}, {host}. Recorded {summary['recorded']} at commit {summary['commit']} by "
              f"`{summary['command']}`. {gain}", "",
              *ceilings_lines(summary.get("ceilings")),
+             *roofline_check_lines(summary.get("roofline_check")),
              "| optimization | kind | device | baseline | optimized | gain | % of limit |", "|---|---|---|---|---|---|---|"]
     for r in summary["rows"]:
         # Records older than the roofline have no limit_text.
@@ -184,6 +229,8 @@ def write():
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "record":
         record(sys.argv[2])
+    elif len(sys.argv) == 3 and sys.argv[1] == "record-check":
+        record_check(sys.argv[2])
     elif len(sys.argv) == 2 and sys.argv[1] == "write":
         write()
     else:
