@@ -394,22 +394,29 @@ BENCHMARK(BM_resnet18_step_amp_graph)->UseRealTime()->Unit(benchmark::kMilliseco
 BENCHMARK(BM_gpt_step_amp_graph)->UseRealTime()->Unit(benchmark::kMillisecond);
 
 // Batch norm in training, forward and backward, on a ResNet-18 stage-1 activation (128, 64, 32, 32)
-// in f16 with f32 statistics and affine parameters (bench/torch_gpu_step.py times PyTorch's). GB/s
-// counts the 11 passes over an activation the step makes at least: x twice and y once forward
-// (statistics, apply), gy and x twice and gx once backward, and x.grad += gx (as in PyTorch's).
-void BM_batch_norm_f16(benchmark::State& st) {
+// in f16 (or bf16) with f32 statistics and affine parameters (bench/torch_gpu_step.py times PyTorch's
+// f16 step). GB/s counts the 11 passes over an activation the step makes at least: x twice and y once
+// forward (statistics, apply), gy and x twice and gx once backward, and x.grad += gx (as in PyTorch's).
+void batch_norm_step(benchmark::State& st, DType t) {
   manual_seed(0);
-  Tensor x = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu)).requires_grad_();
+  Tensor x = randn({128, 64, 32, 32}, TensorOptions(t, kGpu)).requires_grad_();
   Tensor w = ones({64}, kGpu).requires_grad_(), b = zeros({64}, kGpu).requires_grad_();
-  Tensor rm = zeros({64}, kGpu), rv = ones({64}, kGpu), gy = randn({128, 64, 32, 32}, TensorOptions(kF16, kGpu));
+  Tensor rm = zeros({64}, kGpu), rv = ones({64}, kGpu), gy = randn({128, 64, 32, 32}, TensorOptions(t, kGpu));
   auto step = [&] { nn::functional::batch_norm(x, rm, rv, w, b, true).backward(gy); };
   step();
   cuda::synchronize();
   bench::run_event_timed(st, step);
-  st.counters["GB/s"] = benchmark::Counter(11.0 * 2.0 * double(x.numel()) * double(st.iterations()) / 1e9,
-                                           benchmark::Counter::kIsRate);
+  st.counters["GB/s"] = benchmark::Counter(
+      11.0 * double(dtype_size(t)) * double(x.numel()) * double(st.iterations()) / 1e9, benchmark::Counter::kIsRate);
 }
+void BM_batch_norm_f16(benchmark::State& st) { batch_norm_step(st, kF16); }
 BENCHMARK(BM_batch_norm_f16)->UseManualTime()->Unit(benchmark::kMicrosecond);
+
+// The same step with batch norm's statistics passes packed (on) or one vector at a time (off).
+void bn_packed_stats_step(benchmark::State& st, DType t, bool packed) {
+  toggles::Scoped flip(toggles::Toggle::batch_norm_packed_stats, packed);
+  batch_norm_step(st, t);
+}
 
 // The same batch norm ending in a ReLU, forward and backward, with `toggle` off or on: with no
 // residual, ResNet's conv-bn-relu through BatchNorm2d::forward_relu (fused_bn_relu: the ReLU in
@@ -646,6 +653,12 @@ int main(int argc, char** argv) {
     bench::register_switch("fused_bn_add_relu", on, "bn_add_relu_f16_128x64x32x32", bn_add_relu_step)
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
+  for (const auto& [name, t] : {std::pair{"bn_f16_128x64x32x32", kF16}, std::pair{"bn_bf16_128x64x32x32", kBF16}})
+    for (bool on : {false, true})
+      bench::register_switch("batch_norm_packed_stats", on, name,
+                             [t](benchmark::State& st, bool packed) { bn_packed_stats_step(st, t, packed); })
+          ->UseManualTime()
+          ->Unit(benchmark::kMicrosecond);
   for (bool on : {false, true})
     bench::register_switch("channels_last", on, "resnet18_step_amp", resnet18_step_layout)
         ->UseRealTime()

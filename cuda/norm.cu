@@ -13,6 +13,7 @@
 #include "cuda/rows.cuh"
 #include "kernels/channel_split.h"
 #include "kernels/norm_math.h"
+#include "switches/list/toggles.h"
 
 namespace mdl::cuda {
 
@@ -87,6 +88,18 @@ __device__ __forceinline__ bool last_to_finish(unsigned* counters, int64_t slot,
   return last;
 }
 
+// The block's sums of (a, b), added across its threads in a fixed order, to part (2, P, C) at
+// piece p of channel c.
+__device__ __forceinline__ void write_block_partials(double a, double b, double* part, int64_t p, int64_t P, int64_t C,
+                                                     int64_t c) {
+  a = block_sum(a);
+  b = block_sum(b);
+  if (threadIdx.x == 0) {
+    part[p * C + c] = a;
+    part[(P + p) * C + c] = b;
+  }
+}
+
 // Channel c's sums (a, b) over its P partials in part (2, P, C), added in order.
 __device__ __forceinline__ void channel_totals(const double* part, int64_t P, int64_t C, int64_t c, double& a,
                                                double& b) {
@@ -142,12 +155,7 @@ __global__ void bn_partial_stats_kernel(const T* x, int64_t C, int64_t S, int64_
       }
     }
   }
-  s1 = block_sum(s1);
-  s2 = block_sum(s2);
-  if (threadIdx.x == 0) {
-    part[p * C + c] = s1;
-    part[(P + p) * C + c] = s2;
-  }
+  write_block_partials(s1, s2, part, p, P, C, c);
   if (last_to_finish(done, c, unsigned(P)) && threadIdx.x == 0) finish_channel_stats(part, P, C, c, shift, M, o);
 }
 
@@ -370,12 +378,99 @@ __global__ void bn_partial_grad_kernel(const T* gy, const T* x, int64_t C, int64
       }
     }
   }
-  sdy = block_sum(sdy);
-  sdx = block_sum(sdx);
-  if (threadIdx.x == 0) {
-    part[p * C + c] = sdy;
-    part[(P + p) * C + c] = sdx;
+  write_block_partials(sdy, sdx, part, p, P, C, c);
+  if (last_to_finish(done, c, unsigned(P)) && threadIdx.x == 0) finish_channel_grad(part, P, C, c, M, k, o);
+}
+
+// ---- batch norm's statistics with packed loads (the batch_norm_packed_stats switch) -----------
+// The blocks, pieces and walk of bn_partial_stats_kernel and bn_partial_grad_kernel, with two
+// changes. Each thread loads kPackRound vectors (of each operand) before it uses any, so four
+// 16-byte loads per thread are in flight instead of one. And each vector's V values are summed in
+// PackSum before the sum joins the thread's double totals: f32 for 16-bit inputs, whose values and
+// their differences f32 holds to far below their own rounding, so a vector costs 2 conversions to
+// double instead of 2 * V (a slow instruction on most GPUs); double for f32 and f64, as before.
+constexpr int kPackRound = 4;
+
+template <class T>
+using PackSum = std::conditional_t<sizeof(T) == 2, float, double>;
+
+__device__ __forceinline__ float fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+__device__ __forceinline__ double fma_rn(double a, double b, double c) { return __fma_rn(a, b, c); }
+
+// sum(av, bv) on the vectors of a, and of b when TWO, at the walk positions j0 + threadIdx.x,
+// j0 + threadIdx.x + kRowBlock, ... < j1 of channel c (vectors of V values, S % V == 0).
+template <int V, bool TWO, class T, class F>
+__device__ __forceinline__ void for_each_vector(const T* a, const T* b, int64_t j0, int64_t j1, int64_t S, int64_t C,
+                                                int64_t c, F&& sum) {
+  using Vec = Pack<T, V>;
+  int64_t j = j0 + threadIdx.x;
+  if (j >= j1) return;
+  ChannelWalk w(j, kRowBlock, S / V, C, c);
+  for (; j + (kPackRound - 1) * kRowBlock < j1; j += kPackRound * kRowBlock) {
+    Vec av[kPackRound], bv[kPackRound]{};
+#pragma unroll
+    for (int u = 0; u < kPackRound; ++u, w.advance()) {
+      av[u] = reinterpret_cast<const Vec*>(a)[w.offset()];
+      if constexpr (TWO) bv[u] = reinterpret_cast<const Vec*>(b)[w.offset()];
+    }
+#pragma unroll
+    for (int u = 0; u < kPackRound; ++u) sum(av[u], bv[u]);
   }
+  for (; j < j1; j += kRowBlock, w.advance()) {
+    Vec bv{};
+    if constexpr (TWO) bv = reinterpret_cast<const Vec*>(b)[w.offset()];
+    sum(reinterpret_cast<const Vec*>(a)[w.offset()], bv);
+  }
+}
+
+// Forward, block (c, p): the sums of d = x - shift and d * d over piece p of channel c.
+template <class T, int V>
+__global__ void bn_packed_stats_kernel(const T* x, int64_t C, int64_t S, int64_t M, int64_t piece, double* part,
+                                       unsigned* done, StatsOut<acc_t<T>> o) {
+  using Sum = PackSum<T>;
+  const int64_t c = blockIdx.x, p = blockIdx.y, P = gridDim.y, Mv = M / V;
+  const int64_t j0 = p * piece, j1 = j0 + piece < Mv ? j0 + piece : Mv;
+  const double shift = double(to_acc(x[c * S]));
+  double s1 = 0, s2 = 0;
+  for_each_vector<V, false>(x, x, j0, j1, S, C, c, [&](const Pack<T, V>& xv, const Pack<T, V>&) {
+    Sum a = 0, b = 0;
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const Sum d = Sum(to_acc(xv.v[e])) - Sum(shift);
+      a += d;
+      b = fma_rn(d, d, b);
+    }
+    s1 += double(a);
+    s2 += double(b);
+  });
+  write_block_partials(s1, s2, part, p, P, C, c);
+  if (last_to_finish(done, c, unsigned(P)) && threadIdx.x == 0) finish_channel_stats(part, P, C, c, shift, M, o);
+}
+
+// Backward, block (c, p): sdy = sum gy and sdx = sum gy * (x - mean) over piece p of channel c, gy
+// gated by the forward's ReLU when RELU.
+template <class T, bool RELU, int V>
+__global__ void bn_packed_grad_kernel(const T* gy, const T* x, int64_t C, int64_t S, int64_t M, int64_t piece,
+                                      ChannelAffine<acc_t<T>> k, double* part, unsigned* done, GradOut<acc_t<T>> o) {
+  using Sum = PackSum<T>;
+  const int64_t c = blockIdx.x, p = blockIdx.y, P = gridDim.y, Mv = M / V;
+  const int64_t j0 = p * piece, j1 = j0 + piece < Mv ? j0 + piece : Mv;
+  const Sum mu = Sum(k.mean[c]);
+  const auto kc = RELU ? k(c) : norm_math::Affine<acc_t<T>>{};
+  double sdy = 0, sdx = 0;
+  for_each_vector<V, true>(gy, x, j0, j1, S, C, c, [&](const Pack<T, V>& gv, const Pack<T, V>& xv) {
+    Sum a = 0, b = 0;
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      const auto xa = to_acc(xv.v[e]);
+      const Sum g = Sum(gated<RELU>(to_acc(gv.v[e]), xa, kc));
+      a += g;
+      b = fma_rn(g, Sum(xa) - mu, b);
+    }
+    sdy += double(a);
+    sdx += double(b);
+  });
+  write_block_partials(sdy, sdx, part, p, P, C, c);
   if (last_to_finish(done, c, unsigned(P)) && threadIdx.x == 0) finish_channel_grad(part, P, C, c, M, k, o);
 }
 
@@ -620,6 +715,9 @@ void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Te
     if (sg.rows)
       bn_rows_partial_grad_kernel<T, RELU>
           <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, M, sg.sp.piece, k, ptr<double>(part), counters(done), o);
+    else if (vec && toggles::batch_norm_packed_stats())
+      bn_packed_grad_kernel<T, RELU, V>
+          <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, S, M, sg.sp.piece, k, ptr<double>(part), counters(done), o);
     else if (vec)
       bn_partial_grad_kernel<T, RELU, V>
           <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, S, M, sg.sp.piece, k, ptr<double>(part), counters(done), o);
@@ -662,6 +760,9 @@ void batch_norm_stats(const Tensor& x, const StatsOut<acc_t<T>>& o) {
   if (sg.rows)
     bn_rows_partial_stats_kernel<T>
         <<<sg.grid, sg.block, 0, stream()>>>(xp, C, M, sg.sp.piece, ptr<double>(part), counters(done), o);
+  else if (vec && toggles::batch_norm_packed_stats())
+    bn_packed_stats_kernel<T, V>
+        <<<sg.grid, sg.block, 0, stream()>>>(xp, C, S, M, sg.sp.piece, ptr<double>(part), counters(done), o);
   else if (vec)
     bn_partial_stats_kernel<T, V>
         <<<sg.grid, sg.block, 0, stream()>>>(xp, C, S, M, sg.sp.piece, ptr<double>(part), counters(done), o);
