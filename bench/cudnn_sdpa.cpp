@@ -9,9 +9,11 @@
 // Backward, from the forward's stats:
 //   D = rowsum(dO * O); P = exp(S - stats) with S as above; dV = P^T dO (P^T a reshape)
 //   dS = (dO V^T - D) * P * scale; dK = dS^T Q; dQ = dS K into a zeroed f32 accumulator, then dQ
-// Every intermediate is virtual and f32 but the matmuls' transposed operands. Each backend call is
-// checked: a failure names the step, cuDNN's status, message and version, and becomes the reason the
-// shape is unsupported.
+// Every intermediate is virtual and f32 but the matmuls' A operands (P, P^T, dS^T: the inputs'
+// dtype), the stats and the dQ accumulator. cuDNN releases have asked for the backward in more than
+// one form (D virtual or in memory, the accumulator reordered or not), so the backward tries each
+// form in turn (BackwardForm) and keeps the first cuDNN plans. Each backend call is checked: a failure
+// names the step, cuDNN's status, message and version, and becomes the reason the shape is unsupported.
 #include "bench/cudnn_sdpa.h"
 
 #include <array>
@@ -36,7 +38,19 @@ using mdl::Tensor;
 using namespace cudnn;
 
 // The unique ids of the tensors the variant pack binds; virtual tensors number from kFirstVirtual.
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kScale, kLowest, kOne, kdO, kdQ, kdK, kdV, kdQAccum };
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kScale, kLowest, kOne, kdO, kdQ, kdK, kdV, kdQAccum, kSoftmaxSum };
+
+// How the backward graph is written: D = rowsum(dO * O) as a virtual tensor or in an f32 (B, H, L, 1)
+// buffer of the caller's (as cudnn-frontend writes it for recent cuDNN releases), and the f32 dQ
+// accumulator with cuDNN's F16x16 reordering or plain. Tried in this order.
+struct BackwardForm {
+  bool softmax_sum_in_memory, dq_reordered;
+  std::string describe() const {
+    return std::string("D ") + (softmax_sum_in_memory ? "in memory" : "virtual") + ", dQ accumulator " +
+           (dq_reordered ? "F16x16-reordered" : "plain");
+  }
+};
+constexpr BackwardForm kBackwardForms[] = {{false, true}, {true, true}, {true, false}};
 
 struct Shape {
   int64_t b, h, l, s, d;
@@ -108,8 +122,8 @@ void build_forward(Graph& g, const Shape& sh) {
 }
 
 // Adds dO (like O) and writes dQ (like Q), dK and dV (like K), dQ through an f32 accumulator
-// (B, H, L, D) the caller zeroes.
-void build_backward(Graph& g, const Shape& sh) {
+// (B, H, L, D) the caller zeroes, in the given form.
+void build_backward(Graph& g, const Shape& sh, const BackwardForm& form) {
   const cudnnDataType_t io = io_type(sh), f32 = CUDNN_DATA_FLOAT;
   const Dims q_dims{sh.b, sh.h, sh.l, sh.d}, kv_dims{sh.b, sh.h, sh.s, sh.d};
   const Dims score_dims{sh.b, sh.h, sh.l, sh.s}, rows{sh.b, sh.h, sh.l, 1}, one_dims{1, 1, 1, 1};
@@ -124,13 +138,14 @@ void build_backward(Graph& g, const Shape& sh) {
   auto dq = g.tensor("dQ", io, q_dims, contiguous(q_dims), kdQ);
   auto dk = g.tensor("dK", io, kv_dims, contiguous(kv_dims), kdK);
   auto dv = g.tensor("dV", io, kv_dims, contiguous(kv_dims), kdV);
-  auto dq_accum = g.tensor("dQ accumulator", f32, q_dims, contiguous(q_dims), kdQAccum, false, true);
+  auto dq_accum = g.tensor("dQ accumulator", f32, q_dims, contiguous(q_dims), kdQAccum, false, form.dq_reordered);
 
   auto prod = g.virtual_tensor("dO * O", f32, q_dims);
   g.pointwise("dO * O", CUDNN_POINTWISE_MUL, f32, d_o, o, nullptr, prod);
   auto row_dot = g.virtual_tensor("rowsum(dO * O)", f32, rows);
   g.reduction("rowsum(dO * O)", CUDNN_REDUCE_TENSOR_ADD, prod, row_dot);
-  auto softmax_sum = g.virtual_tensor("softmax sum", f32, rows);
+  auto softmax_sum = form.softmax_sum_in_memory ? g.tensor("softmax sum", f32, rows, contiguous(rows), kSoftmaxSum)
+                                                : g.virtual_tensor("softmax sum", f32, rows);
   g.pointwise("softmax sum", CUDNN_POINTWISE_MUL, f32, row_dot, one, nullptr, softmax_sum);
 
   auto scale = scale_tensor(g);
@@ -168,6 +183,7 @@ struct Plan {
   std::unique_ptr<Desc> op_graph, config, plan;  // the plan's engine config kept alive beside it
   int64_t workspace = 0;
   bool backward = false;
+  BackwardForm form{};  // the backward's form cuDNN planned
   std::string unsupported;
 };
 
@@ -234,20 +250,40 @@ std::shared_ptr<Plan> make_plan(const Shape& sh) {
                      std::string(mdl::dtype_name(sh.dtype));
     return p;
   }
-  try {
+  const auto plan_graph = [&](Plan& plan) {
     cudnnHandle_t handle = mdl::cuda::detail::cudnn();
-    (sh.backward ? build_backward : build_forward)(p->graph, sh);
-    p->op_graph = std::make_unique<Desc>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
-    p->op_graph
-        ->set_n(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(p->graph.ops.size()),
-                p->graph.ops.data())
+    plan.op_graph = std::make_unique<Desc>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR, "operation graph");
+    plan.op_graph
+        ->set_n(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(plan.graph.ops.size()),
+                plan.graph.ops.data())
         .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, handle)
         .finalize();
-    find_plan(*p, handle);
-  } catch (const StepFailed& e) {
-    p->plan.reset();
-    p->unsupported = version + ": " + e.what();
+    find_plan(plan, handle);
+  };
+  if (!sh.backward) {
+    try {
+      build_forward(p->graph, sh);
+      plan_graph(*p);
+    } catch (const StepFailed& e) {
+      p->plan.reset();
+      p->unsupported = version + ": " + e.what();
+    }
+    return p;
   }
+  std::string why;
+  for (const BackwardForm& form : kBackwardForms) {
+    auto attempt = std::make_shared<Plan>();
+    attempt->backward = true;
+    attempt->form = form;
+    try {
+      build_backward(attempt->graph, sh, form);
+      plan_graph(*attempt);
+      return attempt;
+    } catch (const StepFailed& e) {
+      why += std::string(why.empty() ? "" : "; ") + form.describe() + ": " + e.what();
+    }
+  }
+  p->unsupported = version + ": every form of the backward graph failed (" + why + ")";
   return p;
 }
 
@@ -320,6 +356,11 @@ std::string cudnn_sdpa_backward_unsupported(const Tensor& q, const Tensor& k, bo
   return plan_for(shape_of(q, k, causal, true))->unsupported;
 }
 
+std::string cudnn_sdpa_backward_form(const Tensor& q, const Tensor& k, bool causal) {
+  const std::shared_ptr<Plan> p = plan_for(shape_of(q, k, causal, true));
+  return p->plan ? p->form.describe() : std::string();
+}
+
 CudnnSdpa cudnn_sdpa_forward(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, float scale) {
   const std::shared_ptr<Plan> p = checked_plan(q, k, v, causal, false);
   CudnnSdpa r{mdl::empty(q.shape(), mdl::TensorOptions(q.dtype(), q.device())),
@@ -338,10 +379,18 @@ CudnnSdpaGrads cudnn_sdpa_backward(const Tensor& q, const Tensor& k, const Tenso
   const mdl::TensorOptions io(q.dtype(), q.device());
   CudnnSdpaGrads g{mdl::empty(q.shape(), io), mdl::empty(k.shape(), io), mdl::empty(v.shape(), io)};
   Tensor dq_accum = mdl::zeros(q.shape(), mdl::TensorOptions(mdl::kF32, q.device()));
-  execute(*p, {kQ, kK, kV, kO, kdO, kStats, kdQ, kdK, kdV, kdQAccum},
-          {q.raw_data(), k.raw_data(), v.raw_data(), forward.out.raw_data(), grad_out.raw_data(),
-           forward.stats.raw_data(), g.dq.raw_data(), g.dk.raw_data(), g.dv.raw_data(), dq_accum.raw_data()},
-          causal, &scale, q.device());
+  std::vector<int64_t> uids{kQ, kK, kV, kO, kdO, kStats, kdQ, kdK, kdV, kdQAccum};
+  std::vector<void*> ptrs{q.raw_data(),           k.raw_data(),        v.raw_data(),
+                          forward.out.raw_data(), grad_out.raw_data(), forward.stats.raw_data(),
+                          g.dq.raw_data(),        g.dk.raw_data(),     g.dv.raw_data(),
+                          dq_accum.raw_data()};
+  Tensor softmax_sum;  // D, where the form keeps it in memory
+  if (p->form.softmax_sum_in_memory) {
+    softmax_sum = mdl::empty(forward.stats.shape(), mdl::TensorOptions(mdl::kF32, q.device()));
+    uids.push_back(kSoftmaxSum);
+    ptrs.push_back(softmax_sum.raw_data());
+  }
+  execute(*p, std::move(uids), std::move(ptrs), causal, &scale, q.device());
   return g;
 }
 

@@ -29,8 +29,12 @@ std::string cudnn_sdpa_unsupported(const mdl::Tensor& q, const mdl::Tensor& k, b
 CudnnSdpa cudnn_sdpa_forward(const mdl::Tensor& q, const mdl::Tensor& k, const mdl::Tensor& v, bool causal,
                              float scale);
 
-// The same for the backward graph.
+// The same for the backward graph, with each form's failure (bench/cudnn_sdpa.cpp: BackwardForm).
 std::string cudnn_sdpa_backward_unsupported(const mdl::Tensor& q, const mdl::Tensor& k, bool causal);
+
+// The form of the backward graph cuDNN planned for these shapes ("D virtual, dQ accumulator
+// F16x16-reordered"), empty when it planned none.
+std::string cudnn_sdpa_backward_form(const mdl::Tensor& q, const mdl::Tensor& k, bool causal);
 
 // The gradients of cudnn_sdpa_forward's output for grad_out (like q), from its output and stats:
 // dQ, dK and dV in q's dtype, on mdl's stream. Throws mdl::Error with cuDNN's reason when it cannot

@@ -91,6 +91,7 @@ TEST_CASE("cuda: cuDNN's fused attention yardstick agrees with mdl's flash atten
             FAIL_CHECK("cuDNN cannot run the fused attention backward graph for ", what, ": ", why_backward);
             continue;
           }
+          MESSAGE(what, ": cuDNN planned the backward with ", bench::cudnn_sdpa_backward_form(q, k, causal));
           const Tensor go = sample({2, 3, L, E}, t, seed++).to(Device::cuda());
           const bench::CudnnSdpaGrads grads = bench::cudnn_sdpa_backward(q, k, v, got, go, causal, float(scale));
           want.backward(go);
