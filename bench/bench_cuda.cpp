@@ -397,11 +397,12 @@ BENCHMARK(BM_gpt_step_amp_graph)->UseRealTime()->Unit(benchmark::kMillisecond);
 // in f16 (or bf16) with f32 statistics and affine parameters (bench/torch_gpu_step.py times PyTorch's
 // f16 step). GB/s counts the 11 passes over an activation the step makes at least: x twice and y once
 // forward (statistics, apply), gy and x twice and gx once backward, and x.grad += gx (as in PyTorch's).
-void batch_norm_step(benchmark::State& st, DType t) {
+void batch_norm_step(benchmark::State& st, DType t, MemoryFormat format = MemoryFormat::Contiguous) {
   manual_seed(0);
-  Tensor x = randn({128, 64, 32, 32}, TensorOptions(t, kGpu)).requires_grad_();
+  Tensor x = randn({128, 64, 32, 32}, TensorOptions(t, kGpu)).contiguous(format).requires_grad_();
   Tensor w = ones({64}, kGpu).requires_grad_(), b = zeros({64}, kGpu).requires_grad_();
-  Tensor rm = zeros({64}, kGpu), rv = ones({64}, kGpu), gy = randn({128, 64, 32, 32}, TensorOptions(t, kGpu));
+  Tensor rm = zeros({64}, kGpu), rv = ones({64}, kGpu);
+  Tensor gy = randn({128, 64, 32, 32}, TensorOptions(t, kGpu)).contiguous(format);
   auto step = [&] { nn::functional::batch_norm(x, rm, rv, w, b, true).backward(gy); };
   step();
   cuda::synchronize();
@@ -412,10 +413,10 @@ void batch_norm_step(benchmark::State& st, DType t) {
 void BM_batch_norm_f16(benchmark::State& st) { batch_norm_step(st, kF16); }
 BENCHMARK(BM_batch_norm_f16)->UseManualTime()->Unit(benchmark::kMicrosecond);
 
-// The same step with batch norm's statistics passes packed (on) or one vector at a time (off).
-void bn_packed_stats_step(benchmark::State& st, DType t, bool packed) {
+// The same step, NCHW or channels-last, with batch norm's statistics passes packed (on) or not (off).
+void bn_packed_stats_step(benchmark::State& st, DType t, MemoryFormat format, bool packed) {
   toggles::Scoped flip(toggles::Toggle::batch_norm_packed_stats, packed);
-  batch_norm_step(st, t);
+  batch_norm_step(st, t, format);
 }
 
 // The same batch norm ending in a ReLU, forward and backward, with `toggle` off or on: with no
@@ -653,10 +654,18 @@ int main(int argc, char** argv) {
     bench::register_switch("fused_bn_add_relu", on, "bn_add_relu_f16_128x64x32x32", bn_add_relu_step)
         ->UseManualTime()
         ->Unit(benchmark::kMicrosecond);
-  for (const auto& [name, t] : {std::pair{"bn_f16_128x64x32x32", kF16}, std::pair{"bn_bf16_128x64x32x32", kBF16}})
+  struct BnCase {
+    const char* name;
+    DType t;
+    MemoryFormat format;
+  };
+  for (const BnCase& c : {BnCase{"bn_f16_128x64x32x32", kF16, MemoryFormat::Contiguous},
+                          BnCase{"bn_bf16_128x64x32x32", kBF16, MemoryFormat::Contiguous},
+                          BnCase{"bn_f16_nhwc_128x64x32x32", kF16, MemoryFormat::ChannelsLast}})
     for (bool on : {false, true})
-      bench::register_switch("batch_norm_packed_stats", on, name,
-                             [t](benchmark::State& st, bool packed) { bn_packed_stats_step(st, t, packed); })
+      bench::register_switch(
+          "batch_norm_packed_stats", on, c.name,
+          [c](benchmark::State& st, bool packed) { bn_packed_stats_step(st, c.t, c.format, packed); })
           ->UseManualTime()
           ->Unit(benchmark::kMicrosecond);
   for (bool on : {false, true})

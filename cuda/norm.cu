@@ -72,6 +72,10 @@ unsigned grid_for(int64_t blocks) { return unsigned(std::min<int64_t>(std::max<i
 // About this many blocks per statistics pass, each thread with at least 4 values.
 constexpr int64_t kStatBlocks = 1024;
 
+// The vectors (or rows) a thread of a packed statistics pass (batch_norm_packed_stats) loads before
+// it sums any.
+constexpr int kPackRound = 4;
+
 // Whether this block is the last of the P blocks counting on counters[slot] to get here, every
 // thread having written its partials before (each thread's fence makes its stores visible to the
 // device before the count). The last block reads the others' partials through L2 (__ldcg).
@@ -261,22 +265,28 @@ __global__ void bn_rows_partial_grad_kernel(const T* gy, const T* x, int64_t C, 
 
 // The statistics grid of x (N, C, S): (C, P) blocks of kRowBlock threads walking each channel's
 // vectors of V values (V = 1, or S % V == 0 with 16-byte aligned operands), or for S == 1
-// (ceil(C / 32), P) blocks of 32 x kRowThreads walking rows. `slots` counters, one per channel or
-// per group of 32 channels.
+// (ceil(C / 32), P) blocks of 32 x kRowThreads walking rows, or with row_vectors (groups, P) blocks
+// of kRowBlock threads reading vectors of V channels (row_vector_split). `slots` counters, one per
+// channel or per block column.
 struct StatGrid {
-  bool rows;
+  bool rows, row_vectors;
   ChannelSplit sp;
+  RowVectorSplit rs;
   dim3 grid, block;
   int64_t slots;
 };
-StatGrid stat_grid(int64_t M, int64_t C, int64_t S, int V) {
+StatGrid stat_grid(int64_t M, int64_t C, int64_t S, int V, int row_vector = 0) {
+  if (S == 1 && row_vector > 0) {
+    const RowVectorSplit rs = row_vector_split(M, C, row_vector, kStatBlocks, kRowBlock, kPackRound);
+    return {true, true, rs.sp, rs, dim3(unsigned(rs.groups), unsigned(rs.sp.P)), dim3(kRowBlock), rs.groups};
+  }
   if (S == 1) {
     const int64_t groups = (C + 31) / 32;
     const ChannelSplit sp = channel_split(M, groups, kStatBlocks, 4 * kRowThreads);
-    return {true, sp, dim3(unsigned(groups), unsigned(sp.P)), dim3(32, kRowThreads), groups};
+    return {true, false, sp, {}, dim3(unsigned(groups), unsigned(sp.P)), dim3(32, kRowThreads), groups};
   }
   const ChannelSplit sp = vector_channel_split(M, C, V, kStatBlocks, kRowBlock);
-  return {false, sp, dim3(unsigned(C), unsigned(sp.P)), dim3(kRowBlock), C};
+  return {false, false, sp, {}, dim3(unsigned(C), unsigned(sp.P)), dim3(kRowBlock), C};
 }
 
 // n zeroed counters for the last-block hand-off, in a fresh allocation (a memset, not a kernel).
@@ -299,6 +309,14 @@ template <class T>
 bool stat_vectors(int64_t S, std::initializer_list<const void*> data) {
   constexpr int V = int(16 / sizeof(T));
   return V > 1 && S % V == 0 && aligned16(data);
+}
+
+// Whether the statistics pass over rows of channels (S == 1) reads vectors of V channels: with
+// batch_norm_packed_stats on, C % V == 0 and 16-byte aligned operands.
+template <class T>
+bool packed_rows(int64_t S, int64_t C, std::initializer_list<const void*> data) {
+  constexpr int V = int(16 / sizeof(T));
+  return S == 1 && toggles::batch_norm_packed_stats() && C % V == 0 && aligned16(data);
 }
 
 // The channel of flat element i of an (N, C, S) tensor; I is 32-bit where N * C * S fits.
@@ -389,8 +407,6 @@ __global__ void bn_partial_grad_kernel(const T* gy, const T* x, int64_t C, int64
 // PackSum before the sum joins the thread's double totals: f32 for 16-bit inputs, whose values and
 // their differences f32 holds to far below their own rounding, so a vector costs 2 conversions to
 // double instead of 2 * V (a slow instruction on most GPUs); double for f32 and f64, as before.
-constexpr int kPackRound = 4;
-
 template <class T>
 using PackSum = std::conditional_t<sizeof(T) == 2, float, double>;
 
@@ -472,6 +488,137 @@ __global__ void bn_packed_grad_kernel(const T* gy, const T* x, int64_t C, int64_
   });
   write_block_partials(sdy, sdx, part, p, P, C, c);
   if (last_to_finish(done, c, unsigned(P)) && threadIdx.x == 0) finish_channel_grad(part, P, C, c, M, k, o);
+}
+
+// The same for rows of channels (S == 1: x (M, C), C % V == 0), split by row_vector_split: thread t
+// of block (g, p) takes channel vector vector_of(g, t), V consecutive channels in one 16-byte load,
+// of rows row_of(t), row_of(t) + rows, ... of piece p, kPackRound rows loaded before any is summed,
+// each channel's kPackRound values summed in PackSum first. The block adds its threads' sums of each
+// channel in order of row offset, and the last of the P blocks of its column of vectors finishes
+// the column's channels.
+
+// sum.template operator()<n>(av, bv) on rounds of n = kPackRound rows (then single rows) of vector v
+// of a, and of b when TWO: rows j0, j0 + rows, ... < j1 of an (M, G) array of vectors.
+template <int V, bool TWO, class T, class F>
+__device__ __forceinline__ void for_each_row_round(const T* a, const T* b, int64_t j0, int64_t j1, int64_t rows,
+                                                   int64_t G, int64_t v, F&& sum) {
+  using Vec = Pack<T, V>;
+  const Vec *va = reinterpret_cast<const Vec*>(a), *vb = reinterpret_cast<const Vec*>(b);
+  int64_t j = j0;
+  for (; j + (kPackRound - 1) * rows < j1; j += kPackRound * rows) {
+    Vec av[kPackRound], bv[kPackRound]{};
+#pragma unroll
+    for (int u = 0; u < kPackRound; ++u) {
+      av[u] = va[(j + u * rows) * G + v];
+      if constexpr (TWO) bv[u] = vb[(j + u * rows) * G + v];
+    }
+    sum.template operator()<kPackRound>(av, bv);
+  }
+  for (; j < j1; j += rows) {
+    Vec av[1] = {va[j * G + v]}, bv[1]{};
+    if constexpr (TWO) bv[0] = vb[j * G + v];
+    sum.template operator()<1>(av, bv);
+  }
+}
+
+// Adds the block's per-thread sums (a, b) of each of its group * V channels in order of row offset
+// and writes channel c's totals to part (2, P, C) at piece p (threads without a vector hold zeros).
+template <int V>
+__device__ void write_vector_row_partials(const double (&a)[V], const double (&b)[V], const RowVectorSplit& sp,
+                                          int64_t g, int64_t p, int64_t P, int64_t C, double* part) {
+  __shared__ double sum1[kRowBlock][V], sum2[kRowBlock][V];
+#pragma unroll
+  for (int e = 0; e < V; ++e) sum1[threadIdx.x][e] = a[e], sum2[threadIdx.x][e] = b[e];
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < sp.group * V; i += kRowBlock) {
+    const int64_t c = g * sp.group * V + i, vl = i / V, e = i % V;
+    if (c >= C) break;
+    double s = 0, q = 0;
+    for (int64_t r = 0; r < sp.rows; ++r) s += sum1[r * sp.group + vl][e], q += sum2[r * sp.group + vl][e];
+    part[p * C + c] = s;
+    part[(P + p) * C + c] = q;
+  }
+}
+
+// Forward, block (g, p): each channel's sums of d = x - shift and d * d, shift its first value.
+template <class T, int V>
+__global__ void bn_packed_rows_stats_kernel(const T* x, int64_t C, int64_t M, RowVectorSplit sp, double* part,
+                                            unsigned* done, StatsOut<acc_t<T>> o) {
+  using Sum = PackSum<T>;
+  using Vec = Pack<T, V>;
+  const int64_t G = C / V, g = blockIdx.x, p = blockIdx.y, P = gridDim.y;
+  const int64_t v = sp.vector_of(g, threadIdx.x), r = sp.row_of(threadIdx.x);
+  double s1[V] = {}, s2[V] = {};
+  if (r < sp.rows && v < G) {
+    const int64_t j1 = (p + 1) * sp.sp.piece < M ? (p + 1) * sp.sp.piece : M;
+    const Vec first = reinterpret_cast<const Vec*>(x)[v];
+    Sum shift[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) shift[e] = Sum(to_acc(first.v[e]));
+    for_each_row_round<V, false>(x, x, p * sp.sp.piece + r, j1, sp.rows, G, v, [&]<int N>(const Vec* xv, const Vec*) {
+#pragma unroll
+      for (int e = 0; e < V; ++e) {
+        Sum a = 0, b = 0;
+#pragma unroll
+        for (int u = 0; u < N; ++u) {
+          const Sum d = Sum(to_acc(xv[u].v[e])) - shift[e];
+          a += d;
+          b = fma_rn(d, d, b);
+        }
+        s1[e] += double(a);
+        s2[e] += double(b);
+      }
+    });
+  }
+  write_vector_row_partials<V>(s1, s2, sp, g, p, P, C, part);
+  if (last_to_finish(done, g, unsigned(P)))
+    for (int64_t i = threadIdx.x; i < sp.group * V && g * sp.group * V + i < C; i += kRowBlock) {
+      const int64_t c = g * sp.group * V + i;
+      finish_channel_stats(part, P, C, c, double(to_acc(x[c])), M, o);
+    }
+}
+
+// Backward, block (g, p): each channel's sdy = sum gy and sdx = sum gy * (x - mean), gy gated by the
+// forward's ReLU when RELU.
+template <class T, bool RELU, int V>
+__global__ void bn_packed_rows_grad_kernel(const T* gy, const T* x, int64_t C, int64_t M, RowVectorSplit sp,
+                                           ChannelAffine<acc_t<T>> k, double* part, unsigned* done,
+                                           GradOut<acc_t<T>> o) {
+  using Sum = PackSum<T>;
+  using Vec = Pack<T, V>;
+  const int64_t G = C / V, g = blockIdx.x, p = blockIdx.y, P = gridDim.y;
+  const int64_t v = sp.vector_of(g, threadIdx.x), r = sp.row_of(threadIdx.x);
+  double sdy[V] = {}, sdx[V] = {};
+  if (r < sp.rows && v < G) {
+    const int64_t j1 = (p + 1) * sp.sp.piece < M ? (p + 1) * sp.sp.piece : M;
+    Sum mu[V];
+    norm_math::Affine<acc_t<T>> kc[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) {
+      mu[e] = Sum(k.mean[v * V + e]);
+      kc[e] = RELU ? k(v * V + e) : norm_math::Affine<acc_t<T>>{};
+    }
+    for_each_row_round<V, true>(gy, x, p * sp.sp.piece + r, j1, sp.rows, G, v,
+                                [&]<int N>(const Vec* gv, const Vec* xv) {
+#pragma unroll
+                                  for (int e = 0; e < V; ++e) {
+                                    Sum a = 0, b = 0;
+#pragma unroll
+                                    for (int u = 0; u < N; ++u) {
+                                      const auto xa = to_acc(xv[u].v[e]);
+                                      const Sum gg = Sum(gated<RELU>(to_acc(gv[u].v[e]), xa, kc[e]));
+                                      a += gg;
+                                      b = fma_rn(gg, Sum(xa) - mu[e], b);
+                                    }
+                                    sdy[e] += double(a);
+                                    sdx[e] += double(b);
+                                  }
+                                });
+  }
+  write_vector_row_partials<V>(sdy, sdx, sp, g, p, P, C, part);
+  if (last_to_finish(done, g, unsigned(P)))
+    for (int64_t i = threadIdx.x; i < sp.group * V && g * sp.group * V + i < C; i += kRowBlock)
+      finish_channel_grad(part, P, C, g * sp.group * V + i, M, k, o);
 }
 
 // gx = g * p[c] + x * q[c] + r[c], g being gy gated by the forward's ReLU when RELU.
@@ -704,7 +851,8 @@ void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Te
   const GradOut<A> o{ptr_or_null<A>(grad_w), ptr_or_null<A>(grad_b), ptr_or_null<A>(coef), training};
   constexpr int V = int(16 / sizeof(T));
   const bool vec = stat_vectors<T>(S, {grad_out.raw_data(), x.raw_data()});
-  const StatGrid sg = stat_grid(M, C, S, vec ? V : 1);
+  const StatGrid sg = stat_grid(M, C, S, vec ? V : 1,
+                                packed_rows<T>(S, C, {grad_out.raw_data(), x.raw_data()}) ? V : 0);
   if (M == 0) {
     bn_empty_grad_kernel<A><<<blocks_for(C), kThreads, 0, stream()>>>(C, k, o);
     CUDA_CHECK_LAUNCH("batch_norm_backward");
@@ -712,7 +860,10 @@ void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Te
     Tensor part = make_tensor({2, sg.sp.P, C}, kF64, x.device());
     const Tensor done = zeroed_counters("batch_norm_backward", sg.slots, x.device());
     const T *gp = ptr<const T>(grad_out), *xp = ptr<const T>(x);
-    if (sg.rows)
+    if (sg.row_vectors)
+      bn_packed_rows_grad_kernel<T, RELU, V>
+          <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, M, sg.rs, k, ptr<double>(part), counters(done), o);
+    else if (sg.rows)
       bn_rows_partial_grad_kernel<T, RELU>
           <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, M, sg.sp.piece, k, ptr<double>(part), counters(done), o);
     else if (vec && toggles::batch_norm_packed_stats())
@@ -753,11 +904,14 @@ void batch_norm_stats(const Tensor& x, const StatsOut<acc_t<T>>& o) {
   const int64_t N = x.size(0), C = x.size(1), S = x.size(2), M = N * S;
   constexpr int V = int(16 / sizeof(T));
   const bool vec = stat_vectors<T>(S, {x.raw_data()});
-  const StatGrid sg = stat_grid(M, C, S, vec ? V : 1);
+  const StatGrid sg = stat_grid(M, C, S, vec ? V : 1, packed_rows<T>(S, C, {x.raw_data()}) ? V : 0);
   Tensor part = make_tensor({2, sg.sp.P, C}, kF64, x.device());
   const Tensor done = zeroed_counters("batch_norm", sg.slots, x.device());
   const T* xp = ptr<const T>(x);
-  if (sg.rows)
+  if (sg.row_vectors)
+    bn_packed_rows_stats_kernel<T, V>
+        <<<sg.grid, sg.block, 0, stream()>>>(xp, C, M, sg.rs, ptr<double>(part), counters(done), o);
+  else if (sg.rows)
     bn_rows_partial_stats_kernel<T>
         <<<sg.grid, sg.block, 0, stream()>>>(xp, C, M, sg.sp.piece, ptr<double>(part), counters(done), o);
   else if (vec && toggles::batch_norm_packed_stats())

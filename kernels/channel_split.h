@@ -4,7 +4,8 @@
 // P pieces of `piece` consecutive positions j = n * S + s, and block (c, p) of a (C, P) grid sums
 // piece p. Inside a piece each thread steps by the block size, carrying (n, s) forward with adds
 // instead of dividing every position by S. A pass that loads V values at once splits and walks
-// the channel's vectors the same way, as if S were S / V.
+// the channel's vectors the same way, as if S were S / V. Rows of channels (S == 1) are split by
+// row_vector_split below.
 #pragma once
 #include <cstdint>
 
@@ -46,5 +47,25 @@ struct ChannelWalk {
     if (s >= S) s -= S, ++n;
   }
 };
+
+// Rows of channels (S == 1: x is (M, C), a channels-last activation) read V consecutive channels at
+// once (C % V == 0): a block of `block` threads covers `group` of a row's G = C / V channel vectors
+// (all of them, or `block` where G is larger) and `rows` rows at a time. Thread t takes vector
+// t % group of row t / group of each step; threads past rows * group idle. Blocks (g, p) of a
+// (groups, P) grid take vectors g * group, g * group + 1, ... (those below G) of piece p of the M
+// rows, and each thread has at least `round` rows of a full piece.
+struct RowVectorSplit {
+  int64_t group, rows, groups;
+  ChannelSplit sp;
+  // The vector (< G where the thread has one) and first row offset of thread t of block column g.
+  MDL_HOST_DEVICE int64_t vector_of(int64_t g, int64_t t) const { return g * group + t % group; }
+  MDL_HOST_DEVICE int64_t row_of(int64_t t) const { return t / group; }
+};
+inline RowVectorSplit row_vector_split(int64_t M, int64_t C, int V, int64_t target_blocks, int64_t block,
+                                       int64_t round) {
+  const int64_t G = C / V > 0 ? C / V : 1, group = G < block ? G : block;
+  const int64_t rows = block / group, groups = (G + group - 1) / group;
+  return {group, rows, groups, channel_split(M, groups, target_blocks, round * rows)};
+}
 
 }  // namespace mdl

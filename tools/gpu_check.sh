@@ -12,7 +12,7 @@
 # failed. Each step's log is in LOG_DIR (build/gpu-check/logs, or mdl-gpu/logs from the bundle),
 # and all of them, the table first, in LOG_DIR/gpu-check.log.
 # TORCH_PROFILES=0 leaves out PyTorch's two op tables (80 s of the budget).
-# Budget: about 6 minutes from the bundle (the step timeouts add up to 1030 s, 950 with
+# Budget: about 6 minutes from the bundle (the step timeouts add up to 1090 s, 1010 with
 # TORCH_PROFILES=0; a build adds 220 and the other tests 70). The 74 CUDA cases (cuda: and cuda
 # strict:) and 80 benchmarks fill much of their steps' caps: a step cut off loses its summary.
 # What it records: f16 tensor-core GEMM TFLOP/s at 4096 and 8192 next to cuBLAS's own
@@ -91,16 +91,18 @@ else
 fi
 step bench-cuda 240 $BENCH --benchmark_min_time=0.3 --benchmark_out="$LOG/bench_cuda.json" \
   --benchmark_out_format=json
-# Batch norm's step kernel by kernel (its goal: within 1.3x of bandwidth): Nsight Compute's time and
-# DRAM bytes for each kernel of about four steps, with the statistics passes one vector at a time
-# (off) and packed (on). Informational: where ncu cannot read the counters the log says so.
+# Batch norm's f16 step kernel by kernel (its goal: within 1.3x of bandwidth), NCHW and channels-last:
+# Nsight Compute's time and DRAM bytes for each kernel of about four steps, with the statistics passes
+# packed (on) and not (off). Informational: where ncu cannot read the counters the log says so.
 NCU=$(command -v ncu || echo "${CUDA_HOME:-/usr/local/cuda}/bin/ncu")
 if [ -x "$NCU" ]; then
-  for side in off on; do
-    step "ncu-batch-norm-$side" 60 bash -c '"$@" || echo "ncu: no kernel figures (exit $?)"' ncu "$NCU" \
-      --clock-control none --csv --print-units base --launch-skip 40 --launch-count 40 \
-      --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
-      $BENCH --benchmark_filter="^batch_norm_packed_stats/$side/bn_f16" --benchmark_min_time=0.01
+  for case in f16 f16_nhwc; do
+    for side in off on; do
+      step "ncu-bn-$case-$side" 45 bash -c '"$@" || echo "ncu: no kernel figures (exit $?)"' ncu "$NCU" \
+        --clock-control none --csv --print-units base --launch-skip 40 --launch-count 40 \
+        --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum \
+        $BENCH --benchmark_filter="^batch_norm_packed_stats/$side/bn_${case}_128x64x32x32/" --benchmark_min_time=0.01
+    done
   done
 else
   echo "== ncu-batch-norm: skipped (no ncu)"
@@ -184,10 +186,10 @@ ratio("fused_bn_relu/on/bn_relu_f16_128x64x32x32/manual_time", "fused_bn_relu/of
 ratio("fused_bn_add_relu/on/bn_add_relu_f16_128x64x32x32/manual_time",
       "fused_bn_add_relu/off/bn_add_relu_f16_128x64x32x32/manual_time",
       "relu(batch norm + residual) (128, 64, 32, 32) f16 fwd+bwd: folded vs batch norm then add_relu (speedup)")
-for dt in ("f16", "bf16"):
-    ratio(f"batch_norm_packed_stats/on/bn_{dt}_128x64x32x32/manual_time",
-          f"batch_norm_packed_stats/off/bn_{dt}_128x64x32x32/manual_time",
-          f"batch norm (128, 64, 32, 32) {dt} fwd+bwd: statistics packed vs one vector at a time (speedup)")
+for case, what in (("f16", "f16"), ("bf16", "bf16"), ("f16_nhwc", "f16 channels-last")):
+    ratio(f"batch_norm_packed_stats/on/bn_{case}_128x64x32x32/manual_time",
+          f"batch_norm_packed_stats/off/bn_{case}_128x64x32x32/manual_time",
+          f"batch norm (128, 64, 32, 32) {what} fwd+bwd: statistics packed vs not (speedup)")
 ratio("cudnn_nondeterministic/on/conv3x3_c64_32x32_b128_f16/manual_time",
       "cudnn_nondeterministic/off/conv3x3_c64_32x32_b128_f16/manual_time",
       "conv 3x3 f16 fwd+bwd: any cuDNN algorithm vs deterministic only (speedup)")
@@ -272,16 +274,16 @@ if r:
     if "GB/s" in r and add and "GB/s" in add:  # the same card's elementwise rate as its bandwidth
         print(f'batch norm f16: {r["GB/s"]:.0f} GB/s over its 11 passes, the vectorised add {add["GB/s"]:.0f} GB/s: '
               f'{add["GB/s"] / r["GB/s"]:.2f}x of bandwidth (goal: <= 1.3)')
-# Batch norm's kernels under Nsight Compute (the ncu-batch-norm steps): per kernel, its launches, mean
-# time, DRAM rate and share of the profiled time.
+# Batch norm's kernels under Nsight Compute (the ncu-bn steps): per kernel, its launches, mean time,
+# DRAM rate and share of the profiled time.
 import collections, csv, os, re
-for side in ("off", "on"):
-    path = os.path.join(os.path.dirname(sys.argv[1]), f"ncu-batch-norm-{side}.log")
+for case, side in ((c, s) for c in ("f16", "f16_nhwc") for s in ("off", "on")):
+    path = os.path.join(os.path.dirname(sys.argv[1]), f"ncu-bn-{case}-{side}.log")
     if not os.path.exists(path): continue
     table = list(csv.reader(l for l in open(path, errors="replace") if l.startswith('"')))
     h = {k: i for i, k in enumerate(table[0])} if table else {}
     if not all(k in h for k in ("ID", "Kernel Name", "Metric Name", "Metric Value")):
-        print(f"batch norm kernels ({side}): no Nsight Compute figures, see {path}")
+        print(f"batch norm {case} kernels ({side}): no Nsight Compute figures, see {path}")
         continue
     launches = collections.defaultdict(dict)
     for row in table[1:]:
@@ -296,8 +298,8 @@ for side in ("off", "on"):
         k[1] += m.get("gpu__time_duration.sum", 0.0)
         k[2] += m.get("dram__bytes_read.sum", 0.0) + m.get("dram__bytes_write.sum", 0.0)
     total = sum(k[1] for k in kinds.values()) or 1.0
-    print(f"batch norm f16 kernels under Nsight Compute, statistics {'packed' if side == 'on' else 'one vector at a time'} "
-          f"({len(launches)} launches):")
+    print(f"batch norm {case.replace('_nhwc', ' channels-last')} kernels under Nsight Compute, statistics "
+          f"{'packed' if side == 'on' else 'not packed'} ({len(launches)} launches):")
     for name, (n, ns, b) in sorted(kinds.items(), key=lambda kv: -kv[1][1]):
         print(f"  {name[:44]:44s} {n:3d} x {ns / n / 1e3:8.2f} us {b / ns if ns else 0.0:8.0f} GB/s {100 * ns / total:5.1f}% of the time")
 # Training steps: mdl f32 vs autocast f16, and PyTorch's time for the same step.

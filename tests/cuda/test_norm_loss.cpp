@@ -195,44 +195,50 @@ TEST_CASE("cuda: batch_norm's statistics and gradients are the same bits on ever
       }
 }
 
-// The packed statistics passes (batch_norm_packed_stats): pieces of more than one round of packed
-// loads per thread, each ending in a short round ((101, 64, 40, 40): 1263 vectors a piece in f16,
-// 2525 in f32), a vector run below one round, and odd sizes that keep the scalar passes. Against the
-// CPU; the same bits on a second run; the fused ReLU's the composed one's bits.
+// The packed statistics passes (batch_norm_packed_stats). NCHW: pieces of more than one round of
+// packed loads per thread, each ending in a short round ((101, 64, 40, 40): 1263 vectors a piece in
+// f16, 2525 in f32), a vector run below one round, odd sizes that keep the scalar passes.
+// Channels-last rows: 64 channels (8 vectors of f16 a row, 32 rows a block step, 158 rows a piece:
+// a round and a short one), C of 3 or 5 vectors (threads left idle), C past one block's 256 vectors
+// (2056 in f16: a second column of one vector), C not a multiple of a vector (the rows pass).
+// Against the CPU; the same bits on a second run; the fused ReLU's the composed one's bits.
 TEST_CASE("cuda: batch_norm's packed statistics match the CPU, repeat and keep the fused ReLU's bits" * MDL_CUDA_ONLY) {
   toggles::Scoped packed(toggles::Toggle::batch_norm_packed_stats, true);
   for (DType t : {kF16, kBF16, kF32})
-    for (const Shape& s : {Shape{101, 64, 40, 40}, Shape{3, 5, 8, 16}, Shape{4, 6, 5, 7}}) {
-      const int64_t C = s[1];
-      const std::string what = name("batch_norm packed", t) + " " + shape_str(s);
-      const Tensor x = sample(s, t, 1, 0.5), w = sample({C}, t, 2), b = sample({C}, t, 3);
-      Tensor rm_c = zeros({C}), rv_c = ones({C}), rm_g = rm_c.to(kGpu), rv_g = rv_c.to(kGpu);
-      compare_devices(what, {x, w, b}, [&](const std::vector<Tensor>& in) {
-        const bool gpu = in[0].device() == kGpu;
-        return std::vector<Tensor>{
-            F::batch_norm(in[0], gpu ? rm_g : rm_c, gpu ? rv_g : rv_c, in[1], in[2], true, 0.1, 1e-5)};
-      });
-      check_close(rm_g, rm_c, dtype_tol(kF32), what + " running_mean");
-      check_close(rv_g, rv_c, dtype_tol(kF32), what + " running_var");
-      // relu(batch_norm) twice, then batch_norm_relu. Its mask comes from v in f32 where relu's
-      // comes from v rounded: an f16 v below 2^-25 rounds to 0, which is rare but may happen in ten
-      // million values, so f16 compares the fused op only on small sizes.
-      const int fused_runs = t == kF16 && x.numel() > 100000 ? 0 : 1;
-      const Tensor gy = sample(s, t, 6).to(kGpu);
-      std::vector<std::vector<Tensor>> runs;
-      for (int run = 0; run < 2 + fused_runs; ++run) {
-        std::vector<Tensor> in = leaves({x, w, b}, kGpu);
-        Tensor rm = zeros({C}, kGpu), rv = ones({C}, kGpu);
-        Tensor y = run < 2 ? relu(F::batch_norm(in[0], rm, rv, in[1], in[2], true, 0.1, 1e-5))
-                           : F::batch_norm_relu(in[0], rm, rv, in[1], in[2], true, 0.1, 1e-5);
-        y.backward(gy);
-        runs.push_back({y.detach(), in[0].grad(), in[1].grad(), in[2].grad(), rm, rv});
+    for (MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast})
+      for (const Shape& s : {Shape{101, 64, 40, 40}, Shape{3, 5, 8, 16}, Shape{4, 6, 5, 7}, Shape{7, 24, 9, 11},
+                             Shape{3, 40, 10, 10}, Shape{4, 2056, 2, 2}}) {
+        const int64_t C = s[1];
+        const std::string what = name("batch_norm packed", t) +
+                                 (format == MemoryFormat::ChannelsLast ? " NHWC " : " ") + shape_str(s);
+        const Tensor x = sample(s, t, 1, 0.5).contiguous(format), w = sample({C}, t, 2), b = sample({C}, t, 3);
+        Tensor rm_c = zeros({C}), rv_c = ones({C}), rm_g = rm_c.to(kGpu), rv_g = rv_c.to(kGpu);
+        compare_devices(what, {x, w, b}, [&](const std::vector<Tensor>& in) {
+          const bool gpu = in[0].device() == kGpu;
+          return std::vector<Tensor>{
+              F::batch_norm(in[0], gpu ? rm_g : rm_c, gpu ? rv_g : rv_c, in[1], in[2], true, 0.1, 1e-5)};
+        });
+        check_close(rm_g, rm_c, dtype_tol(kF32), what + " running_mean");
+        check_close(rv_g, rv_c, dtype_tol(kF32), what + " running_var");
+        // relu(batch_norm) twice, then batch_norm_relu. Its mask comes from v in f32 where relu's
+        // comes from v rounded: an f16 v below 2^-25 rounds to 0, which is rare but may happen in ten
+        // million values, so f16 compares the fused op only on small sizes.
+        const int fused_runs = t == kF16 && x.numel() > 100000 ? 0 : 1;
+        const Tensor gy = sample(s, t, 6).contiguous(format).to(kGpu);
+        std::vector<std::vector<Tensor>> runs;
+        for (int run = 0; run < 2 + fused_runs; ++run) {
+          std::vector<Tensor> in = leaves({x, w, b}, kGpu);
+          Tensor rm = zeros({C}, kGpu), rv = ones({C}, kGpu);
+          Tensor y = run < 2 ? relu(F::batch_norm(in[0], rm, rv, in[1], in[2], true, 0.1, 1e-5))
+                             : F::batch_norm_relu(in[0], rm, rv, in[1], in[2], true, 0.1, 1e-5);
+          y.backward(gy);
+          runs.push_back({y.detach(), in[0].grad(), in[1].grad(), in[2].grad(), rm, rv});
+        }
+        for (size_t run = 1; run < runs.size(); ++run)
+          for (size_t i = 0; i < runs[0].size(); ++i)
+            check_close(runs[run][i], runs[0][i], kExact,
+                        what + (run == 1 ? " second run" : " fused ReLU") + ", result " + std::to_string(i));
       }
-      for (size_t run = 1; run < runs.size(); ++run)
-        for (size_t i = 0; i < runs[0].size(); ++i)
-          check_close(runs[run][i], runs[0][i], kExact,
-                      what + (run == 1 ? " second run" : " fused ReLU") + ", result " + std::to_string(i));
-    }
 }
 
 TEST_CASE("cuda: layer_norm and group_norm, forward and backward, match the CPU" * MDL_CUDA_ONLY) {

@@ -1,9 +1,11 @@
 // The split the GPU's batch norm uses (kernels/channel_split.h), run on the CPU as its grid would:
 // every block (c, p) and thread t walking its piece must visit each value of channel c once, and
 // nothing else, for channels narrower and wider than a block, one value wide, and past a piece;
-// one value per load, and V values per load where S % V == 0.
+// one value per load, and V values per load where S % V == 0; and rows of channels (S == 1) by
+// vectors of V channels, each (row, vector) once.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -60,4 +62,35 @@ TEST_CASE("channel_split: few wide channels get many pieces, many narrow ones a 
   CHECK(channel_split(100, 3, 1024, 1024).P == 1);
   CHECK(channel_split(0, 3, 1024, 1024).P == 1);
   CHECK(channel_split(5000, 0, 1024, 1024).P >= 1);
+}
+
+TEST_CASE("row_vector_split covers each vector of V channels of each row exactly once") {
+  constexpr int64_t kBlock = 256, kRound = 4;
+  struct Case {
+    int64_t M, C;
+  };
+  for (const Case& k : {Case{1, 8}, Case{693, 24}, Case{161600, 64}, Case{100, 40}, Case{16, 2056}, Case{5, 4096},
+                        Case{3000, 8}, Case{7, 2048}})
+    for (int V : {2, 4, 8}) {
+      if (k.C % V != 0) continue;
+      const int64_t G = k.C / V;
+      const RowVectorSplit sp = row_vector_split(k.M, k.C, V, 1024, kBlock, kRound);
+      const std::string what = "M " + std::to_string(k.M) + " C " + std::to_string(k.C) + " V " + std::to_string(V);
+      CHECK_MESSAGE(sp.group * sp.rows <= kBlock, what);
+      CHECK_MESSAGE(sp.groups * sp.group >= G, what);
+      CHECK_MESSAGE((sp.sp.P == 1 || sp.sp.piece >= kRound * sp.rows), what, ": piece ", sp.sp.piece);
+      std::vector<int> seen(size_t(k.M * G), 0);
+      for (int64_t g = 0; g < sp.groups; ++g)
+        for (int64_t p = 0; p < sp.sp.P; ++p) {
+          const int64_t j0 = p * sp.sp.piece, j1 = std::min(k.M, j0 + sp.sp.piece);
+          for (int64_t t = 0; t < kBlock; ++t) {
+            const int64_t v = sp.vector_of(g, t);
+            if (sp.row_of(t) >= sp.rows || v >= G) continue;
+            for (int64_t j = j0 + sp.row_of(t); j < j1; j += sp.rows) ++seen[size_t(j * G + v)];
+          }
+        }
+      int64_t wrong = 0;
+      for (int n : seen) wrong += n != 1;
+      CHECK_MESSAGE(wrong == 0, what, ": ", wrong, " (row, vector) pairs visited other than once");
+    }
 }
