@@ -521,22 +521,33 @@ __device__ __forceinline__ void for_each_row_round(const T* a, const T* b, int64
   }
 }
 
-// Adds the block's per-thread sums (a, b) of each of its group * V channels in order of row offset
-// and writes channel c's totals to part (2, P, C) at piece p (threads without a vector hold zeros).
+// This thread's part of block (g, p) of a rows pass over M rows of G vectors: vector v of rows j0,
+// j0 + sp.rows, ... < j1 (none where it is not active); the block's channels are c0, c0 + 1, ... < c1.
+struct RowVectorThread {
+  int64_t g, p, P, v, j0, j1, c0, c1;
+  bool active;
+  __device__ RowVectorThread(const RowVectorSplit& sp, int64_t M, int64_t C, int V)
+      : g(blockIdx.x), p(blockIdx.y), P(gridDim.y), v(sp.vector_of(g, threadIdx.x)),
+        j0(p * sp.sp.piece + sp.row_of(threadIdx.x)), j1((p + 1) * sp.sp.piece < M ? (p + 1) * sp.sp.piece : M),
+        c0(g * sp.group * V), c1(c0 + sp.group * V < C ? c0 + sp.group * V : C),
+        active(sp.row_of(threadIdx.x) < sp.rows && v < C / V) {}
+};
+
+// Adds the block's per-thread sums (a, b) of each of its channels in order of row offset and writes
+// channel c's totals to part (2, P, C) at piece p (threads without a vector hold zeros).
 template <int V>
 __device__ void write_vector_row_partials(const double (&a)[V], const double (&b)[V], const RowVectorSplit& sp,
-                                          int64_t g, int64_t p, int64_t P, int64_t C, double* part) {
+                                          const RowVectorThread& th, int64_t C, double* part) {
   __shared__ double sum1[kRowBlock][V], sum2[kRowBlock][V];
 #pragma unroll
   for (int e = 0; e < V; ++e) sum1[threadIdx.x][e] = a[e], sum2[threadIdx.x][e] = b[e];
   __syncthreads();
-  for (int64_t i = threadIdx.x; i < sp.group * V; i += kRowBlock) {
-    const int64_t c = g * sp.group * V + i, vl = i / V, e = i % V;
-    if (c >= C) break;
+  for (int64_t c = th.c0 + threadIdx.x; c < th.c1; c += kRowBlock) {
+    const int64_t vl = (c - th.c0) / V, e = (c - th.c0) % V;
     double s = 0, q = 0;
     for (int64_t r = 0; r < sp.rows; ++r) s += sum1[r * sp.group + vl][e], q += sum2[r * sp.group + vl][e];
-    part[p * C + c] = s;
-    part[(P + p) * C + c] = q;
+    part[th.p * C + c] = s;
+    part[(th.P + th.p) * C + c] = q;
   }
 }
 
@@ -546,16 +557,15 @@ __global__ void bn_packed_rows_stats_kernel(const T* x, int64_t C, int64_t M, Ro
                                             unsigned* done, StatsOut<acc_t<T>> o) {
   using Sum = PackSum<T>;
   using Vec = Pack<T, V>;
-  const int64_t G = C / V, g = blockIdx.x, p = blockIdx.y, P = gridDim.y;
-  const int64_t v = sp.vector_of(g, threadIdx.x), r = sp.row_of(threadIdx.x);
+  const RowVectorThread th(sp, M, C, V);
+  const int64_t v = th.v;
   double s1[V] = {}, s2[V] = {};
-  if (r < sp.rows && v < G) {
-    const int64_t j1 = (p + 1) * sp.sp.piece < M ? (p + 1) * sp.sp.piece : M;
+  if (th.active) {
     const Vec first = reinterpret_cast<const Vec*>(x)[v];
     Sum shift[V];
 #pragma unroll
     for (int e = 0; e < V; ++e) shift[e] = Sum(to_acc(first.v[e]));
-    for_each_row_round<V, false>(x, x, p * sp.sp.piece + r, j1, sp.rows, G, v, [&]<int N>(const Vec* xv, const Vec*) {
+    for_each_row_round<V, false>(x, x, th.j0, th.j1, sp.rows, C / V, v, [&]<int N>(const Vec* xv, const Vec*) {
 #pragma unroll
       for (int e = 0; e < V; ++e) {
         Sum a = 0, b = 0;
@@ -570,12 +580,10 @@ __global__ void bn_packed_rows_stats_kernel(const T* x, int64_t C, int64_t M, Ro
       }
     });
   }
-  write_vector_row_partials<V>(s1, s2, sp, g, p, P, C, part);
-  if (last_to_finish(done, g, unsigned(P)))
-    for (int64_t i = threadIdx.x; i < sp.group * V && g * sp.group * V + i < C; i += kRowBlock) {
-      const int64_t c = g * sp.group * V + i;
-      finish_channel_stats(part, P, C, c, double(to_acc(x[c])), M, o);
-    }
+  write_vector_row_partials<V>(s1, s2, sp, th, C, part);
+  if (last_to_finish(done, th.g, unsigned(th.P)))
+    for (int64_t c = th.c0 + threadIdx.x; c < th.c1; c += kRowBlock)
+      finish_channel_stats(part, th.P, C, c, double(to_acc(x[c])), M, o);
 }
 
 // Backward, block (g, p): each channel's sdy = sum gy and sdx = sum gy * (x - mean), gy gated by the
@@ -586,11 +594,10 @@ __global__ void bn_packed_rows_grad_kernel(const T* gy, const T* x, int64_t C, i
                                            GradOut<acc_t<T>> o) {
   using Sum = PackSum<T>;
   using Vec = Pack<T, V>;
-  const int64_t G = C / V, g = blockIdx.x, p = blockIdx.y, P = gridDim.y;
-  const int64_t v = sp.vector_of(g, threadIdx.x), r = sp.row_of(threadIdx.x);
+  const RowVectorThread th(sp, M, C, V);
+  const int64_t v = th.v;
   double sdy[V] = {}, sdx[V] = {};
-  if (r < sp.rows && v < G) {
-    const int64_t j1 = (p + 1) * sp.sp.piece < M ? (p + 1) * sp.sp.piece : M;
+  if (th.active) {
     Sum mu[V];
     norm_math::Affine<acc_t<T>> kc[V];
 #pragma unroll
@@ -598,27 +605,25 @@ __global__ void bn_packed_rows_grad_kernel(const T* gy, const T* x, int64_t C, i
       mu[e] = Sum(k.mean[v * V + e]);
       kc[e] = RELU ? k(v * V + e) : norm_math::Affine<acc_t<T>>{};
     }
-    for_each_row_round<V, true>(gy, x, p * sp.sp.piece + r, j1, sp.rows, G, v,
-                                [&]<int N>(const Vec* gv, const Vec* xv) {
+    for_each_row_round<V, true>(gy, x, th.j0, th.j1, sp.rows, C / V, v, [&]<int N>(const Vec* gv, const Vec* xv) {
 #pragma unroll
-                                  for (int e = 0; e < V; ++e) {
-                                    Sum a = 0, b = 0;
+      for (int e = 0; e < V; ++e) {
+        Sum a = 0, b = 0;
 #pragma unroll
-                                    for (int u = 0; u < N; ++u) {
-                                      const auto xa = to_acc(xv[u].v[e]);
-                                      const Sum gg = Sum(gated<RELU>(to_acc(gv[u].v[e]), xa, kc[e]));
-                                      a += gg;
-                                      b = fma_rn(gg, Sum(xa) - mu[e], b);
-                                    }
-                                    sdy[e] += double(a);
-                                    sdx[e] += double(b);
-                                  }
-                                });
+        for (int u = 0; u < N; ++u) {
+          const auto xa = to_acc(xv[u].v[e]);
+          const Sum gg = Sum(gated<RELU>(to_acc(gv[u].v[e]), xa, kc[e]));
+          a += gg;
+          b = fma_rn(gg, Sum(xa) - mu[e], b);
+        }
+        sdy[e] += double(a);
+        sdx[e] += double(b);
+      }
+    });
   }
-  write_vector_row_partials<V>(sdy, sdx, sp, g, p, P, C, part);
-  if (last_to_finish(done, g, unsigned(P)))
-    for (int64_t i = threadIdx.x; i < sp.group * V && g * sp.group * V + i < C; i += kRowBlock)
-      finish_channel_grad(part, P, C, g * sp.group * V + i, M, k, o);
+  write_vector_row_partials<V>(sdy, sdx, sp, th, C, part);
+  if (last_to_finish(done, th.g, unsigned(th.P)))
+    for (int64_t c = th.c0 + threadIdx.x; c < th.c1; c += kRowBlock) finish_channel_grad(part, th.P, C, c, M, k, o);
 }
 
 // gx = g * p[c] + x * q[c] + r[c], g being gy gated by the forward's ReLU when RELU.
