@@ -204,7 +204,7 @@ TEST_CASE("cuda: batch_norm's statistics and gradients are the same bits on ever
 // Against the CPU; the same bits on a second run; the fused ReLU's the composed one's bits.
 TEST_CASE("cuda: batch_norm's packed statistics match the CPU, repeat and keep the fused ReLU's bits" * MDL_CUDA_ONLY) {
   toggles::Scoped packed(toggles::Toggle::batch_norm_packed_stats, true);
-  for (DType t : {kF16, kBF16, kF32})
+  for (DType t : {kF16, kBF16, kF32, kF64})
     for (MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast})
       for (const Shape& s : {Shape{101, 64, 40, 40}, Shape{3, 5, 8, 16}, Shape{4, 6, 5, 7}, Shape{7, 24, 9, 11},
                              Shape{3, 40, 10, 10}, Shape{4, 2056, 2, 2}}) {
