@@ -78,14 +78,18 @@ constexpr int kPackRound = 4;
 
 // Whether this block is the last of the P blocks counting on counters[slot] to get here, every
 // thread having written its partials before (each thread's fence makes its stores visible to the
-// device before the count). The last block reads the others' partials through L2 (__ldcg).
+// device before the count). The last block reads the others' partials through L2 (__ldcg), and
+// sets the counter back to zero for the next kernel (detail::block_counters).
 __device__ __forceinline__ bool last_to_finish(unsigned* counters, int64_t slot, unsigned P) {
   __shared__ bool last;
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0 && threadIdx.y == 0) {
     const bool l = atomicAdd(counters + slot, 1u) + 1 == P;
-    if (l) __threadfence();
+    if (l) {
+      __threadfence();
+      counters[slot] = 0;
+    }
     last = l;
   }
   __syncthreads();
@@ -289,13 +293,14 @@ StatGrid stat_grid(int64_t M, int64_t C, int64_t S, int V, int row_vector = 0) {
   return {false, false, sp, {}, dim3(unsigned(C), unsigned(sp.P)), dim3(kRowBlock), C};
 }
 
-// n zeroed counters for the last-block hand-off, in a fresh allocation (a memset, not a kernel).
-Tensor zeroed_counters(const char* op, int64_t n, Device d) {
-  Tensor t = make_tensor({n}, kI32, d);
-  CUDA_CHECK(op, cudaMemsetAsync(t.raw_data(), 0, size_t(n) * sizeof(int32_t), stream()));
-  return t;
+// n zero counters for the last-block hand-off: the context's (detail::block_counters, no memset),
+// or where n is more than those a fresh allocation zeroed by a memset, held by `keep`.
+unsigned* zeroed_counters(const char* op, int64_t n, Device d, Tensor& keep) {
+  if (n <= kBlockCounters) return block_counters();
+  keep = make_tensor({n}, kI32, d);
+  CUDA_CHECK(op, cudaMemsetAsync(keep.raw_data(), 0, size_t(n) * sizeof(int32_t), stream()));
+  return reinterpret_cast<unsigned*>(ptr<int32_t>(keep));
 }
-unsigned* counters(const Tensor& t) { return reinterpret_cast<unsigned*>(ptr<int32_t>(t)); }
 
 // Whether every operand starts on a 16-byte boundary, for the vector passes.
 bool aligned16(std::initializer_list<const void*> data) {
@@ -863,23 +868,24 @@ void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Te
     CUDA_CHECK_LAUNCH("batch_norm_backward");
   } else {
     Tensor part = make_tensor({2, sg.sp.P, C}, kF64, x.device());
-    const Tensor done = zeroed_counters("batch_norm_backward", sg.slots, x.device());
+    Tensor keep;
+    unsigned* done = zeroed_counters("batch_norm_backward", sg.slots, x.device(), keep);
     const T *gp = ptr<const T>(grad_out), *xp = ptr<const T>(x);
     if (sg.row_vectors)
       bn_packed_rows_grad_kernel<T, RELU, V>
-          <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, M, sg.rs, k, ptr<double>(part), counters(done), o);
+          <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, M, sg.rs, k, ptr<double>(part), done, o);
     else if (sg.rows)
       bn_rows_partial_grad_kernel<T, RELU>
-          <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, M, sg.sp.piece, k, ptr<double>(part), counters(done), o);
+          <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, M, sg.sp.piece, k, ptr<double>(part), done, o);
     else if (vec && toggles::batch_norm_packed_stats())
       bn_packed_grad_kernel<T, RELU, V>
-          <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, S, M, sg.sp.piece, k, ptr<double>(part), counters(done), o);
+          <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, S, M, sg.sp.piece, k, ptr<double>(part), done, o);
     else if (vec)
       bn_partial_grad_kernel<T, RELU, V>
-          <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, S, M, sg.sp.piece, k, ptr<double>(part), counters(done), o);
+          <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, S, M, sg.sp.piece, k, ptr<double>(part), done, o);
     else
       bn_partial_grad_kernel<T, RELU, 1>
-          <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, S, M, sg.sp.piece, k, ptr<double>(part), counters(done), o);
+          <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, S, M, sg.sp.piece, k, ptr<double>(part), done, o);
     CUDA_CHECK_LAUNCH("batch_norm_backward");
   }
   if (!grad_x.defined() || n == 0) return;
@@ -911,23 +917,23 @@ void batch_norm_stats(const Tensor& x, const StatsOut<acc_t<T>>& o) {
   const bool vec = stat_vectors<T>(S, {x.raw_data()});
   const StatGrid sg = stat_grid(M, C, S, vec ? V : 1, packed_rows<T>(S, C, {x.raw_data()}) ? V : 0);
   Tensor part = make_tensor({2, sg.sp.P, C}, kF64, x.device());
-  const Tensor done = zeroed_counters("batch_norm", sg.slots, x.device());
+  Tensor keep;
+  unsigned* done = zeroed_counters("batch_norm", sg.slots, x.device(), keep);
   const T* xp = ptr<const T>(x);
   if (sg.row_vectors)
-    bn_packed_rows_stats_kernel<T, V>
-        <<<sg.grid, sg.block, 0, stream()>>>(xp, C, M, sg.rs, ptr<double>(part), counters(done), o);
+    bn_packed_rows_stats_kernel<T, V><<<sg.grid, sg.block, 0, stream()>>>(xp, C, M, sg.rs, ptr<double>(part), done, o);
   else if (sg.rows)
     bn_rows_partial_stats_kernel<T>
-        <<<sg.grid, sg.block, 0, stream()>>>(xp, C, M, sg.sp.piece, ptr<double>(part), counters(done), o);
+        <<<sg.grid, sg.block, 0, stream()>>>(xp, C, M, sg.sp.piece, ptr<double>(part), done, o);
   else if (vec && toggles::batch_norm_packed_stats())
     bn_packed_stats_kernel<T, V>
-        <<<sg.grid, sg.block, 0, stream()>>>(xp, C, S, M, sg.sp.piece, ptr<double>(part), counters(done), o);
+        <<<sg.grid, sg.block, 0, stream()>>>(xp, C, S, M, sg.sp.piece, ptr<double>(part), done, o);
   else if (vec)
     bn_partial_stats_kernel<T, V>
-        <<<sg.grid, sg.block, 0, stream()>>>(xp, C, S, M, sg.sp.piece, ptr<double>(part), counters(done), o);
+        <<<sg.grid, sg.block, 0, stream()>>>(xp, C, S, M, sg.sp.piece, ptr<double>(part), done, o);
   else
     bn_partial_stats_kernel<T, 1>
-        <<<sg.grid, sg.block, 0, stream()>>>(xp, C, S, M, sg.sp.piece, ptr<double>(part), counters(done), o);
+        <<<sg.grid, sg.block, 0, stream()>>>(xp, C, S, M, sg.sp.piece, ptr<double>(part), done, o);
   CUDA_CHECK_LAUNCH("batch_norm");
 }
 
@@ -1014,10 +1020,11 @@ void group_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tenso
       if (S == 1 && N > 0) {  // rows of C features: the sums walk down the features, 32 per block
         const StatGrid sg = stat_grid(N, C, 1, 1);
         Tensor part = make_tensor({2, sg.sp.P, C}, kF64, x.device());
-        const Tensor done = zeroed_counters("group_norm_backward", sg.slots, x.device());
+        Tensor keep;
+        unsigned* done = zeroed_counters("group_norm_backward", sg.slots, x.device(), keep);
         gn_rows_param_grad_kernel<T><<<sg.grid, sg.block, 0, stream()>>>(
             ptr<const T>(grad_out), ptr<const T>(x), N, C, groups, sg.sp.piece, ptr<const A>(mean), ptr<const A>(rstd),
-            ptr<double>(part), counters(done), ptr_or_null<A>(grad_w), ptr_or_null<A>(grad_b));
+            ptr<double>(part), done, ptr_or_null<A>(grad_w), ptr_or_null<A>(grad_b));
       } else {
         gn_param_grad_kernel<T><<<grid_for(C), kRowBlock, 0, stream()>>>(
             ptr<const T>(grad_out), ptr<const T>(x), N, C, S, groups, ptr<const A>(mean), ptr<const A>(rstd),

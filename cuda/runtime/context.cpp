@@ -15,6 +15,7 @@ struct Context {
   cublasHandle_t cublas = nullptr;
   cudnnHandle_t cudnn = nullptr;
   DeviceErrorRecord* errors = nullptr;
+  unsigned* counters = nullptr;
 };
 
 Context& context() {
@@ -25,6 +26,8 @@ Context& context() {
     // Before any capture can begin: allocating here never lands inside a CUDA Graph.
     CUDA_CHECK("cuda init", cudaMalloc(&x.errors, sizeof(DeviceErrorRecord)));
     CUDA_CHECK("cuda init", cudaMemset(x.errors, 0, sizeof(DeviceErrorRecord)));
+    CUDA_CHECK("cuda init", cudaMalloc(&x.counters, size_t(kBlockCounters) * sizeof(unsigned)));
+    CUDA_CHECK("cuda init", cudaMemset(x.counters, 0, size_t(kBlockCounters) * sizeof(unsigned)));
     return x;
   }();
   return c;
@@ -33,6 +36,7 @@ Context& context() {
 
 cudaStream_t stream() { return context().stream; }
 DeviceErrorRecord* device_errors() { return context().errors; }
+unsigned* block_counters() { return context().counters; }
 
 cublasHandle_t cublas() {
   static cublasHandle_t h = [] {

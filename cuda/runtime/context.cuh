@@ -18,6 +18,13 @@ cudnnHandle_t cudnn();
 // Whether mdl's stream is being captured into a CUDA Graph now.
 bool capturing();
 
+// kBlockCounters counters on the device, zero between kernels: a kernel whose blocks count
+// themselves done on them (the last block of a group then finishes the group's work) sets each
+// counter it used back to zero before it ends. Allocated and zeroed with the context, before any
+// capture, so a kernel that uses them needs no memset of its own.
+constexpr int64_t kBlockCounters = int64_t(1) << 16;
+unsigned* block_counters();
+
 constexpr int kThreads = 256;
 // Blocks for a grid-stride loop over n items: enough to fill the GPU, never above the grid limit.
 inline unsigned blocks_for(int64_t n, int threads = kThreads) {
