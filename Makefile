@@ -230,7 +230,8 @@ TEST_OPT := $(if $(DEBUG),$(OPT),-O1 -g1)
 # folder, build/suites-<hash of their flags>, shared by the builds that agree (CI's AddressSanitizer
 # build and its CUDA build compile them once). The suites that do read those defines compile in
 # each build's own folder (SUITES_BY_BUILD).
-SUITES_BY_BUILD := tests/kernels/test_kernel_registry.cpp tests/dist/test_nccl.cpp tests/cuda/test_cudnn_sdpa.cpp
+SUITES_BY_BUILD := tests/kernels/test_kernel_registry.cpp tests/dist/test_nccl.cpp tests/cuda/test_cudnn_sdpa.cpp \
+  tests/cuda/test_block_counters.cpp
 SUITE_CPPFLAGS := $(filter-out -DMDL_WITH_CUDA -DMDL_WITH_NCCL,$(CPPFLAGS)) $(TEST_CPPFLAGS)
 SUITE_CXXFLAGS := -std=c++20 $(TEST_OPT) -fopenmp -Wall -Wextra -Wno-psabi -pthread -fno-omit-frame-pointer \
   $(if $(ASAN_LIBRARY),,$(SANFLAGS)) $(if $(filter 1,$(WERROR)),-Werror)
@@ -250,6 +251,9 @@ $(OWN_TEST_OBJS): private CXXFLAGS := $(SUITE_CXXFLAGS)
 SUITE_PCH_FLAGS := $(if $(filter g++,$(CXX_NAME)),-include $(SUITE_BUILD)/pch/suite_headers.h -Winvalid-pch)
 TEST_PCH := $(if $(filter g++,$(CXX_NAME)),$(SUITE_BUILD)/pch/suite_headers.h.gch)
 $(OWN_TEST_OBJS): private CPPFLAGS += -include tests/support/suite_headers.h
+# A suite that reads the CUDA context's device state through the toolkit's API.
+CUDA_API_TEST_OBJS := $(if $(filter 1,$(WITH_CUDA)),$(BUILD)/tests/cuda/test_block_counters.o,)
+$(CUDA_API_TEST_OBJS): private CPPFLAGS += -I$(CUDA_HOME)/include
 # The optimizer steps' sqrt vectorises only when it need not set errno (its argument is a sum of
 # squares, never negative).
 OPTIM_CXXFLAGS := -fno-math-errno
