@@ -269,9 +269,9 @@ __global__ void bn_rows_partial_grad_kernel(const T* gy, const T* x, int64_t C, 
 
 // The statistics grid of x (N, C, S): (C, P) blocks of kRowBlock threads walking each channel's
 // vectors of V values (V = 1, or S % V == 0 with 16-byte aligned operands), or for S == 1
-// (ceil(C / 32), P) blocks of 32 x kRowThreads walking rows, or with row_vectors (groups, P) blocks
-// of kRowBlock threads reading vectors of V channels (row_vector_split). `slots` counters, one per
-// channel or per block column.
+// (ceil(C / 32), P) blocks of 32 x kRowThreads walking rows, or there, given a row_vector width,
+// (groups, P) blocks of kRowBlock threads reading vectors of that many channels (row_vector_split).
+// `slots` counters, one per channel or per block column.
 struct StatGrid {
   bool rows, row_vectors;
   ChannelSplit sp;
