@@ -3,8 +3,9 @@
 // each value less its channel's first value; group norm's in two passes), per-channel or per-row
 // coefficients rounded to the stat type A, then y = x * a + b elementwise (16 bytes per thread
 // where a thread's elements share a channel or are consecutive channels). Batch norm spreads each
-// channel over several blocks (for rows of channels, S == 1, each block 32 channels); group norm
-// takes one block per (n, group) row, and its parameter gradients one block per channel.
+// channel over several blocks (for rows of channels, S == 1, each block 32 channels), and with
+// batch_norm_packed_stats keeps four 16-byte loads per thread in flight in its statistics passes;
+// group norm takes one block per (n, group) row, and its parameter gradients one block per channel.
 #include <initializer_list>
 #include <type_traits>
 
@@ -63,7 +64,8 @@ unsigned grid_for(int64_t blocks) { return unsigned(std::min<int64_t>(std::max<i
 // ---- batch norm: x (N, C, S) ------------------------------------------------------------------
 // Each channel's M = N * S values are split over P blocks (kernels/channel_split.h) so a few wide
 // channels still fill the GPU. Block (c, p) writes its partial sums to part (2, P, C), in double,
-// and counts itself done on its channel's counter; the last of the P blocks to finish adds the P
+// and counts itself done on its channel's counter (the CUDA context's, left at zero by the last
+// block of each kernel, so no memset comes first); the last of the P blocks to finish adds the P
 // partials in order (the same order whichever block is last, so results do not depend on timing)
 // and finishes the channel: statistics and running statistics in the forward, parameter gradients
 // and grad_x's coefficients in the backward. So each direction is two launches, this one and the
