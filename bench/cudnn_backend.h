@@ -141,6 +141,13 @@ struct Graph {
     op.set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, y);
     ops.push_back(op.finalize());
   }
+  // A new virtual f32 tensor of `dims`, mode(x[, b]) computed in f32: most steps of the graphs.
+  cudnnBackendDescriptor_t f32_pointwise(const std::string& name, cudnnPointwiseMode_t mode, const Dims& dims,
+                                         cudnnBackendDescriptor_t x, cudnnBackendDescriptor_t b = nullptr) {
+    cudnnBackendDescriptor_t y = virtual_tensor(name, CUDNN_DATA_FLOAT, dims);
+    pointwise(name, mode, CUDNN_DATA_FLOAT, x, b, nullptr, y);
+    return y;
+  }
   void reduction(const std::string& name, cudnnReduceTensorOp_t mode, cudnnBackendDescriptor_t x,
                  cudnnBackendDescriptor_t y) {
     Desc& r = make(CUDNN_BACKEND_REDUCTION_DESCRIPTOR, name);

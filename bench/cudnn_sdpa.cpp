@@ -74,8 +74,7 @@ cudnnBackendDescriptor_t scores(Graph& g, const Shape& sh, cudnnBackendDescripto
   const Dims dims{sh.b, sh.h, sh.l, sh.s}, one{1, 1, 1, 1};
   auto s = g.virtual_tensor("S", CUDNN_DATA_FLOAT, dims);
   g.matmul("Q K^T", q, kt, s);
-  auto scaled = g.virtual_tensor("S * scale", CUDNN_DATA_FLOAT, dims);
-  g.pointwise("scale", CUDNN_POINTWISE_MUL, CUDNN_DATA_FLOAT, s, scale, nullptr, scaled);
+  auto scaled = g.f32_pointwise("S * scale", CUDNN_POINTWISE_MUL, dims, s, scale);
   if (!sh.causal) return scaled;
   auto row = g.virtual_tensor("row index", CUDNN_DATA_INT32, dims);
   g.pointwise("row index", CUDNN_POINTWISE_GEN_INDEX, CUDNN_DATA_INT32, scaled, nullptr, nullptr, row, 2);
@@ -107,14 +106,11 @@ void build_forward(Graph& g, const Shape& sh) {
   auto s = scores(g, sh, q, kt, scale_tensor(g));
   auto m = g.virtual_tensor("row max", CUDNN_DATA_FLOAT, rows);
   g.reduction("row max", CUDNN_REDUCE_TENSOR_MAX, s, m);
-  auto centred = g.virtual_tensor("S - max", CUDNN_DATA_FLOAT, score_dims);
-  g.pointwise("S - max", CUDNN_POINTWISE_SUB, CUDNN_DATA_FLOAT, s, m, nullptr, centred);
-  auto e = g.virtual_tensor("exp", CUDNN_DATA_FLOAT, score_dims);
-  g.pointwise("exp", CUDNN_POINTWISE_EXP, CUDNN_DATA_FLOAT, centred, nullptr, nullptr, e);
+  auto centred = g.f32_pointwise("S - max", CUDNN_POINTWISE_SUB, score_dims, s, m);
+  auto e = g.f32_pointwise("exp", CUDNN_POINTWISE_EXP, score_dims, centred);
   auto z = g.virtual_tensor("row sum", CUDNN_DATA_FLOAT, rows);
   g.reduction("row sum", CUDNN_REDUCE_TENSOR_ADD, e, z);
-  auto log_z = g.virtual_tensor("log sum", CUDNN_DATA_FLOAT, rows);
-  g.pointwise("log sum", CUDNN_POINTWISE_LOG, CUDNN_DATA_FLOAT, z, nullptr, nullptr, log_z);
+  auto log_z = g.f32_pointwise("log sum", CUDNN_POINTWISE_LOG, rows, z);
   g.pointwise("stats", CUDNN_POINTWISE_ADD, CUDNN_DATA_FLOAT, m, log_z, nullptr, stats);
   auto p = g.virtual_tensor("P", io, score_dims);
   g.pointwise("exp / sum", CUDNN_POINTWISE_DIV, CUDNN_DATA_FLOAT, e, z, nullptr, p);
@@ -140,8 +136,7 @@ void build_backward(Graph& g, const Shape& sh, const BackwardForm& form) {
   auto dv = g.tensor("dV", io, kv_dims, contiguous(kv_dims), kdV);
   auto dq_accum = g.tensor("dQ accumulator", f32, q_dims, contiguous(q_dims), kdQAccum, false, form.dq_reordered);
 
-  auto prod = g.virtual_tensor("dO * O", f32, q_dims);
-  g.pointwise("dO * O", CUDNN_POINTWISE_MUL, f32, d_o, o, nullptr, prod);
+  auto prod = g.f32_pointwise("dO * O", CUDNN_POINTWISE_MUL, q_dims, d_o, o);
   auto row_dot = g.virtual_tensor("rowsum(dO * O)", f32, rows);
   g.reduction("rowsum(dO * O)", CUDNN_REDUCE_TENSOR_ADD, prod, row_dot);
   auto softmax_sum = form.softmax_sum_in_memory ? g.tensor("softmax sum", f32, rows, contiguous(rows), kSoftmaxSum)
@@ -150,24 +145,18 @@ void build_backward(Graph& g, const Shape& sh, const BackwardForm& form) {
 
   auto scale = scale_tensor(g);
   auto s = scores(g, sh, q, kt, scale);
-  auto centred = g.virtual_tensor("S - stats", f32, score_dims);
-  g.pointwise("S - stats", CUDNN_POINTWISE_SUB, f32, s, stats, nullptr, centred);
-  auto p = g.virtual_tensor("P", f32, score_dims);
-  g.pointwise("exp", CUDNN_POINTWISE_EXP, f32, centred, nullptr, nullptr, p);
+  auto centred = g.f32_pointwise("S - stats", CUDNN_POINTWISE_SUB, score_dims, s, stats);
+  auto p = g.f32_pointwise("P", CUDNN_POINTWISE_EXP, score_dims, centred);
   auto pt = g.virtual_tensor("P^T", io, scores_t, scores_t_strides);
   g.reshape("P^T", p, pt);
   g.matmul("P^T dO", pt, d_o, dv);
 
   auto dp = g.virtual_tensor("dO V^T", f32, score_dims);
   g.matmul("dO V^T", d_o, vt, dp);
-  auto dp_one = g.virtual_tensor("dP * 1", f32, score_dims);
-  g.pointwise("dP * 1", CUDNN_POINTWISE_MUL, f32, dp, one, nullptr, dp_one);
-  auto dp_sub = g.virtual_tensor("dP - softmax sum", f32, score_dims);
-  g.pointwise("dP - softmax sum", CUDNN_POINTWISE_SUB, f32, dp_one, softmax_sum, nullptr, dp_sub);
-  auto dp_p = g.virtual_tensor("(dP - sum) * P", f32, score_dims);
-  g.pointwise("(dP - sum) * P", CUDNN_POINTWISE_MUL, f32, dp_sub, p, nullptr, dp_p);
-  auto ds = g.virtual_tensor("dS", f32, score_dims);
-  g.pointwise("dS * scale", CUDNN_POINTWISE_MUL, f32, dp_p, scale, nullptr, ds);
+  auto dp_one = g.f32_pointwise("dP * 1", CUDNN_POINTWISE_MUL, score_dims, dp, one);
+  auto dp_sub = g.f32_pointwise("dP - softmax sum", CUDNN_POINTWISE_SUB, score_dims, dp_one, softmax_sum);
+  auto dp_p = g.f32_pointwise("(dP - sum) * P", CUDNN_POINTWISE_MUL, score_dims, dp_sub, p);
+  auto ds = g.f32_pointwise("dS", CUDNN_POINTWISE_MUL, score_dims, dp_p, scale);
   auto dst = g.virtual_tensor("dS^T", io, scores_t, scores_t_strides);
   g.reshape("dS^T", ds, dst);
   g.matmul("dS^T Q", dst, q, dk);

@@ -143,28 +143,78 @@ __device__ void finish_channel_stats(const double* part, int64_t P, int64_t C, i
   }
 }
 
+// The statistics passes' walk over a piece of channel c and their sums, one vector of V values at a
+// time, or with PACKED (the batch_norm_packed_stats switch) two changes. Each thread loads
+// kPackRound vectors (of each operand) before it uses any, so four 16-byte loads per thread are in
+// flight instead of one. And each vector's V values are summed in PackSum before the sum joins the
+// thread's double totals: f32 for 16-bit inputs, whose values and their differences f32 holds to
+// far below their own rounding, so a vector costs 2 conversions to double instead of 2 * V (a slow
+// instruction); double for f32 and f64.
+template <class T>
+using PackSum = std::conditional_t<sizeof(T) == 2, float, double>;
+
+__device__ __forceinline__ float fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }
+__device__ __forceinline__ double fma_rn(double a, double b, double c) { return __fma_rn(a, b, c); }
+
+// sum(av, bv) on the vectors of a, and of b when TWO, at the walk positions j0 + threadIdx.x,
+// j0 + threadIdx.x + kRowBlock, ... < j1 of channel c (vectors of V values, S % V == 0), in that
+// order, ROUND loads of each operand issued before the first of them is summed.
+template <int V, int ROUND, bool TWO, class T, class F>
+__device__ __forceinline__ void for_each_vector(const T* a, const T* b, int64_t j0, int64_t j1, int64_t S, int64_t C,
+                                                int64_t c, F&& sum) {
+  using Vec = Pack<T, V>;
+  int64_t j = j0 + threadIdx.x;
+  if (j >= j1) return;
+  ChannelWalk w(j, kRowBlock, S / V, C, c);
+  for (; j + (ROUND - 1) * kRowBlock < j1; j += ROUND * kRowBlock) {
+    Vec av[ROUND], bv[ROUND]{};
+#pragma unroll
+    for (int u = 0; u < ROUND; ++u, w.advance()) {
+      av[u] = reinterpret_cast<const Vec*>(a)[w.offset()];
+      if constexpr (TWO) bv[u] = reinterpret_cast<const Vec*>(b)[w.offset()];
+    }
+#pragma unroll
+    for (int u = 0; u < ROUND; ++u) sum(av[u], bv[u]);
+  }
+  for (; j < j1; j += kRowBlock, w.advance()) {
+    Vec bv{};
+    if constexpr (TWO) bv = reinterpret_cast<const Vec*>(b)[w.offset()];
+    sum(reinterpret_cast<const Vec*>(a)[w.offset()], bv);
+  }
+}
+
 // Block (c, p): the sums of d = x - shift and d * d over piece p of channel c, shift being the
 // channel's first value (it centres the sums, so the variance below does not cancel). V elements
 // per load: positions, piece and the walk count vectors of V values of one channel (S % V == 0).
-template <class T, int V>
+template <class T, int V, bool PACKED>
 __global__ void bn_partial_stats_kernel(const T* x, int64_t C, int64_t S, int64_t M, int64_t piece, double* part,
                                         unsigned* done, StatsOut<acc_t<T>> o) {
+  using Sum = PackSum<T>;
   const int64_t c = blockIdx.x, p = blockIdx.y, P = gridDim.y, Mv = M / V;
   const int64_t j0 = p * piece, j1 = j0 + piece < Mv ? j0 + piece : Mv;
   const double shift = double(to_acc(x[c * S]));
   double s1 = 0, s2 = 0;
-  if (j0 + threadIdx.x < j1) {
-    ChannelWalk w(j0 + threadIdx.x, kRowBlock, S / V, C, c);
-    for (int64_t j = j0 + threadIdx.x; j < j1; j += kRowBlock, w.advance()) {
-      const Pack<T, V> xv = reinterpret_cast<const Pack<T, V>*>(x)[w.offset()];
+  for_each_vector<V, PACKED ? kPackRound : 1, false>(x, x, j0, j1, S, C, c,
+                                                     [&](const Pack<T, V>& xv, const Pack<T, V>&) {
+                                                       if constexpr (PACKED) {
+                                                         Sum a = 0, b = 0;
 #pragma unroll
-      for (int e = 0; e < V; ++e) {
-        const double d = double(to_acc(xv.v[e])) - shift;
-        s1 += d;
-        s2 += d * d;
-      }
-    }
-  }
+                                                         for (int e = 0; e < V; ++e) {
+                                                           const Sum d = Sum(to_acc(xv.v[e])) - Sum(shift);
+                                                           a += d;
+                                                           b = fma_rn(d, d, b);
+                                                         }
+                                                         s1 += double(a);
+                                                         s2 += double(b);
+                                                       } else {
+#pragma unroll
+                                                         for (int e = 0; e < V; ++e) {
+                                                           const double d = double(to_acc(xv.v[e])) - shift;
+                                                           s1 += d;
+                                                           s2 += d * d;
+                                                         }
+                                                       }
+                                                     });
   write_block_partials(s1, s2, part, p, P, C, c);
   if (last_to_finish(done, c, unsigned(P)) && threadIdx.x == 0) finish_channel_stats(part, P, C, c, shift, M, o);
 }
@@ -381,118 +431,38 @@ __global__ void bn_apply_vec_kernel(T* y, const T* x, const T* r, int64_t nv, in
 
 // Block (c, p): sdy = sum gy and sdx = sum gy * (x - mean) over piece p of channel c, gy gated;
 // V values of gy and of x per load, as the statistics pass walks them.
-template <class T, bool RELU, int V>
+template <class T, bool RELU, int V, bool PACKED>
 __global__ void bn_partial_grad_kernel(const T* gy, const T* x, int64_t C, int64_t S, int64_t M, int64_t piece,
                                        ChannelAffine<acc_t<T>> k, double* part, unsigned* done, GradOut<acc_t<T>> o) {
+  using Sum = PackSum<T>;
   const int64_t c = blockIdx.x, p = blockIdx.y, P = gridDim.y, Mv = M / V;
   const int64_t j0 = p * piece, j1 = j0 + piece < Mv ? j0 + piece : Mv;
   const double mu = double(k.mean[c]);
   const auto kc = RELU ? k(c) : norm_math::Affine<acc_t<T>>{};
   double sdy = 0, sdx = 0;
-  if (j0 + threadIdx.x < j1) {
-    ChannelWalk w(j0 + threadIdx.x, kRowBlock, S / V, C, c);
-    for (int64_t j = j0 + threadIdx.x; j < j1; j += kRowBlock, w.advance()) {
-      const int64_t i = w.offset();
-      const Pack<T, V> gv = reinterpret_cast<const Pack<T, V>*>(gy)[i], xv = reinterpret_cast<const Pack<T, V>*>(x)[i];
+  for_each_vector<V, PACKED ? kPackRound : 1, true>(gy, x, j0, j1, S, C, c,
+                                                    [&](const Pack<T, V>& gv, const Pack<T, V>& xv) {
+                                                      if constexpr (PACKED) {
+                                                        Sum a = 0, b = 0;
 #pragma unroll
-      for (int e = 0; e < V; ++e) {
-        const auto xa = to_acc(xv.v[e]);
-        const double g = double(gated<RELU>(to_acc(gv.v[e]), xa, kc));
-        sdy += g;
-        sdx = __fma_rn(g, double(xa) - mu, sdx);
-      }
-    }
-  }
-  write_block_partials(sdy, sdx, part, p, P, C, c);
-  if (last_to_finish(done, c, unsigned(P)) && threadIdx.x == 0) finish_channel_grad(part, P, C, c, M, k, o);
-}
-
-// ---- batch norm's statistics with packed loads (the batch_norm_packed_stats switch) -----------
-// The blocks, pieces and walk of bn_partial_stats_kernel and bn_partial_grad_kernel, with two
-// changes. Each thread loads kPackRound vectors (of each operand) before it uses any, so four
-// 16-byte loads per thread are in flight instead of one. And each vector's V values are summed in
-// PackSum before the sum joins the thread's double totals: f32 for 16-bit inputs, whose values and
-// their differences f32 holds to far below their own rounding, so a vector costs 2 conversions to
-// double instead of 2 * V (a slow instruction on most GPUs); double for f32 and f64, as before.
-template <class T>
-using PackSum = std::conditional_t<sizeof(T) == 2, float, double>;
-
-__device__ __forceinline__ float fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }
-__device__ __forceinline__ double fma_rn(double a, double b, double c) { return __fma_rn(a, b, c); }
-
-// sum(av, bv) on the vectors of a, and of b when TWO, at the walk positions j0 + threadIdx.x,
-// j0 + threadIdx.x + kRowBlock, ... < j1 of channel c (vectors of V values, S % V == 0).
-template <int V, bool TWO, class T, class F>
-__device__ __forceinline__ void for_each_vector(const T* a, const T* b, int64_t j0, int64_t j1, int64_t S, int64_t C,
-                                                int64_t c, F&& sum) {
-  using Vec = Pack<T, V>;
-  int64_t j = j0 + threadIdx.x;
-  if (j >= j1) return;
-  ChannelWalk w(j, kRowBlock, S / V, C, c);
-  for (; j + (kPackRound - 1) * kRowBlock < j1; j += kPackRound * kRowBlock) {
-    Vec av[kPackRound], bv[kPackRound]{};
+                                                        for (int e = 0; e < V; ++e) {
+                                                          const auto xa = to_acc(xv.v[e]);
+                                                          const Sum g = Sum(gated<RELU>(to_acc(gv.v[e]), xa, kc));
+                                                          a += g;
+                                                          b = fma_rn(g, Sum(xa) - Sum(mu), b);
+                                                        }
+                                                        sdy += double(a);
+                                                        sdx += double(b);
+                                                      } else {
 #pragma unroll
-    for (int u = 0; u < kPackRound; ++u, w.advance()) {
-      av[u] = reinterpret_cast<const Vec*>(a)[w.offset()];
-      if constexpr (TWO) bv[u] = reinterpret_cast<const Vec*>(b)[w.offset()];
-    }
-#pragma unroll
-    for (int u = 0; u < kPackRound; ++u) sum(av[u], bv[u]);
-  }
-  for (; j < j1; j += kRowBlock, w.advance()) {
-    Vec bv{};
-    if constexpr (TWO) bv = reinterpret_cast<const Vec*>(b)[w.offset()];
-    sum(reinterpret_cast<const Vec*>(a)[w.offset()], bv);
-  }
-}
-
-// Forward, block (c, p): the sums of d = x - shift and d * d over piece p of channel c.
-template <class T, int V>
-__global__ void bn_packed_stats_kernel(const T* x, int64_t C, int64_t S, int64_t M, int64_t piece, double* part,
-                                       unsigned* done, StatsOut<acc_t<T>> o) {
-  using Sum = PackSum<T>;
-  const int64_t c = blockIdx.x, p = blockIdx.y, P = gridDim.y, Mv = M / V;
-  const int64_t j0 = p * piece, j1 = j0 + piece < Mv ? j0 + piece : Mv;
-  const double shift = double(to_acc(x[c * S]));
-  double s1 = 0, s2 = 0;
-  for_each_vector<V, false>(x, x, j0, j1, S, C, c, [&](const Pack<T, V>& xv, const Pack<T, V>&) {
-    Sum a = 0, b = 0;
-#pragma unroll
-    for (int e = 0; e < V; ++e) {
-      const Sum d = Sum(to_acc(xv.v[e])) - Sum(shift);
-      a += d;
-      b = fma_rn(d, d, b);
-    }
-    s1 += double(a);
-    s2 += double(b);
-  });
-  write_block_partials(s1, s2, part, p, P, C, c);
-  if (last_to_finish(done, c, unsigned(P)) && threadIdx.x == 0) finish_channel_stats(part, P, C, c, shift, M, o);
-}
-
-// Backward, block (c, p): sdy = sum gy and sdx = sum gy * (x - mean) over piece p of channel c, gy
-// gated by the forward's ReLU when RELU.
-template <class T, bool RELU, int V>
-__global__ void bn_packed_grad_kernel(const T* gy, const T* x, int64_t C, int64_t S, int64_t M, int64_t piece,
-                                      ChannelAffine<acc_t<T>> k, double* part, unsigned* done, GradOut<acc_t<T>> o) {
-  using Sum = PackSum<T>;
-  const int64_t c = blockIdx.x, p = blockIdx.y, P = gridDim.y, Mv = M / V;
-  const int64_t j0 = p * piece, j1 = j0 + piece < Mv ? j0 + piece : Mv;
-  const Sum mu = Sum(k.mean[c]);
-  const auto kc = RELU ? k(c) : norm_math::Affine<acc_t<T>>{};
-  double sdy = 0, sdx = 0;
-  for_each_vector<V, true>(gy, x, j0, j1, S, C, c, [&](const Pack<T, V>& gv, const Pack<T, V>& xv) {
-    Sum a = 0, b = 0;
-#pragma unroll
-    for (int e = 0; e < V; ++e) {
-      const auto xa = to_acc(xv.v[e]);
-      const Sum g = Sum(gated<RELU>(to_acc(gv.v[e]), xa, kc));
-      a += g;
-      b = fma_rn(g, Sum(xa) - mu, b);
-    }
-    sdy += double(a);
-    sdx += double(b);
-  });
+                                                        for (int e = 0; e < V; ++e) {
+                                                          const auto xa = to_acc(xv.v[e]);
+                                                          const double g = double(gated<RELU>(to_acc(gv.v[e]), xa, kc));
+                                                          sdy += g;
+                                                          sdx = __fma_rn(g, double(xa) - mu, sdx);
+                                                        }
+                                                      }
+                                                    });
   write_block_partials(sdy, sdx, part, p, P, C, c);
   if (last_to_finish(done, c, unsigned(P)) && threadIdx.x == 0) finish_channel_grad(part, P, C, c, M, k, o);
 }
@@ -880,13 +850,13 @@ void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Te
       bn_rows_partial_grad_kernel<T, RELU>
           <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, M, sg.sp.piece, k, ptr<double>(part), done, o);
     else if (vec && toggles::batch_norm_packed_stats())
-      bn_packed_grad_kernel<T, RELU, V>
+      bn_partial_grad_kernel<T, RELU, V, true>
           <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, S, M, sg.sp.piece, k, ptr<double>(part), done, o);
     else if (vec)
-      bn_partial_grad_kernel<T, RELU, V>
+      bn_partial_grad_kernel<T, RELU, V, false>
           <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, S, M, sg.sp.piece, k, ptr<double>(part), done, o);
     else
-      bn_partial_grad_kernel<T, RELU, 1>
+      bn_partial_grad_kernel<T, RELU, 1, false>
           <<<sg.grid, sg.block, 0, stream()>>>(gp, xp, C, S, M, sg.sp.piece, k, ptr<double>(part), done, o);
     CUDA_CHECK_LAUNCH("batch_norm_backward");
   }
@@ -928,13 +898,13 @@ void batch_norm_stats(const Tensor& x, const StatsOut<acc_t<T>>& o) {
     bn_rows_partial_stats_kernel<T>
         <<<sg.grid, sg.block, 0, stream()>>>(xp, C, M, sg.sp.piece, ptr<double>(part), done, o);
   else if (vec && toggles::batch_norm_packed_stats())
-    bn_packed_stats_kernel<T, V>
+    bn_partial_stats_kernel<T, V, true>
         <<<sg.grid, sg.block, 0, stream()>>>(xp, C, S, M, sg.sp.piece, ptr<double>(part), done, o);
   else if (vec)
-    bn_partial_stats_kernel<T, V>
+    bn_partial_stats_kernel<T, V, false>
         <<<sg.grid, sg.block, 0, stream()>>>(xp, C, S, M, sg.sp.piece, ptr<double>(part), done, o);
   else
-    bn_partial_stats_kernel<T, 1>
+    bn_partial_stats_kernel<T, 1, false>
         <<<sg.grid, sg.block, 0, stream()>>>(xp, C, S, M, sg.sp.piece, ptr<double>(part), done, o);
   CUDA_CHECK_LAUNCH("batch_norm");
 }
