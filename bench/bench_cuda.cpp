@@ -22,6 +22,7 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <utility>
 
@@ -282,8 +283,12 @@ void chain_graph(benchmark::State& st) {
   }
 }
 
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // One training step: forward, cross-entropy, backward, SGD with momentum; under autocast f16 with
-// a GradScaler when amp. Reports images/s (tokens/s for a language model). On the host clock, each
+// a GradScaler when amp. Reports images/s (tokens/s for a language model) and host_ms/step. On the host clock, each
 // step synchronized: a step's host work (autograd, the optimizer, the scaler's check of the
 // gradients) is part of its cost, as in PyTorch's figure for the same step.
 void train_step(benchmark::State& st, std::shared_ptr<nn::Module> model, const Shape& input, bool amp,
@@ -313,6 +318,7 @@ void train_step(benchmark::State& st, std::shared_ptr<nn::Module> model, const S
   };
   for (int i = 0; i < 3; ++i) step();  // warm-up: cuDNN algorithm search, allocator cache, optimizer state
   cuda::synchronize();
+  double host_ms = 0;
   if (graph) {
     // The whole step (forward, loss, backward, the scaler's unscale, skip and update, the SGD
     // update) captured once, then one replay per step.
@@ -322,7 +328,9 @@ void train_step(benchmark::State& st, std::shared_ptr<nn::Module> model, const S
       step();
       g.capture_end();
       for (auto _ : st) {
+        const auto t0 = std::chrono::steady_clock::now();
         g.replay();
+        host_ms += ms_since(t0);
         cuda::synchronize();
       }
     } catch (const std::exception& e) {  // e.g. an op that copies to the host inside the capture
@@ -331,7 +339,9 @@ void train_step(benchmark::State& st, std::shared_ptr<nn::Module> model, const S
     }
   } else {
     for (auto _ : st) {
+      const auto t0 = std::chrono::steady_clock::now();
       step();
+      host_ms += ms_since(t0);
       cuda::synchronize();
     }
     // Kernel calls in one more step: every primitive the step calls (each at least one launch).
@@ -343,6 +353,9 @@ void train_step(benchmark::State& st, std::shared_ptr<nn::Module> model, const S
     st.counters["kernels/step"] = double(std::count_if(
         ev.begin(), ev.end(), [](const profiler::Event& e) { return e.kind == profiler::EventKind::Kernel; }));
   }
+  // The host's share: how long step() (or the replay) took to return, every launch queued but not
+  // waited for. Near the wall time, the step is bound by the host's launches, not by the GPU.
+  st.counters["host_ms/step"] = host_ms / double(std::max<benchmark::IterationCount>(st.iterations(), 1));
   const double samples = vocab ? double(input[0] * input[1]) : double(input[0]);
   st.counters[vocab ? "tokens/s" : "images/s"] = benchmark::Counter(samples * double(st.iterations()),
                                                                     benchmark::Counter::kIsRate);

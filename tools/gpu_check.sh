@@ -302,9 +302,12 @@ for case, side in ((c, s) for c in ("f16", "f16_nhwc") for s in ("off", "on")):
           f"{'packed' if side == 'on' else 'not packed'} ({len(launches)} launches):")
     for name, (n, ns, b) in sorted(kinds.items(), key=lambda kv: -kv[1][1]):
         print(f"  {name[:44]:44s} {n:3d} x {ns / n / 1e3:8.2f} us {b / ns if ns else 0.0:8.0f} GB/s {100 * ns / total:5.1f}% of the time")
-# Training steps: mdl f32 vs autocast f16, and PyTorch's time for the same step.
+# Training steps: mdl f32 vs autocast f16, and PyTorch's time for the same step. mdl's host ms is
+# how long its step took to return, every launch queued: near mdl's ms, the step waits on the host.
+def host(r):
+    return f'{r["host_ms/step"]:12.2f}' if "host_ms/step" in r else f'{"":12s}'
 print()
-print(f'{"training step":28s} {"mdl ms":>9s} {"PyTorch ms":>11s} {"mdl speed vs PyTorch":>21s}')
+print(f'{"training step":28s} {"mdl ms":>9s} {"mdl host ms":>12s} {"PyTorch ms":>11s} {"mdl speed vs PyTorch":>21s}')
 for model in ("simplecnn", "resnet18", "gpt"):
     for mode in ("f32", "amp"):
         key = f"{model}_step_{mode}"
@@ -312,7 +315,7 @@ for model in ("simplecnn", "resnet18", "gpt"):
         if not r: continue
         ms = r["real_time"] if r.get("time_unit") == "ms" else r["real_time"] / 1e3
         t = torch_ms.get(key)
-        print(f'{key:28s} {ms:9.2f} {t if t else float("nan"):11.2f} {t / ms if t else float("nan"):20.2f}x')
+        print(f'{key:28s} {ms:9.2f} {host(r)} {t if t else float("nan"):11.2f} {t / ms if t else float("nan"):20.2f}x')
     ratio(f"BM_{model}_step_amp/real_time", f"BM_{model}_step_f32/real_time", f"{model}: autocast f16 vs f32 step (speedup)")
     for mode in ("f32", "amp"):
         ratio(f"BM_{model}_step_{mode}_graph/real_time", f"BM_{model}_step_{mode}/real_time", f"{model}: {mode} step as a CUDA Graph vs eager (speedup)")
@@ -320,12 +323,19 @@ for model in ("simplecnn", "resnet18", "gpt"):
             print(f"{model}: the {mode} CUDA Graph step did not run (see bench_cuda's log for the error)")
 r, t = by.get("channels_last/on/resnet18_step_amp/real_time"), torch_ms.get("resnet18_step_amp_channels_last")
 if r and t:
-    print(f'{"resnet18_step_amp_channels_last":28s} {r["real_time"]:9.2f} {t:11.2f} {t / r["real_time"]:20.2f}x')
+    print(f'{"resnet18_step_amp_channels_last":28s} {r["real_time"]:9.2f} {host(r)} {t:11.2f} {t / r["real_time"]:20.2f}x')
 r, t = by.get("flash_attention_tf32x3/on/gpt_step_f32/real_time"), torch_ms.get("gpt_step_f32")
 if r and t:
-    print(f'{"gpt_step_f32_3xtf32_attention":28s} {r["real_time"]:9.2f} {t:11.2f} {t / r["real_time"]:20.2f}x')
+    print(f'{"gpt_step_f32_3xtf32_attention":28s} {r["real_time"]:9.2f} {host(r)} {t:11.2f} {t / r["real_time"]:20.2f}x')
 ratio("flash_attention_tf32x3/on/gpt_step_f32/real_time", "flash_attention_tf32x3/off/gpt_step_f32/real_time",
       "GPT f32 step: 3xTF32 attention vs FMA attention (speedup)")
+# Every step row's wall time beside its host time: a share near 100% is a step bound by its launches.
+steps = [r for r in runs if "host_ms/step" in r and r.get("time_unit") == "ms"]
+if steps:
+    print()
+    print(f'{"step row":66s} {"wall ms":>9s} {"host ms":>9s} {"host share":>11s}')
+    for r in steps:
+        print(f'{r["name"]:66s} {r["real_time"]:9.2f} {r["host_ms/step"]:9.2f} {100 * r["host_ms/step"] / r["real_time"]:10.0f}%')
 PY
 fi
 # The card's rows for bench/RESULTS.md: LOG/results/summary.json, which `python3 bench/results.py
