@@ -15,6 +15,9 @@
 # Budget: about 6 minutes from the bundle (the step timeouts add up to 1090 s, 1010 with
 # TORCH_PROFILES=0; a build adds 220 and the other tests 70). The 74 CUDA cases (cuda: and cuda
 # strict:) and 80 benchmarks fill much of their steps' caps: a step cut off loses its summary.
+# GPU_CHECK_BUDGET (seconds, default 480) bounds the whole run: each step gets what is left of it
+# less 20 s, at most its own cap, and once under 20 s are left the steps are skipped, so a step
+# that hangs still leaves time for the table, the card's summary and whatever packs the logs after.
 # What it records: f16 tensor-core GEMM TFLOP/s at 4096 and 8192 next to cuBLAS's own
 # (PyTorch's matmul); SimpleCNN, ResNet-18 (32x32) and GPT (6 x 384, context 256) training steps in
 # f32 and AMP next to PyTorch eager; fused vs unfused bias+activation (cuBLASLt epilogue); pinned vs
@@ -34,8 +37,18 @@ JOBS=-j$(nproc)
 declare -a STEPS RESULTS DETAILS
 failed=0
 
+BUDGET=${GPU_CHECK_BUDGET:-480}
+case $BUDGET in '' | *[!0-9]*) echo "gpu_check: GPU_CHECK_BUDGET must be a number of seconds, got '$BUDGET'" >&2; exit 2 ;; esac
 step() {  # step NAME TIMEOUT_S CMD...
   local name=$1 t=$2; shift 2
+  local left=$((BUDGET - SECONDS - 20))
+  if [ $left -le 0 ]; then
+    echo "== $name: skipped (GPU_CHECK_BUDGET=$BUDGET s spent)" | tee "$LOG/$name.log"
+    STEPS+=("$name") RESULTS+=("SKIPPED") DETAILS+=("the run's budget of $BUDGET s was spent")
+    failed=1
+    return
+  fi
+  [ $t -gt $left ] && t=$left
   echo "== $name"
   local start=$SECONDS
   timeout "$t" "$@" >"$LOG/$name.log" 2>&1
