@@ -12,6 +12,7 @@ samples, as mdl-train --dump-order writes them), for these rows:
     +amp            torch.autocast f16 with a GradScaler (GPU only: skipped, with a note, on the CPU)
     +amp-bf16       torch.autocast bf16, no scaler
     +channels-last  f32, the model and every batch in torch.channels_last
+    +amp+channels-last  +amp and +channels-last together (GPU only, as +amp)
 The training images stay on the host, normalised (mean 0.2860, std 0.3530); each batch is indexed
 there and copied to the device, as mdl's baseline copies each batch from host memory. An epoch's
 time is its training part only (synchronised on a GPU); validation is the 10,000 test images in
@@ -19,7 +20,7 @@ batches of 1000 under the training row's autocast. Runs go seed by seed (seed 0 
 row, then seed 1, ...), so a --deadline leaves fewer seeds everywhere rather than whole models out.
 
     /usr/bin/python3 bench/torch_study.py --orders DIR [--data DIR] [--models cnn,resnet18]
-        [--rows baseline,+amp,+amp-bf16,+channels-last] [--seeds 3] [--epochs 8] [--subset 20000]
+        [--rows baseline,+amp,+amp-bf16,+channels-last,+amp+channels-last] [--seeds 3] [--epochs 8] [--subset 20000]
         [--batch 128] [--lr 1e-3] [--device cuda|cpu] [--threads N] [--target 85[,model=N]]
         [--stop-at-target] [--deadline S] [--val-samples 10000] [--out CSV] [--mdl-summary CSV]
         [--report MD]
@@ -44,7 +45,8 @@ import torch.nn.functional as F
 
 from torch_models import ResNet18, simple_cnn  # noqa: E402 (bench/torch_models.py, beside this script)
 
-ROWS = ["baseline", "+amp", "+amp-bf16", "+channels-last"]
+ROWS = ["baseline", "+amp", "+amp-bf16", "+channels-last", "+amp+channels-last"]
+F16_ROWS = ("+amp", "+amp+channels-last")  # autocast f16 with a GradScaler
 MODELS = ["cnn", "resnet18"]
 FILES = ["train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
          "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]
@@ -189,7 +191,7 @@ def load_order(args, model, seed, n):
 
 
 def autocast(row, device_type):
-    if row == "+amp":
+    if row in F16_ROWS:
         return torch.autocast(device_type, dtype=torch.float16)
     if row == "+amp-bf16":
         return torch.autocast(device_type, dtype=torch.bfloat16)
@@ -211,7 +213,7 @@ def train_run(args, model_name, row, seed, orders, data, csv_writer, csv_file):
     """One run; a list of (seconds, correct, total) per epoch."""
     x, y, xt, yt = data
     dev, cuda = args.dev, args.dev.type == "cuda"
-    channels_last = row == "+channels-last"
+    channels_last = row in ("+channels-last", "+amp+channels-last")
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     if cuda:
         torch.cuda.reset_peak_memory_stats(dev)
@@ -221,7 +223,7 @@ def train_run(args, model_name, row, seed, orders, data, csv_writer, csv_file):
         model = model.to(memory_format=torch.channels_last)
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.0)
     loss_fn = nn.CrossEntropyLoss()
-    scaler = grad_scaler() if row == "+amp" else None
+    scaler = grad_scaler() if row in F16_ROWS else None
     target = target_for(args, model_name)
     epochs, peak = [], 0.0
     for epoch, order in enumerate(orders, 1):
@@ -470,8 +472,9 @@ def main():
 
     # Rows this device cannot run at all.
     skip = {}
-    if "+amp" in args.rows and not cuda:
-        skip["+amp"] = "autocast f16 is skipped on the CPU (a GPU row)"
+    for row in F16_ROWS:
+        if row in args.rows and not cuda:
+            skip[row] = "autocast f16 is skipped on the CPU (a GPU row)"
     if "+amp-bf16" in args.rows and cuda and not torch.cuda.is_bf16_supported():
         skip["+amp-bf16"] = f"bf16 is not supported on {device_name}"
     for r, why in skip.items():

@@ -81,7 +81,7 @@ TORCH_MODELS=$(echo "$MODELS" | tr , '\n' | grep -xE 'cnn|resnet18' | paste -sd,
 export STUDY_DEVICES=$DEVICE STUDY_DATA=fashion-mnist,png STUDY_FASHION_MNIST=$DATA STUDY_OUT=$OUT
 export STUDY_MODELS=$MODELS STUDY_DECODED_MODELS=$DECODED_MODELS STUDY_SEEDS=$SEEDS STUDY_EPOCHS=$EPOCHS
 export STUDY_SUBSET=$SUBSET STUDY_STOP_AT_TARGET=1 STUDY_TARGET=90,vit=85 STUDY_DECODED_TARGET=85
-export STUDY_ROWS=+loader,+amp,+amp-bf16,+channels-last,+cuda-graph,+grad-accum,all
+export STUDY_ROWS=+loader,+amp,+amp-bf16,+channels-last,+amp+channels-last,+cuda-graph,+grad-accum,all
 export STUDY_DECODED_ROWS=+loader,+cache-memory,+cache-file,+amp,all
 export STUDY_DEADLINE=$MDL_BUDGET STUDY_DUMP_ORDER=1 STUDY_COMMIT=$COMMIT
 # Without --estimate-from, the last GPU study's measured epochs plan this one (on a GPU).
@@ -101,7 +101,7 @@ echo "  CPU half beside it: $([ -f "$COMPARE" ] && echo "$COMPARE" || echo "none
 if [ $DRY = 1 ]; then
   STUDY_DRY_RUN=1 "$STUDY"
   [ $TORCH = 1 ] && [ -n "$TORCH_MODELS" ] &&
-    echo "PyTorch: $TORCH_MODELS x baseline, +amp, +amp-bf16, +channels-last x $SEEDS seeds, within what is left of the budget"
+    echo "PyTorch: $TORCH_MODELS x baseline, +amp, +amp-bf16, +channels-last, +amp+channels-last x $SEEDS seeds, within what is left of the budget"
   exit 0
 fi
 

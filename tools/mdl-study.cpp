@@ -142,7 +142,7 @@ void print_plan(const StudySettings& s, const std::vector<StudyDataSet>& sets, c
     const double sec = estimate_run_seconds(r, sets[r.set], s, measured, &from_measurement, to_target);
     assumed += !from_measurement;
     rounds[{r.device, r.seed}] += sec, total += sec;
-    std::printf("%-6s %-14s %-10s %-16s seed %lld  ~%5.1f s%s\n", r.device.c_str(), sets[r.set].key.c_str(),
+    std::printf("%-6s %-14s %-10s %-18s seed %lld  ~%5.1f s%s\n", r.device.c_str(), sets[r.set].key.c_str(),
                 r.model.c_str(), r.config.name.c_str(), (long long)r.seed, sec, from_measurement ? "" : " (assumed)");
   }
   std::printf("\n%zu runs, %lld epochs at most each, estimated %.0f s (%.1f min) in all%s", runs.size(),

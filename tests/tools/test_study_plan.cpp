@@ -30,6 +30,13 @@ TEST_CASE("study plan: the rows a model and a device get") {
         std::vector<std::string>{"baseline", "+amp", "+channels-last", "+separable"});
   CHECK(names(table_configs(s, memory_set(), "cnn", "cuda")) ==
         std::vector<std::string>{"baseline", "+loader", "+amp", "+channels-last", "+cuda-graph", "+separable"});
+  // AMP with channels-last: a conv net's row, on a GPU only.
+  s.rows = {"+amp+channels-last"};
+  CHECK(names(table_configs(s, memory_set(), "resnet18", "cuda")) ==
+        std::vector<std::string>{"baseline", "+amp+channels-last"});
+  CHECK(names(table_configs(s, memory_set(), "resnet18", "cpu")) == std::vector<std::string>{"baseline"});
+  CHECK(names(table_configs(s, memory_set(), "vit", "cuda")) == std::vector<std::string>{"baseline"});
+  s.rows = {"+amp", "+channels-last", "+cuda-graph", "+loader", "+separable"};
   // No channels-last for the ViT, no SimpleCNN variant for ResNet-18.
   CHECK(names(table_configs(s, memory_set(), "vit", "cuda:1")) ==
         std::vector<std::string>{"baseline", "+loader", "+amp", "+cuda-graph"});
@@ -53,6 +60,9 @@ TEST_CASE("study plan: each row applies its options, and all of them together") 
   };
   CHECK(applied("+amp-bf16", "cnn", "cpu", false).amp == "bf16");
   CHECK(applied("+channels-last", "cnn", "cpu", false).channels_last);
+  const TrainOptions amp_nhwc = applied("+amp+channels-last", "resnet18", "cuda", false);
+  CHECK(amp_nhwc.amp == "f16");
+  CHECK(amp_nhwc.channels_last);
   CHECK(applied("+cuda-graph", "cnn", "cuda", false).cuda_graph);
   CHECK(applied("+loader", "cnn", "cuda", true).pin_memory);
   CHECK(applied("+loader", "cnn", "cuda", true).workers == kGpuLoaderWorkers);

@@ -45,6 +45,13 @@ const StudyConfig kAmpRow{"+amp", "autocast f16 with a dynamic loss scaler", amp
 const StudyConfig kAmpBf16Row{"+amp-bf16", "autocast bf16 (no loss scaler)", amp_bf16};
 const StudyConfig kChannelsLastRow{"+channels-last", "conv weights and batches channels-last (NHWC)", channels_last,
                                    false, true};
+// AMP and NHWC together, where cuDNN's NHWC kernels meet the tensor cores (in f32 they have none to feed).
+const StudyConfig kAmpChannelsLastRow{"+amp+channels-last",
+                                      "autocast f16 with a dynamic loss scaler, channels-last",
+                                      [](TrainOptions& o) { amp(o), channels_last(o); },
+                                      false,
+                                      true,
+                                      true};
 const StudyConfig kGraphRow{
     "+cuda-graph", "the training step captured once as a CUDA Graph and replayed", cuda_graph, false, false, true};
 const StudyConfig kL2Row{"+l2",          "L2 penalty 1e-4 on the dense layers' weights", l2, false, false, false,
@@ -127,6 +134,7 @@ std::vector<StudyConfig> memory_configs() {
       kAmpRow,
       kAmpBf16Row,
       kChannelsLastRow,
+      kAmpChannelsLastRow,
       kGraphRow,
       kL2Row,
       kAccumRow,
