@@ -38,18 +38,22 @@ __global__ void bias_act_kernel(int64_t M, int64_t N, T* out, T* pre, const T* b
   }
 }
 
-// Element i of grad_pre = grad_out * act'(saved), rounded to T; saved is null for None.
+// One element of grad_pre = grad_out * act'(saved), rounded to T; has_saved is false for None. ReLU's
+// is a select, as the CPU's: grad_out where saved > 0, else +0 (an infinite grad_out times 0 is NaN).
 template <class T>
-__device__ __forceinline__ T grad_pre_at(int64_t i, const T* grad_out, const T* saved, Activation act) {
+__device__ __forceinline__ T grad_pre_of(T grad_out, T saved, bool has_saved, Activation act) {
   using A = acc_t<T>;
-  return convert<T>(to_acc(grad_out[i]) * (saved ? act_derivative(act, to_acc(saved[i])) : A(1)));
+  const A g = to_acc(grad_out);
+  if (!has_saved) return convert<T>(g);
+  if (act == Activation::Relu) return convert<T>(to_acc(saved) > A(0) ? g : A(0));
+  return convert<T>(g * act_derivative(act, to_acc(saved)));
 }
 
 // grad_pre (n), elementwise.
 template <class T>
 __global__ void act_backward_kernel(int64_t n, T* grad_pre, const T* grad_out, const T* saved, Activation act) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    grad_pre[i] = grad_pre_at(i, grad_out, saved, act);
+    grad_pre[i] = grad_pre_of(grad_out[i], saved ? saved[i] : grad_out[i], saved != nullptr, act);
 }
 
 // ---- the backward's activation gradient with the bias sums in the same pass ----------------------
@@ -60,23 +64,35 @@ __global__ void act_backward_kernel(int64_t n, T* grad_pre, const T* grad_out, c
 // so the sums do not depend on timing. The gradient is read once, where a separate reduction read
 // it again after the activation pass wrote it.
 constexpr int kSumRows = 8;
+constexpr int kRowsAhead = 4;  // rows a thread loads before it stores the first: loads in flight
 
 // grad_pre = grad_out * act'(saved) where `write` (saved null: a copy), else grad_pre is grad_out
-// and is only read; part (P, N) gets the column sums of grad_pre as stored, in A.
+// and is only read (written, it is a buffer of its own: hence __restrict__); part (P, N) gets the
+// column sums of grad_pre as stored, in A, each thread's rows added in order.
 template <class T>
-__global__ void act_backward_sums_kernel(int64_t M, int64_t N, int64_t piece, T* grad_pre, const T* grad_out,
-                                         const T* saved, Activation act, bool write, acc_t<T>* part) {
+__global__ void act_backward_sums_kernel(int64_t M, int64_t N, int64_t piece, T* __restrict__ grad_pre,
+                                         const T* __restrict__ grad_out, const T* __restrict__ saved, Activation act,
+                                         bool write, acc_t<T>* __restrict__ part) {
   using A = acc_t<T>;
   __shared__ A sums[kSumRows][32];
-  const int64_t c = blockIdx.x * 32 + threadIdx.x, j0 = blockIdx.y * piece;
+  const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x, j0 = blockIdx.y * piece;
   const int64_t j1 = j0 + piece < M ? j0 + piece : M;
   A s = 0;
   if (c < N)
-    for (int64_t j = j0 + threadIdx.y; j < j1; j += kSumRows) {
-      const int64_t i = j * N + c;
-      const T g = write ? grad_pre_at(i, grad_out, saved, act) : grad_out[i];
-      if (write) grad_pre[i] = g;
-      s += to_acc(g);
+    for (int64_t j = j0 + threadIdx.y; j < j1; j += kSumRows * kRowsAhead) {
+      T g[kRowsAhead] = {}, sv[kRowsAhead] = {};
+#pragma unroll
+      for (int u = 0; u < kRowsAhead; ++u) {
+        const int64_t i = (j + u * kSumRows) * N + c;
+        if (j + u * kSumRows < j1) g[u] = grad_out[i], sv[u] = saved ? saved[i] : g[u];
+      }
+#pragma unroll
+      for (int u = 0; u < kRowsAhead; ++u) {
+        if (j + u * kSumRows >= j1) break;
+        const T v = write ? grad_pre_of(g[u], sv[u], saved != nullptr, act) : g[u];
+        if (write) grad_pre[(j + u * kSumRows) * N + c] = v;
+        s += to_acc(v);
+      }
     }
   sums[threadIdx.y][threadIdx.x] = s;
   __syncthreads();
@@ -88,14 +104,14 @@ __global__ void act_backward_sums_kernel(int64_t M, int64_t N, int64_t piece, T*
 // grad_bias[c] = the P partials of column c, added in order.
 template <class A, class B>
 __global__ void column_totals_kernel(int64_t P, int64_t N, const A* part, B* grad_bias) {
-  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (c >= N) return;
-  A s = 0;
-  for (int64_t p = 0; p < P; ++p) s += part[p * N + c];
-  grad_bias[c] = convert<B>(s);
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < N; c += int64_t(gridDim.x) * blockDim.x) {
+    A s = 0;
+    for (int64_t p = 0; p < P; ++p) s += part[p * N + c];
+    grad_bias[c] = convert<B>(s);
+  }
 }
 
-// Row pieces for M rows of N columns: about 1024 blocks, each with at least 32 rows.
+// Row pieces for M rows of N columns: about 1024 blocks, and no more pieces than M / 32 rounded up.
 int64_t row_pieces(int64_t M, int64_t N) {
   const int64_t column_blocks = (N + 31) / 32;
   return std::max<int64_t>(1, std::min((1024 + column_blocks - 1) / column_blocks, (M + 31) / 32));
@@ -257,6 +273,9 @@ void linear_act_backward(const Tensor& grad_pre, const Tensor& grad_bias, const 
   for (const Tensor* t : {&grad_pre, &grad_bias, &grad_out, &saved})
     check_on_gpu("linear_act_backward", *t, "an operand");
   const int64_t M = grad_out.size(0), N = grad_out.size(1);
+  MDL_CHECK(!grad_bias.defined() || grad_bias.dtype() == grad_out.dtype() || grad_bias.dtype() == kF32,
+            "linear_act_backward: the bias gradient is ", grad_bias.dtype(), " for a ", grad_out.dtype(),
+            " gradient; expected the same dtype or f32");
   const bool write = act != Activation::None || grad_pre.raw_data() != grad_out.raw_data();
   dispatch_floating<DeviceTypes>(grad_out.dtype(), "linear_act_backward", [&]<class T>() {
     const T* saved_p = act == Activation::None ? nullptr : ptr<const T>(saved);

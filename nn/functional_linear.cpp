@@ -45,8 +45,17 @@ struct LinearOperands {
   DType db() const { return grad_dtype(2); }
 };
 
+// Gradients straight from the f32 sums (amp_f32_grads) are f32 or already the autocast dtype: an
+// input of another dtype (a bf16 layer under f16 autocast) keeps its cast's node, which converts.
+bool grads_through(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  if (!amp::is_autocast_enabled() || !toggles::amp_f32_grads() || !GradMode::is_enabled()) return false;
+  for (const Tensor* t : {&x_in, &w_in, &b_in})
+    if (t->defined() && t->dtype() != kF32 && t->dtype() != amp::autocast_dtype()) return false;
+  return true;
+}
+
 LinearOperands linear_operands(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
-  const bool through = amp::is_autocast_enabled() && toggles::amp_f32_grads() && GradMode::is_enabled();
+  const bool through = grads_through(x_in, w_in, b_in);
   std::optional<NoGradGuard> plain;  // casts without nodes: the op's own node carries their gradients
   if (through) plain.emplace();
   auto [x, w, b] = amp::autocast_lower(x_in, w_in, b_in);

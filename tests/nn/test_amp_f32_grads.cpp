@@ -103,6 +103,34 @@ TEST_CASE("amp_f32_grads: linear's forward is unchanged, its gradients f32 at f3
     }
 }
 
+TEST_CASE(
+    "amp_f32_grads: a bf16 layer under f16 autocast gets its bf16 gradients through its casts, every activation") {
+  // Neither f32 nor the autocast dtype: the gradients come back through the casts' own nodes, as
+  // with the switch off (the f32 sums could not be handed back as bf16 by the fused kernels).
+  for (int act = -1; act < 3; ++act) {  // -1: plain linear; else linear_act none / relu / gelu_tanh
+    CAPTURE(act);
+    Generator g(10);
+    const Tensor x0 = randn({16, 24}, TensorOptions(kF32), &g).to(kBF16),
+                 w0 = randn({8, 24}, TensorOptions(kF32), &g).to(kBF16),
+                 b0 = randn({8}, TensorOptions(kF32), &g).to(kBF16);
+    auto run = [&](bool on) {
+      toggles::Scoped f32_grads(toggles::Toggle::amp_f32_grads, on);
+      Tensor x = x0.detach().requires_grad_(true), w = w0.detach().requires_grad_(true),
+             b = b0.detach().requires_grad_(true);
+      Tensor y;
+      {
+        amp::AutocastGuard autocast(kF16);
+        y = act < 0 ? F::linear(x, w, b) : F::linear(x, w, b, Activation(act));
+      }
+      y.backward(ones(y.shape(), TensorOptions(y.dtype())));
+      return std::vector<Tensor>{y.detach(), x.grad(), w.grad(), b.grad()};
+    };
+    const auto off = run(false), on = run(true);
+    for (size_t i = 0; i < 4; ++i) check_close(on[i], off[i], kExact, "output and gradients");
+    for (size_t i = 1; i < 4; ++i) CHECK(on[i].dtype() == kBF16);
+  }
+}
+
 TEST_CASE("amp_f32_grads: a linear layer on f32 inputs calls no copy in its backward, and a GPT still learns") {
   auto backward_copies = [](bool on) {
     toggles::Scoped f32_grads(toggles::Toggle::amp_f32_grads, on);

@@ -132,17 +132,33 @@ TEST_CASE("linear_act: only the inputs that need a gradient get one; empty batch
   check_close(k0, zeros({2, 3}), dtype_tol(kF32), "in_features 0: relu(bias)");
 }
 
-TEST_CASE("linear_act: ReLU's backward passes the gradient where pre > 0 and zero elsewhere, even an infinite one") {
+namespace {
+
+// ReLU's backward on `device` with an infinite incoming gradient, the bias's gradient asked for
+// (the activation gradient and the column sums in one pass) or not (the activation gradient alone).
+void check_relu_backward_of_inf(Device device, bool bias_grad) {
+  CAPTURE(bias_grad);
   // pre = x @ w^T + b = (x0 - x1, x0 + x1) per row: negative, zero and positive entries.
-  Tensor x = from_vector<float>({1, 2, 3, -3, -1, 0}, {3, 2}).requires_grad_();
-  Tensor w = from_vector<float>({1, -1, 1, 1}, {2, 2}), b = zeros({2});
+  Tensor x = from_vector<float>({1, 2, 3, -3, -1, 0}, {3, 2}).to(device).requires_grad_();
+  Tensor w = from_vector<float>({1, -1, 1, 1}, {2, 2}).to(device), b = zeros({2}).to(device);
+  if (bias_grad) b.requires_grad_();
   Tensor y = nn::functional::linear(x, w, b, Activation::Relu);
   const float inf = std::numeric_limits<float>::infinity();
-  y.backward(full({3, 2}, inf));
+  y.backward(full({3, 2}, inf).to(device));
   // Row 0: pre (-1, 3) -> dpre (0, inf); row 1: (6, 0) -> (inf, 0); row 2: (-1, -1) -> (0, 0).
   // dx = dpre @ w: row 0 (inf, inf), row 1 (inf, -inf), row 2 (0, 0): no NaN from inf * 0.
-  const std::vector<float> gx = x.grad().to_vector<float>();
-  CHECK(gx == std::vector<float>{inf, inf, inf, -inf, 0, 0});
+  CHECK(x.grad().cpu().to_vector<float>() == std::vector<float>{inf, inf, inf, -inf, 0, 0});
+  if (bias_grad) CHECK(b.grad().cpu().to_vector<float>() == std::vector<float>{inf, inf});
+}
+
+}  // namespace
+
+TEST_CASE("linear_act: ReLU's backward passes the gradient where pre > 0 and zero elsewhere, even an infinite one") {
+  for (bool bias_grad : {false, true}) check_relu_backward_of_inf(Device::cpu(), bias_grad);
+}
+
+TEST_CASE("cuda: linear_act's ReLU backward gives no NaN from an infinite gradient where pre <= 0" * MDL_CUDA_ONLY) {
+  for (bool bias_grad : {false, true}) check_relu_backward_of_inf(Device::cuda(), bias_grad);
 }
 
 TEST_CASE("linear_act: bad shapes, dtypes and devices throw naming them") {
