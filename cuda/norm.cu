@@ -147,11 +147,12 @@ __device__ void finish_channel_stats(const double* part, int64_t P, int64_t C, i
 // time, or with PACKED (the batch_norm_packed_stats switch) two changes. Each thread loads
 // kPackRound vectors (of each operand) before it uses any, so four 16-byte loads per thread are in
 // flight instead of one. And each vector's V values are summed in PackSum before the sum joins the
-// thread's double totals: f32 for 16-bit inputs, whose values and their differences f32 holds to
-// far below their own rounding, so a vector costs 2 conversions to double instead of 2 * V (a slow
-// instruction); double for f32 and f64.
+// thread's double totals: f32 for f16, whose values (|x| <= 65504) and their squared differences
+// f32 holds to far below their own rounding, so a vector costs 2 conversions to double instead of
+// 2 * V (a slow instruction); double for bf16, whose range is f32's (a difference past 1.8e19 would
+// square to inf in f32), f32 and f64.
 template <class T>
-using PackSum = std::conditional_t<sizeof(T) == 2, float, double>;
+using PackSum = std::conditional_t<std::is_same_v<T, __half>, float, double>;
 
 __device__ __forceinline__ float fma_rn(float a, float b, float c) { return __fmaf_rn(a, b, c); }
 __device__ __forceinline__ double fma_rn(double a, double b, double c) { return __fma_rn(a, b, c); }
@@ -763,7 +764,7 @@ __global__ void gn_param_grad_kernel(const T* gy, const T* x, int64_t N, int64_t
 // fixed order. The parameter gradients, sums down each feature over every row, walk the rows as
 // batch norm's rows pass does (32 features per block, row partials added in order).
 
-// A row is short enough for one warp (no more than this many values per lane per pass).
+// A row is short enough for one warp: no longer than this (128 values per lane).
 constexpr int64_t kWarpRowMax = 4096;
 constexpr int kWarpsPerBlock = kRowBlock / 32;
 

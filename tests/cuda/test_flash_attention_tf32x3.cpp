@@ -91,8 +91,9 @@ TEST_CASE("cuda: 3xTF32 flash attention matches f64 attention across tile edges,
 }
 
 TEST_CASE("cuda: 3xTF32 and FMA flash attention agree, and a row that sees no key gives zeros" * MDL_CUDA_ONLY) {
-  // Strided q (a transposed view), causal, head dim 64; then head dim 128 with a mask, L != S. Output
-  // and the three gradients, against the FMA kernels.
+  // Strided q (a transposed view), causal, head dim 64; head dim 128 with a mask, L != S; head dim 30,
+  // whose 120-byte rows the tiles load by plain stores rather than 16-byte cp.async. Output and the
+  // three gradients, against the FMA kernels.
   struct Case {
     Tensor q, k, v, w, mask;
     bool causal;
@@ -103,7 +104,9 @@ TEST_CASE("cuda: 3xTF32 and FMA flash attention agree, and a row that sees no ke
       {sample({4, 200, 3, 64}, kF32, 1).to(kGpu).transpose(1, 2), sample({4, 3, 200, 64}, kF32, 2).to(kGpu),
        sample({4, 3, 200, 64}, kF32, 3).to(kGpu), sample({4, 3, 200, 64}, kF32, 4).to(kGpu), Tensor(), true},
       {sample({2, 2, 130, 128}, kF32, 5).to(kGpu), sample({2, 2, 200, 128}, kF32, 6).to(kGpu),
-       sample({2, 2, 200, 128}, kF32, 7).to(kGpu), sample({2, 2, 130, 128}, kF32, 8).to(kGpu), mask.to(kGpu), false}};
+       sample({2, 2, 200, 128}, kF32, 7).to(kGpu), sample({2, 2, 130, 128}, kF32, 8).to(kGpu), mask.to(kGpu), false},
+      {sample({2, 2, 70, 30}, kF32, 9).to(kGpu), sample({2, 2, 90, 30}, kF32, 10).to(kGpu),
+       sample({2, 2, 90, 30}, kF32, 11).to(kGpu), sample({2, 2, 70, 30}, kF32, 12).to(kGpu), Tensor(), true}};
   for (const Case& c : cases) {
     auto run = [&](bool tf32x3) {
       Tf32x3 use(tf32x3);

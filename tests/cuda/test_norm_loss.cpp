@@ -7,8 +7,11 @@
 // without a GPU.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <functional>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "mdl.h"
 #include "nn/functional.h"
@@ -241,6 +244,29 @@ TEST_CASE("cuda: batch_norm's packed statistics match the CPU, repeat and keep t
       }
 }
 
+// bf16 has f32's range: an outlier of 2e19 in each channel squares past f32's largest value, so the
+// packed passes sum bf16 in double, as the CPU does. Variance about 6e36, every output finite.
+TEST_CASE("cuda: batch_norm's packed statistics keep bf16's range, against the CPU" * MDL_CUDA_ONLY) {
+  toggles::Scoped packed(toggles::Toggle::batch_norm_packed_stats, true);
+  const Shape s{2, 8, 4, 8};
+  std::vector<float> v(size_t(shape_numel(s)), 0.0f);
+  for (int64_t c = 0; c < 8; ++c) v[size_t((8 + c) * 32 + 5)] = 2e19f;  // x[1, c, 0, 5]
+  for (MemoryFormat format : {MemoryFormat::Contiguous, MemoryFormat::ChannelsLast}) {
+    const std::string what = std::string("batch_norm packed bf16 outliers") +
+                             (format == MemoryFormat::ChannelsLast ? " NHWC" : "");
+    const Tensor x = from_vector<float>(v, s).to(kBF16).contiguous(format), w = sample({8}, kBF16, 2),
+                 b = sample({8}, kBF16, 3);
+    Tensor rm_c = zeros({8}), rv_c = ones({8}), rm_g = rm_c.to(kGpu), rv_g = rv_c.to(kGpu);
+    compare_devices(what, {x, w, b}, [&](const std::vector<Tensor>& in) {
+      const bool gpu = in[0].device() == kGpu;
+      return std::vector<Tensor>{
+          F::batch_norm(in[0], gpu ? rm_g : rm_c, gpu ? rv_g : rv_c, in[1], in[2], true, 0.1, 1e-5)};
+    });
+    check_close(rv_g, rv_c, dtype_tol(kF32), what + " running_var");
+    for (float r : rv_g.cpu().to_vector<float>()) CHECK_MESSAGE(std::isfinite(r), what, ": running_var ", r);
+  }
+}
+
 TEST_CASE("cuda: layer_norm and group_norm, forward and backward, match the CPU" * MDL_CUDA_ONLY) {
   for (DType t : {kF32, kF64, kF16, kBF16}) {
     Tensor x = sample({3, 7, 40}, t, 1, 0.3), w = sample({40}, t, 2), b = sample({40}, t, 3);
@@ -273,6 +299,22 @@ TEST_CASE("cuda: layer_norm and group_norm, forward and backward, match the CPU"
                       [groups](const std::vector<Tensor>& in) {
                         return std::vector<Tensor>{F::group_norm(in[0], groups, in[1], in[2])};
                       });
+    // No spatial dims (S == 1) with several groups, each row of a group a warp's: (6, 12) in 3 groups,
+    // (2112, 40) in 4 (the parameter sums over many row pieces); and 5000 channels a group, past a
+    // warp's rows (the block kernels with S == 1).
+    struct FlatCase {
+      Shape shape;
+      int64_t groups;
+    };
+    for (const FlatCase& c : {FlatCase{{6, 12}, 3}, FlatCase{{2112, 40}, 4}, FlatCase{{2, 10000}, 2}}) {
+      const int64_t C = c.shape[1], groups = c.groups;
+      Tensor xf = sample(c.shape, t, 13, 0.2), wf = sample({C}, t, 14), bf = sample({C}, t, 15);
+      compare_devices(name("group_norm", t) + " (" + std::to_string(c.shape[0]) + ", " + std::to_string(C) +
+                          ") groups " + std::to_string(groups),
+                      {xf, wf, bf}, [groups](const std::vector<Tensor>& in) {
+                        return std::vector<Tensor>{F::group_norm(in[0], groups, in[1], in[2])};
+                      });
+    }
   }
 }
 
