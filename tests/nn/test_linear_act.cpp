@@ -223,7 +223,7 @@ TEST_CASE("linear_act: autocast runs it in f16 and the f32 parameters get f32 gr
 TEST_CASE("cuda: linear_act (cuBLASLt epilogues) matches the CPU, forward and backward" * MDL_CUDA_ONLY) {
   const Device gpu = Device::cuda();
   // 66 rows of 24 columns, and 4100 rows of 200 (the bias sums over many row pieces, columns past
-  // a multiple of 32).
+  // a multiple of 32); the gradients the same bits on a second run.
   const std::pair<Shape, int64_t> shapes[] = {{{2, 33, 40}, 24}, {{4100, 40}, 200}};
   for (const auto& [xs, out] : shapes)
     for (DType t : {kF32, kF16, kBF16, kF64})
@@ -238,8 +238,12 @@ TEST_CASE("cuda: linear_act (cuBLASLt epilogues) matches the CPU, forward and ba
                       nn::functional::linear(x, w, b, act), tol, name(act, bias, t) + " forward");
           auto want = grads(true, x, w, b, act, r);
           auto got = grads(true, x.to(gpu), w.to(gpu), b.defined() ? b.to(gpu) : b, act, r.to(gpu));
-          for (int i = 0; i < (bias ? 3 : 2); ++i)
+          auto again = grads(true, x.to(gpu), w.to(gpu), b.defined() ? b.to(gpu) : b, act, r.to(gpu));
+          for (int i = 0; i < (bias ? 3 : 2); ++i) {
             check_close(got[size_t(i)].cpu(), want[size_t(i)], tol, name(act, bias, t) + " grad " + std::to_string(i));
+            check_close(again[size_t(i)], got[size_t(i)], kExact,
+                        name(act, bias, t) + " grad " + std::to_string(i) + " second run");
+          }
         }
 }
 
