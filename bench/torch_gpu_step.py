@@ -3,8 +3,9 @@
 BM_gpt_step_*): the same models (SimpleCNN as nn/models/simple.cpp, ResNet-18 for 32x32 inputs as
 nn/models/resnet.cpp, batch 128; GPT as nn/models/transformers.cpp, 6 layers, width 384, 6 heads, context
 256, vocabulary 65, batch 32), cross-entropy, SGD with momentum 0.9, f32 and autocast f16 with a
-GradScaler, on the same GPU; cuBLAS's own f16 GEMM figure (torch.matmul) at 4096 and 8192; and
-F.scaled_dot_product_attention, causal f16 (32, 6, 256, 64), forward and forward + backward.
+GradScaler, on the same GPU; cuBLAS's own f16 GEMM figure (torch.matmul) at 4096 and 8192;
+F.scaled_dot_product_attention, causal f16 (32, 6, 256, 64), forward and forward + backward; and a
+chain of 30 small ops, eager (the host's cost per launch).
 Prints one line per measurement: name, ms per step (TFLOP/s for GEMMs), samples/s. Exits 0 with a note
 when PyTorch or a GPU is missing. With --profile MODEL [--amp]: torch.profiler's per-op table of ten steps
 of that model, beside which build/.../mdl-profile-step prints mdl's.
@@ -129,6 +130,20 @@ def batch_norm_us(seconds=1.0):
     print(f"torch_batch_norm_f16{'':14s} {1e6 * seconds_per_call(step, seconds):10.1f} us")
 
 
+def op_chain_us(seconds=1.0):
+    """bench_cuda's cuda_graphs/off/op_chain: 10 rounds of tanh(y * 1.01 + 0.1) on 4096 values, eager,
+    synchronised per chain: 30 launches whose time is the host's, not the GPU's."""
+    x = torch.randn(4096, device="cuda")
+
+    def chain():
+        with torch.no_grad():
+            y = x
+            for _ in range(10):
+                y = torch.tanh(y * 1.01 + 0.1)
+
+    print(f"torch_op_chain{'':20s} {1e6 * seconds_per_call(chain, seconds):10.1f} us")
+
+
 MODELS = {  # name: (constructor, input shape, vocabulary for token models)
     "simplecnn": (lambda: simple_cnn(), (128, 1, 28, 28), None),
     "resnet18": (lambda: ResNet18(), (128, 3, 32, 32), None),
@@ -183,6 +198,7 @@ def main():
     for n in (4096, 8192):
         gemm_tflops(n)
     batch_norm_us()
+    op_chain_us()
     for dtype in ("f16", "f32"):
         for backward in (False, True):
             attention_ms(backward, dtype)

@@ -181,7 +181,7 @@ for name, what in (("BM_copy_heads_split_f16", "copy (32, 256, 6, 64) -> (32, 6,
         print(f'{what}: {r["GB/s"]:.0f} GB/s, {r["real_time"]:.1f} us GPU')
 ratio("BM_h2d_pinned/real_time", "BM_h2d_pageable/real_time", "host->device copy: pinned vs pageable (speedup)")
 ratio("cuda_caching_allocator/on/alloc_4MiB", "cuda_caching_allocator/off/alloc_4MiB", "allocation: caching allocator vs cudaMalloc (speedup)")
-ratio("cuda_graphs/on/op_chain/real_time", "cuda_graphs/off/op_chain/real_time", "20 small ops: CUDA Graph replay vs eager (speedup)")
+ratio("cuda_graphs/on/op_chain/real_time", "cuda_graphs/off/op_chain/real_time", "30 small ops: CUDA Graph replay vs eager (speedup)")
 ratio("fused_linear_act/on/f16/relu/manual_time", "fused_linear_act/off/f16/relu/manual_time", "linear+bias+relu: cuBLASLt epilogue vs separate kernels (speedup)")
 ratio("fused_linear_act/on/f16/gelu/manual_time", "fused_linear_act/off/f16/gelu/manual_time", "linear+bias+gelu: cuBLASLt epilogue vs separate kernels (speedup)")
 ratio("cudnn_benchmark/on/conv3x3_c64_32x32_b128_f16/manual_time", "cudnn_benchmark/off/conv3x3_c64_32x32_b128_f16/manual_time",
@@ -315,6 +315,11 @@ for case, side in ((c, s) for c in ("f16", "f16_nhwc") for s in ("off", "on")):
           f"{'packed' if side == 'on' else 'not packed'} ({len(launches)} launches):")
     for name, (n, ns, b) in sorted(kinds.items(), key=lambda kv: -kv[1][1]):
         print(f"  {name[:44]:44s} {n:3d} x {ns / n / 1e3:8.2f} us {b / ns if ns else 0.0:8.0f} GB/s {100 * ns / total:5.1f}% of the time")
+# The host's cost per launch: the 30-op chain eager in mdl and in PyTorch (both synchronised per chain).
+r, t = by.get("cuda_graphs/off/op_chain/real_time"), torch_ms.get("op_chain")
+if r and t:
+    print(f'30 small ops eager: mdl {r["real_time"]:.1f} us ({r["real_time"] / 30:.2f} us a launch), '
+          f'PyTorch {t:.1f} us ({t / 30:.2f}), mdl / PyTorch {r["real_time"] / t:.2f}')
 # Training steps: mdl f32 vs autocast f16, and PyTorch's time for the same step. mdl's host ms is
 # how long its step took to return, every launch queued: near mdl's ms, the step waits on the host.
 def host(r):
