@@ -12,7 +12,7 @@
 # failed. Each step's log is in LOG_DIR (build/gpu-check/logs, or mdl-gpu/logs from the bundle),
 # and all of them, the table first, in LOG_DIR/gpu-check.log.
 # TORCH_PROFILES=0 leaves out PyTorch's two op tables (80 s of the budget).
-# Budget: about 6 minutes from the bundle (the step timeouts add up to 1090 s, 1010 with
+# Budget: about 6 minutes from the bundle (the step timeouts add up to 1180 s, 1100 with
 # TORCH_PROFILES=0; a build adds 220 and the other tests 70). The 74 CUDA cases (cuda: and cuda
 # strict:) and 80 benchmarks fill much of their steps' caps: a step cut off loses its summary.
 # GPU_CHECK_BUDGET (seconds, default 480) bounds the whole run: each step gets what is left of it
@@ -99,6 +99,10 @@ SANITIZER=$(command -v compute-sanitizer || echo "${CUDA_HOME:-/usr/local/cuda}/
 if [ -x "$SANITIZER" ]; then
   step memcheck-attention 150 "$SANITIZER" --tool memcheck --error-exitcode 1 $B/mdl_tests \
     -tc='cuda: register-tiled and WMMA flash attention agree*,cuda: 3xTF32 and FMA flash attention agree*'
+  # The kernels built since the last lease, on their smaller cases: linear_act's backward, layer and
+  # group norm's rows, the packed batch norm passes (the bf16 range case), the context's counters.
+  step memcheck-norms 90 "$SANITIZER" --tool memcheck --error-exitcode 1 $B/mdl_tests \
+    -tc="cuda: linear_act*,cuda: layer_norm and group_norm*,cuda: batch_norm's packed statistics keep bf16*,cuda: *block counters*"
 else
   echo "== memcheck-attention: skipped (no compute-sanitizer)"
 fi
