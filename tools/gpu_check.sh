@@ -12,7 +12,7 @@
 # failed. Each step's log is in LOG_DIR (build/gpu-check/logs, or mdl-gpu/logs from the bundle),
 # and all of them, the table first, in LOG_DIR/gpu-check.log.
 # TORCH_PROFILES=0 leaves out PyTorch's two op tables (80 s of the budget).
-# Budget: about 6 minutes from the bundle (the step timeouts add up to 1180 s, 1100 with
+# Budget: about 6 minutes from the bundle (the step timeouts add up to 1220 s, 1140 with
 # TORCH_PROFILES=0; a build adds 220 and the other tests 70). The 74 CUDA cases (cuda: and cuda
 # strict:) and 80 benchmarks fill much of their steps' caps: a step cut off loses its summary.
 # GPU_CHECK_BUDGET (seconds, default 480) bounds the whole run: each step gets what is left of it
@@ -134,6 +134,20 @@ if [ $TORCH = 1 ]; then
   step torch 60 python3 bench/torch_gpu_step.py
 else
   echo "== torch: skipped (python3 has no PyTorch with CUDA)"
+fi
+# The machine code of the kernels built without a GPU, for reading afterwards where there is no
+# disassembler: every kernel's registers, shared memory and spills, and the SASS of the packed batch
+# norm passes, linear_act's backward sums, the warp-per-row norm forward and the 3xTF32 forward.
+CUOBJDUMP=$(command -v cuobjdump || echo "${CUDA_HOME:-/usr/local/cuda}/bin/cuobjdump")
+if [ -x "$CUOBJDUMP" ]; then
+  step sass 40 bash -c '"$1" -res-usage "$2" >"$3/resource-usage.txt" &&
+    "$1" -sass "$2" | awk "/Function : /{keep = /$4/} keep" >"$3/sass-selected.txt" &&
+    echo "$(grep -c "Function : " "$3/sass-selected.txt") kernels in sass-selected.txt" \
+      "($(wc -c <"$3/sass-selected.txt") bytes), resource usage of all in resource-usage.txt"' _ \
+    "$CUOBJDUMP" $B/mdl_tests "$LOG" \
+    'bn_partial_stats|bn_partial_grad|bn_packed_rows|act_backward_sums|gn_forward_warp|flash_forward_tf32'
+else
+  echo "== sass: skipped (no cuobjdump)"
 fi
 # The card's ceilings (cuBLAS matmul rates, device copy bandwidth) and the host's, for the roofline
 # columns of mdl's op tables: each kernel's % of its bound and its headroom.
