@@ -157,9 +157,25 @@ std::vector<Affine<A>> affines(const Tensor& weight, const Tensor& bias, const A
 // sum_ab[c] = the sum of a * (b - centre[c]). Each row of S is summed in float vector lanes over
 // blocks of kHalfBlock elements and the block sums added in double, in one order whatever the
 // thread count. A bf16 value holds 8 significant bits, so a block's float sum keeps all of them;
-// the double lanes of the wider types took twice f32's time on bf16 data. With `gate` (and b), a
-// is first zeroed where channel c's pre-activation of b is <= 0: a ReLU's mask on the gradient.
+// the double lanes of the wider types took twice f32's time on bf16 data. But bf16 has f32's range:
+// a block whose float sum is not finite (squares past 3.4e38) is summed again in double, so only
+// an infinite or NaN input gives an infinite or NaN sum. With `gate` (and b), a is first zeroed
+// where channel c's pre-activation of b is <= 0: a ReLU's mask on the gradient.
 constexpr int64_t kHalfBlock = 64;
+
+// A block's sum of term(i, R) for i < m: in float lanes (R = float), or again in double (R = double)
+// where the float sum overflowed.
+template <class F>
+double block_sum(int64_t m, F&& term) {
+  float p = 0;
+#pragma omp simd reduction(+ : p)
+  for (int64_t i = 0; i < m; ++i) p += term(i, 0.0f);
+  if (std::isfinite(p)) [[likely]]
+    return double(p);
+  double q = 0;
+  for (int64_t i = 0; i < m; ++i) q += term(i, 0.0);
+  return q;
+}
 template <class T>
 void half_channel_sums(int64_t N, int64_t C, int64_t S, const T* a, double* sum_a, const float* centre = nullptr,
                        const T* b = nullptr, double* sum_ab = nullptr, const Affine<float>* gate = nullptr) {
@@ -188,21 +204,14 @@ void half_channel_sums(int64_t N, int64_t C, int64_t S, const T* a, double* sum_
             const Affine<float> g = gate[c];
             for (int64_t i = 0; i < m; ++i) fa[i] = gated<true>(fa[i], fb[i], g);
           }
-          float p0 = 0;
           if (squares) {
-#pragma omp simd reduction(+ : p0)
-            for (int64_t i = 0; i < m; ++i) p0 += (fa[i] - k) * (fa[i] - k);
+            t0 += block_sum(m, [&]<class R>(int64_t i, R) { return (R(fa[i]) - R(k)) * (R(fa[i]) - R(k)); });
           } else {
-#pragma omp simd reduction(+ : p0)
-            for (int64_t i = 0; i < m; ++i) p0 += fa[i];
+            t0 += block_sum(m, [&]<class R>(int64_t i, R) { return R(fa[i]); });
           }
-          t0 += double(p0);
           if (!b) continue;
           if (!gate) widen(b + row + b0, fb, m);
-          float p1 = 0;
-#pragma omp simd reduction(+ : p1)
-          for (int64_t i = 0; i < m; ++i) p1 += fa[i] * (fb[i] - k);
-          t1 += double(p1);
+          t1 += block_sum(m, [&]<class R>(int64_t i, R) { return R(fa[i]) * (R(fb[i]) - R(k)); });
         }
       }
       sum_a[c] = t0;
@@ -415,10 +424,12 @@ void group_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& rst
         const A m = A(mu), rs = A(1.0 / std::sqrt(v + eps));
         mp[r] = m;
         rp[r] = rs;
+        // (x - mean) * a + b rather than x * a + (b - mean * a): far from 0, the two products of the
+        // latter cancel and lose the deviation's bits.
         for (int64_t k = 0; k < K; ++k) {
-          const A a = rs * w[size_t(c0 + k)], sh = b[size_t(c0 + k)] - m * a;
+          const A a = rs * w[size_t(c0 + k)], bc = b[size_t(c0 + k)];
           const int64_t o = i0 + k * S;
-          for (int64_t s = 0; s < S; ++s) yp[o + s] = T(A(xp[o + s]) * a + sh);
+          for (int64_t s = 0; s < S; ++s) yp[o + s] = T((A(xp[o + s]) - m) * a + bc);
         }
       }
     });

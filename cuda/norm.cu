@@ -132,7 +132,9 @@ __device__ void finish_channel_stats(const double* part, int64_t P, int64_t C, i
                                      const StatsOut<A>& o) {
   double s1, s2;
   channel_totals(part, P, C, c, s1, s2);
-  const double md = s1 / double(M), v = fmax(s2 / double(M) - md * md, 0.0);
+  // Clamped at 0 by a comparison, which keeps a NaN (fmax(NaN, 0) is 0): an inf or NaN input gives
+  // a NaN variance, as the CPU's.
+  const double md = s1 / double(M), e = s2 / double(M) - md * md, v = e < 0.0 ? 0.0 : e;
   const A m = A(shift + md), va = A(v);
   o.mean[c] = m;
   o.var[c] = va;
@@ -687,10 +689,9 @@ __device__ void gn_forward_row(int64_t r, T* y, const T* x, int64_t groups, int6
   const double v = R::sum(q) / double(L);
   const A m = A(mu), rs = A(1.0 / sqrt(v + eps));
   if (R::first() == 0) mean[r] = m, rstd[r] = rs;
-  for (int64_t j = R::first(); j < L; j += R::kStride) {
+  for (int64_t j = R::first(); j < L; j += R::kStride) {  // (x - mean) * a + b, as the CPU's
     const int64_t c = channel_at<kS>(c0, j, S);
-    const A a = rs * param_or(w, c, A(1)), sh = param_or(b, c, A(0)) - m * a;
-    yr[j] = convert<T>(to_acc(xr[j]) * a + sh);
+    yr[j] = convert<T>((to_acc(xr[j]) - m) * (rs * param_or(w, c, A(1))) + param_or(b, c, A(0)));
   }
 }
 

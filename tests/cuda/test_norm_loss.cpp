@@ -299,6 +299,11 @@ TEST_CASE("cuda: layer_norm and group_norm, forward and backward, match the CPU"
                       [groups](const std::vector<Tensor>& in) {
                         return std::vector<Tensor>{F::group_norm(in[0], groups, in[1], in[2])};
                       });
+    if (t == kF32) {  // groups far from 0, whose deviations x * a + (b - mean * a) lost
+      const Tensor far = from_vector<float>({1e7f, 1e7f + 2, 5e6f + 0.5f, 5e6f + 1.5f}, {1, 4});
+      compare_devices("group_norm f32 far from 0", {far},
+                      [](const std::vector<Tensor>& in) { return std::vector<Tensor>{F::group_norm(in[0], 2)}; });
+    }
     // No spatial dims (S == 1) with several groups, each row of a group a warp's: (6, 12) in 3 groups,
     // (2112, 40) in 4 (the parameter sums over many row pieces); and 5000 channels a group, past a
     // warp's rows (the block kernels with S == 1).

@@ -305,6 +305,34 @@ const test::GradcheckCases kLayerGroupNormGradcheckCases([](std::vector<test::Gr
       {"group_norm", "(N, C), bias only", gin2, [](const V& v) { return F::group_norm(v[0], 2, Tensor(), v[1]); }});
 });
 
+// Far from 0: group norm normalises (x - mean) rather than adding x * a to b - mean * a, two large
+// products whose difference loses the deviation's bits: groups (1e7, 1e7 + 2) and (5e6 + 0.5,
+// 5e6 + 1.5) came out as -1 and 1 (-0.999995 and -0.99998 are right), and -1.068 and -1.272 where
+// the GPU fused the multiply and the add.
+TEST_CASE("norm: group_norm and layer_norm keep a row's deviations far from 0, f32 against f64") {
+  const Tensor x = from_vector<float>({1e7f, 1e7f + 2, 5e6f + 0.5f, 5e6f + 1.5f}, {1, 4});
+  const Tensor x4 = from_vector<float>({1e7f, 1e7f + 2, 1e7f + 4, 1e7f + 6}, {1, 4});
+  const std::pair<Tensor, Tensor> cases[] = {{F::group_norm(x, 2), F::group_norm(x.to(kF64), 2)},
+                                             {F::layer_norm(x4, {4}), F::layer_norm(x4.to(kF64), {4})}};
+  for (const auto& [got, want] : cases) check_close(got, want.to(kF32), same_tol(1e-6), "deviations far from 0");
+}
+
+// bf16 has f32's range: squared deviations past 3.4e38 overflow a float block sum, which is then
+// summed again in double, so the variance of finite values is finite (here about 6.2e36).
+TEST_CASE("norm: bf16 batch_norm statistics keep bf16's range") {
+  std::vector<float> v(2 * 8 * 32, 0.0f);
+  for (int64_t c = 0; c < 8; ++c) v[size_t((8 + c) * 32 + 5)] = 2e19f;
+  const Tensor x = from_vector<float>(v, {2, 8, 32}).to(kBF16);
+  Tensor rm = zeros({8}), rv = ones({8});
+  const Tensor y = F::batch_norm(x, rm, rv, Tensor(), Tensor(), true, 1.0, 1e-5);
+  // One value x = 2e19 in 64: the biased variance x^2 * 63 / 4096; the running one (momentum 1)
+  // unbiased, x^2 / 64 = 6.25e36 (bf16 rounds x by under 0.4%).
+  for (float r : rv.to_vector<float>()) CHECK(r == doctest::Approx(6.25e36).epsilon(1e-2));
+  const std::vector<float> yv = y.to(kF32).to_vector<float>();
+  CHECK(std::all_of(yv.begin(), yv.end(), [](float e) { return std::isfinite(e); }));
+  CHECK(yv[size_t(8 * 32 + 5)] == doctest::Approx(std::sqrt(63.0)).epsilon(1e-2));  // the outlier, normalised
+}
+
 // The f32 layer norm runs its own vectorised rows (float partial sums in double): its forward and
 // all three gradients against the same computation in f64, on rows long and short, odd widths.
 TEST_CASE("norm: layer_norm f32 forward and backward match f64") {
