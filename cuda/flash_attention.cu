@@ -53,7 +53,7 @@ namespace {
 constexpr int kFlashThreads = flash::kThreads;
 
 __device__ __forceinline__ float warp_max(float x) {
-  for (int o = 16; o > 0; o >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, o));
+  for (int o = 16; o > 0; o >>= 1) x = nan_max(x, __shfl_xor_sync(0xffffffffu, x, o));
   return x;
 }
 __device__ __forceinline__ float warp_sum(float x) {
@@ -123,7 +123,7 @@ __global__ void __launch_bounds__(kFlashThreads)
         const int c = lane + 32 * h;
         s[h] = a.visible(mb, i, j0 + c) ? ss[row * kPS + c] * a.scale : -INFINITY;
       }
-      const float m_old = sm[row], m_new = fmaxf(m_old, warp_max(fmaxf(s[0], s[1])));
+      const float m_old = sm[row], m_new = nan_max(m_old, warp_max(nan_max(s[0], s[1])));
       const float alpha = m_new == -INFINITY ? 1.0f : expf(m_old - m_new);  // 0 on the first visible tile
       float sum = 0;
 #pragma unroll

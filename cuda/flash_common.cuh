@@ -29,6 +29,10 @@ struct FlashArgs {
   }
 };
 
+// max(a, x) where a NaN wins, as in the CPU's attention (fmaxf would drop it): a row whose scores
+// hold a NaN comes out NaN, with a NaN logsumexp, rather than as a finite row.
+__device__ __forceinline__ float nan_max(float a, float x) { return (x > a) | (x != x) ? x : a; }
+
 // dst (64, D), pitch pitch<T, D>() = rows [r0, r0 + 64) of the (n, cols) matrix at src, zero past n and cols.
 template <class T, int D>
 __device__ void load_tile(T* dst, const T* src, const Operand& o, int64_t r0, int64_t n, int64_t cols, bool vec) {

@@ -103,3 +103,47 @@ TEST_CASE("cuda: register-tiled and WMMA flash attention agree, and a row that s
         if (i == 3) REQUIRE(x == 0.0f);
       }
 }
+
+// A NaN in one query makes that row's scores NaN: every flash kernel (register-tiled and WMMA in f16
+// and bf16, FMA and 3xTF32 in f32) returns that row as NaN, as the CPU does, and the other rows as
+// numbers (a max that dropped the NaN gave zeros or a finite row).
+TEST_CASE("cuda: flash attention returns a row whose scores hold a NaN as NaN, as the CPU does" * MDL_CUDA_ONLY) {
+  struct Kernel {
+    DType dtype;
+    toggles::Toggle toggle;
+    bool on;
+  };
+  const Kernel kernels[] = {{kF16, toggles::Toggle::flash_attention_mma, true},
+                            {kBF16, toggles::Toggle::flash_attention_mma, true},
+                            {kF16, toggles::Toggle::flash_attention_mma, false},
+                            {kF32, toggles::Toggle::flash_attention_tf32x3, false},
+                            {kF32, toggles::Toggle::flash_attention_tf32x3, true}};
+  constexpr int64_t L = 70, S = 90, E = 64, kRow = 5;
+  for (const Kernel& kn : kernels) {
+    const DType dtype = kn.dtype;
+    const char* toggle = toggles::name(kn.toggle);
+    const bool on = kn.on;
+    CAPTURE(dtype);
+    CAPTURE(toggle);
+    CAPTURE(on);
+    Tensor q = sample({1, 2, L, E}, kF32, 41).contiguous();
+    q.data_ptr<float>()[(L + kRow) * E + 3] = std::nanf("");  // head 1, row kRow
+    const Tensor k = sample({1, 2, S, E}, kF32, 42), v = sample({1, 2, S, E}, kF32, 43);
+    toggles::Scoped flash(toggles::Toggle::flash_attention, true), which(kn.toggle, kn.on);
+    for (Device d : {Device::cpu(), kGpu}) {
+      CAPTURE(d);
+      const Tensor y = F::scaled_dot_product_attention(q.to(kn.dtype).to(d), k.to(kn.dtype).to(d), v.to(kn.dtype).to(d),
+                                                       Tensor(), false)
+                           .to(Device::cpu())
+                           .to(kF32)
+                           .contiguous();
+      const float* p = y.data_ptr<float>();
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t i = 0; i < L; ++i) {
+          const bool nan_row = h == 1 && i == kRow;
+          for (int64_t e = 0; e < E; ++e)
+            REQUIRE_MESSAGE(std::isnan(p[(h * L + i) * E + e]) == nan_row, "head ", h, " row ", i, " col ", e);
+        }
+    }
+  }
+}
