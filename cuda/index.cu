@@ -217,6 +217,17 @@ void index_add(const Tensor& out, int64_t dim, const Tensor& index, const Tensor
   const int64_t n_index = index.numel();
   if (src.numel() == 0 || n_index == 0) return;
   if (sorted_rows_add(out, dim, index, src)) return;
+  if (out.dtype() == kF16 || out.dtype() == kBF16) {
+    // Summed in f32 and rounded once, as the CPU's: rounded at every add, 2048 + 1 + 1 stays 2048 in
+    // f16 and 60000 + 60000 - 60000 overflows.
+    const Tensor sum = make_tensor(out.shape(), kF32, out.device()),
+                 wide = make_tensor(src.shape(), kF32, src.device());
+    cuda::copy(sum, out);
+    cuda::copy(wide, src);
+    index_add(sum, dim, index, wide);
+    cuda::copy(out, sum);
+    return;
+  }
   const Shape slice = kernels::with_size(src.shape(), dim, 1);
   Tensor out_s = kernels::restride(out, slice), src_s = kernels::restride(src, slice);
   const Geo<2> g = make_geo<2>("index_add", {&out_s, &src_s});

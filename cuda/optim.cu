@@ -59,7 +59,7 @@ __device__ __forceinline__ void adam_element(int64_t i, P* p, const P* g, float*
   v[i] = float(vi);
   C vd = vi;
   if (k.ams) {
-    vd = C(vmax[i]) > vi ? C(vmax[i]) : vi;
+    vd = C(vmax[i]) < vi ? vi : C(vmax[i]);  // std::max's rule, as the CPU's: a NaN vi keeps vmax
     vmax[i] = float(vd);
   }
   const C denom = sqrt(vd) / k.bc2_sqrt + k.eps;

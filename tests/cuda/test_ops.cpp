@@ -183,6 +183,14 @@ TEST_CASE("cuda: indexing ops and tril/triu match the CPU" * MDL_CUDA_ONLY) {
       check_close(native::index_add(x.to(kGpu), dim, idx.to(kGpu), src.to(kGpu)), native::index_add(x, dim, idx, src),
                   dtype_tol(t), name("index_add", t));
     }
+    if (t == kF16)  // repeated indices along dim 1 (not the sorted rows' path): summed in f32, rounded once
+      for (const std::vector<float>& v : {std::vector<float>{60000, 60000, -60000}, std::vector<float>{2048, 1, 1}}) {
+        const Tensor out = zeros({1, 1}, TensorOptions(kF16)), rep = from_vector<int64_t>({0, 0, 0}, {3});
+        const Tensor vals = from_vector<float>(v, {1, 3}).to(kF16);
+        const Tensor got = native::index_add(out.to(kGpu), 1, rep.to(kGpu), vals.to(kGpu));
+        check_close(got, native::index_add(out, 1, rep, vals), kExact, "index_add f16 repeated indices");
+        CHECK(got.to(Device::cpu()).to(kF32).item<float>() == v[0] + v[1] + v[2]);
+      }
     Tensor gi = from_vector<int64_t>({0, 1, 2, 3, 4, 0, 0, 1, 1, 2}, {2, 5, 1}).expand({2, 5, 5}).contiguous();
     Tensor xs = x.slice(0, 0, 2);
     check_close(gather(xs.to(kGpu), 1, gi.to(kGpu)), gather(xs, 1, gi), kExact, name("gather", t));
