@@ -454,14 +454,16 @@ $(DEPS_STAMP): $(if $(filter-out $(file <$(DEPS_STAMP)),$(DEB_PACKAGES))$(filter
 
 # The examples and the tiny study run in the plain build only (the sanitizer runs cover the same
 # library code), and before the suite, so doctest's totals stay the last line. So does bench-check:
-# every benchmark the switch list names must exist in the suites (bench/check_cases.py); and
-# docs/OPTIMIZATIONS.md must be what the switch list and the recorded figures give.
+# every benchmark the switch list names must exist in the suites (bench/check_cases.py);
+# docs/OPTIMIZATIONS.md must be what the switch list and the recorded figures give; and a GPU
+# lease's record, goals included, must come out of a made-up run (tests/run_gpu_summary.sh).
 test: $(DEPS_STAMP)
 	python3 tools/check_layers.py
 	python3 tools/optimizations_guide.py --check
 	$(if $(SANITIZE),,$(MAKE) --no-print-directory bench-check)
 	$(if $(SANITIZE),,$(MAKE) --no-print-directory run-examples)
 	$(if $(SANITIZE),,$(MAKE) --no-print-directory run-study-check)
+	$(if $(SANITIZE),,tests/run_gpu_summary.sh)
 	$(MAKE) --no-print-directory run-tests
 run-tests: tests
 	$(TEST_BIN) $(TEST_ARGS)

@@ -24,6 +24,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <string_view>
 #include <utility>
 
 #include "bench/cuda_timing.h"
@@ -354,6 +355,9 @@ void train_step(benchmark::State& st, std::shared_ptr<nn::Module> model, const S
     const auto& ev = prof.events();
     st.counters["kernels/step"] = double(std::count_if(
         ev.begin(), ev.end(), [](const profiler::Event& e) { return e.kind == profiler::EventKind::Kernel; }));
+    st.counters["copies/step"] = double(std::count_if(ev.begin(), ev.end(), [](const profiler::Event& e) {
+      return e.kind == profiler::EventKind::Kernel && std::string_view(e.name) == "copy";
+    }));
   }
   // The host's share: how long step() (or the replay) took to return, every launch queued but not
   // waited for. Near the wall time, the step is bound by the host's launches, not by the GPU.

@@ -12,6 +12,7 @@ import csv, datetime, glob, json, os, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import gpu_goals  # noqa: E402
 import machine  # noqa: E402
 
 RECORDS = os.path.join(HERE, "results")
@@ -188,6 +189,7 @@ def table(summary):
         # Records older than the roofline have no limit_text.
         lines.append(f"| {cell(r['row'])} | {r['kind']} | {r['device']} | {cell(r['baseline_text'])} | "
                      f"{cell(r['optimized_text'])} | {cell(r['gain_text'])} | {cell(r.get('limit_text', ''))} |")
+    lines += gpu_goals.goal_lines(summary.get("goals", []))
     lines += profile_lines(summary.get("profiles", []))
     lines += study_lines(m)
     logs = logs_for(m["kind"])

@@ -17,16 +17,18 @@ range reaches 1.0x is marked "within noise".
 
     python3 bench/summary.py build/latest/bench/results
     python3 bench/summary.py DIR --gpu "NVIDIA H200" [--ceilings roofline.json] [--command TEXT] [--commit C]
-                             [--profile mdl-profile-step.log ...]
+                             [--profile mdl-profile-step.log ...] [--torch torch.log]
 
 The second form summarises a GPU machine's run (gpu_check.sh's bench_cuda.json in DIR): its rows
 alone (the host's CPU rows left out), under the GPU's kind, with the ceilings mdl-roofline measured
 there, the command that ran it, the bundle's commit (mdl-gpu/COMMIT) and the kernels with the most
-headroom in each profiled step (mdl-profile-step --ceilings), for `bench/results.py record DIR`.
+headroom in each profiled step (mdl-profile-step --ceilings) and, with --torch (bench/torch_gpu_step.py's
+lines), the GPU kernels' goals against PyTorch (bench/gpu_goals.py), for `bench/results.py record DIR`.
 """
 import argparse, glob, json, os, platform, re, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpu_goals  # noqa: E402
 import machine  # noqa: E402
 
 # The optimization switches come from switches/switches.h: every suite with a switch pair publishes
@@ -98,6 +100,15 @@ def median(v):
     return v[len(v) // 2] if len(v) % 2 else 0.5 * (v[len(v) // 2 - 1] + v[len(v) // 2])
 
 
+def by_name(runs, suite):
+    """One suite's benchmarks by name, each its median run by time (a GPU lease runs each once)."""
+    out = {}
+    for (s, name), rs in runs.items():
+        if s == suite:
+            out[name] = sorted(rs, key=lambda b: b["real_time"])[len(rs) // 2]
+    return out
+
+
 def fmt(v, metric):
     unit = "ms" if metric == "time" else metric
     return f"{v:.3g} {unit}" if abs(v) < 1000 else f"{v:,.0f} {unit}"
@@ -159,7 +170,7 @@ def parse_args(argv):
     """The results folder and the GPU form's options (each None, or [] for --profile, if absent)."""
     p = argparse.ArgumentParser(prog="summary.py", description="make bench's closing table (see the docstring)")
     p.add_argument("results_dir", nargs="?", default="build/latest/bench/results")
-    for opt in ("--gpu", "--ceilings", "--command", "--commit"):
+    for opt in ("--gpu", "--ceilings", "--command", "--commit", "--torch"):
         p.add_argument(opt)
     p.add_argument("--profile", action="append", default=[])
     return p.parse_args(argv)
@@ -195,6 +206,10 @@ def main():
     args = parse_args(sys.argv[1:])
     results_dir, gpu, ceilings_path, command, commit, profiles = (args.results_dir, args.gpu, args.ceilings,
                                                                   args.command, args.commit, args.profile)
+    if not os.path.isdir(results_dir):
+        sys.exit(f"summary.py: no results folder {results_dir} (make bench writes build/<config>/bench/results)")
+    if args.torch and not os.path.isfile(args.torch):
+        print(f"summary.py: no {args.torch}: the goals against PyTorch are left out", file=sys.stderr)
     runs, suites, switches, context = load(results_dir)
     ceilings = load_ceilings(results_dir, ceilings_path)
     this_machine = machine.gpu_machine(gpu) if gpu else machine.machine()
@@ -258,6 +273,8 @@ def main():
             doc["ceilings"] = ceilings
         if profiles:
             doc["profiles"] = [read_profile(p) for p in profiles]
+        if gpu and args.torch:
+            doc["goals"] = gpu_goals.goals(by_name(runs, "bench_cuda"), gpu_goals.torch_figures(args.torch))
         if gpu:  # run elsewhere: its own commit (the bundle's) and the date it ran
             doc["commit"] = commit or "?"
             ran = (context or {}).get("date", "")  # 2026-12-04T18:21:30+00:00

@@ -50,7 +50,7 @@ ldd "$STAGE"/bin/* | awk '$2 == "=>" && $3 ~ /^\// { print $1, $3 }' | sort -u |
     esac
   done
 cp bench/torch_gpu_step.py bench/torch_gpt.py bench/torch_models.py bench/torch_study.py bench/summary.py \
-  bench/machine.py "$STAGE/bench/"
+  bench/machine.py bench/gpu_goals.py "$STAGE/bench/"
 cp tools/gpu_check.sh tools/gpu_study.sh tools/gpu_libs.sh "$STAGE/"
 FASHION_MNIST=${STUDY_FASHION_MNIST:-/usr/share/datasets/fashion-mnist}
 for f in train-images-idx3-ubyte train-labels-idx1-ubyte t10k-images-idx3-ubyte t10k-labels-idx1-ubyte; do

@@ -387,7 +387,10 @@ if [ -s "$LOG/bench_cuda.json" ] && [ -f bench/summary.py ]; then
   python3 bench/summary.py "$LOG/results" --gpu "$(head -n 1 "$LOG/device.log" | cut -d, -f1)" \
     --ceilings "$LOG/roofline.json" --commit "${COMMIT:-unknown}" \
     --command "gpu_check.sh, bench_cuda --benchmark_min_time=0.3 (one run per benchmark)" "${PROFILES[@]}" \
-    >"$LOG/summary.log" 2>&1 && echo "card summary: $LOG/results/summary.json (bench/results.py record it)"
+    --torch "$LOG/torch.log" >"$LOG/summary.log" 2>&1 &&
+    echo "card summary: $LOG/results/summary.json (bench/results.py record it)" &&
+    python3 -c 'import json, sys; sys.path.insert(0, "bench"); import gpu_goals
+print("\n".join(gpu_goals.goal_lines(json.load(open(sys.argv[1])).get("goals", []))))' "$LOG/results/summary.json"
 fi
 {
   cat "$LOG/console.log"
