@@ -142,6 +142,14 @@ void log_choices(const char* op, const Perf* perf, int n) {
   std::fprintf(stderr, "\n");
 }
 
+// The algorithms cuDNN's documentation says sum with atomics, whose results vary from run to run:
+// never taken as deterministic, whatever a perf record's determinism field says.
+bool sums_with_atomics(cudnnConvolutionFwdAlgo_t) { return false; }
+bool sums_with_atomics(cudnnConvolutionBwdDataAlgo_t a) { return a == CUDNN_CONVOLUTION_BWD_DATA_ALGO_0; }
+bool sums_with_atomics(cudnnConvolutionBwdFilterAlgo_t a) {
+  return a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0 || a == CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3;
+}
+
 // The first successful result of a sorted perf list (cuDNN sorts by time) that is deterministic,
 // or any while toggles::cudnn_nondeterministic() is on.
 template <class Perf>
@@ -149,7 +157,8 @@ Choice pick(const char* op, const Perf* perf, int n) {
   log_choices(op, perf, n);
   const bool any = toggles::cudnn_nondeterministic();
   for (int i = 0; i < n; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && (any || perf[i].determinism == CUDNN_DETERMINISTIC))
+    if (perf[i].status == CUDNN_STATUS_SUCCESS &&
+        (any || (perf[i].determinism == CUDNN_DETERMINISTIC && !sums_with_atomics(perf[i].algo))))
       return {int(perf[i].algo), perf[i].mathType, perf[i].memory};
   for (int i = 0; i < n; ++i)  // none deterministic: the fastest that works
     if (perf[i].status == CUDNN_STATUS_SUCCESS) return {int(perf[i].algo), perf[i].mathType, perf[i].memory};

@@ -97,6 +97,29 @@ TEST_CASE("cuda: conv2d through cuDNN matches the CPU, forward and backward" * M
         same_tol(3e-4));
 }
 
+// Deterministic algorithms only (cudnn_nondeterministic off, the default), measured or from the
+// heuristics: a conv's gradients over a batch large enough for atomic sums to reorder are the same
+// bits on every run.
+TEST_CASE("cuda: conv2d's gradients are the same bits on every run, measured or heuristic" * MDL_CUDA_ONLY) {
+  for (bool measured : {true, false})
+    for (DType t : {kF16, kF32}) {
+      toggles::Scoped choice(toggles::Toggle::cudnn_benchmark, measured);
+      const Tensor x = sample({64, 64, 16, 16}, t, 6).to(kGpu), w = sample({64, 64, 3, 3}, t, 7).to(kGpu);
+      const Tensor gy = sample({64, 64, 16, 16}, t, 8).to(kGpu);
+      std::vector<std::vector<Tensor>> runs;
+      for (int run = 0; run < 3; ++run) {
+        Tensor xi = x.detach().requires_grad_(), wi = w.detach().requires_grad_();
+        F::conv2d(xi, wi, Tensor(), {1, 1}, {1, 1}).backward(gy);
+        runs.push_back({xi.grad(), wi.grad()});
+      }
+      for (int run = 1; run < 3; ++run)
+        for (size_t i = 0; i < 2; ++i)
+          check_close(runs[size_t(run)][i], runs[0][i], kExact,
+                      std::string(measured ? "measured " : "heuristic ") + dtype_name(t) + (i ? " grad_w" : " grad_x") +
+                          " run " + std::to_string(run));
+    }
+}
+
 TEST_CASE("cuda: f16 and bf16 convs run on cuDNN and stay close to the f32 result" * MDL_CUDA_ONLY) {
   kernels::Conv2dParams p;
   p.pad_h = p.pad_w = 1;
