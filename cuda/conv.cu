@@ -90,6 +90,8 @@ Types types_for(const char* op, DType t) {
 }
 
 std::array<int, 4> dims4(const char* op, const Tensor& t) {
+  MDL_CHECK(t.numel() <= INT_MAX, op, ": a tensor of shape ", shape_str(t.shape()), " holds ", t.numel(),
+            " elements, more than the 2^31 - 1 cuDNN's 4-d descriptors take (split the batch)");
   std::array<int, 4> d;
   for (int i = 0; i < 4; ++i) {
     MDL_CHECK(t.size(i) <= INT_MAX, op, ": shape ", shape_str(t.shape()), " exceeds cuDNN's int range");

@@ -188,7 +188,8 @@ bool sorted_rows_add(const Tensor& out, int64_t dim, const Tensor& index, const 
       index.dim() != 1 || !is_floating(out.dtype()))
     return false;
   const int64_t n = index.numel(), V = out.size(0), D = V ? out.numel() / V : 0;
-  if (D == 0 || n > INT32_MAX || src.numel() != n * D) return false;
+  // grid.y counts a row's chunks of kThreads columns: rows past 65535 chunks take the general path.
+  if (D == 0 || n > INT32_MAX || src.numel() != n * D || (D + kThreads - 1) / kThreads > 65535) return false;
   const Device dev = out.device();
   Tensor pos_in = make_tensor({n}, kI64, dev), keys = make_tensor({n}, kI64, dev), pos = make_tensor({n}, kI64, dev);
   iota_kernel<<<blocks_for(n), kThreads, 0, stream()>>>(n, ptr<int64_t>(pos_in));

@@ -273,6 +273,10 @@ void linear_act_backward(const Tensor& grad_pre, const Tensor& grad_bias, const 
   for (const Tensor* t : {&grad_pre, &grad_bias, &grad_out, &saved})
     check_on_gpu("linear_act_backward", *t, "an operand");
   const int64_t M = grad_out.size(0), N = grad_out.size(1);
+  if (M == 0 || N == 0) {  // nothing to write but the bias's empty sums
+    if (grad_bias.defined() && grad_bias.numel()) cuda::fill(grad_bias, 0.0);
+    return;
+  }
   MDL_CHECK(!grad_bias.defined() || grad_bias.dtype() == grad_out.dtype() || grad_bias.dtype() == kF32,
             "linear_act_backward: the bias gradient is ", grad_bias.dtype(), " for a ", grad_out.dtype(),
             " gradient; expected the same dtype or f32");

@@ -24,11 +24,12 @@ struct Operand {
 // Row-major X (R, C) is column-major X^T with ld = stride(1) (op N); a "transposed" X (unit stride
 // along rows) is column-major X with ld = stride(2) (op T).
 Operand as_operand(const Tensor& x) {
-  const int64_t R = x.size(1), C = x.size(2);
+  const int64_t R = x.size(1), C = x.size(2), kMaxLd = std::numeric_limits<int>::max();
+  // A view's row stride is cuBLAS's leading dimension, an int: past INT_MAX the view is copied.
   const int64_t s1 = R == 1 ? std::max<int64_t>(C, 1) : x.stride(1), s2 = C == 1 ? 1 : x.stride(2);
-  if (s2 == 1 && s1 >= std::max<int64_t>(C, 1)) return {x, CUBLAS_OP_N, s1, x.stride(0)};
+  if (s2 == 1 && s1 >= std::max<int64_t>(C, 1) && s1 <= kMaxLd) return {x, CUBLAS_OP_N, s1, x.stride(0)};
   const int64_t t1 = R == 1 ? 1 : x.stride(1), t2 = C == 1 ? std::max<int64_t>(R, 1) : x.stride(2);
-  if (t1 == 1 && t2 >= std::max<int64_t>(R, 1)) return {x, CUBLAS_OP_T, t2, x.stride(0)};
+  if (t1 == 1 && t2 >= std::max<int64_t>(R, 1) && t2 <= kMaxLd) return {x, CUBLAS_OP_T, t2, x.stride(0)};
   Tensor c = kernels::contiguous(x);
   return {c, CUBLAS_OP_N, std::max<int64_t>(C, 1), R * C};
 }

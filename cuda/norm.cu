@@ -247,7 +247,7 @@ __device__ __forceinline__ void write_row_partials(double a, double b, int64_t c
 template <class T>
 __global__ void bn_rows_partial_stats_kernel(const T* x, int64_t C, int64_t M, int64_t piece, double* part,
                                              unsigned* done, StatsOut<acc_t<T>> o) {
-  const int64_t c = blockIdx.x * 32 + threadIdx.x, j0 = blockIdx.y * piece;
+  const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x, j0 = blockIdx.y * piece;
   const int64_t j1 = j0 + piece < M ? j0 + piece : M;
   const double shift = c < C ? double(to_acc(x[c])) : 0.0;
   double s1 = 0, s2 = 0;
@@ -296,15 +296,15 @@ __device__ void finish_channel_grad(const double* part, int64_t P, int64_t C, in
 // Thread c, where no block summed anything (M == 0): the same results from no partials.
 template <class A>
 __global__ void bn_empty_grad_kernel(int64_t C, ChannelAffine<A> k, GradOut<A> o) {
-  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (c < C) finish_channel_grad(nullptr, 0, C, c, 0, k, o);
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < C; c += int64_t(gridDim.x) * blockDim.x)
+    finish_channel_grad(nullptr, 0, C, c, 0, k, o);
 }
 
 template <class T, bool RELU>
 __global__ void bn_rows_partial_grad_kernel(const T* gy, const T* x, int64_t C, int64_t M, int64_t piece,
                                             ChannelAffine<acc_t<T>> k, double* part, unsigned* done,
                                             GradOut<acc_t<T>> o) {
-  const int64_t c = blockIdx.x * 32 + threadIdx.x, j0 = blockIdx.y * piece;
+  const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x, j0 = blockIdx.y * piece;
   const int64_t j1 = j0 + piece < M ? j0 + piece : M;
   double sdy = 0, sdx = 0;
   if (c < C) {
@@ -793,7 +793,7 @@ __global__ void gn_rows_param_grad_kernel(const T* gy, const T* x, int64_t N, in
                                           const acc_t<T>* mean, const acc_t<T>* rstd, double* part, unsigned* done,
                                           acc_t<T>* grad_w, acc_t<T>* grad_b) {
   using A = acc_t<T>;
-  const int64_t c = blockIdx.x * 32 + threadIdx.x, j0 = blockIdx.y * piece;
+  const int64_t c = int64_t(blockIdx.x) * 32 + threadIdx.x, j0 = blockIdx.y * piece;
   const int64_t j1 = j0 + piece < N ? j0 + piece : N;
   const int64_t g = c < C ? c / (C / groups) : 0;
   double sw = 0, sb = 0;

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "mdl.h"
+#include "nn/functional.h"
 #include "optim/clip.h"
 #include "kernels/core.h"
 #include "kernels/dropout.h"
@@ -322,4 +323,23 @@ TEST_CASE("cuda: dropout masks equal the CPU's bit for bit; fused optimizer step
     CHECK(optim::clip_grad_norm_on_device_({b}, max_norm).item<double>() == doctest::Approx(host).epsilon(1e-12));
     check_close(b.grad(), a.grad(), {1e-6, 1e-6}, "clipped grad");
   }
+}
+
+// Sizes past a launch's or a library's limits take another path or are refused by name: index_add
+// along dim 0 with rows of 2^24 + 256 values (65537 chunks of 256, past grid.y's 65535) takes the
+// general kernel; a conv whose input holds 2^31 elements (past cuDNN's 4-d descriptors) throws
+// naming its shape.
+TEST_CASE("cuda: index_add with very long rows, and a conv past cuDNN's element count" * MDL_CUDA_ONLY) {
+  const int64_t D = (int64_t(1) << 24) + 256;
+  const Tensor src = ones({2, D}, TensorOptions(kF32, kGpu)), idx = from_vector<int64_t>({1, 1}, {2}).to(kGpu);
+  const Tensor got = native::index_add(zeros({3, D}, TensorOptions(kF32, kGpu)), 0, idx, src).to(Device::cpu());
+  const float* g = got.data_ptr<float>();
+  for (int64_t i : {int64_t(0), D - 1}) {
+    CHECK(g[i] == 0.0f);          // row 0: no index names it
+    CHECK(g[D + i] == 2.0f);      // row 1: named twice
+    CHECK(g[2 * D + i] == 0.0f);  // row 2
+  }
+  const Tensor x = empty({32, 64, 1024, 1024}, TensorOptions(kF16, kGpu)),
+               w = zeros({1, 64, 1, 1}, TensorOptions(kF16, kGpu));
+  CHECK_THROWS_WITH_AS(nn::functional::conv2d(x, w), doctest::Contains("[32,64,1024,1024]"), Error);
 }
