@@ -180,6 +180,9 @@ bool lt_matmul(const Tensor& out, const Tensor& pre, const Tensor& x, const Tens
   const cublasLtEpilogue_t epi = epilogue_for(act, bias.defined());
   const void* bias_ptr = bias.defined() ? bias.raw_data() : nullptr;
   void* aux_ptr = pre.defined() ? pre.raw_data() : nullptr;
+  // The preference's alignments cover A, B, C and D only; an epilogue may read the bias and write the
+  // aux matrix 16 bytes at a time, so either one off 16 bytes (a slice of a packed bias) takes the fallback.
+  if ((bias_ptr && alignment(bias_ptr) < 16) || (aux_ptr && alignment(aux_ptr) < 16)) return false;
 
   LtDescs desc;
   const char* op = "linear_act";

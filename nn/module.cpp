@@ -1,6 +1,8 @@
 // Module: registration, dotted names, train/eval, device/dtype moves, state dicts, printing.
 #include "nn/module.h"
 
+#include <algorithm>
+
 #include <map>
 #include <set>
 #include <sstream>
@@ -62,9 +64,12 @@ NamedTensors Module::named_parameters(bool recurse) const {
   return out;
 }
 
+// Each parameter once, as PyTorch's parameters(): a module registered under two names (tied
+// weights) would otherwise hand an optimizer the same tensor twice.
 std::vector<Tensor> Module::parameters(bool recurse) const {
   std::vector<Tensor> out;
-  for (auto& [n, p] : named_parameters(recurse)) out.push_back(p);
+  for (auto& [n, p] : named_parameters(recurse))
+    if (std::none_of(out.begin(), out.end(), [&](const Tensor& q) { return q.is_same(p); })) out.push_back(p);
   return out;
 }
 

@@ -108,6 +108,11 @@ void Optimizer::add_param_group(ParamGroup group) {
     for (const auto& g : groups_)
       for (const auto& q : g.params)
         MDL_CHECK(!q.is_same(p), name_, ": a parameter of shape ", p.shape(), " appears in two groups");
+    // Twice in one group, a parameter would be stepped twice per step, and on the GPU by two blocks
+    // at once.
+    MDL_CHECK(std::count_if(group.params.begin(), group.params.end(), [&](const Tensor& q) { return q.is_same(p); }) ==
+                  1,
+              name_, ": a parameter of shape ", p.shape(), " appears twice in group ", groups_.size());
   }
   groups_.push_back(std::move(group));
 }

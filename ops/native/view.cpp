@@ -18,6 +18,12 @@ void copy_(const Tensor& dst, const Tensor& src) {
     s = expand(s, dst.shape());
   }
   if (dst.numel() == 0) return;
+  // A destination whose elements share memory (a stride-0 dimension of size > 1, an expanded view)
+  // has no defined result: the GPU's threads would race on it. As PyTorch, refuse it.
+  for (int64_t i = 0; i < dst.dim(); ++i)
+    MDL_CHECK(dst.size(i) <= 1 || dst.stride(i) != 0, "copy_: the destination of shape ", shape_str(dst.shape()),
+              " has stride 0 in dimension ", i,
+              ": more than one element refers to one memory location (clone it first)");
   // Overlapping memory would be read after being written: copy through a temporary.
   if (s.storage() == dst.storage() && !(s.raw_data() == dst.raw_data() && s.strides() == dst.strides())) s = clone(s);
   Device d = dst.device().is_cuda() ? dst.device() : s.device();

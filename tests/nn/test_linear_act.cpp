@@ -259,6 +259,14 @@ TEST_CASE("cuda: linear_act takes operands at any alignment, TF32 on, and repeat
                   nn::functional::linear(xb.slice(0, 1, 9), w, b, Activation::GeluTanh),
                   same_tol(t == kF16 ? 1e-2 : 1e-4), name(Activation::GeluTanh, true, t) + " offset");
   }
+  // A bias 2 bytes off 16 (a slice of a packed bias, as attention's in_proj_bias gives) takes the
+  // fallback rather than an epilogue that may load it 16 bytes at a time.
+  for (Activation act : kActs) {
+    Tensor x = sample({64, 64}, kF16, 34), w = sample({64, 64}, kF16, 35), bb = sample({65}, kF16, 36);
+    check_close(nn::functional::linear(x.to(gpu), w.to(gpu), bb.to(gpu).slice(0, 1, 65), act).cpu(),
+                nn::functional::linear(x, w, bb.slice(0, 1, 65), act), same_tol(1e-2),
+                name(act, true, kF16) + " bias off 16 bytes");
+  }
   // Aligned f16/bf16/f32 shapes take cuBLASLt's epilogue (not the fallback), every activation.
   const int64_t fallbacks = cuda::linear_act_fallbacks();
   for (DType t : {kF16, kBF16, kF32})

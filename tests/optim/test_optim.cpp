@@ -186,6 +186,23 @@ TEST_CASE("optim: AMSGrad differs from Adam when the second moment falls") {
   CHECK_FALSE(plain.state(a)->max_exp_avg_sq.defined());
 }
 
+// A module registered under two names (tied weights) lists its parameter once in parameters(), as
+// PyTorch's does; a parameter twice in one group is refused (it would be stepped twice, and on the
+// GPU by two blocks at once).
+TEST_CASE("optim: a tied parameter is handed over once, and one twice in a group is refused") {
+  struct Tied : nn::Module {
+    Tied() : nn::Module("Tied") {
+      auto a = register_module("a", std::make_shared<nn::Linear>(4, 4, false));
+      register_module("b", a);
+    }
+  } net;
+  CHECK(net.named_parameters().size() == 2);  // both names, as a state dict keeps them
+  REQUIRE(net.parameters().size() == 1);
+  optim::Adam adam(net.parameters(), {.lr = 0.1});
+  Tensor w = param_from(kP0);
+  CHECK_THROWS_WITH_AS(optim::SGD({w, w}, {.lr = 0.1}), doctest::Contains("appears twice in group 0"), Error);
+}
+
 TEST_CASE("optim: AdamW defaults and per-group options") {
   Tensor w = param_from(kP0), bias = param_from(kP0).flatten();
   NamedTensors named = {{"fc.weight", w}, {"fc.bias", bias}};

@@ -529,6 +529,13 @@ TEST_CASE("tensor: copy_ broadcasts, casts, writes through views and handles ove
   d16.copy_(from_vector<double>({0.1, 1e6, -2.5}));
   CHECK(values(d16) == V{double(float(Half(0.1f))), HUGE_VAL, -2.5});
 
+  // Into an expanded view (stride 0): its elements share memory, so there is no defined result.
+  Tensor row = zeros({3});
+  CHECK_THROWS_WITH_AS(row.unsqueeze(0).expand({4, 3}).copy_(arange(12).view({4, 3})),
+                       doctest::Contains("has stride 0 in dimension 0"), Error);
+  CHECK_THROWS_WITH_AS(row.unsqueeze(0).expand({4, 3}).add_(ones({4, 3})), doctest::Contains("stride 0"), Error);
+  CHECK(values(row) == V{0, 0, 0});
+
   // Into a transposed view and into a stepped slice: the base sees the writes in place.
   Tensor m = zeros({3, 4});
   m.t().copy_(arange(12).view({4, 3}));
