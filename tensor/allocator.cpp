@@ -56,6 +56,10 @@ Allocator* allocator_for(Device d) {
             cuda::compiled() ? "no GPU found" : "no CUDA in this build", ")");
   MDL_CHECK(d.index < cuda::device_count(), "allocate: device ", d, " does not exist (", cuda::device_count(),
             " CUDA devices)");
+  // The CUDA backend's stream, handles and allocator are device 0's: a cuda:1 tensor would land on
+  // cuda:0 and say so. One process per GPU (CUDA_VISIBLE_DEVICES) uses the others.
+  MDL_CHECK(d.index == 0, "allocate: device ", d, ": mdl's CUDA backend runs on cuda:0 only (run one process per GPU, ",
+            "each with CUDA_VISIBLE_DEVICES naming its own)");
   return g_cuda_allocator;
 }
 

@@ -111,10 +111,15 @@ class CachingAllocator final : public Allocator {
     active_.erase(it);
     for (CacheStats* st : stats_of(b.device)) st->allocated_bytes -= int64_t(b.size);
     ::mdl::detail::record_free(Device::cuda(b.device), nbytes);
+    // Parked for the graph that allocated the block and for the one capturing now, if any: each may
+    // replay into it, and it is reused only once both are released.
     auto own = owner_.find(p);
-    const int64_t token = capture_token_ ? capture_token_ : own != owner_.end() ? own->second : 0;
-    if (token) {
-      parked_[token].push_back(b);
+    const int64_t owner = own != owner_.end() ? own->second : 0;
+    if (owner || capture_token_) {
+      int holders = 0;
+      for (const int64_t t : {owner, capture_token_})
+        if (t && (holders == 0 || t != owner)) parked_[t].push_back(b), ++holders;
+      holders_[b.ptr] = holders;
       if (own != owner_.end()) owner_.erase(own);
     } else if (!toggles::cuda_caching_allocator()) {
       device_free(b);  // cudaFree waits for the device, whatever stream last used the block
@@ -180,7 +185,12 @@ class CachingAllocator final : public Allocator {
     auto p = parked_.find(token);
     if (p == parked_.end()) return;
     // The graph's owner synchronized mdl's stream before releasing, so side-stream blocks are idle too.
-    for (const Block& b : p->second) free_.insert({b.device, b.stream, b.size, b.ptr});
+    for (const Block& b : p->second) {
+      auto h = holders_.find(b.ptr);
+      if (h != holders_.end() && --h->second > 0) continue;  // another graph still addresses it
+      if (h != holders_.end()) holders_.erase(h);
+      free_.insert({b.device, b.stream, b.size, b.ptr});
+    }
     parked_.erase(p);
   }
 
@@ -199,6 +209,10 @@ class CachingAllocator final : public Allocator {
     if (e == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
       for (CacheStats* st : stats_of(dev)) ++st->oom_retries;
+      if (!capture_token_) {  // side-stream blocks waiting on mdl's stream are free once it has run
+        if (cudaStreamSynchronize(stream()) != cudaSuccess) (void)cudaGetLastError();
+        collect_pending();
+      }
       release_free_blocks();
       e = cudaMalloc(&p, size);
     }
@@ -279,6 +293,7 @@ class CachingAllocator final : public Allocator {
   std::unordered_map<void*, Block> active_;
   std::unordered_map<void*, int64_t> owner_;            // block -> graph that captured it
   std::map<int64_t, std::vector<Block>> parked_;        // graph -> its freed blocks
+  std::unordered_map<void*, int> holders_;              // parked block -> graphs not yet released
   std::vector<std::pair<Block, cudaEvent_t>> pending_;  // side-stream blocks waiting on mdl's stream
   std::vector<cudaEvent_t> events_;                     // idle events for pending_
   std::map<int, CacheStats> per_device_;

@@ -14,6 +14,13 @@ inline const char* status_string(cudaError_t s) { return cudaGetErrorString(s); 
 inline const char* status_string(cublasStatus_t s) { return cublasGetStatusString(s); }
 inline const char* status_string(cudnnStatus_t s) { return cudnnGetErrorString(s); }
 
+// A failed runtime call leaves its error as the thread's last one: cleared before throwing, so the
+// next launch's cudaGetLastError does not report it against an op that did nothing wrong (a sticky
+// error, a kernel's fault, stays whatever is cleared).
+inline void clear_last_error(cudaError_t) { (void)cudaGetLastError(); }
+inline void clear_last_error(cublasStatus_t) {}
+inline void clear_last_error(cudnnStatus_t) {}
+
 [[noreturn]] inline void fail_call(const char* op, const char* call, const char* status, const char* file, int line) {
   MDL_FAIL(op, ": ", call, " failed: ", status, " (", file, ":", line, ")");
 }
@@ -24,8 +31,10 @@ inline const char* status_string(cudnnStatus_t s) { return cudnnGetErrorString(s
 #define MDL_CUDA_STATUS_CHECK(op, call, ok)                                                                           \
   do {                                                                                                                \
     const auto mdl_status_ = (call);                                                                                  \
-    if (mdl_status_ != (ok)) [[unlikely]]                                                                             \
+    if (mdl_status_ != (ok)) [[unlikely]] {                                                                           \
+      ::mdl::cuda::detail::clear_last_error(mdl_status_);                                                             \
       ::mdl::cuda::detail::fail_call(op, #call, ::mdl::cuda::detail::status_string(mdl_status_), __FILE__, __LINE__); \
+    }                                                                                                                 \
   } while (0)
 
 #define CUDA_CHECK(op, call) MDL_CUDA_STATUS_CHECK(op, call, cudaSuccess)

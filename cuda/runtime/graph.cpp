@@ -33,7 +33,8 @@ Graph::~Graph() {
 
 void Graph::capture_begin() {
   MDL_CHECK(is_available(), "cuda::Graph: no GPU found");
-  MDL_CHECK(!impl_->capturing && !impl_->exec, "cuda::Graph: capture_begin called twice on one graph");
+  MDL_CHECK(!impl_->capturing && !impl_->exec && !impl_->token,
+            "cuda::Graph: capture_begin called twice on one graph (after a failed capture_end too: make a new Graph)");
   synchronize();
   impl_->token = detail::allocator_begin_capture();
   impl_->capturing = true;

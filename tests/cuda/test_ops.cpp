@@ -261,6 +261,37 @@ TEST_CASE("cuda: a captured graph replays its kernels on the same memory" * MDL_
   }
 }
 
+// A block graph A allocated and graph B's capture freed is addressed by both: destroying B must not
+// hand it out while A still replays into it (a new tensor of the same size would be overwritten).
+// And a caught failed call leaves no error for the next launch to report.
+TEST_CASE("cuda: a graph's memory outlives another graph that freed it; a caught failure stays caught" *
+          MDL_CUDA_ONLY) {
+  NoGradGuard no_grad;
+  const Tensor x = ones({1024}, kGpu);
+  (void)(x * 2.0 + 1.0);  // warm-up outside the captures
+  cuda::Graph a;
+  Tensor out;
+  a.capture_begin();
+  out = x * 2.0;  // allocated during A's capture
+  a.capture_end();
+  {
+    cuda::Graph b;
+    b.capture_begin();
+    Tensor y = out + 1.0;
+    out = Tensor();  // freed during B's capture
+    y = Tensor();
+    b.capture_end();
+  }  // B destroyed: A may still replay into the freed block
+  Tensor z = full({1024}, 7.0, TensorOptions(kF32, kGpu));
+  a.replay();
+  cuda::synchronize();
+  check_close(z, full({1024}, 7.0), kExact, "a tensor made after the other graph was destroyed");
+
+  // 4 TiB of pinned memory for an expanded view of one byte: cudaHostAlloc fails.
+  CHECK_THROWS_AS(cuda::pin_memory(ones({1}, kU8).expand({int64_t(1) << 42})), mdl::Error);
+  check_close(x + 1.0, full({1024}, 2.0), kExact, "the next op after a caught failure");
+}
+
 TEST_CASE("cuda: ops on a CUDA device that is not there throw a clear error") {
   if (!cuda::is_available()) {
     CHECK_THROWS_WITH_AS(zeros({2}, Device::cuda()), doctest::Contains("allocate: device cuda:0 is not available"),
