@@ -2,7 +2,6 @@
 #include "nn/module.h"
 
 #include <algorithm>
-
 #include <map>
 #include <set>
 #include <sstream>

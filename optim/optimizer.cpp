@@ -110,9 +110,9 @@ void Optimizer::add_param_group(ParamGroup group) {
         MDL_CHECK(!q.is_same(p), name_, ": a parameter of shape ", p.shape(), " appears in two groups");
     // Twice in one group, a parameter would be stepped twice per step, and on the GPU by two blocks
     // at once.
-    MDL_CHECK(std::count_if(group.params.begin(), group.params.end(), [&](const Tensor& q) { return q.is_same(p); }) ==
-                  1,
-              name_, ": a parameter of shape ", p.shape(), " appears twice in group ", groups_.size());
+    const auto copies = std::count_if(group.params.begin(), group.params.end(),
+                                      [&](const Tensor& q) { return q.is_same(p); });
+    MDL_CHECK(copies == 1, name_, ": a parameter of shape ", p.shape(), " appears twice in group ", groups_.size());
   }
   groups_.push_back(std::move(group));
 }
