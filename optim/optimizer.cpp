@@ -82,6 +82,10 @@ std::vector<ParamGroup> param_groups_no_decay(const NamedTensors& named_paramete
   decay.weight_decay = weight_decay;
   no_decay.weight_decay = 0.0;
   for (const auto& [name, p] : named_parameters) {
+    auto seen = [&](const ParamGroup& g) {
+      return std::any_of(g.params.begin(), g.params.end(), [&](const Tensor& q) { return q.is_same(p); });
+    };
+    if (seen(decay) || seen(no_decay)) continue;  // a tied parameter under a second name: once, as named first
     bool is_bias = name == "bias" || (name.size() >= 5 && name.compare(name.size() - 5, 5, ".bias") == 0);
     (is_bias || p.dim() <= 1 ? no_decay : decay).params.push_back(p);
   }

@@ -30,7 +30,8 @@ struct ParamGroup {
 };
 
 // Two groups, biases and every parameter with dim() <= 1 (norm weights, 1-D tensors) in the
-// second with weight_decay 0, the rest in the first with `weight_decay`.
+// second with weight_decay 0, the rest in the first with `weight_decay`; a tensor named twice
+// (tied weights) goes in once, by its first name.
 std::vector<ParamGroup> param_groups_no_decay(const NamedTensors& named_parameters, double weight_decay);
 
 // Per-parameter state: f32 tensors of the parameter's shape, created on the first step.

@@ -199,6 +199,9 @@ TEST_CASE("optim: a tied parameter is handed over once, and one twice in a group
   CHECK(net.named_parameters().size() == 2);  // both names, as a state dict keeps them
   REQUIRE(net.parameters().size() == 1);
   optim::Adam adam(net.parameters(), {.lr = 0.1});
+  const auto groups = optim::param_groups_no_decay(net.named_parameters(), 0.1);
+  CHECK(groups[0].params.size() + groups[1].params.size() == 1);
+  optim::AdamW adamw(groups, {.lr = 0.1});
   Tensor w = param_from(kP0);
   CHECK_THROWS_WITH_AS(optim::SGD({w, w}, {.lr = 0.1}), doctest::Contains("appears twice in group 0"), Error);
 }
