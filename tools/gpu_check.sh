@@ -252,14 +252,9 @@ for side in ("off", "on"):
     r = by.get(f"loader_side_stream/{side}/epoch/iterations:3/real_time")
     if r and "wait_%" in r: print(f'{"loader_side_stream/" + side + ": waiting for data":60s} {r["wait_%"]:6.1f} % of the epoch')
 # PyTorch's lines: ms per training step, or TFLOP/s for its (cuBLAS) f16 GEMMs.
-torch_ms = {}
-try:
-    for line in open(sys.argv[2]):
-        if line.startswith("torch_"):
-            f = line.split()
-            torch_ms[f[0][len("torch_"):]] = float(f[1])
-except OSError:
-    pass
+sys.path.insert(0, "bench")
+import gpu_goals
+torch_ms = gpu_goals.torch_figures(sys.argv[2])
 f16 = [r for r in runs if r["name"].startswith("BM_gemm_f16/")]
 if f16:
     peak = max(r["TFLOP/s"] for r in f16)

@@ -115,11 +115,11 @@ class CachingAllocator final : public Allocator {
     // replay into it, and it is reused only once both are released.
     auto own = owner_.find(p);
     const int64_t owner = own != owner_.end() ? own->second : 0;
-    if (owner || capture_token_) {
-      int holders = 0;
-      for (const int64_t t : {owner, capture_token_})
-        if (t && (holders == 0 || t != owner)) parked_[t].push_back(b), ++holders;
-      holders_[b.ptr] = holders;
+    const int64_t capturer = capture_token_ != owner ? capture_token_ : 0;
+    if (owner || capturer) {
+      if (owner) parked_[owner].push_back(b);
+      if (capturer) parked_[capturer].push_back(b);
+      if (owner && capturer) shared_[b.ptr] = 2;
       if (own != owner_.end()) owner_.erase(own);
     } else if (!toggles::cuda_caching_allocator()) {
       device_free(b);  // cudaFree waits for the device, whatever stream last used the block
@@ -186,9 +186,9 @@ class CachingAllocator final : public Allocator {
     if (p == parked_.end()) return;
     // The graph's owner synchronized mdl's stream before releasing, so side-stream blocks are idle too.
     for (const Block& b : p->second) {
-      auto h = holders_.find(b.ptr);
-      if (h != holders_.end() && --h->second > 0) continue;  // another graph still addresses it
-      if (h != holders_.end()) holders_.erase(h);
+      auto h = shared_.find(b.ptr);
+      if (h != shared_.end() && --h->second > 0) continue;  // the other graph still addresses it
+      if (h != shared_.end()) shared_.erase(h);
       free_.insert({b.device, b.stream, b.size, b.ptr});
     }
     parked_.erase(p);
@@ -293,7 +293,7 @@ class CachingAllocator final : public Allocator {
   std::unordered_map<void*, Block> active_;
   std::unordered_map<void*, int64_t> owner_;            // block -> graph that captured it
   std::map<int64_t, std::vector<Block>> parked_;        // graph -> its freed blocks
-  std::unordered_map<void*, int> holders_;              // parked block -> graphs not yet released
+  std::unordered_map<void*, int> shared_;               // block parked for two graphs -> those not yet released
   std::vector<std::pair<Block, cudaEvent_t>> pending_;  // side-stream blocks waiting on mdl's stream
   std::vector<cudaEvent_t> events_;                     // idle events for pending_
   std::map<int, CacheStats> per_device_;
