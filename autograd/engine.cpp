@@ -37,17 +37,21 @@ Tensor SavedTensor::unpack(const Node& owner) const {
 }
 
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor>&& grads) {
-  Tensor g = grads[0];
+  Tensor g = std::move(grads[0]);
   if (!g.defined()) return {};
   Tensor leaf(leaf_);
+  if (!leaf.requires_grad()) return {};  // frozen between forward and backward: no gradient, as PyTorch
   MDL_CHECK(g.shape() == leaf.shape(), "backward: gradient of shape ", shape_str(g.shape()),
             " does not match its leaf's shape ", shape_str(leaf.shape()));
   if (g.dtype() != leaf.dtype()) g = native::to_dtype(g, leaf.dtype());
   Tensor cur = leaf.grad();
   if (!cur.defined()) {
-    // The engine may hand over a view of another gradient: own the memory, laid out as the leaf.
+    // Taken only when nothing else holds it: the engine may hand over a view of another gradient,
+    // one tensor for two leaves (add's backward), or the caller's own grad_output. Each leaf owns
+    // its gradient, laid out as the leaf, so that in-place clipping or unscaling touches it once.
     const MemoryFormat f = leaf.memory_format();
-    leaf.set_grad(g.is_contiguous(f) && g.storage().use_count() == 1 ? g : native::clone(g, f));
+    const bool sole = g.impl_ptr().use_count() == 1 && g.storage().use_count() == 1;
+    leaf.set_grad(sole && g.is_contiguous(f) ? g : native::clone(g, f));
   } else {
     leaf.set_grad(native::binary(BinaryOp::Add, cur, g));
   }

@@ -94,7 +94,7 @@ std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modul
 
 int64_t Module::num_parameters(bool trainable_only) const {
   int64_t n = 0;
-  for (auto& [name, p] : named_parameters())
+  for (const Tensor& p : parameters())  // a tied tensor counted once
     if (!trainable_only || p.requires_grad()) n += p.numel();
   return n;
 }

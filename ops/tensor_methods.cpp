@@ -92,9 +92,18 @@ Tensor& Tensor::add_(const Tensor& o, double alpha) {
                             alpha == 1.0 ? o : native::binary(BinaryOp::Mul, o, native::scalar_operand(alpha, o)));
   return copy_(r);
 }
-Tensor& Tensor::mul_(const Tensor& o) { return copy_(native::binary(BinaryOp::Mul, *this, o)); }
-Tensor& Tensor::mul_(double s) { return copy_(native::binary(BinaryOp::Mul, *this, native::scalar_operand(s, *this))); }
-Tensor& Tensor::div_(const Tensor& o) { return copy_(native::binary(BinaryOp::Div, *this, o)); }
+Tensor& Tensor::mul_(const Tensor& o) {
+  check_inplace(*this, &o, "mul_");
+  return copy_(native::binary(BinaryOp::Mul, *this, o));
+}
+Tensor& Tensor::mul_(double s) {
+  check_inplace(*this, nullptr, "mul_");
+  return copy_(native::binary(BinaryOp::Mul, *this, native::scalar_operand(s, *this)));
+}
+Tensor& Tensor::div_(const Tensor& o) {
+  check_inplace(*this, &o, "div_");
+  return copy_(native::binary(BinaryOp::Div, *this, o));
+}
 
 // ---- printing ---------------------------------------------------------------------------
 namespace {

@@ -192,13 +192,52 @@ TEST_CASE("autograd: wrong uses throw with a message") {
     CHECK_THROWS_WITH_AS(x.add_(ones({2}, kF64)),
                          doctest::Contains("in-place operation on a tensor that requires grad"), mdl::Error);
     CHECK_THROWS_WITH_AS(x.fill_(0.0), doctest::Contains("fill_: in-place operation"), mdl::Error);
-    CHECK_THROWS_WITH_AS(x.mul_(2.0), doctest::Contains("requires grad"), mdl::Error);
+    CHECK_THROWS_WITH_AS(x.mul_(2.0), doctest::Contains("mul_: in-place operation"), mdl::Error);
     check_values(x, {1, 2});  // untouched
   }
   SUBCASE("in-place op taking an argument that requires grad") {
     Tensor c = zeros({2}, kF64);
     CHECK_THROWS_WITH_AS(c.add_(leaf({1.0, 2.0})), doctest::Contains("argument that requires grad"), mdl::Error);
+    Tensor b = leaf({1.0, 2.0});
+    CHECK_THROWS_WITH_AS(c.mul_(b), doctest::Contains("mul_: in-place operation with an argument"), mdl::Error);
+    CHECK_THROWS_WITH_AS(c.div_(b), doctest::Contains("div_: in-place operation with an argument"), mdl::Error);
+    check_values(c, {0, 0});
   }
+}
+
+// Each leaf owns its gradient: in-place clipping or unscaling must change each once. add's backward
+// hands one tensor to both inputs, and a leaf root would take the caller's grad_output itself.
+TEST_CASE("autograd: leaves never share a gradient tensor, nor take the caller's grad_output") {
+  SUBCASE("both inputs of an add") {
+    Tensor a = leaf({1.0, 2.0}), b = leaf({3.0, 4.0});
+    sum(a + b).backward();
+    REQUIRE_FALSE(a.grad().is_same(b.grad()));
+    {
+      NoGradGuard no_grad;
+      a.grad().mul_(3.0);
+    }
+    check_values(a.grad(), {3, 3});
+    check_values(b.grad(), {1, 1});
+  }
+  SUBCASE("grad_output through an add, and into a leaf root") {
+    Tensor a = leaf({1.0, 2.0}), b = leaf({3.0, 4.0}), x = leaf({5.0, 6.0});
+    Tensor g = from_vector({0.5, 0.25}, {2});
+    (a + b).backward(g);
+    x.backward(g);
+    g.fill_(100.0);
+    check_values(a.grad(), {0.5, 0.25});
+    check_values(b.grad(), {0.5, 0.25});
+    check_values(x.grad(), {0.5, 0.25});
+  }
+}
+
+TEST_CASE("autograd: a leaf frozen between forward and backward gets no gradient") {
+  Tensor x = leaf({1.0, 2.0}), w = leaf({3.0, 4.0});
+  Tensor y = sum(x * w);
+  x.requires_grad_(false);
+  y.backward();
+  CHECK_FALSE(x.grad().defined());
+  check_values(w.grad(), {1, 2});
 }
 
 TEST_CASE("autograd: 1,000 training steps neither leak nor grow memory") {

@@ -198,6 +198,7 @@ TEST_CASE("optim: a tied parameter is handed over once, and one twice in a group
   } net;
   CHECK(net.named_parameters().size() == 2);  // both names, as a state dict keeps them
   REQUIRE(net.parameters().size() == 1);
+  CHECK(net.num_parameters() == 16);
   optim::Adam adam(net.parameters(), {.lr = 0.1});
   const auto groups = optim::param_groups_no_decay(net.named_parameters(), 0.1);
   CHECK(groups[0].params.size() + groups[1].params.size() == 1);
