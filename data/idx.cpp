@@ -88,7 +88,13 @@ std::string fashion_file(const std::string& root, const std::string& name) {
 
 FashionMNIST::FashionMNIST(const std::string& root, bool train)
     : IdxDataset(fashion_file(root, train ? "train-images-idx3-ubyte" : "t10k-images-idx3-ubyte"),
-                 fashion_file(root, train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte")) {}
+                 fashion_file(root, train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte")) {
+  const int64_t classes = int64_t(FashionMNIST::classes().size());
+  for (int64_t i = 0; i < size(); ++i)
+    MDL_CHECK(label(i) < classes, "FashionMNIST: '",
+              fashion_file(root, train ? "train-labels-idx1-ubyte" : "t10k-labels-idx1-ubyte"), "' has label ",
+              label(i), " for sample ", i, " (expected 0 to ", classes - 1, ")");
+}
 
 const std::vector<std::string>& FashionMNIST::classes() {
   static const std::vector<std::string> names = {"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat",

@@ -201,7 +201,9 @@ DataLoader::Result DataLoader::build(int64_t epoch, int64_t b) {
         kept.push_back(index);
       } catch (const CacheWriteError&) {
         throw;  // the cache failed, not the sample: never skipped
-      } catch (const Error& e) {
+      } catch (const std::bad_alloc&) {
+        throw;                             // out of memory: not the sample's fault either
+      } catch (const std::exception& e) {  // mdl::Error, or a dataset's own (std::out_of_range, ...)
         if (opt_.on_error == OnError::Skip) {
           ++skipped_;
           continue;

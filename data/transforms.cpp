@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <iomanip>
 #include <sstream>
 
 #include "tensor/error.h"
@@ -85,8 +86,17 @@ Tensor window(const Tensor& x, const char* who, int64_t top, int64_t left, int64
 template <class T>
 std::string join(const std::vector<T>& v) {
   std::ostringstream s;
+  s << std::setprecision(17);  // the file cache's key: two values that differ name two caches
   for (size_t i = 0; i < v.size(); ++i) s << (i ? "," : "") << v[i];
   return s.str();
+}
+
+// torchvision's place for the window: round((size - crop) / 2) with Python's round (halves to even)
+// when the image is larger; when it is smaller, the image is padded by (crop - size) // 2 before,
+// so the window starts that far before the image.
+int64_t center_crop_start(int64_t size, int64_t crop) {
+  if (crop > size) return -((crop - size) / 2);
+  return int64_t(std::nearbyint(double(size - crop) / 2.0));
 }
 
 }  // namespace
@@ -184,7 +194,7 @@ Tensor RandomHorizontalFlip::operator()(const Tensor& x, Generator& gen) const {
   return window(x, "RandomHorizontalFlip", 0, 0, g.h, g.w, flip);
 }
 
-std::string RandomHorizontalFlip::name() const { return "RandomHorizontalFlip(" + std::to_string(p_) + ")"; }
+std::string RandomHorizontalFlip::name() const { return "RandomHorizontalFlip(" + join(std::vector<double>{p_}) + ")"; }
 
 Resize::Resize(int64_t height, int64_t width) : h_(height), w_(width) {
   MDL_CHECK(height >= 1 && width >= 1, "Resize: size must be positive, got ", height, "x", width);
@@ -218,9 +228,7 @@ CenterCrop::CenterCrop(int64_t height, int64_t width) : h_(height), w_(width) {
 
 Tensor CenterCrop::operator()(const Tensor& x, Generator&) const {
   const Geom g = image_geom(x, "CenterCrop");
-  // Rounds like torchvision: top = round((H - h) / 2).
-  const int64_t top = int64_t(std::lround(double(g.h - h_) / 2.0)), left = int64_t(std::lround(double(g.w - w_) / 2.0));
-  return window(x, "CenterCrop", top, left, h_, w_, false);
+  return window(x, "CenterCrop", center_crop_start(g.h, h_), center_crop_start(g.w, w_), h_, w_, false);
 }
 
 std::string CenterCrop::name() const { return "CenterCrop(" + std::to_string(h_) + "," + std::to_string(w_) + ")"; }

@@ -139,6 +139,13 @@ TEST_CASE("data: IdxDataset reads raw and gzip files and rejects bad ones naming
     CHECK_THROWS_WITH_AS(data::IdxDataset(dir.file("lbl"), dir.file("lbl")), doctest::Contains("images need 3"), Error);
     CHECK_THROWS_WITH_AS(data::FashionMNIST(dir.path.string()), doctest::Contains("not found"), Error);
   }
+  SUBCASE("a Fashion-MNIST label past its ten classes") {
+    write_bytes(dir.file("train-images-idx3-ubyte"), idx_bytes({3, 2, 2}, pixels));
+    write_bytes(dir.file("train-labels-idx1-ubyte"), idx_bytes({3}, {9, 250, 0}));
+    CHECK_THROWS_WITH_AS(data::FashionMNIST(dir.path.string()),
+                         doctest::Contains("train-labels-idx1-ubyte' has label 250 for sample 1 (expected 0 to 9)"),
+                         Error);
+  }
 }
 
 TEST_CASE("data: ImageFolder decodes PNG, BMP, JPEG, PGM and GIF, sorted by class, with channel conversion") {

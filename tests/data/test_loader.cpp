@@ -329,6 +329,30 @@ TEST_CASE("data: a worker's exception reaches the consumer with the file name; o
                        Error);
 }
 
+// A dataset's own exception type (here std::out_of_range from a vector's at()) is handled as an
+// mdl::Error: skipped under on_error = Skip, else reported with the sample, batch and epoch.
+TEST_CASE("data: a dataset's std::exception is skipped or named like an mdl::Error") {
+  class Throwing : public data::Dataset {
+   public:
+    int64_t size() const override { return 8; }
+    data::Sample get(int64_t i) const override {
+      if (i == 5) (void)std::vector<int>{}.at(3);
+      return {full({2}, double(i)), full({}, double(i), kI64)};
+    }
+    std::string identity() const override { return "Throwing"; }
+  } ds;
+  for (int workers : {0, 2}) {
+    CAPTURE(workers);
+    DataLoader raising(ds, {.batch_size = 4, .num_workers = workers});
+    CHECK_THROWS_WITH_AS(run_epoch(raising), doctest::Contains("DataLoader: sample 5 (batch 1 of epoch 0): "), Error);
+    DataLoader skipping(ds, {.batch_size = 4, .num_workers = workers, .on_error = data::OnError::Skip});
+    Epoch e = run_epoch(skipping);
+    REQUIRE(e.y.size() == 2);
+    CHECK(e.y[1] == std::vector<int64_t>{4, 6, 7});
+    CHECK(skipping.stats().skipped == 1);
+  }
+}
+
 TEST_CASE("data: drop_last, pin_memory, text batches, statistics and bad options") {
   TempDir dir;
   make_image_folder(dir.path, 1, 7, 2, 2, 1);

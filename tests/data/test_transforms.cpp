@@ -91,6 +91,27 @@ TEST_CASE("data: RandomCrop with padding matches a padded-window reference and c
                        doctest::Contains("10x10 window does not fit an image of 5x6 padded by 1"), Error);
 }
 
+// torchvision's center_crop: top = round((H - h) / 2) with halves to even when the image is taller,
+// top = -((h - H) // 2) when it is shorter (padded (h - H) // 2 rows above). Rows hold row + 1.
+TEST_CASE("data: CenterCrop places its window as torchvision does for odd differences") {
+  struct Case {
+    int64_t H, h, top;
+  };
+  for (const Case c : {Case{5, 4, 0}, Case{9, 4, 2}, Case{33, 32, 0}, Case{7, 4, 2}, Case{6, 4, 1}, Case{3, 4, 0},
+                       Case{2, 5, -1}, Case{3, 6, -1}, Case{3, 7, -2}}) {
+    CAPTURE(c.H);
+    CAPTURE(c.h);
+    Tensor column = make_tensor({c.H, 1, 1}, kU8, Device::cpu());
+    for (int64_t y = 0; y < c.H; ++y) column.data_ptr<uint8_t>()[y] = uint8_t(y + 1);
+    const std::vector<uint8_t> rows = CenterCrop(c.h, 1).apply(column).to_vector<uint8_t>();
+    REQUIRE(rows.size() == size_t(c.h));
+    for (int64_t y = 0; y < c.h; ++y) {
+      const int64_t src = c.top + y;
+      CHECK(int(rows[size_t(y)]) == (src >= 0 && src < c.H ? int(src + 1) : 0));
+    }
+  }
+}
+
 TEST_CASE("data: RandomHorizontalFlip mirrors about half the time; CenterCrop; Resize") {
   Tensor img = test_image(3, 5, 3);
   RandomHorizontalFlip flip;
@@ -140,8 +161,10 @@ TEST_CASE("data: Compose applies in order, reports randomness, and reproduces pe
       std::make_shared<RandomCrop>(4, 1), std::make_shared<RandomHorizontalFlip>(), std::make_shared<ToTensor>(),
       std::make_shared<Normalize>(std::vector<double>{0.5}, std::vector<double>{0.25})});
   CHECK(pipeline->is_random());
-  CHECK(pipeline->name() ==
-        "Compose(RandomCrop(4,1),RandomHorizontalFlip(0.500000),ToTensor(f32),Normalize(0.5;0.25))");
+  CHECK(pipeline->name() == "Compose(RandomCrop(4,1),RandomHorizontalFlip(0.5),ToTensor(f32),Normalize(0.5;0.25))");
+  // The name keys the file cache: parameters that differ in the 7th digit name different caches.
+  CHECK(Normalize({0.1234567}, {1.0}).name() != Normalize({0.1234568}, {1.0}).name());
+  CHECK(RandomHorizontalFlip(0.3333333).name() != RandomHorizontalFlip(0.3333334).name());
   CHECK_FALSE(Compose({std::make_shared<Resize>(4, 4), std::make_shared<ToTensor>()}).is_random());
   Tensor img = test_image(5, 5, 1);
   Generator a = sample_generator(3, 1, 10), b = sample_generator(3, 1, 10);
