@@ -153,8 +153,7 @@ void GradScaler::update(double new_scale) {
   if (!opt_.enabled) return;
   MDL_CHECK(scale_valid(new_scale), "GradScaler.update: new_scale must be positive and finite, in f32's normal range [",
             kMinScale, ", ", kMaxScale, "], got ", new_scale);
-  scale_.fill_(new_scale);
-  growth_tracker_.zero_();
+  scale_.fill_(new_scale);  // the growth tracker goes on counting, as PyTorch's
   per_opt_.clear();
 }
 

@@ -17,15 +17,16 @@ namespace {
 constexpr int64_t kOptimGrain = 1 << 16;
 
 // p, g (n) of type P; m, v, vmax (n) f32. C is the compute type: double for f64 params, else float.
+// omb1, omb2 are 1 - beta from the betas in double, as PyTorch's: 1 - float(0.99999) is 1.00136e-5.
 template <class P, bool kAms, class C>
-void adam_chunk(P* p, const P* g, float* m, float* v, float* vmax, int64_t b, int64_t e, C b1, C b2, C eps, C scale,
-                C l2, C keep, C step_size, C bc2_sqrt) {
+void adam_chunk(P* p, const P* g, float* m, float* v, float* vmax, int64_t b, int64_t e, C b1, C b2, C omb1, C omb2,
+                C eps, C scale, C l2, C keep, C step_size, C bc2_sqrt) {
   for (int64_t i = b; i < e; ++i) {
     C pi = C(p[i]);
     C gi = C(g[i]) * scale + l2 * pi;
     pi *= keep;
-    C mi = b1 * C(m[i]) + (C(1) - b1) * gi;
-    C vi = b2 * C(v[i]) + (C(1) - b2) * gi * gi;
+    C mi = b1 * C(m[i]) + omb1 * gi;
+    C vi = b2 * C(v[i]) + omb2 * gi * gi;
     m[i] = float(mi);
     v[i] = float(vi);
     C vd = vi;
@@ -64,13 +65,14 @@ void adam_loop(P* p, const P* g, float* m, float* v, float* vmax, const CopyOut&
                const kernels::AdamParams& hp, int64_t step, double lr) {
   using C = std::conditional_t<std::is_same_v<P, double>, double, float>;
   const C b1 = C(hp.beta1), b2 = C(hp.beta2), eps = C(hp.eps), scale = C(hp.grad_scale);
+  const C omb1 = C(1.0 - hp.beta1), omb2 = C(1.0 - hp.beta2);
   const C bc1 = C(1.0 - std::pow(hp.beta1, double(step)));
   const C bc2_sqrt = C(std::sqrt(1.0 - std::pow(hp.beta2, double(step))));
   const C step_size = C(lr) / bc1;
   const C l2 = hp.decoupled ? C(0) : C(hp.weight_decay);
   const C keep = hp.decoupled ? C(1.0 - lr * hp.weight_decay) : C(1);
   parallel_for(0, n, kOptimGrain, [&](int64_t b, int64_t e) {
-    adam_chunk<P, kAms, C>(p, g, m, v, vmax, b, e, b1, b2, eps, scale, l2, keep, step_size, bc2_sqrt);
+    adam_chunk<P, kAms, C>(p, g, m, v, vmax, b, e, b1, b2, omb1, omb2, eps, scale, l2, keep, step_size, bc2_sqrt);
     write_copy(copy, p, b, e);
   });
 }

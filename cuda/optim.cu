@@ -17,7 +17,7 @@ namespace {
 
 template <class P, class C>
 struct AdamConsts {
-  C b1, b2, eps, scale, l2, keep, step_size, bc2_sqrt;
+  C b1, b2, omb1, omb2, eps, scale, l2, keep, step_size, bc2_sqrt;  // omb: 1 - beta, from the double beta
   bool ams;
   double lr, beta1, beta2, weight_decay;  // for what the device's step count and lr decide
   int64_t step;
@@ -53,8 +53,8 @@ __device__ __forceinline__ void adam_element(int64_t i, P* p, const P* g, float*
   C pi = C(to_acc(p[i]));
   const C gi = C(to_acc(g[i])) * k.scale + k.l2 * pi;
   pi *= k.keep;
-  const C mi = k.b1 * C(m[i]) + (C(1) - k.b1) * gi;
-  const C vi = k.b2 * C(v[i]) + (C(1) - k.b2) * gi * gi;
+  const C mi = k.b1 * C(m[i]) + k.omb1 * gi;
+  const C vi = k.b2 * C(v[i]) + k.omb2 * gi * gi;
   m[i] = float(mi);
   v[i] = float(vi);
   C vd = vi;
@@ -191,6 +191,7 @@ template <class P, class C>
 AdamConsts<P, C> adam_consts(const kernels::AdamParams& hp) {
   AdamConsts<P, C> k;
   k.b1 = C(hp.beta1), k.b2 = C(hp.beta2), k.eps = C(hp.eps), k.scale = C(hp.grad_scale);
+  k.omb1 = C(1.0 - hp.beta1), k.omb2 = C(1.0 - hp.beta2);
   k.bc2_sqrt = C(std::sqrt(1.0 - std::pow(hp.beta2, double(hp.step))));
   k.step_size = C(hp.lr) / C(1.0 - std::pow(hp.beta1, double(hp.step)));
   k.l2 = hp.decoupled ? C(0) : C(hp.weight_decay);

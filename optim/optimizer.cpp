@@ -22,8 +22,9 @@ namespace {
 
 // The group options in state-dict order, by name.
 constexpr const char* kOptionNames[] = {"lr", "weight_decay", "momentum", "dampening", "beta1", "beta2", "eps"};
-double* option(ParamGroup& g, int k) {
-  double* fields[] = {&g.lr, &g.weight_decay, &g.momentum, &g.dampening, &g.beta1, &g.beta2, &g.eps};
+template <class Group>  // ParamGroup or const ParamGroup
+auto* option(Group& g, int k) {
+  decltype(&g.lr) fields[] = {&g.lr, &g.weight_decay, &g.momentum, &g.dampening, &g.beta1, &g.beta2, &g.eps};
   return fields[k];
 }
 constexpr int kNumOptions = 7;
@@ -55,10 +56,10 @@ const char* option_rule(int k) {
                                                           : "expected a finite number >= 0";
 }
 
-// Whether name is "<prefix><i>.<field>" with i < count and field `extra` or one of `fields`.
+// Whether name is "<prefix><i>.<field>" with i < count and field one of `extras` or `fields`.
 template <size_t N>
 bool indexed_entry(std::string_view name, std::string_view prefix, int64_t count, const char* const (&fields)[N],
-                   std::string_view extra) {
+                   std::initializer_list<std::string_view> extras) {
   if (name.substr(0, prefix.size()) != prefix) return false;
   name.remove_prefix(prefix.size());
   const size_t dot = name.find('.');
@@ -66,7 +67,8 @@ bool indexed_entry(std::string_view name, std::string_view prefix, int64_t count
   const int64_t i = parse_index(name.substr(0, dot));
   if (i < 0 || i >= count) return false;
   const std::string_view field = name.substr(dot + 1);
-  if (field == extra) return true;
+  for (std::string_view e : extras)
+    if (field == e) return true;
   for (const char* f : fields)
     if (field == f) return true;
   return false;
@@ -93,17 +95,25 @@ std::vector<ParamGroup> param_groups_no_decay(const NamedTensors& named_paramete
 }
 
 void Optimizer::init_groups(std::vector<ParamGroup> groups) {
+  const bool any = std::any_of(groups.begin(), groups.end(), [](const ParamGroup& g) { return !g.params.empty(); });
+  MDL_CHECK(any, name_, ": got an empty parameter list (nothing to optimize)");
   for (auto& g : groups) add_param_group(std::move(g));
+}
+
+// Checked when a group is added and again before every step: a scheduler or a direct edit of
+// param_groups() may have written a negative, infinite or NaN value since.
+void Optimizer::check_options(const ParamGroup& group, size_t index) const {
+  for (int k = 0; k < kNumOptions; ++k) {
+    const double v = *option(group, k);
+    MDL_CHECK(option_valid(k, v), name_, ": invalid ", kOptionNames[k], " ", v, " in group ", index, " (",
+              option_rule(k), ")");
+  }
 }
 
 void Optimizer::add_param_group(ParamGroup group) {
   for (int k = 0; k < kNumOptions; ++k)
     if (std::isnan(*option(group, k))) *option(group, k) = *option(defaults_, k);
-  MDL_CHECK(group.lr >= 0, name_, ": invalid learning rate ", group.lr);
-  MDL_CHECK(group.weight_decay >= 0, name_, ": invalid weight_decay ", group.weight_decay);
-  for (int k = 0; k < kNumOptions; ++k)
-    MDL_CHECK(option_valid(k, *option(group, k)), name_, ": invalid ", kOptionNames[k], " ", *option(group, k), " (",
-              option_rule(k), ")");
+  check_options(group, groups_.size());
   for (const auto& p : group.params) {
     MDL_CHECK(p.defined(), name_, ": undefined parameter in group ", groups_.size());
     MDL_CHECK(p.is_floating_point(), name_, ": parameter of dtype ", p.dtype(), " is not floating");
@@ -127,6 +137,7 @@ double Optimizer::lr() const {
 }
 
 void Optimizer::set_lr(double lr) {
+  MDL_CHECK(std::isfinite(lr) && lr >= 0, name_, ": invalid lr ", lr, " (expected a finite number >= 0)");
   for (auto& g : groups_) g.lr = lr;
 }
 
@@ -203,6 +214,7 @@ void Optimizer::step_impl(double grad_scale, const Tensor& found_inf) {
       updates.push_back({g, p, gr, nullptr, Tensor()});
     }
   if (updates.empty()) return;
+  for (size_t g = 0; g < groups_.size(); ++g) check_options(groups_[g], g);
   sync_device_lr();
   if (!step_count_.defined()) step_count_ = zeros({}, TensorOptions(kI64, updates[0].param.device()));
   // The step counters advance first, one launch per device, each kept where its kernels read it.
@@ -285,6 +297,7 @@ NamedTensors Optimizer::state_dict() const {
     std::string prefix = "param_groups." + std::to_string(gi) + ".";
     d.emplace_back(prefix + "num_params", scalar_tensor(double(g.params.size()), kI64));
     for (int k = 0; k < kNumOptions; ++k) d.emplace_back(prefix + kOptionNames[k], scalar_tensor(*option(g, k), kF64));
+    if (!std::isnan(g.initial_lr)) d.emplace_back(prefix + "initial_lr", scalar_tensor(g.initial_lr, kF64));
   }
   int64_t index = 0;
   for (const auto& g : groups_)
@@ -322,11 +335,12 @@ void Optimizer::load_state_dict(const NamedTensors& dict) {
   // Every name must be one this optimizer writes: "step", "param_groups.<g>.<option>",
   // "state.<i>.step" or "state.<i>.<buffer>", with g and i in range.
   for (const auto& [name, t] : by_name)
-    MDL_CHECK(name == "step" ||
-                  indexed_entry(name, "param_groups.", int64_t(groups_.size()), kOptionNames, "num_params") ||
-                  indexed_entry(name, "state.", total, kBufferNames, "step"),
-              quoted(name), " is not an entry of this optimizer's state (", groups_.size(), " groups, ", total,
-              " parameters)");
+    MDL_CHECK(
+        name == "step" ||
+            indexed_entry(name, "param_groups.", int64_t(groups_.size()), kOptionNames, {"num_params", "initial_lr"}) ||
+            indexed_entry(name, "state.", total, kBufferNames, {"step"}),
+        quoted(name), " is not an entry of this optimizer's state (", groups_.size(), " groups, ", total,
+        " parameters)");
   const int64_t step_count = count_value(get("step"), quoted("step"));
   std::vector<ParamGroup> groups = groups_;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
@@ -339,6 +353,11 @@ void Optimizer::load_state_dict(const NamedTensors& dict) {
       const double v = finite_value(get(name), quoted(name));
       MDL_CHECK(option_valid(k, v), quoted(name), " is ", v, "; ", option_rule(k));
       *option(groups[gi], k) = v;
+    }
+    if (auto it = by_name.find(prefix + "initial_lr"); it != by_name.end()) {  // absent before any scheduler
+      const double v = finite_value(it->second, quoted(it->first));
+      MDL_CHECK(v >= 0, quoted(it->first), " is ", v, "; expected a finite number >= 0");
+      groups[gi].initial_lr = v;
     }
   }
   std::unordered_map<const TensorImpl*, ParamState> state;

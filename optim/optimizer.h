@@ -27,6 +27,9 @@ struct ParamGroup {
   double beta1 = kUnset;      // Adam, AdamW
   double beta2 = kUnset;
   double eps = kUnset;
+  // The lr the first LRScheduler built on this group found (PyTorch's 'initial_lr'): every later
+  // scheduler starts its schedule from it, so one built after load_state_dict resumes the same one.
+  double initial_lr = kUnset;
 };
 
 // Two groups, biases and every parameter with dim() <= 1 (norm weights, 1-D tensors) in the
@@ -82,6 +85,7 @@ class Optimizer {
  protected:
   Optimizer(const char* name, ParamGroup defaults) : name_(name), defaults_(std::move(defaults)) {}
   void init_groups(std::vector<ParamGroup> groups);
+  void check_options(const ParamGroup& group, size_t index) const;  // each option in its range, or throws
   // Updates one parameter; param, grad contiguous, same shape, dtype and device; grad not null.
   // state.step is already advanced for this update; found_inf (0-dim f32 on param's device, or
   // undefined) says to skip it; device points the kernel at the step, the flag and the lr on the

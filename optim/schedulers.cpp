@@ -10,14 +10,22 @@
 namespace mdl::optim {
 
 LRScheduler::LRScheduler(Optimizer& opt) : opt_(opt) {
-  for (const auto& g : opt.param_groups()) base_lrs_.push_back(g.lr);
+  for (auto& g : opt.param_groups()) {
+    if (std::isnan(g.initial_lr)) g.initial_lr = g.lr;
+    base_lrs_.push_back(g.initial_lr);
+  }
 }
 
 void LRScheduler::apply() {
   auto& groups = opt_.param_groups();
   MDL_CHECK(groups.size() == base_lrs_.size(), "LRScheduler: the optimizer has ", groups.size(),
             " groups, the scheduler was built for ", base_lrs_.size());
-  for (size_t g = 0; g < groups.size(); ++g) groups[g].lr = lr_at(epoch_, base_lrs_[g]);
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const double lr = lr_at(epoch_, base_lrs_[g]);
+    MDL_CHECK(std::isfinite(lr) && lr >= 0, "LRScheduler: epoch ", epoch_, " gives group ", g, " the lr ", lr,
+              " (expected a finite number >= 0; check the schedule's factors)");
+    groups[g].lr = lr;
+  }
 }
 
 void LRScheduler::step() {
@@ -26,6 +34,7 @@ void LRScheduler::step() {
 }
 
 void LRScheduler::set_epoch(int64_t epoch) {
+  MDL_CHECK(epoch >= 0, "LRScheduler: set_epoch(", epoch, "): the epoch must be >= 0");
   epoch_ = epoch;
   apply();
 }
@@ -75,6 +84,7 @@ LinearWarmup::LinearWarmup(Optimizer& opt, int64_t warmup_steps, double start_fa
                            std::shared_ptr<LRScheduler> after)
     : LRScheduler(opt), warmup_(warmup_steps), start_factor_(start_factor), after_(std::move(after)) {
   MDL_CHECK(warmup_steps >= 0, "LinearWarmup: warmup_steps must be >= 0, got ", warmup_steps);
+  MDL_CHECK(start_factor >= 0 && start_factor <= 1, "LinearWarmup: start_factor must be in [0, 1], got ", start_factor);
   if (after_) base_lrs_ = after_->base_lrs();
   apply();
 }
@@ -88,6 +98,11 @@ OneCycleLR::OneCycleLR(Optimizer& opt, double max_lr, int64_t total_steps, doubl
     : LRScheduler(opt), max_lr_(max_lr), initial_lr_(max_lr / div_factor),
       min_lr_(max_lr / div_factor / final_div_factor), up_end_(pct_start * double(total_steps) - 1),
       total_end_(double(total_steps) - 1) {
+  MDL_CHECK(std::isfinite(max_lr) && max_lr > 0, "OneCycleLR: max_lr must be a finite number > 0, got ", max_lr);
+  MDL_CHECK(std::isfinite(div_factor) && div_factor > 0, "OneCycleLR: div_factor must be a finite number > 0, got ",
+            div_factor);
+  MDL_CHECK(std::isfinite(final_div_factor) && final_div_factor > 0,
+            "OneCycleLR: final_div_factor must be a finite number > 0, got ", final_div_factor);
   MDL_CHECK(total_steps > 1, "OneCycleLR: total_steps must be > 1, got ", total_steps);
   MDL_CHECK(pct_start > 0 && pct_start < 1, "OneCycleLR: pct_start must be in (0, 1), got ", pct_start);
   apply();

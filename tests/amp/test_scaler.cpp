@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "ops/autocast.h"
@@ -264,6 +265,29 @@ TEST_CASE("GradScaler: several optimizers share one update") {
   CHECK_FALSE(scaler.step(b));
   scaler.update();
   CHECK(scaler.get_scale() == 32768);
+}
+
+// update(new_scale) sets the scale and leaves the growth tracker counting, as PyTorch's does.
+TEST_CASE("GradScaler: update(new_scale) keeps the growth tracker") {
+  amp::GradScaler s({.init_scale = 1024, .growth_interval = 3});
+  Toy toy;
+  optim::SGD opt(toy.params(), {.lr = 0.1});
+  auto clean_step = [&](std::optional<double> new_scale) {
+    opt.zero_grad();
+    s.scale(toy.loss()).backward();
+    s.step(opt);
+    if (new_scale) s.update(*new_scale);
+    else s.update();
+  };
+  clean_step(std::nullopt);
+  clean_step(std::nullopt);
+  CHECK(s.growth_tracker() == 2);
+  clean_step(4.0);
+  CHECK(s.get_scale() == 4.0);
+  CHECK(s.growth_tracker() == 2);
+  clean_step(std::nullopt);  // the third clean step in a row: grows
+  CHECK(s.get_scale() == 8.0);
+  CHECK(s.growth_tracker() == 0);
 }
 
 TEST_CASE("GradScaler: state dict round trip, and a disabled scaler passes everything through") {

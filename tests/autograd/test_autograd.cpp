@@ -221,7 +221,7 @@ TEST_CASE("autograd: leaves never share a gradient tensor, nor take the caller's
   }
   SUBCASE("grad_output through an add, and into a leaf root") {
     Tensor a = leaf({1.0, 2.0}), b = leaf({3.0, 4.0}), x = leaf({5.0, 6.0});
-    Tensor g = from_vector({0.5, 0.25}, {2});
+    Tensor g = from_vector(std::vector<double>{0.5, 0.25}, {2});
     (a + b).backward(g);
     x.backward(g);
     g.fill_(100.0);

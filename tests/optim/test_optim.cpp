@@ -121,25 +121,27 @@ TEST_CASE("optim: Adam and AdamW match torch.optim's formulas, with weight decay
   for (bool fused : {true, false})
     for (bool decoupled : {false, true})
       for (bool amsgrad : {false, true})
-        for (double wd : {0.0, 0.1}) {
-          toggles::set_fused_adamw(fused);  // off: the update composed of tensor ops
-          CAPTURE(fused);
-          CAPTURE(decoupled);
-          CAPTURE(amsgrad);
-          CAPTURE(wd);
-          Tensor p = param_from(kP0);
-          Vec got;
-          if (decoupled) {
-            optim::AdamW opt({p},
-                             {.lr = 0.05, .betas = {0.8, 0.95}, .eps = 1e-6, .weight_decay = wd, .amsgrad = amsgrad});
-            got = run_steps(opt, p, 5);
-          } else {
-            optim::Adam opt({p},
-                            {.lr = 0.05, .betas = {0.8, 0.95}, .eps = 1e-6, .weight_decay = wd, .amsgrad = amsgrad});
-            got = run_steps(opt, p, 5);
+        for (double wd : {0.0, 0.1})
+          for (double beta2 : {0.95, 0.99999}) {  // 1 - float(0.99999) is 1.00136e-5: 1 - beta2 from the double
+            toggles::set_fused_adamw(fused);      // off: the update composed of tensor ops
+            CAPTURE(fused);
+            CAPTURE(decoupled);
+            CAPTURE(amsgrad);
+            CAPTURE(wd);
+            CAPTURE(beta2);
+            Tensor p = param_from(kP0);
+            Vec got;
+            if (decoupled) {
+              optim::AdamW opt(
+                  {p}, {.lr = 0.05, .betas = {0.8, beta2}, .eps = 1e-6, .weight_decay = wd, .amsgrad = amsgrad});
+              got = run_steps(opt, p, 5);
+            } else {
+              optim::Adam opt({p},
+                              {.lr = 0.05, .betas = {0.8, beta2}, .eps = 1e-6, .weight_decay = wd, .amsgrad = amsgrad});
+              got = run_steps(opt, p, 5);
+            }
+            check_close(got, ref_adam(5, 0.05, 0.8, beta2, 1e-6, wd, decoupled, amsgrad), {.rtol = 1e-6, .atol = 1e-7});
           }
-          check_close(got, ref_adam(5, 0.05, 0.8, 0.95, 1e-6, wd, decoupled, amsgrad), {.rtol = 1e-6, .atol = 1e-7});
-        }
   toggles::set_fused_adamw(was_fused);
   CHECK(toggles::fused_adamw());
 }
@@ -479,10 +481,14 @@ TEST_CASE("optim: k micro-batches of b give the update of one batch of k*b") {
 
 TEST_CASE("optim: bad options throw naming the optimizer") {
   Tensor p = param_from(kP0);
-  CHECK_THROWS_WITH_AS(optim::SGD({p}, {.lr = -1}), doctest::Contains("SGD: invalid learning rate"), Error);
+  CHECK_THROWS_WITH_AS(optim::SGD({p}, {.lr = -1}), doctest::Contains("SGD: invalid lr -1"), Error);
   CHECK_THROWS_WITH_AS(optim::SGD({p}, {.lr = 0.1, .nesterov = true}), doctest::Contains("nesterov"), Error);
   CHECK_THROWS_WITH_AS(optim::AdamW({p}, {.betas = {1.0, 0.9}}), doctest::Contains("AdamW: invalid betas"), Error);
   CHECK_THROWS_AS(optim::Adam({zeros({2}, kI64)}), Error);
+  CHECK_THROWS_WITH_AS(optim::SGD(std::vector<Tensor>{}, {.lr = 0.1}), doctest::Contains("SGD: got an empty parameter"),
+                       Error);
+  CHECK_THROWS_WITH_AS(optim::AdamW(std::vector<optim::ParamGroup>{{}, {}}), doctest::Contains("empty parameter"),
+                       Error);
   optim::SGD opt({p}, {.lr = 0.1});
   CHECK_THROWS_AS(p.set_grad(zeros({3})), Error);
 }

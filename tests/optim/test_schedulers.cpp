@@ -115,4 +115,40 @@ TEST_CASE("schedulers: bad arguments throw") {
   CHECK_THROWS_AS(optim::StepLR(f.opt, 0), Error);
   CHECK_THROWS_AS(optim::CosineAnnealingWarmRestarts(f.opt, 4, 0), Error);
   CHECK_THROWS_AS(optim::OneCycleLR(f.opt, 1.0, 100, 1.5), Error);
+  CHECK_THROWS_WITH_AS(optim::OneCycleLR(f.opt, 0.1, 10, 0.3, 0.0), doctest::Contains("div_factor"), Error);
+  CHECK_THROWS_WITH_AS(optim::OneCycleLR(f.opt, 0.1, 10, 0.3, 25.0, 0.0), doctest::Contains("final_div_factor"), Error);
+  CHECK_THROWS_WITH_AS(optim::OneCycleLR(f.opt, -0.1, 10), doctest::Contains("max_lr"), Error);
+  CHECK_THROWS_WITH_AS(optim::LinearWarmup(f.opt, 5, -1.0), doctest::Contains("start_factor"), Error);
+  optim::LinearWarmup warmup(f.opt, 10, 0.0);
+  CHECK_THROWS_WITH_AS(warmup.set_epoch(-5), doctest::Contains("set_epoch(-5)"), Error);
+  optim::StepLR negative(f.opt, 1, -0.5);  // PyTorch takes any gamma; an lr below 0 is refused when it comes
+  CHECK_THROWS_WITH_AS(negative.step(), doctest::Contains("gives group 0 the lr -0.05"), Error);
+  // The optimizer refuses an lr written past the scheduler, at the next step.
+  f.p.set_grad(ones({2}));
+  f.opt.param_groups()[0].lr = std::nan("");
+  CHECK_THROWS_WITH_AS(f.opt.step(), doctest::Contains("SGD: invalid lr nan in group 0"), Error);
+  CHECK_THROWS_WITH_AS(f.opt.set_lr(-1.0), doctest::Contains("SGD: invalid lr -1"), Error);
+  CHECK(f.p.to_vector<float>() == std::vector<float>{0, 0});
+}
+
+// A scheduler takes the lr it starts from from the group's initial_lr, which the first scheduler
+// set and the optimizer's state dict keeps: built after load_state_dict, it resumes the same
+// schedule (PyTorch's 'initial_lr').
+TEST_CASE("schedulers: one built after the optimizer's state is loaded resumes the same schedule") {
+  Fixture a;
+  optim::CosineAnnealingLR sa(a.opt, 20);
+  for (int i = 0; i < 10; ++i) sa.step();
+  CHECK(a.opt.lr() == doctest::Approx(0.05));
+  Fixture b;
+  b.opt.load_state_dict(a.opt.state_dict());
+  CHECK(b.opt.param_groups()[0].initial_lr == 0.1);
+  optim::CosineAnnealingLR sb(b.opt, 20);
+  sb.set_epoch(10);
+  CHECK(b.opt.lr() == a.opt.lr());
+  sa.step();
+  sb.step();
+  CHECK(b.opt.lr() == a.opt.lr());
+  Fixture fresh;  // no scheduler yet: no initial_lr in the state dict, and loading one without it is fine
+  for (const auto& [name, t] : fresh.opt.state_dict()) CHECK(name.find("initial_lr") == std::string::npos);
+  b.opt.load_state_dict(fresh.opt.state_dict());
 }
