@@ -103,8 +103,9 @@ Tensor cross_entropy_composed(const Tensor& logits, const Tensor& t, const Cross
   Tensor log_probs = log_softmax(to_dtype(logits, st), class_dim);
   Tensor el = nll_loss(log_probs, t, opts.ignore_index, Reduction::None);
   if (opts.label_smoothing > 0) {
-    Tensor kept = as(native::binary(BinaryOp::Ne, t, native::scalar_operand(double(opts.ignore_index), t)), st);
-    el = el * (1.0 - opts.label_smoothing) - mean(log_probs, {class_dim}) * kept * opts.label_smoothing;
+    Tensor kept = native::binary(BinaryOp::Ne, t, native::scalar_operand(double(opts.ignore_index), t));
+    Tensor smooth = where(kept, mean(log_probs, {class_dim}), zeros({}, TensorOptions(st, logits.device())));
+    el = el * (1.0 - opts.label_smoothing) - smooth * opts.label_smoothing;
   }
   if (opts.reduction == Reduction::None) return el;
   Tensor s = sum(el);
@@ -158,7 +159,9 @@ Tensor nll_loss(const Tensor& log_probs_in, const Tensor& target, int64_t ignore
   Tensor idx = native::unsqueeze(log_probs.dim() == 1 ? native::unsqueeze(safe, 0) : safe, 1);
   Tensor picked = squeeze(gather(to_dtype(lp, st), 1, idx), 1);
   if (log_probs.dim() == 1) picked = squeeze(picked, 0);
-  Tensor el = -picked * as(valid, st);
+  // Selected, not multiplied by the mask: an ignored row's -inf or NaN (a masked or padding row)
+  // would make 0 * inf = NaN, in the loss and, with every row ignored, in the gradient.
+  Tensor el = where(valid, -picked, zeros({}, TensorOptions(st, picked.device())));
   if (reduction == Reduction::None) return el;
   Tensor s = sum(el);
   return reduction == Reduction::Sum ? s : s / count;

@@ -6,6 +6,10 @@
 
 namespace mdl::nn {
 
+// Its dropout zeroes features of the attention's output (the heads joined, before out_proj), not
+// the attention weights as PyTorch's does: mdl's fused attention kernels (CPU and GPU) hold no
+// random mask, and dropping the weights would mean the composed softmax path at every training
+// step. Evaluation is the same as PyTorch's; training regularises differently.
 class MultiheadAttention : public Module {
  public:
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true);

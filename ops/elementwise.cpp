@@ -252,6 +252,7 @@ Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi
     Tensor x = n.saved(0), r = g[0];
     if (lo) r = zero_where(lt(x, scalar_operand(*lo, x)), r);
     if (hi) r = zero_where(gt(x, scalar_operand(*hi, x)), r);
+    if (is_floating(x.dtype())) r = zero_where(ne(x, x), r);  // a NaN lies in no range: no gradient, as PyTorch
     return Grads{r};
   });
   return out;

@@ -1,6 +1,7 @@
 // Reductions and softmax with their backward: sums broadcast the gradient back, max/min route
 // it to the chosen element, var uses 2(x - mean)/(N - correction), softmax has its own kernel.
 #include <algorithm>
+#include <cmath>
 
 #include "ops/autocast.h"
 #include "autograd/function.h"
@@ -11,7 +12,7 @@
 
 namespace mdl {
 
-MDL_DIFFERENTIABLE_OPS("sum", "mean", "max", "min", "max_dim", "min_dim", "var", "softmax", "log_softmax");
+MDL_DIFFERENTIABLE_OPS("sum", "mean", "max", "min", "max_dim", "min_dim", "var", "std", "softmax", "log_softmax");
 
 using autograd::FnNode;
 using autograd::Grads;
@@ -68,12 +69,14 @@ Tensor mean(const Tensor& x_in, const std::vector<int64_t>& dims, bool keepdim) 
 }
 
 namespace {
-// max()/min() over all elements: the gradient is shared evenly among the tied extremes.
+// max()/min() over all elements: the gradient is shared evenly among the tied extremes; a NaN
+// result's among the NaNs (x == NaN holds nowhere), as PyTorch's.
 Tensor extreme_all(ReduceOp op, const char* name, const Tensor& x) {
   Tensor out = native::reduce(op, x, {}, false);
   record_fn(name, {x}, {out}, {x, out}, [](const Grads& g, const FnNode& n) {
-    Tensor x = n.saved(0);
-    Tensor hit = native::to_dtype(eq(x, n.saved(1)), g[0].dtype());
+    Tensor x = n.saved(0), extreme = n.saved(1);
+    const bool nan = is_floating(extreme.dtype()) && std::isnan(extreme.item<double>());
+    Tensor hit = native::to_dtype(nan ? ne(x, x) : eq(x, extreme), g[0].dtype());
     return Grads{hit * (g[0] / native::reduce(ReduceOp::Sum, hit, {}, false))};
   });
   return out;
@@ -103,20 +106,36 @@ std::pair<Tensor, Tensor> min(const Tensor& x, int64_t d, bool k) { return extre
 Tensor argmax(const Tensor& x, int64_t d, bool k) { return native::max_min(true, x, d, k).second; }
 Tensor argmin(const Tensor& x, int64_t d, bool k) { return native::max_min(false, x, d, k).second; }
 
+namespace {
+// d var / dx for a gradient g_var of var's output: g_var * 2 (x - mean) / (count - correction).
+Tensor var_backward(const Tensor& g_var, const Tensor& x, const std::vector<int64_t>& rd, int64_t correction,
+                    bool keepdim) {
+  double denom = double(count(x.shape(), rd) - correction);
+  Tensor centered = x - native::reduce(ReduceOp::Mean, x, rd, true);
+  return expand_back(g_var, x.shape(), rd, keepdim) * centered * (2.0 / denom);
+}
+}  // namespace
+
 Tensor var(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
   Tensor out = native::var(x, dims, correction, keepdim);
   auto rd = reduced_dims(x, dims);
   record_fn("var", {x}, {out}, {x}, [rd, correction, keepdim](const Grads& g, const FnNode& n) {
-    Tensor x = n.saved(0);
-    double denom = double(count(x.shape(), rd) - correction);
-    Tensor centered = x - native::reduce(ReduceOp::Mean, x, rd, true);
-    return Grads{expand_back(g[0], x.shape(), rd, keepdim) * centered * (2.0 / denom)};
+    return Grads{var_backward(g[0], n.saved(0), rd, correction, keepdim)};
   });
   return out;
 }
 
+// sqrt(var) as one node: where the deviation is 0 (a constant row, one element) the gradient is
+// 0, as PyTorch's, where sqrt's g / (2 std) would be inf and then NaN at every element.
 Tensor std(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
-  return sqrt(var(x, dims, correction, keepdim));
+  Tensor out = native::unary(UnaryOp::Sqrt, native::var(x, dims, correction, keepdim));
+  auto rd = reduced_dims(x, dims);
+  record_fn("std", {x}, {out}, {x, out}, [rd, correction, keepdim](const Grads& g, const FnNode& n) {
+    Tensor s = n.saved(1);
+    Tensor g_var = native::where(eq(s, native::scalar_like(0.0, s)), native::scalar_like(0.0, s), g[0] / (s * 2.0));
+    return Grads{var_backward(g_var, n.saved(0), rd, correction, keepdim)};
+  });
+  return out;
 }
 
 namespace {

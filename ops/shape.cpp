@@ -179,6 +179,7 @@ std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   MDL_CHECK(chunks > 0, "chunk: chunks must be positive, got ", chunks);
   int64_t n = x.size(dim);
+  if (n == 0) return split(x, std::vector<int64_t>(size_t(chunks), 0), dim);  // `chunks` empty parts, as PyTorch
   return split(x, std::max<int64_t>(1, (n + chunks - 1) / chunks), dim);
 }
 

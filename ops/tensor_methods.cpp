@@ -72,6 +72,15 @@ void check_inplace(const Tensor& self, const Tensor* other, const char* op) {
             ": in-place operation with an argument that requires grad; "
             "its gradient would be lost (use the out-of-place op)");
 }
+// An in-place result is written back in self's dtype: refused where that would truncate it, as
+// PyTorch refuses (a float result into an integer tensor, anything but bool into a bool one).
+const Tensor& inplace_result(const Tensor& self, const Tensor& r, const char* op) {
+  const bool truncates = (is_floating(r.dtype()) && !is_floating(self.dtype())) ||
+                         (self.dtype() == kBool && r.dtype() != kBool);
+  MDL_CHECK(!truncates, op, ": the result's dtype ", r.dtype(), " cannot be written into the ", self.dtype(),
+            " tensor in place (use the out-of-place op, or convert the tensor first)");
+  return r;
+}
 }  // namespace
 
 Tensor& Tensor::fill_(double v) {
@@ -90,19 +99,19 @@ Tensor& Tensor::add_(const Tensor& o, double alpha) {
   check_inplace(*this, &o, "add_");
   Tensor r = native::binary(BinaryOp::Add, *this,
                             alpha == 1.0 ? o : native::binary(BinaryOp::Mul, o, native::scalar_operand(alpha, o)));
-  return copy_(r);
+  return copy_(inplace_result(*this, r, "add_"));
 }
 Tensor& Tensor::mul_(const Tensor& o) {
   check_inplace(*this, &o, "mul_");
-  return copy_(native::binary(BinaryOp::Mul, *this, o));
+  return copy_(inplace_result(*this, native::binary(BinaryOp::Mul, *this, o), "mul_"));
 }
 Tensor& Tensor::mul_(double s) {
   check_inplace(*this, nullptr, "mul_");
-  return copy_(native::binary(BinaryOp::Mul, *this, native::scalar_operand(s, *this)));
+  return copy_(inplace_result(*this, native::binary(BinaryOp::Mul, *this, native::scalar_operand(s, *this)), "mul_"));
 }
 Tensor& Tensor::div_(const Tensor& o) {
   check_inplace(*this, &o, "div_");
-  return copy_(native::binary(BinaryOp::Div, *this, o));
+  return copy_(inplace_result(*this, native::binary(BinaryOp::Div, *this, o), "div_"));
 }
 
 // ---- printing ---------------------------------------------------------------------------

@@ -17,13 +17,6 @@ bool allows_integral(UnaryOp op) {
   return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Square || op == UnaryOp::Sign;
 }
 
-// PyTorch's rule: a 0-dim operand does not widen a dimensioned one of the same category.
-DType result_type(const Tensor& a, const Tensor& b) {
-  bool sa = a.dim() == 0, sb = b.dim() == 0;
-  if (sa != sb && is_floating(a.dtype()) == is_floating(b.dtype()) && a.dtype() != kBool && b.dtype() != kBool)
-    return sa ? b.dtype() : a.dtype();
-  return promote_types(a.dtype(), b.dtype());
-}
 // A channels-last operand of the result's shape makes a channels-last result (the first one's
 // format wins), so a channels-last network stays channels-last through its elementwise ops.
 MemoryFormat result_format(const Tensor& a, const Tensor& b, const Shape& shape) {
@@ -37,13 +30,32 @@ bool is_cpu_scalar(const Tensor& t) { return t.dim() == 0 && t.device().is_cpu()
 Device op_device(const Tensor& a, const Tensor& b) {
   return a.dim() == 0 && (b.dim() != 0 || a.device().is_cpu()) ? b.device() : a.device();
 }
+// Whether integer dtype t holds the whole number v (i64: within +-2^63, whose f64 bounds are exact).
+bool holds(DType t, double v) {
+  switch (t) {
+    case kU8: return v >= 0 && v <= 255;
+    case kI32: return v >= -2147483648.0 && v <= 2147483647.0;
+    default: return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+  }
+}
+// A whole number keeps an integer tensor's dtype (a bool's becomes i64) where that dtype holds it;
+// one it cannot hold (-1 next to u8, 1e10 next to i32) is computed in f64, not clamped into range.
 DType scalar_dtype(double value, const Tensor& like) {
   const DType t = like.dtype();
   if (is_floating(t)) return t;
   const bool whole = std::floor(value) == value && std::isfinite(value);
-  return whole ? (t == kBool ? kI64 : t) : kF32;
+  if (!whole) return kF32;
+  const DType integral = t == kBool ? kI64 : t;
+  return holds(integral, value) ? integral : kF64;
 }
 }  // namespace
+
+DType result_type(const Tensor& a, const Tensor& b) {
+  bool sa = a.dim() == 0, sb = b.dim() == 0;
+  if (sa != sb && is_floating(a.dtype()) == is_floating(b.dtype()) && a.dtype() != kBool && b.dtype() != kBool)
+    return sa ? b.dtype() : a.dtype();
+  return promote_types(a.dtype(), b.dtype());
+}
 
 bool is_scalar_operand(const Tensor& s, const Tensor& other) { return is_cpu_scalar(s) && !is_cpu_scalar(other); }
 

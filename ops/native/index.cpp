@@ -54,7 +54,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     MDL_FAIL("where: condition shape ", shape_str(cond.shape()), " and value shapes ", shape_str(a.shape()), " and ",
              shape_str(b.shape()), " cannot be broadcast together");
   }
-  DType t = promote_types(a.dtype(), b.dtype());
+  DType t = result_type(a, b);
   Tensor out = make_tensor(s, t, cond.device());
   if (out.numel()) kernels::where(out.device(), out, expand(cond, s), expand(cast(a, t), s), expand(cast(b, t), s));
   return out;

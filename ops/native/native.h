@@ -42,11 +42,15 @@ Tensor unary(UnaryOp op, const Tensor& x);
 // goes to kernels::binary_scalar by value; f32 with f16/bf16 operands go uncast to a kernel that
 // takes them (kernels::binary_takes_mixed); any other operand is cast to the compute dtype.
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b);
+// The dtype binary and where compute a and b in: PyTorch's rule, under which a 0-dim operand does
+// not widen a dimensioned one of the same category (f16 tensor + f64 0-dim stays f16).
+DType result_type(const Tensor& a, const Tensor& b);
 // Whether binary passes s by value: a 0-d CPU tensor beside an operand `other` that is not one.
 // (Of two 0-d tensors on different devices, the op runs on the one that is not on the CPU.)
 bool is_scalar_operand(const Tensor& s, const Tensor& other);
 // A 0-dim tensor holding value on like's device, of like's dtype, except that beside an integral
-// like a fractional or non-finite value is F32 and a whole one beside bool is I64. For a scalar an
+// like a fractional or non-finite value is F32, a whole one beside bool is I64 and a whole one the
+// dtype cannot hold (-1 beside u8) is F64, never clamped into the dtype's range. For a scalar an
 // op needs on the device (where, expand); a binary op takes scalar_operand.
 Tensor scalar_like(double value, const Tensor& like);
 // The same value and dtype as a 0-dim CPU tensor: a scalar operand of binary, which passes it to

@@ -161,7 +161,11 @@ Tensor permute(const Tensor& x, const Shape& dims) {
 }
 
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
-  if (x.dim() == 0) return make_view(x, {}, {}, x.offset());
+  if (x.dim() == 0) {  // dims 0 and -1 name a 0-d tensor's one place, as PyTorch
+    (void)wrap_dim(d0, 1, "transpose");
+    (void)wrap_dim(d1, 1, "transpose");
+    return make_view(x, {}, {}, x.offset());
+  }
   int64_t a = wrap_dim(d0, x.dim(), "transpose"), b = wrap_dim(d1, x.dim(), "transpose");
   Shape s = x.shape(), st = x.strides();
   std::swap(s[size_t(a)], s[size_t(b)]);
@@ -218,7 +222,10 @@ Tensor squeeze(const Tensor& x) {
 }
 
 Tensor squeeze(const Tensor& x, int64_t dim) {
-  if (x.dim() == 0) return make_view(x, {}, {}, x.offset());
+  if (x.dim() == 0) {
+    (void)wrap_dim(dim, 1, "squeeze");
+    return make_view(x, {}, {}, x.offset());
+  }
   int64_t d = wrap_dim(dim, x.dim(), "squeeze");
   if (x.size(d) != 1) return make_view(x, x.shape(), x.strides(), x.offset());
   Shape s = x.shape(), st = x.strides();

@@ -234,6 +234,40 @@ TEST_CASE("loss: nll_loss picks -log_probs[target], ignoring ignore_index") {
   });
 }
 
+// An ignored row may hold -inf or NaN (a masked vocabulary entry, a padding row): it adds nothing,
+// and a batch with every target ignored gives a NaN mean but zero gradients, as PyTorch, on both
+// the fused cross-entropy and the composed one (nll_loss after log_softmax).
+TEST_CASE("loss: ignored rows holding -inf or NaN add nothing; every target ignored leaves zero gradients") {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor t = from_vector<int64_t>({2, -100});
+  Tensor lp = from_vector<float>({std::log(0.2f), std::log(0.3f), std::log(0.5f), -inf, 0, -inf}, {2, 3});
+  check_close(F::nll_loss(lp, t), {-double(std::log(0.5f))}, {.rtol = 1e-6, .atol = 1e-8});
+  const bool was_fused = toggles::fused_cross_entropy();
+  for (bool fused : {true, false})
+    for (double ls : {0.0, 0.1}) {
+      toggles::set_fused_cross_entropy(fused);
+      CAPTURE(fused);
+      CAPTURE(ls);
+      for (float junk : {-inf, nan}) {
+        Tensor x = from_vector<float>({0, 1, 2, junk, 0, 1}, {2, 3});
+        const float loss = F::cross_entropy(x, t, {.label_smoothing = ls}).item<float>();
+        Tensor row0 = from_vector<float>({0, 1, 2}, {1, 3});
+        CHECK(loss ==
+              doctest::Approx(F::cross_entropy(row0, from_vector<int64_t>({2}), {.label_smoothing = ls}).item<float>())
+                  .epsilon(1e-6));
+      }
+      Tensor xa = from_vector<float>({0, 1, 2, -inf, 0, 1}, {2, 3}).requires_grad_();
+      Tensor all = F::cross_entropy(xa, from_vector<int64_t>({-100, -100}), {.label_smoothing = ls});
+      CHECK(std::isnan(all.item<float>()));
+      all.backward();
+      CHECK(values(xa.grad()) == Vec(6, 0.0));
+    }
+  toggles::set_fused_cross_entropy(was_fused);
+  Tensor la = from_vector<double>({-1, -2, -3, -4}, {2, 2}).requires_grad_();
+  F::nll_loss(la, from_vector<int64_t>({-100, -100})).backward();
+  CHECK(values(la.grad()) == Vec(4, 0.0));
+}
+
 TEST_CASE("loss: mse_loss with each reduction, mixed dtypes, gradcheck") {
   Tensor a = from_vector<double>({1, 2, 3, 4}, {2, 2}), b = from_vector<double>({0, 2, 5, 1}, {2, 2});
   check_close(F::mse_loss(a, b, Reduction::None), {1, 0, 4, 9}, {.rtol = 1e-12, .atol = 1e-14});

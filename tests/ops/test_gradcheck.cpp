@@ -186,6 +186,12 @@ void add_reductions(std::vector<Entry>& t, Maker& m) {
   t.push_back({"var", "dim -1, correction 0, keepdim", {m.uniform({5, 3, 4})}, [P](const V& v) {
                  return var(P(v[0]), {-1}, 0, true);
                }});
+  t.push_back({"std", "dim 1, correction 1", {m.uniform({5, 3, 4})}, [P](const V& v) {
+                 return mdl::std(P(v[0]), {1}, 1, false);
+               }});
+  t.push_back({"std", "dims {0,2}, correction 0, keepdim", {m.uniform({5, 3, 4})}, [P](const V& v) {
+                 return mdl::std(P(v[0]), {0, 2}, 0, true);
+               }});
   t.push_back({"var", "dims {0,2}, correction 0", {m.uniform({5, 3, 4})}, [P](const V& v) {
                  return var(P(v[0]), {0, 2}, 0, false);
                }});
