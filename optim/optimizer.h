@@ -63,6 +63,7 @@ class Optimizer {
   // never waits for the GPU and can be captured as a CUDA Graph.
   void step_if_finite(const Tensor& found_inf);
 
+  const char* name() const { return name_; }  // "SGD", "Adam", "AdamW"
   std::vector<ParamGroup>& param_groups() { return groups_; }
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   void add_param_group(ParamGroup group);

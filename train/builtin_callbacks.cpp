@@ -137,7 +137,9 @@ void EarlyStopping::on_epoch_end(TrainContext& c, const EpochRecord& r) {
 }
 
 void EarlyStopping::on_train_end(TrainContext& c) {
-  if (!o_.restore_best_weights || best_weights_.empty() || best_.best_epoch() == last_epoch_) return;
+  if (!o_.restore_best_weights || best_weights_.empty()) return;
+  // The model holds the last epoch's weights, unless that epoch was abandoned (stop_now) or diverged.
+  if (best_.best_epoch() == last_epoch_ && !c.abandon_epoch) return;
   c.model->load_state_dict(best_weights_);
   restored_ = true;
 }

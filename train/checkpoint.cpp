@@ -15,6 +15,7 @@
 
 #include "io/safetensors.h"
 #include "tensor/error.h"
+#include "tensor/grad_mode.h"
 
 namespace mdl::train {
 namespace {
@@ -83,6 +84,7 @@ void save_checkpoint(const std::string& path, nn::Module& model, const optim::Op
   io::Metadata state_meta = meta;
   state_meta.emplace_back("model_bytes", std::to_string(weights.bytes));
   state_meta.emplace_back("model_crc32", hex(weights.crc));
+  state_meta.emplace_back("optimizer", opt.name());
   NamedTensors state;
   for (auto& [n, t] : opt.state_dict()) state.emplace_back("optimizer." + n, t);
   for (auto& [n, t] : scaler.state_dict()) state.emplace_back("scaler." + n, t);
@@ -116,6 +118,11 @@ int64_t resume_checkpoint(const std::string& path, nn::Module& model, optim::Opt
   const std::string* weights_epoch = find(weights_file.metadata, "epoch");
   MDL_CHECK(weights_epoch && *weights_epoch == epoch_text, "resume: '", path, "' records epoch '",
             weights_epoch ? *weights_epoch : "", "' but '", state_file, "' epoch '", epoch_text, "'");
+  // The state of another optimizer would load (the option and buffer names are shared) and train
+  // with SGD's momentum as Adam's moments. A state file without the name predates it: taken as is.
+  if (const std::string* kind = find(state.metadata, "optimizer"))
+    MDL_CHECK(*kind == opt.name(), "resume: '", state_file, "' holds the state of a ", *kind,
+              " optimizer; this run's optimizer is ", opt.name());
   NamedTensors optimizer_state, scaler_state;
   for (auto& [n, t] : state.tensors) {
     if (n.rfind("optimizer.", 0) == 0) optimizer_state.emplace_back(n.substr(10), t);
@@ -123,10 +130,23 @@ int64_t resume_checkpoint(const std::string& path, nn::Module& model, optim::Opt
     else MDL_FAIL("resume: '", state_file, "' holds \"", n, "\", neither optimizer nor scaler state");
   }
   // Each loader checks all of its part before it applies any; the model's comes first, as the
-  // likeliest to be refused (a checkpoint of another model).
+  // likeliest to be refused (a checkpoint of another model). Should a later part be refused, the
+  // earlier ones get their own state back: nothing is half loaded.
+  NamedTensors model_before;
+  {
+    NoGradGuard no_grad;
+    for (const auto& [n, t] : model.state_dict()) model_before.emplace_back(n, t.clone());
+  }
+  const NamedTensors opt_before = opt.state_dict();
   model.load_state_dict(weights_file.tensors);
-  opt.load_state_dict(optimizer_state);
-  if (!scaler_state.empty() && scaler.is_enabled()) scaler.load_state_dict(scaler_state);
+  try {
+    opt.load_state_dict(optimizer_state);
+    if (!scaler_state.empty() && scaler.is_enabled()) scaler.load_state_dict(scaler_state);
+  } catch (...) {
+    model.load_state_dict(model_before);
+    opt.load_state_dict(opt_before);
+    throw;
+  }
   return int64_t(epoch);
 }
 

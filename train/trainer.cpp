@@ -77,22 +77,32 @@ std::vector<EpochRecord> Trainer::fit(int64_t epochs) {
   stop_reason_.clear();
   callbacks_.train_begin(ctx);
   std::vector<EpochRecord> records;
-  while (epochs_done_ < ctx.epochs && !ctx.stop) {
-    ctx.epoch = epochs_done_ + 1;
-    callbacks_.epoch_begin(ctx);
-    c_.model->train();
-    reset_peak_memory(c_.device);
-    c_.train->set_epoch(epochs_done_);
-    const EpochMeter meter(*c_.train, ctx.epoch, dp_->world());
-    int64_t first_nonfinite_step = 0;
-    if (!train_epoch(ctx, meter, first_nonfinite_step)) break;
-    const EpochRecord r = finish_epoch(ctx, meter, first_nonfinite_step);
-    ++epochs_done_;
-    records.push_back(r);
-    history_.push_back(r);
-    ctx.history.push_back(r);
-    callbacks_.epoch_end(ctx, r);
-    dp_->barrier();  // the other ranks wait while rank 0 validates and saves
+  try {
+    while (epochs_done_ < ctx.epochs && !ctx.stop) {
+      ctx.epoch = epochs_done_ + 1;
+      callbacks_.epoch_begin(ctx);
+      c_.model->train();
+      reset_peak_memory(c_.device);
+      c_.train->set_epoch(epochs_done_);
+      const EpochMeter meter(*c_.train, ctx.epoch, dp_->world());
+      int64_t first_nonfinite_step = 0;
+      if (!train_epoch(ctx, meter, first_nonfinite_step)) break;
+      const EpochRecord r = finish_epoch(ctx, meter, first_nonfinite_step);
+      ++epochs_done_;
+      records.push_back(r);
+      history_.push_back(r);
+      ctx.history.push_back(r);
+      callbacks_.epoch_end(ctx, r);
+      dp_->barrier();  // the other ranks wait while rank 0 validates and saves
+    }
+  } catch (const TrainingDiverged& e) {
+    // The diverged epoch reaches no callback, but the run's end does, as Keras's after
+    // TerminateOnNaN: EarlyStopping puts its best weights back, the progress line ends.
+    ctx.stop = ctx.abandon_epoch = true;
+    ctx.stop_reason = e.what();
+    callbacks_.train_end(ctx);
+    stop_reason_ = ctx.stop_reason;
+    throw;
   }
   callbacks_.train_end(ctx);
   stop_reason_ = ctx.stop_reason;

@@ -113,6 +113,36 @@ TEST_CASE("checkpoint: a saved pair resumes; a torn pair is refused, naming both
   CHECK(error_of([&] { c.resume(ck); }).find("do not belong together") != std::string::npos);
 }
 
+// A checkpoint of another optimizer is refused by name; and where the model's part loads but the
+// optimizer's is refused, the model keeps its own weights.
+TEST_CASE("checkpoint: another optimizer's state is refused, and a refused part leaves the model as it was") {
+  data_test::TempDir dir("ckpt-opt");
+  const std::string ck = dir.file("model.safetensors");
+  Run a;
+  a.step();
+  a.save(ck, 1);
+  auto model = std::make_shared<nn::Linear>(4, 3);
+  optim::SGD sgd(model->parameters(), {.lr = 0.05, .momentum = 0.9});
+  amp::GradScaler off({.enabled = false});
+  const auto weights = [&] {
+    std::vector<std::vector<double>> w;
+    for (const auto& [n, t] : model->state_dict()) w.push_back(values(t));
+    return w;
+  };
+  const auto fresh = weights();
+  const std::string message = error_of([&] { train::resume_checkpoint(ck, *model, sgd, off); });
+  CHECK(message.find("holds the state of a AdamW optimizer; this run's optimizer is SGD") != std::string::npos);
+  CHECK(weights() == fresh);
+
+  // The same optimizer kind over one parameter where the file holds two: the model's part loads,
+  // the optimizer's is refused, and the weights go back.
+  optim::AdamW last_only({model->bias}, {.lr = 0.01});
+  const std::string refused = error_of([&] { train::resume_checkpoint(ck, *model, last_only, off); });
+  CAPTURE(refused);
+  CHECK(refused.find("is not an entry of this optimizer's state (1 groups, 1 parameters)") != std::string::npos);
+  CHECK(weights() == fresh);
+}
+
 TEST_CASE("checkpoint: --resume without the state file is an error naming it") {
   data_test::TempDir dir("ckpt");
   const std::string ck = dir.file("model.safetensors");

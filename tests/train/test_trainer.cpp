@@ -343,9 +343,45 @@ TEST_CASE("Trainer: a loss gone non-finite ends fit with TrainingDiverged before
   CHECK_THROWS_WITH_AS(trainer.fit(3), doctest::Contains("training diverged in epoch 1"), train::TrainingDiverged);
   CHECK(counting->train_begin == 1);
   CHECK(counting->epoch_end == 0);
-  CHECK(counting->steps < 8);  // a lone process stops at the first non-finite loss, not at the epoch's end
+  CHECK(counting->train_end == 1);  // the run's end is still called
+  CHECK(counting->steps < 8);       // a lone process stops at the first non-finite loss, not at the epoch's end
   CHECK(trainer.history().empty());
   CHECK_FALSE(std::filesystem::exists(ckpt));
+}
+
+// EarlyStopping keeps the best weights in memory; a run that diverges later still ends with them,
+// as Keras's on_train_end after TerminateOnNaN.
+TEST_CASE("Trainer: a run that diverges after its best epoch ends with EarlyStopping's best weights") {
+  struct Blowup : train::Callback {  // from the third epoch on, an lr that sends the weights to inf
+    void on_epoch_begin(TrainContext& c) override {
+      if (c.epoch == 3) c.optimizer->set_lr(1e30);
+    }
+  };
+  Setup s;
+  auto stop = std::make_shared<train::EarlyStopping>(
+      train::EarlyStoppingOptions{.monitor = "val_loss", .patience = 5, .restore_best_weights = true});
+  train::Trainer trainer(s.config);
+  trainer.add(stop).add(std::make_shared<Blowup>());
+  CHECK_THROWS_AS(trainer.fit(4), train::TrainingDiverged);
+  CHECK(trainer.history().size() == 2);
+  CHECK(stop->restored());
+  for (const auto& p : parameter_values(*s.model))
+    for (double v : p) CHECK(std::isfinite(v));
+}
+
+// evaluate() puts every module's mode back as it found it.
+TEST_CASE("Trainer: evaluate leaves the model in the mode it found it in") {
+  Setup s;
+  train::Trainer trainer(s.config);
+  s.model->eval();
+  trainer.evaluate(*s.config.validation);
+  CHECK_FALSE(s.model->is_training());
+  s.model->train();
+  auto first = s.model->named_children().front().second;
+  first->eval();  // a frozen submodule keeps its own mode
+  trainer.evaluate(*s.config.validation);
+  CHECK(s.model->is_training());
+  CHECK_FALSE(first->is_training());
 }
 
 TEST_CASE("Trainer: stop_now ends the run at once, the epoch unrecorded; needs_step_totals is asked every step") {
