@@ -2,6 +2,9 @@
 #include "train/builtin_callbacks.h"
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
 
 #include "io/safetensors.h"
 #include "tensor/error.h"
@@ -65,7 +68,7 @@ SaveCheckpoint::SaveCheckpoint(std::string path, io::Metadata tags) : path_(std:
 }
 
 void SaveCheckpoint::on_epoch_end(TrainContext& c, const EpochRecord& r) {
-  if (c.rank == 0) save_checkpoint(path_, *c.model, *c.optimizer, *c.scaler, r.epoch, tags_);
+  if (c.rank == 0) save_checkpoint(path_, *c.model, *c.optimizer, *c.scaler, r.epoch, tags_, c.schedule);
 }
 
 BestTracker::BestTracker(const std::string& monitor, Mode mode, double min_delta, const char* who)
@@ -92,7 +95,27 @@ CheckpointBest::CheckpointBest(std::string path, std::string monitor, Mode mode)
   MDL_CHECK(!path_.empty(), "CheckpointBest: no path");
 }
 
-void CheckpointBest::on_train_begin(TrainContext& c) { best_.check_available(c, "CheckpointBest"); }
+// A resumed run goes on from the best its file holds (an earlier epoch of the same monitor), as
+// Lightning keeps best_model_score: a worse epoch after the resume must not replace it. A run from
+// epoch 1 starts afresh, as Keras's ModelCheckpoint does.
+void CheckpointBest::on_train_begin(TrainContext& c) {
+  best_.check_available(c, "CheckpointBest");
+  if (c.first_epoch <= 1 || best_.best_epoch() > 0 || !std::filesystem::exists(path_)) return;
+  const io::Metadata meta = io::read_safetensors(path_).metadata;
+  auto get = [&](const char* key) -> std::string {
+    for (const auto& [k, v] : meta)
+      if (k == key) return v;
+    return "";
+  };
+  if (get("monitor") != best_.monitor()) return;
+  char* end = nullptr;
+  const std::string value = get("value"), epoch = get("epoch");
+  const double v = std::strtod(value.c_str(), &end);
+  if (value.empty() || *end != '\0' || !std::isfinite(v)) return;
+  const long long e = std::strtoll(epoch.c_str(), &end, 10);
+  if (epoch.empty() || *end != '\0' || e < 1 || e >= c.first_epoch) return;
+  best_.set(v, e);
+}
 
 void CheckpointBest::on_epoch_end(TrainContext& c, const EpochRecord& r) {
   const double v = metric_value(r, best_.monitor());

@@ -22,9 +22,11 @@ struct TrainContext {
   nn::Module* model = nullptr;
   optim::Optimizer* optimizer = nullptr;
   amp::GradScaler* scaler = nullptr;
-  int64_t epoch = 0;   // 1-based: the epoch running, or the one just finished
-  int64_t epochs = 0;  // the run's last epoch
-  int64_t step = 0;    // 1-based within the epoch, at on_step_end
+  optim::LRScheduler* schedule = nullptr;  // the run's, or null
+  int64_t epoch = 0;                       // 1-based: the epoch running, or the one just finished
+  int64_t first_epoch = 1;                 // this fit's first epoch: after Trainer::resume_after(n), n + 1
+  int64_t epochs = 0;                      // the run's last epoch
+  int64_t step = 0;                        // 1-based within the epoch, at on_step_end
   int64_t steps_per_epoch = 0;
   int64_t global_step = 0;  // steps since the run began
   // The epoch's sums so far. On a GPU the loss and correct count are summed on the device and

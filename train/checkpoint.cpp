@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "io/safetensors.h"
+#include "ops/native/factory.h"
 #include "tensor/error.h"
 #include "tensor/grad_mode.h"
 
@@ -76,7 +77,8 @@ bool parse(const std::string& text, uint64_t lo, uint64_t hi, int base, uint64_t
 }  // namespace
 
 void save_checkpoint(const std::string& path, nn::Module& model, const optim::Optimizer& opt,
-                     const amp::GradScaler& scaler, int64_t epoch, const io::Metadata& tags) {
+                     const amp::GradScaler& scaler, int64_t epoch, const io::Metadata& tags,
+                     const optim::LRScheduler* schedule) {
   io::Metadata meta = {{"epoch", std::to_string(epoch)}};
   meta.insert(meta.end(), tags.begin(), tags.end());
   io::save_safetensors(path, model.state_dict(), meta);
@@ -85,13 +87,17 @@ void save_checkpoint(const std::string& path, nn::Module& model, const optim::Op
   state_meta.emplace_back("model_bytes", std::to_string(weights.bytes));
   state_meta.emplace_back("model_crc32", hex(weights.crc));
   state_meta.emplace_back("optimizer", opt.name());
+  state_meta.emplace_back("rng_seed", std::to_string(default_generator().seed()));
+  state_meta.emplace_back("rng_offset", std::to_string(default_generator().offset()));
+  if (schedule) state_meta.emplace_back("schedule_epoch", std::to_string(schedule->last_epoch()));
   NamedTensors state;
   for (auto& [n, t] : opt.state_dict()) state.emplace_back("optimizer." + n, t);
   for (auto& [n, t] : scaler.state_dict()) state.emplace_back("scaler." + n, t);
   io::save_safetensors(state_path(path), state, state_meta);
 }
 
-int64_t resume_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& opt, amp::GradScaler& scaler) {
+int64_t resume_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& opt, amp::GradScaler& scaler,
+                          optim::LRScheduler* schedule) {
   const std::string state_file = state_path(path);
   MDL_CHECK(std::filesystem::exists(path), "resume: the checkpoint '", path, "' does not exist");
   MDL_CHECK(std::filesystem::exists(state_file), "resume: the training-state file '", state_file,
@@ -123,6 +129,22 @@ int64_t resume_checkpoint(const std::string& path, nn::Module& model, optim::Opt
   if (const std::string* kind = find(state.metadata, "optimizer"))
     MDL_CHECK(*kind == opt.name(), "resume: '", state_file, "' holds the state of a ", *kind,
               " optimizer; this run's optimizer is ", opt.name());
+  // The generator's state and the schedule's position, read before anything changes. Files that
+  // predate them resume without (the generator as the run seeded it).
+  uint64_t rng_seed = 0, rng_offset = 0, schedule_epoch = 0;
+  const std::string* seed_text = find(state.metadata, "rng_seed");
+  const std::string* offset_text = find(state.metadata, "rng_offset");
+  MDL_CHECK(!seed_text == !offset_text, "resume: '", state_file, "' records only one of rng_seed and rng_offset");
+  if (seed_text)
+    MDL_CHECK(parse(*seed_text, 0, std::numeric_limits<uint64_t>::max(), 10, rng_seed) &&
+                  parse(*offset_text, 0, std::numeric_limits<uint64_t>::max(), 10, rng_offset),
+              "resume: '", state_file, "' records the generator as seed '", *seed_text, "' offset '", *offset_text,
+              "'; expected two whole numbers");
+  if (schedule) {
+    const std::string& text = require(state.metadata, "schedule_epoch", state_file);
+    MDL_CHECK(parse(text, 0, uint64_t(std::numeric_limits<int64_t>::max()), 10, schedule_epoch), "resume: '",
+              state_file, "' records the schedule's position as '", text, "'; expected a whole number");
+  }
   NamedTensors optimizer_state, scaler_state;
   for (auto& [n, t] : state.tensors) {
     if (n.rfind("optimizer.", 0) == 0) optimizer_state.emplace_back(n.substr(10), t);
@@ -147,6 +169,11 @@ int64_t resume_checkpoint(const std::string& path, nn::Module& model, optim::Opt
     opt.load_state_dict(opt_before);
     throw;
   }
+  if (seed_text) {
+    default_generator().manual_seed(rng_seed);
+    default_generator().set_offset(rng_offset);
+  }
+  if (schedule) schedule->set_epoch(int64_t(schedule_epoch));
   return int64_t(epoch);
 }
 

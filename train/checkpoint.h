@@ -2,7 +2,9 @@
 // weights in a safetensors file, and beside it (CHECKPOINT.train.safetensors) the optimizer and
 // loss-scaler state, both tagged with the epochs done and the caller's tags (mdl-train's: the
 // model and the data). The state file also records the weights file's size and CRC-32
-// ("model_bytes", "model_crc32"), which tie the two into one checkpoint.
+// ("model_bytes", "model_crc32"), which tie the two into one checkpoint, the optimizer's kind, the
+// default generator's seed and offset (dropout and random init draw from it; a resumed run draws
+// what the straight run would have), and, when given, the LR schedule's position.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -11,16 +13,20 @@
 #include "io/safetensors.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
+#include "optim/schedulers.h"
 
 namespace mdl::train {
 
 void save_checkpoint(const std::string& path, nn::Module& model, const optim::Optimizer& opt,
-                     const amp::GradScaler& scaler, int64_t epoch, const io::Metadata& tags = {});
+                     const amp::GradScaler& scaler, int64_t epoch, const io::Metadata& tags = {},
+                     const optim::LRScheduler* schedule = nullptr);
 
 // Loads the model, the optimizer and (when enabled and saved) the scaler; returns the epochs
 // done. A missing state file, a malformed epoch, or a weights file that is not the one the state
 // file was written with (a torn pair) is an mdl::Error naming the files, raised before anything
-// is loaded.
-int64_t resume_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& opt, amp::GradScaler& scaler);
+// is loaded. A schedule given is set to the saved position (its steps taken, skipped ones as they
+// were counted); one the file does not record is an error.
+int64_t resume_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& opt, amp::GradScaler& scaler,
+                          optim::LRScheduler* schedule = nullptr);
 
 }  // namespace mdl::train

@@ -70,6 +70,8 @@ std::vector<EpochRecord> Trainer::fit(int64_t epochs) {
   if (dp_->enabled() && !dp_->attached()) dp_->attach(c_.model, scaler_);  // after any resume
   TrainContext ctx;
   ctx.model = c_.model.get(), ctx.optimizer = c_.optimizer.get(), ctx.scaler = &scaler_;
+  ctx.schedule = c_.schedule.get();
+  ctx.first_epoch = epochs_done_ + 1;
   ctx.epochs = epochs_done_ + epochs;
   ctx.steps_per_epoch = c_.train->size();
   ctx.has_validation = c_.validation != nullptr;

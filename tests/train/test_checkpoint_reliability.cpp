@@ -143,6 +143,39 @@ TEST_CASE("checkpoint: another optimizer's state is refused, and a refused part 
   CHECK(weights() == fresh);
 }
 
+// The schedule's position and the default generator (dropout's draws) come back with the rest, so
+// a resumed run continues as the straight one would; a schedule the file does not record is refused.
+TEST_CASE("checkpoint: the LR schedule's position and the generator's state resume") {
+  data_test::TempDir dir("ckpt-schedule");
+  const std::string ck = dir.file("model.safetensors");
+  Run a;
+  optim::CosineAnnealingLR cosine(a.opt, 20);
+  for (int i = 0; i < 7; ++i) cosine.step();
+  a.step();
+  manual_seed(5);
+  (void)randn({3});  // the generator past its seed
+  const uint64_t offset = default_generator().offset();
+  train::save_checkpoint(ck, *a.model, a.opt, a.scaler, 1, {}, &cosine);
+  const std::vector<float> next = randn({4}).to_vector<float>();  // what the straight run draws next
+
+  manual_seed(99);  // a new process seeds afresh and builds its model
+  Run b;
+  optim::CosineAnnealingLR resumed(b.opt, 20);
+  CHECK(train::resume_checkpoint(ck, *b.model, b.opt, b.scaler, &resumed) == 1);
+  CHECK(resumed.last_epoch() == 7);
+  CHECK(b.opt.lr() == a.opt.lr());
+  CHECK(default_generator().seed() == 5);
+  CHECK(default_generator().offset() == offset);
+  CHECK(randn({4}).to_vector<float>() == next);
+
+  a.save(ck, 1);  // no schedule given: none recorded
+  Run c;
+  optim::CosineAnnealingLR unrecorded(c.opt, 20);
+  CHECK(error_of([&] {
+          train::resume_checkpoint(ck, *c.model, c.opt, c.scaler, &unrecorded);
+        }).find("records no \"schedule_epoch\"") != std::string::npos);
+}
+
 TEST_CASE("checkpoint: --resume without the state file is an error naming it") {
   data_test::TempDir dir("ckpt");
   const std::string ck = dir.file("model.safetensors");

@@ -244,6 +244,39 @@ TEST_CASE("CheckpointBest: writes only on improvement, and the file loads back")
   std::filesystem::remove(path);
 }
 
+// A resumed run (its first epoch past 1) goes on from the best its file holds for the same metric;
+// a run from epoch 1 starts afresh and overwrites it.
+TEST_CASE("CheckpointBest: a resumed run keeps a better file from before; a new run replaces it") {
+  const std::string path = temp_path("best_resumed.safetensors");
+  std::filesystem::remove(path);
+  nn::ModulePtr model = mlp();
+  {
+    train::CheckpointBest first(path, "val_loss");
+    TrainContext c = context(*model);
+    first.on_train_begin(c);
+    first.on_epoch_end(c, record(3, 0.25));
+  }
+  train::CheckpointBest resumed(path, "val_loss");
+  TrainContext c = context(*model);
+  c.first_epoch = 5;
+  resumed.on_train_begin(c);
+  CHECK(resumed.best_epoch() == 3);
+  resumed.on_epoch_end(c, record(5, 0.5));  // worse than the file's 0.25
+  CHECK(resumed.saves() == 0);
+  resumed.on_epoch_end(c, record(6, 0.125));
+  CHECK(resumed.saves() == 1);
+
+  train::CheckpointBest other_metric(path, "val_accuracy");  // the file's value is val_loss's: not taken
+  other_metric.on_train_begin(c);
+  CHECK(other_metric.best_epoch() == 0);
+  train::CheckpointBest fresh(path, "val_loss");
+  TrainContext from_start = context(*model);
+  fresh.on_train_begin(from_start);
+  fresh.on_epoch_end(from_start, record(1, 0.9));
+  CHECK(fresh.saves() == 1);
+  std::filesystem::remove(path);
+}
+
 TEST_CASE("ReduceLROnPlateau: the lr falls once the metric has not improved for more than `patience` epochs") {
   nn::ModulePtr model = mlp();
   optim::SGD opt(model->parameters(), {.lr = 0.1});
