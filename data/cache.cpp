@@ -286,6 +286,15 @@ bool FileCache::complete() const {
   return complete_;
 }
 
+std::vector<int64_t> FileCache::missing() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<int64_t> out;
+  if (complete_) return out;
+  for (size_t i = 0; i < entries_.size(); ++i)
+    if (entries_[i].offset < 0) out.push_back(int64_t(i));
+  return out;
+}
+
 std::optional<Sample> FileCache::lookup(int64_t index) {
   Entry e;
   std::string path;

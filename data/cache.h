@@ -86,6 +86,7 @@ class FileCache : public SampleCache {
   void store_failure(int64_t index, const std::string& what) override;
 
   bool complete() const;                   // every sample is in the file
+  std::vector<int64_t> missing() const;    // the indices not stored yet, in order
   bool reused() const { return reused_; }  // opened a complete file left by an earlier run
   const std::string& path() const { return final_path_; }
 

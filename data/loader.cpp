@@ -150,6 +150,29 @@ void DataLoader::advance() {
     return;
   }
   stop_epoch();
+  complete_file_cache();
+}
+
+// A file cache is kept only once it holds every index; a sampler that never visits some (the tail
+// drop_last leaves, a rank's shard of an unshuffled DistributedSampler) would leave it unfinished,
+// removed at exit and rebuilt by every run. At the first epoch's natural end the indices it lacks
+// are loaded into it, once; one that fails is recorded as a failure, which a later run tries again.
+void DataLoader::complete_file_cache() {
+  auto* file = dynamic_cast<FileCache*>(cache_.get());
+  if (!file) return;
+  for (int64_t index : file->missing()) {
+    try {
+      Sample s = dataset_.get(index);
+      if (opt_.before_cache) s.x = opt_.before_cache->apply(s.x);
+      file->store(index, s);
+    } catch (const CacheWriteError&) {
+      throw;
+    } catch (const std::bad_alloc&) {
+      throw;
+    } catch (const std::exception& e) {
+      file->store_failure(index, e.what());
+    }
+  }
 }
 
 DataLoader::Result DataLoader::take(int64_t b) {

@@ -103,3 +103,29 @@ TEST_CASE("data: with on_error = Skip the file cache completes, and a later run 
     CHECK(fresh.stats().samples == 10);
   }
 }
+
+// A sampler that never visits some indices (drop_last's tail here) would leave the file cache
+// unfinished, removed at exit and rebuilt by every run: the first epoch's end loads what it lacks.
+TEST_CASE("data: the file cache completes after an epoch that skipped indices, and the next run reuses it") {
+  TempDir dir;
+  const fs::path root = dir.path / "images", cache = dir.path / "cache";
+  make_image_folder(root, 2, 5, 4, 4, 1);  // 10 images: batches of 4 with drop_last visit 8
+  data::ImageFolder images(root.string());
+  const data::LoaderOptions opt{.batch_size = 4,
+                                .drop_last = true,
+                                .num_workers = 2,
+                                .cache = Cache::File,
+                                .cache_dir = cache.string()};
+  Epoch built;
+  {
+    DataLoader loader(images, opt);
+    built = run_epoch(loader);
+    CHECK(built.y.size() == 2);
+  }
+  CHECK(count_files(cache, ".mdlcache") == 1);
+  CHECK(count_files(cache, ".partial") == 0);
+  DataLoader again(images, opt);
+  CHECK(again.stats().file_cache_reused);
+  CHECK(run_epoch(again) == built);
+  CHECK(again.stats().cache_misses == 0);
+}
