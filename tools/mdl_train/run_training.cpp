@@ -124,6 +124,9 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
     first_epoch = resume_checkpoint(o.resume, *model, *opt, trainer.scaler(), schedule.get());
     trainer.resume_after(first_epoch);
     if (out) std::fprintf(out, "resumed from %s after epoch %lld\n", o.resume.c_str(), (long long)first_epoch);
+    if (out && first_epoch >= o.epochs)
+      std::fprintf(out, "nothing to train: --epochs %lld is not past the checkpoint's epoch %lld\n",
+                   (long long)o.epochs, (long long)first_epoch);
   }
 
   // The callbacks, in the order they are called at each point.
