@@ -154,13 +154,16 @@ void DataLoader::advance() {
 }
 
 // A file cache is kept only once it holds every index; a sampler that never visits some (the tail
-// drop_last leaves, a rank's shard of an unshuffled DistributedSampler) would leave it unfinished,
-// removed at exit and rebuilt by every run. At the first epoch's natural end the indices it lacks
-// are loaded into it, once; one that fails is recorded as a failure, which a later run tries again.
+// drop_last leaves) would leave it unfinished, removed at exit and rebuilt by every run. At an
+// epoch's natural end, when fewer than a batch of indices are missing, they are loaded into it on
+// this thread; one that fails is recorded as a failure, which a later run tries again. More (a
+// rank's shard of an unshuffled DistributedSampler) would stall the run: the cache stays unkept.
 void DataLoader::complete_file_cache() {
   auto* file = dynamic_cast<FileCache*>(cache_.get());
   if (!file) return;
-  for (int64_t index : file->missing()) {
+  const std::vector<int64_t> missing = file->missing();
+  if (int64_t(missing.size()) >= opt_.batch_size) return;
+  for (int64_t index : missing) {
     try {
       Sample s = dataset_.get(index);
       if (opt_.before_cache) s.x = opt_.before_cache->apply(s.x);

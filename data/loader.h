@@ -135,9 +135,9 @@ class DataLoader {
 
   void start_epoch();
   void stop_epoch();
-  void advance();
-  void
-  complete_file_cache();  // loads what the file cache lacks, after an epoch that left it unfinished  // fetches the next batch into current_, or sets at_end_
+  void advance();  // fetches the next batch into current_, or sets at_end_
+  // Loads what the file cache lacks after an epoch that left a few indices unvisited.
+  void complete_file_cache();
   Result take(int64_t b);
   Result build(int64_t epoch, int64_t b);
   void discard(Result& r);  // gives back the device copies of a batch that will not be handed out

@@ -1,7 +1,6 @@
 // Reductions and softmax with their backward: sums broadcast the gradient back, max/min route
 // it to the chosen element, var uses 2(x - mean)/(N - correction), softmax has its own kernel.
 #include <algorithm>
-#include <cmath>
 
 #include "ops/autocast.h"
 #include "autograd/function.h"
@@ -75,8 +74,8 @@ Tensor extreme_all(ReduceOp op, const char* name, const Tensor& x) {
   Tensor out = native::reduce(op, x, {}, false);
   record_fn(name, {x}, {out}, {x, out}, [](const Grads& g, const FnNode& n) {
     Tensor x = n.saved(0), extreme = n.saved(1);
-    const bool nan = is_floating(extreme.dtype()) && std::isnan(extreme.item<double>());
-    Tensor hit = native::to_dtype(nan ? ne(x, x) : eq(x, extreme), g[0].dtype());
+    // Decided on the device: no wait for the GPU, and a CUDA Graph can capture it.
+    Tensor hit = native::to_dtype(native::where(ne(extreme, extreme), ne(x, x), eq(x, extreme)), g[0].dtype());
     return Grads{hit * (g[0] / native::reduce(ReduceOp::Sum, hit, {}, false))};
   });
   return out;

@@ -97,7 +97,7 @@ void save_checkpoint(const std::string& path, nn::Module& model, const optim::Op
 }
 
 int64_t resume_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& opt, amp::GradScaler& scaler,
-                          optim::LRScheduler* schedule) {
+                          optim::LRScheduler* schedule, int64_t steps_per_epoch) {
   const std::string state_file = state_path(path);
   MDL_CHECK(std::filesystem::exists(path), "resume: the checkpoint '", path, "' does not exist");
   MDL_CHECK(std::filesystem::exists(state_file), "resume: the training-state file '", state_file,
@@ -141,9 +141,11 @@ int64_t resume_checkpoint(const std::string& path, nn::Module& model, optim::Opt
               "resume: '", state_file, "' records the generator as seed '", *seed_text, "' offset '", *offset_text,
               "'; expected two whole numbers");
   if (schedule) {
-    const std::string& text = require(state.metadata, "schedule_epoch", state_file);
-    MDL_CHECK(parse(text, 0, uint64_t(std::numeric_limits<int64_t>::max()), 10, schedule_epoch), "resume: '",
-              state_file, "' records the schedule's position as '", text, "'; expected a whole number");
+    if (const std::string* text = find(state.metadata, "schedule_epoch"))
+      MDL_CHECK(parse(*text, 0, uint64_t(std::numeric_limits<int64_t>::max()), 10, schedule_epoch), "resume: '",
+                state_file, "' records the schedule's position as '", *text, "'; expected a whole number");
+    else if (steps_per_epoch > 0) schedule_epoch = epoch * uint64_t(steps_per_epoch);
+    else require(state.metadata, "schedule_epoch", state_file);  // refused, naming what is missing
   }
   NamedTensors optimizer_state, scaler_state;
   for (auto& [n, t] : state.tensors) {

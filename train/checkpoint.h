@@ -25,8 +25,9 @@ void save_checkpoint(const std::string& path, nn::Module& model, const optim::Op
 // done. A missing state file, a malformed epoch, or a weights file that is not the one the state
 // file was written with (a torn pair) is an mdl::Error naming the files, raised before anything
 // is loaded. A schedule given is set to the saved position (its steps taken, skipped ones as they
-// were counted); one the file does not record is an error.
+// were counted); a file that predates the position (or was saved without a schedule) sets it to
+// epochs x steps_per_epoch, one step per batch, and refuses when steps_per_epoch is 0.
 int64_t resume_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& opt, amp::GradScaler& scaler,
-                          optim::LRScheduler* schedule = nullptr);
+                          optim::LRScheduler* schedule = nullptr, int64_t steps_per_epoch = 0);
 
 }  // namespace mdl::train

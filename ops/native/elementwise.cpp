@@ -30,23 +30,21 @@ bool is_cpu_scalar(const Tensor& t) { return t.dim() == 0 && t.device().is_cpu()
 Device op_device(const Tensor& a, const Tensor& b) {
   return a.dim() == 0 && (b.dim() != 0 || a.device().is_cpu()) ? b.device() : a.device();
 }
-// Whether integer dtype t holds the whole number v (i64: within +-2^63, whose f64 bounds are exact).
-bool holds(DType t, double v) {
-  switch (t) {
-    case kU8: return v >= 0 && v <= 255;
-    case kI32: return v >= -2147483648.0 && v <= 2147483647.0;
-    default: return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
-  }
-}
-// A whole number keeps an integer tensor's dtype (a bool's becomes i64) where that dtype holds it;
-// one it cannot hold (-1 next to u8, 1e10 next to i32) is computed in f64, not clamped into range.
 DType scalar_dtype(double value, const Tensor& like) {
   const DType t = like.dtype();
   if (is_floating(t)) return t;
   const bool whole = std::floor(value) == value && std::isfinite(value);
-  if (!whole) return kF32;
-  const DType integral = t == kBool ? kI64 : t;
-  return holds(integral, value) ? integral : kF64;
+  return whole ? (t == kBool ? kI64 : t) : kF32;
+}
+// A whole number in integer dtype t, wrapped modulo the dtype's range as PyTorch converts a Python
+// int (u8 + -1 adds 255, which wraps to x - 1), where a plain conversion would clamp it (to 0).
+// Past i64's range there is no such integer: an mdl::Error.
+double scalar_value(double value, DType t) {
+  if (is_floating(t)) return value;
+  MDL_CHECK(value >= -9223372036854775808.0 && value < 9223372036854775808.0, "the number ", value,
+            " is past the range of a 64-bit integer; make the tensor floating first");
+  const auto v = int64_t(value);
+  return t == kU8 ? double(uint8_t(v)) : t == kI32 ? double(int32_t(v)) : double(v);
 }
 }  // namespace
 
@@ -94,11 +92,13 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b) {
 }
 
 Tensor scalar_like(double value, const Tensor& like) {
-  return full({}, value, {scalar_dtype(value, like), like.device()});
+  const DType t = scalar_dtype(value, like);
+  return full({}, scalar_value(value, t), {t, like.device()});
 }
 
 Tensor scalar_operand(double value, const Tensor& like) {
-  return full({}, value, {scalar_dtype(value, like), Device::cpu()});
+  const DType t = scalar_dtype(value, like);
+  return full({}, scalar_value(value, t), {t, Device::cpu()});
 }
 
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {

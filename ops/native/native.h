@@ -49,8 +49,8 @@ DType result_type(const Tensor& a, const Tensor& b);
 // (Of two 0-d tensors on different devices, the op runs on the one that is not on the CPU.)
 bool is_scalar_operand(const Tensor& s, const Tensor& other);
 // A 0-dim tensor holding value on like's device, of like's dtype, except that beside an integral
-// like a fractional or non-finite value is F32, a whole one beside bool is I64 and a whole one the
-// dtype cannot hold (-1 beside u8) is F64, never clamped into the dtype's range. For a scalar an
+// like a fractional or non-finite value is F32 and a whole one beside bool is I64. A whole one the
+// integer dtype cannot hold wraps as PyTorch's Python ints do (-1 beside u8 is 255). For a scalar an
 // op needs on the device (where, expand); a binary op takes scalar_operand.
 Tensor scalar_like(double value, const Tensor& like);
 // The same value and dtype as a 0-dim CPU tensor: a scalar operand of binary, which passes it to

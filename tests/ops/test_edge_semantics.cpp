@@ -1,5 +1,5 @@
 // Edge cases a PyTorch user meets, each once wrong here: whole scalars an integer dtype cannot
-// hold, std's and max's gradients at a zero deviation and at NaN, clamp's gradient at NaN, in-place
+// hold (wrapped as PyTorch's Python ints, where they were clamped), std's and max's gradients at a zero deviation and at NaN, clamp's gradient at NaN, in-place
 // results that would be truncated, where's 0-dim promotion, dims of 0-d tensors, chunks of nothing.
 #include <doctest/doctest.h>
 
@@ -15,14 +15,18 @@ using namespace mdl;
 using namespace mdl::test;
 using V = std::vector<double>;
 
-TEST_CASE("edge: a whole scalar an integer dtype cannot hold is computed in f64, never clamped") {
+TEST_CASE("edge: a whole scalar an integer dtype cannot hold wraps as PyTorch's ints do, never clamps") {
   Tensor u8 = from_vector<uint8_t>({0, 5});
-  CHECK(values(u8 + -1.0) == V{-1, 4});
-  CHECK(values(u8 * -1.0) == V{0, -5});
-  CHECK((u8 + 1.0).dtype() == kU8);  // one it holds keeps the dtype
-  CHECK(values(from_vector<int32_t>({1, 2}) + 1e10) == V{1e10 + 1, 1e10 + 2});
-  CHECK(values(from_vector<int64_t>({1, 2}) * 1e20) == V{1e20, 2e20});
+  CHECK((u8 + -1.0).dtype() == kU8);
+  CHECK(values(u8 + -1.0) == V{255, 4});
+  CHECK(values(u8 * -1.0) == V{0, 251});
+  Tensor acc = from_vector<uint8_t>({5, 7});
+  acc.add_(from_vector<uint8_t>({1, 2}), -1.0);  // alpha -1 is 255: x + 255 y wraps to x - y
+  CHECK(values(acc) == V{4, 5});
+  CHECK(values(from_vector<int32_t>({1, 2}) + 1e10) == V{1410065409, 1410065410});  // 1e10 mod 2^32
   CHECK((from_vector<int32_t>({1}) + 7.0).dtype() == kI32);
+  CHECK_THROWS_WITH_AS(from_vector<int64_t>({1, 2}) * 1e20, doctest::Contains("past the range of a 64-bit integer"),
+                       Error);
 }
 
 TEST_CASE("edge: std's gradient is 0 where the deviation is 0; max's goes to the NaNs") {

@@ -168,12 +168,14 @@ TEST_CASE("checkpoint: the LR schedule's position and the generator's state resu
   CHECK(default_generator().offset() == offset);
   CHECK(randn({4}).to_vector<float>() == next);
 
-  a.save(ck, 1);  // no schedule given: none recorded
+  a.save(ck, 1);  // no schedule given (or a file from before): none recorded
   Run c;
   optim::CosineAnnealingLR unrecorded(c.opt, 20);
   CHECK(error_of([&] {
           train::resume_checkpoint(ck, *c.model, c.opt, c.scaler, &unrecorded);
         }).find("records no \"schedule_epoch\"") != std::string::npos);
+  CHECK(train::resume_checkpoint(ck, *c.model, c.opt, c.scaler, &unrecorded, /*steps_per_epoch=*/6) == 1);
+  CHECK(unrecorded.last_epoch() == 6);  // one step per batch of the epoch done
 }
 
 TEST_CASE("checkpoint: --resume without the state file is an error naming it") {
