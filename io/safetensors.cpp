@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <string_view>
 #include <system_error>
+#include <numeric>
 #include <unordered_set>
 
 #include "io/json.h"
@@ -106,7 +107,19 @@ class AtomicFile {
   bool committed_ = false;
 };
 
-// The header for `tensors` laid out in order, padded with spaces so that 8 + its size % 8 == 0.
+// The order the tensors' data is laid out in: widest elements first, else as given (the reference
+// writer's rule), so that every tensor starts at a multiple of its element size and a reader may
+// view the mapped bytes as its dtype in place. The header lists them as given.
+std::vector<size_t> data_order(const NamedTensors& tensors) {
+  std::vector<size_t> order(tensors.size());
+  std::iota(order.begin(), order.end(), size_t(0));
+  auto width = [&](size_t i) { return tensors[i].second.defined() ? tensors[i].second.element_size() : 0; };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return width(a) > width(b); });
+  return order;
+}
+
+// The header for `tensors`, their data laid out in data_order, padded with spaces so that
+// 8 + its size % 8 == 0.
 std::string make_header(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
   const char* op = "save_safetensors";
   json::Value header = json::Value::make_object();
@@ -121,8 +134,14 @@ std::string make_header(const std::string& path, const NamedTensors& tensors, co
     }
   }
   std::unordered_set<std::string_view> names;
+  std::vector<uint64_t> begin(tensors.size());
   uint64_t offset = 0;
-  for (const auto& [name, t] : tensors) {
+  for (size_t i : data_order(tensors)) {
+    begin[i] = offset;
+    offset += tensors[i].second.defined() ? tensors[i].second.nbytes() : 0;
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto& [name, t] = tensors[i];
     MDL_CHECK(!name.empty(), op, ": ", path, ": tensor names must be non-empty");
     MDL_CHECK(name != kMetadataKey, op, ": ", path, ": the tensor name '", kMetadataKey, "' is reserved for metadata");
     MDL_CHECK(names.insert(name).second, op, ": ", path, ": duplicate tensor name '", name, "'");
@@ -133,9 +152,8 @@ std::string make_header(const std::string& path, const NamedTensors& tensors, co
     json::Value& shape = entry.add("shape", json::Value::make_array());
     for (int64_t d : t.shape()) shape.push(json::Value::make_int(d));
     json::Value& offsets = entry.add("data_offsets", json::Value::make_array());
-    offsets.push(json::Value::make_uint(offset));
-    offset += t.nbytes();
-    offsets.push(json::Value::make_uint(offset));
+    offsets.push(json::Value::make_uint(begin[i]));
+    offsets.push(json::Value::make_uint(begin[i] + t.nbytes()));
     header.add(name, std::move(entry));
   }
   std::string text = json::dump(header);
@@ -332,10 +350,12 @@ SafetensorsContents read_file(const std::string& path, const char* op) {
     if (header.keys[i].empty()) bad(c, "a tensor has an empty name");
     entries.push_back(parse_entry(c, header.keys[i], header.items[i], buffer_size));
   }
-  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+  // Checked in file order; returned in the header's (for mdl's files, the order they were saved in).
+  std::vector<Entry> by_offset = entries;
+  std::stable_sort(by_offset.begin(), by_offset.end(), [](const Entry& a, const Entry& b) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
-  check_coverage(c, entries, buffer_size);
+  check_coverage(c, by_offset, buffer_size);
 
   out.tensors.reserve(entries.size());
   for (const Entry& e : entries) {
@@ -361,8 +381,8 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors, cons
   AtomicFile file(path);
   file.write(&n, 8);
   file.write(header.data(), header.size());
-  for (const auto& [name, t] : tensors) {
-    Tensor host = t.detach().to(Device::cpu()).contiguous();
+  for (size_t i : data_order(tensors)) {
+    Tensor host = tensors[i].second.detach().to(Device::cpu()).contiguous();
     if (host.nbytes() > 0) file.write(host.raw_data(), host.nbytes());
   }
   file.commit();

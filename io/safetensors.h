@@ -12,12 +12,13 @@ namespace mdl::io {
 
 using Metadata = std::vector<std::pair<std::string, std::string>>;
 
-// Writes atomically: a temporary file beside `path`, flushed, then renamed over it.
+// Writes atomically: a temporary file beside `path`, flushed, then renamed over it. The data is laid
+// out widest elements first (the reference writer's order), each tensor aligned to its element size.
 // Supports f32, f16, bf16, f64, i32, i64, u8, bool; tensors may live on any device and have any strides.
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata = {});
 
 struct SafetensorsContents {
-  NamedTensors tensors;  // in file order (sorted by data offset)
+  NamedTensors tensors;  // in the header's order: as they were saved, for a file mdl wrote
   Metadata metadata;
 };
 // Validates everything (header length bound, JSON, dtype names, shapes, offsets inside the file,

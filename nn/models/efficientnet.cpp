@@ -6,7 +6,7 @@
 namespace mdl::nn::models {
 
 namespace {
-constexpr double kBnEps = 1e-3;
+constexpr double kBnEps = 1e-5;  // torchvision's B0 (nn.BatchNorm2d's default); its B5-B7 and V2 use 1e-3
 }
 
 std::shared_ptr<Sequential> efficientnet_b0(int64_t classes, int64_t in_channels, bool small_input) {

@@ -217,6 +217,37 @@ TEST_CASE("safetensors byte layout of a small file") {
   CHECK(bytes == file_bytes(json, std::string(reinterpret_cast<const char*>(f), 8) + "\x07\x08\x09"));
 }
 
+// The data is laid out widest elements first (as the reference writer does), so every tensor
+// starts at a multiple of its element size; the header, and so what the reader returns, keep the
+// order given.
+TEST_CASE("safetensors aligns each tensor's data to its element size, and keeps the names' order") {
+  TempDir dir;
+  std::string path = dir.file("aligned.safetensors");
+  const NamedTensors given = {{"bias", from_vector<float>({1, 2, 3, 4, 5})},
+                              {"count", scalar_tensor(7, kI64)},
+                              {"half", from_vector<float>({1, 2, 3}).to(kF16)},
+                              {"steps", from_vector<int64_t>({1, 2})},
+                              {"mask", from_vector<uint8_t>({1})}};
+  io::save_safetensors(path, given);
+  const std::string bytes = read_bytes(path);
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t(uint8_t(bytes[size_t(i)])) << (8 * i);
+  const std::string json = bytes.substr(8, n);
+  // i64 first (count at 0, steps at 8), then f32 (bias at 24), f16 (at 44), u8 (at 50).
+  CHECK(json.find(R"("count":{"dtype":"I64","shape":[],"data_offsets":[0,8]})") != std::string::npos);
+  CHECK(json.find(R"("steps":{"dtype":"I64","shape":[2],"data_offsets":[8,24]})") != std::string::npos);
+  CHECK(json.find(R"("bias":{"dtype":"F32","shape":[5],"data_offsets":[24,44]})") != std::string::npos);
+  CHECK(json.find(R"("half":{"dtype":"F16","shape":[3],"data_offsets":[44,50]})") != std::string::npos);
+  CHECK(json.find(R"("mask":{"dtype":"U8","shape":[1],"data_offsets":[50,51]})") != std::string::npos);
+  CHECK(json.find("\"bias\"") < json.find("\"count\""));  // the header lists them as given
+  const NamedTensors read = io::load_safetensors(path);
+  REQUIRE(read.size() == given.size());
+  for (size_t i = 0; i < given.size(); ++i) {
+    CHECK(read[i].first == given[i].first);
+    CHECK(read[i].second.to_vector<double>() == given[i].second.to_vector<double>());
+  }
+}
+
 TEST_CASE("safetensors writes atomically") {
   TempDir dir;
   std::string path = dir.file("model.safetensors");
@@ -447,11 +478,11 @@ TEST_CASE("safetensors reads files laid out by other writers") {
   write_bytes(path, u64_le(header.size()) + header + data);
   io::SafetensorsContents c = io::read_safetensors(path);
   REQUIRE(c.tensors.size() == 2);
-  CHECK(c.tensors[0].first == "b");
-  CHECK(c.tensors[0].second.dim() == 0);
-  CHECK(c.tensors[0].second.item<int64_t>() == 42);
-  CHECK(c.tensors[1].first == "caf\xc3\xa9.w");
-  CHECK(c.tensors[1].second.to_vector<float>() == std::vector<float>{1.5f, -3.0f});
+  CHECK(c.tensors[0].first == "caf\xc3\xa9.w");  // the header's order, not the data's
+  CHECK(c.tensors[0].second.to_vector<float>() == std::vector<float>{1.5f, -3.0f});
+  CHECK(c.tensors[1].first == "b");
+  CHECK(c.tensors[1].second.dim() == 0);
+  CHECK(c.tensors[1].second.item<int64_t>() == 42);
   CHECK(c.metadata == io::Metadata{{"format", "pt"}});
 }
 
@@ -612,15 +643,17 @@ with open(dst, 'wb') as f:
   io::SafetensorsContents c = io::read_safetensors(theirs);
   CHECK(c.metadata == io::Metadata{{"source", "python"}});
   REQUIRE(c.tensors.size() == 4);
-  CHECK(c.tensors[0].first == "z");
-  CHECK(c.tensors[0].second.item<double>() == M_E);
-  CHECK(c.tensors[1].first == "w\xc3\xbcrfel");
-  CHECK(c.tensors[1].second.shape() == Shape{2, 2});
-  CHECK(c.tensors[1].second.to_vector<int32_t>() == std::vector<int32_t>{1, -2, 3, -4});
-  CHECK(c.tensors[2].first == "empty");
-  CHECK(c.tensors[2].second.shape() == Shape{0, 3});
-  CHECK(c.tensors[3].second.dtype() == kF16);
-  CHECK(c.tensors[3].second.to_vector<float>() == std::vector<float>{1.5f, -0.25f});
+  // In the header's order, which Python's json.dumps(sort_keys=True) sorted by name.
+  CHECK(c.tensors[0].first == "empty");
+  CHECK(c.tensors[0].second.shape() == Shape{0, 3});
+  CHECK(c.tensors[1].first == "h");
+  CHECK(c.tensors[1].second.dtype() == kF16);
+  CHECK(c.tensors[1].second.to_vector<float>() == std::vector<float>{1.5f, -0.25f});
+  CHECK(c.tensors[2].first == "w\xc3\xbcrfel");
+  CHECK(c.tensors[2].second.shape() == Shape{2, 2});
+  CHECK(c.tensors[2].second.to_vector<int32_t>() == std::vector<int32_t>{1, -2, 3, -4});
+  CHECK(c.tensors[3].first == "z");
+  CHECK(c.tensors[3].second.item<double>() == M_E);
 }
 
 TEST_CASE("cuda: safetensors saves tensors that live on a GPU" * MDL_CUDA_ONLY) {
