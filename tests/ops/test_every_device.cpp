@@ -102,6 +102,7 @@ std::vector<OpCase> op_cases() {
                }});
   c.push_back({"argmin", rows, [](const Tensors& x) { return Tensors{argmin(x[0], 0)}; }});
   c.push_back({"var", rows, [](const Tensors& x) { return Tensors{var(x[0], {0})}; }});
+  c.push_back({"std", rows, [](const Tensors& x) { return Tensors{mdl::std(x[0], {1})}; }});
   c.push_back({"softmax", rows, [](const Tensors& x) { return Tensors{softmax(x[0], 1)}; }});
   c.push_back({"log_softmax", rows, [](const Tensors& x) { return Tensors{log_softmax(x[0], 0)}; }});
   // views, copies, joining
