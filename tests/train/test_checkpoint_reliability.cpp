@@ -34,6 +34,12 @@ std::string bytes_of(const std::string& path) {
 
 std::string state_of(const std::string& checkpoint) { return checkpoint + ".train.safetensors"; }
 
+std::vector<std::vector<double>> weights_of(nn::Module& model) {
+  std::vector<std::vector<double>> w;
+  for (const auto& [n, t] : model.state_dict()) w.push_back(values(t));
+  return w;
+}
+
 // A small model with an optimizer that has stepped, as mdl-train's state after an epoch.
 struct Run {
   std::shared_ptr<nn::Linear> model = std::make_shared<nn::Linear>(4, 3);
@@ -44,11 +50,7 @@ struct Run {
     sum(model->forward(randn({2, 4}))).backward();
     opt.step();
   }
-  std::vector<std::vector<double>> weights() const {
-    std::vector<std::vector<double>> w;
-    for (const auto& [n, t] : model->state_dict()) w.push_back(values(t));
-    return w;
-  }
+  std::vector<std::vector<double>> weights() const { return weights_of(*model); }
   void save(const std::string& path, int64_t epoch) {
     train::save_checkpoint(path, *model, opt, scaler, epoch, {{"model", "linear"}});
   }
@@ -124,11 +126,7 @@ TEST_CASE("checkpoint: another optimizer's state is refused, and a refused part 
   auto model = std::make_shared<nn::Linear>(4, 3);
   optim::SGD sgd(model->parameters(), {.lr = 0.05, .momentum = 0.9});
   amp::GradScaler off({.enabled = false});
-  const auto weights = [&] {
-    std::vector<std::vector<double>> w;
-    for (const auto& [n, t] : model->state_dict()) w.push_back(values(t));
-    return w;
-  };
+  const auto weights = [&] { return weights_of(*model); };
   const auto fresh = weights();
   const std::string message = error_of([&] { train::resume_checkpoint(ck, *model, sgd, off); });
   CHECK(message.find("holds the state of a AdamW optimizer; this run's optimizer is SGD") != std::string::npos);
