@@ -24,20 +24,17 @@ struct Pass {
 // The model's modes and its parameters' gradients, put back when the report is done.
 class ModelStateGuard {
  public:
-  ModelStateGuard(nn::Module& model, const NamedTensors& params) : params_(params) {
-    for (auto& [name, m] : model.named_modules()) modes_.emplace_back(m, m->is_training());
+  ModelStateGuard(nn::Module& model, const NamedTensors& params) : modes_(model), params_(params) {
     for (const auto& [name, p] : params_) held_.push_back(p.grad());
   }
   ~ModelStateGuard() {
-    // Itself first, then below: each module's own mode wins over its parent's.
-    for (auto& [m, training] : modes_) m->train(training);
     for (size_t i = 0; i < params_.size(); ++i) params_[i].second.set_grad(held_[i]);
   }
   ModelStateGuard(const ModelStateGuard&) = delete;
   ModelStateGuard& operator=(const ModelStateGuard&) = delete;
 
  private:
-  std::vector<std::pair<std::shared_ptr<nn::Module>, bool>> modes_;
+  nn::TrainingModeGuard modes_;
   NamedTensors params_;
   std::vector<Tensor> held_;
 };

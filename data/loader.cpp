@@ -165,9 +165,7 @@ void DataLoader::complete_file_cache() {
   if (int64_t(missing.size()) >= opt_.batch_size) return;
   for (int64_t index : missing) {
     try {
-      Sample s = dataset_.get(index);
-      if (opt_.before_cache) s.x = opt_.before_cache->apply(s.x);
-      file->store(index, s);
+      file->store(index, decode(index));
     } catch (const CacheWriteError&) {
       throw;
     } catch (const std::bad_alloc&) {
@@ -259,6 +257,12 @@ void DataLoader::discard(Result& r) {
     if (*ticket) copies_->release(std::exchange(*ticket, 0));
 }
 
+Sample DataLoader::decode(int64_t index) const {
+  Sample s = dataset_.get(index);
+  if (opt_.before_cache) s.x = opt_.before_cache->apply(s.x);
+  return s;
+}
+
 Sample DataLoader::load(int64_t epoch, int64_t index) {
   const int64_t bytes_before = thread_bytes_read();
   Sample s;
@@ -269,8 +273,7 @@ Sample DataLoader::load(int64_t epoch, int64_t index) {
   } else {
     if (cache_) ++cache_misses_;
     try {
-      s = dataset_.get(index);
-      if (opt_.before_cache) s.x = opt_.before_cache->apply(s.x);
+      s = decode(index);
     } catch (const Error& e) {
       if (cache_ && opt_.on_error == OnError::Skip) cache_->store_failure(index, e.what());
       throw;

@@ -142,6 +142,7 @@ class DataLoader {
   Result build(int64_t epoch, int64_t b);
   void discard(Result& r);  // gives back the device copies of a batch that will not be handed out
   Sample load(int64_t epoch, int64_t index);
+  Sample decode(int64_t index) const;  // the dataset's sample, through before_cache: what the cache keeps
   void worker_loop();
 
   const Dataset& dataset_;

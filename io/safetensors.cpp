@@ -118,9 +118,10 @@ std::vector<size_t> data_order(const NamedTensors& tensors) {
   return order;
 }
 
-// The header for `tensors`, their data laid out in data_order, padded with spaces so that
-// 8 + its size % 8 == 0.
-std::string make_header(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
+// The header for `tensors`, their data laid out in `order` (data_order's), padded with spaces so
+// that 8 + its size % 8 == 0.
+std::string make_header(const std::string& path, const NamedTensors& tensors, const Metadata& metadata,
+                        const std::vector<size_t>& order) {
   const char* op = "save_safetensors";
   json::Value header = json::Value::make_object();
   if (!metadata.empty()) {
@@ -136,7 +137,7 @@ std::string make_header(const std::string& path, const NamedTensors& tensors, co
   std::unordered_set<std::string_view> names;
   std::vector<uint64_t> begin(tensors.size());
   uint64_t offset = 0;
-  for (size_t i : data_order(tensors)) {
+  for (size_t i : order) {
     begin[i] = offset;
     offset += tensors[i].second.defined() ? tensors[i].second.nbytes() : 0;
   }
@@ -376,16 +377,23 @@ SafetensorsContents read_file(const std::string& path, const char* op) {
 }  // namespace
 
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata) {
-  std::string header = make_header(path, tensors, metadata);
+  const std::vector<size_t> order = data_order(tensors);
+  std::string header = make_header(path, tensors, metadata, order);
   uint64_t n = header.size();
   AtomicFile file(path);
   file.write(&n, 8);
   file.write(header.data(), header.size());
-  for (size_t i : data_order(tensors)) {
+  for (size_t i : order) {
     Tensor host = tensors[i].second.detach().to(Device::cpu()).contiguous();
     if (host.nbytes() > 0) file.write(host.raw_data(), host.nbytes());
   }
   file.commit();
+}
+
+const std::string* find_metadata(const Metadata& metadata, std::string_view key) {
+  for (const auto& [k, v] : metadata)
+    if (k == key) return &v;
+  return nullptr;
 }
 
 SafetensorsContents read_safetensors(const std::string& path) { return read_file(path, "read_safetensors"); }

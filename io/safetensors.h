@@ -3,6 +3,7 @@
 // padded with spaces to a multiple of 8, then the tensors' bytes packed without holes.
 #pragma once
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -16,6 +17,9 @@ using Metadata = std::vector<std::pair<std::string, std::string>>;
 // out widest elements first (the reference writer's order), each tensor aligned to its element size.
 // Supports f32, f16, bf16, f64, i32, i64, u8, bool; tensors may live on any device and have any strides.
 void save_safetensors(const std::string& path, const NamedTensors& tensors, const Metadata& metadata = {});
+
+// The value metadata records for key, or null.
+const std::string* find_metadata(const Metadata& metadata, std::string_view key);
 
 struct SafetensorsContents {
   NamedTensors tensors;  // in the header's order: as they were saved, for a file mdl wrote

@@ -99,6 +99,17 @@ int64_t Module::num_parameters(bool trainable_only) const {
   return n;
 }
 
+TrainingModeGuard::TrainingModeGuard(Module& model) { record(model); }
+
+TrainingModeGuard::~TrainingModeGuard() {
+  for (auto& [m, training] : modes_) m->train(training);
+}
+
+void TrainingModeGuard::record(Module& m) {
+  modes_.emplace_back(&m, m.is_training());
+  for (auto& [name, child] : m.named_children()) record(*child);
+}
+
 void Module::train(bool on) {
   training_ = on;
   for (auto& [n, c] : children_) c->train(on);

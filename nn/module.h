@@ -94,6 +94,21 @@ class Module : public std::enable_shared_from_this<Module> {
 
 using ModulePtr = std::shared_ptr<Module>;
 
+// Every module's train/eval mode under a model, put back when the guard goes, however the scope
+// ends: parents first, so each module's own mode wins over its parent's (a frozen submodule kept
+// in eval mode stays so).
+class TrainingModeGuard {
+ public:
+  explicit TrainingModeGuard(Module& model);
+  ~TrainingModeGuard();
+  TrainingModeGuard(const TrainingModeGuard&) = delete;
+  TrainingModeGuard& operator=(const TrainingModeGuard&) = delete;
+
+ private:
+  void record(Module& m);
+  std::vector<std::pair<Module*, bool>> modes_;
+};
+
 namespace detail {
 // Sees every module output while installed (per thread); returns the previous observer.
 struct ForwardObserver {

@@ -131,7 +131,7 @@ Tensor std(const Tensor& x, const std::vector<int64_t>& dims, int64_t correction
   auto rd = reduced_dims(x, dims);
   record_fn("std", {x}, {out}, {x, out}, [rd, correction, keepdim](const Grads& g, const FnNode& n) {
     Tensor s = n.saved(1);
-    Tensor g_var = native::where(eq(s, native::scalar_like(0.0, s)), native::scalar_like(0.0, s), g[0] / (s * 2.0));
+    Tensor g_var = native::masked_fill(g[0] / (s * 2.0), eq(s, native::scalar_like(0.0, s)), 0.0);
     return Grads{var_backward(g_var, n.saved(0), rd, correction, keepdim)};
   });
   return out;

@@ -102,10 +102,9 @@ void CheckpointBest::on_train_begin(TrainContext& c) {
   best_.check_available(c, "CheckpointBest");
   if (c.first_epoch <= 1 || best_.best_epoch() > 0 || !std::filesystem::exists(path_)) return;
   const io::Metadata meta = io::read_safetensors(path_).metadata;
-  auto get = [&](const char* key) -> std::string {
-    for (const auto& [k, v] : meta)
-      if (k == key) return v;
-    return "";
+  auto get = [&](const char* key) {
+    const std::string* v = io::find_metadata(meta, key);
+    return v ? *v : std::string();
   };
   if (get("monitor") != best_.monitor()) return;
   char* end = nullptr;

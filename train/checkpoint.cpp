@@ -54,14 +54,8 @@ std::string hex(uint32_t v) {
   return b;
 }
 
-const std::string* find(const io::Metadata& meta, const std::string& key) {
-  for (const auto& [k, v] : meta)
-    if (k == key) return &v;
-  return nullptr;
-}
-
 const std::string& require(const io::Metadata& meta, const std::string& key, const std::string& file) {
-  const std::string* v = find(meta, key);
+  const std::string* v = io::find_metadata(meta, key);
   MDL_CHECK(v, "resume: '", file, "' records no \"", key, "\" (not a checkpoint written by this version of mdl-train)");
   return *v;
 }
@@ -121,19 +115,19 @@ int64_t resume_checkpoint(const std::string& path, nn::Module& model, optim::Opt
             crc_text, ", the weights file has ", weights.bytes, " bytes with CRC-32 ", hex(weights.crc),
             " (a crash between the two saves, or files of different runs)");
   const io::SafetensorsContents weights_file = io::read_safetensors(path);
-  const std::string* weights_epoch = find(weights_file.metadata, "epoch");
+  const std::string* weights_epoch = io::find_metadata(weights_file.metadata, "epoch");
   MDL_CHECK(weights_epoch && *weights_epoch == epoch_text, "resume: '", path, "' records epoch '",
             weights_epoch ? *weights_epoch : "", "' but '", state_file, "' epoch '", epoch_text, "'");
   // The state of another optimizer would load (the option and buffer names are shared) and train
   // with SGD's momentum as Adam's moments. A state file without the name predates it: taken as is.
-  if (const std::string* kind = find(state.metadata, "optimizer"))
+  if (const std::string* kind = io::find_metadata(state.metadata, "optimizer"))
     MDL_CHECK(*kind == opt.name(), "resume: '", state_file, "' holds the state of a ", *kind,
               " optimizer; this run's optimizer is ", opt.name());
   // The generator's state and the schedule's position, read before anything changes. Files that
   // predate them resume without (the generator as the run seeded it).
   uint64_t rng_seed = 0, rng_offset = 0, schedule_epoch = 0;
-  const std::string* seed_text = find(state.metadata, "rng_seed");
-  const std::string* offset_text = find(state.metadata, "rng_offset");
+  const std::string* seed_text = io::find_metadata(state.metadata, "rng_seed");
+  const std::string* offset_text = io::find_metadata(state.metadata, "rng_offset");
   MDL_CHECK(!seed_text == !offset_text, "resume: '", state_file, "' records only one of rng_seed and rng_offset");
   if (seed_text)
     MDL_CHECK(parse(*seed_text, 0, std::numeric_limits<uint64_t>::max(), 10, rng_seed) &&
@@ -141,7 +135,7 @@ int64_t resume_checkpoint(const std::string& path, nn::Module& model, optim::Opt
               "resume: '", state_file, "' records the generator as seed '", *seed_text, "' offset '", *offset_text,
               "'; expected two whole numbers");
   if (schedule) {
-    if (const std::string* text = find(state.metadata, "schedule_epoch"))
+    if (const std::string* text = io::find_metadata(state.metadata, "schedule_epoch"))
       MDL_CHECK(parse(*text, 0, uint64_t(std::numeric_limits<int64_t>::max()), 10, schedule_epoch), "resume: '",
                 state_file, "' records the schedule's position as '", *text, "'; expected a whole number");
     else if (steps_per_epoch > 0) schedule_epoch = epoch * uint64_t(steps_per_epoch);

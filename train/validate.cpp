@@ -3,38 +3,16 @@
 #include "train/validate.h"
 
 #include <memory>
-#include <utility>
-#include <vector>
 
 #include "tensor/grad_mode.h"
 #include "train/flatten_logits.h"
 #include "train/metrics.h"
 
 namespace mdl::train {
-namespace {
-// Every module's train/eval mode, put back when validation ends, however it ends: a model the
-// caller had in eval mode stays so, and a frozen submodule keeps its own.
-class ModeGuard {
- public:
-  explicit ModeGuard(nn::Module& model) { record(model); }
-  ~ModeGuard() {
-    for (auto& [m, training] : modes_) m->train(training);  // parents first: each module's own wins
-  }
-  ModeGuard(const ModeGuard&) = delete;
-  ModeGuard& operator=(const ModeGuard&) = delete;
-
- private:
-  void record(nn::Module& m) {
-    modes_.emplace_back(&m, m.is_training());
-    for (auto& [name, child] : m.named_children()) record(*child);
-  }
-  std::vector<std::pair<nn::Module*, bool>> modes_;
-};
-}  // namespace
 
 Validation validate(nn::Module& model, data::DataLoader& loader, Device device, const amp::AmpConfig& amp,
                     int64_t classes, const std::vector<std::string>& names, const LossFn& loss) {
-  ModeGuard restore(model);
+  nn::TrainingModeGuard restore(model);  // a model the caller had in eval mode stays so
   model.eval();
   NoGradGuard no_grad;
   std::unique_ptr<ConfusionMatrix> cm;  // made at the first classification batch
