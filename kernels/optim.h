@@ -55,6 +55,15 @@ struct StepTensors {
   Tensor step;
   Tensor copy;
 };
+// A profiled multi-tensor step's bytes: every tensor of every parameter, each once.
+inline profiler::detail::KernelArg kernel_arg(const std::vector<StepTensors>& ts) {
+  int64_t bytes = 0;
+  for (const StepTensors& t : ts) {
+    for (const Tensor* x : {&t.param, &t.grad, &t.step, &t.copy}) bytes += profiler::detail::tensor_bytes(*x);
+    for (const Tensor& s : t.state) bytes += profiler::detail::tensor_bytes(s);
+  }
+  return {.list_bytes = bytes};
+}
 // The updates of many parameters of one group, dtype and device: what adam_step / sgd_step do to
 // each, each with its own step counter (hp.device.step is not read; hp.device.found_inf and
 // hp.device.lr are), and the copies written in the same pass (all of one dtype). A GPU updates up

@@ -39,8 +39,9 @@ struct Stub {
   decltype(auto) operator()(Device d, Args&&... args) const {
     Fn* f = get(d);
     if (profiler::detail::recording()) [[unlikely]] {
-      const Tensor* tensors[] = {profiler::detail::tensor_or_null(args)..., nullptr};
-      profiler::detail::KernelRange range(name, d, tensors, int(sizeof...(Args)));
+      using profiler::detail::kernel_arg;
+      const profiler::detail::KernelArg kargs[] = {kernel_arg(args)..., {}};
+      profiler::detail::KernelRange range(name, d, kargs, int(sizeof...(Args)));
       return f(std::forward<Args>(args)...);
     }
     return f(std::forward<Args>(args)...);

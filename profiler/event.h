@@ -29,8 +29,8 @@ struct ShapeRecord {
 std::string shape_record_str(const ShapeRecord& s);  // "f32[128, 1, 28, 28]"
 
 struct Event {
-  static constexpr int kMaxShapes = 4;
-  const char* name = "";  // lives as long as the process (static or interned)
+  static constexpr int kMaxShapes = 6;  // attention: out, lse, q, k, v, mask
+  const char* name = "";                // lives as long as the process (static or interned)
   EventKind kind = EventKind::Kernel;
   Device device;
   uint32_t tid = 0;      // index into Session::threads()
@@ -39,7 +39,7 @@ struct Event {
   int64_t end_ns = 0;
   int64_t flops = -1;         // floating-point operations, -1 when the op does not know
   int64_t bytes = 0;          // bytes of the tensor arguments (inputs read, outputs written)
-  DType dtype = kF32;         // of the first tensor argument (a kernel's output): picks its roofline ceiling
+  DType dtype = kF32;         // of the operand that picks its compute ceiling (profiler/cost.h)
   uint64_t device_token = 0;  // DeviceTimer handle (kernels on a device), 0 when none
   uint8_t n_shapes = 0;       // recorded when Options::record_shapes
   ShapeRecord shapes[kMaxShapes];

@@ -137,21 +137,17 @@ void close_range() {
   st.open.pop_back();
 }
 
-KernelRange::KernelRange(const char* name, const Device& device, const Tensor* const* tensors, int count) {
+KernelRange::KernelRange(const char* name, const Device& device, const KernelArg* args, int count) {
   open_ = open_range(name, EventKind::Kernel, device);
   if (!open_) return;
   ThreadState& st = t_state;
   Event& e = st.open.back();
-  e.flops = kernel_flops(name, tensors, count);
-  e.bytes = kernel_bytes(tensors, count);
-  for (int i = 0; i < count; ++i)
-    if (tensors[i] && tensors[i]->defined()) {
-      e.dtype = tensors[i]->dtype();
-      break;
-    }
+  e.flops = kernel_flops(name, args, count);
+  e.bytes = kernel_bytes(args, count);
+  if (const Tensor* t = compute_operand(name, args, count)) e.dtype = t->dtype();
   if (st.config.record_shapes) {
     for (int i = 0; i < count && e.n_shapes < Event::kMaxShapes; ++i) {
-      const Tensor* t = tensors[i];
+      const Tensor* t = args[i].tensor;
       if (!t || !t->defined()) continue;
       ShapeRecord& s = e.shapes[e.n_shapes++];
       s.dtype = t->dtype();

@@ -156,6 +156,9 @@ Ceilings ceilings_from_json(std::string_view text, std::string_view context) {
   c.cpu.llc_bytes = r.count(cpu, "llc_bytes", "cpu.");
   c.cpu.l2_bytes = r.count(cpu, "l2_bytes", "cpu.");
   MDL_CHECK(c.cpu.memory_gbs > 0, context, ": the CPU's memory bandwidth must be positive");
+  for (const auto* rates : {&c.cpu.f32_fma, &c.cpu.bf16_dot})
+    for (const Rate& rate : *rates)
+      MDL_CHECK(rate.value > 0, context, ": the CPU's rate '", rate.name, "' must be positive");
   if (const Value* gpu = doc.find("gpu")) {
     MDL_CHECK(gpu->is_object(), context, ": 'gpu' is ", gpu->kind_name(), ", not an object");
     c.gpu.device = r.member(*gpu, "device", Value::Kind::String, "gpu.").str;

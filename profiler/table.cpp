@@ -19,6 +19,7 @@ namespace {
 struct Row {
   std::string name, kind, device, shapes;
   int64_t calls = 0, total_ns = 0, self_ns = 0, flops = 0, bytes = 0;
+  int64_t call_ns = 0;  // every call's duration, nested ones too: the mean's numerator
   bool flops_known = true;
   RoofSum roof;  // the calls held to a roofline limit
 };
@@ -67,18 +68,16 @@ std::vector<std::string> roofline_cells(const RoofSum& r, double steps) {
           fixed(r.headroom_ns() / 1e6 / steps, 3)};
 }
 
-// Which ceilings the roofline columns used, per device kind.
-std::string roofline_note(const RooflineOptions& o) {
+// The ceilings the roofline columns used, one line each.
+// used: by "CPU <compute>" or "GPU <compute>".
+std::string roofline_note(const RooflineOptions& o, const std::map<std::string, Limit>& used) {
   std::string note =
       "Roofline: % of bound = the time the ceilings allow (max(FLOPs / peak, bytes / bandwidth)) over the "
       "time taken; headroom = the time above it.\n";
-  for (Device d : {Device::cpu(), Device::cuda()}) {
-    const std::optional<Limit> l = limit_for(o, d, kF32);
-    if (!l) continue;
-    note += "  " + std::string(d.is_cpu() ? "CPU" : "GPU") + " (f32): " + l->compute + " " + fixed(l->peak_gflops, 1) +
-            " GFLOP/s, " + l->memory + " " + fixed(l->bandwidth_gbs, 1) + " GB/s, ridge " + fixed(l->ridge(), 2) +
-            " FLOP/B; ceilings measured " + o.ceilings->date + "\n";
-  }
+  for (const auto& [key, l] : used)
+    note += "  " + key.substr(0, 3) + ": " + l.compute + " " + fixed(l.peak_gflops, 1) + " GFLOP/s, " + l.memory + " " +
+            fixed(l.bandwidth_gbs, 1) + " GB/s, ridge " + fixed(l.ridge(), 2) + " FLOP/B; ceilings measured " +
+            o.ceilings->date + "\n";
   return note;
 }
 
@@ -89,6 +88,8 @@ std::string Session::table(const TableOptions& options) const {
   const bool roofline = options.roofline.ceilings != nullptr;
   MDL_CHECK(roofline || options.sort_by != SortBy::Headroom,
             "profiler: sorting the table by headroom needs the roofline's ceilings (TableOptions::roofline)");
+  MDL_CHECK(!options.group_by_shape || options_.record_shapes,
+            "profiler: grouping the table by shape needs a session that records shapes (Options::record_shapes)");
   const double steps_or_one = double(std::max<int64_t>(steps(), 1));
   const double wall = double(std::max<int64_t>(duration_ns_, 1));
   auto inside_same = [&](size_t i) {
@@ -98,6 +99,7 @@ std::string Session::table(const TableOptions& options) const {
     return false;
   };
   std::map<std::tuple<std::string, int, std::string, std::string>, Row> rows;
+  std::map<std::string, Limit> limits_used;  // by device and compute ceiling
   for (size_t i = 0; i < events_.size(); ++i) {
     const Event& e = events_[i];
     if (e.kind == EventKind::Phase) continue;
@@ -106,6 +108,7 @@ std::string Session::table(const TableOptions& options) const {
     Row& r = rows[{e.name, int(e.kind), device, shapes}];
     if (r.calls == 0) r.name = e.name, r.kind = kind_name(e.kind), r.device = device, r.shapes = shapes;
     ++r.calls;
+    r.call_ns += e.dur_ns();
     if (!inside_same(i)) r.total_ns += e.dur_ns();  // a Sequential inside a Sequential counts once
     r.self_ns += self_ns_[i];
     r.bytes += e.bytes;
@@ -113,8 +116,10 @@ std::string Session::table(const TableOptions& options) const {
     else r.flops += e.flops;
     int64_t time_ns = 0;
     if (roofline)
-      if (const std::optional<Limit> limit = roofline_limit(i, options.roofline, &time_ns))
+      if (const std::optional<Limit> limit = roofline_limit(i, options.roofline, &time_ns)) {
         r.roof.add(e.flops, e.bytes, time_ns, *limit);
+        limits_used.emplace(std::string(e.device.is_cpu() ? "CPU" : "GPU") + " " + limit->compute, *limit);
+      }
   }
   std::vector<Row> sorted;
   for (auto& [k, r] : rows) sorted.push_back(r);
@@ -148,7 +153,7 @@ std::string Session::table(const TableOptions& options) const {
         fixed(100.0 * double(r.total_ns) / wall, 1),
         fixed(double(r.self_ns) / 1e6, 3),
         fixed(100.0 * double(r.self_ns) / wall, 1),
-        fixed(double(r.total_ns) / 1e3 / double(r.calls), 1),
+        fixed(double(r.call_ns) / 1e3 / double(r.calls), 1),
         r.flops_known && r.flops > 0 && r.self_ns > 0 ? fixed(double(r.flops) / double(r.self_ns), 2) : "",
         r.bytes ? fixed(double(r.bytes) / 1e6, 2) : ""};
     if (roofline)
@@ -161,7 +166,7 @@ std::string Session::table(const TableOptions& options) const {
   left.push_back(true);  // shapes
   std::ostringstream s;
   s << format_rows(cells, left);
-  if (roofline) s << roofline_note(options.roofline);
+  if (roofline) s << roofline_note(options.roofline, limits_used);
 
   // Step breakdown: top-level phases (not inside another phase), the rest is "other".
   std::vector<std::pair<std::string, int64_t>> phases = {{kDataWait, 0},

@@ -23,6 +23,7 @@
 #include "profiler/session.h"
 #include "switches/list/toggles.h"
 #include "switches/switches.h"
+#include "train/roofline_ceilings.h"
 
 using namespace mdl;
 
@@ -131,7 +132,8 @@ int run(const Options& o) {
   }
   b.model->train();
   std::optional<profiler::Ceilings> ceilings;
-  if (!o.ceilings.empty()) ceilings = profiler::load_ceilings(o.ceilings);  // before any step: a bad file fails fast
+  if (!o.ceilings.empty())  // before any step: a bad or foreign file fails fast
+    ceilings = train::checked_ceilings(o.ceilings, dev.is_cuda());
   optim::SGD opt(b.model->parameters(), {.lr = 0.01, .momentum = 0.9});
   amp::GradScaler scaler({.enabled = o.amp});
   auto step = [&] {

@@ -22,7 +22,7 @@ void ProfileSteps::on_step_end(TrainContext& c) {
     c.stop_now("profiled " + std::to_string(steps_) + " steps");
     return;
   }
-  MDL_CHECK(c.step < c.steps_per_epoch, "ProfileSteps: recording ", steps_, " steps needs more than ", steps_ + kWarmup,
+  MDL_CHECK(c.step < c.steps_per_epoch, "ProfileSteps: recording ", steps_, " steps needs at least ", steps_ + kWarmup,
             " steps in the first epoch (", kWarmup, " to warm up); it has ", c.step);
 }
 

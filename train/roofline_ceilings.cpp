@@ -86,6 +86,12 @@ profiler::Ceilings measure_ceilings(const MeasureOptions& o) {
   return c;
 }
 
+profiler::Ceilings checked_ceilings(const std::string& path, bool gpu) {
+  profiler::Ceilings c = profiler::load_ceilings(path);
+  profiler::check_ceilings_match(c, path, cpu::cpu_model_name(), get_num_threads(), gpu);
+  return c;
+}
+
 profiler::Ceilings ceilings_for_this_machine(const std::string& path, bool refresh, bool* measured,
                                              const MeasureOptions& options) {
   const bool exists = std::filesystem::exists(path);
@@ -95,9 +101,7 @@ profiler::Ceilings ceilings_for_this_machine(const std::string& path, bool refre
     profiler::save_ceilings(c, path);
     return c;
   }
-  profiler::Ceilings c = profiler::load_ceilings(path);
-  profiler::check_ceilings_match(c, path, cpu::cpu_model_name(), get_num_threads(), options.gpu && gpu_present());
-  return c;
+  return checked_ceilings(path, options.gpu && gpu_present());
 }
 
 }  // namespace mdl::train

@@ -19,6 +19,10 @@ profiler::Ceilings measure_ceilings(const MeasureOptions& options = {});
 // Whether this run has a GPU the ceilings should cover (a CUDA build with a device present).
 bool gpu_present();
 
+// The ceilings in `path`, checked against this machine and thread count (and, with gpu, measured
+// with a GPU): an mdl::Error when the file is corrupt or was measured elsewhere, naming the fix.
+profiler::Ceilings checked_ceilings(const std::string& path, bool gpu);
+
 // The ceilings in `path`, checked against this machine and thread count (an mdl::Error when the
 // file is corrupt or was measured elsewhere, naming the fix); when the file does not exist, or with
 // refresh, they are measured now and saved there. *measured tells which happened.

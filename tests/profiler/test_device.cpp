@@ -68,7 +68,7 @@ TEST_CASE("profiler: device kernels land on a track per stream, aligned to their
   FakeTimer timer;
   profiler::set_device_timer(&timer);
   profiler::Session prof;
-  const Tensor* none[] = {nullptr};
+  const profiler::detail::KernelArg none[] = {{}};
   { profiler::detail::KernelRange launch("fake_kernel", Device::cuda(0), none, 0); }
   { profiler::detail::KernelRange launch("fake_kernel", Device::cuda(0), none, 0); }
   CHECK_THROWS_WITH_AS(profiler::set_device_timer(nullptr), doctest::Contains("while a session records"), Error);

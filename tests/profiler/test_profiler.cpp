@@ -204,3 +204,62 @@ TEST_CASE("profiler: misuse throws a clear error") {
   profiler::Session next;  // a new session may start once the first stopped
   next.stop();
 }
+
+TEST_CASE("profiler: causal attention counts only the scores a query may see") {
+  // q (2, 8, 4), k (2, 5, 4), v (2, 5, 3): causal rows 0..4 see i + 1 keys, rows 5..7 all 5: 30 pairs of 40.
+  Tensor q = randn({2, 8, 4}).requires_grad_(), k = randn({2, 5, 4}), v = randn({2, 5, 3});
+  for (bool causal : {false, true}) {
+    CAPTURE(causal);
+    profiler::Session prof;
+    sum(nn::functional::scaled_dot_product_attention(q, k, v, Tensor(), causal)).backward();
+    prof.stop();
+    const int64_t pairs = 2 * (causal ? 30 : 40);
+    auto fwd = find_all(prof, "scaled_dot_product_attention", EventKind::Kernel);
+    auto bwd = find_all(prof, "scaled_dot_product_attention_backward", EventKind::Kernel);
+    REQUIRE(fwd.size() == 1);
+    REQUIRE(bwd.size() == 1);
+    CHECK(prof.events()[fwd[0]].flops == 2 * pairs * (4 + 3));
+    CHECK(prof.events()[bwd[0]].flops == 2 * pairs * (3 * 4 + 2 * 3));
+  }
+}
+
+TEST_CASE("profiler: a product's ceiling dtype is its operands', not its output's") {
+  Tensor a = randn({1, 4, 8}).to(kBF16), b = randn({1, 8, 3}).to(kBF16), out = empty({1, 4, 3});
+  profiler::Session prof;
+  kernels::bmm(Device::cpu(), out, a, b);  // bf16 operands, f32 sums: the bf16 rate applies
+  prof.stop();
+  auto mm = find_all(prof, "matmul", EventKind::Kernel);
+  REQUIRE(mm.size() == 1);
+  CHECK(prof.events()[mm[0]].dtype == kBF16);
+}
+
+TEST_CASE("profiler: a multi-tensor optimizer step counts the bytes of every tensor it updates") {
+  manual_seed(0);
+  nn::Linear layer(3, 2);  // weight (2, 3), bias (2): param, grad and two moments each, and a step counter
+  optim::Adam opt(layer.parameters(), {.lr = 0.1});
+  sum(layer(randn({4, 3}))).backward();
+  profiler::Session prof;
+  opt.step();
+  prof.stop();
+  auto steps = find_all(prof, "adam_step_many", EventKind::Kernel);
+  REQUIRE(steps.size() == 1);
+  CHECK(prof.events()[steps[0]].bytes == (4 * 6 * 4 + 8) + (4 * 2 * 4 + 8));
+}
+
+TEST_CASE("profiler: a row's mean is over every call, nested ones too; grouping by shape needs shapes") {
+  profiler::Session prof;
+  {
+    profiler::Scope outer("work");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    profiler::Scope inner("work");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  prof.stop();
+  auto work = find_all(prof, "work", EventKind::Scope);
+  REQUIRE(work.size() == 2);
+  const double mean_us = double(prof.events()[work[0]].dur_ns() + prof.events()[work[1]].dur_ns()) / 2e3;
+  const std::vector<std::string> row = table_row(prof.table(), "work");
+  REQUIRE(row.size() >= 9);
+  CHECK(std::stod(row[8]) == doctest::Approx(mean_us).epsilon(0.001));  // Name Kind Device Calls Total% .. Mean
+  CHECK_THROWS_WITH_AS(prof.table({.group_by_shape = true}), doctest::Contains("record_shapes"), Error);
+}

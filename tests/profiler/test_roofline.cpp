@@ -216,6 +216,11 @@ TEST_CASE("roofline: the ceilings file round-trips; a corrupt or foreign one is 
   e = load_error(std::string(json).replace(threads_at, json.find(',', threads_at) - threads_at, "\"threads\":\"two\""));
   CHECK(e.find(path) != std::string::npos);
   CHECK(e.find("cpu.threads") != std::string::npos);
+  const size_t fma_at = json.find("\"f32_fma_mflops\":");
+  e = load_error(
+      std::string(json).replace(fma_at, json.find('}', fma_at) + 1 - fma_at, "\"f32_fma_mflops\":{\"avx2-fma\":0}"));
+  CHECK(e.find(path) != std::string::npos);
+  CHECK(e.find("rate 'avx2-fma' must be positive") != std::string::npos);
   e = error_of([&] { profiler::load_ceilings(dir.file("missing.json")); });
   CHECK(e.find("cannot read the ceilings file") != std::string::npos);
   CHECK(e.find("missing.json") != std::string::npos);

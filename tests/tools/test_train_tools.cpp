@@ -461,7 +461,7 @@ TEST_CASE("run_training: a short MLP run logs, checkpoints, resumes and profiles
   p.profile = 100;  // more steps than the epoch has
   CHECK_THROWS_WITH_AS(
       train::run_training(p, nullptr),
-      doctest::Contains("recording 100 steps needs more than 103 steps in the first epoch (3 to warm up); it has 10"),
+      doctest::Contains("recording 100 steps needs at least 103 steps in the first epoch (3 to warm up); it has 10"),
       Error);
   for (const auto& f : {log, ckpt, ckpt + ".train.safetensors", trace}) std::remove(f.c_str());
 }
