@@ -71,6 +71,7 @@ void unary_integral(UnaryOp op, const Tensor& out, const Tensor& in) {
           case UnaryOp::Abs: r = x < 0 ? T(U(0) - U(x)) : x; break;
           case UnaryOp::Square: r = T(U(x) * U(x)); break;
           case UnaryOp::Sign: r = T((x > 0) - (x < 0)); break;
+          case UnaryOp::Relu: r = x > 0 ? x : T(0); break;
           default: break;
         }
       }

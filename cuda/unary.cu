@@ -1,5 +1,5 @@
 // Elementwise unary math on the GPU: out = op(in), computed in acc_t (float for f16/bf16) and
-// rounded once, as the CPU backend does. Integer dtypes take Neg/Abs/Square/Sign (wrapping).
+// rounded once, as the CPU backend does. Integer dtypes take Neg/Abs/Square/Sign (wrapping) and Relu.
 #include "cuda/elementwise.cuh"
 #include "cuda/kernels.cuh"
 #include "kernels/unary_math.h"
@@ -29,6 +29,7 @@ struct UnaryInt {
         case UnaryOp::Abs: return negative(x) ? T(U(0) - U(x)) : x;
         case UnaryOp::Square: return T(U(x) * U(x));
         case UnaryOp::Sign: return T((x > 0) - negative(x));
+        case UnaryOp::Relu: return x > 0 ? x : T(0);
         default: return x;
       }
     }

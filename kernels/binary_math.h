@@ -32,12 +32,26 @@ MDL_HOST_DEVICE A int_pow(A base, A exp, bool& bad) {
   return A(result);
 }
 
+// a + b, a - b and a * b; integers (not bool) in their unsigned type, which wraps where the
+// signed type's overflow would be undefined behaviour.
+template <BinaryOp OP, class A>
+MDL_HOST_DEVICE A arith(A a, A b) {
+  if constexpr (std::is_integral_v<A> && !std::is_same_v<A, bool>) {
+    using U = std::make_unsigned_t<A>;
+    if constexpr (OP == BinaryOp::Add) return A(U(a) + U(b));
+    else if constexpr (OP == BinaryOp::Sub) return A(U(a) - U(b));
+    else return A(U(a) * U(b));
+  } else {
+    if constexpr (OP == BinaryOp::Add) return A(a + b);
+    else if constexpr (OP == BinaryOp::Sub) return A(a - b);
+    else return A(a * b);
+  }
+}
+
 // op(a, b): A for arithmetic, bool for comparisons. maximum/minimum propagate NaN.
 template <BinaryOp OP, class A>
 MDL_HOST_DEVICE auto binary_apply(A a, A b, bool& bad) {
-  if constexpr (OP == BinaryOp::Add) return A(a + b);
-  else if constexpr (OP == BinaryOp::Sub) return A(a - b);
-  else if constexpr (OP == BinaryOp::Mul) return A(a * b);
+  if constexpr (OP == BinaryOp::Add || OP == BinaryOp::Sub || OP == BinaryOp::Mul) return arith<OP>(a, b);
   else if constexpr (OP == BinaryOp::Div) {
     if constexpr (std::is_integral_v<A>) {
       using U = std::make_unsigned_t<A>;
@@ -57,7 +71,7 @@ MDL_HOST_DEVICE auto binary_apply(A a, A b, bool& bad) {
   else if constexpr (OP == BinaryOp::Minimum) return (a != a) ? a : (b != b) ? b : (a < b ? a : b);
   else if constexpr (OP == BinaryOp::ReluBackward) return b <= A(0) ? A(0) : a;  // a: grad, b: relu's input
   else if constexpr (OP == BinaryOp::AddRelu) {  // relu(a + b) as UnaryOp::Relu: NaN stays NaN
-    const A s = A(a + b);
+    const A s = arith<BinaryOp::Add>(a, b);
     return s > A(0) ? s : (s != s ? s : A(0));
   } else if constexpr (OP == BinaryOp::Eq) return a == b;
   else if constexpr (OP == BinaryOp::Ne) return a != b;

@@ -23,7 +23,7 @@ namespace kernels {
 using FillFn = void(const Tensor& out, double value);
 // dst[...] = cast(src[...]); same shape, any strides and dtypes, same device.
 using CopyFn = void(const Tensor& dst, const Tensor& src);
-// out = op(in); out contiguous; same dtype (floating unless op is Neg/Abs/Square/Sign).
+// out = op(in); out contiguous; same dtype (floating unless op is Neg/Abs/Square/Sign/Relu).
 using UnaryFn = void(UnaryOp op, const Tensor& out, const Tensor& in);
 // out = op(a, b); a and b expanded to out's shape, both of the compute dtype (or of the two dtypes
 // binary_takes_mixed names for out's device); out has the compute dtype, or Bool for comparisons.

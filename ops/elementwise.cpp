@@ -110,7 +110,13 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor pow(const Tensor& a, double e) { return pow(a, scalar_operand(e, a)); }
+Tensor pow(const Tensor& a, double e) {
+  if (is_integral(a.dtype()) && a.dtype() != kBool && std::floor(e) == e && std::isfinite(e)) {
+    MDL_CHECK(e >= 0, "pow: integers to negative integer powers are not allowed (got ", e, " for ", a.dtype(), ")");
+    native::integer_value(e, a.dtype(), "pow");  // an exponent the dtype cannot hold is refused, not wrapped
+  }
+  return pow(a, scalar_operand(e, a));
+}
 
 namespace {
 // maximum/minimum: the gradient goes to the chosen operand, split in half on ties.
@@ -146,11 +152,11 @@ Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
 Tensor operator+(const Tensor& a, double s) { return add(a, scalar_operand(s, a)); }
 Tensor operator-(const Tensor& a, double s) { return sub(a, scalar_operand(s, a)); }
 Tensor operator*(const Tensor& a, double s) { return mul(a, scalar_operand(s, a)); }
-Tensor operator/(const Tensor& a, double s) { return div(a, scalar_operand(s, a)); }
+Tensor operator/(const Tensor& a, double s) { return div(a, native::division_operand(s, a)); }
 Tensor operator+(double s, const Tensor& a) { return add(scalar_operand(s, a), a); }
 Tensor operator-(double s, const Tensor& a) { return sub(scalar_operand(s, a), a); }
 Tensor operator*(double s, const Tensor& a) { return mul(scalar_operand(s, a), a); }
-Tensor operator/(double s, const Tensor& a) { return div(scalar_operand(s, a), a); }
+Tensor operator/(double s, const Tensor& a) { return div(native::division_operand(s, a), a); }
 Tensor operator-(const Tensor& a) { return neg(a); }
 
 // ---- unary ----------------------------------------------------------------------------------

@@ -40,7 +40,7 @@ Tensor div(const Tensor& a, const Tensor& b);
 // Integers to negative integer powers are an mdl::Error naming pow, raised as integer division
 // by zero is.
 Tensor pow(const Tensor& a, const Tensor& b);
-Tensor pow(const Tensor& a, double exponent);
+Tensor pow(const Tensor& a, double exponent);  // an integer a refuses an exponent its dtype cannot hold
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 // Comparisons give Bool tensors and no gradient.
@@ -55,6 +55,9 @@ Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);
 Tensor operator/(const Tensor& a, const Tensor& b);
+// A double beside a tensor: C++ cannot tell 2 from 2.0, so a whole s beside an integer tensor acts
+// as a Python int does (u8 + 2 stays u8; u8 + -1 wraps to x - 1), a fractional one as a Python
+// float (i64 * 0.5 is f32). Division is true division: s keeps its value (u8 / -1.0 is -x, f32).
 Tensor operator+(const Tensor& a, double s);
 Tensor operator-(const Tensor& a, double s);
 Tensor operator*(const Tensor& a, double s);
@@ -76,12 +79,14 @@ Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
 Tensor tanh(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
-Tensor relu(const Tensor& x);
+Tensor relu(const Tensor& x);                                           // integer x keeps its dtype
 Tensor gelu(const Tensor& x, const std::string& approximate = "none");  // or "tanh"
 // relu(a + b) in one pass (BinaryOp::AddRelu), a residual block's end; its backward is relu's.
 Tensor add_relu(const Tensor& a, const Tensor& b);
 Tensor silu(const Tensor& x);
 Tensor square(const Tensor& x);
+// Beside an integer x a whole bound past x's dtype on the side that holds every value bounds
+// nothing (clamp(u8, -1, 300) is x); on the other side it is an mdl::Error.
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);
 
 // Reductions; dims empty means all dims.

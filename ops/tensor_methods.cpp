@@ -5,6 +5,7 @@
 #include <cstring>
 #include <iomanip>
 #include <sstream>
+#include <type_traits>
 
 #include "autograd/node.h"
 #include "ops/native/factory.h"
@@ -116,11 +117,12 @@ Tensor& Tensor::div_(const Tensor& o) {
 
 // ---- printing ---------------------------------------------------------------------------
 namespace {
-void print_rec(std::ostream& s, const std::vector<double>& v, const Shape& sh, size_t d, int64_t& pos, bool integral,
-               int indent) {
+// Integer dtypes print from int64 values (exact past 2^53), floating ones from double.
+template <class V>
+void print_rec(std::ostream& s, const std::vector<V>& v, const Shape& sh, size_t d, int64_t& pos, int indent) {
   if (d == sh.size()) {
-    double x = v[size_t(pos++)];
-    if (integral) s << int64_t(x);
+    const V x = v[size_t(pos++)];
+    if constexpr (std::is_integral_v<V>) s << x;
     else if (std::isnan(x)) s << "nan";
     else if (std::isinf(x)) s << (x > 0 ? "inf" : "-inf");
     else s << std::setprecision(5) << x;
@@ -140,7 +142,7 @@ void print_rec(std::ostream& s, const std::vector<double>& v, const Shape& sh, s
       i = sh[d] - 4;
       continue;
     }
-    print_rec(s, v, sh, d + 1, pos, integral, indent + 1);
+    print_rec(s, v, sh, d + 1, pos, indent + 1);
   }
   s << "]";
 }
@@ -150,9 +152,9 @@ std::string Tensor::str() const {
   if (!defined()) return "tensor(undefined)";
   std::ostringstream s;
   s << "tensor(";
-  std::vector<double> v = to_vector<double>();
   int64_t pos = 0;
-  print_rec(s, v, shape(), 0, pos, !is_floating_point(), 7);
+  if (is_floating_point()) print_rec(s, to_vector<double>(), shape(), 0, pos, 7);
+  else print_rec(s, to_vector<int64_t>(), shape(), 0, pos, 7);
   s << ", dtype=" << dtype_name(dtype());
   if (!device().is_cpu()) s << ", device=" << device();
   if (requires_grad()) s << ", requires_grad=true";

@@ -14,7 +14,8 @@ void check_same_device(const Tensor& a, const Tensor& b, const char* op) {
 }
 
 bool allows_integral(UnaryOp op) {
-  return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Square || op == UnaryOp::Sign;
+  return op == UnaryOp::Neg || op == UnaryOp::Abs || op == UnaryOp::Square || op == UnaryOp::Sign ||
+         op == UnaryOp::Relu;
 }
 
 // A channels-last operand of the result's shape makes a channels-last result (the first one's
@@ -46,7 +47,27 @@ double scalar_value(double value, DType t) {
   const auto v = int64_t(value);
   return t == kU8 ? double(uint8_t(v)) : t == kI32 ? double(int32_t(v)) : double(v);
 }
+// The values an integer dtype holds: [lo, hi]; u8 [0, 255], i32 and i64 their two's complement ranges.
+void integer_range(DType t, double& lo, double& hi) {
+  if (t == kU8) lo = 0, hi = 255;
+  else if (t == kI32) lo = -2147483648.0, hi = 2147483647.0;
+  else lo = -9223372036854775808.0, hi = 9223372036854775807.0;
+}
 }  // namespace
+
+double integer_value(double value, DType t, const char* op) {
+  if (t == kBool) return value != 0 ? 1.0 : 0.0;
+  if (is_floating(t)) return value;
+  MDL_CHECK(std::isfinite(value), op, ": ", value, " cannot be converted to ", t);
+  const double whole = std::trunc(value);
+  double lo, hi;
+  integer_range(t, lo, hi);
+  // Below lo as far as the signed type of t's width reaches, a value wraps (-1 into u8 is 255).
+  const double wrap_lo = t == kU8 ? -128.0 : lo;
+  const double wrap_hi = t == kI32 ? 4294967295.0 : hi;
+  MDL_CHECK(whole >= wrap_lo && whole <= wrap_hi, op, ": ", value, " cannot be converted to ", t, " without overflow");
+  return scalar_value(whole, t);
+}
 
 DType result_type(const Tensor& a, const Tensor& b) {
   bool sa = a.dim() == 0, sb = b.dim() == 0;
@@ -101,8 +122,22 @@ Tensor scalar_operand(double value, const Tensor& like) {
   return full({}, scalar_value(value, t), {t, Device::cpu()});
 }
 
+Tensor division_operand(double value, const Tensor& like) {
+  return is_floating(like.dtype()) ? scalar_operand(value, like) : full({}, value, {kF32, Device::cpu()});
+}
+
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
   MDL_CHECK(lo || hi, "clamp: at least one of min and max must be given");
+  if (is_integral(x.dtype()) && x.dtype() != kBool) {  // a whole bound past the dtype's range never wraps
+    double min, max;
+    integer_range(x.dtype(), min, max);
+    auto whole = [](const std::optional<double>& b) { return b && std::isfinite(*b) && std::floor(*b) == *b; };
+    MDL_CHECK(!whole(lo) || *lo <= max, "clamp: min ", *lo, " is above every ", x.dtype(), " value");
+    MDL_CHECK(!whole(hi) || *hi >= min, "clamp: max ", *hi, " is below every ", x.dtype(), " value");
+    if (whole(lo) && *lo < min) lo.reset();  // no element lies below it
+    if (whole(hi) && *hi > max) hi.reset();
+    if (!lo && !hi) return clone(x);
+  }
   Tensor r = x;
   if (lo) r = binary(BinaryOp::Maximum, r, scalar_operand(*lo, x));
   if (hi) r = binary(BinaryOp::Minimum, r, scalar_operand(*hi, x));

@@ -51,13 +51,24 @@ Tensor generate(const Shape& shape, const TensorOptions& o, F f) {
   return native::to_device(native::to_dtype(cpu, o.dtype), o.device);
 }
 
+// The same for integers, computed in int64 (exact past 2^53); the conversion to `o.dtype` wraps.
+template <class F>
+Tensor generate_i64(const Shape& shape, const TensorOptions& o, F f) {
+  Tensor cpu = make_tensor(shape, kI64, Device::cpu());
+  int64_t* p = cpu.data_ptr<int64_t>();
+  parallel_for(0, cpu.numel(), kGrainSize, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) p[i] = f(i);
+  });
+  return native::to_device(native::to_dtype(cpu, o.dtype), o.device);
+}
+
 inline double u01(uint32_t x) { return (double(x) + 0.5) * 0x1.0p-32; }  // in (0, 1)
 }  // namespace
 
 Tensor empty(const Shape& shape, TensorOptions o) { return finish(make_tensor(shape, o.dtype, o.device), o); }
 Tensor full(const Shape& shape, double v, TensorOptions o) {
   Tensor t = make_tensor(shape, o.dtype, o.device);
-  native::fill_(t, v);
+  native::fill_(t, v, "full");
   return finish(t, o);
 }
 Tensor zeros(const Shape& shape, TensorOptions o) { return full(shape, 0.0, o); }
@@ -68,8 +79,20 @@ Tensor arange(double end, TensorOptions o) { return arange(0, end, 1, o); }
 Tensor arange(double start, double end, double step, TensorOptions o) {
   MDL_CHECK(step != 0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
             "arange: invalid range start=", start, " end=", end, " step=", step);
+  MDL_CHECK(o.dtype != kBool, "arange: not defined for bool");
   MDL_CHECK((end - start) / step >= 0, "arange: step ", step, " goes the wrong way from ", start, " to ", end);
-  int64_t n = int64_t(std::ceil((end - start) / step));
+  const double count = std::ceil((end - start) / step);
+  MDL_CHECK(count < 9.0e15, "arange: ", count, " elements from ", start, " to ", end, " by ", step, " are too many");
+  const int64_t n = int64_t(count);
+  if (!is_floating(o.dtype)) {  // integer values exactly, as PyTorch: whole start and step
+    MDL_CHECK(std::trunc(start) == start && std::trunc(step) == step, "arange: an ", o.dtype,
+              " range takes whole start and step, got start=", start, " step=", step);
+    MDL_CHECK(std::abs(start) < 9.2e18 && std::abs(step) < 9.2e18, "arange: start=", start, " step=", step,
+              " are past i64's range");
+    const auto s0 = int64_t(start), st = int64_t(step);
+    return finish(generate_i64({n}, o, [&](int64_t i) { return int64_t(uint64_t(s0) + uint64_t(i) * uint64_t(st)); }),
+                  o);
+  }
   return finish(generate({n}, o, [&](int64_t i) { return start + double(i) * step; }), o);
 }
 
@@ -116,16 +139,21 @@ Tensor randn(const Shape& shape, TensorOptions o, Generator* gen) {
 
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o, Generator* gen) {
   MDL_CHECK(high > low, "randint: empty range [", low, ", ", high, ")");
+  if (o.dtype == kU8 || o.dtype == kI32 || o.dtype == kBool) {
+    const int64_t lo = o.dtype == kI32 ? INT32_MIN : 0, hi = o.dtype == kU8 ? 255 : o.dtype == kI32 ? INT32_MAX : 1;
+    MDL_CHECK(low >= lo && high - 1 <= hi, "randint: the range [", low, ", ", high, ") is past ", o.dtype, "'s [", lo,
+              ", ", hi, "]");
+  }
   Generator& g = gen ? *gen : default_generator();
   uint64_t seed = g.seed(), base = g.advance(uint64_t(shape_numel(shape)));
-  uint64_t range = uint64_t(high - low);
-  return finish(generate(shape, o,
-                         [&](int64_t i) {
-                           auto r = Generator::philox(seed, base + uint64_t(i));
-                           uint64_t x = uint64_t(r[0]) | uint64_t(r[1]) << 32;
-                           return double(low + int64_t(x % range));
-                         }),
-                o);
+  const uint64_t range = uint64_t(high) - uint64_t(low);
+  auto draw = [&](int64_t i) {
+    auto r = Generator::philox(seed, base + uint64_t(i));
+    uint64_t x = uint64_t(r[0]) | uint64_t(r[1]) << 32;
+    return int64_t(uint64_t(low) + x % range);
+  };
+  if (is_floating(o.dtype)) return finish(generate(shape, o, [&](int64_t i) { return double(draw(i)); }), o);
+  return finish(generate_i64(shape, o, draw), o);
 }
 
 Tensor randperm(int64_t n, Generator* gen) {

@@ -42,13 +42,18 @@ void manual_seed(uint64_t seed);
 Tensor empty(const Shape& shape, TensorOptions opts = {});
 Tensor zeros(const Shape& shape, TensorOptions opts = {});
 Tensor ones(const Shape& shape, TensorOptions opts = {});
+// An integer dtype takes value as PyTorch stores a Python number (native::integer_value: -1 into u8
+// is 255; past the width, an mdl::Error).
 Tensor full(const Shape& shape, double value, TensorOptions opts = {});
 Tensor scalar_tensor(double value, TensorOptions opts = {});  // 0-dim
+// start, start + step, ... before end; an integer dtype takes whole start and step and computes in
+// int64 (exact past 2^53, wrapping into narrower dtypes as a cast does).
 Tensor arange(double end, TensorOptions opts = {});
 Tensor arange(double start, double end, double step = 1.0, TensorOptions opts = {});
 Tensor linspace(double start, double end, int64_t steps, TensorOptions opts = {});
 Tensor eye(int64_t n, TensorOptions opts = {});
-// Uniform [0, 1), standard normal, and integers in [low, high).
+// Uniform [0, 1), standard normal, and integers in [low, high) (drawn in int64; a range an integer
+// dtype cannot hold is an mdl::Error).
 Tensor rand(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);
 Tensor randn(const Shape& shape, TensorOptions opts = {}, Generator* gen = nullptr);
 Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions opts = kI64, Generator* gen = nullptr);

@@ -74,7 +74,7 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
   Tensor out = make_tensor(x.shape(), x.dtype(), x.device());
   if (out.numel() == 0) return out;
   Tensor v = make_tensor({}, x.dtype(), x.device());  // value cast to x's dtype, as PyTorch does
-  fill_(v, value);
+  fill_(v, value, "masked_fill");
   kernels::where(out.device(), out, expand(mask, x.shape()), expand(v, x.shape()), x);
   return out;
 }

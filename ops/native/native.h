@@ -18,7 +18,8 @@ Tensor contiguous(const Tensor& x);
 Tensor contiguous(const Tensor& x, MemoryFormat f);  // x itself when already in f, else a copy in f
 Tensor clone(const Tensor& x);                       // contiguous
 Tensor clone(const Tensor& x, MemoryFormat f);       // laid out in f
-void fill_(const Tensor& x, double value);
+// x[...] = value; an integer x takes integer_value(value, x's dtype, op).
+void fill_(const Tensor& x, double value, const char* op = "fill_");
 
 // Views.
 Tensor view(const Tensor& x, const Shape& shape);
@@ -56,8 +57,18 @@ Tensor scalar_like(double value, const Tensor& like);
 // The same value and dtype as a 0-dim CPU tensor: a scalar operand of binary, which passes it to
 // the kernel by value whatever like's device (no fill, no copy). For binary ops alone.
 Tensor scalar_operand(double value, const Tensor& like);
+// value as the other operand of a true division with like: scalar_operand's for a floating like;
+// beside an integer like an f32 scalar, unwrapped (u8 / -1.0 is -x, as torch.div), since the
+// division runs in f32 anyway.
+Tensor division_operand(double value, const Tensor& like);
+// value stored into integer dtype t as PyTorch stores a Python number: truncated toward zero and
+// wrapped where the same-width signed or unsigned type holds it (-1 into u8 is 255); past that, or
+// not finite, an mdl::Error naming op. Bool: value != 0. Floating t: value unchanged.
+double integer_value(double value, DType t, const char* op);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
+// Beside an integer x, a whole bound past x's dtype on the side that holds every value is no
+// bound (clamp(u8, -1, 300) leaves x as it is); on the other side it is an mdl::Error.
 Tensor clamp(const Tensor& x, std::optional<double> lo, std::optional<double> hi);
 
 // Reductions. dims empty = all dims.

@@ -59,8 +59,9 @@ Tensor clone(const Tensor& x, MemoryFormat f) {
 
 Tensor contiguous(const Tensor& x, MemoryFormat f) { return x.is_contiguous(f) ? x : clone(x, f); }
 
-void fill_(const Tensor& x, double value) {
-  if (x.numel()) kernels::fill(x.device(), x, value);
+void fill_(const Tensor& x, double value, const char* op) {
+  const double v = integer_value(value, x.dtype(), op);
+  if (x.numel()) kernels::fill(x.device(), x, v);
 }
 
 // ---- views ------------------------------------------------------------------------------

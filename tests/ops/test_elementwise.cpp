@@ -114,7 +114,7 @@ const std::vector<UnaryCase>& unary_cases() {
       {"cos", [](const Tensor& x) { return cos(x); }, [](double x) { return std::cos(x); }, -4, 4, false},
       {"tanh", [](const Tensor& x) { return tanh(x); }, [](double x) { return std::tanh(x); }, -4, 4, false},
       {"sigmoid", [](const Tensor& x) { return sigmoid(x); }, sigmoid_ref, -8, 8, false},
-      {"relu", [](const Tensor& x) { return relu(x); }, [](double x) { return x > 0 ? x : 0.0; }, -4, 4, false},
+      {"relu", [](const Tensor& x) { return relu(x); }, [](double x) { return x > 0 ? x : 0.0; }, -4, 4, true},
       {"gelu", [](const Tensor& x) { return gelu(x); },
        [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }, -4, 4, false},
       {"gelu_tanh", [](const Tensor& x) { return gelu(x, "tanh"); },

@@ -733,7 +733,8 @@ TEST_CASE("tensor: fill_ and in-place arithmetic write through views") {
   CHECK(values(m) == V(20, 0.0));
   CHECK(m.version() > ver);
   CHECK(values(full({3}, 1e6, kF16)) == V(3, HUGE_VAL));
-  CHECK(values(full({2}, 300, kU8)) == V(2, 255));
+  CHECK(values(full({2}, 255, kU8)) == V(2, 255));
+  CHECK_THROWS_WITH_AS(full({2}, 300, kU8), doctest::Contains("300 cannot be converted to u8"), Error);
 
   Tensor a = ones({2, 3});
   a.add_(from_vector<float>({1, 2, 3}), 2.0);
