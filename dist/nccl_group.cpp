@@ -122,6 +122,8 @@ NcclProcessGroup::NcclProcessGroup(int rank, int world_size, NcclOptions options
     : opt_(std::move(options)), state_(std::make_shared<State>()), rank_(rank), size_(world_size) {
   MDL_CHECK(world_size <= 1 || !opt_.rendezvous_file.empty(), "dist::NcclProcessGroup: a world of ", world_size,
             " ranks needs NcclOptions::rendezvous_file (a path every rank sees) or an MpiProcessGroup");
+  MDL_CHECK(world_size <= 1 || !opt_.rendezvous_run_id.empty(), "dist::NcclProcessGroup: a rendezvous file needs ",
+            "NcclOptions::rendezvous_run_id (the same on every rank, new for each run), so no rank takes a stale file");
   check_options();
   ncclUniqueId id;
   std::memset(&id, 0, sizeof id);
@@ -130,9 +132,9 @@ NcclProcessGroup::NcclProcessGroup(int rank, int world_size, NcclOptions options
     std::vector<uint8_t> bytes(sizeof id);
     if (rank_ == 0) {
       std::memcpy(bytes.data(), &id, sizeof id);
-      rendezvous_publish(opt_.rendezvous_file, bytes);
+      rendezvous_publish(opt_.rendezvous_file, opt_.rendezvous_run_id, bytes);
     } else {
-      bytes = rendezvous_fetch(opt_.rendezvous_file, sizeof id, opt_.timeout_seconds);
+      bytes = rendezvous_fetch(opt_.rendezvous_file, opt_.rendezvous_run_id, sizeof id, opt_.timeout_seconds);
     }
     std::memcpy(&id, bytes.data(), sizeof id);
   }

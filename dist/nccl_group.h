@@ -6,7 +6,8 @@
 //
 //   dist::MpiProcessGroup mpi;                     // under mpirun
 //   dist::NcclProcessGroup nccl(mpi);
-//   dist::NcclProcessGroup nccl(rank, world, {.rendezvous_file = "/shared/run7.id"});  // no MPI
+//   dist::NcclProcessGroup nccl(rank, world, {.rendezvous_file = "/shared/run7.id",  // no MPI
+//                                             .rendezvous_run_id = job_id});
 //   nccl.all_reduce(grad_on_gpu, dist::ReduceOp::Average);
 #pragma once
 #include <memory>
@@ -20,8 +21,9 @@
 namespace mdl::dist {
 
 struct NcclOptions {
-  double timeout_seconds = 300;  // a collective not done by then aborts the communicator and throws
-  std::string rendezvous_file;   // without MPI and with more than one rank: where rank 0 leaves the id
+  double timeout_seconds = 300;   // a collective not done by then aborts the communicator and throws
+  std::string rendezvous_file;    // without MPI and with more than one rank: where rank 0 leaves the id
+  std::string rendezvous_run_id;  // with rendezvous_file: the same on every rank, new for each run (a job id)
 };
 
 class NcclProcessGroup final : public ProcessGroup {

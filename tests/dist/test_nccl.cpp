@@ -31,15 +31,15 @@ TEST_CASE("dist: file rendezvous hands rank 0's bytes to a rank that started fir
   const std::string path = fresh_path("ok");
   const std::vector<uint8_t> id{1, 2, 3, 250, 0, 7};
   std::vector<uint8_t> got;
-  std::thread other([&] { got = dist::rendezvous_fetch(path, id.size(), 10); });
+  std::thread other([&] { got = dist::rendezvous_fetch(path, "run1", id.size(), 10); });
   std::this_thread::sleep_for(std::chrono::milliseconds(30));  // the reader polls before the file exists
-  dist::rendezvous_publish(path, id);
+  dist::rendezvous_publish(path, "run1", id);
   other.join();
   CHECK(got == id);
-  CHECK(dist::rendezvous_fetch(path, id.size(), 1) == id);  // a late rank reads it too
-  CHECK_THROWS_WITH_AS(dist::rendezvous_publish(path, id), doctest::Contains("exists already"), Error);
-  CHECK_THROWS_WITH_AS(dist::rendezvous_fetch(path, id.size() + 1, 1), doctest::Contains("holds 6 bytes, expected 7"),
-                       Error);
+  CHECK(dist::rendezvous_fetch(path, "run1", id.size(), 1) == id);  // a late rank reads it too
+  CHECK_THROWS_WITH_AS(dist::rendezvous_publish(path, "run1", id), doctest::Contains("exists already"), Error);
+  CHECK_THROWS_WITH_AS(dist::rendezvous_fetch(path, "run1", id.size() + 1, 1),
+                       doctest::Contains("holds 6 bytes, expected 7"), Error);
   fs::remove(path);
   for (const auto& e : fs::directory_iterator(fs::temp_directory_path()))  // no temporary left behind
     CHECK(e.path().filename().string().find("mdl_rdv_ok_" + std::to_string(getpid()) + ".tmp") == std::string::npos);
@@ -48,20 +48,43 @@ TEST_CASE("dist: file rendezvous hands rank 0's bytes to a rank that started fir
 TEST_CASE("dist: file rendezvous times out, naming the file, when rank 0 never comes") {
   const std::string path = fresh_path("late");
   const auto t0 = std::chrono::steady_clock::now();
-  CHECK_THROWS_WITH_AS(dist::rendezvous_fetch(path, 4, 0.2), doctest::Contains("did not appear within 0.2 s"), Error);
-  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
-  CHECK_THROWS_WITH_AS(dist::rendezvous_fetch(path, 4, 0), doctest::Contains("timeout_seconds must be positive"),
+  CHECK_THROWS_WITH_AS(dist::rendezvous_fetch(path, "run1", 4, 0.2), doctest::Contains("did not appear within 0.2 s"),
                        Error);
-  CHECK_THROWS_WITH_AS(dist::rendezvous_fetch("", 4, 1), doctest::Contains("file name is empty"), Error);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(5));
+  CHECK_THROWS_WITH_AS(dist::rendezvous_fetch(path, "run1", 4, 0),
+                       doctest::Contains("timeout_seconds must be positive"), Error);
+  CHECK_THROWS_WITH_AS(dist::rendezvous_fetch("", "run1", 4, 1), doctest::Contains("file name is empty"), Error);
+  CHECK_THROWS_WITH_AS(dist::rendezvous_fetch(path, "", 4, 1), doctest::Contains("run id is empty"), Error);
+  CHECK_THROWS_WITH_AS(dist::rendezvous_publish(path, "", {1}), doctest::Contains("run id is empty"), Error);
+}
+
+// A file an earlier run left behind: rank 0 of the next run refuses to overwrite it, and the
+// other ranks refuse it too instead of joining a communicator nobody listens on.
+TEST_CASE("dist: file rendezvous: every rank of a new run refuses a stale file") {
+  const std::string path = fresh_path("stale");
+  const std::vector<uint8_t> old_id{1, 2, 3, 4};
+  dist::rendezvous_publish(path, "run1", old_id);
+  CHECK_THROWS_WITH_AS(dist::rendezvous_publish(path, "run2", {5, 6, 7, 8}), doctest::Contains("exists already"),
+                       Error);
+  const std::string stale = "'" + path + "' was written for run 'run1', not this run 'run2'";
+  CHECK_THROWS_WITH_AS(dist::rendezvous_fetch(path, "run2", old_id.size(), 1), doctest::Contains(stale.c_str()), Error);
+  fs::remove(path);
+}
+
+TEST_CASE("dist: file rendezvous names a directory given as the file") {
+  const std::string dir = fs::temp_directory_path().string();
+  const std::string named = "'" + dir + "' is a directory, not a rendezvous file";
+  CHECK_THROWS_WITH_AS(dist::rendezvous_fetch(dir, "run1", 4, 1), doctest::Contains(named.c_str()), Error);
 }
 
 TEST_CASE("dist: file rendezvous refuses a file it did not write") {
   const std::string path = fresh_path("foreign");
   std::ofstream(path) << "hello";
-  CHECK_THROWS_WITH_AS(dist::rendezvous_fetch(path, 4, 1), doctest::Contains("is not a rendezvous file"), Error);
-  fs::remove(path);
-  CHECK_THROWS_WITH_AS(dist::rendezvous_publish("/nonexistent_dir_mdl/id", {1}), doctest::Contains("cannot write"),
+  CHECK_THROWS_WITH_AS(dist::rendezvous_fetch(path, "run1", 4, 1), doctest::Contains("is not a rendezvous file"),
                        Error);
+  fs::remove(path);
+  CHECK_THROWS_WITH_AS(dist::rendezvous_publish("/nonexistent_dir_mdl/id", "run1", {1}),
+                       doctest::Contains("cannot write"), Error);
 }
 
 #ifdef MDL_WITH_NCCL
@@ -74,7 +97,9 @@ TEST_CASE("dist: file rendezvous refuses a file it did not write") {
 
 TEST_CASE("dist: NCCL group names a bad rank, a missing rendezvous file and a missing GPU") {
   CHECK_THROWS_WITH_AS(dist::NcclProcessGroup(0, 2), doctest::Contains("needs NcclOptions::rendezvous_file"), Error);
-  CHECK_THROWS_WITH_AS(dist::NcclProcessGroup(2, 2, {.rendezvous_file = "/tmp/x"}),
+  CHECK_THROWS_WITH_AS(dist::NcclProcessGroup(0, 2, {.rendezvous_file = "/tmp/x", .rendezvous_run_id = ""}),
+                       doctest::Contains("needs NcclOptions::rendezvous_run_id"), Error);
+  CHECK_THROWS_WITH_AS(dist::NcclProcessGroup(2, 2, {.rendezvous_file = "/tmp/x", .rendezvous_run_id = "r"}),
                        doctest::Contains("rank 2 is not in a world of 2"), Error);
   CHECK_THROWS_WITH_AS(dist::NcclProcessGroup(0, 0), doctest::Contains("world_size must be at least 1"), Error);
   dist::NcclOptions no_time;
