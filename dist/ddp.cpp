@@ -3,10 +3,12 @@
 #include "dist/ddp.h"
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_set>
 
 #include "tensor/grad_mode.h"
 #include "autograd/hooks.h"
+#include "dist/replica_state.h"
 #include "tensor/error.h"
 #include "ops/native/factory.h"
 
@@ -15,18 +17,21 @@ namespace mdl::dist {
 DistributedDataParallel::DistributedDataParallel(nn::ModulePtr module, ProcessGroup& group, DdpOptions options)
     : module_(std::move(module)), group_(group), opt_(options) {
   MDL_CHECK(module_ != nullptr, "DistributedDataParallel: the module is null");
-  MDL_CHECK(opt_.bucket_cap_mb > 0, "DistributedDataParallel: bucket_cap_mb must be positive, got ",
-            opt_.bucket_cap_mb);
+  MDL_CHECK(opt_.bucket_cap_mb > 0 && std::isfinite(opt_.bucket_cap_mb),
+            "DistributedDataParallel: bucket_cap_mb must be a positive finite number of MiB, got ", opt_.bucket_cap_mb);
   NoGradGuard no_grad;
+  check_same_model(*module_, group_);
   // Every rank starts from rank 0's weights and buffers.
-  for (const auto& [name, t] : module_->state_dict()) group_.broadcast(t, 0);
+  for (const auto& [name, t] : module_->state_dict()) broadcast_any_layout(group_, t, 0);
 
   std::unordered_set<const TensorImpl*> seen;  // a shared (tied) parameter is reduced once
   for (const auto& [name, p] : module_->named_parameters())
     if (p.requires_grad() && seen.insert(p.impl()).second) slots_.push_back({p, name});
   std::reverse(slots_.begin(), slots_.end());  // backward finishes the last layers first
 
-  const int64_t cap_bytes = std::max<int64_t>(1, int64_t(opt_.bucket_cap_mb * 1024 * 1024));
+  // A cap beyond any model's size means one bucket (per dtype and device); clamped before the conversion.
+  const double cap = std::min(opt_.bucket_cap_mb * 1024 * 1024, 0x1p62);
+  const int64_t cap_bytes = std::max<int64_t>(1, int64_t(cap));
   int64_t bucket_bytes = 0;
   for (size_t i = 0; i < slots_.size(); ++i) {
     Slot& s = slots_[i];
@@ -72,7 +77,7 @@ void DistributedDataParallel::before_forward() {
   if (ready_count_ > 0) wait();  // a synchronised backward left unfinished: name what was missing
   if (opt_.broadcast_buffers && group_.world_size() > 1 && module_->is_training()) {
     NoGradGuard no_grad;
-    for (const auto& [name, b] : module_->named_buffers()) group_.broadcast(b, 0);
+    for (const auto& [name, b] : module_->named_buffers()) broadcast_any_layout(group_, b, 0);
   }
 }
 
@@ -114,6 +119,9 @@ void DistributedDataParallel::wait() {
     std::string missing;
     for (size_t i = 0; i < slots_.size(); ++i)
       if (!ready_[i]) missing += (missing.empty() ? "'" : ", '") + slots_[i].name + "'";
+    // The buckets that did start were started alike on every rank: finish them before the buffers
+    // are reused (an abandoned all_reduce would still write into them during the next backward).
+    for (int64_t k = 0; k < next_launch_; ++k) buckets_[size_t(k)].work->wait();
     reset_for_next_backward();
     MDL_FAIL("DistributedDataParallel: these parameters got no gradient in the last synchronised backward: ", missing,
              " (every rank must reduce every bucket; give them a gradient or set requires_grad false)");

@@ -1,11 +1,16 @@
 // DistributedDataParallel: data-parallel training of one Module over a ProcessGroup, as PyTorch's
-// DDP. At construction rank 0's parameters and buffers are broadcast, so every rank starts equal.
+// DDP. At construction the ranks check that they built the same model (an mdl::Error on every
+// rank names the first parameter or buffer whose name, shape, dtype or requires_grad differs), then
+// rank 0's parameters and buffers are broadcast, whatever their memory layout (channels-last
+// included), so every rank starts equal.
 // Gradients are averaged in buckets (about bucket_cap_mb each, filled with the parameters in
 // reverse registration order, roughly the order backward finishes them): a post-accumulate-grad
 // hook copies each final gradient into its bucket, and a full bucket's all_reduce starts at once,
 // overlapping the rest of backward. When the last gradient is in, backward waits for every bucket
 // and writes the averages back into .grad(), so after loss.backward() all ranks hold the same
-// gradients: those of the mean loss over the concatenated batch.
+// gradients: the average of the ranks' gradients, which is the gradient of the mean loss over
+// the concatenated batch when every rank's batch has the same size (DistributedSampler's shards
+// and the Trainer's batches do).
 //
 //   dist::MpiProcessGroup pg;
 //   dist::DistributedDataParallel ddp(model, pg);
@@ -14,7 +19,8 @@
 //
 // With amp::GradScaler, call dist::sync_found_inf(scaler, pg) once so every rank skips the
 // same steps. Every parameter that requires grad must get a gradient in each synchronised
-// backward (wait() names the ones that did not).
+// backward: wait() names the ones that did not, after finishing the buckets already started, so
+// when every rank left out the same ones the error can be caught and training go on.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -28,7 +34,7 @@
 namespace mdl::dist {
 
 struct DdpOptions {
-  double bucket_cap_mb = 25;      // MiB of gradients per all_reduce
+  double bucket_cap_mb = 25;      // MiB of gradients per all_reduce (positive and finite; huge: one bucket)
   bool broadcast_buffers = true;  // rank 0's buffers (BatchNorm statistics) to all at each forward
 };
 

@@ -28,6 +28,10 @@ struct Runtime {
     int provided = 0;
     MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
     initialised_here = true;
+    // Open MPI reports some errors of a duplicated communicator's nonblocking collectives (a
+    // message longer than the receiver's buffer) on MPI_COMM_WORLD: returned, they become an
+    // mdl::Error naming the collective instead of an abort.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   }
   ~Runtime() {
     int finalized = 0;

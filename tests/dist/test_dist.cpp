@@ -87,9 +87,11 @@ std::map<std::string, std::string> values(const std::string& out, const std::str
 TEST_SUITE("dist") {
   TEST_CASE("dist: 2 ranks train bit-identical replicas equal to one process on the whole batch" *
             doctest::skip(!mpi_ready())) {
-    for (const char* bucket_mb : {"25", "0.002"}) {  // one bucket; then ~2 KiB buckets: several
-      CAPTURE(bucket_mb);
-      const Run r = run_workers(std::string("equal ") + bucket_mb);
+    // One bucket; ~2 KiB buckets: several; several with channels-last conv weights (not contiguous).
+    for (const std::string config : {"25", "0.002", "0.002 channels_last"}) {
+      CAPTURE(config);
+      const std::string bucket_mb = config.substr(0, config.find(' '));
+      const Run r = run_workers("equal " + config);
       INFO(r.output);
       CHECK(r.status == 0);
       CHECK(r.output.find("PASS equal") != std::string::npos);
@@ -100,7 +102,7 @@ TEST_SUITE("dist") {
       REQUIRE(buckets.size() == 2);
       const auto early = values(r.output, "all_reduces_during_backward");
       REQUIRE(early.size() == 2);
-      if (std::string(bucket_mb) == "25") {
+      if (bucket_mb == "25") {
         CHECK(buckets.at("0") == "1");
         CHECK(early.at("0") == "0");  // one bucket: it can only start with the last gradient
       } else {
@@ -161,6 +163,14 @@ TEST_SUITE("dist") {
       CHECK(r.output.find("timed out after 3 s on rank 0 of 2") != std::string::npos);
       CHECK(r.seconds < 45);
     }
+  }
+
+  TEST_CASE("dist: a collective whose sizes differ across ranks throws naming it" * doctest::skip(!mpi_ready())) {
+    const Run r = run_workers("size_mismatch", 60);
+    INFO(r.output);
+    CHECK(r.status == 3);  // the worker's abort_all after an mdl::Error, not MPI's own abort
+    CHECK(r.output.find("rank 1 error: dist::broadcast from rank 0 of 4 f32 values failed on rank 1 of 2") !=
+          std::string::npos);
   }
 
 }  // TEST_SUITE

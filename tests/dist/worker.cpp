@@ -2,12 +2,16 @@
 // `mpirun -np 2`. Each rank prints "rank R key value" lines; rank 0 prints "PASS SCENARIO" when
 // its own checks hold. An mdl::Error on any rank prints "rank R error: ..." and ends the whole job
 // (dist::abort_all), so a failure never leaves the other rank waiting.
-//   equal [bucket_mb]  DDP training == one process on the concatenated batch; replicas bit-equal
+//   equal [bucket_mb] [channels_last]  DDP training == one process on the concatenated batch;
+//                      replicas bit-equal (channels_last: conv weights in NHWC memory)
 //   accum              no_sync micro-batches: no all_reduce, same result as the whole batch
 //   scaler_skip        an inf on one rank skips the step on both (and without sync_found_inf not)
-//   errors             bad input to the collectives and DDP throws, naming what was wrong
+//   errors             bad input to the collectives and DDP throws, naming what was wrong; models that
+//                      differ across ranks are refused on every rank; after a caught missing-gradient
+//                      error (several buckets in flight, ranks out of step) training goes on correctly
 //   rank_death         rank 1 exits mid-training; rank 0 must fail, not hang
 //   rank_stall         rank 1 stops calling collectives; rank 0's all_reduce times out
+//   size_mismatch      rank 1 receives a broadcast into a smaller tensor: an mdl::Error, not MPI's abort
 //   train CHECKPOINT   mdl-train --dist (run_training) on a Fashion-MNIST subset; rank 0 saves
 #include <unistd.h>
 
@@ -38,11 +42,14 @@ namespace {
 constexpr int64_t kPerRank = 4;  // samples per rank and step
 constexpr int kSteps = 5;
 
-// Conv -> ReLU -> Linear -> ReLU -> Linear on (B, 1, 8, 8): five parameter tensors, ~4.3k values.
+// Conv -> ReLU -> Conv -> ReLU -> Linear -> ReLU -> Linear on (B, 1, 8, 8): eight parameter
+// tensors, ~4.5k values. The second conv has several input channels, so its weight in channels-last
+// memory is not contiguous.
 nn::ModulePtr make_model(uint64_t seed) {
   manual_seed(seed);
   return std::make_shared<nn::Sequential>(std::initializer_list<nn::ModulePtr>{
       std::make_shared<nn::Conv2d>(1, 4, 3, nn::Conv2dOptions{.padding = {1, 1}}), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Conv2d>(4, 4, 3, nn::Conv2dOptions{.padding = {1, 1}}), std::make_shared<nn::ReLU>(),
       std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(256, 16), std::make_shared<nn::ReLU>(),
       std::make_shared<nn::Linear>(16, 3)});
 }
@@ -99,10 +106,13 @@ bool check(dist::ProcessGroup& pg, bool ok, const std::string& what) {
 }
 
 // DDP on kPerRank samples per rank vs one model on the whole batch, kSteps of SGD with momentum.
-bool scenario_equal(dist::ProcessGroup& pg, double bucket_mb, bool accumulate) {
+bool scenario_equal(dist::ProcessGroup& pg, double bucket_mb, bool accumulate, bool channels_last = false) {
   auto model = make_model(7 + uint64_t(pg.rank()));  // ranks start apart; DDP's broadcast fixes that
   auto reference = make_model(7);                    // rank 0's start
+  if (channels_last) model->to(MemoryFormat::ChannelsLast);
   dist::DistributedDataParallel ddp(model, pg, {.bucket_cap_mb = bucket_mb});
+  const Tensor conv_weight = model->parameters()[2];  // [4,4,3,3]
+  bool ok = check(pg, conv_weight.is_contiguous() != channels_last, "DDP changed the conv weight's memory layout");
   optim::SGD opt(model->parameters(), {.lr = 0.1, .momentum = 0.9});
   optim::SGD ref_opt(reference->parameters(), {.lr = 0.1, .momentum = 0.9});
   for (int step = 0; step < kSteps; ++step) {
@@ -134,7 +144,7 @@ bool scenario_equal(dist::ProcessGroup& pg, double bucket_mb, bool accumulate) {
   char diff_text[32];
   std::snprintf(diff_text, sizeof diff_text, "%.3g", diff);
   print(pg, "max_diff_vs_single_process", diff_text);
-  bool ok = check(pg, mismatch == 0, "replicas differ in " + std::to_string(mismatch) + " tensors");
+  ok &= check(pg, mismatch == 0, "replicas differ in " + std::to_string(mismatch) + " tensors");
   ok &= check(pg, diff < 1e-5, "DDP differs from single-process training by " + std::to_string(diff));
   ok &= check(pg, ddp.all_reduces_started() == kSteps * ddp.num_buckets(),
               "expected one all_reduce per bucket and step, got " + std::to_string(ddp.all_reduces_started()));
@@ -201,6 +211,73 @@ bool throws_with(dist::ProcessGroup& pg, F f, const std::string& needle) {
   return check(pg, false, "no error; expected one mentioning '" + needle + "'");
 }
 
+// Models that differ across ranks: DDP's constructor throws the same error on every rank.
+bool differing_models_refused(dist::ProcessGroup& pg) {
+  const bool one = pg.rank() == 1;
+  auto linear = [](int64_t in, int64_t out) { return std::make_shared<nn::Linear>(in, out); };
+  auto refused = [&](nn::ModulePtr m, const std::string& needle) {
+    return throws_with(
+        pg, [&] { dist::DistributedDataParallel(m, pg); }, needle);
+  };
+  // The same bytes in another shape.
+  bool ok = refused(one ? linear(6, 4) : linear(4, 6),
+                    "state entry 0 is 'weight' [6,4] f32 (requires_grad) on rank 0 but 'weight' [4,6] f32 "
+                    "(requires_grad) on rank 1");
+  ok &= refused(one ? linear(4, 8) : linear(4, 6), "'weight' [8,4] f32 (requires_grad) on rank 1");
+  ok &= refused(one ? linear(4, 2) : linear(4, 6), "'weight' [2,4] f32 (requires_grad) on rank 1");
+  nn::ModulePtr wide = linear(4, 6);
+  if (one) wide->to(kF64);
+  ok &= refused(wide, "'weight' [6,4] f64 (requires_grad) on rank 1");
+  auto layers = [&](int n) {
+    auto seq = std::make_shared<nn::Sequential>();
+    for (int i = 0; i < n; ++i) seq->push_back(linear(4, 4));
+    return seq;
+  };
+  ok &= refused(layers(one ? 2 : 1),
+                "state entry 2 is nothing (2 entries in all) on rank 0 but '1.weight' [4,4] f32 (requires_grad) on "
+                "rank 1 (the ranks hold 2 to 4 state entries)");
+  return ok;
+}
+
+// Every rank leaves the same parameter out of one step's graph and catches wait()'s error, rank 1
+// arriving late, with the other buckets' all_reduces started; the next steps must average right.
+bool training_goes_on_after_missing_gradient(dist::ProcessGroup& pg) {
+  auto model = make_model(3);
+  auto reference = make_model(3);
+  auto unused = std::make_shared<nn::Linear>(2, 2);
+  auto both = std::make_shared<nn::Sequential>();
+  both->push_back("unused", unused);  // registered first: its gradient goes in the last bucket
+  both->push_back("net", model);
+  dist::DistributedDataParallel ddp(both, pg, {.bucket_cap_mb = 0.002});
+  bool ok = check(pg, ddp.num_buckets() >= 3, "expected several buckets, got " + std::to_string(ddp.num_buckets()));
+  auto [x, y] = global_batch(0, pg.world_size());
+  const Tensor xr = x.narrow(0, pg.rank() * kPerRank, kPerRank), yr = y.narrow(0, pg.rank() * kPerRank, kPerRank);
+  if (pg.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  loss_of(*model, xr, yr).backward();
+  ok &= check(pg, ddp.all_reduces_started() == ddp.num_buckets() - 1, "all buckets but the unused one should start");
+  ok &= throws_with(
+      pg, [&] { ddp.wait(); }, "'unused.weight'");
+  for (int step = 1; step <= 2; ++step) {
+    std::tie(x, y) = global_batch(step, pg.world_size());
+    both->zero_grad();
+    reference->zero_grad();
+    const Tensor touch_unused = sum((*unused)(zeros({1, 2}))) * 0.0;
+    (loss_of(*model, x.narrow(0, pg.rank() * kPerRank, kPerRank), y.narrow(0, pg.rank() * kPerRank, kPerRank)) +
+     touch_unused)
+        .backward();
+    ddp.wait();
+    loss_of(*reference, x, y).backward();
+    double diff = 0;
+    const auto mine = model->parameters(), theirs = reference->parameters();
+    for (size_t i = 0; i < mine.size(); ++i)
+      diff = std::max(diff, max(abs(mine[i].grad() - theirs[i].grad())).item<double>());
+    ok &= check(pg, diff < 1e-5,
+                "step " + std::to_string(step) + ": gradients differ from the whole batch's by " +
+                    std::to_string(diff));
+  }
+  return ok;
+}
+
 bool scenario_errors(dist::ProcessGroup& pg) {
   bool ok = throws_with(
       pg, [&] { pg.all_reduce(zeros({4}, kF16)); }, "MPI cannot reduce f16");
@@ -216,21 +293,17 @@ bool scenario_errors(dist::ProcessGroup& pg) {
       pg, [&] { pg.all_reduce(zeros({4}, kI64), dist::ReduceOp::Average); }, "average needs a floating");
   ok &= throws_with(
       pg, [&] { dist::DistributedDataParallel(make_model(1), pg, {.bucket_cap_mb = 0}); },
-      "bucket_cap_mb must be positive");
-  // A parameter that gets no gradient: the synchronised backward cannot finish; wait() names it.
-  {
-    auto model = make_model(3);
-    auto unused = std::make_shared<nn::Linear>(2, 2);
-    auto both = std::make_shared<nn::Sequential>();
-    both->push_back("net", model);
-    both->push_back("unused", unused);
-    dist::DistributedDataParallel ddp(both, pg);
-    auto [x, y] = global_batch(0, pg.world_size());
-    loss_of(*model, x.narrow(0, 0, kPerRank), y.narrow(0, 0, kPerRank)).backward();
-    ok &= throws_with(
-        pg, [&] { ddp.wait(); }, "'unused.weight'");
-    pg.barrier();  // the buckets that did start were completed by every rank alike
-  }
+      "bucket_cap_mb must be a positive finite number");
+  ok &= throws_with(
+      pg, [&] { dist::DistributedDataParallel(make_model(1), pg, {.bucket_cap_mb = INFINITY}); },
+      "bucket_cap_mb must be a positive finite number");
+  ok &= throws_with(
+      pg, [&] { dist::DistributedDataParallel(make_model(1), pg, {.bucket_cap_mb = NAN}); },
+      "bucket_cap_mb must be a positive finite number");
+  ok &= check(pg, dist::DistributedDataParallel(make_model(1), pg, {.bucket_cap_mb = 1e300}).num_buckets() == 1,
+              "a huge bucket_cap_mb should give one bucket");
+  ok &= differing_models_refused(pg);
+  ok &= training_goes_on_after_missing_gradient(pg);
   // Still usable afterwards.
   Tensor t = full({3}, double(pg.rank() + 1));
   pg.all_reduce(t, dist::ReduceOp::Average);
@@ -280,13 +353,16 @@ int main(int argc, char** argv) {
     rank = pg.rank();
     MDL_CHECK(pg.world_size() >= 2, "mdl_dist_worker: run it under mpirun -np 2 (world size is ", pg.world_size(), ")");
     bool ok = false;
-    if (scenario == "equal") ok = scenario_equal(pg, argc > 2 ? std::stod(argv[2]) : 25.0, false);
+    if (scenario == "equal")
+      ok = scenario_equal(pg, argc > 2 ? std::stod(argv[2]) : 25.0, false,
+                          argc > 3 && std::string(argv[3]) == "channels_last");
     else if (scenario == "accum") ok = scenario_equal(pg, 25.0, true);
     else if (scenario == "scaler_skip") ok = scenario_scaler_skip(pg);
     else if (scenario == "errors") ok = scenario_errors(pg);
     else if (scenario == "train") ok = scenario_train(pg, argc > 2 ? argv[2] : "mdl_dist_train.safetensors");
     else if (scenario == "rank_death") scenario_lost_rank(pg, true);
     else if (scenario == "rank_stall") scenario_lost_rank(pg, false);
+    else if (scenario == "size_mismatch") pg.broadcast(zeros({pg.rank() == 0 ? 8 : 4}), 0);
     else MDL_FAIL("mdl_dist_worker: unknown scenario '", scenario, "'");
     // Every rank's verdict: rank 0 passes only when all ranks' checks held.
     Tensor failures = scalar_tensor(ok ? 0.0 : 1.0, kI64);
