@@ -28,19 +28,23 @@ struct DataParallel::Groups {
 struct DataParallel::Groups {};
 #endif
 
-DataParallel::DataParallel(bool dist, Device device, double bucket_mb) : bucket_mb_(bucket_mb) {
+DataParallel::DataParallel(bool dist, Device device, double bucket_mb, double timeout_seconds) : bucket_mb_(bucket_mb) {
 #ifdef MDL_WITH_MPI
   if (!dist) return;
   groups_ = std::make_unique<Groups>();
-  groups_->mpi = std::make_unique<dist::MpiProcessGroup>();
+  groups_->mpi = std::make_unique<dist::MpiProcessGroup>(dist::MpiOptions{.timeout_seconds = timeout_seconds});
   rank_ = groups_->mpi->rank(), world_ = groups_->mpi->world_size();
 #ifdef MDL_WITH_NCCL
-  if (device.is_cuda()) groups_->gpu = std::make_unique<dist::NcclProcessGroup>(*groups_->mpi);
+  if (device.is_cuda()) {
+    dist::NcclOptions nccl;
+    nccl.timeout_seconds = timeout_seconds;
+    groups_->gpu = std::make_unique<dist::NcclProcessGroup>(*groups_->mpi, nccl);
+  }
 #endif
   MDL_CHECK(!device.is_cuda() || groups_->gpu, "mdl-train: --dist on ", device,
             " needs NCCL (a build with CUDA and MPI)");
 #else
-  (void)device;
+  (void)device, (void)timeout_seconds;
   MDL_CHECK(!dist, "mdl-train: --dist needs a build with MPI");
 #endif
 }

@@ -20,7 +20,11 @@ class DataParallel {
  public:
   // dist: join the MPI job (throws in a build without MPI, or on CUDA without NCCL).
   // bucket_mb: MiB of gradients per all_reduce.
-  DataParallel(bool dist, Device device, double bucket_mb = 25);
+  // timeout_seconds: how long a collective waits for the other ranks before it throws. Generous
+  // by default (30 min, as PyTorch's), because the other ranks wait at the epoch's end while rank 0
+  // validates alone; a rank that dies ends the job at once anyway (mpirun stops the others).
+  static constexpr double kDefaultTimeoutSeconds = 1800;
+  DataParallel(bool dist, Device device, double bucket_mb = 25, double timeout_seconds = kDefaultTimeoutSeconds);
   ~DataParallel();
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;

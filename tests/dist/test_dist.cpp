@@ -163,6 +163,13 @@ TEST_SUITE("dist") {
       CHECK(r.output.find("timed out after 3 s on rank 0 of 2") != std::string::npos);
       CHECK(r.seconds < 45);
     }
+    SUBCASE("DataParallel's timeout is the one it was given") {
+      const Run r = run_workers("dp_timeout", 60);
+      INFO(r.output);
+      CHECK(r.status != 0);
+      CHECK(r.status != 124);
+      CHECK(r.output.find("rank 1 error: dist::barrier timed out after 1 s on rank 1 of 2") != std::string::npos);
+    }
   }
 
   TEST_CASE("dist: a collective whose sizes differ across ranks throws naming it" * doctest::skip(!mpi_ready())) {
@@ -193,6 +200,16 @@ TEST_CASE("mdl-train --dist: parsed in an MPI build, a usage error naming it oth
   CHECK_THROWS_WITH_AS(train::parse_train_options({"--bucket-mb", "0"}),
                        doctest::Contains("--bucket-mb must be positive"), train::UsageError);
   CHECK(train::usage().find("--dist") != std::string::npos);
+  // Long enough by default for rank 0 to validate a large set while the others wait.
+  CHECK(train::parse_train_options({}).dist_timeout >= 1800);
+  CHECK(train::parse_train_options({"--dist-timeout", "7200"}).dist_timeout == 7200);
+  for (const char* bad : {"0", "-5", "nan", "inf", "abc"}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(train::parse_train_options({"--dist-timeout", bad}), doctest::Contains("--dist-timeout"),
+                         train::UsageError);
+  }
+  CHECK(train::usage().find("--dist-timeout S") != std::string::npos);
+  CHECK(train::usage().find("with --dist rank 0's shard only") != std::string::npos);  // --dump-order
 }
 
 TEST_CASE("dist: mdl-train --dist on 2 ranks: one progress log, one checkpoint" * doctest::skip(!mpi_ready())) {

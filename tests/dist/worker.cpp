@@ -12,6 +12,8 @@
 //   rank_death         rank 1 exits mid-training; rank 0 must fail, not hang
 //   rank_stall         rank 1 stops calling collectives; rank 0's all_reduce times out
 //   size_mismatch      rank 1 receives a broadcast into a smaller tensor: an mdl::Error, not MPI's abort
+//   dp_timeout         train::DataParallel with a 1 s timeout: rank 1's barrier gives up while rank 0
+//                      "validates" for 3 s
 //   train CHECKPOINT   mdl-train --dist (run_training) on a Fashion-MNIST subset; rank 0 saves
 #include <unistd.h>
 
@@ -34,6 +36,7 @@
 #include "ops/ops.h"
 #include "tensor/parallel.h"
 #include "tools/mdl_train/run_training.h"
+#include "train/data_parallel.h"
 
 using namespace mdl;
 
@@ -331,11 +334,18 @@ void scenario_lost_rank(dist::ProcessGroup& pg, bool dies) {
   }
 }
 
+// Rank 0 works alone for 3 s (validation) before the epoch's barrier; rank 1 waits only 1 s.
+void scenario_dp_timeout() {
+  train::DataParallel dp(true, Device::cpu(), 25, 1.0);
+  if (dp.rank() == 0) std::this_thread::sleep_for(std::chrono::seconds(3));
+  dp.barrier();
+}
+
 // Two epochs of an MLP on 512 samples (256 per rank); both ranks end with rank 0's checkpoint weights.
 bool scenario_train(dist::ProcessGroup& pg, const std::string& checkpoint) {
-  const train::TrainOptions o = train::parse_train_options(
-      std::vector<std::string>{"--dist", "--model", "mlp", "--subset", "512", "--val-subset", "1000", "--epochs", "2",
-                               "--batch", "32", "--threads", "1", "--no-progress", "--save", checkpoint});
+  const train::TrainOptions o = train::parse_train_options(std::vector<std::string>{
+      "--dist", "--model", "mlp", "--subset", "512", "--val-subset", "1000", "--epochs", "2", "--batch", "32",
+      "--threads", "1", "--no-progress", "--dist-timeout", "60", "--save", checkpoint});
   const train::TrainReport r = train::run_training(o, stdout);
   bool ok = check(pg, r.epochs.size() == 2, "two epochs expected");
   if (pg.rank() == 0) ok &= check(pg, r.epochs.back().val_accuracy > 0.3, "rank 0 validates (accuracy above chance)");
@@ -362,6 +372,7 @@ int main(int argc, char** argv) {
     else if (scenario == "train") ok = scenario_train(pg, argc > 2 ? argv[2] : "mdl_dist_train.safetensors");
     else if (scenario == "rank_death") scenario_lost_rank(pg, true);
     else if (scenario == "rank_stall") scenario_lost_rank(pg, false);
+    else if (scenario == "dp_timeout") scenario_dp_timeout();
     else if (scenario == "size_mismatch") pg.broadcast(zeros({pg.rank() == 0 ? 8 : 4}), 0);
     else MDL_FAIL("mdl_dist_worker: unknown scenario '", scenario, "'");
     // Every rank's verdict: rank 0 passes only when all ranks' checks held.

@@ -201,6 +201,12 @@ const std::map<std::string, Option>& table() {
           o.bucket_mb = parse_real(k, v, 0, kMaxBucketMb);
           if (!(o.bucket_mb > 0)) throw UsageError("mdl-train: " + k + " must be positive, got " + v);
         }}},
+      {"--dist-timeout",
+       {true,
+        [](O& o, auto& k, auto& v) {
+          o.dist_timeout = parse_real(k, v, 0, kMaxReal);
+          if (!(o.dist_timeout > 0)) throw UsageError("mdl-train: " + k + " must be positive, got " + v);
+        }}},
       {"--early-stop", {true, [](O& o, auto& k, auto& v) { o.early_stop = parse_int(k, v, 1, kMaxEpochs); }}},
       {"--save-best",
        {true,
@@ -360,10 +366,13 @@ std::string usage() {
                      beside mdl-train (make roofline writes it); with --ceilings, --roofline or
                      --profile-sort headroom they are measured and saved there when missing
   --profile-sort S   with --profile: the table's order: total (default), self, calls, headroom
-  --dump-order FILE  write every epoch's sample order (i64, epochs x samples) for compare_torch.py
+  --dump-order FILE  write every epoch's sample order (i64, epochs x samples) for compare_torch.py;
+                     with --dist rank 0's shard only
   --dist             data parallel: run as mpirun -np N build/mdl-train --dist ...; --batch is per rank
                      (N x batch per step), rank 0 alone prints, validates and saves
   --bucket-mb X      with --dist: MiB of gradients per all_reduce bucket (25)
+  --dist-timeout S   with --dist: seconds a rank waits for the others (1800); they wait at each
+                     epoch's end while rank 0 validates alone
   --early-stop N     stop when the validation loss has not improved for N epochs
   --save-best FILE   the weights (safetensors) of the epoch with the lowest validation loss so far
   --plateau N        multiply the lr by 0.1 when the validation loss has not improved for more than

@@ -61,6 +61,7 @@ struct TrainOptions {
   std::string dump_order{};             // write each epoch's sample order (i64) here, for compare_torch.py
   bool dist = false;                    // data parallel under mpirun: DDP, DistributedSampler; --batch is per rank
   double bucket_mb = 25;                // with --dist: MiB of gradients per all_reduce
+  double dist_timeout = 1800;           // with --dist: seconds a collective waits for the other ranks
   int64_t early_stop = 0;               // stop after N epochs without a better val loss; 0 = off
   std::string save_best{};              // the weights of the epoch with the best val loss so far
   int64_t plateau = 0;                  // ReduceLROnPlateau (x0.1) on val loss with patience N; 0 = off

@@ -66,7 +66,7 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
   if (o.threads > 0) set_num_threads(int(o.threads));
   manual_seed(o.seed);
   const Device device = parse_device(o.device);
-  auto dp = std::make_shared<DataParallel>(o.dist, device, o.bucket_mb);
+  auto dp = std::make_shared<DataParallel>(o.dist, device, o.bucket_mb, o.dist_timeout);
   if (dp->rank() != 0) out = nullptr;  // rank 0 alone prints
   TrainReport report;
   report.rank = dp->rank();
