@@ -1,12 +1,13 @@
 // A character-level GPT on any UTF-8 text file, trained with train::Trainer, then asked to
 // continue the text's first character for a few hundred more.
-//   char_gpt FILE [EPOCHS] [SAMPLES] [CONTEXT]   (defaults: 1 epoch, every window, context 64)
+//   char_gpt FILE [EPOCHS] [SAMPLES] [CONTEXT]   (defaults: 1 epoch, every window (SAMPLES 0), context 64)
 // Each sample is a window of CONTEXT characters and the same window one character on; the loss
 // is the cross-entropy of every next character, over the (B, T, V) logits.
 #include <cstdio>
 #include <random>
 #include <string>
 
+#include "examples/args.h"
 #include "mdl.h"
 
 using namespace mdl;
@@ -31,12 +32,12 @@ std::string generate(nn::models::GPT& model, const data::TextDataset& text, std:
 }
 
 int main(int argc, char** argv) try {
-  if (argc < 2) {
-    std::fprintf(stderr, "usage: char_gpt FILE [EPOCHS] [SAMPLES] [CONTEXT]\n");
-    return 2;
-  }
-  const int64_t epochs = argc > 2 ? std::stoll(argv[2]) : 1, samples = argc > 3 ? std::stoll(argv[3]) : 0;
-  const int64_t context = argc > 4 ? std::stoll(argv[4]) : 64;
+  const examples::Args args{argc, argv, "char_gpt", "FILE [EPOCHS] [SAMPLES] [CONTEXT]"};
+  if (argc < 2) args.fail("no text file given");
+  args.at_most(4);
+  const int64_t epochs = args.count(2, "EPOCHS", 1, 1, 1'000'000);
+  const int64_t samples = args.count(3, "SAMPLES", 0, 0, int64_t(1) << 40);
+  const int64_t context = args.count(4, "CONTEXT", 64, 2, 1 << 20);
   manual_seed(0);
   auto text = std::make_shared<data::TextDataset>(argv[1], context);
   std::shared_ptr<const data::Dataset> train_set = text;

@@ -1,11 +1,12 @@
 // Training written out by hand, without train::Trainer: the loop every framework hides. Each
 // step is forward, loss, backward, update, print, as llm.c's train_gpt2.c does it, on
 // Fashion-MNIST with a two-layer MLP; every VAL_EVERY steps the validation loss.
-//   hand_loop [STEPS] [SAMPLES]   (defaults: 1000 steps, all 60,000 training images)
+//   hand_loop [STEPS] [SAMPLES]   (defaults: 1000 steps, all 60,000 training images (SAMPLES 0))
 #include <chrono>
 #include <cstdio>
 #include <string>
 
+#include "examples/args.h"
 #include "mdl.h"
 
 using namespace mdl;
@@ -27,7 +28,10 @@ double validation_loss(nn::Module& model, data::DataLoader& val) {
 }
 
 int main(int argc, char** argv) try {
-  const int64_t steps = argc > 1 ? std::stoll(argv[1]) : 1000, samples = argc > 2 ? std::stoll(argv[2]) : 0;
+  const examples::Args args{argc, argv, "hand_loop", "[STEPS] [SAMPLES]"};
+  args.at_most(2);
+  const int64_t steps = args.count(1, "STEPS", 1000, 1, 1'000'000'000);
+  const int64_t samples = args.count(2, "SAMPLES", 0, 0, int64_t(1) << 40);
   manual_seed(0);
   std::shared_ptr<const data::Dataset> train_set = std::make_shared<data::FashionMNIST>(data::kFashionMnistRoot, true);
   data::FashionMNIST val_set(data::kFashionMnistRoot, false);

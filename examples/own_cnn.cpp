@@ -1,10 +1,11 @@
 // Your own CNN on Fashion-MNIST, trained with train::Trainer: early stopping on the validation
 // loss and the best weights kept in own_cnn.safetensors.
-//   own_cnn [EPOCHS] [SAMPLES]   (defaults: 10 epochs, all 60,000 training images; SAMPLES also
+//   own_cnn [EPOCHS] [SAMPLES]   (defaults: 10 epochs, all 60,000 training images (SAMPLES 0); SAMPLES also
 //                                 limits the validation images)
 #include <cstdio>
 #include <string>
 
+#include "examples/args.h"
 #include "mdl.h"
 
 using namespace mdl;
@@ -29,7 +30,10 @@ class OwnCNN : public nn::Module {
 };
 
 int main(int argc, char** argv) try {
-  const int64_t epochs = argc > 1 ? std::stoll(argv[1]) : 10, samples = argc > 2 ? std::stoll(argv[2]) : 0;
+  const examples::Args args{argc, argv, "own_cnn", "[EPOCHS] [SAMPLES]"};
+  args.at_most(2);
+  const int64_t epochs = args.count(1, "EPOCHS", 10, 1, 1'000'000);
+  const int64_t samples = args.count(2, "SAMPLES", 0, 0, int64_t(1) << 40);
   manual_seed(0);
   std::shared_ptr<const data::Dataset> train_set = std::make_shared<data::FashionMNIST>(data::kFashionMnistRoot, true);
   std::shared_ptr<const data::Dataset> val_set = std::make_shared<data::FashionMNIST>(data::kFashionMnistRoot, false);
@@ -54,9 +58,13 @@ int main(int argc, char** argv) try {
       .add(best);
   const auto history = trainer.fit(epochs);
 
-  std::printf("%zu epochs; best val loss %.4f at epoch %lld, saved to own_cnn.safetensors%s%s\n", history.size(),
-              best->best(), (long long)best->best_epoch(), trainer.stop_reason().empty() ? "" : "; ",
-              trainer.stop_reason().c_str());
+  const std::string stopped = trainer.stop_reason().empty() ? "" : "; " + trainer.stop_reason();
+  if (best->saves() > 0)
+    std::printf("%zu epochs; best val loss %.4f at epoch %lld, saved to own_cnn.safetensors%s\n", history.size(),
+                best->best(), (long long)best->best_epoch(), stopped.c_str());
+  else
+    std::printf("%zu epochs; no epoch had a finite val loss, so nothing was saved%s\n", history.size(),
+                stopped.c_str());
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "own_cnn: %s\n", e.what());

@@ -38,4 +38,21 @@ if "$bin/char_gpt" missing.txt > missing.out 2>&1; then echo "FAIL char_gpt: a m
 elif ! grep -q "missing.txt" missing.out; then echo "FAIL char_gpt: the error does not name the file"; failed=1
 else echo "ok   char_gpt missing file"; fi
 
+# refused NAME PATTERN COMMAND...: COMMAND exits with status 2 (a usage error) and prints a line matching PATTERN.
+refused() {
+  name=$1 pattern=$2
+  shift 2
+  status=0
+  "$@" > "$name.out" 2>&1 || status=$?
+  if [ $status -ne 2 ]; then echo "FAIL $name: exit status $status, not 2, from $*"; tail -n 5 "$name.out"; failed=1
+  elif ! grep -Eq "$pattern" "$name.out"; then echo "FAIL $name: no line matches '$pattern'"; cat "$name.out"; failed=1
+  else echo "ok   $name"; fi
+}
+refused char_gpt_no_epochs "^char_gpt: EPOCHS must be a whole number in \[1, " "$bin/char_gpt" text.txt 0 64 16
+refused own_cnn_word "^own_cnn: EPOCHS must be a whole number in \[1, .*got 'two'" "$bin/own_cnn" two
+refused own_cnn_trailing "^own_cnn: EPOCHS .*got '1x'" "$bin/own_cnn" 1x
+refused own_cnn_negative "^own_cnn: SAMPLES must be a whole number in \[0, .*got '-5'" "$bin/own_cnn" 1 -5
+refused hand_loop_extra "^hand_loop: too many arguments" "$bin/hand_loop" 1 2 3
+refused char_gpt_context "^usage: char_gpt FILE" "$bin/char_gpt" text.txt 1 16 1
+
 exit $failed
