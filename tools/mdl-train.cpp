@@ -27,9 +27,10 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    // The progress bar redraws on stderr when that is a terminal; otherwise plain lines on stdout.
-    const bool terminal = o.progress && isatty(fileno(stderr));
-    std::FILE* out = terminal ? stderr : stdout;
+    // The progress bar redraws on stderr when stdout and stderr are both a terminal (and run_training
+    // draws it when its output is stderr); otherwise plain lines on stdout.
+    const bool bar = draws_progress_bar(o, isatty(fileno(stdout)), isatty(fileno(stderr)));
+    std::FILE* out = bar ? stderr : stdout;
     TrainReport r = run_training(o, out);
     if (r.rank != 0) return 0;  // --dist: rank 0 alone reports
     std::fprintf(out, "\n%s: %lld parameters, %s in all", o.model.c_str(), (long long)r.parameters,

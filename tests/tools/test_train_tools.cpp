@@ -201,20 +201,81 @@ TEST_CASE("mdl-train options: the callback options --early-stop, --save-best, --
   CHECK(usage_error({"--early-stop", "0"}).find("--early-stop must be in [1, ") != std::string::npos);
   CHECK(usage_error({"--early-stop", "two"}).find("--early-stop expects a number, got 'two'") != std::string::npos);
   CHECK(usage_error({"--plateau", "-1"}).find("--plateau must be in [1, ") != std::string::npos);
-  CHECK(usage_error({"--target-accuracy", "1.5"}).find("--target-accuracy must be in [0, 1], got 1.5") !=
+  CHECK(usage_error({"--target-accuracy", "1.5"}).find("--target-accuracy must be in (0, 1], got 1.5") !=
         std::string::npos);
   CHECK(usage_error({"--target-accuracy", "0"}).find("--target-accuracy must be in (0, 1], got 0") !=
         std::string::npos);
   CHECK(usage_error({"--target-accuracy", "nan"}).find("--target-accuracy must be a finite number") !=
         std::string::npos);
   CHECK(usage_error({"--save-best="}).find("--save-best needs a file name") != std::string::npos);
-  CHECK(usage_error({"--save-best", "a", "--save", "a"}).find("--save-best and --save name the same file") !=
+  CHECK(usage_error({"--save-best", "a", "--save", "a"}).find("--save and --save-best name the same file") !=
         std::string::npos);
   CHECK(usage_error({"--plateau", "2", "--schedule", "cosine"}).find("--plateau and --schedule cosine") !=
         std::string::npos);
   CHECK(usage_error({"--evaluate", "a", "--early-stop", "2"}).find("it takes no --early-stop") != std::string::npos);
   for (const char* opt : {"--early-stop", "--save-best", "--plateau", "--target-accuracy"})
     CHECK(train::usage().find(opt) != std::string::npos);
+}
+
+TEST_CASE("mdl-train options: an option that would be ignored, or an empty file name, is refused") {
+  using Args = std::vector<std::string>;
+  const std::pair<Args, const char*> cases[] = {
+      {{"--trace", "t.json"}, "--trace goes with --profile N"},
+      {{"--warmup-steps", "10"}, "--warmup-steps goes with --schedule warmup"},
+      {{"--schedule", "cosine", "--warmup-steps", "10"}, "--warmup-steps goes with --schedule warmup"},
+      {{"--bucket-mb", "4"}, "--bucket-mb goes with --dist"},
+      {{"--momentum", "0.5"}, "--momentum goes with --optimizer sgd"},
+      {{"--optimizer", "adam", "--momentum", "0.5"}, "--momentum goes with --optimizer sgd"},
+      {{"--cache-dir", "/tmp/c"}, "--cache-dir goes with --cache file"},
+      {{"--cache", "memory", "--cache-dir", "/tmp/c"}, "--cache-dir goes with --cache file"},
+      {{"--model", "gpt", "--data", "text:/tmp/a.txt", "--val-subset", "10"}, "--val-subset picks held-out samples"},
+      {{"--evaluate", "a", "--dump-order", "o.bin"}, "--evaluate trains nothing; it takes no --dump-order"},
+  };
+  for (const auto& [args, says] : cases) {
+    CAPTURE(args[0]);
+    CHECK(usage_error(args).find(says) != std::string::npos);
+  }
+  for (const char* opt :
+       {"--save", "--resume", "--log", "--evaluate", "--trace", "--dump-order", "--cache-dir", "--save-best"}) {
+    CAPTURE(opt);
+    CHECK(usage_error({std::string(opt) + "="}).find(std::string(opt) + " needs a file name") != std::string::npos);
+    CHECK(usage_error({opt, ""}).find(std::string(opt) + " needs a file name") != std::string::npos);
+  }
+  // With the option each goes with, each is taken.
+  CHECK(parse_train_options({"--profile", "4", "--trace", "t.json"}).trace == "t.json");
+  CHECK(parse_train_options({"--schedule", "warmup", "--warmup-steps", "10"}).warmup_steps == 10);
+  CHECK(parse_train_options({"--optimizer", "sgd", "--momentum", "0.5"}).momentum == 0.5);
+  CHECK(parse_train_options({"--cache", "file", "--cache-dir", "/tmp/c"}).cache_dir == "/tmp/c");
+  CHECK(parse_train_options({"--val-subset", "10"}).val_subset == 10);
+}
+
+TEST_CASE("mdl-train options: two outputs naming one file are refused") {
+  using Args = std::vector<std::string>;
+  const std::pair<Args, const char*> cases[] = {
+      {{"--log", "c.st", "--save", "c.st"}, "--log and --save name the same file 'c.st'"},
+      {{"--save", "c.st", "--dump-order", "c.st"}, "--save and --dump-order name the same file 'c.st'"},
+      {{"--save", "c.st", "--save-best", "c.st.train.safetensors"},
+       "--save's training state and --save-best name the same file 'c.st.train.safetensors'"},
+      {{"--log", "./run.csv", "--dump-order", "run.csv"}, "--log and --dump-order name the same file"},
+      {{"--profile", "4", "--log", "mdl-trace.json"}, "--log and --trace name the same file 'mdl-trace.json'"},
+      {{"--profile", "4", "--trace", "x", "--roofline", "x"}, "--trace and --roofline name the same file 'x'"},
+      {{"--save-best", "b.st", "--log", "b.st"}, "--log and --save-best name the same file"},
+  };
+  for (const auto& [args, says] : cases) {
+    CAPTURE(says);
+    CHECK(usage_error(args).find(says) != std::string::npos);
+  }
+  // Resuming from the file the run saves to reads it before writing it: allowed.
+  CHECK(parse_train_options({"--resume", "c.st", "--save", "c.st", "--log", "c.csv"}).save == "c.st");
+}
+
+TEST_CASE("mdl-train output: a redirected stdout gets every line; the bar only when both streams are terminals") {
+  const TrainOptions o = parse_train_options(std::vector<std::string>{});
+  CHECK(train::draws_progress_bar(o, true, true));
+  CHECK_FALSE(train::draws_progress_bar(o, false, true));  // mdl-train > run.log at a terminal
+  CHECK_FALSE(train::draws_progress_bar(o, true, false));
+  CHECK_FALSE(train::draws_progress_bar(parse_train_options({"--no-progress"}), true, true));
+  CHECK(train::usage().find("mdl-train > run.log") != std::string::npos);
 }
 
 TEST_CASE("mdl-train options: --classes lists, CIFAR-100 data kinds") {
@@ -464,6 +525,41 @@ TEST_CASE("run_training: a short MLP run logs, checkpoints, resumes and profiles
       doctest::Contains("recording 100 steps needs at least 103 steps in the first epoch (3 to warm up); it has 10"),
       Error);
   for (const auto& f : {log, ckpt, ckpt + ".train.safetensors", trace}) std::remove(f.c_str());
+}
+
+TEST_CASE("run_training: an output file that cannot be created fails before anything runs") {
+  // A regular file where the folder should be: nothing can be created under it.
+  const std::string file = temp_path("not_a_folder"), order = temp_path("order.bin");
+  std::FILE* f = std::fopen(file.c_str(), "w");
+  REQUIRE(f);
+  std::fclose(f);
+  std::filesystem::remove(order);
+  train::TrainOptions o;
+  o.model = "mlp", o.epochs = 1, o.batch = 64, o.subset = 256, o.val_subset = 256, o.progress = false;
+  o.dump_order = order;  // written before the first epoch: its absence shows nothing ran
+  auto message = [&] {
+    try {
+      train::run_training(o, nullptr);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  o.save = file + "/x.st";
+  CHECK(message().find("cannot create the --save file '" + o.save + "'") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(order));
+  o.save = "", o.save_best = file + "/best.st";
+  CHECK(message().find("cannot create the --save-best file") != std::string::npos);
+  o.save_best = "", o.profile = 2, o.trace = file + "/t.json";
+  CHECK(message().find("cannot create the --trace file '" + o.trace + "'") != std::string::npos);
+  o.trace = std::filesystem::temp_directory_path().string();
+  CHECK(message().find("is a folder") != std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(order));
+  // The tool adds its own name to a failure: the message does not start with it.
+  o.profile = 0, o.trace = "", o.dump_order = file + "/o.bin";
+  const std::string dump = message();
+  CHECK(dump.rfind("cannot write --dump-order file", 0) == 0);
+  for (const auto& p : {file, order}) std::filesystem::remove(p);
 }
 
 TEST_CASE("run_training: --val-subset validates and evaluates on the first N held-out samples") {

@@ -12,8 +12,7 @@ namespace mdl::train {
 Evaluation evaluate_weights(const std::string& path, nn::Module& model, data::DataLoader& loader, int64_t samples,
                             Device device, const amp::AmpConfig& amp, int64_t classes,
                             const std::vector<std::string>& names) {
-  MDL_CHECK(std::filesystem::is_regular_file(path), "mdl-train --evaluate: the weights file '", path,
-            "' does not exist");
+  MDL_CHECK(std::filesystem::is_regular_file(path), "--evaluate: the weights file '", path, "' does not exist");
   model.load_state_dict(io::read_safetensors(path).tensors);
   Evaluation e;
   const auto start = std::chrono::steady_clock::now();

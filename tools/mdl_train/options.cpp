@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <charconv>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <set>
@@ -18,11 +19,14 @@ constexpr int64_t kMaxPrefetch = 1024, kMaxWorkers = 1024, kMaxThreads = 1024, k
 constexpr int64_t kMaxSamples = int64_t(1) << 40;
 constexpr double kMaxReal = 1e6, kMaxBucketMb = 1 << 20;
 
+// A number with nothing around it. `range` ("[1, 1000000]") is what an out-of-range one is told.
 template <class T>
-T parse_number(const std::string& opt, const std::string& v) {
+T parse_number(const std::string& opt, const std::string& v, const std::string& range) {
   T out{};
   const char* end = v.data() + v.size();
   auto [p, ec] = std::from_chars(v.data(), end, out);
+  if (ec == std::errc::result_out_of_range && p == end)
+    throw UsageError("mdl-train: " + opt + " must be in " + range + ", got " + v + " (out of range)");
   if (ec != std::errc() || p != end || v.empty())
     throw UsageError("mdl-train: " + opt + " expects a number, got '" + v + "'");
   return out;
@@ -31,10 +35,9 @@ T parse_number(const std::string& opt, const std::string& v) {
 // Each integer option has a ceiling far above any real run, so no later product of options
 // (batch x steps, threads, bytes) can overflow.
 int64_t parse_int(const std::string& opt, const std::string& v, int64_t min, int64_t max) {
-  auto n = parse_number<int64_t>(opt, v);
-  if (n < min || n > max)
-    throw UsageError("mdl-train: " + opt + " must be in [" + std::to_string(min) + ", " + std::to_string(max) +
-                     "], got " + v);
+  const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  auto n = parse_number<int64_t>(opt, v, range);
+  if (n < min || n > max) throw UsageError("mdl-train: " + opt + " must be in " + range + ", got " + v);
   return n;
 }
 
@@ -44,12 +47,20 @@ std::string real_str(double x) {
   return s.str();
 }
 
-double parse_real(const std::string& opt, const std::string& v, double min, double max) {
-  auto x = parse_number<double>(opt, v);
+// A finite real in [min, max], or in (min, max] when min_open.
+double parse_real(const std::string& opt, const std::string& v, double min, double max, bool min_open = false) {
+  const std::string range = (min_open ? "(" : "[") + real_str(min) + ", " + real_str(max) + "]";
+  auto x = parse_number<double>(opt, v, range);
   if (!std::isfinite(x)) throw UsageError("mdl-train: " + opt + " must be a finite number, got " + v);
-  if (x < min || x > max)
-    throw UsageError("mdl-train: " + opt + " must be in [" + real_str(min) + ", " + real_str(max) + "], got " + v);
+  if (x < min || x > max || (min_open && x == min))
+    throw UsageError("mdl-train: " + opt + " must be in " + range + ", got " + v);
   return x;
+}
+
+// A file name: empty would mean "none" for some options and be ignored, so it is refused.
+std::string parse_path(const std::string& opt, const std::string& v) {
+  if (v.empty()) throw UsageError("mdl-train: " + opt + " needs a file name");
+  return v;
 }
 
 // "cpu", "cuda" or "cuda:N" with N a device index (at most 1023: no machine has more).
@@ -82,13 +93,17 @@ std::vector<std::string> parse_class_list(const std::string& opt, const std::str
   }
 }
 
-std::string parse_choice(const std::string& opt, const std::string& v, std::initializer_list<const char*> choices) {
+template <class Choices>
+std::string parse_choice(const std::string& opt, const std::string& v, const Choices& choices) {
   std::string all;
-  for (const char* c : choices) {
+  for (const auto& c : choices) {
     if (v == c) return v;
     all += (all.empty() ? "" : ", ") + std::string(c);
   }
   throw UsageError("mdl-train: " + opt + " must be one of " + all + "; got '" + v + "'");
+}
+std::string parse_choice(const std::string& opt, const std::string& v, std::initializer_list<const char*> choices) {
+  return parse_choice<std::initializer_list<const char*>>(opt, v, choices);
 }
 
 struct Option {
@@ -102,10 +117,7 @@ const std::map<std::string, Option>& table() {
       {"--model",
        {true,
         [](O& o, auto& k, auto& v) {
-          o.model = parse_choice(
-              k, v,
-              {"mlp", "cnn", "cnn-separable", "resnet18", "resnet50", "efficientnet", "efficientnetv2", "mobilenet",
-               "vit", "gpt"});
+          o.model = parse_choice(k, v, model_names());
           if (o.model == "mobilenet") o.model = "efficientnet";
         }}},
       {"--data",
@@ -147,7 +159,7 @@ const std::map<std::string, Option>& table() {
         [](O& o, auto& k, auto& v) {
           o.cache = parse_choice(k, v, {"none", "memory", "file"});
         }}},
-      {"--cache-dir", {true, [](O& o, auto&, auto& v) { o.cache_dir = v; }}},
+      {"--cache-dir", {true, [](O& o, auto& k, auto& v) { o.cache_dir = parse_path(k, v); }}},
       {"--prefetch", {true, [](O& o, auto& k, auto& v) { o.prefetch = parse_int(k, v, 0, kMaxPrefetch); }}},
       {"--workers", {true, [](O& o, auto& k, auto& v) { o.workers = parse_int(k, v, 0, kMaxWorkers); }}},
       {"--pin-memory", {false, [](O& o, auto&, auto&) { o.pin_memory = true; }}},
@@ -158,35 +170,25 @@ const std::map<std::string, Option>& table() {
         [](O& o, auto& k, auto& v) {
           o.device = parse_device(k, v);
         }}},
-      {"--seed", {true, [](O& o, auto& k, auto& v) { o.seed = parse_number<uint64_t>(k, v); }}},
+      {"--seed", {true, [](O& o, auto& k, auto& v) { o.seed = parse_number<uint64_t>(k, v, "[0, 2^64 - 1]"); }}},
       {"--subset", {true, [](O& o, auto& k, auto& v) { o.subset = parse_int(k, v, 0, kMaxSamples); }}},
       {"--val-subset", {true, [](O& o, auto& k, auto& v) { o.val_subset = parse_int(k, v, 0, kMaxSamples); }}},
       {"--threads", {true, [](O& o, auto& k, auto& v) { o.threads = parse_int(k, v, 0, kMaxThreads); }}},
       {"--context", {true, [](O& o, auto& k, auto& v) { o.context = parse_int(k, v, 2, kMaxContext); }}},
-      {"--save", {true, [](O& o, auto&, auto& v) { o.save = v; }}},
-      {"--resume", {true, [](O& o, auto&, auto& v) { o.resume = v; }}},
-      {"--log", {true, [](O& o, auto&, auto& v) { o.log = v; }}},
-      {"--evaluate", {true, [](O& o, auto&, auto& v) { o.evaluate = v; }}},
+      {"--save", {true, [](O& o, auto& k, auto& v) { o.save = parse_path(k, v); }}},
+      {"--resume", {true, [](O& o, auto& k, auto& v) { o.resume = parse_path(k, v); }}},
+      {"--log", {true, [](O& o, auto& k, auto& v) { o.log = parse_path(k, v); }}},
+      {"--evaluate", {true, [](O& o, auto& k, auto& v) { o.evaluate = parse_path(k, v); }}},
       {"--profile", {true, [](O& o, auto& k, auto& v) { o.profile = parse_int(k, v, 1, kMaxSteps); }}},
-      {"--trace", {true, [](O& o, auto&, auto& v) { o.trace = v; }}},
-      {"--roofline",
-       {true,
-        [](O& o, auto& k, auto& v) {
-          if (v.empty()) throw UsageError("mdl-train: " + k + " needs a file name (a PNG)");
-          o.roofline = v;
-        }}},
-      {"--ceilings",
-       {true,
-        [](O& o, auto& k, auto& v) {
-          if (v.empty()) throw UsageError("mdl-train: " + k + " needs a file name");
-          o.ceilings = v;
-        }}},
+      {"--trace", {true, [](O& o, auto& k, auto& v) { o.trace = parse_path(k, v); }}},
+      {"--roofline", {true, [](O& o, auto& k, auto& v) { o.roofline = parse_path(k, v); }}},
+      {"--ceilings", {true, [](O& o, auto& k, auto& v) { o.ceilings = parse_path(k, v); }}},
       {"--profile-sort",
        {true,
         [](O& o, auto& k, auto& v) {
           o.profile_sort = parse_choice(k, v, {"total", "self", "calls", "headroom"});
         }}},
-      {"--dump-order", {true, [](O& o, auto&, auto& v) { o.dump_order = v; }}},
+      {"--dump-order", {true, [](O& o, auto& k, auto& v) { o.dump_order = parse_path(k, v); }}},
       {"--dist",
        {false,
         [](O& o, [[maybe_unused]] auto& k, auto&) {
@@ -198,8 +200,7 @@ const std::map<std::string, Option>& table() {
       {"--bucket-mb",
        {true,
         [](O& o, auto& k, auto& v) {
-          o.bucket_mb = parse_real(k, v, 0, kMaxBucketMb);
-          if (!(o.bucket_mb > 0)) throw UsageError("mdl-train: " + k + " must be positive, got " + v);
+          o.bucket_mb = parse_real(k, v, 0, kMaxBucketMb, true);
         }}},
       {"--dist-timeout",
        {true,
@@ -208,18 +209,12 @@ const std::map<std::string, Option>& table() {
           if (!(o.dist_timeout > 0)) throw UsageError("mdl-train: " + k + " must be positive, got " + v);
         }}},
       {"--early-stop", {true, [](O& o, auto& k, auto& v) { o.early_stop = parse_int(k, v, 1, kMaxEpochs); }}},
-      {"--save-best",
-       {true,
-        [](O& o, auto& k, auto& v) {
-          if (v.empty()) throw UsageError("mdl-train: " + k + " needs a file name");
-          o.save_best = v;
-        }}},
+      {"--save-best", {true, [](O& o, auto& k, auto& v) { o.save_best = parse_path(k, v); }}},
       {"--plateau", {true, [](O& o, auto& k, auto& v) { o.plateau = parse_int(k, v, 1, kMaxEpochs); }}},
       {"--target-accuracy",
        {true,
         [](O& o, auto& k, auto& v) {
-          o.target_accuracy = parse_real(k, v, 0, 1);
-          if (!(o.target_accuracy > 0)) throw UsageError("mdl-train: " + k + " must be in (0, 1], got " + v);
+          o.target_accuracy = parse_real(k, v, 0, 1, true);
         }}},
       {"--cuda-graph", {false, [](O& o, auto&, auto&) { o.cuda_graph = true; }}},
       {"--channels-last", {false, [](O& o, auto&, auto&) { o.channels_last = true; }}},
@@ -242,7 +237,60 @@ void apply_gpu_loader_defaults(TrainOptions& o, const std::set<std::string>& giv
   if (!given.count("--pin-memory") && !given.count("--no-pin-memory")) o.pin_memory = true;
 }
 
+// An option that only acts with another is refused without it, rather than ignored.
+void refuse_ignored_options(const TrainOptions& o, const std::set<std::string>& given) {
+  const bool text = o.data.rfind("text:", 0) == 0;
+  const struct {
+    const char* option;
+    bool ignored;
+    const char* needs;
+  } rules[] = {
+      {"--warmup-steps", o.schedule != "warmup", "goes with --schedule warmup"},
+      {"--bucket-mb", !o.dist, "goes with --dist"},
+      {"--momentum", o.optimizer != "sgd", "goes with --optimizer sgd (adam and adamw have no momentum option)"},
+      {"--cache-dir", o.cache != "file", "goes with --cache file"},
+      {"--val-subset", text, "picks held-out samples; --data text:PATH has no held-out split"},
+  };
+  for (const auto& r : rules)
+    if (given.count(r.option) && r.ignored) throw UsageError(std::string("mdl-train: ") + r.option + " " + r.needs);
+}
+
+// Two outputs written to one file would overwrite each other (and an input the run reads back
+// later, such as --save's state file, would be lost): each output file is named once.
+void refuse_shared_output_files(const TrainOptions& o) {
+  std::vector<std::pair<std::string, std::string>> outputs;  // (what writes it, the file)
+  auto add = [&](const std::string& what, const std::string& path) {
+    if (!path.empty()) outputs.emplace_back(what, path);
+  };
+  add("--log", o.log);
+  add("--save", o.save);
+  if (!o.save.empty()) add("--save's training state", o.save + ".train.safetensors");
+  add("--save-best", o.save_best);
+  add("--dump-order", o.dump_order);
+  if (o.profile) add("--trace", o.trace.empty() ? "mdl-trace.json" : o.trace);
+  add("--roofline", o.roofline);
+  add("--ceilings", o.ceilings);
+  auto same_file = [](const std::string& a, const std::string& b) {
+    std::error_code ea, eb;
+    const std::filesystem::path pa = std::filesystem::weakly_canonical(std::filesystem::absolute(a, ea), ea),
+                                pb = std::filesystem::weakly_canonical(std::filesystem::absolute(b, eb), eb);
+    return a == b || (!ea && !eb && pa == pb);
+  };
+  for (size_t i = 0; i < outputs.size(); ++i)
+    for (size_t j = i + 1; j < outputs.size(); ++j)
+      if (same_file(outputs[i].second, outputs[j].second))
+        throw UsageError("mdl-train: " + outputs[i].first + " and " + outputs[j].first + " name the same file '" +
+                         outputs[j].second + "'; each output needs its own");
+}
+
 }  // namespace
+
+const std::vector<std::string>& model_names() {
+  static const std::vector<std::string> names = {"mlp",      "cnn",          "cnn-separable",  "resnet18",
+                                                 "resnet50", "efficientnet", "efficientnetv2", "mobilenet",
+                                                 "vit",      "gpt"};
+  return names;
+}
 
 TrainOptions parse_train_options(const std::vector<std::string>& args) {
   TrainOptions o;
@@ -275,16 +323,18 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
     const char* clash = o.device == "cpu" ? "--device cpu" : o.profile ? "--profile" : o.dist ? "--dist" : nullptr;
     if (clash) throw UsageError(std::string("mdl-train: --cuda-graph does not work with ") + clash);
   }
-  for (const char* needs_profile : {"--roofline", "--ceilings", "--profile-sort"})
+  for (const char* needs_profile : {"--trace", "--roofline", "--ceilings", "--profile-sort"})
     if (given.count(needs_profile) && !o.profile)
       throw UsageError(std::string("mdl-train: ") + needs_profile + " goes with --profile N");
+  refuse_ignored_options(o, given);
   if (!o.evaluate.empty()) {
-    const char* clash = !o.resume.empty() ? "--resume"
-                        : !o.save.empty() ? "--save"
-                        : o.profile       ? "--profile"
-                        : o.dist          ? "--dist"
-                        : !o.log.empty()  ? "--log"
-                                          : nullptr;
+    const char* clash = !o.resume.empty()       ? "--resume"
+                        : !o.save.empty()       ? "--save"
+                        : o.profile             ? "--profile"
+                        : o.dist                ? "--dist"
+                        : !o.log.empty()        ? "--log"
+                        : !o.dump_order.empty() ? "--dump-order"
+                                                : nullptr;
     if (clash) throw UsageError(std::string("mdl-train: --evaluate trains nothing; it takes no ") + clash);
   }
   // The callbacks read rank 0's validation; the others would decide without it.
@@ -299,8 +349,7 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   if (o.plateau && o.schedule != "none")
     throw UsageError("mdl-train: --plateau and --schedule " + o.schedule +
                      " both set the lr; the schedule would undo every reduction");
-  if (!o.save_best.empty() && o.save_best == o.save)
-    throw UsageError("mdl-train: --save-best and --save name the same file '" + o.save + "'");
+  refuse_shared_output_files(o);
   if (o.model == "gpt" && o.data.rfind("text:", 0) != 0)
     throw UsageError("mdl-train: --model gpt needs --data text:PATH");
   if (o.data.rfind("text:", 0) == 0 && o.model != "gpt")
@@ -310,6 +359,10 @@ TrainOptions parse_train_options(const std::vector<std::string>& args) {
   if (o.data.rfind("text:", 0) == 0 && !o.classes.empty())
     throw UsageError("mdl-train: --classes picks classes of image data; --data text:PATH has none");
   return o;
+}
+
+bool draws_progress_bar(const TrainOptions& o, bool stdout_is_terminal, bool stderr_is_terminal) {
+  return o.progress && stdout_is_terminal && stderr_is_terminal;
 }
 
 TrainOptions parse_train_options(int argc, const char* const* argv) {
@@ -329,14 +382,16 @@ std::string usage() {
                      index), in training and validation, relabelled 0..k-1 in the order given;
                      the model gets k outputs
   --epochs N         5        --batch N        128
-  --optimizer O      sgd, adam, adamw (default)    --lr X  0.001    --momentum X  0.9 (sgd)
-  --schedule S       none, cosine, restarts, step, warmup    --warmup-steps N
+  --optimizer O      sgd, adam, adamw (default)    --lr X  0.001    --momentum X  0.9 (sgd only)
+  --schedule S       none, cosine, restarts, step, warmup
+  --warmup-steps N   with --schedule warmup: the steps of its linear warmup (0: a twentieth of the run)
   --weight-decay X   decoupled for adamw, coupled (L2 in the gradient) for sgd and adam
   --l2 X             an explicit L2 penalty on the weights, added to the loss
   --clip X           clip the global gradient norm to X
   --grad-accum N     micro-batches per optimizer step (the batch is split N ways)
   --amp P            none, f16, bf16 (autocast; f16 adds a dynamic loss scaler)
-  --cache C          none, memory, file    --cache-dir DIR   ($XDG_CACHE_HOME or ~/.cache)/mdl
+  --cache C          none, memory, file
+  --cache-dir DIR    with --cache file: where the cache goes (default ($XDG_CACHE_HOME or ~/.cache)/mdl)
   --prefetch N       batches prepared ahead    --workers N   loader threads    --pin-memory
                      (on a GPU, by default: 8 ahead, up to 4 workers, pinned memory; on the CPU none)
   --no-pin-memory    pageable host batches (the default on the CPU)
@@ -354,11 +409,12 @@ std::string usage() {
   --subset N         N training samples: the first N, or for imagefolder N spread evenly over its
                      class folders
   --val-subset N     validate (and --evaluate) on N held-out samples, picked as --subset picks
+                     (image data only: text:PATH has no held-out split)
   --save FILE        --resume FILE (safetensors)    --log FILE (CSV, one row per epoch)
   --evaluate FILE    load FILE's weights (as --save wrote them) into --model, run the held-out split
                      once without gradients, print loss, accuracy and images/s; train nothing
   --profile N        profile N steps after 3 warm-up steps, print the table, write a trace, stop
-  --trace FILE       where --profile writes the Chrome trace (mdl-trace.json)
+  --trace FILE       with --profile: where it writes the Chrome trace (mdl-trace.json)
   --roofline FILE    with --profile: draw the roofline (PNG): the machine's ceilings, each kernel a
                      point at its FLOP/byte and GFLOP/s, sized by its share of the step
   --ceilings FILE    with --profile: the roofline ceilings (JSON) that add intensity, GB/s, the
@@ -381,6 +437,12 @@ std::string usage() {
                      and the wall time at which it did
                      (these four need a held-out split, and do not work with --dist)
   --no-progress      plain lines instead of a progress bar
+Every output file (--log, --save and its FILE.train.safetensors, --save-best, --dump-order,
+--trace, --roofline, --ceilings) must be a file of its own; --save, --save-best and --trace are
+checked to be creatable before training starts.
+Output: the summary, the epoch lines and the results go to stdout, errors to stderr. When stdout
+and stderr are both a terminal, a progress bar redraws in place on stderr and the lines and
+results go there with it; `mdl-train > run.log` writes plain lines to run.log.
 )";
 }
 

@@ -70,9 +70,19 @@ struct TrainOptions {
   bool help = false;
 };
 
-// argv[0] is the program name. Accepts "--opt value" and "--opt=value".
+// argv[0] is the program name. Accepts "--opt value" and "--opt=value". Refuses an option that
+// would be ignored (--trace without --profile, --momentum without sgd, ...), an empty file name,
+// and two outputs naming one file.
 TrainOptions parse_train_options(int argc, const char* const* argv);
 TrainOptions parse_train_options(const std::vector<std::string>& args);  // without argv[0]
 std::string usage();
+
+// --model's choices: the zoo's models and the alias mobilenet (efficientnet).
+const std::vector<std::string>& model_names();
+
+// Whether mdl-train draws its progress bar, and so writes on stderr: only when stdout and stderr
+// are both a terminal; otherwise everything but errors goes to stdout as plain lines, so that
+// `mdl-train > run.log` keeps the run's output.
+bool draws_progress_bar(const TrainOptions& o, bool stdout_is_terminal, bool stderr_is_terminal);
 
 }  // namespace mdl::train

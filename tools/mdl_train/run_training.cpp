@@ -12,6 +12,7 @@
 #include "tensor/parallel.h"
 #include "tools/mdl_train/option_callbacks.h"
 #include "tools/mdl_train/order_dump.h"
+#include "tools/mdl_train/output_files.h"
 #include "tools/mdl_train/roofline_plot.h"
 #include "tools/mdl_train/setup.h"
 #include "train/builtin_callbacks.h"
@@ -70,6 +71,7 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
   if (dp->rank() != 0) out = nullptr;  // rank 0 alone prints
   TrainReport report;
   report.rank = dp->rank();
+  if (dp->rank() == 0) check_output_files_creatable(o);
   const DataBundle d = make_data(o);
   report.data_description = d.description;
   nn::ModulePtr model = make_model(o, d);
@@ -88,7 +90,7 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
   std::shared_ptr<optim::LRScheduler> schedule = make_schedule(o, *opt, train_loader->size());
   const amp::AmpConfig amp = amp::parse_amp(o.amp);
   if (!o.evaluate.empty()) {
-    MDL_CHECK(val_loader, "mdl-train --evaluate: ", d.description, " has no held-out split to evaluate on");
+    MDL_CHECK(val_loader, "--evaluate: ", d.description, " has no held-out split to evaluate on");
     report.evaluation = evaluate_weights(o.evaluate, *model, *val_loader, d.test->size(), device, amp, d.classes,
                                          d.class_names);
     report.evaluated = true;

@@ -93,7 +93,7 @@ DataBundle make_data(const TrainOptions& o) {
     d.train = train;
     if (split) {
       auto test = std::make_shared<data::ImageFolder>((fs::path(path) / "test").string());
-      MDL_CHECK(test->classes() == train->classes(), "mdl-train: ", (fs::path(path) / "test").string(), " has ",
+      MDL_CHECK(test->classes() == train->classes(), (fs::path(path) / "test").string(), " has ",
                 test->classes().size(), " class folders and ", (fs::path(path) / "train").string(), " has ",
                 train->classes().size(), ", or their names differ: a label would mean another class in each");
       d.test = test;
@@ -113,9 +113,9 @@ DataBundle make_data(const TrainOptions& o) {
   }
   if (kind != "text") {
     const Tensor x = d.train->get(0).x;  // u8 (H, W, C) or (H, W)
-    MDL_CHECK(x.dim() == 2 || x.dim() == 3, "mdl-train: ", d.description, " gives samples of shape ",
-              shape_str(x.shape()), ", expected an image (H, W[, C])");
-    MDL_CHECK(x.size(0) == x.size(1), "mdl-train: ", d.description, " has ", x.size(0), "x", x.size(1),
+    MDL_CHECK(x.dim() == 2 || x.dim() == 3, d.description, " gives samples of shape ", shape_str(x.shape()),
+              ", expected an image (H, W[, C])");
+    MDL_CHECK(x.size(0) == x.size(1), d.description, " has ", x.size(0), "x", x.size(1),
               " images; the zoo models expect square ones");
     d.image_size = x.size(0);
     d.channels = x.dim() == 3 ? x.size(2) : 1;
@@ -171,15 +171,14 @@ std::unique_ptr<data::DataLoader> make_validation_loader(const TrainOptions& o, 
 nn::ModulePtr make_model(const TrainOptions& o, const DataBundle& d) {
   namespace M = nn::models;
   if (o.model == "gpt") {
-    MDL_CHECK(d.vocab > 0, "mdl-train: --model gpt needs text data");
+    MDL_CHECK(d.vocab > 0, "--model gpt needs text data");
     return std::make_shared<M::GPT>(
         M::GPTOptions{.vocab_size = d.vocab, .context = d.context, .n_layer = 4, .n_head = 4, .n_embd = 128});
   }
-  MDL_CHECK(d.vocab == 0, "mdl-train: text data needs --model gpt");
+  MDL_CHECK(d.vocab == 0, "text data needs --model gpt");
   if (o.model == "mlp") return M::MLP(d.channels * d.image_size * d.image_size, {256, 128}, d.classes);
   if (o.model == "cnn" || o.model == "cnn-separable") {
-    MDL_CHECK(d.image_size % 4 == 0, "mdl-train: --model ", o.model, " needs an image size divisible by 4, got ",
-              d.image_size);
+    MDL_CHECK(d.image_size % 4 == 0, "--model ", o.model, " needs an image size divisible by 4, got ", d.image_size);
     if (o.model == "cnn-separable") return M::SeparableCNN(d.channels, d.classes, d.image_size);
     return M::SimpleCNN(d.channels, d.classes, d.image_size);
   }
@@ -189,8 +188,7 @@ nn::ModulePtr make_model(const TrainOptions& o, const DataBundle& d) {
   if (o.model == "efficientnetv2") return M::efficientnet_v2_b0(d.classes, d.channels, true);
   if (o.model == "vit") {
     const int64_t patch = d.image_size % 7 == 0 ? 7 : 4;
-    MDL_CHECK(d.image_size % patch == 0, "mdl-train: --model vit needs an image size divisible by 4 or 7, got ",
-              d.image_size);
+    MDL_CHECK(d.image_size % patch == 0, "--model vit needs an image size divisible by 4 or 7, got ", d.image_size);
     return std::make_shared<M::ViT>(M::ViTOptions{.image_size = d.image_size,
                                                   .patch_size = patch,
                                                   .in_channels = d.channels,
