@@ -12,25 +12,9 @@
 // error of f16 and bf16 autocast against f32 in the logits and the gradients of the first training
 // step, and the gradient values f16 underflows without the loss scaler (a table at the end, and
 // study/amp_precision.csv, study/amp_precision_parameters.csv).
-// `make study` runs it; tools/gpu_study.sh runs its GPU half. Environment:
-//   STUDY_DATA (comma-separated: fashion-mnist, png, imagefolder:PATH, cifar10:PATH; default
-//     fashion-mnist,png), STUDY_FASHION_MNIST (the IDX files' folder, for both), STUDY_EPOCHS
-//     (default 3), STUDY_SUBSET (training samples, default 20000; 0 = all; for png, the samples
-//     exported), STUDY_MODELS (zoo models on fashion-mnist, default cnn), STUDY_DECODED_MODELS (on
-//     the decoded sets, default mlp,cnn), STUDY_ROWS and STUDY_DECODED_ROWS (the rows to run besides
-//     the baseline on each kind of set; default
-//     all), STUDY_SEEDS (runs per row, default 3), STUDY_TARGET (validation accuracy in %, default
-//     85, "90,vit=85" for a model's own; STUDY_DECODED_TARGET for the decoded, augmented sets,
-//     default 80), STUDY_STOP_AT_TARGET (1: a run ends at the first epoch that reached it),
-//     STUDY_DEADLINE (seconds: no run starts later; the report says how many seeds each row got),
-//     STUDY_OUT (default reports; the PNG export goes to STUDY_OUT/fashion-mnist-png-N),
-//     STUDY_DEVICES (default cpu, and cuda when a GPU is present: every table again on the GPU, and
-//     a last table setting the devices side by side), STUDY_COMPARE (another run's summary.csv, the
-//     CPU half of a GPU study, set beside this run's devices), STUDY_DUMP_ORDER (1: the baselines
-//     on fashion-mnist write their sample orders to study/orders/, for bench/torch_study.py),
-//     STUDY_DRY_RUN (1: print the runs and their estimated time, run nothing), STUDY_ESTIMATE_FROM
-//     (a summary.csv whose s/epoch the estimate uses), STUDY_COMMIT and STUDY_GPU_NAME (for the
-//     summary).
+// `make study` runs it; tools/gpu_study.sh runs its GPU half. The STUDY_* environment variables
+// steer it (tools/mdl_train/study_usage.cpp lists them, mdl-study --help prints them); it takes no
+// other argument.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -49,6 +33,7 @@
 #include "tools/mdl_train/precision_table.h"
 #include "tools/mdl_train/study_plan.h"
 #include "tools/mdl_train/study_report.h"
+#include "tools/mdl_train/study_usage.h"
 
 namespace {
 
@@ -165,11 +150,15 @@ void print_plan(const StudySettings& s, const std::vector<StudyDataSet>& sets, c
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();  // the deadline counts the PNG export too
   StudySettings s;
   std::vector<StudyDataSet> sets;
   try {
+    if (study_wants_help(std::vector<std::string>(argv + 1, argv + argc))) {
+      std::printf("%s", study_usage().c_str());
+      return 0;
+    }
     s = study_settings_from_env();
     sets = data_sets(s);
   } catch (const UsageError& e) {

@@ -1,5 +1,5 @@
 // mdl-study's plan: which rows run for which model and device, the targets, the seed-major order a
-// deadline relies on, and the estimate a dry run prints.
+// deadline relies on, the estimate a dry run prints, the STUDY_* settings and the command line.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tools/mdl_train/study_plan.h"
+#include "tools/mdl_train/study_usage.h"
 
 using namespace mdl::train;
 
@@ -157,4 +158,89 @@ TEST_CASE("study settings: STUDY_ROWS names only rows that exist") {
   CHECK(s.decoded_rows == std::vector<std::string>{"+cache-file"});
   ::unsetenv("STUDY_ROWS");
   ::unsetenv("STUDY_DECODED_ROWS");
+}
+
+TEST_CASE("study settings: STUDY_ROWS is checked against the kinds of data set STUDY_DATA uses") {
+  // A row of the in-memory sets alone: on fashion-mnist it is taken; the decoded sets, where STUDY_ROWS
+  // would otherwise apply too, run their baseline.
+  ::setenv("STUDY_DATA", "fashion-mnist", 1);
+  ::setenv("STUDY_ROWS", "+cosine", 1);
+  CHECK(study_settings_from_env().rows == std::vector<std::string>{"+cosine"});
+  ::unsetenv("STUDY_DATA");  // fashion-mnist and png
+  StudySettings s = study_settings_from_env();
+  CHECK(s.rows == std::vector<std::string>{"+cosine"});
+  CHECK(s.decoded_rows == std::vector<std::string>{"baseline"});
+  CHECK(names(table_configs(s, png_set(), "cnn", "cpu")) == std::vector<std::string>{"baseline"});
+  // Each kind takes the names that are its rows.
+  ::setenv("STUDY_ROWS", "+prefetch,+amp", 1);
+  s = study_settings_from_env();
+  CHECK(s.rows == std::vector<std::string>{"+amp"});
+  CHECK(s.decoded_rows == std::vector<std::string>{"+prefetch", "+amp"});
+  // A decoded row with only fashion-mnist in use is no row of it, and the error names STUDY_ROWS.
+  ::setenv("STUDY_DATA", "fashion-mnist", 1);
+  CHECK_THROWS_WITH_AS(study_settings_from_env(), doctest::Contains("STUDY_ROWS names no row '+prefetch'"), UsageError);
+  // STUDY_DECODED_ROWS is checked only where a decoded set runs.
+  ::setenv("STUDY_ROWS", "+amp", 1);
+  ::setenv("STUDY_DECODED_ROWS", "+cosine", 1);
+  CHECK(study_settings_from_env().rows == std::vector<std::string>{"+amp"});
+  ::setenv("STUDY_DATA", "png", 1);  // and STUDY_ROWS applies to no set in use
+  CHECK_THROWS_WITH_AS(study_settings_from_env(), doctest::Contains("STUDY_DECODED_ROWS names no row '+cosine'"),
+                       UsageError);
+  for (const char* v : {"STUDY_DATA", "STUDY_ROWS", "STUDY_DECODED_ROWS"}) ::unsetenv(v);
+}
+
+TEST_CASE("study settings: counts in their ranges and known models, checked before any run") {
+  const std::pair<const char*, const char*> bad[] = {
+      {"STUDY_EPOCHS", "0"},
+      {"STUDY_SEEDS", "0"},
+      {"STUDY_EPOCHS", "99999999999999999999"},
+      {"STUDY_SEEDS", "1000000"},
+      {"STUDY_SUBSET", "12x"},
+      {"STUDY_DEADLINE", " 5"},
+      {"STUDY_MODELS", "cnn,foo"},
+      {"STUDY_DECODED_MODELS", "gpt"},
+      {"STUDY_MODELS", ","},
+  };
+  const char* says[] = {"STUDY_EPOCHS must be in [1, 1000000], got 0",
+                        "STUDY_SEEDS must be in [1, 10000], got 0",
+                        "STUDY_EPOCHS must be in [1, 1000000], got 99999999999999999999 (out of range)",
+                        "STUDY_SEEDS must be in [1, 10000], got 1000000",
+                        "STUDY_SUBSET must be a whole number, got '12x'",
+                        "STUDY_DEADLINE must be a whole number",
+                        "STUDY_MODELS names no model 'foo'; the models are mlp, cnn",
+                        "STUDY_DECODED_MODELS names gpt, which needs text data",
+                        "STUDY_MODELS names no model"};
+  for (size_t i = 0; i < std::size(bad); ++i) {
+    CAPTURE(bad[i].first);
+    CAPTURE(bad[i].second);
+    ::setenv(bad[i].first, bad[i].second, 1);
+    CHECK_THROWS_WITH_AS(study_settings_from_env(), doctest::Contains(says[i]), UsageError);
+    ::unsetenv(bad[i].first);
+  }
+  ::setenv("STUDY_EPOCHS", "1", 1);
+  ::setenv("STUDY_SEEDS", "2", 1);
+  ::setenv("STUDY_MODELS", "mlp,mobilenet", 1);
+  const StudySettings s = study_settings_from_env();
+  CHECK(s.epochs == 1);
+  CHECK(s.seeds == 2);
+  CHECK(s.memory_models == std::vector<std::string>{"mlp", "mobilenet"});
+  for (const char* v : {"STUDY_EPOCHS", "STUDY_SEEDS", "STUDY_MODELS"}) ::unsetenv(v);
+}
+
+TEST_CASE("mdl-study command line: --help lists the settings; any other argument is refused") {
+  CHECK_FALSE(study_wants_help({}));
+  CHECK(study_wants_help({"--help"}));
+  CHECK(study_wants_help({"-h"}));
+  CHECK_THROWS_WITH_AS(study_wants_help({"--dry-run"}),
+                       doctest::Contains("takes no argument but --help, got '--dry-run'"), UsageError);
+  CHECK_THROWS_WITH_AS(study_wants_help({"--help", "x"}), doctest::Contains("got 'x'"), UsageError);
+  for (const char* v :
+       {"STUDY_DATA",           "STUDY_EPOCHS",       "STUDY_SUBSET",        "STUDY_MODELS",  "STUDY_DECODED_MODELS",
+        "STUDY_ROWS",           "STUDY_DECODED_ROWS", "STUDY_SEEDS",         "STUDY_TARGET",  "STUDY_DECODED_TARGET",
+        "STUDY_STOP_AT_TARGET", "STUDY_DEADLINE",     "STUDY_OUT",           "STUDY_DEVICES", "STUDY_COMPARE",
+        "STUDY_DUMP_ORDER",     "STUDY_DRY_RUN",      "STUDY_ESTIMATE_FROM", "STUDY_COMMIT",  "STUDY_GPU_NAME",
+        "STUDY_FASHION_MNIST"}) {
+    CAPTURE(v);
+    CHECK(study_usage().find(v) != std::string::npos);
+  }
 }

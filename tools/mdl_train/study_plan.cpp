@@ -2,7 +2,9 @@
 #include "tools/mdl_train/study_plan.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
+#include <limits>
 #include <tuple>
 
 #include "data/idx.h"
@@ -82,17 +84,26 @@ std::string env_string(const char* name, const std::string& fallback) {
   return v && *v ? v : fallback;
 }
 
-int64_t parse_count(const std::string& name, const std::string& v) {
-  char* end = nullptr;
-  const long long n = std::strtoll(v.c_str(), &end, 10);
-  if (v.empty() || *end || n < 0)
-    throw UsageError("mdl-study: " + name + " must be a non-negative integer, got '" + v + "'");
+// Ceilings far above any real study, so no estimate or loop count overflows.
+constexpr int64_t kMaxStudyEpochs = 1'000'000, kMaxStudySeeds = 10'000, kMaxStudySamples = int64_t(1) << 40;
+constexpr int64_t kMaxDeadlineSeconds = int64_t(1) << 32, kMaxCount = std::numeric_limits<int64_t>::max();
+
+int64_t parse_count(const std::string& name, const std::string& v, int64_t min = 0, int64_t max = kMaxCount) {
+  int64_t n = 0;
+  const char* end = v.data() + v.size();
+  const auto [p, ec] = std::from_chars(v.data(), end, n);
+  const std::string range = "[" + std::to_string(min) + ", " + std::to_string(max) + "]";
+  if (ec == std::errc::result_out_of_range && p == end)
+    throw UsageError("mdl-study: " + name + " must be in " + range + ", got " + v + " (out of range)");
+  if (v.empty() || ec != std::errc() || p != end)
+    throw UsageError("mdl-study: " + name + " must be a whole number, got '" + v + "'");
+  if (n < min || n > max) throw UsageError("mdl-study: " + name + " must be in " + range + ", got " + v);
   return n;
 }
 
-int64_t env_int(const char* name, int64_t fallback) {
+int64_t env_int(const char* name, int64_t fallback, int64_t min, int64_t max) {
   const std::string v = env_string(name, "");
-  return v.empty() ? fallback : parse_count(name, v);
+  return v.empty() ? fallback : parse_count(name, v, min, max);
 }
 
 bool env_flag(const char* name) {
@@ -121,6 +132,75 @@ double assumed_step_ms(bool cuda, const std::string& model) {
 constexpr double kDecodeMicroseconds = 30;
 constexpr double kStartSeconds = 2;  // model set-up, the first epoch's warm-up, writing the log
 constexpr int64_t kValidationSamples = 10000;
+
+// STUDY_MODELS or STUDY_DECODED_MODELS: zoo models for image data, checked before any run.
+std::vector<std::string> study_models(const char* name, const std::string& fallback) {
+  std::vector<std::string> models = split_list(env_string(name, fallback));
+  if (models.empty()) throw UsageError(std::string("mdl-study: ") + name + " names no model");
+  for (const std::string& m : models) {
+    if (m == "gpt")
+      throw UsageError(std::string("mdl-study: ") + name + " names gpt, which needs text data; the study's are images");
+    const auto& zoo = model_names();
+    if (std::find(zoo.begin(), zoo.end(), m) == zoo.end()) {
+      std::string all;
+      for (const std::string& z : zoo)
+        if (z != "gpt") all += (all.empty() ? "" : ", ") + z;
+      throw UsageError(std::string("mdl-study: ") + name + " names no model '" + m + "'; the models are " + all);
+    }
+  }
+  return models;
+}
+
+bool has_row(const std::vector<StudyConfig>& configs, const std::string& row) {
+  return std::any_of(configs.begin(), configs.end(), [&](const StudyConfig& c) { return c.name == row; });
+}
+
+std::string row_names(const std::vector<StudyConfig>& configs) {
+  std::string names;
+  for (const StudyConfig& c : configs) names += (names.empty() ? "" : ", ") + c.name;
+  return names;
+}
+
+// STUDY_ROWS and STUDY_DECODED_ROWS, each checked only where a data set of its kind is in use.
+// STUDY_ROWS chooses the in-memory rows, and the decoded ones too where STUDY_DECODED_ROWS is
+// unset: each of its names must be a row of a kind it applies to, and each kind runs the names
+// that are its rows (the baseline alone where none is).
+void choose_rows(StudySettings& s) {
+  const bool memory = std::count(s.data.begin(), s.data.end(), "fashion-mnist") > 0;
+  const bool decoded = std::any_of(s.data.begin(), s.data.end(),
+                                   [](const std::string& d) { return d != "fashion-mnist"; });
+  const std::vector<StudyConfig> memory_rows = memory_configs(), decoded_rows = pipeline_configs();
+  const std::vector<std::string> rows = split_list(env_string("STUDY_ROWS", ""));
+  const bool decoded_own = !env_string("STUDY_DECODED_ROWS", "").empty();
+  const bool rows_apply = memory || (decoded && !decoded_own);
+  for (const std::string& r : rows) {
+    if (!rows_apply) break;
+    const bool used = (memory && has_row(memory_rows, r)) || (decoded && !decoded_own && has_row(decoded_rows, r));
+    if (used) continue;
+    std::string known = memory ? "the in-memory sets' rows are " + row_names(memory_rows) : "";
+    if (decoded && !decoded_own)
+      known += (known.empty() ? "" : "; ") + std::string("the decoded sets' rows are ") + row_names(decoded_rows);
+    throw UsageError("mdl-study: STUDY_ROWS names no row '" + r + "' of the data sets STUDY_DATA uses; " + known);
+  }
+  auto own = [&](const std::vector<StudyConfig>& configs) {
+    std::vector<std::string> out;
+    for (const std::string& r : rows)
+      if (has_row(configs, r)) out.push_back(r);
+    if (out.empty() && !rows.empty()) out.push_back("baseline");
+    return out;
+  };
+  s.rows = own(memory_rows);
+  if (!decoded_own) {
+    s.decoded_rows = own(decoded_rows);
+    return;
+  }
+  s.decoded_rows = split_list(env_string("STUDY_DECODED_ROWS", ""));
+  if (decoded)
+    for (const std::string& r : s.decoded_rows)
+      if (!has_row(decoded_rows, r))
+        throw UsageError("mdl-study: STUDY_DECODED_ROWS names no row '" + r + "'; its rows are " +
+                         row_names(decoded_rows));
+}
 
 }  // namespace
 
@@ -212,26 +292,17 @@ Targets parse_targets(const std::string& name, const std::string& text) {
 
 StudySettings study_settings_from_env() {
   StudySettings s;
-  s.epochs = std::max<int64_t>(1, env_int("STUDY_EPOCHS", s.epochs));
-  s.subset = env_int("STUDY_SUBSET", s.subset);
-  s.seeds = std::max<int64_t>(1, env_int("STUDY_SEEDS", s.seeds));
+  s.epochs = env_int("STUDY_EPOCHS", s.epochs, 1, kMaxStudyEpochs);
+  s.subset = env_int("STUDY_SUBSET", s.subset, 0, kMaxStudySamples);
+  s.seeds = env_int("STUDY_SEEDS", s.seeds, 1, kMaxStudySeeds);
   // Augmented data is learnt more slowly: its sets have their own target.
   s.memory_target = parse_targets("STUDY_TARGET", env_string("STUDY_TARGET", "85"));
   s.decoded_target = parse_targets("STUDY_DECODED_TARGET", env_string("STUDY_DECODED_TARGET", "80"));
   s.stop_at_target = env_flag("STUDY_STOP_AT_TARGET");
   s.data = split_list(env_string("STUDY_DATA", "fashion-mnist,png"));
-  s.memory_models = split_list(env_string("STUDY_MODELS", "cnn"));
-  s.decoded_models = split_list(env_string("STUDY_DECODED_MODELS", "mlp,cnn"));
-  s.rows = split_list(env_string("STUDY_ROWS", ""));
-  s.decoded_rows = split_list(env_string("STUDY_DECODED_ROWS", env_string("STUDY_ROWS", "")));
-  for (auto [name, rows, configs] : {std::tuple{"STUDY_ROWS", &s.rows, memory_configs()},
-                                     std::tuple{"STUDY_DECODED_ROWS", &s.decoded_rows, pipeline_configs()}})
-    for (const std::string& r : *rows)
-      if (std::none_of(configs.begin(), configs.end(), [&](const StudyConfig& c) { return c.name == r; })) {
-        std::string names;
-        for (const StudyConfig& c : configs) names += (names.empty() ? "" : ", ") + c.name;
-        throw UsageError(std::string("mdl-study: ") + name + " names no row '" + r + "'; its rows are " + names);
-      }
+  s.memory_models = study_models("STUDY_MODELS", "cnn");
+  s.decoded_models = study_models("STUDY_DECODED_MODELS", "mlp,cnn");
+  choose_rows(s);
   s.dry_run = env_flag("STUDY_DRY_RUN");
   s.devices = split_list(env_string("STUDY_DEVICES", s.dry_run || !cuda::is_available() ? "cpu" : "cpu,cuda"));
   for (const std::string& d : s.devices) {
@@ -243,7 +314,7 @@ StudySettings study_settings_from_env() {
   }
   s.out_dir = env_string("STUDY_OUT", "reports");
   s.fashion_mnist_root = env_string("STUDY_FASHION_MNIST", data::kFashionMnistRoot);
-  s.deadline_s = double(env_int("STUDY_DEADLINE", 0));
+  s.deadline_s = double(env_int("STUDY_DEADLINE", 0, 0, kMaxDeadlineSeconds));
   s.dump_order = env_flag("STUDY_DUMP_ORDER");
   s.compare = env_string("STUDY_COMPARE", "");
   s.estimate_from = env_string("STUDY_ESTIMATE_FROM", "");

@@ -67,7 +67,8 @@ struct StudySettings {
   std::string commit = "unknown";
 };
 
-// STUDY_* from the environment (tools/mdl-study.cpp lists them); throws UsageError on a bad value.
+// STUDY_* from the environment (study_usage.h lists them); throws UsageError on a bad value: a
+// count out of its range, an unknown model, a row that no data set in use has.
 StudySettings study_settings_from_env();
 
 // The runs in order. Device by device; within a device seed-major (seed 0 of every data set, model
