@@ -30,7 +30,7 @@ using namespace mdl;
 namespace {
 
 struct Options {
-  std::string model = "gpt", device = "cuda", ceilings;
+  std::string model = "gpt", device = cuda::is_available() ? "cuda" : "cpu", ceilings;
   bool amp = false, help = false, channels_last = false;
   int steps = 10, rows = 25, batch = 0;  // batch 0: the model's own (128 images, 32 sequences)
 };
@@ -38,6 +38,7 @@ struct Options {
 const char* kUsage = R"(usage: mdl-profile-step [--model simplecnn|resnet18|gpt] [--amp] [--device cpu|cuda|cuda:N]
                         [--steps N] [--rows N] [--batch N] [--channels-last] [--ceilings FILE]
                         [--switch NAME=on|off ...]
+  --device: cuda when this build and machine have a GPU, else cpu; --model gpt, --steps 10
   times N training steps (after 3 warm-up steps) of the model on random data, then profiles N more
   and prints the profiler's table (its first --rows rows, 25), the step's phases and memory;
   --batch sets the batch (128 images, 32 sequences for gpt), --channels-last lays out the model
@@ -87,6 +88,11 @@ Options parse(int argc, char** argv) {
   }
   if (o.model != "simplecnn" && o.model != "resnet18" && o.model != "gpt")
     throw Error("mdl-profile-step: --model is simplecnn, resnet18 or gpt, not '" + o.model + "'");
+  const Device dev = parse_device(o.device);
+  if (dev.is_cuda() && dev.index >= cuda::device_count())
+    throw Error("mdl-profile-step: --device " + o.device + ": no GPU " + dev.str() + " here (" +
+                std::to_string(cuda::device_count()) + " found" + (cuda::compiled() ? "" : "; this build has no CUDA") +
+                "); --device cpu profiles on the CPU");
   return o;
 }
 
