@@ -1,7 +1,10 @@
 // Image files to u8 HWC tensors and back, through stb_image (PNG, JPEG, BMP, GIF: the first frame, PNM: P5 and P6)
 // and stb_image_write (PNG). 16-bit PNM is refused. Before decoding, the bytes must be the format the file's extension
 // names (a BMP or TGA called .png is refused) and the declared size must be within ImageLimits,
-// so a small file cannot make the decoder allocate gigabytes. Errors name the file and the reason.
+// so a small file cannot make the decoder allocate gigabytes. Data stb would decode from past its
+// end or through damage is refused too (data/image_checks.h): a PNG chunk failing its CRC-32, a PNM,
+// BMP or GIF cut short, an image of 0 pixels. A PNM maxval below 255 is rescaled to 0..255 as PIL
+// does; maxval 0 is refused. Errors name the file and the reason.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -31,7 +34,8 @@ Tensor decode_image(const std::vector<uint8_t>& bytes, const std::string& name, 
                     const ImageLimits& limits = {});
 // Reads and decodes a file.
 Tensor read_image(const std::string& path, Channels channels, const ImageLimits& limits = {});
-// Writes a u8 HWC (or HW) tensor with 1 to 4 channels as PNG; throws naming the file on failure.
+// Writes a u8 HWC (or HW) tensor with 1 to 4 channels and at least one pixel as PNG (at most
+// INT_MAX rows of INT_MAX bytes); throws naming the file on failure.
 void write_png(const std::string& path, const Tensor& image);
 
 }  // namespace mdl::data

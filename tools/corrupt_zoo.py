@@ -134,6 +134,19 @@ bmp = (b"BM" + struct.pack("<IHHI", 14 + 40 + len(bmp_pixels), 0, 0, 54) +
 write("image", "bmp_named.png", bmp, "BMP content named .png")
 write("image", "bmp_huge.bmp", b"BM" + struct.pack("<IHHI", 54, 0, 0, 54) +
       struct.pack("<IiiHHIIiiII", 40, 1 << 30, 1 << 30, 1, 24, 0, 0, 0, 0, 0, 0), "a BMP declaring 2^30 x 2^30")
+# Cut inside the pixel data, which stb decodes past the end of (as zeros, or memory it never wrote).
+ppm_header, pgm_header = b"P6\n4 4\n255\n", b"P5\n4 4\n255\n"
+bmp_4x4 = (b"BM" + struct.pack("<IHHI", 54 + 48, 0, 0, 54) +
+           struct.pack("<IiiHHIIiiII", 40, 4, 4, 1, 24, 0, 48, 0, 0, 0, 0) + bytes(range(48)))
+gif_1x1 = bytes([0x47, 0x49, 0x46, 0x38, 0x39, 0x61, 1, 0, 1, 0, 0x80, 0, 0, 0x10, 0x20, 0x30, 0xf0, 0xe0, 0xd0,
+                 0x2c, 0, 0, 0, 0, 1, 0, 1, 0, 0, 2, 2, 0x44, 1, 0, 0x3b])
+for ext, good, data_at in [(".ppm", ppm_header + bytes(range(48)), len(ppm_header)),
+                           (".pgm", pgm_header + bytes(range(16)), len(pgm_header)),
+                           (".bmp", bmp_4x4, 54), (".gif", gif_1x1, 29)]:
+    for cut in sorted({data_at, data_at + 1, (data_at + len(good)) // 2, len(good) - 1 - (ext == ".gif")}):
+        write("image", "pixels_cut_%03d%s" % (cut, ext), good[:cut], "cut at byte %d of %d" % (cut, len(good)))
+write("image", "maxval_0.pgm", b"P5\n1 1\n0\n\0", "PNM maxval 0")
+write("image", "zero_high.ppm", b"P6\n4 0\n255\n", "a PPM 0 pixels high")
 write("image", "psd.psd", b"8BPS\x00\x01" + bytes(20), "a PSD file")
 
 # Text: UTF-8 characters into context windows (context 8 in the test).
