@@ -25,6 +25,11 @@ int64_t export_image_folder(const Dataset& dataset, const std::string& root,
                             const std::vector<std::string>& class_names, ExportOptions options) {
   MDL_CHECK(!class_names.empty(), "export_image_folder: no class names given");
   MDL_CHECK(options.threads >= 1, "export_image_folder: threads must be >= 1, got ", options.threads);
+  std::error_code ec;
+  const bool occupied = fs::exists(root, ec) && !fs::is_empty(root, ec);
+  MDL_CHECK(!ec, "export_image_folder: cannot inspect '", root, "': ", ec.message());
+  MDL_CHECK(!occupied, "export_image_folder: '", root,
+            "' is not empty; export into a new or empty folder (files already there would join the dataset)");
   const int64_t n = options.limit < 0 ? dataset.size() : std::min(options.limit, dataset.size());
   const size_t label_width = std::to_string(class_names.size() - 1).size();
   const size_t index_width = std::to_string(std::max<int64_t>(n - 1, 0)).size();
@@ -34,7 +39,6 @@ int64_t export_image_folder(const Dataset& dataset, const std::string& root,
     for (char& ch : name)
       if (ch == '/' || ch == ' ') ch = '_';
     dirs.push_back(fs::path(root) / (padded(int64_t(c), label_width) + "_" + name));
-    std::error_code ec;
     fs::create_directories(dirs.back(), ec);
     MDL_CHECK(!ec, "export_image_folder: cannot create '", dirs.back().string(), "': ", ec.message());
   }

@@ -16,7 +16,8 @@ struct ExportOptions {
 
 // Class folders are named "<label>_<name>" with the label zero-padded, so ImageFolder's sorted
 // classes keep the dataset's label order; '/' and ' ' in names become '_'. Files are the sample
-// index zero-padded, so each class keeps the dataset's order. Returns the number of files written.
+// index zero-padded, so each class keeps the dataset's order. `root` must be absent or an empty
+// folder (a root holding an earlier export is refused, not mixed into). Returns the number of files written.
 int64_t export_image_folder(const Dataset& dataset, const std::string& root,
                             const std::vector<std::string>& class_names, ExportOptions options = {});
 

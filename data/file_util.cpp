@@ -16,7 +16,8 @@
 namespace mdl::data {
 
 std::vector<uint8_t> read_file(const std::string& path, const char* who) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: a FIFO at the path is refused below instead of blocking the open until a writer comes.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   MDL_CHECK(fd >= 0, who, ": cannot open '", path, "': ", std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
@@ -42,10 +43,14 @@ std::vector<uint8_t> read_file(const std::string& path, const char* who) {
   return bytes;
 }
 
-std::vector<uint8_t> read_maybe_gzip(const std::string& path, const char* who, size_t max_bytes) {
-  std::vector<uint8_t> raw = read_file(path, who);
-  if (raw.size() < 2 || raw[0] != 0x1f || raw[1] != 0x8b) return raw;
+namespace {
 
+bool is_gzip(const std::vector<uint8_t>& raw) { return raw.size() >= 2 && raw[0] == 0x1f && raw[1] == 0x8b; }
+
+// Inflates gzip data. Past `limit` bytes: with `keep_head`, the first `limit` are returned and the
+// rest is not inflated; otherwise an mdl::Error.
+std::vector<uint8_t> inflate_gzip(std::vector<uint8_t>& raw, const std::string& path, const char* who, size_t limit,
+                                  bool keep_head) {
   z_stream z{};
   MDL_CHECK(inflateInit2(&z, 16 + MAX_WBITS) == Z_OK, who, ": zlib init failed for '", path, "'");
   auto fail = [&](const std::string& reason) {
@@ -55,18 +60,20 @@ std::vector<uint8_t> read_maybe_gzip(const std::string& path, const char* who, s
   };
   // zlib counts in 32-bit uInt: the input is fed and the output taken in chunks of at most 1 GiB.
   constexpr size_t kChunk = size_t(1) << 30;
-  std::vector<uint8_t> out(std::min(max_bytes, raw.size() * 4 + 1024));
+  std::vector<uint8_t> out(std::min(limit, raw.size() * 4 + 1024));
   size_t produced = 0;
   z.next_in = raw.data();
   const uint8_t* const raw_end = raw.data() + raw.size();
   for (;;) {
     if (z.avail_in == 0) z.avail_in = uInt(std::min(kChunk, size_t(raw_end - z.next_in)));
     if (produced == out.size()) {
-      if (out.size() >= max_bytes)
-        fail("it inflates past the limit of " + std::to_string(max_bytes) +
+      if (out.size() >= limit) {
+        if (keep_head) break;
+        fail("it inflates past the limit of " + std::to_string(limit) +
              " bytes (a gzip bomb, or a file larger "
              "than any dataset this reader expects)");
-      out.resize(out.size() > max_bytes / 2 ? max_bytes : out.size() * 2);
+      }
+      out.resize(out.size() > limit / 2 ? limit : out.size() * 2);
     }
     z.next_out = out.data() + produced;
     z.avail_out = uInt(std::min(kChunk, out.size() - produced));
@@ -84,6 +91,23 @@ std::vector<uint8_t> read_maybe_gzip(const std::string& path, const char* who, s
   out.resize(produced);
   inflateEnd(&z);
   return out;
+}
+
+}  // namespace
+
+std::vector<uint8_t> read_maybe_gzip(const std::string& path, const char* who, size_t max_bytes) {
+  std::vector<uint8_t> raw = read_file(path, who);
+  return is_gzip(raw) ? inflate_gzip(raw, path, who, max_bytes, false) : raw;
+}
+
+std::vector<uint8_t> read_maybe_gzip_head(const std::string& path, const char* who, size_t n) {
+  std::vector<uint8_t> raw = read_file(path, who);
+  if (!is_gzip(raw)) {
+    if (raw.size() > n) raw.resize(n);
+    return raw;
+  }
+  return n <= kMaxInflatedBytes ? inflate_gzip(raw, path, who, n, true)
+                                : inflate_gzip(raw, path, who, kMaxInflatedBytes, false);
 }
 
 std::string file_stamp(const std::string& path, const char* who) {

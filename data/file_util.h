@@ -8,12 +8,17 @@
 
 namespace mdl::data {
 
-// Reads the whole file; throws mdl::Error naming `who`, the file and the OS's reason.
+// Reads the whole file; throws mdl::Error naming `who`, the file and the OS's reason, or saying it
+// is not a regular file (a FIFO, a device, a directory: refused without blocking).
 std::vector<uint8_t> read_file(const std::string& path, const char* who);
 // Same, inflating gzip files (detected by their magic bytes; concatenated members are joined);
 // plain files pass through. Inflating stops with an mdl::Error past `max_bytes`.
 constexpr size_t kMaxInflatedBytes = size_t(1) << 31;
 std::vector<uint8_t> read_maybe_gzip(const std::string& path, const char* who, size_t max_bytes = kMaxInflatedBytes);
+// The first `n` bytes of what read_maybe_gzip returns (all of it when shorter), inflating no more
+// than that, so a header can be checked before its payload is inflated; an `n` past
+// kMaxInflatedBytes stops with an mdl::Error there, as read_maybe_gzip does.
+std::vector<uint8_t> read_maybe_gzip_head(const std::string& path, const char* who, size_t n);
 // "path:size:mtime_ns", or throws naming `who` when the file cannot be stat'ed.
 std::string file_stamp(const std::string& path, const char* who);
 

@@ -11,21 +11,23 @@
 namespace mdl::data {
 
 IdxArray read_idx(const std::string& path) {
-  std::vector<uint8_t> bytes = read_maybe_gzip(path, "IdxDataset");
-  MDL_CHECK(bytes.size() >= 4, "IdxDataset: '", path, "' is ", bytes.size(), " bytes, too short for an IDX header");
-  MDL_CHECK(bytes[0] == 0 && bytes[1] == 0, "IdxDataset: '", path, "' has a bad magic number (bytes 0-1 are ",
-            int(bytes[0]), ",", int(bytes[1]), ", expected 0,0): not an IDX file");
-  MDL_CHECK(bytes[2] == 0x08, "IdxDataset: '", path, "' has dtype code 0x", std::hex, int(bytes[2]), std::dec,
+  // The header is read and checked first; a gzip file is then inflated only as far as it implies.
+  constexpr size_t kMaxHeader = 4 + 4 * 4;
+  const std::vector<uint8_t> head = read_maybe_gzip_head(path, "IdxDataset", kMaxHeader);
+  MDL_CHECK(head.size() >= 4, "IdxDataset: '", path, "' is ", head.size(), " bytes, too short for an IDX header");
+  MDL_CHECK(head[0] == 0 && head[1] == 0, "IdxDataset: '", path, "' has a bad magic number (bytes 0-1 are ",
+            int(head[0]), ",", int(head[1]), ", expected 0,0): not an IDX file");
+  MDL_CHECK(head[2] == 0x08, "IdxDataset: '", path, "' has dtype code 0x", std::hex, int(head[2]), std::dec,
             " at offset 2; only 0x08 (unsigned byte) is supported");
-  const int ndim = bytes[3];
+  const int ndim = head[3];
   MDL_CHECK(ndim >= 1 && ndim <= 4, "IdxDataset: '", path, "' declares ", ndim,
             " dimensions at offset 3 (expected 1 to 4)");
   const size_t header = 4 + 4 * size_t(ndim);
-  MDL_CHECK(bytes.size() >= header, "IdxDataset: '", path, "' is truncated in its header (", bytes.size(),
+  MDL_CHECK(head.size() >= header, "IdxDataset: '", path, "' is truncated in its header (", head.size(),
             " bytes, the header needs ", header, ")");
   IdxArray a;
   for (int d = 0; d < ndim; ++d) {
-    const uint8_t* p = bytes.data() + 4 + 4 * d;
+    const uint8_t* p = head.data() + 4 + 4 * d;
     a.dims.push_back(int64_t(uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | uint32_t(p[3])));
   }
   // Each dim is below 2^32; their product and the file size it implies are checked before use.
@@ -33,12 +35,14 @@ IdxArray read_idx(const std::string& path) {
   const std::optional<int64_t> expected = payload ? checked_add(*payload, int64_t(header)) : std::nullopt;
   MDL_CHECK(expected, "IdxDataset: '", path, "' declares dims ", shape_str(a.dims),
             " whose byte count overflows int64: a corrupt or crafted header");
+  // One byte past the expected size, so trailing data shows without being inflated in full.
+  std::vector<uint8_t> bytes = read_maybe_gzip_head(path, "IdxDataset", size_t(*expected) + 1);
   const int64_t size = int64_t(bytes.size());
   MDL_CHECK(size >= *expected, "IdxDataset: '", path, "' with dims ", shape_str(a.dims),
             " is truncated: the header declares ", *payload, " bytes of data, the file ends at offset ", size,
             " (expected ", *expected, ")");
-  MDL_CHECK(size == *expected, "IdxDataset: '", path, "' with dims ", shape_str(a.dims), " has ", size - *expected,
-            " trailing bytes after offset ", *expected);
+  MDL_CHECK(size == *expected, "IdxDataset: '", path, "' with dims ", shape_str(a.dims),
+            " has trailing bytes after offset ", *expected);
   a.data.assign(bytes.begin() + std::ptrdiff_t(header), bytes.end());
   return a;
 }

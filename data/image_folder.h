@@ -1,5 +1,8 @@
 // ImageFolder: root/<class>/<image> decoded by stb_image, classes sorted by name, labels their
 // positions in that order. Files with other extensions are ignored; an empty class folder throws.
+// Only the files directly in each class folder are read: images in folders below it
+// (root/<class>/<sub>/<image>) are ignored, where torchvision's ImageFolder walks each class folder
+// recursively; flatten such a tree, or link its images into the class folder, to read them.
 // Each file's bytes must be the format its extension names, within ImageLimits (data/image.h).
 #pragma once
 #include <string>

@@ -1,6 +1,7 @@
 // export_fashion_mnist: writes Fashion-MNIST as an ImageFolder of PNG files, so the image
 // decode path (and bench_data's ImageFolder epoch) runs on real images.
 //   export_fashion_mnist OUT_DIR [--test] [--limit N] [--threads N] [--root IDX_DIR]
+// OUT_DIR must be absent or empty.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

@@ -1,13 +1,19 @@
 // Datasets: byte-exact Fashion-MNIST samples (values read from the Debian files), IDX, ImageFolder
 // (PNG, BMP, JPEG, PGM, GIF, channel conversion), CIFAR-10 and CIFAR-100 binary, TensorDataset,
-// TextDataset, Subset and ClassSubset, and every bad-input error they raise, on files the tests
-// make themselves.
+// TextDataset, Subset and ClassSubset, and every bad-input error they raise (a FIFO in a file's
+// place refused without blocking), on files the tests make themselves.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <stb/stb_image_write.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <functional>
+#include <future>
 #include <numeric>
 
 #include "data/cifar.h"
@@ -29,6 +35,25 @@ std::vector<uint8_t> row(const Tensor& image, int64_t y) {
   std::vector<uint8_t> all = image.to_vector<uint8_t>();
   const int64_t w = image.size(1) * image.size(2);
   return std::vector<uint8_t>(all.begin() + y * w, all.begin() + (y + 1) * w);
+}
+// The error `read` raises, which must come without blocking on `fifo`; a read blocked opening it
+// is released after 5 s by opening the FIFO's writing end.
+std::string error_without_blocking(const std::string& fifo, const std::function<void()>& read) {
+  auto result = std::async(std::launch::async, [&] {
+    try {
+      read();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  });
+  const bool blocked = result.wait_for(std::chrono::seconds(5)) != std::future_status::ready;
+  if (blocked) {
+    const int fd = ::open(fifo.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) ::close(fd);
+  }
+  CHECK_FALSE(blocked);
+  return result.get();
 }
 int64_t pixel_sum(const Tensor& image) {
   std::vector<uint8_t> v = image.to_vector<uint8_t>();
@@ -166,6 +191,9 @@ TEST_CASE("data: ImageFolder decodes PNG, BMP, JPEG, PGM and GIF, sorted by clas
                0x30, 0xf0, 0xe0, 0xd0, 0x21, 0xf9, 0x04, 0x00, 0x00, 0x00, 0x00, 0x00, 0x2c, 0x00, 0x00,
                0x00, 0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x02, 0x02, 0x44, 0x01, 0x00, 0x3b});
   write_bytes(dir.file("root/zz/readme.txt"), {'h', 'i'});
+  // Images below a class folder are not read (torchvision's ImageFolder would read this one).
+  fs::create_directories(dir.path / "root" / "zz" / "nested");
+  write_bytes(dir.file("root/zz/nested/e.pgm"), pgm);
 
   data::ImageFolder ds((dir.path / "root").string());
   REQUIRE(ds.size() == 10);
@@ -236,6 +264,32 @@ TEST_CASE("data: ImageFolder errors name the folder or file") {
     CHECK_THROWS_WITH_AS(data::ImageFolder(dir.path.string()),
                          doctest::Contains(("cannot stat '" + dir.file("class_1/img_1.png") + "'").c_str()), Error);
   }
+}
+
+TEST_CASE("data: a FIFO where a dataset file is expected is refused without blocking, naming it") {
+  TempDir dir;
+  make_image_folder(dir.path / "images", 1, 2, 2, 2, 1);
+  const std::string image = dir.file("images/class_0/x.png");
+  REQUIRE(::mkfifo(image.c_str(), 0600) == 0);
+  data::ImageFolder folder(dir.file("images"));
+  REQUIRE(folder.path(2) == image);
+  CHECK(error_without_blocking(image, [&] { folder.get(2); }).find("'" + image + "': not a regular file") !=
+        std::string::npos);
+
+  fs::create_directories(dir.path / "cifar");
+  const std::string batch = dir.file("cifar/test_batch.bin");
+  REQUIRE(::mkfifo(batch.c_str(), 0600) == 0);
+  CHECK(error_without_blocking(batch, [&] {
+          data::Cifar10Binary(dir.file("cifar"), false);
+        }).find("'" + batch + "': not a regular file") != std::string::npos);
+
+  const std::string text = dir.file("t.txt"), labels = dir.file("labels.idx");
+  REQUIRE(::mkfifo(text.c_str(), 0600) == 0);
+  REQUIRE(::mkfifo(labels.c_str(), 0600) == 0);
+  CHECK(error_without_blocking(text, [&] { data::TextDataset(text, 4); }).find("'" + text + "': not a regular file") !=
+        std::string::npos);
+  CHECK(error_without_blocking(labels, [&] { data::read_idx(labels); }).find("'" + labels + "': not a regular file") !=
+        std::string::npos);
 }
 
 TEST_CASE("data: Cifar10Binary reads records as HWC and rejects truncated files") {
@@ -415,8 +469,13 @@ TEST_CASE("data: exporting Fashion-MNIST to PNGs round-trips through ImageFolder
     CHECK(s.y.item<int64_t>() == train.label(i));
     CHECK(s.x.to_vector<uint8_t>() == train.get(i).x.to_vector<uint8_t>());
   }
-  CHECK_THROWS_WITH_AS(data::export_image_folder(train, dir.path.string(), {"only", "two"}, {.limit = 5}),
+  TempDir other;
+  CHECK_THROWS_WITH_AS(data::export_image_folder(train, other.path.string(), {"only", "two"}, {.limit = 5}),
                        doctest::Contains("has label 9 but only 2 class names were given"), Error);
+  // A second export into the same root would mix with the first (6 files and 06.png beside 6.png).
+  CHECK_THROWS_WITH_AS(data::export_image_folder(train, dir.path.string(), data::FashionMNIST::classes(), {.limit = 6}),
+                       doctest::Contains(("'" + dir.path.string() + "' is not empty").c_str()), Error);
+  CHECK(data::ImageFolder(dir.path.string(), Channels::Gray).size() == 40);
 }
 
 TEST_CASE("data: Subset is the first n samples, its identity names n, out-of-range indices and n < 0 are refused") {
