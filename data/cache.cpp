@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -162,8 +163,20 @@ std::string random_tag() {
   return hex64((uint64_t(rd()) << 32) ^ rd());
 }
 
+// Whether another open file holds the flock a writer keeps on its partial file while it lives.
+// The pid in the name cannot tell: the writer may be in another PID namespace or on another host
+// sharing the folder, or idle for an hour. A file that cannot be opened, or a filesystem without
+// flock, gives false.
+bool writer_holds(const std::filesystem::path& partial) {
+  const int fd = ::open(partial.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return held;
+}
+
 // Removes "*.mdlcache.partial-<pid>-<tag>" files whose process is gone or that nobody has written
-// to for an hour: what a killed run leaves behind.
+// to for an hour, unless their writer still holds its lock: what a killed run leaves behind.
 void sweep_partials(const std::string& dir) {
   const std::string marker = ".mdlcache.partial-";
   std::error_code ec;
@@ -176,7 +189,7 @@ void sweep_partials(const std::string& dir) {
     struct stat st {};
     if (::lstat(e.path().c_str(), &st) != 0) continue;
     const bool untouched = std::time(nullptr) - st.st_mtime > kStaleSeconds;
-    if (dead || untouched) ::unlink(e.path().c_str());
+    if ((dead || untouched) && !writer_holds(e.path())) ::unlink(e.path().c_str());
   }
 }
 
@@ -215,6 +228,7 @@ FileCache::FileCache(const std::string& dir, const std::string& key, int64_t siz
     if (fd_ < 0 && errno != EEXIST) break;
   }
   MDL_CHECK(fd_ >= 0, "FileCache: cannot create '", partial_path_, "': ", std::strerror(errno));
+  ::flock(fd_, LOCK_EX | LOCK_NB);  // a new file: no one else holds it; without flock, the sweep's rules alone
   if (size_ == 0) finish();
 }
 

@@ -72,8 +72,10 @@ std::string default_cache_dir();
 // file ("<name>.partial-<pid>-<random>", created exclusively, mode 0600); once every index is
 // stored, an index (offset, length, CRC-32 per record) and a footer are written, the file is
 // synced and renamed into place, and the folder is synced. An unfinished file is removed when the
-// cache is destroyed; partial files left by dead processes, or untouched for an hour, are removed
-// when a cache opens in the folder. Links are never followed.
+// cache is destroyed. The writer holds an flock on its partial file while it lives; partial files
+// left by dead processes, or untouched for an hour, are removed when a cache opens in the folder,
+// unless their lock is held (a writer in another PID namespace or on another host, or an idle
+// one). Links are never followed.
 class FileCache : public SampleCache {
  public:
   FileCache(const std::string& dir, const std::string& key, int64_t size);

@@ -1,11 +1,12 @@
 // The caches under damage, attack and failure: a changed record is a miss (never wrong data) and
 // the file is rebuilt; index entries that overflow are rejected when the file is opened; crafted
 // record headers give an mdl::Error; the default folder is private to the user; partial files are
-// never opened through a planted link, and stale ones are swept; a failed cache write is an error
-// of the cache, not a skipped sample; a failed sample is remembered for the run only; the memory
-// cache keeps the first of two concurrent stores of one index. And the loader: a break stops the
-// workers after their current sample; workers run OpenMP with worker_threads threads (mdl-train
-// gives them their share of --threads); batches thrown away give their device copy events back.
+// never opened through a planted link, and stale ones are swept unless their writer still holds
+// its lock; a failed cache write is an error of the cache, not a skipped sample; a failed sample is
+// remembered for the run only; the memory cache keeps the first of two concurrent stores of one
+// index. And the loader: a break stops the workers after their current sample; workers run OpenMP
+// with worker_threads threads (mdl-train gives them their share of --threads); batches thrown away
+// give their device copy events back.
 #include <doctest/doctest.h>
 
 #include <sys/resource.h>
@@ -267,6 +268,22 @@ TEST_CASE("file cache: partial files of dead processes, or untouched for an hour
   CHECK_FALSE(fs::exists(dir.file(old)));
   CHECK(fs::exists(dir.file(live)));
   CHECK(fs::exists(dir.file(other)));
+}
+
+TEST_CASE("file cache: a live writer's partial file is never swept, even untouched for an hour") {
+  TempDir dir("cache_live");
+  FileCache writer(dir.path.string(), "a", 2);
+  writer.store(0, sample_of(0));
+  std::vector<fs::path> partials;
+  for (const auto& e : fs::directory_iterator(dir.path)) partials.push_back(e.path());
+  REQUIRE(partials.size() == 1);
+  // As a writer in another PID namespace looks, or one waiting an hour for its next sample.
+  fs::last_write_time(partials[0], fs::file_time_type::clock::now() - std::chrono::hours(2));
+  FileCache other(dir.path.string(), "b", 1);  // opening a cache sweeps the folder
+  CHECK(fs::exists(partials[0]));
+  CHECK_NOTHROW(writer.store(1, sample_of(1)));
+  CHECK(writer.complete());
+  CHECK(FileCache(dir.path.string(), "a", 2).reused());
 }
 
 TEST_CASE("data: a failed cache write is an error naming the cache file, not a skipped sample") {
