@@ -25,7 +25,8 @@ std::string cut_short(const char* what, uint64_t needed, size_t held) {
          std::to_string(held);
 }
 
-// Each complete chunk's CRC-32 (over its type and data) against the one stored after it.
+// Each complete chunk's CRC-32 (over its type and data) against the one stored after it, up to
+// IEND (stb reads nothing after it).
 std::string png_damage(const std::vector<uint8_t>& png) {
   for (size_t at = 8; at + 8 <= png.size();) {
     const uint64_t chunk = 12 + uint64_t(be32(png, at));
@@ -36,6 +37,7 @@ std::string png_damage(const std::vector<uint8_t>& png) {
       return "has a damaged PNG chunk: '" +
              std::string(png.begin() + std::ptrdiff_t(at + 4), png.begin() + std::ptrdiff_t(at + 8)) + "' at byte " +
              std::to_string(at) + " fails its CRC-32 check";
+    if (std::memcmp(&png[at + 4], "IEND", 4) == 0) break;
     at += size_t(chunk);
   }
   return "";
