@@ -122,6 +122,12 @@ ReduceLROnPlateau::ReduceLROnPlateau(Optimizer& opt, ReduceLROnPlateauOptions op
   MDL_CHECK(o_.factor < 1 && o_.factor >= 0, "ReduceLROnPlateau: factor must be in [0, 1), got ", o_.factor);
 }
 
+void ReduceLROnPlateau::set_state(const State& s) {
+  MDL_CHECK(s.bad_epochs >= 0 && s.cooldown_left >= 0, "ReduceLROnPlateau::set_state: negative counts (", s.bad_epochs,
+            " bad epochs, ", s.cooldown_left, " cooldown)");
+  best_ = s.best, bad_ = s.bad_epochs, cooldown_left_ = s.cooldown_left;
+}
+
 void ReduceLROnPlateau::step(double metric) {
   bool better = o_.mode_max ? metric > best_ * (1 + o_.threshold) : metric < best_ * (1 - o_.threshold);
   if (better) {

@@ -111,6 +111,14 @@ class ReduceLROnPlateau {
   explicit ReduceLROnPlateau(Optimizer& opt, ReduceLROnPlateauOptions options = {});
   void step(double metric);
   int64_t num_bad_epochs() const { return bad_; }
+  // What step() carries from one call to the next, for a checkpoint; set_state refuses a
+  // negative count.
+  struct State {
+    double best;
+    int64_t bad_epochs, cooldown_left;
+  };
+  State state() const { return {best_, bad_, cooldown_left_}; }
+  void set_state(const State& s);
 
  private:
   Optimizer& opt_;

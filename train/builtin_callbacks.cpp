@@ -4,14 +4,47 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <string>
 
 #include "io/safetensors.h"
 #include "tensor/error.h"
 #include "train/checkpoint.h"
+#include "train/csv_log.h"
 #include "train/epoch_meter.h"
 
 namespace mdl::train {
+namespace {
+
+std::string exact(double v) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%.17g", v);
+  return text;
+}
+
+// The entry the resumed checkpoint kept under `key`, or null; a fit from epoch 1 takes none.
+const std::string* kept(const TrainContext& c, const std::string& key) {
+  return c.first_epoch > 1 ? c.kept_state(key) : nullptr;
+}
+
+double kept_number(const TrainContext& c, const std::string& key, const char* who) {
+  const std::string* text = c.kept_state(key);
+  MDL_CHECK(text, who, ": the resumed checkpoint keeps no \"", key, "\"");
+  char* end = nullptr;
+  const double v = std::strtod(text->c_str(), &end);
+  MDL_CHECK(!text->empty() && *end == '\0', who, ": the resumed checkpoint keeps \"", key, "\" as '", *text,
+            "'; expected a number");
+  return v;
+}
+
+int64_t kept_count(const TrainContext& c, const std::string& key, int64_t max, const char* who) {
+  const double v = kept_number(c, key, who);
+  MDL_CHECK(v >= 0 && v <= double(max) && v == std::floor(v), who, ": the resumed checkpoint keeps \"", key, "\" as ",
+            *c.kept_state(key), "; expected a whole number from 0 to ", max);
+  return int64_t(v);
+}
+
+}  // namespace
 
 ProgressPrinter::ProgressPrinter(std::FILE* out, bool terminal) : out_(out), terminal_(terminal) {
   MDL_CHECK(out_, "ProgressPrinter: no output stream");
@@ -55,11 +88,13 @@ CsvLogger::CsvLogger(std::string path, bool append) : path_(std::move(path)), ap
 }
 
 void CsvLogger::on_train_begin(TrainContext& c) {
-  if (!log_) log_ = std::make_unique<EpochLog>(path_, nullptr, c.epochs, append_);
+  if (log_) return;
+  if (append_ && c.first_epoch > 1) drop_rows_from(path_, "epoch", c.first_epoch);
+  log_ = std::make_unique<EpochLog>(path_, nullptr, c.epochs, append_);
 }
 
 void CsvLogger::on_epoch_end(TrainContext& c, const EpochRecord& r) {
-  if (!log_) on_train_begin(c);
+  if (!log_) log_ = std::make_unique<EpochLog>(path_, nullptr, c.epochs, append_);
   log_->write(r);
 }
 
@@ -67,8 +102,9 @@ SaveCheckpoint::SaveCheckpoint(std::string path, io::Metadata tags) : path_(std:
   MDL_CHECK(!path_.empty(), "SaveCheckpoint: no path");
 }
 
-void SaveCheckpoint::on_epoch_end(TrainContext& c, const EpochRecord& r) {
-  if (c.rank == 0) save_checkpoint(path_, *c.model, *c.optimizer, *c.scaler, r.epoch, tags_, c.schedule);
+void SaveCheckpoint::on_epoch_checkpoint(TrainContext& c, const EpochRecord& r) {
+  if (c.rank == 0)
+    save_checkpoint(path_, *c.model, *c.optimizer, *c.scaler, r.epoch, tags_, c.schedule, c.callback_state);
 }
 
 BestTracker::BestTracker(const std::string& monitor, Mode mode, double min_delta, const char* who)
@@ -138,6 +174,11 @@ void EarlyStopping::on_train_begin(TrainContext& c) {
   wait_ = stopped_epoch_ = last_epoch_ = 0;
   best_weights_.clear();
   restored_ = false;
+  const std::string key = "early_stopping." + o_.monitor + ".";
+  if (!kept(c, key + "best_epoch")) return;
+  const int64_t best_epoch = kept_count(c, key + "best_epoch", c.first_epoch - 1, "EarlyStopping");
+  if (best_epoch > 0) best_.set(kept_number(c, key + "best", "EarlyStopping"), best_epoch);
+  wait_ = kept_count(c, key + "wait", c.first_epoch - 1, "EarlyStopping");
 }
 
 void EarlyStopping::on_epoch_end(TrainContext& c, const EpochRecord& r) {
@@ -150,12 +191,15 @@ void EarlyStopping::on_epoch_end(TrainContext& c, const EpochRecord& r) {
       best_weights_.clear();
       for (auto& [name, t] : c.model->state_dict()) best_weights_.emplace_back(name, t.detach().clone());
     }
-    return;
+  } else if (++wait_ >= o_.patience) {
+    stopped_epoch_ = r.epoch;
+    c.request_stop("EarlyStopping: " + o_.monitor + " did not improve for " + std::to_string(wait_) +
+                   " epochs (best at epoch " + std::to_string(best_.best_epoch()) + ")");
   }
-  if (++wait_ < o_.patience) return;
-  stopped_epoch_ = r.epoch;
-  c.request_stop("EarlyStopping: " + o_.monitor + " did not improve for " + std::to_string(wait_) +
-                 " epochs (best at epoch " + std::to_string(best_.best_epoch()) + ")");
+  const std::string key = "early_stopping." + o_.monitor + ".";
+  c.keep_state(key + "best", exact(best_.best()));
+  c.keep_state(key + "best_epoch", std::to_string(best_.best_epoch()));
+  c.keep_state(key + "wait", std::to_string(wait_));
 }
 
 void EarlyStopping::on_train_end(TrainContext& c) {
@@ -176,12 +220,23 @@ ReduceLROnPlateau::ReduceLROnPlateau(std::string monitor, optim::ReduceLROnPlate
 void ReduceLROnPlateau::on_train_begin(TrainContext& c) {
   check_monitor_available(c, monitor_, "ReduceLROnPlateau");
   plateau_ = std::make_unique<optim::ReduceLROnPlateau>(*c.optimizer, options_);
+  const std::string key = "plateau." + monitor_ + ".";
+  if (!kept(c, key + "best")) return;
+  const int64_t most = std::numeric_limits<int32_t>::max();
+  plateau_->set_state({.best = kept_number(c, key + "best", "ReduceLROnPlateau"),
+                       .bad_epochs = kept_count(c, key + "bad_epochs", most, "ReduceLROnPlateau"),
+                       .cooldown_left = kept_count(c, key + "cooldown_left", most, "ReduceLROnPlateau")});
 }
 
 void ReduceLROnPlateau::on_epoch_end(TrainContext& c, const EpochRecord& r) {
   const double before = c.optimizer->lr();
   plateau_->step(metric_value(r, monitor_));
   if (c.optimizer->lr() < before) ++reductions_;
+  const optim::ReduceLROnPlateau::State s = plateau_->state();
+  const std::string key = "plateau." + monitor_ + ".";
+  c.keep_state(key + "best", exact(s.best));
+  c.keep_state(key + "bad_epochs", std::to_string(s.bad_epochs));
+  c.keep_state(key + "cooldown_left", std::to_string(s.cooldown_left));
 }
 
 TimeToTarget::TimeToTarget(double target, std::string monitor) : target_(target), monitor_(std::move(monitor)) {

@@ -39,7 +39,9 @@ class ProgressPrinter : public Callback {
   std::unique_ptr<EpochLog> log_;
 };
 
-// One CSV row per epoch, the columns of mdl-train --log.
+// One CSV row per epoch, the columns of mdl-train --log. Appending for a fit that continues a run
+// (first_epoch past 1: a resumed one), it first drops the rows of epochs from first_epoch on, which
+// a run killed after logging an epoch and before checkpointing it left (train/csv_log.h).
 class CsvLogger : public Callback {
  public:
   explicit CsvLogger(std::string path, bool append = false);
@@ -52,12 +54,13 @@ class CsvLogger : public Callback {
   std::unique_ptr<EpochLog> log_;
 };
 
-// The training checkpoint (train/checkpoint.h) written at each epoch's end, atomically: weights,
-// optimizer and scaler state, the epoch and `tags`. resume_checkpoint() reads it back.
+// The training checkpoint (train/checkpoint.h) written at each epoch's end, after every other
+// callback's on_epoch_end, crash-consistently: weights, optimizer and scaler state, the epoch,
+// `tags` and the callbacks' state (TrainContext::callback_state). resume_checkpoint() reads it back.
 class SaveCheckpoint : public Callback {
  public:
   explicit SaveCheckpoint(std::string path, io::Metadata tags = {});
-  void on_epoch_end(TrainContext& c, const EpochRecord& r) override;
+  void on_epoch_checkpoint(TrainContext& c, const EpochRecord& r) override;
 
  private:
   std::string path_;
@@ -109,6 +112,9 @@ struct EarlyStoppingOptions {
   bool restore_best_weights = false;  // at the run's end, the weights of the best epoch
 };
 
+// The best value, its epoch and the epochs waited since are kept in TrainContext::callback_state,
+// so a resumed run stops where the straight one would; the best weights are not (a resumed run
+// restores only those of a best epoch after the resume: CheckpointBest keeps them in a file).
 class EarlyStopping : public Callback {
  public:
   explicit EarlyStopping(EarlyStoppingOptions options = {});
@@ -128,7 +134,9 @@ class EarlyStopping : public Callback {
 };
 
 // optim::ReduceLROnPlateau stepped with the monitored metric at each epoch's end; `mode`
-// decides options.mode_max.
+// decides options.mode_max. Its best value and counts are kept in TrainContext::callback_state
+// (the lowered lr is the optimizer's own state), so a resumed run lowers it where the straight
+// one would.
 class ReduceLROnPlateau : public Callback {
  public:
   explicit ReduceLROnPlateau(std::string monitor = "val_loss", optim::ReduceLROnPlateauOptions options = {},

@@ -15,6 +15,19 @@ void TrainContext::stop_now(std::string reason) {
   abandon_epoch = true;
 }
 
+void TrainContext::keep_state(const std::string& key, std::string value) {
+  for (auto& [k, v] : callback_state)
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
+  callback_state.emplace_back(key, std::move(value));
+}
+
+const std::string* TrainContext::kept_state(const std::string& key) const {
+  return io::find_metadata(callback_state, key);
+}
+
 void CallbackList::train_begin(TrainContext& c) {
   for (auto& cb : items) cb->on_train_begin(c);
 }
@@ -31,6 +44,7 @@ void CallbackList::step_end(TrainContext& c) {
 }
 void CallbackList::epoch_end(TrainContext& c, const EpochRecord& r) {
   for (auto& cb : items) cb->on_epoch_end(c, r);
+  for (auto& cb : items) cb->on_epoch_checkpoint(c, r);
 }
 void CallbackList::train_end(TrainContext& c) {
   for (auto& cb : items) cb->on_train_end(c);

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "io/safetensors.h"
 #include "nn/module.h"
 #include "optim/optimizer.h"
 #include "train/epoch_record.h"
@@ -42,6 +43,11 @@ struct TrainContext {
   bool stop = false;
   bool abandon_epoch = false;  // stop_now: the epoch is neither recorded nor validated
   std::string stop_reason;
+  // The callbacks' state a training checkpoint keeps (SaveCheckpoint), so that a resumed run
+  // continues as the straight one would: each callback sets its entries (keys it names after
+  // itself and its metric) at each epoch's end and reads them back at on_train_begin. A fit after
+  // Trainer::resume_after(n, state) starts with the checkpoint's; any other fit with none.
+  io::Metadata callback_state;
 
   double seconds() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); }
   // From on_step_end: the loop ends the epoch after this step and stops; from on_epoch_end: the
@@ -50,6 +56,8 @@ struct TrainContext {
   // From on_step_end: the loop stops after this step without finishing the epoch (no record, no
   // validation, no on_epoch_end): a profiler that has recorded its steps.
   void stop_now(std::string reason);
+  void keep_state(const std::string& key, std::string value);   // sets or replaces an entry of callback_state
+  const std::string* kept_state(const std::string& key) const;  // null when absent
 };
 
 class Callback {
@@ -62,6 +70,9 @@ class Callback {
   virtual bool needs_step_totals(const TrainContext&) { return false; }
   virtual void on_step_end(TrainContext&) {}
   virtual void on_epoch_end(TrainContext&, const EpochRecord&) {}
+  // After every callback's on_epoch_end: a checkpoint written here holds the state the others
+  // reached at the epoch (their callback_state, an lr ReduceLROnPlateau lowered).
+  virtual void on_epoch_checkpoint(TrainContext&, const EpochRecord&) {}
   virtual void on_train_end(TrainContext&) {}
 };
 using CallbackPtr = std::shared_ptr<Callback>;
@@ -73,7 +84,7 @@ struct CallbackList {
   void epoch_begin(TrainContext& c);
   bool needs_step_totals(const TrainContext& c);  // whether any callback does
   void step_end(TrainContext& c);
-  void epoch_end(TrainContext& c, const EpochRecord& r);
+  void epoch_end(TrainContext& c, const EpochRecord& r);  // on_epoch_end, then on_epoch_checkpoint
   void train_end(TrainContext& c);
 };
 

@@ -1,57 +1,36 @@
 // Checkpoints: the weights file, and the training-state file whose tensors are named
-// "optimizer.*" and "scaler.*". Each is written atomically, the weights first; the state file
-// then records the epoch and the weights file's size and CRC-32, so that a crash between the two
-// renames leaves a pair that resume refuses instead of one it would mix.
+// "optimizer.*" and "scaler.*" and whose metadata records the epoch, the weights file's size and
+// CRC-32 (the two belong together only when these match), and the callbacks' state under
+// "callback.". Saving stages both files completely before it renames either (checkpoint.h).
 #include "train/checkpoint.h"
 
-#include <zlib.h>
-
 #include <charconv>
-#include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "io/safetensors.h"
 #include "ops/native/factory.h"
 #include "tensor/error.h"
 #include "tensor/grad_mode.h"
+#include "train/checkpoint_files.h"
 
 namespace mdl::train {
+
+namespace detail {
+std::function<void(std::string_view step)> checkpoint_step_hook;
+}  // namespace detail
+
 namespace {
 
+using namespace checkpoint_files;
+
 constexpr int64_t kMaxEpoch = std::numeric_limits<int32_t>::max();
+constexpr std::string_view kCallbackPrefix = "callback.";
 
-std::string state_path(const std::string& checkpoint) { return checkpoint + ".train.safetensors"; }
-
-// A file's size and CRC-32 (zlib's), as read back from the disk.
-struct FileDigest {
-  uint64_t bytes = 0;
-  uint32_t crc = 0;
-};
-
-FileDigest digest(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  MDL_CHECK(in.good(), "checkpoint: cannot open '", path, "'");
-  FileDigest d;
-  uLong crc = crc32(0L, Z_NULL, 0);
-  std::vector<char> chunk(1 << 20);
-  while (in) {
-    in.read(chunk.data(), std::streamsize(chunk.size()));
-    const std::streamsize n = in.gcount();
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(chunk.data()), uInt(n));
-    d.bytes += uint64_t(n);
-  }
-  MDL_CHECK(in.eof(), "checkpoint: reading '", path, "' failed");
-  d.crc = uint32_t(crc);
-  return d;
-}
-
-std::string hex(uint32_t v) {
-  char b[9];
-  std::snprintf(b, sizeof b, "%08x", v);
-  return b;
+void reached(std::string_view step) {
+  if (detail::checkpoint_step_hook) detail::checkpoint_step_hook(step);
 }
 
 const std::string& require(const io::Metadata& meta, const std::string& key, const std::string& file) {
@@ -68,37 +47,91 @@ bool parse(const std::string& text, uint64_t lo, uint64_t hi, int base, uint64_t
   return ec == std::errc() && p == end && out >= lo && out <= hi;
 }
 
+// The state file's contents when its recorded digest is `weights`'s; none for a missing or
+// unreadable file or another digest.
+std::optional<io::SafetensorsContents> read_if_written_for(const std::string& state_file, const FileDigest& weights) {
+  if (!std::filesystem::exists(state_file)) return std::nullopt;
+  try {
+    io::SafetensorsContents state = io::read_safetensors(state_file);
+    const std::string* bytes_text = io::find_metadata(state.metadata, "model_bytes");
+    const std::string* crc_text = io::find_metadata(state.metadata, "model_crc32");
+    uint64_t bytes = 0, crc = 0;
+    if (bytes_text && crc_text && parse(*bytes_text, 0, std::numeric_limits<uint64_t>::max(), 10, bytes) &&
+        crc_text->size() == 8 && parse(*crc_text, 0, 0xffffffffu, 16, crc) && bytes == weights.bytes &&
+        crc == weights.crc)
+      return state;
+  } catch (const Error&) {}
+  return std::nullopt;
+}
+
+// The state file, or, when it is missing or belongs to other weights, a staged state file written
+// for `weights`: a save interrupted between its renames, whose commit this completes. Null when
+// neither (the caller's checks then name what is wrong with the state file).
+std::optional<io::SafetensorsContents> recover_state(const std::string& state_file, const FileDigest& weights) {
+  if (auto state = read_if_written_for(state_file, weights)) return state;
+  for (const std::string& staged : staged_versions(state_file)) {
+    if (auto state = read_if_written_for(staged, weights)) {
+      try {
+        rename_durably(staged, state_file);
+      } catch (const Error&) {  // a read-only directory: the staged file serves as it is
+      }
+      return state;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 void save_checkpoint(const std::string& path, nn::Module& model, const optim::Optimizer& opt,
                      const amp::GradScaler& scaler, int64_t epoch, const io::Metadata& tags,
-                     const optim::LRScheduler* schedule) {
+                     const optim::LRScheduler* schedule, const io::Metadata& callback_state) {
+  const std::string state_file = state_path(path);
+  const std::string weights_staged = staged_path(path), state_staged = staged_path(state_file);
   io::Metadata meta = {{"epoch", std::to_string(epoch)}};
   meta.insert(meta.end(), tags.begin(), tags.end());
-  io::save_safetensors(path, model.state_dict(), meta);
-  const FileDigest weights = digest(path);
-  io::Metadata state_meta = meta;
-  state_meta.emplace_back("model_bytes", std::to_string(weights.bytes));
-  state_meta.emplace_back("model_crc32", hex(weights.crc));
-  state_meta.emplace_back("optimizer", opt.name());
-  state_meta.emplace_back("rng_seed", std::to_string(default_generator().seed()));
-  state_meta.emplace_back("rng_offset", std::to_string(default_generator().offset()));
-  if (schedule) state_meta.emplace_back("schedule_epoch", std::to_string(schedule->last_epoch()));
-  NamedTensors state;
-  for (auto& [n, t] : opt.state_dict()) state.emplace_back("optimizer." + n, t);
-  for (auto& [n, t] : scaler.state_dict()) state.emplace_back("scaler." + n, t);
-  io::save_safetensors(state_path(path), state, state_meta);
+  try {
+    io::save_safetensors(weights_staged, model.state_dict(), meta);
+    reached("weights staged");
+    const FileDigest weights = digest(weights_staged);
+    io::Metadata state_meta = meta;
+    state_meta.emplace_back("model_bytes", std::to_string(weights.bytes));
+    state_meta.emplace_back("model_crc32", hex(weights.crc));
+    state_meta.emplace_back("optimizer", opt.name());
+    state_meta.emplace_back("rng_seed", std::to_string(default_generator().seed()));
+    state_meta.emplace_back("rng_offset", std::to_string(default_generator().offset()));
+    if (schedule) state_meta.emplace_back("schedule_epoch", std::to_string(schedule->last_epoch()));
+    for (const auto& [key, value] : callback_state) state_meta.emplace_back(std::string(kCallbackPrefix) + key, value);
+    NamedTensors state;
+    for (auto& [n, t] : opt.state_dict()) state.emplace_back("optimizer." + n, t);
+    for (auto& [n, t] : scaler.state_dict()) state.emplace_back("scaler." + n, t);
+    io::save_safetensors(state_staged, state, state_meta);
+    reached("state staged");
+  } catch (...) {  // a failed save (a full disk): the previous pair stays, without debris
+    std::error_code ec;
+    std::filesystem::remove(weights_staged, ec);
+    std::filesystem::remove(state_staged, ec);
+    throw;
+  }
+  rename_durably(weights_staged, path);
+  reached("weights renamed");
+  rename_durably(state_staged, state_file);
+  reached("state renamed");
+  remove_abandoned(path);
 }
 
 int64_t resume_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer& opt, amp::GradScaler& scaler,
-                          optim::LRScheduler* schedule, int64_t steps_per_epoch) {
+                          optim::LRScheduler* schedule, int64_t steps_per_epoch, io::Metadata* callback_state) {
   const std::string state_file = state_path(path);
   MDL_CHECK(std::filesystem::exists(path), "resume: the checkpoint '", path, "' does not exist");
-  MDL_CHECK(std::filesystem::exists(state_file), "resume: the training-state file '", state_file,
-            "' (the optimizer and scaler state and the epoch) is missing beside '", path,
-            "'; without it the run cannot continue where it stopped");
+  const FileDigest weights = digest(path);
+  std::optional<io::SafetensorsContents> recovered = recover_state(state_file, weights);
+  if (!recovered)
+    MDL_CHECK(std::filesystem::exists(state_file), "resume: the training-state file '", state_file,
+              "' (the optimizer and scaler state and the epoch) is missing beside '", path,
+              "'; without it the run cannot continue where it stopped");
   // Everything is read and checked before the model, optimizer or scaler changes.
-  const io::SafetensorsContents state = io::read_safetensors(state_file);
+  const io::SafetensorsContents state = recovered ? std::move(*recovered) : io::read_safetensors(state_file);
   const std::string& epoch_text = require(state.metadata, "epoch", state_file);
   uint64_t epoch = 0, bytes = 0, crc = 0;
   MDL_CHECK(parse(epoch_text, 1, kMaxEpoch, 10, epoch), "resume: '", state_file, "' records epoch '", epoch_text,
@@ -109,11 +142,10 @@ int64_t resume_checkpoint(const std::string& path, nn::Module& model, optim::Opt
                 parse(crc_text, 0, 0xffffffffu, 16, crc),
             "resume: '", state_file, "' records the weights file as '", bytes_text, "' bytes with CRC-32 '", crc_text,
             "'; expected a byte count and 8 hex digits");
-  const FileDigest weights = digest(path);
   MDL_CHECK(weights.bytes == bytes && weights.crc == crc, "resume: '", path, "' and '", state_file,
             "' do not belong together: the state file was written for weights of ", bytes, " bytes with CRC-32 ",
             crc_text, ", the weights file has ", weights.bytes, " bytes with CRC-32 ", hex(weights.crc),
-            " (a crash between the two saves, or files of different runs)");
+            " (files of different runs, or a torn pair that no staged state file completes)");
   const io::SafetensorsContents weights_file = io::read_safetensors(path);
   const std::string* weights_epoch = io::find_metadata(weights_file.metadata, "epoch");
   MDL_CHECK(weights_epoch && *weights_epoch == epoch_text, "resume: '", path, "' records epoch '",
@@ -170,6 +202,12 @@ int64_t resume_checkpoint(const std::string& path, nn::Module& model, optim::Opt
     default_generator().set_offset(rng_offset);
   }
   if (schedule) schedule->set_epoch(int64_t(schedule_epoch));
+  if (callback_state) {
+    callback_state->clear();
+    for (const auto& [key, value] : state.metadata)
+      if (key.size() > kCallbackPrefix.size() && key.compare(0, kCallbackPrefix.size(), kCallbackPrefix) == 0)
+        callback_state->emplace_back(key.substr(kCallbackPrefix.size()), value);
+  }
   return int64_t(epoch);
 }
 

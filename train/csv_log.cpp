@@ -1,8 +1,15 @@
 // CsvLog and read_csv (RFC 4180 quoting: fields with a comma, quote or newline are quoted).
 #include "train/csv_log.h"
 
+#include <unistd.h>
+
+#include <charconv>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <iterator>
 #include <sstream>
+#include <string_view>
 
 #include "tensor/error.h"
 
@@ -63,6 +70,69 @@ void CsvLog::row(const std::vector<Field>& fields) {
   for (size_t i = 0; i < fields.size(); ++i) out_ << (i ? "," : "") << field_text(fields[i]);
   out_ << "\n" << std::flush;
   MDL_CHECK(out_.good(), "CsvLog: writing '", path_, "' failed");
+}
+
+namespace {
+
+// The index'th comma-separated field of an unquoted line.
+std::string_view field_at(std::string_view line, int index) {
+  for (int i = 0; i < index; ++i) {
+    const size_t comma = line.find(',');
+    if (comma == std::string_view::npos) return {};
+    line.remove_prefix(comma + 1);
+  }
+  return line.substr(0, line.find(','));
+}
+
+void replace_file(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  MDL_CHECK(f, "CsvLog: cannot create '", tmp, "': ", std::strerror(errno));
+  const bool written = std::fwrite(text.data(), 1, text.size(), f) == text.size() && std::fflush(f) == 0 &&
+                       ::fsync(::fileno(f)) == 0;
+  const int e = errno;
+  const bool closed = std::fclose(f) == 0;
+  if (!written || !closed || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int why = written && closed ? errno : e;
+    std::remove(tmp.c_str());
+    MDL_FAIL("CsvLog: cannot rewrite '", path, "': ", std::strerror(why));
+  }
+}
+
+}  // namespace
+
+void drop_rows_from(const std::string& path, const std::string& column, int64_t first) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;
+  const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  const size_t header_end = text.find('\n');
+  if (header_end == std::string::npos) return;
+  std::string_view header(text.data(), header_end);
+  if (!header.empty() && header.back() == '\r') header.remove_suffix(1);
+  int index = 0;
+  for (std::string_view rest = header;; ++index) {
+    const size_t comma = rest.find(',');
+    if (rest.substr(0, comma) == column) break;
+    if (comma == std::string_view::npos) return;  // no such column
+    rest.remove_prefix(comma + 1);
+  }
+  std::string kept = text.substr(0, header_end + 1);
+  bool dropped = false;
+  for (size_t pos = header_end + 1; pos < text.size();) {
+    const size_t end = text.find('\n', pos);
+    if (end == std::string::npos) {  // a row cut short
+      dropped = true;
+      break;
+    }
+    const std::string_view line(text.data() + pos, end - pos);
+    const std::string_view cell = field_at(line, index);
+    int64_t value = 0;
+    const auto [p, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), value);
+    if (ec == std::errc() && p == cell.data() + cell.size() && value >= first) dropped = true;
+    else kept.append(line).push_back('\n');
+    pos = end + 1;
+  }
+  if (dropped) replace_file(path, kept);
 }
 
 int CsvTable::column(const std::string& name) const {

@@ -3,6 +3,7 @@
 // Appending (a resumed run) keeps the rows there and writes no second header; a file whose
 // header differs is refused.
 #pragma once
+#include <cstdint>
 #include <fstream>
 #include <string>
 #include <variant>
@@ -24,6 +25,12 @@ class CsvLog {
   std::vector<std::string> columns_;
   std::ofstream out_;
 };
+
+// Removes from the log at `path` the rows whose integer `column` is `first` or more, and a last row
+// cut short (no newline), rewriting the file atomically: what a resumed run drops before it logs
+// its epochs again (rows of epochs logged after the checkpoint it resumes from). A missing file, a
+// file without that column, or one with nothing to drop is left as it is.
+void drop_rows_from(const std::string& path, const std::string& column, int64_t first);
 
 // Reads a CSV written by CsvLog (or any simple CSV): the header and the rows as text.
 struct CsvTable {

@@ -3,6 +3,7 @@
 #include "train/trainer.h"
 
 #include <cmath>
+#include <utility>
 
 #include "ops/ops.h"
 #include "tensor/allocator.h"
@@ -60,9 +61,10 @@ Trainer& Trainer::add(CallbackPtr callback) {
   return *this;
 }
 
-void Trainer::resume_after(int64_t epochs_done) {
+void Trainer::resume_after(int64_t epochs_done, io::Metadata callback_state) {
   MDL_CHECK(epochs_done >= 0, "Trainer::resume_after: epochs_done must be >= 0, got ", epochs_done);
   epochs_done_ = epochs_done;
+  resumed_state_ = std::move(callback_state);
 }
 
 std::vector<EpochRecord> Trainer::fit(int64_t epochs) {
@@ -72,6 +74,7 @@ std::vector<EpochRecord> Trainer::fit(int64_t epochs) {
   ctx.model = c_.model.get(), ctx.optimizer = c_.optimizer.get(), ctx.scaler = &scaler_;
   ctx.schedule = c_.schedule.get();
   ctx.first_epoch = epochs_done_ + 1;
+  ctx.callback_state = std::exchange(resumed_state_, {});
   ctx.epochs = epochs_done_ + epochs;
   ctx.steps_per_epoch = c_.train->size();
   ctx.has_validation = c_.validation != nullptr;

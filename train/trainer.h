@@ -69,8 +69,9 @@ class Trainer {
   // numbered on from earlier fits (and from resume_after). Throws TrainingDiverged when the
   // training loss or the weights stop being finite.
   std::vector<EpochRecord> fit(int64_t epochs);
-  // The next fit numbers its epochs on from `epochs_done` (a run resumed from a checkpoint).
-  void resume_after(int64_t epochs_done);
+  // The next fit numbers its epochs on from `epochs_done` (a run resumed from a checkpoint), and
+  // its callbacks start from `callback_state` (the checkpoint's, from resume_checkpoint).
+  void resume_after(int64_t epochs_done, io::Metadata callback_state = {});
   // One pass over `loader` in eval mode, without gradients.
   Validation evaluate(data::DataLoader& loader);
 
@@ -95,6 +96,7 @@ class Trainer {
   std::unique_ptr<TrainStep> step_;
   std::vector<EpochRecord> history_;
   int64_t epochs_done_ = 0;
+  io::Metadata resumed_state_;  // for the next fit's callbacks
   std::string stop_reason_;
   Validation last_validation_;
 };

@@ -1,15 +1,22 @@
-// mdl-train's checkpoints as a crash and bad files leave them: a torn pair (a new model beside
-// an old state file), a missing state file and malformed epochs are refused by --resume with an
-// mdl::Error naming the files; a diverged run stops without overwriting the last good
-// checkpoint; and a resumed run appends to its CSV log, which keeps one header.
+// mdl-train's checkpoints as a crash and bad files leave them: a crash at each step of a save
+// leaves a pair that --resume takes (the new weights beside the old state file are completed by
+// the staged state file), and files killed writers left are removed; a torn pair no staged file
+// completes, a missing state file and malformed epochs are refused by --resume with an mdl::Error
+// naming the files; a diverged run stops without overwriting the last good checkpoint; a resumed
+// run appends to its CSV log, which keeps one header and no row twice; and a resumed run with
+// --plateau or --early-stop trains, lowers its lr and stops as the straight run does.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "amp/grad_scaler.h"
@@ -79,7 +86,89 @@ void set_state_epoch(const std::string& checkpoint, const std::string& epoch) {
   io::save_safetensors(state_of(checkpoint), c.tensors, c.metadata);
 }
 
+// A process id no process has: above the largest the kernel hands out (2^22).
+const std::string kGonePid = "4194305";
+
+// Copies the folder's files into a new folder `to`: what a crash at that instant leaves.
+void snapshot(const fs::path& from, const fs::path& to) {
+  fs::create_directories(to);
+  for (const auto& e : fs::directory_iterator(from))
+    if (e.is_regular_file()) fs::copy_file(e.path(), to / e.path().filename());
+}
+
+std::vector<std::string> files_in(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file()) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
 }  // namespace
+
+// The save of epoch 2 over a pair of epoch 1, stopped after each of its steps as a kill there would
+// stop it (a copy of the folder at that point), with a half-written temporary file beside: each
+// copy resumes, from epoch 1 before the weights' rename and from epoch 2 after it, weights and
+// optimizer state of that epoch.
+TEST_CASE("checkpoint: a crash at any step of a save leaves a pair that resumes, the previous or the new one") {
+  data_test::TempDir dir("ckpt-crash");
+  const std::string ck = dir.file("model.safetensors");
+  Run a;
+  a.step();
+  a.save(ck, 1);
+  const auto weights_1 = a.weights();
+  a.step();
+  const auto weights_2 = a.weights();
+  std::vector<std::string> steps;
+  train::detail::checkpoint_step_hook = [&](std::string_view step) {
+    steps.emplace_back(step);
+    snapshot(dir.path, dir.path / ("crash" + std::to_string(steps.size())));
+  };
+  a.save(ck, 2);
+  train::detail::checkpoint_step_hook = nullptr;
+  REQUIRE(steps == std::vector<std::string>{"weights staged", "state staged", "weights renamed", "state renamed"});
+
+  for (size_t i = 0; i < steps.size(); ++i) {
+    CAPTURE(steps[i]);
+    const fs::path crashed = dir.path / ("crash" + std::to_string(i + 1));
+    const std::string copy = (crashed / "model.safetensors").string();
+    std::ofstream(copy + ".new." + kGonePid + ".tmp." + kGonePid, std::ios::binary) << "half a file";
+    Run b;
+    const int64_t epoch = b.resume(copy);
+    CHECK(epoch == (i < 2 ? 1 : 2));
+    CHECK(b.weights() == (i < 2 ? weights_1 : weights_2));
+    CHECK(b.opt.step_count() == epoch);
+    Run again;  // the resume completed the interrupted save on disk: the pair now matches alone
+    CHECK(again.resume(copy) == epoch);
+  }
+}
+
+// Files a save killed midway left (staged or temporary, of the weights or the state file) are
+// removed by the next save once their writer is gone; a running writer's are kept.
+TEST_CASE("checkpoint: a save removes the staged and temporary files of writers that are gone") {
+  data_test::TempDir dir("ckpt-debris");
+  const std::string ck = dir.file("model.safetensors");
+  const std::string running = std::to_string(::getppid());
+  const std::vector<std::string> gone = {"model.safetensors.new." + kGonePid,
+                                         "model.safetensors.new." + kGonePid + ".tmp." + kGonePid,
+                                         "model.safetensors.tmp." + kGonePid,
+                                         "model.safetensors.train.safetensors.new." + kGonePid,
+                                         "model.safetensors.train.safetensors.new." + kGonePid + ".tmp." + kGonePid,
+                                         "model.safetensors.train.safetensors.tmp." + kGonePid};
+  const std::vector<std::string> kept = {
+      "model.safetensors.new." + running, "model.safetensors.train.safetensors.tmp." + running,
+      "model.safetensors.new.12x", "model.safetensors.notes", "other.safetensors.new." + kGonePid};
+  for (const auto& names : {gone, kept})
+    for (const std::string& name : names) std::ofstream(dir.file(name)) << "debris";
+  Run a;
+  a.step();
+  a.save(ck, 1);
+  std::vector<std::string> expected = kept;
+  expected.push_back("model.safetensors");
+  expected.push_back("model.safetensors.train.safetensors");
+  std::sort(expected.begin(), expected.end());
+  CHECK(files_in(dir.path) == expected);
+}
 
 TEST_CASE("checkpoint: a saved pair resumes; a torn pair is refused, naming both files, and changes nothing") {
   data_test::TempDir dir("ckpt");
@@ -92,8 +181,7 @@ TEST_CASE("checkpoint: a saved pair resumes; a torn pair is refused, naming both
   CHECK(b.weights() == a.weights());
   CHECK(b.opt.step_count() == 1);
 
-  // A crash after the model's rename and before the state file's: the new weights of epoch 2
-  // beside the state of epoch 1.
+  // The new weights of epoch 2 beside the state of epoch 1, and no staged state file for them.
   const std::string old_state = bytes_of(state_of(ck));
   a.step();
   a.save(ck, 2);
@@ -251,6 +339,75 @@ TEST_CASE("run_training: a resumed run appends to its CSV log") {
   o.epochs = 3;
   CHECK(error_of([&] { train::run_training(o, nullptr); }).find(log) != std::string::npos);
   CHECK(bytes_of(log) == "step,loss\n1,0.5\n");
+}
+
+// A kill after an epoch's CSV row and before its checkpoint leaves a row past the checkpoint's
+// epoch (and a kill inside a row, a row cut short): the resumed run drops them and logs each
+// epoch once.
+TEST_CASE("run_training: a resumed run logs each epoch once, dropping rows past its checkpoint") {
+  data_test::TempDir dir("ckpt-csv");
+  const std::string ck = dir.file("model.safetensors"), log = dir.file("run.csv");
+  train::TrainOptions o;
+  o.model = "mlp", o.epochs = 2, o.batch = 64, o.subset = 256, o.val_subset = 256, o.save = ck, o.log = log;
+  o.progress = false;
+  train::run_training(o, nullptr);
+  const std::string pair_after_2[] = {bytes_of(ck), bytes_of(state_of(ck))};
+  o.resume = ck, o.epochs = 3;
+  train::run_training(o, nullptr);
+  std::ofstream(ck, std::ios::binary | std::ios::trunc) << pair_after_2[0];  // the checkpoint of epoch 3 never came
+  std::ofstream(state_of(ck), std::ios::binary | std::ios::trunc) << pair_after_2[1];
+  std::ofstream(log, std::ios::app) << "4,0.5,0.";  // and a row cut short
+  o.epochs = 4;
+  train::run_training(o, nullptr);
+  const train::CsvTable t = train::read_csv(log);
+  std::vector<std::string> epochs;
+  for (const auto& row : t.rows) epochs.push_back(row[size_t(t.column("epoch"))]);
+  CHECK(epochs == std::vector<std::string>{"1", "2", "3", "4"});
+}
+
+// ReduceLROnPlateau's and EarlyStopping's counts travel in the checkpoint: a run saved after
+// epoch k and resumed trains each later epoch with the straight run's lr, to the same losses,
+// and stops at the same epoch. The splits include the epoch at whose end the lr is lowered.
+TEST_CASE("run_training: --plateau and --early-stop resume as the straight run, bit for bit") {
+  data_test::TempDir dir("ckpt-plateau");
+  train::TrainOptions o;
+  o.model = "mlp", o.optimizer = "adamw", o.lr = 0.01, o.subset = 512, o.val_subset = 256, o.seed = 5;
+  o.batch = 64, o.threads = 1, o.progress = false, o.epochs = 8;
+  auto same_epochs = [](const train::EpochRecord& x, const train::EpochRecord& y) {
+    CAPTURE(x.epoch);
+    CHECK(x.epoch == y.epoch);
+    CHECK(x.lr == y.lr);
+    CHECK(x.train_loss == y.train_loss);
+    CHECK(x.train_accuracy == y.train_accuracy);
+    CHECK(x.val_loss == y.val_loss);
+    CHECK(x.val_accuracy == y.val_accuracy);
+    CHECK(x.val_macro_f1 == y.val_macro_f1);
+  };
+  for (const bool plateau : {true, false}) {
+    CAPTURE(plateau);
+    o.plateau = plateau ? 1 : 0, o.early_stop = plateau ? 0 : 2;
+    o.save.clear(), o.resume.clear(), o.epochs = 8;
+    const train::TrainReport straight = train::run_training(o, nullptr);
+    if (plateau) {  // the case covers a lowered lr, and the run goes on past it
+      REQUIRE(straight.epochs.size() == 8);
+      REQUIRE(straight.epochs.back().lr < straight.epochs.front().lr);
+    } else {  // the case covers a stop, some epochs after the best
+      REQUIRE(straight.epochs.size() < 8);
+      REQUIRE(!straight.stop_reason.empty());
+    }
+    for (int64_t split = 4; split < int64_t(straight.epochs.size()); ++split) {
+      CAPTURE(split);
+      const std::string ck = dir.file("split" + std::to_string(split) + (plateau ? "p" : "e") + ".safetensors");
+      o.save = ck, o.resume.clear(), o.epochs = split;
+      train::run_training(o, nullptr);
+      o.resume = ck, o.epochs = 8;
+      const train::TrainReport resumed = train::run_training(o, nullptr);
+      REQUIRE(resumed.epochs.size() == straight.epochs.size() - size_t(split));
+      for (size_t i = 0; i < resumed.epochs.size(); ++i)
+        same_epochs(resumed.epochs[i], straight.epochs[size_t(split) + i]);
+      CHECK(resumed.stop_reason == straight.stop_reason);
+    }
+  }
 }
 
 TEST_CASE("CsvLog: appending keeps the rows and writes no second header") {

@@ -195,6 +195,56 @@ TEST_CASE("EarlyStopping: stops after `patience` epochs without improvement and 
   CHECK(parameter_values(*model) == weights_at[1]);
 }
 
+// Their counts go into TrainContext::callback_state at each epoch's end; a fit continuing a run
+// (first_epoch past 1) starts from them, as the run before the resume stood; a fit from epoch 1
+// does not; a malformed entry is an error naming it.
+TEST_CASE("EarlyStopping and ReduceLROnPlateau: a resumed fit goes on from the state they kept") {
+  nn::ModulePtr model = mlp();
+  optim::SGD opt(model->parameters(), {.lr = 0.1});
+  TrainContext before = context(*model, &opt);
+  train::EarlyStopping stop({.monitor = "val_loss", .patience = 3});
+  train::ReduceLROnPlateau plateau("val_loss", {.factor = 0.5, .patience = 2});
+  stop.on_train_begin(before), plateau.on_train_begin(before);
+  int64_t epoch = 0;
+  for (double loss : {1.0, 0.5, 0.7, 0.6}) {  // best 0.5 at epoch 2, then two epochs without better
+    stop.on_epoch_end(before, record(++epoch, loss));
+    plateau.on_epoch_end(before, record(epoch, loss));
+  }
+  CHECK(*before.kept_state("early_stopping.val_loss.best") == "0.5");
+  CHECK(*before.kept_state("early_stopping.val_loss.best_epoch") == "2");
+  CHECK(*before.kept_state("early_stopping.val_loss.wait") == "2");
+  CHECK(*before.kept_state("plateau.val_loss.bad_epochs") == "2");
+
+  TrainContext after = context(*model, &opt);
+  after.first_epoch = 5, after.callback_state = before.callback_state;
+  train::EarlyStopping resumed_stop({.monitor = "val_loss", .patience = 3});
+  train::ReduceLROnPlateau resumed_plateau("val_loss", {.factor = 0.5, .patience = 2});
+  resumed_stop.on_train_begin(after), resumed_plateau.on_train_begin(after);
+  CHECK(resumed_stop.best_epoch() == 2);
+  resumed_stop.on_epoch_end(after, record(5, 0.55));  // the third epoch without better: both act
+  resumed_plateau.on_epoch_end(after, record(5, 0.55));
+  CHECK(after.stop);
+  CHECK(resumed_stop.stopped_epoch() == 5);
+  CHECK(resumed_plateau.reductions() == 1);
+  CHECK(opt.lr() == 0.05);
+
+  TrainContext fresh = context(*model, &opt);  // a fit from epoch 1 does not take them
+  fresh.callback_state = before.callback_state;
+  train::EarlyStopping new_run({.monitor = "val_loss", .patience = 3});
+  new_run.on_train_begin(fresh);
+  CHECK(new_run.best_epoch() == 0);
+
+  after.stop = false;
+  after.keep_state("early_stopping.val_loss.wait", "two");
+  train::EarlyStopping bad({.monitor = "val_loss", .patience = 3});
+  try {
+    bad.on_train_begin(after);
+    FAIL("a malformed kept state was taken");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("\"early_stopping.val_loss.wait\" as 'two'") != std::string::npos);
+  }
+}
+
 TEST_CASE("EarlyStopping: min_delta, max mode, and a real run with lr 0 stops on time") {
   nn::ModulePtr model = mlp();
   train::EarlyStopping stop({.monitor = "val_accuracy", .patience = 1, .min_delta = 0.05});

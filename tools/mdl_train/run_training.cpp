@@ -123,8 +123,10 @@ TrainReport run_training(const TrainOptions& o, std::FILE* out) {
   if (!o.dump_order.empty() && dp->rank() == 0) dump_epoch_orders(o.dump_order, *train_loader, o.epochs);
   int64_t first_epoch = 0;
   if (!o.resume.empty()) {
-    first_epoch = resume_checkpoint(o.resume, *model, *opt, trainer.scaler(), schedule.get(), train_loader->size());
-    trainer.resume_after(first_epoch);
+    io::Metadata callback_state;
+    first_epoch = resume_checkpoint(o.resume, *model, *opt, trainer.scaler(), schedule.get(), train_loader->size(),
+                                    &callback_state);
+    trainer.resume_after(first_epoch, std::move(callback_state));
     if (out) std::fprintf(out, "resumed from %s after epoch %lld\n", o.resume.c_str(), (long long)first_epoch);
     if (out && first_epoch >= o.epochs)
       std::fprintf(out, "nothing to train: --epochs %lld is not past the checkpoint's epoch %lld\n",
