@@ -32,19 +32,14 @@ std::string shape_text(const Shape& s) {
   return out + "]";
 }
 
-// Restores the observer and the training mode even when the forward throws.
+// Restores the observer and every module's own training mode even when the forward throws.
 struct SummaryScope {
-  Module& model;
-  bool was_training;
+  TrainingModeGuard modes;
   detail::ForwardObserver* previous;
-  SummaryScope(Module& m, detail::ForwardObserver* o)
-      : model(m), was_training(m.is_training()), previous(detail::set_forward_observer(o)) {
-    model.eval();
+  SummaryScope(Module& m, detail::ForwardObserver* o) : modes(m), previous(detail::set_forward_observer(o)) {
+    m.eval();
   }
-  ~SummaryScope() {
-    detail::set_forward_observer(previous);
-    model.train(was_training);
-  }
+  ~SummaryScope() { detail::set_forward_observer(previous); }
 };
 
 }  // namespace

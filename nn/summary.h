@@ -11,8 +11,8 @@ struct SummaryOptions {
   int max_depth = -1;  // -1: every module; 1: the root's children only
 };
 
-// Runs model(example) once in eval mode without gradients (restoring the mode after), so
-// BatchNorm statistics and dropout are untouched.
+// Runs model(example) once in eval mode without gradients (putting back each module's own mode
+// after), so BatchNorm statistics and dropout are untouched.
 std::string summary(Module& model, const Tensor& example, SummaryOptions opts = {});
 
 }  // namespace mdl::nn

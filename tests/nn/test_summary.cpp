@@ -84,3 +84,18 @@ TEST_CASE("summary: a wrong input shape throws and leaves the model as it was") 
   const std::string t = nn::summary(*m, randn({1, 1, 28, 28}));  // the observer was restored
   CHECK(row(t, "classifier.3").find("[1, 10]") != std::string::npos);
 }
+
+TEST_CASE("summary: a submodule left in eval mode under a training model stays in eval mode") {
+  auto bn = std::make_shared<nn::BatchNorm2d>(2);
+  auto m = std::make_shared<nn::Sequential>();
+  m->push_back(std::make_shared<nn::Conv2d>(2, 2, 1));
+  m->push_back(bn);
+  m->train();
+  bn->eval();
+  nn::summary(*m, randn({1, 2, 4, 4}));
+  CHECK(m->is_training());
+  CHECK_FALSE(bn->is_training());
+  const Tensor running_mean = bn->named_buffers()[0].second.clone();
+  (*m)(randn({4, 2, 4, 4}) + 5.0);
+  CHECK(allclose(bn->named_buffers()[0].second, running_mean, 0, 0));  // frozen statistics untouched
+}
