@@ -54,19 +54,62 @@ void constant_(const Tensor& t, double v) {
 void zeros_(const Tensor& t) { constant_(t, 0.0); }
 void ones_(const Tensor& t) { constant_(t, 1.0); }
 
+namespace {
+// Φ, the standard normal CDF; erfc keeps its relative precision far into the lower tail.
+double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); }
+
+// Φ⁻¹(p) for p in (0, 1): Acklam's rational approximation (relative error 1.2e-9), then one
+// Halley step on Φ(x) = p, which brings it to double precision.
+double normal_quantile(double p) {
+  static constexpr double a[] = {-3.969683028665376e+01, 2.209460984245205e+02,  -2.759285104469687e+02,
+                                 1.383577518672690e+02,  -3.066479806614716e+01, 2.506628277459239e+00};
+  static constexpr double b[] = {-5.447609879822406e+01, 1.615858368580409e+02, -1.556989798598866e+02,
+                                 6.680131188771972e+01, -1.328068155288572e+01};
+  static constexpr double c[] = {-7.784894002430293e-03, -3.223964580411365e-01, -2.400758277161838e+00,
+                                 -2.549732539343734e+00, 4.374664141464968e+00,  2.938163982698783e+00};
+  static constexpr double d[] = {7.784695709041462e-03, 3.224671290700398e-01, 2.445134137142996e+00,
+                                 3.754408661907416e+00};
+  constexpr double p_low = 0.02425;
+  auto tail = [&](double q) {
+    return (((((c[0] * q + c[1]) * q + c[2]) * q + c[3]) * q + c[4]) * q + c[5]) /
+           ((((d[0] * q + d[1]) * q + d[2]) * q + d[3]) * q + 1.0);
+  };
+  double x;
+  if (p < p_low) {
+    x = tail(std::sqrt(-2.0 * std::log(p)));
+  } else if (p <= 1.0 - p_low) {
+    const double q = p - 0.5, r = q * q;
+    x = (((((a[0] * r + a[1]) * r + a[2]) * r + a[3]) * r + a[4]) * r + a[5]) * q /
+        (((((b[0] * r + b[1]) * r + b[2]) * r + b[3]) * r + b[4]) * r + 1.0);
+  } else {
+    x = -tail(std::sqrt(-2.0 * std::log1p(-p)));
+  }
+  const double e = normal_cdf(x) - p, u = e * std::sqrt(2.0 * M_PI) * std::exp(0.5 * x * x);
+  return x - u / (1.0 + 0.5 * x * u);
+}
+}  // namespace
+
+// Inverse-CDF sampling, as torch.nn.init.trunc_normal_: u uniform between Φ(α) and Φ(β), x = Φ⁻¹(u),
+// one draw per element. An interval above the mean is sampled mirrored below it, where Φ keeps its
+// precision, so intervals far in a tail are exact too.
 void trunc_normal_(const Tensor& t, double mean, double std, double a, double b, Generator* gen) {
+  MDL_CHECK(t.defined(), "trunc_normal_: undefined tensor");
+  MDL_CHECK(is_floating(t.dtype()), "trunc_normal_: expected a floating tensor, got ", t.dtype());
+  MDL_CHECK(std::isfinite(mean) && std::isfinite(std) && std > 0,
+            "trunc_normal_: needs a finite mean and std > 0, got mean ", mean, ", std ", std);
   MDL_CHECK(a < b, "trunc_normal_: empty interval [", a, ", ", b, "]");
+  const bool mirrored = (a - mean) + (b - mean) > 0;
+  const double lo = mirrored ? (mean - b) / std : (a - mean) / std, hi = mirrored ? (mean - a) / std : (b - mean) / std;
+  const double cdf_lo = normal_cdf(lo), cdf_hi = normal_cdf(hi);
+  MDL_CHECK(cdf_hi > 0, "trunc_normal_: [", a, ", ", b, "] lies so far from the mean ", mean, " (std ", std,
+            ") that its probability underflows");
   Generator& g = gen ? *gen : default_generator();
   Tensor v = make_tensor(t.shape(), kF64, Device::cpu());
   double* p = v.data_ptr<double>();
   for (int64_t i = 0; i < v.numel(); ++i) {
-    double x;
-    int tries = 0;
-    do {  // Box-Muller draws until inside [a, b]
-      double u1 = (double(g.next_u64() >> 11) + 0.5) * 0x1.0p-53, u2 = g.next_double();
-      x = mean + std * std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * M_PI * u2);
-    } while ((x < a || x > b) && ++tries < 1000);
-    p[i] = std::clamp(x, a, b);
+    const double u = (double(g.next_u64() >> 11) + 0.5) * 0x1.0p-53;  // in (0, 1)
+    const double z = normal_quantile(cdf_lo + (cdf_hi - cdf_lo) * u);
+    p[i] = std::clamp(mirrored ? mean - std * z : mean + std * z, a, b);  // the clamp only absorbs rounding
   }
   assign(t, v);
 }

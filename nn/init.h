@@ -18,7 +18,8 @@ void normal_(const Tensor& t, double mean = 0.0, double std = 1.0, Generator* ge
 void constant_(const Tensor& t, double value);
 void zeros_(const Tensor& t);
 void ones_(const Tensor& t);
-// Normal(mean, std) redrawn outside [a, b], as torch.nn.init.trunc_normal_.
+// Normal(mean, std) truncated to [a, b], sampled by inverse CDF as torch.nn.init.trunc_normal_ (one
+// draw per element, exact however little of the normal's mass lies in [a, b]).
 void trunc_normal_(const Tensor& t, double mean = 0.0, double std = 1.0, double a = -2.0, double b = 2.0,
                    Generator* gen = nullptr);
 // mode "fan_in" or "fan_out"; nonlinearity "leaky_relu" (with a) or "relu", "linear", ...
