@@ -85,8 +85,10 @@ NamedTensors Module::named_buffers(bool recurse) const {
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const { return children_; }
 
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
+  std::shared_ptr<Module> self = weak_from_this().lock();
+  if (!self) self = std::shared_ptr<Module>(std::shared_ptr<Module>(), this);  // not owned: a plain handle
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
-  out.emplace_back("", shared_from_this());
+  out.emplace_back("", std::move(self));
   for (auto& [cn, c] : children_)
     for (auto& [n, m] : c->named_modules()) out.emplace_back(n.empty() ? cn : cn + "." + n, m);
   return out;

@@ -39,7 +39,8 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<Tensor> parameters(bool recurse = true) const;
   NamedTensors named_buffers(bool recurse = true) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
-  // Every module below this one (itself first), with dotted names.
+  // Every module below this one (itself first), with dotted names. Works on a module that no
+  // shared_ptr owns (one on the stack): its own handle then shares no ownership.
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
   int64_t num_parameters(bool trainable_only = false) const;
 

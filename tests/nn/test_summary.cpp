@@ -99,3 +99,13 @@ TEST_CASE("summary: a submodule left in eval mode under a training model stays i
   (*m)(randn({4, 2, 4, 4}) + 5.0);
   CHECK(allclose(bn->named_buffers()[0].second, running_mean, 0, 0));  // frozen statistics untouched
 }
+
+TEST_CASE("summary: a model that no shared_ptr owns") {
+  nn::Sequential model;
+  model.push_back(std::make_shared<nn::Linear>(4, 3));
+  model.push_back(std::make_shared<nn::ReLU>());
+  const std::string t = nn::summary(model, randn({2, 4}));
+  CHECK(row(t, "0").find("[2, 3]") != std::string::npos);
+  CHECK(row(t, "0").find("15") != std::string::npos);
+  CHECK(t.find("Total params: 15") != std::string::npos);
+}

@@ -391,3 +391,12 @@ TEST_CASE("hybrid precision: every module of a type kept in f32") {
   CHECK_THROWS_WITH_AS(amp::keep_f32_type(*cnn, "LayerNorm"), doctest::Contains("no module of type 'LayerNorm'"),
                        Error);
 }
+
+TEST_CASE("hybrid precision: keep_f32_type on a model that no shared_ptr owns") {
+  nn::Sequential model;
+  model.push_back(std::make_shared<nn::Linear>(4, 3));
+  model.push_back(std::make_shared<nn::ReLU>());
+  CHECK(amp::keep_f32_type(model, "Linear") == 1);
+  amp::AutocastGuard autocast(kF16);
+  CHECK(model(randn({2, 4})).dtype() == kF32);
+}

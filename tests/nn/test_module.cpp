@@ -1,0 +1,31 @@
+// nn::Module's own bookkeeping: walking the module tree (a model held by a shared_ptr or not, a
+// module registered under two names) and refusing a name already taken by a parameter, buffer or
+// child.
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mdl.h"
+
+using namespace mdl;
+
+TEST_CASE("module: named_modules walks a model that no shared_ptr owns") {
+  nn::Sequential model;
+  model.push_back(std::make_shared<nn::Linear>(4, 3));
+  model.push_back(std::make_shared<nn::ReLU>());
+  const auto mods = model.named_modules();
+  REQUIRE(mods.size() == 3);
+  CHECK(mods[0].first == "");
+  CHECK(mods[0].second.get() == &model);
+  CHECK(mods[1].first == "0");
+  CHECK(mods[1].second->type_name() == "Linear");
+  CHECK(mods[2].first == "1");
+
+  auto owned = std::make_shared<nn::Sequential>();
+  owned->push_back(std::make_shared<nn::ReLU>());
+  const auto root = owned->named_modules()[0].second;
+  CHECK(root == owned);
+  CHECK(owned.use_count() == 2);  // the root's handle shares ownership when there is one
+}
