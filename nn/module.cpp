@@ -31,25 +31,36 @@ void rebind(const Tensor& t, const Tensor& moved) {
 
 Tensor Module::forward(const Tensor&) { MDL_FAIL(type_name_, ": this module has no single-input forward(x)"); }
 
+// Parameters, buffers and children share one namespace, as in PyTorch: a state dict key names one
+// tensor, and "a.b" names one thing.
+void Module::check_new_name(const char* kind, const std::string& name) const {
+  MDL_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name_, ": invalid ", kind, " name '", name, "'");
+  auto used_in = [&](const auto& entries) {
+    return std::any_of(entries.begin(), entries.end(), [&](const auto& e) { return e.first == name; });
+  };
+  const char* holder = used_in(params_)     ? "parameter"
+                       : used_in(buffers_)  ? "buffer"
+                       : used_in(children_) ? "module"
+                                            : "";
+  MDL_CHECK(!*holder, type_name_, ": cannot register ", kind, " '", name, "': a ", holder, " of that name exists");
+}
+
 Tensor Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
-  MDL_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name_, ": invalid parameter name '", name, "'");
-  for (auto& [n, p] : params_) MDL_CHECK(n != name, type_name_, ": parameter '", name, "' registered twice");
+  check_new_name("parameter", name);
   if (t.defined() && requires_grad) t.requires_grad_(true);
   params_.emplace_back(name, t);
   return t;
 }
 
 Tensor Module::register_buffer(const std::string& name, Tensor t) {
-  MDL_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name_, ": invalid buffer name '", name, "'");
-  for (auto& [n, b] : buffers_) MDL_CHECK(n != name, type_name_, ": buffer '", name, "' registered twice");
+  check_new_name("buffer", name);
   buffers_.emplace_back(name, t);
   return t;
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   MDL_CHECK(m, type_name_, ": child module '", name, "' is null");
-  MDL_CHECK(!name.empty() && name.find('.') == std::string::npos, type_name_, ": invalid module name '", name, "'");
-  for (auto& [n, c] : children_) MDL_CHECK(n != name, type_name_, ": module '", name, "' registered twice");
+  check_new_name("module", name);
   children_.emplace_back(name, std::move(m));
 }
 

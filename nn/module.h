@@ -66,6 +66,7 @@ class Module : public std::enable_shared_from_this<Module> {
 
  protected:
   // Returns a handle sharing the registered tensor: to() and load_state_dict() update it in place.
+  // A name must be new among the module's parameters, buffers and children (mdl::Error otherwise).
   Tensor register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
   Tensor register_buffer(const std::string& name, Tensor t);
   template <class M>
@@ -83,6 +84,7 @@ class Module : public std::enable_shared_from_this<Module> {
 
  private:
   Tensor forward_f32(const Tensor& x);
+  void check_new_name(const char* kind, const std::string& name) const;
   void check_state_entries(const std::string& prefix, const std::map<std::string, const Tensor*>& values) const;
 
   std::string type_name_;

@@ -29,3 +29,31 @@ TEST_CASE("module: named_modules walks a model that no shared_ptr owns") {
   CHECK(root == owned);
   CHECK(owned.use_count() == 2);  // the root's handle shares ownership when there is one
 }
+
+namespace {
+// Registers its first entry as `first` ("parameter", "buffer" or "module"), then a second one of
+// kind `second` under the same name.
+struct NameClash : nn::Module {
+  NameClash(const std::string& first, const std::string& second) : Module("NameClash") {
+    add(first, "w");
+    add(second, "w");
+  }
+  void add(const std::string& kind, const std::string& name) {
+    if (kind == "parameter") register_parameter(name, ones({2}));
+    if (kind == "buffer") register_buffer(name, zeros({3}));
+    if (kind == "module") register_module(name, std::make_shared<nn::ReLU>());
+  }
+};
+}  // namespace
+
+TEST_CASE("module: a name already used by a parameter, buffer or child is refused") {
+  const std::vector<std::string> kinds = {"parameter", "buffer", "module"};
+  for (const std::string& first : kinds)
+    for (const std::string& second : kinds) {
+      CAPTURE(first);
+      CAPTURE(second);
+      CHECK_THROWS_WITH_AS(NameClash(first, second), doctest::Contains("'w'"), Error);
+      const std::string holder = "a " + first + " of that name exists";
+      CHECK_THROWS_WITH_AS(NameClash(first, second), doctest::Contains(holder.c_str()), Error);
+    }
+}
