@@ -95,13 +95,22 @@ NamedTensors Module::named_buffers(bool recurse) const {
 
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const { return children_; }
 
-std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
+namespace {
+// Pre-order: m under `name`, then its children; with `seen`, a module already listed is skipped.
+void collect_modules(const std::string& name, const std::shared_ptr<Module>& m, std::set<const Module*>* seen,
+                     std::vector<std::pair<std::string, std::shared_ptr<Module>>>& out) {
+  if (seen && !seen->insert(m.get()).second) return;
+  out.emplace_back(name, m);
+  for (auto& [cn, c] : m->named_children()) collect_modules(name.empty() ? cn : name + "." + cn, c, seen, out);
+}
+}  // namespace
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules(bool remove_duplicate) {
   std::shared_ptr<Module> self = weak_from_this().lock();
   if (!self) self = std::shared_ptr<Module>(std::shared_ptr<Module>(), this);  // not owned: a plain handle
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
-  out.emplace_back("", std::move(self));
-  for (auto& [cn, c] : children_)
-    for (auto& [n, m] : c->named_modules()) out.emplace_back(n.empty() ? cn : cn + "." + n, m);
+  std::set<const Module*> seen;
+  collect_modules("", self, remove_duplicate ? &seen : nullptr, out);
   return out;
 }
 

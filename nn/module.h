@@ -39,9 +39,11 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<Tensor> parameters(bool recurse = true) const;
   NamedTensors named_buffers(bool recurse = true) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
-  // Every module below this one (itself first), with dotted names. Works on a module that no
-  // shared_ptr owns (one on the stack): its own handle then shares no ownership.
-  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
+  // Every module below this one (itself first, then depth first), with dotted names. A module
+  // registered under several names (tied) is listed once, under its first name, unless
+  // remove_duplicate is false, as PyTorch's named_modules. Works on a module that no shared_ptr
+  // owns (one on the stack): its own handle then shares no ownership.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules(bool remove_duplicate = true);
   int64_t num_parameters(bool trainable_only = false) const;
 
   void train(bool on = true);

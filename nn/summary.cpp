@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <sstream>
 #include <vector>
 
@@ -53,26 +54,34 @@ std::string summary(Module& model, const Tensor& example, SummaryOptions opts) {
   }
 
   struct Row {
-    std::string layer, shape, params;
+    std::string layer, shape;
+    int64_t params;
+    bool container;  // shows "--" for no parameters of its own
+  };
+  // Each parameter tensor counts once, in the first row that holds it (a tied one is not counted
+  // again), and a row folded at max_depth takes what its descendants hold: the column sums to the
+  // total.
+  std::set<const TensorImpl*> counted;
+  auto uncounted_numel = [&](const Module& m) {
+    int64_t n = 0;
+    for (const Tensor& p : m.parameters(/*recurse=*/false))
+      if (counted.insert(p.impl()).second) n += p.numel();
+    return n;
   };
   std::vector<Row> rows;
   for (auto& [name, m] : model.named_modules()) {
     if (m.get() == &model) continue;
-    int depth = int(std::count(name.begin(), name.end(), '.')) + 1;
-    if (opts.max_depth >= 0 && depth > opts.max_depth) continue;
+    const int depth = int(std::count(name.begin(), name.end(), '.')) + 1;
+    const int64_t own = uncounted_numel(*m);
+    if (opts.max_depth >= 0 && depth > opts.max_depth) {  // pre-order: rows.back() is its ancestor
+      if (!rows.empty()) rows.back().params += own;
+      continue;
+    }
     auto it = recorder.shapes.find(m.get());
-    const int64_t own = m->num_parameters() - [&m = m] {
-      int64_t below = 0;
-      for (auto& [n, c] : m->named_children()) below += c->num_parameters();
-      return below;
-    }();
-    const bool container = !m->named_children().empty();
     const bool folded = opts.max_depth >= 0 && depth == opts.max_depth;
-    // A row counts what no deeper row shows, so the column sums to the total.
-    const int64_t shown = folded ? m->num_parameters() : own;
     rows.push_back({std::string(size_t(2 * (depth - 1)), ' ') + name + " (" + m->type_name() + ")",
-                    it == recorder.shapes.end() ? "--" : shape_text(it->second),
-                    container && !folded && shown == 0 ? "--" : with_commas(shown)});
+                    it == recorder.shapes.end() ? "--" : shape_text(it->second), own,
+                    !m->named_children().empty() && !folded});
   }
 
   size_t w0 = 12, w1 = 12;
@@ -85,7 +94,7 @@ std::string summary(Module& model, const Tensor& example, SummaryOptions opts) {
   s << "Model: " << model.type_name() << "\n" << std::string(width, '=') << "\n";
   line("Layer (type)", "Output shape", "Param #");
   s << std::string(width, '=') << "\n";
-  for (auto& r : rows) line(r.layer, r.shape, r.params);
+  for (auto& r : rows) line(r.layer, r.shape, r.container && r.params == 0 ? "--" : with_commas(r.params));
   s << std::string(width, '=') << "\n";
   const int64_t total = model.num_parameters(), trainable = model.num_parameters(true);
   s << "Input shape: " << shape_text(example.shape()) << "\n";

@@ -57,3 +57,33 @@ TEST_CASE("module: a name already used by a parameter, buffer or child is refuse
       CHECK_THROWS_WITH_AS(NameClash(first, second), doctest::Contains(holder.c_str()), Error);
     }
 }
+
+namespace {
+// s.a registered again as s.b (tied), as in PyTorch's `self.b = self.a`.
+struct Shared : nn::Module {
+  std::shared_ptr<nn::Linear> a;
+  Shared() : Module("Shared") {
+    a = register_module("a", std::make_shared<nn::Linear>(4, 4));
+    register_module("b", a);
+  }
+  Tensor forward(const Tensor& x) override { return (*a)(x); }
+};
+struct Outer : nn::Module {
+  std::shared_ptr<Shared> s = register_module("s", std::make_shared<Shared>());
+  std::shared_ptr<nn::Linear> l = register_module("l", std::make_shared<nn::Linear>(4, 2));
+  Outer() : Module("Outer") {}
+  Tensor forward(const Tensor& x) override { return (*l)((*s)(x)); }
+};
+
+std::vector<std::string> names_of(const std::vector<std::pair<std::string, nn::ModulePtr>>& mods) {
+  std::vector<std::string> out;
+  for (const auto& [name, m] : mods) out.push_back(name);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("module: named_modules lists a module registered twice once, unless asked for every name") {
+  auto m = std::make_shared<Outer>();
+  CHECK(names_of(m->named_modules()) == std::vector<std::string>{"", "s", "s.a", "l"});
+  CHECK(names_of(m->named_modules(/*remove_duplicate=*/false)) == std::vector<std::string>{"", "s", "s.a", "s.b", "l"});
+}

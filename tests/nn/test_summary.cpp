@@ -109,3 +109,36 @@ TEST_CASE("summary: a model that no shared_ptr owns") {
   CHECK(row(t, "0").find("15") != std::string::npos);
   CHECK(t.find("Total params: 15") != std::string::npos);
 }
+
+namespace {
+// s.a registered again as s.b (tied weights).
+struct Shared : nn::Module {
+  std::shared_ptr<nn::Linear> a;
+  Shared() : Module("Shared") {
+    a = register_module("a", std::make_shared<nn::Linear>(4, 4));
+    register_module("b", a);
+  }
+  Tensor forward(const Tensor& x) override { return (*a)(x); }
+};
+struct Outer : nn::Module {
+  std::shared_ptr<Shared> s = register_module("s", std::make_shared<Shared>());
+  std::shared_ptr<nn::Linear> l = register_module("l", std::make_shared<nn::Linear>(4, 2));
+  Outer() : Module("Outer") {}
+  Tensor forward(const Tensor& x) override { return (*l)((*s)(x)); }
+};
+}  // namespace
+
+TEST_CASE("summary: a module registered twice is listed and counted once") {
+  auto m = std::make_shared<Outer>();
+  const std::string t = nn::summary(*m, randn({1, 4}));
+  CHECK(row(t, "s").find("--") != std::string::npos);  // its one child holds all it has
+  CHECK(row(t, "s.a").find("20") != std::string::npos);
+  CHECK(row(t, "s.b") == "");
+  CHECK(row(t, "l").find("10") != std::string::npos);
+  CHECK(t.find("-20") == std::string::npos);
+  CHECK(t.find("Total params: 30") != std::string::npos);
+
+  const std::string folded = nn::summary(*m, randn({1, 4}), {.max_depth = 1});
+  CHECK(row(folded, "s").find("20") != std::string::npos);
+  CHECK(row(folded, "l").find("10") != std::string::npos);
+}
