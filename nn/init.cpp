@@ -19,7 +19,9 @@ Fans compute_fans(const Tensor& t) {
 }
 
 double calculate_gain(const std::string& nl, double param) {
-  if (nl == "linear" || nl == "conv2d" || nl == "sigmoid" || nl == "identity") return 1.0;
+  for (const char* linear_like : {"linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                                  "conv_transpose3d", "sigmoid", "identity"})
+    if (nl == linear_like) return 1.0;
   if (nl == "tanh") return 5.0 / 3.0;
   if (nl == "relu") return std::sqrt(2.0);
   if (nl == "leaky_relu") return std::sqrt(2.0 / (1.0 + param * param));
@@ -33,15 +35,27 @@ void assign(const Tensor& t, const Tensor& values) {
   native::copy_(t, values);
   t.bump_version();
 }
+
+// The random fills write floating tensors only, as PyTorch's.
+void check_floating(const Tensor& t, const char* fn) {
+  MDL_CHECK(t.defined(), fn, ": undefined tensor");
+  MDL_CHECK(is_floating(t.dtype()), fn, ": expected a floating tensor, got ", t.dtype());
+}
 }  // namespace
 
 void uniform_(const Tensor& t, double lo, double hi, Generator* gen) {
+  check_floating(t, "uniform_");
+  MDL_CHECK(std::isfinite(lo) && std::isfinite(hi), "uniform_: bounds must be finite, got [", lo, ", ", hi, ")");
+  MDL_CHECK(lo <= hi, "uniform_: lower bound ", lo, " above upper bound ", hi);
   Tensor r = rand(t.shape(), {kF64, Device::cpu()}, gen);
   assign(t, native::binary(BinaryOp::Add, native::binary(BinaryOp::Mul, r, scalar_tensor(hi - lo, kF64)),
                            scalar_tensor(lo, kF64)));
 }
 
 void normal_(const Tensor& t, double mean, double std, Generator* gen) {
+  check_floating(t, "normal_");
+  MDL_CHECK(std::isfinite(mean), "normal_: mean must be finite, got ", mean);
+  MDL_CHECK(std >= 0 && std::isfinite(std), "normal_: std must be finite and >= 0, got ", std);
   Tensor r = randn(t.shape(), {kF64, Device::cpu()}, gen);
   assign(t, native::binary(BinaryOp::Add, native::binary(BinaryOp::Mul, r, scalar_tensor(std, kF64)),
                            scalar_tensor(mean, kF64)));
@@ -93,8 +107,7 @@ double normal_quantile(double p) {
 // one draw per element. An interval above the mean is sampled mirrored below it, where Φ keeps its
 // precision, so intervals far in a tail are exact too.
 void trunc_normal_(const Tensor& t, double mean, double std, double a, double b, Generator* gen) {
-  MDL_CHECK(t.defined(), "trunc_normal_: undefined tensor");
-  MDL_CHECK(is_floating(t.dtype()), "trunc_normal_: expected a floating tensor, got ", t.dtype());
+  check_floating(t, "trunc_normal_");
   MDL_CHECK(std::isfinite(mean) && std::isfinite(std) && std > 0,
             "trunc_normal_: needs a finite mean and std > 0, got mean ", mean, ", std ", std);
   MDL_CHECK(a < b, "trunc_normal_: empty interval [", a, ", ", b, "]");

@@ -13,6 +13,8 @@ struct Fans {
 Fans compute_fans(const Tensor& t);  // (out, in, *kernel): fan_in = in * prod(kernel)
 double calculate_gain(const std::string& nonlinearity, double param = 0.01);
 
+// The random fills write floating tensors only and refuse lo > hi, std < 0 and non-finite
+// arguments (mdl::Error), as PyTorch's.
 void uniform_(const Tensor& t, double lo = 0.0, double hi = 1.0, Generator* gen = nullptr);
 void normal_(const Tensor& t, double mean = 0.0, double std = 1.0, Generator* gen = nullptr);
 void constant_(const Tensor& t, double value);

@@ -125,6 +125,9 @@ TEST_CASE("init: fans and gains as torch.nn.init") {
   CHECK(init::calculate_gain("leaky_relu") == doctest::Approx(std::sqrt(2.0 / (1.0 + 0.01 * 0.01))));
   CHECK(init::calculate_gain("leaky_relu", 0.2) == doctest::Approx(std::sqrt(2.0 / 1.04)));
   CHECK(init::calculate_gain("selu") == 0.75);
+  for (const char* linear_like :
+       {"conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"})
+    CHECK(init::calculate_gain(linear_like) == 1.0);
   CHECK_THROWS_AS(init::calculate_gain("softplus"), Error);
   CHECK_THROWS_AS(init::compute_fans(empty({5})), Error);
 }
@@ -158,4 +161,28 @@ TEST_CASE("init: kaiming and xavier bounds and standard deviations") {
   CHECK_THROWS_AS(init::kaiming_uniform_(w, 0.0, "fan_middle"), Error);
   CHECK_THROWS_AS(init::kaiming_normal_(empty({4, 0}), 0.0, "fan_in"), Error);
   CHECK_THROWS_AS(init::xavier_uniform_(empty({7})), Error);
+}
+
+TEST_CASE("init: uniform_ and normal_ refuse reversed bounds, a negative std and integer tensors") {
+  Tensor t = empty({4});
+  CHECK_THROWS_WITH_AS(init::uniform_(t, 2.0, 1.0), doctest::Contains("uniform_: lower bound 2 above upper bound 1"),
+                       Error);
+  CHECK_THROWS_AS(init::uniform_(t, NAN, 1.0), Error);
+  CHECK_THROWS_AS(init::uniform_(t, 0.0, INFINITY), Error);
+  init::uniform_(t, 1.0, 1.0);  // an empty range gives its one value, as PyTorch
+  CHECK(moments_of(t).max == 1.0);
+  CHECK_THROWS_WITH_AS(init::normal_(t, 0.0, -1.0), doctest::Contains("normal_: std must be finite and >= 0, got -1"),
+                       Error);
+  CHECK_THROWS_AS(init::normal_(t, 0.0, NAN), Error);
+  init::normal_(t, 3.0, 0.0);
+  CHECK(moments_of(t).min == 3.0);
+  Tensor ints = zeros({4}, kI64);
+  CHECK_THROWS_WITH_AS(init::normal_(ints), doctest::Contains("normal_: expected a floating tensor"), Error);
+  CHECK_THROWS_WITH_AS(init::uniform_(ints), doctest::Contains("uniform_: expected a floating tensor"), Error);
+  CHECK_THROWS_AS(init::kaiming_uniform_(zeros({4, 4}, kI32)), Error);
+  CHECK(moments_of(ints).max == 0.0);  // left untouched
+  init::constant_(ints, 7);            // filling an integer tensor is fine
+  CHECK(moments_of(ints).min == 7.0);
+  CHECK_THROWS_AS(init::uniform_(Tensor()), Error);
+  CHECK_THROWS_AS(init::normal_(Tensor()), Error);
 }
