@@ -135,8 +135,8 @@ Tensor reshape(const Tensor& x, const Shape& shape) {
 }
 
 Tensor flatten(const Tensor& x, int64_t start_dim, int64_t end_dim) {
-  if (x.dim() == 0) return reshape(x, {1});
   int64_t a = wrap_dim(start_dim, x.dim(), "flatten"), b = wrap_dim(end_dim, x.dim(), "flatten");
+  if (x.dim() == 0) return reshape(x, {1});
   MDL_CHECK(a <= b, "flatten: start_dim ", start_dim, " comes after end_dim ", end_dim);
   Shape s(x.shape().begin(), x.shape().begin() + a);
   int64_t n = 1;

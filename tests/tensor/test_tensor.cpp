@@ -359,6 +359,12 @@ TEST_CASE("tensor: flatten, permute and transpose") {
   CHECK(x.flatten(-2, -1).shape() == Shape{2, 12});
   CHECK(x.flatten(1, 1).shape() == Shape{2, 3, 4});
   CHECK(scalar_tensor(1).flatten().shape() == Shape{1});
+  // A 0-d tensor has dims 0 and -1 only, as in PyTorch: nn::Flatten()'s start_dim 1 is out of range.
+  CHECK(scalar_tensor(1).flatten(-1, 0).shape() == Shape{1});
+  CHECK_THROWS_WITH_AS(scalar_tensor(1).flatten(1), doctest::Contains("flatten: dim 1 out of range"), mdl::Error);
+  CHECK_THROWS_WITH_AS(scalar_tensor(1).flatten(0, 1), doctest::Contains("flatten: dim 1 out of range"), mdl::Error);
+  CHECK_THROWS_AS(nn::Flatten()(scalar_tensor(1)), mdl::Error);
+  CHECK(nn::Flatten(0)(scalar_tensor(1)).shape() == Shape{1});
   CHECK_THROWS_WITH_AS(x.flatten(2, 1), doctest::Contains("flatten: start_dim 2 comes after end_dim 1"), mdl::Error);
 
   Tensor p = x.permute({2, 0, 1});
