@@ -28,7 +28,7 @@ class MultiheadAttention : public Module {
 struct TransformerEncoderLayerOptions {
   int64_t dim_feedforward = 2048;
   double dropout = 0.1;
-  std::string activation = "gelu";  // or "relu"
+  std::string activation = "gelu";  // (erf) or "relu" or "gelu_tanh" (the tanh approximation)
   double layer_norm_eps = 1e-5;
   bool causal = false;  // mask future positions (decoder-only models)
 };
