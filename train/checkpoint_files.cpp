@@ -39,7 +39,8 @@ std::vector<long> writer_ids(std::string_view name, std::string_view stem) {
     rest.remove_prefix(tag.size() + digits.size());
     return true;
   };
-  const bool matched = take(".tmp.") ? rest.empty() : take(".new.") && (rest.empty() || (take(".tmp.") && rest.empty()));
+  const bool matched = take(".tmp.") ? rest.empty()
+                                     : take(".new.") && (rest.empty() || (take(".tmp.") && rest.empty()));
   return matched ? pids : std::vector<long>{};
 }
 

@@ -40,22 +40,12 @@ Tensor finish(Tensor t, const TensorOptions& o) {
   return t;
 }
 
-// Fills a new CPU tensor of dtype `t` from f(i) computed in double, then moves it to the device.
-template <class F>
+// Fills a new CPU tensor from f(i), computed in V (double, or int64 for integers exact past 2^53),
+// then converts it to o's dtype (an integer narrower than V wraps) and moves it to o's device.
+template <class V = double, class F>
 Tensor generate(const Shape& shape, const TensorOptions& o, F f) {
-  Tensor cpu = make_tensor(shape, kF64, Device::cpu());
-  double* p = cpu.data_ptr<double>();
-  parallel_for(0, cpu.numel(), kGrainSize, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) p[i] = f(i);
-  });
-  return native::to_device(native::to_dtype(cpu, o.dtype), o.device);
-}
-
-// The same for integers, computed in int64 (exact past 2^53); the conversion to `o.dtype` wraps.
-template <class F>
-Tensor generate_i64(const Shape& shape, const TensorOptions& o, F f) {
-  Tensor cpu = make_tensor(shape, kI64, Device::cpu());
-  int64_t* p = cpu.data_ptr<int64_t>();
+  Tensor cpu = make_tensor(shape, dtype_of<V>::value, Device::cpu());
+  V* p = cpu.data_ptr<V>();
   parallel_for(0, cpu.numel(), kGrainSize, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) p[i] = f(i);
   });
@@ -90,8 +80,8 @@ Tensor arange(double start, double end, double step, TensorOptions o) {
     MDL_CHECK(std::abs(start) < 9.2e18 && std::abs(step) < 9.2e18, "arange: start=", start, " step=", step,
               " are past i64's range");
     const auto s0 = int64_t(start), st = int64_t(step);
-    return finish(generate_i64({n}, o, [&](int64_t i) { return int64_t(uint64_t(s0) + uint64_t(i) * uint64_t(st)); }),
-                  o);
+    return finish(
+        generate<int64_t>({n}, o, [&](int64_t i) { return int64_t(uint64_t(s0) + uint64_t(i) * uint64_t(st)); }), o);
   }
   return finish(generate({n}, o, [&](int64_t i) { return start + double(i) * step; }), o);
 }
@@ -153,7 +143,7 @@ Tensor randint(int64_t low, int64_t high, const Shape& shape, TensorOptions o, G
     return int64_t(uint64_t(low) + x % range);
   };
   if (is_floating(o.dtype)) return finish(generate(shape, o, [&](int64_t i) { return double(draw(i)); }), o);
-  return finish(generate_i64(shape, o, draw), o);
+  return finish(generate<int64_t>(shape, o, draw), o);
 }
 
 Tensor randperm(int64_t n, Generator* gen) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mdl.h"
+#include "tests/support/tied_modules.h"
 
 using namespace mdl;
 
@@ -59,21 +60,7 @@ TEST_CASE("module: a name already used by a parameter, buffer or child is refuse
 }
 
 namespace {
-// s.a registered again as s.b (tied), as in PyTorch's `self.b = self.a`.
-struct Shared : nn::Module {
-  std::shared_ptr<nn::Linear> a;
-  Shared() : Module("Shared") {
-    a = register_module("a", std::make_shared<nn::Linear>(4, 4));
-    register_module("b", a);
-  }
-  Tensor forward(const Tensor& x) override { return (*a)(x); }
-};
-struct Outer : nn::Module {
-  std::shared_ptr<Shared> s = register_module("s", std::make_shared<Shared>());
-  std::shared_ptr<nn::Linear> l = register_module("l", std::make_shared<nn::Linear>(4, 2));
-  Outer() : Module("Outer") {}
-  Tensor forward(const Tensor& x) override { return (*l)((*s)(x)); }
-};
+using tied_test::Outer;
 
 std::vector<std::string> names_of(const std::vector<std::pair<std::string, nn::ModulePtr>>& mods) {
   std::vector<std::string> out;

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "mdl.h"
+#include "tests/support/tied_modules.h"
 #include "nn/models/models.h"
 #include "nn/summary.h"
 
@@ -110,23 +111,7 @@ TEST_CASE("summary: a model that no shared_ptr owns") {
   CHECK(t.find("Total params: 15") != std::string::npos);
 }
 
-namespace {
-// s.a registered again as s.b (tied weights).
-struct Shared : nn::Module {
-  std::shared_ptr<nn::Linear> a;
-  Shared() : Module("Shared") {
-    a = register_module("a", std::make_shared<nn::Linear>(4, 4));
-    register_module("b", a);
-  }
-  Tensor forward(const Tensor& x) override { return (*a)(x); }
-};
-struct Outer : nn::Module {
-  std::shared_ptr<Shared> s = register_module("s", std::make_shared<Shared>());
-  std::shared_ptr<nn::Linear> l = register_module("l", std::make_shared<nn::Linear>(4, 2));
-  Outer() : Module("Outer") {}
-  Tensor forward(const Tensor& x) override { return (*l)((*s)(x)); }
-};
-}  // namespace
+using tied_test::Outer;
 
 TEST_CASE("summary: a module registered twice is listed and counted once") {
   auto m = std::make_shared<Outer>();

@@ -71,7 +71,8 @@ TEST_CASE("integer semantics: i64 prints, draws and ranges exactly past 2^53") {
         "tensor([9223372036854775807, 9007199254740993, -9223372036854775808], dtype=i64)");
   CHECK(arange(9007199254740992.0, 9007199254740996.0, 1, kI64).to_vector<int64_t>() ==
         std::vector<int64_t>{9007199254740992, 9007199254740993, 9007199254740994, 9007199254740995});
-  CHECK(arange(250, 260, 1, kU8).to_vector<uint8_t>() == std::vector<uint8_t>{250, 251, 252, 253, 254, 255, 0, 1, 2, 3});
+  CHECK(arange(250, 260, 1, kU8).to_vector<uint8_t>() ==
+        std::vector<uint8_t>{250, 251, 252, 253, 254, 255, 0, 1, 2, 3});
   CHECK_THROWS_WITH_AS(arange(0, 3, 0.5, kI64), doctest::Contains("whole start and step"), Error);
   CHECK_THROWS_WITH_AS(arange(0, 1e20), doctest::Contains("arange:"), Error);
   CHECK_THROWS_WITH_AS(arange(0, 2, 1, kBool), doctest::Contains("arange: not defined for bool"), Error);

@@ -224,6 +224,7 @@ TEST_CASE("mdl-train options: an option that would be ignored, or an empty file 
       {{"--warmup-steps", "10"}, "--warmup-steps goes with --schedule warmup"},
       {{"--schedule", "cosine", "--warmup-steps", "10"}, "--warmup-steps goes with --schedule warmup"},
       {{"--bucket-mb", "4"}, "--bucket-mb goes with --dist"},
+      {{"--dist-timeout", "60"}, "--dist-timeout goes with --dist"},
       {{"--momentum", "0.5"}, "--momentum goes with --optimizer sgd"},
       {{"--optimizer", "adam", "--momentum", "0.5"}, "--momentum goes with --optimizer sgd"},
       {{"--cache-dir", "/tmp/c"}, "--cache-dir goes with --cache file"},

@@ -247,6 +247,7 @@ void refuse_ignored_options(const TrainOptions& o, const std::set<std::string>& 
   } rules[] = {
       {"--warmup-steps", o.schedule != "warmup", "goes with --schedule warmup"},
       {"--bucket-mb", !o.dist, "goes with --dist"},
+      {"--dist-timeout", !o.dist, "goes with --dist"},
       {"--momentum", o.optimizer != "sgd", "goes with --optimizer sgd (adam and adamw have no momentum option)"},
       {"--cache-dir", o.cache != "file", "goes with --cache file"},
       {"--val-subset", text, "picks held-out samples; --data text:PATH has no held-out split"},
