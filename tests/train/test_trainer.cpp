@@ -18,6 +18,7 @@
 #include "nn/layers.h"
 #include "optim/adam.h"
 #include "optim/sgd.h"
+#include "train/epoch_log.h"
 #include "train/builtin_callbacks.h"
 #include "train/csv_log.h"
 #include "train/trainer.h"
@@ -168,6 +169,24 @@ TEST_CASE("ProgressPrinter and CsvLogger: a line per epoch printed, a CSV row pe
   CHECK(std::stod(t.rows[1][size_t(t.column("val_loss"))]) == doctest::Approx(h[1].val_loss));
   CHECK(std::stod(t.rows[0][size_t(t.column("train_accuracy"))]) == doctest::Approx(h[0].train_accuracy));
   std::filesystem::remove(csv);
+}
+
+TEST_CASE("EpochLog: an epoch without a validation split says so, a diverged one prints its NaN loss") {
+  std::FILE* out = std::tmpfile();
+  REQUIRE(out);
+  train::EpochLog log("", out, 2);
+  train::EpochRecord r;
+  r.epoch = 1;
+  log.write(r);  // no test split: every validation field NaN
+  r.epoch = 2, r.val_loss = NAN, r.val_accuracy = 0.1, r.val_macro_f1 = 0.02;
+  log.write(r);
+  std::rewind(out);
+  std::string printed;
+  for (int ch; (ch = std::fgetc(out)) != EOF;) printed += char(ch);
+  std::fclose(out);
+  CHECK(printed.find("epoch 1/2: train loss 0.0000 acc 0.00% | no validation split |") != std::string::npos);
+  CHECK(printed.find("epoch 2/2: train loss 0.0000 acc 0.00% | val loss nan acc 10.00% macro-F1 0.0200 |") !=
+        std::string::npos);
 }
 
 TEST_CASE("EarlyStopping: stops after `patience` epochs without improvement and restores the best weights") {
