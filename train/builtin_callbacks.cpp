@@ -10,6 +10,7 @@
 #include "io/safetensors.h"
 #include "tensor/error.h"
 #include "train/checkpoint.h"
+#include "train/checkpoint_files.h"
 #include "train/csv_log.h"
 #include "train/epoch_meter.h"
 
@@ -160,6 +161,7 @@ void CheckpointBest::on_epoch_end(TrainContext& c, const EpochRecord& r) {
   std::snprintf(value, sizeof value, "%.9g", v);
   io::save_safetensors(path_, c.model->state_dict(),
                        {{"epoch", std::to_string(r.epoch)}, {"monitor", best_.monitor()}, {"value", value}});
+  checkpoint_files::remove_abandoned(path_);  // the temporaries of killed writers of this file
   ++saves_;
 }
 

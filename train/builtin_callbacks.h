@@ -88,7 +88,8 @@ class BestTracker {
 };
 
 // Saves the model's state_dict (safetensors, written atomically) each time the monitored metric
-// improves; the file's metadata names the epoch, the metric and its value.
+// improves; the file's metadata names the epoch, the metric and its value. A save removes the
+// temporary files killed writers of the same path left.
 class CheckpointBest : public Callback {
  public:
   explicit CheckpointBest(std::string path, std::string monitor = "val_loss", Mode mode = Mode::Auto);

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -293,6 +294,8 @@ TEST_CASE("CheckpointBest: writes only on improvement, and the file loads back")
   train::CheckpointBest best(path, "val_accuracy");
   TrainContext c = context(*model);
   best.on_train_begin(c);
+  const std::string abandoned = path + ".tmp.4194305";  // a killed writer's (no such process)
+  std::ofstream(abandoned) << "half a file";
   const std::vector<double> accuracy = {0.5, 0.7, 0.6, 0.8, 0.8};
   std::vector<Weights> weights_at;
   for (size_t i = 0; i < accuracy.size(); ++i) {
@@ -307,6 +310,7 @@ TEST_CASE("CheckpointBest: writes only on improvement, and the file loads back")
   }
   CHECK(best.saves() == 3);
   CHECK(best.best_epoch() == 4);
+  CHECK_FALSE(std::filesystem::exists(abandoned));  // a save removes what killed writers left
   nn::ModulePtr loaded = mlp();
   loaded->load(path);
   CHECK(parameter_values(*loaded) == weights_at[3]);
