@@ -69,6 +69,11 @@ std::string summary(Module& model, const Tensor& example, SummaryOptions opts) {
     return n;
   };
   std::vector<Row> rows;
+  if (const int64_t own = uncounted_numel(model); own > 0) {  // parameters the model registers itself
+    auto it = recorder.shapes.find(&model);
+    rows.push_back(
+        {"(" + model.type_name() + "'s own)", it == recorder.shapes.end() ? "--" : shape_text(it->second), own, false});
+  }
   for (auto& [name, m] : model.named_modules()) {
     if (m.get() == &model) continue;
     const int depth = int(std::count(name.begin(), name.end(), '.')) + 1;

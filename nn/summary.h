@@ -1,5 +1,6 @@
 // A Keras-style model summary: one row per module (indented by depth) with its output shape,
-// found by running one forward on an example input, and its parameter count, then the totals.
+// found by running one forward on an example input, and its parameter count, then the totals. A
+// first row, "(Type's own)", counts parameters the model registers itself, where it has any.
 #pragma once
 #include <string>
 

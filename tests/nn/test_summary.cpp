@@ -127,3 +127,22 @@ TEST_CASE("summary: a module registered twice is listed and counted once") {
   CHECK(row(folded, "s").find("20") != std::string::npos);
   CHECK(row(folded, "l").find("10") != std::string::npos);
 }
+
+namespace {
+// A model that registers a parameter itself (a learned scale) beside a child layer.
+struct Scaled : nn::Module {
+  Tensor scale = register_parameter("scale", ones({3}));
+  std::shared_ptr<nn::Linear> fc = register_module("fc", std::make_shared<nn::Linear>(4, 3));
+  Scaled() : Module("Scaled") {}
+  Tensor forward(const Tensor& x) override { return (*fc)(x)*scale; }
+};
+}  // namespace
+
+TEST_CASE("summary: parameters the model registers itself have a row, so the column sums to the total") {
+  auto m = std::make_shared<Scaled>();
+  const std::string t = nn::summary(*m, randn({2, 4}));
+  CHECK(row(t, "(Scaled's own)").find("[2, 3]") != std::string::npos);
+  CHECK(row(t, "(Scaled's own)").find("  3") != std::string::npos);
+  CHECK(row(t, "fc").find("15") != std::string::npos);
+  CHECK(t.find("Total params: 18") != std::string::npos);
+}
