@@ -100,14 +100,15 @@ std::vector<uint8_t> read_maybe_gzip(const std::string& path, const char* who, s
   return is_gzip(raw) ? inflate_gzip(raw, path, who, max_bytes, false) : raw;
 }
 
-std::vector<uint8_t> read_maybe_gzip_head(const std::string& path, const char* who, size_t n) {
-  std::vector<uint8_t> raw = read_file(path, who);
-  if (!is_gzip(raw)) {
-    if (raw.size() > n) raw.resize(n);
-    return raw;
-  }
+std::vector<uint8_t> content_head(std::vector<uint8_t>& raw, const std::string& path, const char* who, size_t n) {
+  if (!is_gzip(raw)) return {raw.begin(), raw.begin() + std::ptrdiff_t(std::min(n, raw.size()))};
   return n <= kMaxInflatedBytes ? inflate_gzip(raw, path, who, n, true)
                                 : inflate_gzip(raw, path, who, kMaxInflatedBytes, false);
+}
+
+std::vector<uint8_t> read_maybe_gzip_head(const std::string& path, const char* who, size_t n) {
+  std::vector<uint8_t> raw = read_file(path, who);
+  return content_head(raw, path, who, n);
 }
 
 std::string file_stamp(const std::string& path, const char* who) {

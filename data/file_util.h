@@ -19,6 +19,9 @@ std::vector<uint8_t> read_maybe_gzip(const std::string& path, const char* who, s
 // than that, so a header can be checked before its payload is inflated; an `n` past
 // kMaxInflatedBytes stops with an mdl::Error there, as read_maybe_gzip does.
 std::vector<uint8_t> read_maybe_gzip_head(const std::string& path, const char* who, size_t n);
+// The same from a file's bytes already read (read_file's result; path names it in errors), so a
+// reader that checks a header before the rest reads the file from disk once.
+std::vector<uint8_t> content_head(std::vector<uint8_t>& raw, const std::string& path, const char* who, size_t n);
 // "path:size:mtime_ns", or throws naming `who` when the file cannot be stat'ed.
 std::string file_stamp(const std::string& path, const char* who);
 

@@ -13,7 +13,8 @@ namespace mdl::data {
 IdxArray read_idx(const std::string& path) {
   // The header is read and checked first; a gzip file is then inflated only as far as it implies.
   constexpr size_t kMaxHeader = 4 + 4 * 4;
-  const std::vector<uint8_t> head = read_maybe_gzip_head(path, "IdxDataset", kMaxHeader);
+  std::vector<uint8_t> raw = read_file(path, "IdxDataset");
+  const std::vector<uint8_t> head = content_head(raw, path, "IdxDataset", kMaxHeader);
   MDL_CHECK(head.size() >= 4, "IdxDataset: '", path, "' is ", head.size(), " bytes, too short for an IDX header");
   MDL_CHECK(head[0] == 0 && head[1] == 0, "IdxDataset: '", path, "' has a bad magic number (bytes 0-1 are ",
             int(head[0]), ",", int(head[1]), ", expected 0,0): not an IDX file");
@@ -36,7 +37,7 @@ IdxArray read_idx(const std::string& path) {
   MDL_CHECK(expected, "IdxDataset: '", path, "' declares dims ", shape_str(a.dims),
             " whose byte count overflows int64: a corrupt or crafted header");
   // One byte past the expected size, so trailing data shows without being inflated in full.
-  std::vector<uint8_t> bytes = read_maybe_gzip_head(path, "IdxDataset", size_t(*expected) + 1);
+  const std::vector<uint8_t> bytes = content_head(raw, path, "IdxDataset", size_t(*expected) + 1);
   const int64_t size = int64_t(bytes.size());
   MDL_CHECK(size >= *expected, "IdxDataset: '", path, "' with dims ", shape_str(a.dims),
             " is truncated: the header declares ", *payload, " bytes of data, the file ends at offset ", size,
