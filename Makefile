@@ -1,11 +1,12 @@
 # mdl: one Makefile for the library, tests, benchmarks and tools.
-#   make            build/libmdl.a, the tests, the benchmarks, the tools, the examples
+#   make            $(BUILD)/libmdl.a, the tests, the benchmarks, the tools, the examples
 #   make examples   examples/*.cpp into $(BUILD)/examples/   make run-examples   run each at a tiny size
 #   make check-install  install into a temporary prefix and build an example there with pkg-config
 #   make test       build and run every test          make bench   build and run the benchmarks
 #   make bench-record  keep the last make bench as this machine kind's figures in bench/RESULTS.md
 #   make bench-check   each benchmark the switch list names exists   make docs   write docs/OPTIMIZATIONS.md
 #   make deps       install the Debian packages        make install PREFIX=/usr/local
+#   make study      the optimization study: reports/study.md   make clean   remove build/
 #   make bench-dist all_reduce bandwidth and SimpleCNN scaling at 1 and 2 ranks (MPI builds)
 #   make print-build  the configuration's folder (build/latest links to the last one built)
 #   make roofline   this machine's ceilings (peak FLOP/s, bandwidth) for the profiler's roofline: $(BUILD)/roofline.json
