@@ -1,8 +1,13 @@
-// CPU fused scaled-dot-product attention, forward and backward side by side. The forward runs
-// one task per (batch, block of query rows): scores against the keys the block may see (a causal
-// block stops at its last row) on our GEMM, the masked stable softmax in place, then P v. The
-// backward recomputes each block's P from the saved logsumexp. f16/bf16 operands are widened to
-// f32 per task and the f32 results rounded once.
+// CPU fused scaled-dot-product attention, forward and backward side by side. The products run on
+// the GEMM micro-kernel with every operand packed once (gemm.h: PackedA, PackedB) and the scores
+// held transposed: a tile of T queries (T = the micro-kernel's panel width) gets its scores as
+// S^T (keys x T), whose row-major layout IS a packed B panel, so S^T feeds the next product (P v,
+// computed as v^T P^T) with no packing, and the softmax runs down the keys with one vector lane
+// per query: no horizontal sums. A causal tile stops at the last key its last query may see.
+// The forward's task is one (batch, head) matrix, or every c-th tile of it when there are fewer
+// matrices than threads; the backward's is one matrix, its tiles in order (deterministic), dk and
+// dv accumulated transposed. f16/bf16 operands compute in f32 and their results are rounded once;
+// f64 runs the same walk on gemm_f64.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -15,6 +20,8 @@
 #include "cpu/cpu_features.h"
 #include "cpu/float_block.h"
 #include "cpu/gemm.h"
+#include "cpu/scratch.h"
+#include "cpu/transpose_blocks.h"
 #include "cpu/vec_math.h"
 #include "kernels/attention.h"
 #include "tensor/parallel.h"
@@ -23,15 +30,7 @@ namespace mdl::cpu {
 
 namespace {
 
-constexpr int64_t kBlock = 64;                      // query rows per task
 constexpr int64_t kMinTaskMacs = int64_t(1) << 18;  // per thread; below it, waking a thread costs more
-
-template <class A>
-void gemm(int64_t M, int64_t N, int64_t K, A alpha, const A* a, int64_t rsa, int64_t csa, const A* b, int64_t rsb,
-          int64_t csb, A beta, A* c, int64_t rsc, int64_t csc) {
-  if constexpr (std::is_same_v<A, float>) gemm_f32(M, N, K, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
-  else gemm_f64(M, N, K, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc);
-}
 
 // A matrix as the loops and GEMM read it: element (r, c) at p[r * rs + c * cs].
 template <class T>
@@ -39,27 +38,83 @@ struct Mat {
   const T* p;
   int64_t rs, cs;
   const T& operator()(int64_t r, int64_t c) const { return p[r * rs + c * cs]; }
+  Mat transposed() const { return {p, cs, rs}; }
 };
 
-// rows x cols of m in the compute type A: m itself when T is A, else a widened contiguous copy in buf.
+// rows x cols of m in the compute type A with contiguous rows: m itself when T is A and its rows are
+// contiguous, else a widened contiguous copy in buf.
 template <class A, class T>
 Mat<A> widen(const Mat<T>& m, int64_t rows, int64_t cols, std::vector<A>& buf) {
-  if constexpr (std::is_same_v<A, T>) {
-    return m;
-  } else {
-    buf.resize(size_t(rows * cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      A* row = buf.data() + r * cols;
-      if constexpr (std::is_same_v<A, float>) {
-        for (int64_t c = 0; c < cols; c += kFloatBlock)
-          load_floats<T>(reinterpret_cast<const char*>(&m(r, c)), m.cs * int64_t(sizeof(T)), row + c,
-                         std::min(kFloatBlock, cols - c));
-      } else {
-        for (int64_t c = 0; c < cols; ++c) row[c] = static_cast<A>(m(r, c));
-      }
+  if constexpr (std::is_same_v<A, T>)
+    if (m.cs == 1) return m;
+  buf.resize(size_t(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    A* row = buf.data() + r * cols;
+    if constexpr (std::is_same_v<A, float>) {
+      for (int64_t c = 0; c < cols; c += kFloatBlock)
+        load_floats<T>(reinterpret_cast<const char*>(&m(r, c)), m.cs * int64_t(sizeof(T)), row + c,
+                       std::min(kFloatBlock, cols - c));
+    } else {
+      for (int64_t c = 0; c < cols; ++c) row[c] = static_cast<A>(m(r, c));
     }
-    return {buf.data(), cols, 1};
   }
+  return {buf.data(), cols, 1};
+}
+
+// ---- the operands: f32 packed once for the micro-kernel, f64 (the reference dtype) read where it lies
+
+// A left operand (M x K) reused by every tile, multiplied by one panel: a row-major k x n buffer, n <= the
+// tile width, rows `width` apart (for f32 the width is the panel width, so the buffer is a packed panel).
+template <class A>
+struct Left;
+template <>
+struct Left<float> {
+  PackedA packed;
+  void set(const Mat<float>& a, int64_t M, int64_t K) { packed.pack(M, K, a.p, a.rs, a.cs); }
+  // C (m x n) = alpha * a[:m, :k] @ panel (k x n) + beta * C
+  void times_panel(int64_t m, int64_t n, int64_t k, float alpha, const float* panel, int64_t, float beta, float* c,
+                   int64_t rsc) const {
+    packed.times_panel(m, n, k, alpha, panel, beta, c, rsc, 1);
+  }
+};
+template <>
+struct Left<double> {
+  Mat<double> a{nullptr, 0, 0};
+  void set(const Mat<double>& m, int64_t, int64_t) { a = m; }
+  void times_panel(int64_t m, int64_t n, int64_t k, double alpha, const double* panel, int64_t width, double beta,
+                   double* c, int64_t rsc) const {
+    gemm_f64(m, n, k, alpha, a.p, a.rs, a.cs, panel, width, 1, beta, c, rsc, 1);
+  }
+};
+
+// A right operand (K x N) multiplied by one left matrix (M x k).
+template <class A>
+struct Right;
+template <>
+struct Right<float> {
+  PackedB packed;
+  void set(const Mat<float>& b, int64_t K, int64_t N) { packed.pack(K, N, b.p, b.rs, b.cs); }
+  // C (m x n) = alpha * a (m x k) @ b[:k, :n] + beta * C
+  void times(int64_t m, int64_t n, int64_t k, float alpha, const Mat<float>& a, float beta, float* c,
+             int64_t rsc) const {
+    packed.times(m, n, k, alpha, a.p, a.rs, a.cs, beta, c, rsc, 1);
+  }
+};
+template <>
+struct Right<double> {
+  Mat<double> b{nullptr, 0, 0};
+  void set(const Mat<double>& m, int64_t, int64_t) { b = m; }
+  void times(int64_t m, int64_t n, int64_t k, double alpha, const Mat<double>& a, double beta, double* c,
+             int64_t rsc) const {
+    gemm_f64(m, n, k, alpha, a.p, a.rs, a.cs, b.p, b.rs, b.cs, beta, c, rsc, 1);
+  }
+};
+
+// Queries per tile: the f32 micro-kernel's panel width; for f64 any small number.
+template <class A>
+int64_t tile_width() {
+  if constexpr (std::is_same_v<A, float>) return gemm_panel_width();
+  else return 8;
 }
 
 // Element offset (from raw_data) of each matrix of t, t's batch dims (all but the last two) in row-major order.
@@ -80,9 +135,29 @@ std::vector<int64_t> batch_offsets(const Tensor& t) {
 }
 
 template <class T>
-Mat<T> matrix(const Tensor& t, int64_t offset, int64_t row0) {
-  const T* p = static_cast<const T*>(t.raw_data()) + offset;
-  return {p + row0 * t.stride(-2), t.stride(-2), t.stride(-1)};
+Mat<T> matrix(const Tensor& t, int64_t offset) {
+  return {static_cast<const T*>(t.raw_data()) + offset, t.stride(-2), t.stride(-1)};
+}
+
+// dst (rows x cols, rows ldd apart) = the transpose of src (cols x rows, rows lds apart): f32 in
+// register blocks where the CPU has AVX2 (transpose_blocks.h), else element by element.
+template <class A>
+void transpose(const A* src, int64_t lds, int64_t rows, int64_t cols, A* dst, int64_t ldd) {
+  if constexpr (std::is_same_v<A, float>) {
+    if (const TransposeBlocks* tb = transpose_blocks())
+      return tb->run(reinterpret_cast<char*>(dst), reinterpret_cast<const char*>(src), rows, cols, ldd, lds,
+                     int(sizeof(float)), false);
+  }
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[r * ldd + c] = src[r + c * lds];
+}
+
+// panel (cols x width) = the transpose of m (n x cols, contiguous rows); lanes [n, width) 0.
+template <class A>
+void transpose_into(const Mat<A>& m, int64_t n, int64_t cols, int64_t width, A* panel) {
+  transpose(m.p, m.rs, cols, n, panel, width);
+  if (n < width)
+    for (int64_t e = 0; e < cols; ++e) std::fill(panel + e * width + n, panel + (e + 1) * width, A(0));
 }
 
 // An output the kernels write (out, dq, dk, dv): any batch and row strides, unit column stride.
@@ -98,17 +173,29 @@ struct Dest {
               shape_str(t.strides()));
     p = t.data_ptr<T>(), rs = t.dim() >= 2 ? t.stride(-2) : 0, off = batch_offsets(t);
   }
-  T* rows(int64_t b, int64_t r0) const { return p + off[size_t(b)] + r0 * rs; }
-  // Rows [r0, r0 + m) of batch b from the contiguous (m, cols) floats at src, each rounded once.
+  T* row(int64_t b, int64_t r) const { return p + off[size_t(b)] + r * rs; }
+  // Rows [r0, r0 + n) of batch b, cols wide, from the transposed (cols x ...) src, rows lds apart:
+  // element (r0 + i, c) = scale[i] * src[c * lds + i] (scale null: 1), rounded once.
   template <class A>
-  void store(const A* src, int64_t b, int64_t r0, int64_t m, int64_t cols) const {
-    for (int64_t r = 0; r < m; ++r) from_floats(src + r * cols, rows(b, r0 + r), cols);
+  void store_transposed(const A* src, int64_t lds, const A* scale, int64_t b, int64_t r0, int64_t n, int64_t cols,
+                        std::vector<A>& buf) const {
+    if constexpr (std::is_same_v<A, T>)
+      if (!scale) return transpose(src, lds, n, cols, row(b, r0), rs);
+    buf.resize(size_t(n * cols));
+    transpose(src, lds, n, cols, buf.data(), cols);
+    for (int64_t i = 0; i < n; ++i) {
+      A* r = buf.data() + i * cols;
+      if (scale)
+        for (int64_t c = 0; c < cols; ++c) r[c] *= scale[i];
+      if constexpr (std::is_same_v<A, T>) std::copy(r, r + cols, row(b, r0 + i));
+      else from_floats(r, row(b, r0 + i), cols);
+    }
   }
 };
 
 // The operands and geometry both directions share.
 struct Problem {
-  int64_t N, L, S, E, Ev, blocks;
+  int64_t N, L, S, E, Ev;
   std::vector<int64_t> qo, ko, vo, mo;
   const bool* mask;  // null: no mask
   int64_t msl, mss;  // mask strides along L and S
@@ -119,51 +206,53 @@ struct Problem {
         vo(batch_offsets(v)), mask(m.defined() ? static_cast<const bool*>(m.raw_data()) : nullptr),
         msl(m.defined() ? m.stride(-2) : 0), mss(m.defined() ? m.stride(-1) : 0), causal(c) {
     N = int64_t(qo.size());
-    blocks = (L + kBlock - 1) / kBlock;
     if (m.defined()) mo = batch_offsets(m);
   }
-  // Keys [0, keys(i0, m)) are the only ones rows i0 .. i0+m-1 may see.
-  int64_t keys(int64_t i0, int64_t m) const { return causal ? std::min(S, i0 + m) : S; }
+  // Keys [0, keys(i0, n)) are the only ones queries i0 .. i0+n-1 may see.
+  int64_t keys(int64_t i0, int64_t n) const { return causal ? std::min(S, i0 + n) : S; }
 
-  // Sets the scores of keys hidden from query row i of batch b to -inf; row holds sk keys.
+  // st (sk x width) holds the scores of queries i0 .. i0+n-1 in its lanes: those of keys hidden from
+  // them become -inf.
   template <class A>
-  void hide(A* row, int64_t b, int64_t i, int64_t sk) const {
+  void hide(A* st, int64_t width, int64_t b, int64_t i0, int64_t n, int64_t sk) const {
     const A ninf = -std::numeric_limits<A>::infinity();
-    if (causal)
-      for (int64_t j = i + 1; j < sk; ++j) row[j] = ninf;
-    if (mask) {
-      const bool* mr = mask + mo[size_t(b)] + i * msl;
-      for (int64_t j = 0; j < sk; ++j) row[j] = mr[j * mss] ? row[j] : ninf;
+    for (int64_t i = 0; i < n; ++i) {
+      if (causal)
+        for (int64_t j = i0 + i + 1; j < sk; ++j) st[j * width + i] = ninf;
+      if (mask) {
+        const bool* mr = mask + mo[size_t(b)] + (i0 + i) * msl;
+        for (int64_t j = 0; j < sk; ++j)
+          if (!mr[j * mss]) st[j * width + i] = ninf;
+      }
     }
   }
 };
+
+// ---- the softmax down the keys: one lane per query ------------------------------------------------------
+// lane_max: mx[i] = the max of column i of st (rows x width), NaN if any is NaN.
+// lane_exp: st = exp(st - sub[lane]) in place, sum[lane] = its column's sum (sum may be null).
+// f64 runs plain loops with std::exp; f32 runs on GCC vectors of 8 (AVX2, chosen at run time) or 4
+// (SSE2) floats, since the auto-vectoriser will not if-convert the selects in exp and max.
 
 template <class A>
 inline A nan_max(A a, A x) {
   return (x > a) | (x != x) ? x : a;
 }
 
-// ---- row math: the softmax in place (returning the logsumexp) and exp(x - lse) ---------------------
-// A row with nothing visible (all -inf) becomes zeros with lse = +inf, so exp(x - lse) is 0 there too.
-// f64 runs plain loops with std::exp; f32 runs on GCC vectors of 8 (AVX2, chosen at run time) or 4
-// (SSE2) floats, since the auto-vectoriser will not if-convert the selects in exp and max.
-
-double softmax_row(double* row, int64_t n) {
-  const double ninf = -std::numeric_limits<double>::infinity();
-  double mx = ninf;
-  for (int64_t j = 0; j < n; ++j) mx = nan_max(mx, row[j]);
-  if (mx == ninf) {
-    std::fill(row, row + n, 0.0);
-    return std::numeric_limits<double>::infinity();
-  }
-  double s = 0;
-  for (int64_t j = 0; j < n; ++j) s += row[j] = std::exp(row[j] - mx);
-  for (int64_t j = 0; j < n; ++j) row[j] /= s;
-  return mx + std::log(s);
+void lane_max(const double* st, int64_t rows, int64_t width, double* mx) {
+  std::fill(mx, mx + width, -std::numeric_limits<double>::infinity());
+  for (int64_t j = 0; j < rows; ++j)
+    for (int64_t i = 0; i < width; ++i) mx[i] = nan_max(mx[i], st[j * width + i]);
 }
 
-void exp_row(double* row, int64_t n, double lse) {
-  for (int64_t j = 0; j < n; ++j) row[j] = std::exp(row[j] - lse);
+void lane_exp(double* st, int64_t rows, int64_t width, const double* sub, double* sum) {
+  if (sum) std::fill(sum, sum + width, 0.0);
+  for (int64_t j = 0; j < rows; ++j)
+    for (int64_t i = 0; i < width; ++i) {
+      double& x = st[j * width + i];
+      x = std::exp(x - sub[i]);
+      if (sum) sum[i] += x;
+    }
 }
 
 using f4 = float __attribute__((vector_size(16)));
@@ -180,184 +269,186 @@ struct Vec<8> {
 };
 // Vectors travel by reference: passing 32-byte vectors by value outside AVX code changes the ABI.
 
-// row[j] = e^(row[j] - sub) in place; returns the sum.
+// width is a multiple of W (the panel widths are 16 and 32).
 template <int W>
-[[gnu::always_inline]] inline float exp_sub(float* row, int64_t n, float sub) {
+[[gnu::always_inline]] inline void lane_max_v(const float* st, int64_t rows, int64_t width, float* mx) {
   using F = typename Vec<W>::F;
-  F s = {}, x;
-  int64_t j = 0;
-  for (; j + W <= n; j += W) {
-    std::memcpy(&x, row + j, sizeof x);
-    x -= sub;
-    x = vecmath::exp_v(x);  // vec_math.h, ~1 ulp
-    std::memcpy(row + j, &x, sizeof x);
-    s += x;
+  for (int64_t c = 0; c < width; c += W) {
+    F m = F{} - std::numeric_limits<float>::infinity(), x;
+    for (int64_t j = 0; j < rows; ++j) {
+      std::memcpy(&x, st + j * width + c, sizeof x);
+      m = (x > m) | (x != x) ? x : m;
+    }
+    std::memcpy(mx + c, &m, sizeof m);
   }
-  if (j < n) {  // the last n % W, padded with -inf (which gives 0)
-    float pad[W];
-    for (int l = 0; l < W; ++l) pad[l] = j + l < n ? row[j + l] : -std::numeric_limits<float>::infinity();
-    std::memcpy(&x, pad, sizeof x);
-    x -= sub;
-    x = vecmath::exp_v(x);  // vec_math.h, ~1 ulp
-    s += x;
-    std::memcpy(pad, &x, sizeof x);
-    for (int l = 0; j + l < n; ++l) row[j + l] = pad[l];
-  }
-  float total = 0;
-  for (int l = 0; l < W; ++l) total += s[l];
-  return total;
 }
 
 template <int W>
-[[gnu::always_inline]] inline float softmax_row_v(float* row, int64_t n) {
+[[gnu::always_inline]] inline void lane_exp_v(float* st, int64_t rows, int64_t width, const float* sub, float* sum) {
   using F = typename Vec<W>::F;
-  const float ninf = -std::numeric_limits<float>::infinity();
-  F m = F{} + ninf, x;
-  int64_t j = 0;
-  for (; j + W <= n; j += W) {
-    std::memcpy(&x, row + j, sizeof x);
-    m = (x > m) | (x != x) ? x : m;
+  for (int64_t c = 0; c < width; c += W) {
+    F s = {}, x, d;
+    std::memcpy(&d, sub + c, sizeof d);
+    for (int64_t j = 0; j < rows; ++j) {
+      std::memcpy(&x, st + j * width + c, sizeof x);
+      x = vecmath::exp_v(x - d);  // vec_math.h, ~1 ulp
+      std::memcpy(st + j * width + c, &x, sizeof x);
+      s += x;
+    }
+    if (sum) std::memcpy(sum + c, &s, sizeof s);
   }
-  float mx = ninf;
-  for (int l = 0; l < W; ++l) mx = nan_max(mx, m[l]);
-  for (; j < n; ++j) mx = nan_max(mx, row[j]);
-  if (mx == ninf) {
-    std::fill(row, row + n, 0.0f);
-    return std::numeric_limits<float>::infinity();
-  }
-  const float s = exp_sub<W>(row, n, mx), inv = 1.0f / s;
-  for (j = 0; j < n; ++j) row[j] *= inv;
-  return mx + std::log(s);
 }
 
-[[gnu::target("avx2,fma")]] float softmax_row_avx2(float* row, int64_t n) { return softmax_row_v<8>(row, n); }
-[[gnu::target("avx2,fma")]] void exp_row_avx2(float* row, int64_t n, float lse) { exp_sub<8>(row, n, lse); }
-
-float softmax_row(float* row, int64_t n) {
-  return has_avx2_fma() ? softmax_row_avx2(row, n) : softmax_row_v<4>(row, n);
+[[gnu::target("avx2,fma")]] void lane_max_avx2(const float* st, int64_t rows, int64_t width, float* mx) {
+  lane_max_v<8>(st, rows, width, mx);
 }
-void exp_row(float* row, int64_t n, float lse) {
-  if (has_avx2_fma()) exp_row_avx2(row, n, lse);
-  else exp_sub<4>(row, n, lse);
+[[gnu::target("avx2,fma")]] void lane_exp_avx2(float* st, int64_t rows, int64_t width, const float* sub, float* sum) {
+  lane_exp_v<8>(st, rows, width, sub, sum);
 }
 
-// ---- forward: out = softmax(mask(q k^T * scale)) v, lse per row ------------------------------------
+void lane_max(const float* st, int64_t rows, int64_t width, float* mx) {
+  if (has_avx2_fma() && width % 8 == 0) lane_max_avx2(st, rows, width, mx);
+  else lane_max_v<4>(st, rows, width, mx);
+}
+void lane_exp(float* st, int64_t rows, int64_t width, const float* sub, float* sum) {
+  if (has_avx2_fma() && width % 8 == 0) lane_exp_avx2(st, rows, width, sub, sum);
+  else lane_exp_v<4>(st, rows, width, sub, sum);
+}
+
+// ---- forward: out = softmax(mask(q k^T * scale)) v, lse per query ----------------------------------
 
 template <class T>
 void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k, const Tensor& v,
                   const Tensor& mask, bool causal, double scale) {
   using A = acc_t<T>;
   const Problem P(q, k, v, mask, causal);
-  const int64_t L = P.L, E = P.E, Ev = P.Ev;
+  const int64_t L = P.L, S = P.S, E = P.E, Ev = P.Ev, W = tile_width<A>();
   const Dest<T> o(out);
   A* lp = lse.data_ptr<A>();
-  const int64_t cost = std::max<int64_t>(1, std::min(L, kBlock) * std::max<int64_t>(P.S, 1) * (E + Ev + 1));
-  parallel_for(0, P.N * P.blocks, std::max<int64_t>(1, kMinTaskMacs / cost), [&](int64_t t0, int64_t t1) {
-    std::vector<A> s, qbuf, kbuf, vbuf, obuf;
+  if (L == 0 || P.N == 0) return;
+  // Tasks (matrix, c): query tiles c, c + split, c + 2 split, ... of the matrix. A matrix is split
+  // only when there are fewer of them than twice the threads; interleaved tiles give each part
+  // the same share of a causal matrix's work.
+  const int64_t tiles = (L + W - 1) / W, threads = get_num_threads();
+  const int64_t split = P.N >= 2 * threads ? 1 : std::min(tiles, (2 * threads + P.N - 1) / P.N);
+  const int64_t cost = std::max<int64_t>(1, L / split * std::max<int64_t>(S, 1) * (E + Ev + 1));
+  parallel_for(0, P.N * split, std::max<int64_t>(1, kMinTaskMacs / cost), [&](int64_t t0, int64_t t1) {
+    Left<A> keys, values_t;
+    Scratch<A> qt, st, ot;
+    std::vector<A> kbuf, vbuf, qbuf, row, mx(static_cast<size_t>(W)), sub(static_cast<size_t>(W)),
+        sum(static_cast<size_t>(W)), inv(static_cast<size_t>(W));
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t b = t / P.blocks, i0 = t % P.blocks * kBlock, m = std::min(kBlock, L - i0), sk = P.keys(i0, m);
-      const Mat<A> qm = widen<A>(matrix<T>(q, P.qo[size_t(b)], i0), m, E, qbuf);   // (m, E)
-      const Mat<A> km = widen<A>(matrix<T>(k, P.ko[size_t(b)], 0), sk, E, kbuf);   // (sk, E)
-      const Mat<A> vm = widen<A>(matrix<T>(v, P.vo[size_t(b)], 0), sk, Ev, vbuf);  // (sk, Ev)
-      s.resize(size_t(m * sk));
-      // s (m, sk) = q (m, E) @ k^T (E, sk) * scale
-      gemm<A>(m, sk, E, A(scale), qm.p, qm.rs, qm.cs, km.p, km.cs, km.rs, A(0), s.data(), sk, 1);
-      for (int64_t r = 0; r < m; ++r) {
-        P.hide(s.data() + r * sk, b, i0 + r, sk);
-        lp[b * L + i0 + r] = softmax_row(s.data() + r * sk, sk);
-      }
-      // out (m, Ev) = P (m, sk) @ v (sk, Ev)
-      T* dst = o.rows(b, i0);
-      if constexpr (std::is_same_v<A, T>) {
-        gemm<A>(m, Ev, sk, A(1), s.data(), sk, 1, vm.p, vm.rs, vm.cs, A(0), dst, o.rs, 1);
-      } else {
-        obuf.resize(size_t(m * Ev));
-        gemm<A>(m, Ev, sk, A(1), s.data(), sk, 1, vm.p, vm.rs, vm.cs, A(0), obuf.data(), Ev, 1);
-        o.store(obuf.data(), b, i0, m, Ev);
+      const int64_t b = t / split, c = t % split;
+      const int64_t last = (tiles - 1 - (tiles - 1 - c) % split) * W, sk_all = P.keys(last, std::min(W, L - last));
+      const Mat<A> km = widen<A>(matrix<T>(k, P.ko[size_t(b)]), sk_all, E, kbuf);   // (sk_all, E)
+      const Mat<A> vm = widen<A>(matrix<T>(v, P.vo[size_t(b)]), sk_all, Ev, vbuf);  // (sk_all, Ev)
+      keys.set(km, sk_all, E);
+      values_t.set(vm.transposed(), Ev, sk_all);
+      const Mat<T> qm = matrix<T>(q, P.qo[size_t(b)]);
+      for (int64_t i0 = c * W; i0 < L; i0 += split * W) {
+        const int64_t n = std::min(W, L - i0), sk = P.keys(i0, n);
+        qt.resize(E * W), st.resize(std::max<int64_t>(sk, 1) * W), ot.resize(Ev * W);
+        // st (sk, W) = k (sk, E) @ q^T (E, W) * scale, masked; exp(st - colmax) in place
+        transpose_into(widen<A>(Mat<T>{&qm(i0, 0), qm.rs, qm.cs}, n, E, qbuf), n, E, W, qt.data());
+        keys.times_panel(sk, W, E, A(scale), qt.data(), W, A(0), st.data(), W);
+        P.hide(st.data(), W, b, i0, n, sk);
+        lane_max(st.data(), sk, W, mx.data());
+        for (int64_t i = 0; i < W; ++i)  // a query that sees no key: exp(-inf - 0) = 0 everywhere
+          sub[size_t(i)] = mx[size_t(i)] == -std::numeric_limits<A>::infinity() ? A(0) : mx[size_t(i)];
+        lane_exp(st.data(), sk, W, sub.data(), sum.data());
+        for (int64_t i = 0; i < n; ++i) {
+          const A s = sum[size_t(i)];
+          inv[size_t(i)] = s == A(0) ? A(0) : A(1) / s;
+          lp[b * L + i0 + i] = s == A(0) ? std::numeric_limits<A>::infinity() : mx[size_t(i)] + std::log(s);
+        }
+        // out^T (Ev, W) = v^T (Ev, sk) @ exp (sk, W); each query's column over its sum
+        values_t.times_panel(Ev, W, sk, A(1), st.data(), W, A(0), ot.data(), W);
+        o.store_transposed(ot.data(), W, inv.data(), b, i0, n, Ev, row);
       }
     }
   });
 }
 
 // ---- backward: dv = P^T dO, dS = P * (dO v^T - rowsum(dO * O)), dq = dS k * scale, dk = dS^T q * scale
-// One task per batch (its dk, dv gather every query block), blocks in order: deterministic.
+// All transposed, a tile of queries at a time: P^T = exp(k q^T * scale - lse), dP^T = v dO^T,
+// dS^T = P^T * (dP^T - D), dq^T = k^T dS^T * scale, dv^T += dO^T P, dk^T += q^T dS * scale.
 
 template <class T>
 void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& go, const Tensor& q,
                    const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, const Tensor& mask,
                    bool causal, double scale) {
   using A = acc_t<T>;
-  constexpr bool kSame = std::is_same_v<A, T>;
   const Problem P(q, k, v, mask, causal);
-  const int64_t L = P.L, S = P.S, E = P.E, Ev = P.Ev;
+  const int64_t L = P.L, S = P.S, E = P.E, Ev = P.Ev, W = tile_width<A>();
   const std::vector<int64_t> go_off = batch_offsets(go), out_off = batch_offsets(out);
   const A* lp = lse.data_ptr<A>();
   const Dest<T> dqd(dq), dkd(dk), dvd(dv);
   const bool want_ds = dqd.p || dkd.p;
   const int64_t cost = std::max<int64_t>(1, L * std::max<int64_t>(S, 1) * (2 * E + 2 * Ev + 1));
   parallel_for(0, P.N, std::max<int64_t>(1, kMinTaskMacs / cost), [&](int64_t b0, int64_t b1) {
-    std::vector<A> p, ds, qbuf, kbuf, vbuf, gbuf, obuf, dqbuf, dkacc, dvacc;
+    Left<A> keys, values, keys_t;
+    Right<A> probs, dscores;
+    Scratch<A> qt, gt, st, dst, dqt, dkt, dvt;
+    std::vector<A> kbuf, vbuf, qbuf, gbuf, row, sub(static_cast<size_t>(W)), D(static_cast<size_t>(W));
     for (int64_t b = b0; b < b1; ++b) {
-      const Mat<A> km = widen<A>(matrix<T>(k, P.ko[size_t(b)], 0), S, E, kbuf);   // (S, E)
-      const Mat<A> vm = widen<A>(matrix<T>(v, P.vo[size_t(b)], 0), S, Ev, vbuf);  // (S, Ev)
-      // dk (S, E) and dv (S, Ev) accumulate over the query blocks: in place (row stride ldk, ldv), or
-      // in contiguous A buffers then rounded.
-      A* dka = nullptr;
-      A* dva = nullptr;
-      int64_t ldk = E, ldv = Ev;
-      if (dkd.p) {
-        if constexpr (kSame) dka = dkd.rows(b, 0), ldk = dkd.rs;
-        else dkacc.resize(size_t(S * E)), dka = dkacc.data();
-        for (int64_t j = 0; j < S; ++j) std::fill(dka + j * ldk, dka + j * ldk + E, A(0));
-      }
-      if (dvd.p) {
-        if constexpr (kSame) dva = dvd.rows(b, 0), ldv = dvd.rs;
-        else dvacc.resize(size_t(S * Ev)), dva = dvacc.data();
-        for (int64_t j = 0; j < S; ++j) std::fill(dva + j * ldv, dva + j * ldv + Ev, A(0));
-      }
-      for (int64_t i0 = 0; i0 < L; i0 += kBlock) {
-        const int64_t m = std::min(kBlock, L - i0), sk = P.keys(i0, m);
-        const Mat<A> qm = widen<A>(matrix<T>(q, P.qo[size_t(b)], i0), m, E, qbuf);      // (m, E)
-        const Mat<A> gm = widen<A>(matrix<T>(go, go_off[size_t(b)], i0), m, Ev, gbuf);  // (m, Ev)
-        // p (m, sk) = exp(q k^T * scale - lse), hidden keys 0
-        p.resize(size_t(m * sk));
-        gemm<A>(m, sk, E, A(scale), qm.p, qm.rs, qm.cs, km.p, km.cs, km.rs, A(0), p.data(), sk, 1);
-        for (int64_t r = 0; r < m; ++r) {
-          A* row = p.data() + r * sk;
-          P.hide(row, b, i0 + r, sk);
-          exp_row(row, sk, lp[b * L + i0 + r]);
+      const int64_t sk_all = P.keys(0, L);
+      const Mat<A> km = widen<A>(matrix<T>(k, P.ko[size_t(b)]), sk_all, E, kbuf);   // (sk_all, E)
+      const Mat<A> vm = widen<A>(matrix<T>(v, P.vo[size_t(b)]), sk_all, Ev, vbuf);  // (sk_all, Ev)
+      const Mat<T> qm = matrix<T>(q, P.qo[size_t(b)]), gm = matrix<T>(go, go_off[size_t(b)]);
+      const Mat<T> om = matrix<T>(out, out_off[size_t(b)]);
+      keys.set(km, sk_all, E);
+      if (want_ds) values.set(vm, sk_all, Ev);
+      if (dqd.p) keys_t.set(km.transposed(), E, sk_all);
+      // dk^T (E, S) and dv^T (Ev, S) gather every tile's share
+      if (dkd.p) dkt.resize(E * S), std::fill(dkt.begin(), dkt.end(), A(0));
+      if (dvd.p) dvt.resize(Ev * S), std::fill(dvt.begin(), dvt.end(), A(0));
+      for (int64_t i0 = 0; i0 < L; i0 += W) {
+        const int64_t n = std::min(W, L - i0), sk = P.keys(i0, n);
+        qt.resize(E * W), gt.resize(Ev * W), st.resize(std::max<int64_t>(sk, 1) * W);
+        // P^T (sk, W) = exp(k (sk, E) @ q^T (E, W) * scale - lse), hidden keys and absent queries 0
+        const Mat<A> qr = widen<A>(Mat<T>{&qm(i0, 0), qm.rs, qm.cs}, n, E, qbuf);   // (n, E)
+        const Mat<A> gr = widen<A>(Mat<T>{&gm(i0, 0), gm.rs, gm.cs}, n, Ev, gbuf);  // (n, Ev)
+        transpose_into(qr, n, E, W, qt.data());
+        transpose_into(gr, n, Ev, W, gt.data());
+        keys.times_panel(sk, W, E, A(scale), qt.data(), W, A(0), st.data(), W);
+        P.hide(st.data(), W, b, i0, n, sk);
+        for (int64_t i = 0; i < W; ++i)
+          sub[size_t(i)] = i < n ? lp[b * L + i0 + i] : std::numeric_limits<A>::infinity();
+        lane_exp(st.data(), sk, W, sub.data(), nullptr);
+        // dv^T (Ev, sk) += dO^T (Ev, n) @ P (n, sk)
+        if (dvd.p) {
+          probs.set(Mat<A>{st.data(), 1, W}, n, sk);
+          probs.times(Ev, sk, n, A(1), gr.transposed(), A(1), dvt.data(), S);
         }
-        // dv (sk, Ev) += P^T (sk, m) @ dO (m, Ev)
-        if (dva) gemm<A>(sk, Ev, m, A(1), p.data(), 1, sk, gm.p, gm.rs, gm.cs, A(1), dva, ldv, 1);
         if (!want_ds) continue;
-        const Mat<A> om = widen<A>(matrix<T>(out, out_off[size_t(b)], i0), m, Ev, obuf);  // (m, Ev)
-        // ds (m, sk) = dO (m, Ev) @ v^T (Ev, sk), then P * (ds - rowsum(dO * O))
-        ds.resize(size_t(m * sk));
-        gemm<A>(m, sk, Ev, A(1), gm.p, gm.rs, gm.cs, vm.p, vm.cs, vm.rs, A(0), ds.data(), sk, 1);
-        for (int64_t r = 0; r < m; ++r) {
+        // dS^T (sk, W) = P^T * (v (sk, Ev) @ dO^T (Ev, W) - D), D = rowsum(dO * O) per query
+        dst.resize(std::max<int64_t>(sk, 1) * W);
+        values.times_panel(sk, W, Ev, A(1), gt.data(), W, A(0), dst.data(), W);
+        for (int64_t i = 0; i < W; ++i) {
           A d = 0;
-          for (int64_t e = 0; e < Ev; ++e) d += gm(r, e) * om(r, e);
-          A* dr = ds.data() + r * sk;
-          const A* pr = p.data() + r * sk;
-          for (int64_t j = 0; j < sk; ++j) dr[j] = pr[j] * (dr[j] - d);
+          if (i < n)
+            for (int64_t e = 0; e < Ev; ++e) d += A(gm(i0 + i, e)) * A(om(i0 + i, e));
+          D[size_t(i)] = d;
         }
-        // dq (m, E) = ds (m, sk) @ k (sk, E) * scale
+        for (int64_t j = 0; j < sk; ++j) {
+          A* dr = dst.data() + j * W;
+          const A* pr = st.data() + j * W;
+          for (int64_t i = 0; i < W; ++i) dr[i] = pr[i] * (dr[i] - D[size_t(i)]);
+        }
+        // dq^T (E, W) = k^T (E, sk) @ dS^T (sk, W) * scale
         if (dqd.p) {
-          if constexpr (kSame) {
-            gemm<A>(m, E, sk, A(scale), ds.data(), sk, 1, km.p, km.rs, km.cs, A(0), dqd.rows(b, i0), dqd.rs, 1);
-          } else {
-            dqbuf.resize(size_t(m * E));
-            gemm<A>(m, E, sk, A(scale), ds.data(), sk, 1, km.p, km.rs, km.cs, A(0), dqbuf.data(), E, 1);
-            dqd.store(dqbuf.data(), b, i0, m, E);
-          }
+          dqt.resize(E * W);
+          keys_t.times_panel(E, W, sk, A(scale), dst.data(), W, A(0), dqt.data(), W);
+          dqd.store_transposed(dqt.data(), W, static_cast<const A*>(nullptr), b, i0, n, E, row);
         }
-        // dk (sk, E) += ds^T (sk, m) @ q (m, E) * scale
-        if (dka) gemm<A>(sk, E, m, A(scale), ds.data(), 1, sk, qm.p, qm.rs, qm.cs, A(1), dka, ldk, 1);
+        // dk^T (E, sk) += q^T (E, n) @ dS (n, sk) * scale
+        if (dkd.p) {
+          dscores.set(Mat<A>{dst.data(), 1, W}, n, sk);
+          dscores.times(E, sk, n, A(scale), qr.transposed(), A(1), dkt.data(), S);
+        }
       }
-      if constexpr (!kSame) {
-        if (dkd.p) dkd.store(dkacc.data(), b, 0, S, E);
-        if (dvd.p) dvd.store(dvacc.data(), b, 0, S, Ev);
-      }
+      if (dkd.p) dkd.store_transposed(dkt.data(), S, static_cast<const A*>(nullptr), b, 0, S, E, row);
+      if (dvd.p) dvd.store_transposed(dvt.data(), S, static_cast<const A*>(nullptr), b, 0, S, Ev, row);
     }
   });
 }

@@ -114,23 +114,26 @@ void pack_b_panel(int64_t kc, int64_t nr, const S* b, int64_t rsb, int64_t csb, 
   }
 }
 
-// C block (mc x nc) = alpha * packed A @ packed B + beta * C, one micro-tile at a time.
+// C block (mc x nc) = alpha * packed A @ packed B + beta * C, one micro-tile at a time. A's
+// micro-panels lie a_panel floats apart and B's b_panel (kc * MR and kc * NR, unless the operand was
+// packed for a longer k: PackedA, PackedB).
 // Edge tiles go through a full-size scratch tile so the kernel never sees a short one.
 template <class Bk, class T = typename Bk::T>
-void macro_kernel(int64_t mc, int64_t nc, int64_t kc, T alpha, const T* a, const T* b, T beta, T* C, int64_t rsc,
-                  int64_t csc, Kernel<T> kernel) {
+void macro_kernel(int64_t mc, int64_t nc, int64_t kc, T alpha, const T* a, int64_t a_panel, const T* b, int64_t b_panel,
+                  T beta, T* C, int64_t rsc, int64_t csc, Kernel<T> kernel) {
   constexpr int64_t MR = Bk::MR, NR = Bk::NR;
   for (int64_t jr = 0; jr < nc; jr += NR) {
     const int64_t nr = std::min(NR, nc - jr);
+    const T* bp = b + jr / NR * b_panel;
     for (int64_t ir = 0; ir < mc; ir += MR) {
       const int64_t mr = std::min(MR, mc - ir);
       T* c = C + ir * rsc + jr * csc;
       if (mr == MR && nr == NR) {
-        kernel(kc, a + ir * kc, b + jr * kc, c, rsc, csc, alpha, beta);
+        kernel(kc, a + ir / MR * a_panel, bp, c, rsc, csc, alpha, beta);
         continue;
       }
       alignas(64) T t[MR * NR];
-      kernel(kc, a + ir * kc, b + jr * kc, t, NR, 1, alpha, T(0));
+      kernel(kc, a + ir / MR * a_panel, bp, t, NR, 1, alpha, T(0));
       for (int64_t i = 0; i < mr; ++i)
         for (int64_t j = 0; j < nr; ++j) {
           T& cij = c[i * rsc + j * csc];
@@ -159,7 +162,8 @@ void gemm_serial(int64_t M, int64_t N, int64_t K, T alpha, const S* A, int64_t r
       for (int64_t ic = 0; ic < M; ic += Bk::MC) {
         const int64_t mc = std::min(Bk::MC, M - ic);
         pack_a<T, Bk::MR>(mc, kc, A + ic * rsa + pc * csa, rsa, csa, abuf);
-        macro_kernel<Bk>(mc, nc, kc, alpha, abuf, bbuf, beta_pc, C + ic * rsc + jc * csc, rsc, csc, kernel);
+        macro_kernel<Bk>(mc, nc, kc, alpha, abuf, kc * Bk::MR, bbuf, kc * Bk::NR, beta_pc, C + ic * rsc + jc * csc, rsc,
+                         csc, kernel);
       }
     }
   }
@@ -297,6 +301,109 @@ void gemm_any(const char* name, int64_t M, int64_t N, int64_t K, T alpha, const 
   gemm_parallel(nt, M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc, path);
 }
 
+// ---- Operands packed once (PackedA, PackedB) -----------------------------------------------------------
+// A packed operand is every KC step's block at once: the rows [pc, pc + kb) of B (kb = min(KC, K - pc))
+// start at pc * Npad (Npad: N rounded up to NR), as kb x NR micro-panels; the columns [pc, pc + kb) of
+// A start at pc * Mpad, as kb x MR micro-panels.
+
+constexpr int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// A with contiguous rows (csa == 1) is first transposed whole in register blocks (gemm_vector_pack), so
+// each micro-panel then copies runs of MR contiguous floats instead of gathering one float per row.
+template <class Bk>
+void pack_a_whole(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa, float* buf) {
+  const int64_t mpad = round_up(M, Bk::MR);
+  const TransposeBlocks* vector_pack = toggles::gemm_vector_pack() ? transpose_blocks() : nullptr;
+  if (vector_pack && csa == 1 && rsa != 1 && M >= Bk::MR) {
+    float* at = packing_scratch<float>(1, K * M);  // at (K x M) = A^T
+    vector_pack->run(reinterpret_cast<char*>(at), reinterpret_cast<const char*>(A), K, M, M, rsa, int(sizeof(float)),
+                     false);
+    A = at, rsa = 1, csa = M;
+  }
+  for (int64_t pc = 0; pc < K; pc += Bk::KC)
+    pack_a<float, Bk::MR>(M, std::min(Bk::KC, K - pc), A + pc * csa, rsa, csa, buf + pc * mpad);
+}
+
+template <class Bk>
+void pack_b_whole(int64_t K, int64_t N, const float* B, int64_t rsb, int64_t csb, float* buf) {
+  const int64_t npad = round_up(N, Bk::NR);
+  const TransposeBlocks* vector_pack = toggles::gemm_vector_pack() ? transpose_blocks() : nullptr;
+  for (int64_t pc = 0; pc < K; pc += Bk::KC) {
+    const int64_t kb = std::min(Bk::KC, K - pc);
+    for (int64_t jr = 0; jr < N; jr += Bk::NR)
+      pack_b_panel<float, Bk::NR>(kb, std::min(Bk::NR, N - jr), B + pc * rsb + jr * csb, rsb, csb,
+                                  buf + pc * npad + jr * kb, vector_pack);
+  }
+}
+
+// C (m x n) = alpha * packed A (M x K)[:m, :k] @ panel (k x n, n <= NR) + beta * C; m, n, k > 0.
+template <class Bk, Kernel<float> kernel>
+void times_panel_packed(const float* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k, float alpha,
+                        const float* panel, float beta, float* C, int64_t rsc, int64_t csc) {
+  const int64_t mpad = round_up(M, Bk::MR);
+  for (int64_t pc = 0; pc < k; pc += Bk::KC) {
+    const int64_t kc = std::min(Bk::KC, k - pc), kb = std::min(Bk::KC, K - pc);
+    macro_kernel<Bk>(m, n, kc, alpha, packed + pc * mpad, kb * Bk::MR, panel + pc * Bk::NR, kc * Bk::NR,
+                     pc == 0 ? beta : 1.0f, C, rsc, csc, kernel);
+  }
+}
+
+// C (M x n) = alpha * A (M x k) @ packed B (K x N)[:k, :n] + beta * C; M, n, k > 0.
+template <class Bk, Kernel<float> kernel>
+void times_packed_b(const float* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha,
+                    const float* A, int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc) {
+  const int64_t npad = round_up(N, Bk::NR);
+  float* abuf = packing_scratch<float>(0, std::min(Bk::KC, k) * std::min(Bk::MC, round_up(M, Bk::MR)));
+  for (int64_t pc = 0; pc < k; pc += Bk::KC) {
+    const int64_t kc = std::min(Bk::KC, k - pc), kb = std::min(Bk::KC, K - pc);
+    for (int64_t ic = 0; ic < M; ic += Bk::MC) {
+      const int64_t mc = std::min(Bk::MC, M - ic);
+      pack_a<float, Bk::MR>(mc, kc, A + ic * rsa + pc * csa, rsa, csa, abuf);
+      macro_kernel<Bk>(mc, n, kc, alpha, abuf, kc * Bk::MR, packed + pc * npad, kb * Bk::NR, pc == 0 ? beta : 1.0f,
+                       C + ic * rsc, rsc, csc, kernel);
+    }
+  }
+}
+
+}  // namespace
+
+struct PackedOperand::Layout {
+  int64_t MR, NR;
+  void (*pack_a)(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa, float* buf);
+  void (*pack_b)(int64_t K, int64_t N, const float* B, int64_t rsb, int64_t csb, float* buf);
+  void (*times_panel)(const float* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k, float alpha,
+                      const float* panel, float beta, float* C, int64_t rsc, int64_t csc);
+  void (*times_b)(const float* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha,
+                  const float* A, int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc);
+};
+
+namespace {
+
+template <class Bk, Kernel<float> kernel>
+constexpr PackedOperand::Layout packed_layout() {
+  return {
+      Bk::MR, Bk::NR, pack_a_whole<Bk>, pack_b_whole<Bk>, times_panel_packed<Bk, kernel>, times_packed_b<Bk, kernel>};
+}
+
+// The f32 kernel's layout: gemm_f32's kernel, or where that is a bf16 one, the CPU's widest f32 one.
+const PackedOperand::Layout& packed_layout_now() {
+#if defined(__x86_64__) || defined(__i386__)
+  static constexpr PackedOperand::Layout avx512 = packed_layout<Blocking12x32, detail::sgemm_kernel_12x32_avx512>();
+  static constexpr PackedOperand::Layout avx2 = packed_layout<Blocking6x16, detail::sgemm_kernel_6x16_avx2>();
+#endif
+  static constexpr PackedOperand::Layout scalar = packed_layout<Blocking6x16, kernel_scalar<float, 6, 16>>();
+  GemmKernel k = gemm_f32_kernel();
+  if (gemm_kernel_rounds_to_bf16(k))
+    k = has_avx512f() ? GemmKernel::avx512 : has_avx2_fma() ? GemmKernel::avx2 : GemmKernel::scalar;
+  switch (k) {
+#if defined(__x86_64__) || defined(__i386__)
+    case GemmKernel::avx512: return avx512;
+    case GemmKernel::avx2: return avx2;
+#endif
+    default: return scalar;
+  }
+}
+
 }  // namespace
 
 bool gemm_kernel_available(GemmKernel k) {
@@ -407,6 +514,61 @@ void gemm_f32_packed(int64_t M, int64_t N, int64_t K, const float* A, const floa
   if (M == 0 || N == 0) return;
   if (K == 0) return std::fill(C, C + M * N, 0.0f);
   f32_path(gemm_f32_kernel()).serial(M, N, K, 1.0f, A, K, 1, B, N, 1, 0.0f, C, N, 1);
+}
+
+// ---- PackedA, PackedB ------------------------------------------------------------------------------
+
+PackedOperand::PackedOperand() = default;
+PackedOperand::~PackedOperand() = default;
+void PackedOperand::Free::operator()(float* p) const { std::free(p); }
+
+float* PackedOperand::reserve(int64_t n) {
+  if (n > capacity_) {
+    const size_t bytes = (size_t(n) * sizeof(float) + 63) / 64 * 64;
+    buf_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    capacity_ = buf_ ? n : 0;
+    MDL_CHECK(buf_, "gemm: cannot allocate ", bytes, " bytes for a packed operand");
+  }
+  return buf_.get();
+}
+
+int64_t gemm_panel_width() { return packed_layout_now().NR; }
+
+void PackedA::pack(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa) {
+  MDL_CHECK(M >= 0 && K >= 0, "PackedA: negative size M=", M, " K=", K);
+  layout_ = &packed_layout_now();
+  float* buf = reserve(round_up(M, layout_->MR) * K);
+  rows_ = M, cols_ = K;
+  if (M > 0 && K > 0) layout_->pack_a(M, K, A, rsa, csa, buf);
+}
+
+void PackedA::times_panel(int64_t m, int64_t n, int64_t k, float alpha, const float* panel, float beta, float* C,
+                          int64_t rsc, int64_t csc) const {
+  MDL_CHECK(layout_ && m >= 0 && n >= 0 && k >= 0 && m <= rows_ && k <= cols_ && n <= layout_->NR,
+            "PackedA::times_panel: the first ", m, "x", k, " of a packed ", rows_, "x", cols_, " matrix by a ", k, "x",
+            n, " panel");
+  if (m == 0 || n == 0) return;
+  if (k == 0 || alpha == 0.0f) return scale_c(m, n, beta, C, rsc, csc);
+  sync_float_mode();
+  layout_->times_panel(buf_.get(), rows_, cols_, m, n, k, alpha, panel, beta, C, rsc, csc);
+}
+
+void PackedB::pack(int64_t K, int64_t N, const float* B, int64_t rsb, int64_t csb) {
+  MDL_CHECK(K >= 0 && N >= 0, "PackedB: negative size K=", K, " N=", N);
+  layout_ = &packed_layout_now();
+  float* buf = reserve(K * round_up(N, layout_->NR));
+  rows_ = K, cols_ = N;
+  if (K > 0 && N > 0) layout_->pack_b(K, N, B, rsb, csb, buf);
+}
+
+void PackedB::times(int64_t M, int64_t n, int64_t k, float alpha, const float* A, int64_t rsa, int64_t csa, float beta,
+                    float* C, int64_t rsc, int64_t csc) const {
+  MDL_CHECK(layout_ && M >= 0 && n >= 0 && k >= 0 && k <= rows_ && n <= cols_, "PackedB::times: a ", M, "x", k,
+            " by the first ", k, "x", n, " of a packed ", rows_, "x", cols_, " matrix");
+  if (M == 0 || n == 0) return;
+  if (k == 0 || alpha == 0.0f) return scale_c(M, n, beta, C, rsc, csc);
+  sync_float_mode();
+  layout_->times_b(buf_.get(), rows_, cols_, M, n, k, alpha, A, rsa, csa, beta, C, rsc, csc);
 }
 
 }  // namespace mdl::cpu

@@ -4,6 +4,7 @@
 // climbs (naive, cache-blocked, packed single-threaded).
 #pragma once
 #include <cstdint>
+#include <memory>
 
 namespace mdl {
 struct BFloat16;
@@ -57,6 +58,61 @@ GemmKernel gemm_bf16_values_kernel();  // the kernel it runs now
 // still widens each thread's operands first).
 void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t rsa, int64_t csa,
                const BFloat16* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc);
+
+// ---- Operands packed once, for products that reuse them -----------------------------------------------
+// Attention multiplies every tile of queries by the same keys and values; packing them again for each
+// tile cost more than a fifth of its time. These run on the f32 micro-kernel gemm_f32 runs at the time
+// of packing (a bf16 kernel's place taken by the CPU's widest f32 one: these products stay f32), on
+// the calling thread, each element of C summed over k in the same order as gemm_f32 sums it.
+//
+// A packed B of at most gemm_panel_width() columns is one micro-panel: its K rows of
+// gemm_panel_width() floats, one after another. So a row-major K x gemm_panel_width() buffer, 64-byte
+// aligned, IS a packed B, and a product that writes such a buffer feeds the next without packing.
+
+class PackedOperand {
+ public:
+  PackedOperand();
+  ~PackedOperand();
+  PackedOperand(const PackedOperand&) = delete;
+  PackedOperand& operator=(const PackedOperand&) = delete;
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+
+  struct Layout;  // the micro-kernel, its tile and its KC (gemm.cpp)
+
+ protected:
+  float* reserve(int64_t n);  // n floats, 64-byte aligned; an earlier buffer reused when large enough
+  struct Free {
+    void operator()(float* p) const;
+  };
+  std::unique_ptr<float, Free> buf_;
+  int64_t capacity_ = 0, rows_ = 0, cols_ = 0;
+  const Layout* layout_ = nullptr;
+};
+
+// A (M x K) packed into the micro-kernel's row panels.
+class PackedA : public PackedOperand {
+ public:
+  void pack(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa);
+  // C (m x n) = alpha * A[:m, :k] @ B + beta * C, for m <= rows(), k <= cols(), n <= gemm_panel_width(),
+  // B (k x n) one packed panel (above): `panel`, 64-byte aligned, row p at panel + p * gemm_panel_width().
+  // C is not read when beta == 0.
+  void times_panel(int64_t m, int64_t n, int64_t k, float alpha, const float* panel, float beta, float* C, int64_t rsc,
+                   int64_t csc) const;
+};
+
+// B (K x N) packed into the micro-kernel's column panels.
+class PackedB : public PackedOperand {
+ public:
+  void pack(int64_t K, int64_t N, const float* B, int64_t rsb, int64_t csb);
+  // C (M x n) = alpha * A (M x k) @ B[:k, :n] + beta * C, for k <= rows() and n <= cols(); A is packed
+  // as it is read. C is not read when beta == 0.
+  void times(int64_t M, int64_t n, int64_t k, float alpha, const float* A, int64_t rsa, int64_t csa, float beta,
+             float* C, int64_t rsc, int64_t csc) const;
+};
+
+// The micro-kernel's columns (NR) that PackedA and PackedB would pack for now: 32 on AVX-512, 16 else.
+int64_t gemm_panel_width();
 
 // While it lives, every gemm_f32 and gemm_f32_bf16_values in the process runs kernel `k` (tests and
 // benchmarks use it to reach each fallback); throws mdl::Error when this CPU cannot run `k`.

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cpu/gemm.h"
 #include "ops/gradcheck.h"
 #include "autograd/node.h"
 #include "mdl.h"
@@ -282,6 +283,51 @@ TEST_CASE("attention: backward matches the composed ops over several blocks; f16
     CHECK(half[i].dtype() == kF16);
     check_close(half[i], want[i], {.rtol = 2e-2, .atol = 2e-2});
   }
+}
+
+// f32 runs on the GEMM micro-kernel with tiles of queries as wide as its panel (16 or 32) and keys and
+// values packed once: every f32 kernel, queries past a tile's edge, keys and head dims past the
+// kernel's k block (KC: 192 or 256), L != S, masks and causal, a single matrix (split across threads).
+TEST_CASE(
+    "attention: f32 forward and every gradient agree with f64 on each micro-kernel, across tile and block edges") {
+  using cpu::GemmKernel;
+  struct Case {
+    int64_t B, H, L, S, E, Ev;
+    bool causal, masked;
+  };
+  const Case cases[] = {{1, 1, 1, 1, 8, 8, true, false},      {1, 1, 33, 33, 16, 8, true, false},
+                        {2, 1, 70, 45, 24, 40, false, true},  {1, 2, 100, 300, 64, 64, true, false},
+                        {1, 1, 40, 300, 64, 16, false, true}, {1, 1, 17, 250, 200, 24, false, false},
+                        {2, 3, 65, 65, 32, 32, true, true}};
+  Generator g(21);
+  int kernels = 0;
+  for (GemmKernel kernel : {GemmKernel::scalar, GemmKernel::avx2, GemmKernel::avx512}) {
+    if (!cpu::gemm_kernel_available(kernel)) continue;
+    ++kernels;
+    cpu::ScopedGemmKernel forced(kernel);
+    CAPTURE(cpu::gemm_kernel_name(kernel));
+    for (const Case& c : cases) {
+      INFO("B=", c.B, " H=", c.H, " L=", c.L, " S=", c.S, " E=", c.E, " Ev=", c.Ev, " causal=", c.causal,
+           " masked=", c.masked);
+      Tensor q0 = randn_t({c.B, c.H, c.L, c.E}, kF64, g), k0 = randn_t({c.B, c.H, c.S, c.E}, kF64, g);
+      Tensor v0 = randn_t({c.B, c.H, c.S, c.Ev}, kF64, g), r = randn_t({c.B, c.H, c.L, c.Ev}, kF64, g);
+      Tensor mask = c.masked ? gt(rand({c.B, 1, c.L, c.S}, kF32, &g), scalar_tensor(0.2, kF32)) : Tensor();
+      auto run = [&](DType t) {
+        Tensor q = q0.to(t).clone().requires_grad_(), k = k0.to(t).clone().requires_grad_();
+        Tensor v = v0.to(t).clone().requires_grad_();
+        Tensor out = F::scaled_dot_product_attention(q, k, v, mask, c.causal);
+        sum(out.to(kF64) * r).backward();
+        return std::vector<Tensor>{out, q.grad(), k.grad(), v.grad()};
+      };
+      const auto want = run(kF64), got = run(kF32);
+      for (size_t i = 0; i < 4; ++i) {
+        CAPTURE(i);
+        CHECK(got[i].dtype() == kF32);
+        check_close(got[i], want[i], {.rtol = 2e-4, .atol = 2e-4});
+      }
+    }
+  }
+  CHECK(kernels >= 1);
 }
 
 TEST_CASE("attention: with fused_attention off the composed path gives the fused results, masked rows included") {
