@@ -1,4 +1,4 @@
-// mdl-train's options (train/options): the bytes split at NUL into an argument list and parsed.
+// mdl-train's options (tools/mdl_train/options.cpp): the bytes split at NUL into an argument list and parsed.
 // A bad argument must throw UsageError (an mdl::Error).
 #include <string>
 #include <vector>
