@@ -85,6 +85,8 @@ void GradScaler::unscale_(optim::Optimizer& opt) {
                 "parameters f32 and use AutocastGuard, or train in pure 16-bit without a scaler)");
       params.push_back(p);
     }
+  MDL_CHECK(!params.empty(), "GradScaler.unscale_: no parameter of this optimizer has a gradient, so there is nothing ",
+            "to check for inf (was backward() run on the scaled loss?)");
   // One flag and one copy of the scale per device the gradients are on.
   struct OnDevice {
     Device device;
@@ -131,13 +133,19 @@ StepResult GradScaler::step(optim::Optimizer& opt) {
   return StepResult(st.found_inf);
 }
 
-void GradScaler::update() {
-  if (!opt_.enabled) return;
+// Any inf or NaN in the gradients of the optimizers checked since the last update(); undefined when none was.
+Tensor GradScaler::found_inf_since_update() const {
   Tensor found_inf;
   for (const auto& [o, st] : per_opt_) {
     if (st.stage == Stage::Ready) continue;
     found_inf = found_inf.defined() ? maximum(found_inf, st.found_inf) : st.found_inf;
   }
+  return found_inf;
+}
+
+void GradScaler::update() {
+  if (!opt_.enabled) return;
+  const Tensor found_inf = found_inf_since_update();
   MDL_CHECK(found_inf.defined(),
             "GradScaler.update: no inf checks were recorded since the last update() (call step() first)");
   // PyTorch keeps halving, down to 0, and then steps on zero gradients without a word; this
@@ -154,6 +162,9 @@ void GradScaler::update(double new_scale) {
   MDL_CHECK(scale_valid(new_scale), "GradScaler.update: new_scale must be positive and finite, in f32's normal range [",
             kMinScale, ", ", kMaxScale, "], got ", new_scale);
   scale_.fill_(new_scale);  // the growth tracker goes on counting, as PyTorch's
+  // A step skipped for an inf counts as skipped whichever update() follows it.
+  if (const Tensor found_inf = found_inf_since_update(); found_inf.defined())
+    skipped_.add_(ne(found_inf, zeros_like(found_inf)).to(skipped_.dtype()));
   per_opt_.clear();
 }
 
@@ -195,6 +206,7 @@ void GradScaler::load_state_dict(const NamedTensors& state) {
   loaded.growth_tracker_.fill_(double(tracker));
   loaded.skipped_.fill_(double(skipped));
   loaded.move_state_to(scale_.device());
+  loaded.per_opt_ = std::move(per_opt_);  // a step in progress keeps its stage: unscaled gradients stay unscaled
   *this = std::move(loaded);
 }
 

@@ -62,7 +62,8 @@ class GradScaler {
   // loss * scale, computed in f32 (f64 stays f64); loss itself when disabled.
   Tensor scale(const Tensor& loss);
   // Divides every gradient of opt by the scale in place, noting whether any was inf or NaN
-  // (one fused pass per gradient). At most once per optimizer between update()s.
+  // (one fused pass per gradient). At most once per optimizer between update()s; refused when no
+  // parameter of opt has a gradient (a backward forgotten would otherwise count as a clean step).
   void unscale_(optim::Optimizer& opt);
   // unscale_ (unless done), then opt.step_if_finite(): every update is skipped on the device when
   // a gradient was inf or NaN. At most once per optimizer between update()s.
@@ -70,7 +71,8 @@ class GradScaler {
   // Backs off after a step with inf/NaN, grows after growth_interval clean steps; then readies
   // every optimizer for the next iteration. Needs at least one step() since the last update().
   void update();
-  // Sets the scale (new_scale > 0 and finite) and readies the optimizers, as update(new_scale).
+  // Sets the scale (new_scale > 0 and finite) and readies the optimizers, as update(new_scale); a
+  // step skipped since the last update() still counts in skipped_steps().
   void update(double new_scale);
 
   // Combines, in place, this process's inf/NaN flag (0-dim f32 on the scale's device) with the
@@ -91,6 +93,8 @@ class GradScaler {
   // "scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker" (as
   // PyTorch's), and "skipped_steps"; empty when disabled.
   NamedTensors state_dict() const;
+  // Loads the scale and counters; an optimizer already unscaled or stepped since the last update()
+  // stays so (its gradients are not unscaled again).
   void load_state_dict(const NamedTensors& state);
 
  private:
@@ -102,6 +106,7 @@ class GradScaler {
 
   // Moves the scaler's state to device d (once, at the first scale() of a loss there).
   void move_state_to(Device d);
+  Tensor found_inf_since_update() const;
 
   GradScalerOptions opt_;
   Tensor scale_;           // 0-dim f32

@@ -1,8 +1,10 @@
 // AMP's price in accuracy: one forward and backward of a model on a batch in f32, then the same
 // under autocast (f16 or bf16) from the same weights, compared. The relative error of the output
 // and of each parameter's gradient (||g_amp - g_f32|| / ||g_f32||, the AMP gradient unscaled), and
-// the share of the gradient values, nonzero in f32, that the 16-bit backward loses: zero, or below
-// the dtype's smallest normal (a subnormal, short of bits) before unscaling. Each loss scale
+// the share of the gradient values, nonzero in f32, that the 16-bit backward loses: zero, or a
+// subnormal of the dtype (below its smallest normal, short of bits) before unscaling that differs
+// from the f32 value. A value the dtype cannot hold came from an f32 sum (linear's weight gradient
+// under amp_f32_grads) and is not counted. Each loss scale
 // asked for runs its own backward, as GradScaler would scale it: at scale 1 an f16 backward shows
 // what it loses without a scaler.
 //
@@ -41,7 +43,7 @@ struct ParameterPrecision {
   int64_t nonzero = 0;  // of them, nonzero in f32
   // ||g_amp / scale - g_f32|| / ||g_f32||; NaN when the f32 gradient is all zero.
   double error = 0;
-  int64_t underflowed = 0;  // nonzero in f32; zero or below the dtype's smallest normal in the scaled AMP gradient
+  int64_t underflowed = 0;  // nonzero in f32; zero, or a subnormal of the dtype unequal to it, in the AMP gradient
   int64_t zeroed = 0;       // of those, exactly zero
   int64_t nonfinite = 0;    // inf or NaN in the scaled AMP gradient
 };
@@ -50,7 +52,8 @@ struct ParameterPrecision {
 struct ScalePrecision {
   double loss_scale = 1;
   std::vector<ParameterPrecision> parameters{};  // those that require grad, in named_parameters order
-  // Over the parameters' errors (those not NaN); NaN when none has one.
+  // Over the errors of the parameters with a nonzero f32 gradient; NaN when there are none, or when
+  // one of them is NaN (a NaN in that parameter's AMP gradient).
   double median_error = 0, max_error = 0;
   // Of every parameter's values nonzero in f32 (0 when there are none): underflowed, and zeroed.
   double underflow_fraction = 0, zero_fraction = 0;

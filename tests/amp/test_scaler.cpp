@@ -290,6 +290,36 @@ TEST_CASE("GradScaler: update(new_scale) keeps the growth tracker") {
   CHECK(s.growth_tracker() == 0);
 }
 
+TEST_CASE("GradScaler: a step skipped for an inf counts as skipped when update(new_scale) follows it") {
+  amp::GradScaler s({.init_scale = 1024});
+  Toy toy;
+  optim::SGD opt(toy.params(), {.lr = 0.1});
+  s.scale(toy.loss()).backward();
+  poke_grad(toy.w1, 0, kInf);
+  CHECK_FALSE(s.step(opt));
+  s.update(1024.0);
+  CHECK(s.skipped_steps() == 1);
+  opt.zero_grad();
+  s.scale(toy.loss()).backward();
+  CHECK(s.step(opt));
+  s.update(512.0);
+  CHECK(s.skipped_steps() == 1);
+}
+
+TEST_CASE("GradScaler: load_state_dict between unscale_ and step leaves the gradients unscaled once") {
+  amp::GradScaler s({.init_scale = 1024});
+  Tensor w = full({1}, 0.0).requires_grad_();
+  optim::SGD opt({w}, {.lr = 0.1});
+  s.scale(sum(w * 1.0)).backward();  // gradient 1, scaled: 1024
+  s.unscale_(opt);
+  CHECK(w.grad().item<float>() == 1.0f);
+  s.load_state_dict(amp::GradScaler({.init_scale = 1024}).state_dict());
+  CHECK(s.step(opt));
+  CHECK(w.grad().item<float>() == 1.0f);
+  CHECK(w.item<float>() == doctest::Approx(-0.1f));
+  s.update();
+}
+
 TEST_CASE("GradScaler: state dict round trip, and a disabled scaler passes everything through") {
   amp::GradScaler s({.init_scale = 1024, .growth_interval = 5});
   Toy toy;
@@ -350,6 +380,14 @@ TEST_CASE("GradScaler: misuse is refused with a clear message") {
     CHECK_THROWS_WITH_AS(s.step(opt), doctest::Contains("step: already called"), Error);
     s.update();
     CHECK_THROWS_WITH_AS(s.update(0.0), doctest::Contains("new_scale"), Error);
+  }
+  SUBCASE("a step with no gradient at all (a backward forgotten) is not a clean step") {
+    amp::GradScaler s;
+    opt.zero_grad(true);
+    for (const Tensor& p : toy.params()) CHECK_FALSE(p.grad().defined());
+    CHECK_THROWS_WITH_AS(s.step(opt), doctest::Contains("no parameter of this optimizer has a gradient"), Error);
+    CHECK_THROWS_WITH_AS(s.unscale_(opt), doctest::Contains("no parameter of this optimizer has a gradient"), Error);
+    CHECK(s.get_scale() == amp::GradScalerOptions{}.init_scale);
   }
   SUBCASE("f16 gradients: master weights must be f32, and nothing is unscaled") {
     Tensor w16 = randn({3, 3}).to(kF16).requires_grad_();

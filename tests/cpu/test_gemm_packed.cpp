@@ -46,18 +46,18 @@ void on_each_f32_kernel(const F& f) {
 }
 
 struct Case {
-  int64_t rows, cols;   // the packed matrix
-  int64_t m, n, k;      // the product's sizes (prefixes of the packed one)
-  bool transposed;      // the packed matrix stored column by column
+  int64_t rows, cols;  // the packed matrix
+  int64_t m, n, k;     // the product's sizes (prefixes of the packed one)
+  bool transposed;     // the packed matrix stored column by column
 };
 
 }  // namespace
 
 TEST_CASE("PackedB: products with the packed B have gemm_f32's bits, prefixes of k and n included") {
   // K x N packed; M x k times its first k x n.
-  const Case cases[] = {{1, 1, 1, 1, 1, false},    {8, 40, 5, 33, 8, false},    {300, 70, 13, 70, 300, true},
+  const Case cases[] = {{1, 1, 1, 1, 1, false},        {8, 40, 5, 33, 8, false},     {300, 70, 13, 70, 300, true},
                         {300, 70, 25, 33, 250, false}, {193, 97, 12, 96, 193, true}, {64, 256, 40, 200, 31, true},
-                        {17, 5, 7, 0, 17, false},   {17, 5, 7, 5, 0, false}};
+                        {17, 5, 7, 0, 17, false},      {17, 5, 7, 5, 0, false}};
   on_each_f32_kernel([&] {
     uint32_t seed = 1;
     for (const Case& c : cases)
@@ -83,9 +83,9 @@ TEST_CASE("PackedB: products with the packed B have gemm_f32's bits, prefixes of
 TEST_CASE("PackedA: a packed A times one panel has gemm_f32's bits, row-major A through the vector transpose too") {
   // M x K packed; its first m x k times a k x n panel (n <= the panel width).
   const int64_t W = mdl::cpu::gemm_panel_width();
-  const Case cases[] = {{1, 1, 1, 1, 1, false},       {64, 64, 64, W, 64, false},  {256, 64, 200, W, 64, false},
+  const Case cases[] = {{1, 1, 1, 1, 1, false},           {64, 64, 64, W, 64, false},  {256, 64, 200, W, 64, false},
                         {70, 300, 70, W - 3, 250, false}, {33, 193, 33, 1, 193, true}, {100, 40, 37, W, 40, true},
-                        {13, 9, 0, W, 9, false},      {13, 9, 13, W, 0, false}};
+                        {13, 9, 0, W, 9, false},          {13, 9, 13, W, 0, false}};
   REQUIRE((W == 16 || W == 32));
   on_each_f32_kernel([&] {
     CHECK(mdl::cpu::gemm_panel_width() == (mdl::cpu::gemm_f32_kernel() == GemmKernel::avx512 ? 32 : 16));
