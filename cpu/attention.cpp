@@ -356,31 +356,36 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
         for (int64_t i = 0; i < W; ++i)  // a query that sees no key: exp(-inf - 0) = 0 everywhere
           sub[size_t(i)] = mx[size_t(i)] == -std::numeric_limits<A>::infinity() ? A(0) : mx[size_t(i)];
         lane_exp(st.data(), sk, W, sub.data(), sum.data());
-        for (int64_t i = 0; i < n; ++i) {
+        for (int64_t i = 0; i < W; ++i) {
           const A s = sum[size_t(i)];
           inv[size_t(i)] = s == A(0) ? A(0) : A(1) / s;
-          lp[b * L + i0 + i] = s == A(0) ? std::numeric_limits<A>::infinity() : mx[size_t(i)] + std::log(s);
+          if (i < n) lp[b * L + i0 + i] = s == A(0) ? std::numeric_limits<A>::infinity() : mx[size_t(i)] + std::log(s);
         }
-        // out^T (Ev, W) = v^T (Ev, sk) @ exp (sk, W); each query's column over its sum
+        // P^T: each query's column over its sum before the product, so that v near the dtype's
+        // largest value cannot overflow in the sum
+        for (int64_t j = 0; j < sk; ++j) {
+          A* pr = st.data() + j * W;
+          for (int64_t i = 0; i < W; ++i) pr[i] *= inv[size_t(i)];
+        }
+        // out^T (Ev, W) = v^T (Ev, sk) @ P^T (sk, W)
         values_t.times_panel(Ev, W, sk, A(1), st.data(), W, A(0), ot.data(), W);
-        o.store_transposed(ot.data(), W, inv.data(), b, i0, n, Ev, row);
+        o.store_transposed(ot.data(), W, static_cast<const A*>(nullptr), b, i0, n, Ev, row);
       }
     }
   });
 }
 
-// ---- backward: dv = P^T dO, dS = P * (dO v^T - rowsum(dO * O)), dq = dS k * scale, dk = dS^T q * scale
+// ---- backward: dv = P^T dO, dS = P * (dP - rowsum(P * dP)) with dP = dO v^T, dq = dS k * scale, dk = dS^T q * scale
 // All transposed, a tile of queries at a time: P^T = exp(k q^T * scale - lse), dP^T = v dO^T,
 // dS^T = P^T * (dP^T - D), dq^T = k^T dS^T * scale, dv^T += dO^T P, dk^T += q^T dS * scale.
 
 template <class T>
 void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& go, const Tensor& q,
-                   const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, const Tensor& mask,
-                   bool causal, double scale) {
+                   const Tensor& k, const Tensor& v, const Tensor& lse, const Tensor& mask, bool causal, double scale) {
   using A = acc_t<T>;
   const Problem P(q, k, v, mask, causal);
   const int64_t L = P.L, S = P.S, E = P.E, Ev = P.Ev, W = tile_width<A>();
-  const std::vector<int64_t> go_off = batch_offsets(go), out_off = batch_offsets(out);
+  const std::vector<int64_t> go_off = batch_offsets(go);
   const A* lp = lse.data_ptr<A>();
   const Dest<T> dqd(dq), dkd(dk), dvd(dv);
   const bool want_ds = dqd.p || dkd.p;
@@ -395,7 +400,6 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
       const Mat<A> km = widen<A>(matrix<T>(k, P.ko[size_t(b)]), sk_all, E, kbuf);   // (sk_all, E)
       const Mat<A> vm = widen<A>(matrix<T>(v, P.vo[size_t(b)]), sk_all, Ev, vbuf);  // (sk_all, Ev)
       const Mat<T> qm = matrix<T>(q, P.qo[size_t(b)]), gm = matrix<T>(go, go_off[size_t(b)]);
-      const Mat<T> om = matrix<T>(out, out_off[size_t(b)]);
       keys.set(km, sk_all, E);
       if (want_ds) values.set(vm, sk_all, Ev);
       if (dqd.p) keys_t.set(km.transposed(), E, sk_all);
@@ -421,14 +425,16 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
           probs.times(Ev, sk, n, A(1), gr.transposed(), A(1), dvt.data(), S);
         }
         if (!want_ds) continue;
-        // dS^T (sk, W) = P^T * (v (sk, Ev) @ dO^T (Ev, W) - D), D = rowsum(dO * O) per query
+        // dS^T (sk, W) = P^T * (dP^T - D), dP^T = v (sk, Ev) @ dO^T (Ev, W), D = sum over the keys of
+        // P * dP per query (the softmax's own backward: exactly 0 where P is one-hot, which
+        // FlashAttention's rowsum(dO * O) is only up to O's rounding)
         dst.resize(std::max<int64_t>(sk, 1) * W);
         values.times_panel(sk, W, Ev, A(1), gt.data(), W, A(0), dst.data(), W);
-        for (int64_t i = 0; i < W; ++i) {
-          A d = 0;
-          if (i < n)
-            for (int64_t e = 0; e < Ev; ++e) d += A(gm(i0 + i, e)) * A(om(i0 + i, e));
-          D[size_t(i)] = d;
+        std::fill(D.begin(), D.end(), A(0));
+        for (int64_t j = 0; j < sk; ++j) {
+          const A* dr = dst.data() + j * W;
+          const A* pr = st.data() + j * W;
+          for (int64_t i = 0; i < W; ++i) D[size_t(i)] += pr[i] * dr[i];
         }
         for (int64_t j = 0; j < sk; ++j) {
           A* dr = dst.data() + j * W;
@@ -462,10 +468,10 @@ void attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, co
 }
 
 void attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv, const Tensor& grad_out, const Tensor& q,
-                        const Tensor& k, const Tensor& v, const Tensor& out, const Tensor& lse, const Tensor& mask,
-                        bool causal, double scale) {
+                        const Tensor& k, const Tensor& v, const Tensor& /*out: D comes from P and dP*/,
+                        const Tensor& lse, const Tensor& mask, bool causal, double scale) {
   dispatch_floating(q.dtype(), "scaled_dot_product_attention_backward",
-                    [&]<class T>() { backward_impl<T>(dq, dk, dv, grad_out, q, k, v, out, lse, mask, causal, scale); });
+                    [&]<class T>() { backward_impl<T>(dq, dk, dv, grad_out, q, k, v, lse, mask, causal, scale); });
 }
 
 }  // namespace mdl::cpu

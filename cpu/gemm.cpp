@@ -547,6 +547,7 @@ void PackedA::times_panel(int64_t m, int64_t n, int64_t k, float alpha, const fl
   MDL_CHECK(layout_ && m >= 0 && n >= 0 && k >= 0 && m <= rows_ && k <= cols_ && n <= layout_->NR,
             "PackedA::times_panel: the first ", m, "x", k, " of a packed ", rows_, "x", cols_, " matrix by a ", k, "x",
             n, " panel");
+  MDL_CHECK(reinterpret_cast<uintptr_t>(panel) % 64 == 0, "PackedA::times_panel: the panel must be 64-byte aligned");
   if (m == 0 || n == 0) return;
   if (k == 0 || alpha == 0.0f) return scale_c(m, n, beta, C, rsc, csc);
   sync_float_mode();

@@ -144,4 +144,5 @@ TEST_CASE("PackedA and PackedB refuse products past what they packed") {
   CHECK_THROWS_AS(a.times_panel(6, 1, 7, 1.0f, panel.data(), 0.0f, C.data(), 8, 1), mdl::Error);
   CHECK_THROWS_AS(a.times_panel(6, mdl::cpu::gemm_panel_width() + 1, 6, 1.0f, panel.data(), 0.0f, C.data(), 40, 1),
                   mdl::Error);
+  CHECK_THROWS_AS(a.times_panel(6, 1, 6, 1.0f, panel.data() + 1, 0.0f, C.data(), 8, 1), mdl::Error);  // misaligned
 }
