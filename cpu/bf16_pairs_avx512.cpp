@@ -2,7 +2,8 @@
 // with each VDPBF16PS written as the two FMAs it performs, the odd element's product first (exact,
 // since a product of two bf16 fits in f32), then the even one's. Their packing and loops are the
 // native ones (cpu/bf16_pairs_avx512bf16.cpp), so tests check them on any AVX-512 CPU. Also the
-// conversions of f32 planes into pairs and into bf16, which both use. This file alone is compiled for AVX-512F (by
+// conversions of f32 planes into pairs and into bf16, and the packing of operands packed once
+// (cpu/gemm_bf16_dot_packed_impl.h), which both use. This file alone is compiled for AVX-512F (by
 // pragma, GCC's or clang's).
 #include "cpu/conv_direct.h"
 #include "cpu/gemm_bf16_dot.h"
@@ -24,6 +25,7 @@
 #include "cpu/conv_gemm_impl.h"
 #include "cpu/conv_weight_grad_impl.h"
 #include "cpu/gemm_bf16_dot_impl.h"
+#include "cpu/gemm_bf16_dot_packed_impl.h"
 
 namespace mdl::cpu {
 
@@ -48,6 +50,21 @@ void gemm_serial_bf16_dot_emulated(int64_t M, int64_t N, int64_t K, float alpha,
                                    int64_t csa, const uint16_t* B, int64_t rsb, int64_t csb, float beta, float* C,
                                    int64_t rsc, int64_t csc) {
   bf16_dot::gemm_serial<EmulatedDot>(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
+}
+
+void pack_a_pairs(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa, uint32_t* buf) {
+  bf16_dot::pack_a_whole<EmulatedDot>(M, K, A, rsa, csa, buf);
+}
+void pack_b_pairs(int64_t K, int64_t N, const float* B, int64_t rsb, int64_t csb, uint32_t* buf) {
+  bf16_dot::pack_b_whole<EmulatedDot>(K, N, B, rsb, csb, buf);
+}
+void times_panel_pairs_emulated(const uint32_t* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k,
+                                float alpha, const float* panel, float beta, float* C, int64_t rsc, int64_t csc) {
+  bf16_dot::times_panel<EmulatedDot>(packed, M, K, m, n, k, alpha, panel, beta, C, rsc, csc);
+}
+void times_pairs_b_emulated(const uint32_t* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha,
+                            const float* A, int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc) {
+  bf16_dot::times_b<EmulatedDot>(packed, K, N, M, n, k, alpha, A, rsa, csa, beta, C, rsc, csc);
 }
 
 void detail::conv_gemm_row_bf16_emulated(const ConvGemmRowPairs& a, int64_t oh, int64_t ow0, int k, int64_t co,
@@ -91,6 +108,16 @@ void gemm_serial_bf16_dot_emulated(int64_t, int64_t, int64_t, float, const float
 }
 void gemm_serial_bf16_dot_emulated(int64_t, int64_t, int64_t, float, const uint16_t*, int64_t, int64_t, const uint16_t*,
                                    int64_t, int64_t, float, float*, int64_t, int64_t) {
+  std::abort();
+}
+void pack_a_pairs(int64_t, int64_t, const float*, int64_t, int64_t, uint32_t*) { std::abort(); }
+void pack_b_pairs(int64_t, int64_t, const float*, int64_t, int64_t, uint32_t*) { std::abort(); }
+void times_panel_pairs_emulated(const uint32_t*, int64_t, int64_t, int64_t, int64_t, int64_t, float, const float*,
+                                float, float*, int64_t, int64_t) {
+  std::abort();
+}
+void times_pairs_b_emulated(const uint32_t*, int64_t, int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                            int64_t, float, float*, int64_t, int64_t) {
   std::abort();
 }
 void detail::conv_gemm_row_bf16_emulated(const ConvGemmRowPairs&, int64_t, int64_t, int, int64_t, int) { std::abort(); }

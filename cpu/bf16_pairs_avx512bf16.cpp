@@ -1,5 +1,6 @@
 // The loops on bf16 pairs compiled for VDPBF16PS (AVX512-BF16: Zen 4 and 5, Cooper Lake, Sapphire
-// Rapids and later): the GEMM's micro-kernel (cpu/gemm_bf16_dot_impl.h), the direct conv's row
+// Rapids and later): the GEMM's micro-kernel (cpu/gemm_bf16_dot_impl.h) and its products with operands
+// packed once (cpu/gemm_bf16_dot_packed_impl.h), the direct conv's row
 // tile (cpu/conv_gemm_impl.h) and its weight-gradient tile (cpu/conv_weight_grad_impl.h). This file alone is compiled for AVX512-BF16 (by pragma, GCC's or
 // clang's); gemm.cpp and conv_direct.cpp call it only on a CPU that has it.
 #include "cpu/conv_direct.h"
@@ -22,6 +23,7 @@
 #include "cpu/conv_gemm_impl.h"
 #include "cpu/conv_weight_grad_impl.h"
 #include "cpu/gemm_bf16_dot_impl.h"
+#include "cpu/gemm_bf16_dot_packed_impl.h"
 
 namespace mdl::cpu {
 
@@ -38,6 +40,15 @@ void gemm_serial_bf16_dot(int64_t M, int64_t N, int64_t K, float alpha, const fl
 void gemm_serial_bf16_dot(int64_t M, int64_t N, int64_t K, float alpha, const uint16_t* A, int64_t rsa, int64_t csa,
                           const uint16_t* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
   bf16_dot::gemm_serial<NativeDot>(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
+}
+
+void times_panel_pairs(const uint32_t* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float* panel, float beta, float* C, int64_t rsc, int64_t csc) {
+  bf16_dot::times_panel<NativeDot>(packed, M, K, m, n, k, alpha, panel, beta, C, rsc, csc);
+}
+void times_pairs_b(const uint32_t* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha,
+                   const float* A, int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc) {
+  bf16_dot::times_b<NativeDot>(packed, K, N, M, n, k, alpha, A, rsa, csa, beta, C, rsc, csc);
 }
 
 void detail::conv_gemm_row_bf16(const ConvGemmRowPairs& a, int64_t oh, int64_t ow0, int k, int64_t co, int nv) {
@@ -62,6 +73,14 @@ void gemm_serial_bf16_dot(int64_t, int64_t, int64_t, float, const float*, int64_
 }
 void gemm_serial_bf16_dot(int64_t, int64_t, int64_t, float, const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t,
                           int64_t, float, float*, int64_t, int64_t) {
+  std::abort();
+}
+void times_panel_pairs(const uint32_t*, int64_t, int64_t, int64_t, int64_t, int64_t, float, const float*, float, float*,
+                       int64_t, int64_t) {
+  std::abort();
+}
+void times_pairs_b(const uint32_t*, int64_t, int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t,
+                   float, float*, int64_t, int64_t) {
   std::abort();
 }
 void detail::conv_gemm_row_bf16(const ConvGemmRowPairs&, int64_t, int64_t, int, int64_t, int) { std::abort(); }

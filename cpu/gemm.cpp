@@ -304,28 +304,35 @@ void gemm_any(const char* name, int64_t M, int64_t N, int64_t K, T alpha, const 
 // ---- Operands packed once (PackedA, PackedB) -----------------------------------------------------------
 // A packed operand is every KC step's block at once: the rows [pc, pc + kb) of B (kb = min(KC, K - pc))
 // start at pc * Npad (Npad: N rounded up to NR), as kb x NR micro-panels; the columns [pc, pc + kb) of
-// A start at pc * Mpad, as kb x MR micro-panels.
+// A start at pc * Mpad, as kb x MR micro-panels. Packed for bf16 products, the same on bf16 pairs
+// (cpu/gemm_bf16_dot_packed_impl.h).
 
 constexpr int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
 // A with contiguous rows (csa == 1) is first transposed whole in register blocks (gemm_vector_pack), so
-// each micro-panel then copies runs of MR contiguous floats instead of gathering one float per row.
-template <class Bk>
-void pack_a_whole(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa, float* buf) {
-  const int64_t mpad = round_up(M, Bk::MR);
+// each micro-panel then copies runs of MR contiguous values instead of gathering one value per row.
+void transpose_rows_for_packing(int64_t M, int64_t K, int64_t MR, const float*& A, int64_t& rsa, int64_t& csa) {
   const TransposeBlocks* vector_pack = toggles::gemm_vector_pack() ? transpose_blocks() : nullptr;
-  if (vector_pack && csa == 1 && rsa != 1 && M >= Bk::MR) {
+  if (vector_pack && csa == 1 && rsa != 1 && M >= MR) {
     float* at = packing_scratch<float>(1, K * M);  // at (K x M) = A^T
     vector_pack->run(reinterpret_cast<char*>(at), reinterpret_cast<const char*>(A), K, M, M, rsa, int(sizeof(float)),
                      false);
     A = at, rsa = 1, csa = M;
   }
+}
+
+template <class Bk>
+void pack_a_whole(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa, void* out) {
+  float* buf = static_cast<float*>(out);
+  const int64_t mpad = round_up(M, Bk::MR);
+  transpose_rows_for_packing(M, K, Bk::MR, A, rsa, csa);
   for (int64_t pc = 0; pc < K; pc += Bk::KC)
     pack_a<float, Bk::MR>(M, std::min(Bk::KC, K - pc), A + pc * csa, rsa, csa, buf + pc * mpad);
 }
 
 template <class Bk>
-void pack_b_whole(int64_t K, int64_t N, const float* B, int64_t rsb, int64_t csb, float* buf) {
+void pack_b_whole(int64_t K, int64_t N, const float* B, int64_t rsb, int64_t csb, void* out) {
+  float* buf = static_cast<float*>(out);
   const int64_t npad = round_up(N, Bk::NR);
   const TransposeBlocks* vector_pack = toggles::gemm_vector_pack() ? transpose_blocks() : nullptr;
   for (int64_t pc = 0; pc < K; pc += Bk::KC) {
@@ -338,8 +345,9 @@ void pack_b_whole(int64_t K, int64_t N, const float* B, int64_t rsb, int64_t csb
 
 // C (m x n) = alpha * packed A (M x K)[:m, :k] @ panel (k x n, n <= NR) + beta * C; m, n, k > 0.
 template <class Bk, Kernel<float> kernel>
-void times_panel_packed(const float* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k, float alpha,
+void times_panel_packed(const void* packed_a, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k, float alpha,
                         const float* panel, float beta, float* C, int64_t rsc, int64_t csc) {
+  const float* packed = static_cast<const float*>(packed_a);
   const int64_t mpad = round_up(M, Bk::MR);
   for (int64_t pc = 0; pc < k; pc += Bk::KC) {
     const int64_t kc = std::min(Bk::KC, k - pc), kb = std::min(Bk::KC, K - pc);
@@ -350,8 +358,9 @@ void times_panel_packed(const float* packed, int64_t M, int64_t K, int64_t m, in
 
 // C (M x n) = alpha * A (M x k) @ packed B (K x N)[:k, :n] + beta * C; M, n, k > 0.
 template <class Bk, Kernel<float> kernel>
-void times_packed_b(const float* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha,
+void times_packed_b(const void* packed_b, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha,
                     const float* A, int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc) {
+  const float* packed = static_cast<const float*>(packed_b);
   const int64_t npad = round_up(N, Bk::NR);
   float* abuf = packing_scratch<float>(0, std::min(Bk::KC, k) * std::min(Bk::MC, round_up(M, Bk::MR)));
   for (int64_t pc = 0; pc < k; pc += Bk::KC) {
@@ -367,13 +376,14 @@ void times_packed_b(const float* packed, int64_t K, int64_t N, int64_t M, int64_
 
 }  // namespace
 
+// A layout's element is 4 bytes: a float, or a pair of bf16 (k_per_element 2).
 struct PackedOperand::Layout {
-  int64_t MR, NR;
-  void (*pack_a)(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa, float* buf);
-  void (*pack_b)(int64_t K, int64_t N, const float* B, int64_t rsb, int64_t csb, float* buf);
-  void (*times_panel)(const float* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k, float alpha,
+  int64_t MR, NR, k_per_element;
+  void (*pack_a)(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa, void* buf);
+  void (*pack_b)(int64_t K, int64_t N, const float* B, int64_t rsb, int64_t csb, void* buf);
+  void (*times_panel)(const void* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k, float alpha,
                       const float* panel, float beta, float* C, int64_t rsc, int64_t csc);
-  void (*times_b)(const float* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha,
+  void (*times_b)(const void* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha,
                   const float* A, int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc);
 };
 
@@ -381,12 +391,59 @@ namespace {
 
 template <class Bk, Kernel<float> kernel>
 constexpr PackedOperand::Layout packed_layout() {
-  return {
-      Bk::MR, Bk::NR, pack_a_whole<Bk>, pack_b_whole<Bk>, times_panel_packed<Bk, kernel>, times_packed_b<Bk, kernel>};
+  return {Bk::MR,
+          Bk::NR,
+          1,
+          pack_a_whole<Bk>,
+          pack_b_whole<Bk>,
+          times_panel_packed<Bk, kernel>,
+          times_packed_b<Bk, kernel>};
 }
 
-// The f32 kernel's layout: gemm_f32's kernel, or where that is a bf16 one, the CPU's widest f32 one.
-const PackedOperand::Layout& packed_layout_now() {
+// The pair kernel's layout (cpu/gemm_bf16_dot_packed_impl.h) on VDPBF16PS or its emulation.
+using TimesPanelPairs = void (*)(const uint32_t*, int64_t, int64_t, int64_t, int64_t, int64_t, float, const float*,
+                                 float, float*, int64_t, int64_t);
+using TimesPairsB = void (*)(const uint32_t*, int64_t, int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t,
+                             int64_t, float, float*, int64_t, int64_t);
+template <TimesPanelPairs times_panel, TimesPairsB times_b>
+constexpr PackedOperand::Layout pairs_layout() {
+  return {12,
+          32,
+          2,
+          [](int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa, void* buf) {
+            transpose_rows_for_packing(M, K, 12, A, rsa, csa);
+            pack_a_pairs(M, K, A, rsa, csa, static_cast<uint32_t*>(buf));
+          },
+          [](int64_t K, int64_t N, const float* B, int64_t rsb, int64_t csb, void* buf) {
+            pack_b_pairs(K, N, B, rsb, csb, static_cast<uint32_t*>(buf));
+          },
+          [](const void* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k, float alpha, const float* panel,
+             float beta, float* C, int64_t rsc, int64_t csc) {
+            times_panel(static_cast<const uint32_t*>(packed), M, K, m, n, k, alpha, panel, beta, C, rsc, csc);
+          },
+          [](const void* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha, const float* A,
+             int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc) {
+            times_b(static_cast<const uint32_t*>(packed), K, N, M, n, k, alpha, A, rsa, csa, beta, C, rsc, csc);
+          }};
+}
+
+// The pair kernel's layout where bf16 products may use it (gemm.h), else null.
+const PackedOperand::Layout* pairs_layout_now() {
+  static constexpr PackedOperand::Layout native = pairs_layout<times_panel_pairs, times_pairs_b>();
+  static constexpr PackedOperand::Layout emulated = pairs_layout<times_panel_pairs_emulated, times_pairs_b_emulated>();
+  switch (gemm_bf16_values_kernel()) {
+    case GemmKernel::avx512_bf16_emulated: return &emulated;
+    case GemmKernel::avx512_bf16: return &native;
+    case GemmKernel::amx_bf16: return toggles::avx512_bf16_dot() && has_avx512_bf16() ? &native : nullptr;
+    default: return nullptr;
+  }
+}
+
+// The layout products of this precision get now: for f32, gemm_f32's kernel, or where that is a bf16
+// one, the CPU's widest f32 one; for bf16, the pair kernel's where it applies, else f32's.
+const PackedOperand::Layout& packed_layout_now(GemmPrecision precision) {
+  if (precision == GemmPrecision::bf16)
+    if (const PackedOperand::Layout* pairs = pairs_layout_now()) return *pairs;
 #if defined(__x86_64__) || defined(__i386__)
   static constexpr PackedOperand::Layout avx512 = packed_layout<Blocking12x32, detail::sgemm_kernel_12x32_avx512>();
   static constexpr PackedOperand::Layout avx2 = packed_layout<Blocking6x16, detail::sgemm_kernel_6x16_avx2>();
@@ -520,24 +577,24 @@ void gemm_f32_packed(int64_t M, int64_t N, int64_t K, const float* A, const floa
 
 PackedOperand::PackedOperand() = default;
 PackedOperand::~PackedOperand() = default;
-void PackedOperand::Free::operator()(float* p) const { std::free(p); }
+void PackedOperand::Free::operator()(void* p) const { std::free(p); }
 
-float* PackedOperand::reserve(int64_t n) {
+void* PackedOperand::reserve(int64_t n) {
   if (n > capacity_) {
     const size_t bytes = (size_t(n) * sizeof(float) + 63) / 64 * 64;
-    buf_.reset(static_cast<float*>(std::aligned_alloc(64, bytes)));
+    buf_.reset(std::aligned_alloc(64, bytes));
     capacity_ = buf_ ? n : 0;
     MDL_CHECK(buf_, "gemm: cannot allocate ", bytes, " bytes for a packed operand");
   }
   return buf_.get();
 }
 
-int64_t gemm_panel_width() { return packed_layout_now().NR; }
+int64_t gemm_panel_width(GemmPrecision precision) { return packed_layout_now(precision).NR; }
 
-void PackedA::pack(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa) {
+void PackedA::pack(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa, GemmPrecision precision) {
   MDL_CHECK(M >= 0 && K >= 0, "PackedA: negative size M=", M, " K=", K);
-  layout_ = &packed_layout_now();
-  float* buf = reserve(round_up(M, layout_->MR) * K);
+  layout_ = &packed_layout_now(precision);
+  void* buf = reserve(round_up(M, layout_->MR) * round_up(K, layout_->k_per_element) / layout_->k_per_element);
   rows_ = M, cols_ = K;
   if (M > 0 && K > 0) layout_->pack_a(M, K, A, rsa, csa, buf);
 }
@@ -554,10 +611,10 @@ void PackedA::times_panel(int64_t m, int64_t n, int64_t k, float alpha, const fl
   layout_->times_panel(buf_.get(), rows_, cols_, m, n, k, alpha, panel, beta, C, rsc, csc);
 }
 
-void PackedB::pack(int64_t K, int64_t N, const float* B, int64_t rsb, int64_t csb) {
+void PackedB::pack(int64_t K, int64_t N, const float* B, int64_t rsb, int64_t csb, GemmPrecision precision) {
   MDL_CHECK(K >= 0 && N >= 0, "PackedB: negative size K=", K, " N=", N);
-  layout_ = &packed_layout_now();
-  float* buf = reserve(K * round_up(N, layout_->NR));
+  layout_ = &packed_layout_now(precision);
+  void* buf = reserve(round_up(K, layout_->k_per_element) / layout_->k_per_element * round_up(N, layout_->NR));
   rows_ = K, cols_ = N;
   if (K > 0 && N > 0) layout_->pack_b(K, N, B, rsb, csb, buf);
 }

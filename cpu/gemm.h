@@ -61,13 +61,22 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, 
 
 // ---- Operands packed once, for products that reuse them -----------------------------------------------
 // Attention multiplies every tile of queries by the same keys and values; packing them again for each
-// tile cost more than a fifth of its time. These run on the f32 micro-kernel gemm_f32 runs at the time
-// of packing (a bf16 kernel's place taken by the CPU's widest f32 one: these products stay f32), on
-// the calling thread, each element of C summed over k in the same order as gemm_f32 sums it.
+// tile cost more than a fifth of its time. These run on the calling thread, on the micro-kernel their
+// precision (given to pack) chooses at the time of packing:
+//   f32: the f32 kernel gemm_f32 runs (a bf16 kernel's place taken by the CPU's widest f32 one), each
+//        element of C summed over k in the same order as gemm_f32 sums it;
+//   bf16: operands held as bf16 pairs for the pair-dot kernel that gemm_f32_bf16_values runs: VDPBF16PS
+//        where the CPU has AVX512-BF16 and the avx512_bf16_dot switch is on (also where AMX takes
+//        gemm_f32_bf16_values), its AVX-512F emulation under ScopedGemmKernel(avx512_bf16_emulated), the
+//        sums those kernels' GEMM gives (gemm_serial_bf16_dot); else, the f32 layout above. Every
+//        operand of a product, the panel and the unpacked A included, is rounded to bf16.
 //
 // A packed B of at most gemm_panel_width() columns is one micro-panel: its K rows of
 // gemm_panel_width() floats, one after another. So a row-major K x gemm_panel_width() buffer, 64-byte
-// aligned, IS a packed B, and a product that writes such a buffer feeds the next without packing.
+// aligned, IS a packed B for f32, and a product that writes such a buffer feeds the next without
+// packing (for bf16, times_panel pairs it first).
+
+enum class GemmPrecision { f32, bf16 };
 
 class PackedOperand {
  public:
@@ -78,14 +87,14 @@ class PackedOperand {
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
 
-  struct Layout;  // the micro-kernel, its tile and its KC (gemm.cpp)
+  struct Layout;  // the micro-kernel, its tile, its KC and its element: a float or a pair of bf16 (gemm.cpp)
 
  protected:
-  float* reserve(int64_t n);  // n floats, 64-byte aligned; an earlier buffer reused when large enough
+  void* reserve(int64_t n);  // n 4-byte elements, 64-byte aligned; an earlier buffer reused when large enough
   struct Free {
-    void operator()(float* p) const;
+    void operator()(void* p) const;
   };
-  std::unique_ptr<float, Free> buf_;
+  std::unique_ptr<void, Free> buf_;
   int64_t capacity_ = 0, rows_ = 0, cols_ = 0;
   const Layout* layout_ = nullptr;
 };
@@ -93,9 +102,10 @@ class PackedOperand {
 // A (M x K) packed into the micro-kernel's row panels.
 class PackedA : public PackedOperand {
  public:
-  void pack(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa);
-  // C (m x n) = alpha * A[:m, :k] @ B + beta * C, for m <= rows(), k <= cols(), n <= gemm_panel_width(),
-  // B (k x n) one packed panel (above): `panel`, 64-byte aligned, row p at panel + p * gemm_panel_width().
+  void pack(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa,
+            GemmPrecision precision = GemmPrecision::f32);
+  // C (m x n) = alpha * A[:m, :k] @ B + beta * C, for m <= rows(), k <= cols(), n <= gemm_panel_width(precision),
+  // B (k x n) a row-major panel: `panel`, 64-byte aligned, row p at panel + p * gemm_panel_width(precision).
   // C is not read when beta == 0.
   void times_panel(int64_t m, int64_t n, int64_t k, float alpha, const float* panel, float beta, float* C, int64_t rsc,
                    int64_t csc) const;
@@ -104,15 +114,17 @@ class PackedA : public PackedOperand {
 // B (K x N) packed into the micro-kernel's column panels.
 class PackedB : public PackedOperand {
  public:
-  void pack(int64_t K, int64_t N, const float* B, int64_t rsb, int64_t csb);
+  void pack(int64_t K, int64_t N, const float* B, int64_t rsb, int64_t csb,
+            GemmPrecision precision = GemmPrecision::f32);
   // C (M x n) = alpha * A (M x k) @ B[:k, :n] + beta * C, for k <= rows() and n <= cols(); A is packed
   // as it is read. C is not read when beta == 0.
   void times(int64_t M, int64_t n, int64_t k, float alpha, const float* A, int64_t rsa, int64_t csa, float beta,
              float* C, int64_t rsc, int64_t csc) const;
 };
 
-// The micro-kernel's columns (NR) that PackedA and PackedB would pack for now: 32 on AVX-512, 16 else.
-int64_t gemm_panel_width();
+// The micro-kernel's columns (NR) that PackedA and PackedB would pack for now at this precision: 32 on
+// AVX-512 and on the pair kernel, 16 else.
+int64_t gemm_panel_width(GemmPrecision precision = GemmPrecision::f32);
 
 // While it lives, every gemm_f32 and gemm_f32_bf16_values in the process runs kernel `k` (tests and
 // benchmarks use it to reach each fallback); throws mdl::Error when this CPU cannot run `k`.

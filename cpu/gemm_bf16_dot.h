@@ -24,4 +24,20 @@ void gemm_serial_bf16_dot_emulated(int64_t M, int64_t N, int64_t K, float alpha,
                                    int64_t csa, const uint16_t* B, int64_t rsb, int64_t csb, float beta, float* C,
                                    int64_t rsc, int64_t csc);
 
+// Operands packed once on pairs (gemm.h's PackedA and PackedB packed for bf16 products; the layout:
+// cpu/gemm_bf16_dot_packed_impl.h). The packing is the same for both kernels; each product has the
+// bits gemm_serial_bf16_dot (or _emulated) gives for the same sub-matrices.
+void pack_a_pairs(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa, uint32_t* buf);
+void pack_b_pairs(int64_t K, int64_t N, const float* B, int64_t rsb, int64_t csb, uint32_t* buf);
+// C (m x n) = alpha * packed A (M x K)[:m, :k] @ panel (k x n, n <= 32, rows 32 floats apart) + beta * C
+void times_panel_pairs(const uint32_t* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k, float alpha,
+                       const float* panel, float beta, float* C, int64_t rsc, int64_t csc);
+void times_panel_pairs_emulated(const uint32_t* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k,
+                                float alpha, const float* panel, float beta, float* C, int64_t rsc, int64_t csc);
+// C (M x n) = alpha * A (M x k) @ packed B (K x N)[:k, :n] + beta * C
+void times_pairs_b(const uint32_t* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha,
+                   const float* A, int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc);
+void times_pairs_b_emulated(const uint32_t* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha,
+                            const float* A, int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc);
+
 }  // namespace mdl::cpu

@@ -193,18 +193,31 @@ void pack_b_panel(int64_t kc, int64_t nr, const S* b, int64_t rsb, int64_t csb, 
 }
 
 // The 12x32 tile of C at c[i*rsc + j*csc] = alpha * (a panel . b panel) + beta * C (C not read
-// when beta == 0).
-template <class Dot>
+// when beta == 0). With kLowLast the last pair's high halves are taken as zero in both panels: the
+// k past an odd prefix of an operand packed for a longer k (gemm_bf16_dot_packed_impl.h), whose
+// products then equal those of a zero-padded pair, an inf or NaN there included.
+template <class Dot, bool kLowLast = false>
 void kernel_12x32(int64_t kp, const uint32_t* a, const uint32_t* b, float* c, int64_t rsc, int64_t csc, float alpha,
                   float beta) {
   __m512 acc[MR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
-  for (int64_t q = 0; q < kp; ++q, a += MR, b += NR) {
+  for (int64_t q = 0; q < (kLowLast ? kp - 1 : kp); ++q, a += MR, b += NR) {
     const __m512i b0 = _mm512_load_si512(b), b1 = _mm512_load_si512(b + 16);
 #pragma GCC unroll 12
     for (int i = 0; i < MR; ++i) {
       const __m512i ai = _mm512_set1_epi32(int(a[i]));
+      acc[i][0] = Dot::dot(acc[i][0], ai, b0);
+      acc[i][1] = Dot::dot(acc[i][1], ai, b1);
+    }
+  }
+  if constexpr (kLowLast) {
+    const __m512i low = _mm512_set1_epi32(0xFFFF);
+    const __m512i b0 = _mm512_and_si512(_mm512_load_si512(b), low),
+                  b1 = _mm512_and_si512(_mm512_load_si512(b + 16), low);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i) {
+      const __m512i ai = _mm512_set1_epi32(int(a[i] & 0xFFFFu));
       acc[i][0] = Dot::dot(acc[i][0], ai, b0);
       acc[i][1] = Dot::dot(acc[i][1], ai, b1);
     }
@@ -223,8 +236,31 @@ void kernel_12x32(int64_t kp, const uint32_t* a, const uint32_t* b, float* c, in
     }
 }
 
-// One thread's GEMM; M, N, K > 0. Edge tiles go through a full tile of scratch. S: float, or
-// uint16_t for operands given as bf16 bits.
+// C block (mc x nc) = alpha * packed A @ packed B + beta * C over kp pairs, one 12x32 tile at a
+// time; A's panels lie a_panel pairs apart, B's b_panel. Edge tiles go through a full tile of scratch.
+template <class Dot, bool kLowLast = false>
+void macro_kernel(int64_t mc, int64_t nc, int64_t kp, float alpha, const uint32_t* a, int64_t a_panel,
+                  const uint32_t* b, int64_t b_panel, float beta, float* C, int64_t rsc, int64_t csc) {
+  for (int64_t jr = 0; jr < nc; jr += NR)
+    for (int64_t ir = 0; ir < mc; ir += MR) {
+      const int64_t mr = std::min(MR, mc - ir), nr = std::min(NR, nc - jr);
+      const uint32_t *ap = a + ir / MR * a_panel, *bp = b + jr / NR * b_panel;
+      float* c = C + ir * rsc + jr * csc;
+      if (mr == MR && nr == NR) {
+        kernel_12x32<Dot, kLowLast>(kp, ap, bp, c, rsc, csc, alpha, beta);
+        continue;
+      }
+      alignas(64) float t[MR * NR];
+      kernel_12x32<Dot, kLowLast>(kp, ap, bp, t, NR, 1, alpha, 0.0f);
+      for (int64_t i = 0; i < mr; ++i)
+        for (int64_t j = 0; j < nr; ++j) {
+          float& cij = c[i * rsc + j * csc];
+          cij = beta == 0.0f ? t[i * NR + j] : t[i * NR + j] + beta * cij;
+        }
+    }
+}
+
+// One thread's GEMM; M, N, K > 0. S: float, or uint16_t for operands given as bf16 bits.
 template <class Dot, class S>
 void gemm_serial(int64_t M, int64_t N, int64_t K, float alpha, const S* A, int64_t rsa, int64_t csa, const S* B,
                  int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
@@ -241,22 +277,7 @@ void gemm_serial(int64_t M, int64_t N, int64_t K, float alpha, const S* A, int64
       for (int64_t ic = 0; ic < M; ic += MC) {
         const int64_t mc = std::min(MC, M - ic);
         pack_a<Dot>(mc, kc, A + ic * rsa + pc * csa, rsa, csa, abuf);
-        for (int64_t jr = 0; jr < nc; jr += NR)
-          for (int64_t ir = 0; ir < mc; ir += MR) {
-            const int64_t mr = std::min(MR, mc - ir), nr = std::min(NR, nc - jr);
-            float* c = C + (ic + ir) * rsc + (jc + jr) * csc;
-            if (mr == MR && nr == NR) {
-              kernel_12x32<Dot>(kp, abuf + ir * kp, bbuf + jr * kp, c, rsc, csc, alpha, beta_pc);
-              continue;
-            }
-            alignas(64) float t[MR * NR];
-            kernel_12x32<Dot>(kp, abuf + ir * kp, bbuf + jr * kp, t, NR, 1, alpha, 0.0f);
-            for (int64_t i = 0; i < mr; ++i)
-              for (int64_t j = 0; j < nr; ++j) {
-                float& cij = c[i * rsc + j * csc];
-                cij = beta_pc == 0.0f ? t[i * NR + j] : t[i * NR + j] + beta_pc * cij;
-              }
-          }
+        macro_kernel<Dot>(mc, nc, kp, alpha, abuf, kp * MR, bbuf, kp * NR, beta_pc, C + ic * rsc + jc * csc, rsc, csc);
       }
     }
   }

@@ -1,7 +1,9 @@
 // Operands packed once (cpu/gemm.h: PackedA, PackedB): on each f32 micro-kernel their products have
 // the bits gemm_f32 gives for the same sub-matrices, including prefixes of the packed rows, columns
 // and k (past KC and across panel edges), strided and transposed operands, alpha and beta; a bf16
-// kernel's place is taken by an f32 one; out-of-range products are refused.
+// kernel's place is taken by an f32 one; out-of-range products are refused. Packed for bf16 products,
+// they have the bits of the pair kernel's GEMM (native and emulated), odd prefixes of k included, and
+// fall back to f32's layout where no pair kernel applies.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -145,4 +147,99 @@ TEST_CASE("PackedA and PackedB refuse products past what they packed") {
   CHECK_THROWS_AS(a.times_panel(6, mdl::cpu::gemm_panel_width() + 1, 6, 1.0f, panel.data(), 0.0f, C.data(), 40, 1),
                   mdl::Error);
   CHECK_THROWS_AS(a.times_panel(6, 1, 6, 1.0f, panel.data() + 1, 0.0f, C.data(), 8, 1), mdl::Error);  // misaligned
+}
+
+namespace {
+
+// The pair kernels this CPU runs: VDPBF16PS where it has AVX512-BF16, its emulation on any AVX-512 CPU.
+std::vector<GemmKernel> pair_kernels() {
+  std::vector<GemmKernel> k;
+  for (GemmKernel c : {GemmKernel::avx512_bf16, GemmKernel::avx512_bf16_emulated})
+    if (mdl::cpu::gemm_kernel_available(c)) k.push_back(c);
+  return k;
+}
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+}  // namespace
+
+// The pair kernel's KC is 384: prefixes of k below, at and past it, odd ones ending inside a pair whose
+// other half (the packed operand's next k) holds an inf, which must not reach C.
+TEST_CASE("PackedA and PackedB packed for bf16 products have the bits of the pair kernel's GEMM, odd prefixes of k "
+          "included" *
+          doctest::skip(!mdl::cpu::gemm_kernel_available(GemmKernel::avx512_bf16_emulated))) {
+  const mdl::cpu::GemmPrecision bf16 = mdl::cpu::GemmPrecision::bf16;
+  const Case b_cases[] = {{1, 1, 1, 1, 1, false},         {9, 40, 5, 33, 7, false},     {800, 70, 13, 70, 777, true},
+                          {800, 70, 25, 33, 385, false},  {401, 97, 30, 96, 383, true}, {64, 256, 40, 200, 31, true},
+                          {451, 64, 250, 64, 451, false}, {17, 5, 7, 5, 0, false}};
+  const Case a_cases[] = {{1, 1, 1, 1, 1, false},        {64, 65, 64, 32, 63, false}, {256, 800, 200, 32, 777, false},
+                          {70, 800, 70, 29, 385, false}, {33, 401, 33, 1, 383, true}, {100, 451, 37, 32, 451, true},
+                          {13, 9, 13, 32, 0, false}};
+  for (GemmKernel kernel : pair_kernels()) {
+    mdl::cpu::ScopedGemmKernel forced(kernel);
+    CAPTURE(mdl::cpu::gemm_kernel_name(kernel));
+    REQUIRE(mdl::cpu::gemm_panel_width(bf16) == 32);
+    uint32_t seed = 11;
+    for (const Case& c : b_cases)
+      for (float beta : {0.0f, 0.5f}) {
+        INFO("PackedB K=", c.rows, " N=", c.cols, " M=", c.m, " n=", c.n, " k=", c.k, " transposed=", c.transposed,
+             " beta=", beta);
+        const int64_t K = c.rows, N = c.cols, M = c.m, ldc = c.n + 3;
+        const int64_t rsb = c.transposed ? 1 : N, csb = c.transposed ? K : 1;
+        auto B = random_floats(K * N, seed++);
+        if (c.k < K)
+          for (int64_t j = 0; j < N; ++j) B[size_t(c.k * rsb + j * csb)] = j % 2 ? kInf : -kInf;
+        const auto A = random_floats(M * (c.k + 2), seed++), C0 = random_floats(M * ldc, seed++);
+        mdl::cpu::PackedB packed;
+        packed.pack(K, N, B.data(), rsb, csb, bf16);
+        std::vector<float> got = C0, want = C0;
+        packed.times(M, c.n, c.k, 1.5f, A.data(), c.k + 2, 1, beta, got.data(), ldc, 1);
+        mdl::cpu::gemm_f32_bf16_values(M, c.n, c.k, 1.5f, A.data(), c.k + 2, 1, B.data(), rsb, csb, beta, want.data(),
+                                       ldc, 1);
+        CHECK(same_bits(got, want));
+      }
+    for (const Case& c : a_cases)
+      for (bool vector : {false, true}) {
+        INFO("PackedA M=", c.rows, " K=", c.cols, " m=", c.m, " n=", c.n, " k=", c.k, " transposed=", c.transposed,
+             " vector=", vector);
+        mdl::toggles::Scoped pack(mdl::toggles::Toggle::gemm_vector_pack, vector);
+        const int64_t M = c.rows, K = c.cols, ldc = c.n + 1;
+        const int64_t rsa = c.transposed ? 1 : K + 3, csa = c.transposed ? M + 2 : 1;
+        auto A = random_floats(std::max(M * rsa, K * csa), seed++);
+        if (c.k < K)
+          for (int64_t i = 0; i < M; ++i) A[size_t(i * rsa + c.k * csa)] = i % 2 ? kInf : -kInf;
+        const auto C0 = random_floats(c.m * ldc, seed++), panel_values = random_floats(c.k * 32, seed++);
+        mdl::cpu::Scratch<float> panel(std::max<int64_t>(c.k * 32, 1));
+        std::copy(panel_values.begin(), panel_values.begin() + c.k * 32, panel.data());
+        mdl::cpu::PackedA packed;
+        packed.pack(M, K, A.data(), rsa, csa, bf16);
+        std::vector<float> got = C0, want = C0;
+        packed.times_panel(c.m, c.n, c.k, -0.75f, panel.data(), 0.25f, got.data(), ldc, 1);
+        mdl::cpu::gemm_f32_bf16_values(c.m, c.n, c.k, -0.75f, A.data(), rsa, csa, panel.data(), 32, 1, 0.25f,
+                                       want.data(), ldc, 1);
+        CHECK(same_bits(got, want));
+      }
+  }
+}
+
+TEST_CASE("PackedA and PackedB packed for bf16 products multiply in f32 where no pair kernel applies") {
+  const mdl::cpu::GemmPrecision bf16 = mdl::cpu::GemmPrecision::bf16;
+  const int64_t M = 40, N = 50, K = 61;
+  const auto A = random_floats(M * K, 8), B = random_floats(K * N, 9);
+  auto check_f32 = [&] {
+    CHECK(mdl::cpu::gemm_panel_width(bf16) == mdl::cpu::gemm_panel_width());
+    std::vector<float> f32(M * N), packed(M * N);
+    mdl::cpu::gemm_f32(M, N, K, 1.0f, A.data(), K, 1, B.data(), N, 1, 0.0f, f32.data(), N, 1);
+    mdl::cpu::PackedB b;
+    b.pack(K, N, B.data(), N, 1, bf16);
+    b.times(M, N, K, 1.0f, A.data(), K, 1, 0.0f, packed.data(), N, 1);
+    CHECK(same_bits(packed, f32));
+  };
+  {
+    INFO("avx512_bf16_dot off");
+    mdl::toggles::Scoped dot(mdl::toggles::Toggle::avx512_bf16_dot, false);
+    mdl::toggles::Scoped amx(mdl::toggles::Toggle::amx_bf16, false);
+    check_f32();
+  }
+  on_each_f32_kernel(check_f32);
 }
