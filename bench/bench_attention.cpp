@@ -2,7 +2,9 @@
 // same call composed of autograd ops: matmul, masked_fill, softmax, masked_fill, matmul), causal,
 // B=8 H=6 L=S=256 D=64 in f32: forward alone and forward+backward, with the memory the forward
 // leaves held for backward and its peak, and the fused/composed speed ratios at the end. Also GPT's
-// attention block with its heads packed in place or transposed around the kernel (packed_attention).
+// attention block with its heads packed in place or transposed around the kernel (packed_attention),
+// and the fused kernels on the same shape in bf16 with their products on bf16 pairs by VDPBF16PS or
+// widened to f32 (avx512_bf16_dot).
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -25,18 +27,18 @@ constexpr int64_t kB = 8, kH = 6, kL = 256, kD = 64;
 
 struct Inputs {
   Tensor q, k, v, grad_out;
-  Inputs() {
+  explicit Inputs(DType t) {
     Generator g(42);
-    q = randn({kB, kH, kL, kD}, {}, &g).requires_grad_();
-    k = randn({kB, kH, kL, kD}, {}, &g).requires_grad_();
-    v = randn({kB, kH, kL, kD}, {}, &g).requires_grad_();
-    grad_out = randn({kB, kH, kL, kD}, {}, &g);
+    q = randn({kB, kH, kL, kD}, {}, &g).to(t).requires_grad_();
+    k = randn({kB, kH, kL, kD}, {}, &g).to(t).requires_grad_();
+    v = randn({kB, kH, kL, kD}, {}, &g).to(t).requires_grad_();
+    grad_out = randn({kB, kH, kL, kD}, {}, &g).to(t);
   }
 };
 
-Inputs& inputs() {
-  static Inputs in;
-  return in;
+Inputs& inputs(DType t = kF32) {
+  static Inputs f32(kF32), bf16(kBF16);
+  return t == kBF16 ? bf16 : f32;
 }
 
 Tensor attention(const Inputs& in) {
@@ -55,11 +57,7 @@ void memory_counters(benchmark::State& state, const F& forward) {
 }
 
 template <class F>
-void run(benchmark::State& state, const F& forward, bool backward, bool fused) {
-  const bool was = toggles::fused_attention();
-  toggles::set_fused_attention(fused);
-  Inputs& in = inputs();
-  memory_counters(state, [&] { return forward(in); });
+void iterate(benchmark::State& state, const F& forward, bool backward, Inputs& in) {
   for (auto _ : state) {
     Tensor out = forward(in);
     if (backward) {
@@ -68,7 +66,22 @@ void run(benchmark::State& state, const F& forward, bool backward, bool fused) {
     }
     benchmark::DoNotOptimize(out.raw_data());
   }
+}
+
+template <class F>
+void run(benchmark::State& state, const F& forward, bool backward, bool fused) {
+  const bool was = toggles::fused_attention();
+  toggles::set_fused_attention(fused);
+  Inputs& in = inputs();
+  memory_counters(state, [&] { return forward(in); });
+  iterate(state, forward, backward, in);
   toggles::set_fused_attention(was);
+}
+
+// The fused kernels in bf16, their products on bf16 pairs (on) or widened to f32 (off).
+void run_bf16(benchmark::State& state, bool backward, bool pairs) {
+  toggles::Scoped fused(toggles::Toggle::fused_attention, true), dot(toggles::Toggle::avx512_bf16_dot, pairs);
+  iterate(state, attention, backward, inputs(kBF16));
 }
 
 
@@ -104,6 +117,13 @@ int main(int argc, char** argv) {
       bench::register_switch(
           "fused_attention", on, pass,
           [bwd = std::string(pass) == "fwd_bwd"](benchmark::State& s, bool on) { run(s, attention, bwd, on); })
+          ->Unit(benchmark::kMillisecond)
+          ->UseRealTime();
+  for (const char* pass : {"fwd", "fwd_bwd"})
+    for (bool on : {false, true})
+      bench::register_switch(
+          "avx512_bf16_dot", on, std::string("attention_bf16_") + pass,
+          [bwd = std::string(pass) == "fwd_bwd"](benchmark::State& s, bool on) { run_bf16(s, bwd, on); })
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
   bench::RecordingReporter reporter;

@@ -7,7 +7,10 @@
 // The forward's task is one (batch, head) matrix, or every c-th tile of it when there are fewer
 // matrices than threads; the backward's is one matrix, its tiles in order (deterministic), dk and
 // dv accumulated transposed. f16/bf16 operands compute in f32 and their results are rounded once;
-// f64 runs the same walk on gemm_f64.
+// bf16's products run on the bf16 pair-dot kernel where gemm.h's bf16 precision gets it (VDPBF16PS),
+// which rounds their operands to bf16: the probabilities P before P v and dv = P^T dO, and dS before
+// dq and dk, as PyTorch's CPU flash attention rounds P to the input dtype and GPU flash attention
+// does (the softmax, its sums and the accumulations stay f32). f64 runs the same walk on gemm_f64.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -63,14 +66,21 @@ Mat<A> widen(const Mat<T>& m, int64_t rows, int64_t cols, std::vector<A>& buf) {
 
 // ---- the operands: f32 packed once for the micro-kernel, f64 (the reference dtype) read where it lies
 
+// The precision of T's products: bf16 tensors' on bf16 pairs (gemm.h), f16's in f32 (f16 values are
+// not bf16 values).
+template <class T>
+constexpr GemmPrecision kPrecision = std::is_same_v<T, BFloat16> ? GemmPrecision::bf16 : GemmPrecision::f32;
+
 // A left operand (M x K) reused by every tile, multiplied by one panel: a row-major k x n buffer, n <= the
-// tile width, rows `width` apart (for f32 the width is the panel width, so the buffer is a packed panel).
+// tile width, rows `width` apart (for f32 the width is the panel width, so the buffer is a panel).
 template <class A>
 struct Left;
 template <>
 struct Left<float> {
   PackedA packed;
-  void set(const Mat<float>& a, int64_t M, int64_t K) { packed.pack(M, K, a.p, a.rs, a.cs); }
+  void set(const Mat<float>& a, int64_t M, int64_t K, GemmPrecision precision) {
+    packed.pack(M, K, a.p, a.rs, a.cs, precision);
+  }
   // C (m x n) = alpha * a[:m, :k] @ panel (k x n) + beta * C
   void times_panel(int64_t m, int64_t n, int64_t k, float alpha, const float* panel, int64_t, float beta, float* c,
                    int64_t rsc) const {
@@ -80,7 +90,7 @@ struct Left<float> {
 template <>
 struct Left<double> {
   Mat<double> a{nullptr, 0, 0};
-  void set(const Mat<double>& m, int64_t, int64_t) { a = m; }
+  void set(const Mat<double>& m, int64_t, int64_t, GemmPrecision) { a = m; }
   void times_panel(int64_t m, int64_t n, int64_t k, double alpha, const double* panel, int64_t width, double beta,
                    double* c, int64_t rsc) const {
     gemm_f64(m, n, k, alpha, a.p, a.rs, a.cs, panel, width, 1, beta, c, rsc, 1);
@@ -93,7 +103,9 @@ struct Right;
 template <>
 struct Right<float> {
   PackedB packed;
-  void set(const Mat<float>& b, int64_t K, int64_t N) { packed.pack(K, N, b.p, b.rs, b.cs); }
+  void set(const Mat<float>& b, int64_t K, int64_t N, GemmPrecision precision) {
+    packed.pack(K, N, b.p, b.rs, b.cs, precision);
+  }
   // C (m x n) = alpha * a (m x k) @ b[:k, :n] + beta * C
   void times(int64_t m, int64_t n, int64_t k, float alpha, const Mat<float>& a, float beta, float* c,
              int64_t rsc) const {
@@ -103,17 +115,17 @@ struct Right<float> {
 template <>
 struct Right<double> {
   Mat<double> b{nullptr, 0, 0};
-  void set(const Mat<double>& m, int64_t, int64_t) { b = m; }
+  void set(const Mat<double>& m, int64_t, int64_t, GemmPrecision) { b = m; }
   void times(int64_t m, int64_t n, int64_t k, double alpha, const Mat<double>& a, double beta, double* c,
              int64_t rsc) const {
     gemm_f64(m, n, k, alpha, a.p, a.rs, a.cs, b.p, b.rs, b.cs, beta, c, rsc, 1);
   }
 };
 
-// Queries per tile: the f32 micro-kernel's panel width; for f64 any small number.
+// Queries per tile: the micro-kernel's panel width; for f64 any small number.
 template <class A>
-int64_t tile_width() {
-  if constexpr (std::is_same_v<A, float>) return gemm_panel_width();
+int64_t tile_width(GemmPrecision precision) {
+  if constexpr (std::is_same_v<A, float>) return gemm_panel_width(precision);
   else return 8;
 }
 
@@ -322,7 +334,7 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
                   const Tensor& mask, bool causal, double scale) {
   using A = acc_t<T>;
   const Problem P(q, k, v, mask, causal);
-  const int64_t L = P.L, S = P.S, E = P.E, Ev = P.Ev, W = tile_width<A>();
+  const int64_t L = P.L, S = P.S, E = P.E, Ev = P.Ev, W = tile_width<A>(kPrecision<T>);
   const Dest<T> o(out);
   A* lp = lse.data_ptr<A>();
   if (L == 0 || P.N == 0) return;
@@ -342,8 +354,8 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
       const int64_t last = (tiles - 1 - (tiles - 1 - c) % split) * W, sk_all = P.keys(last, std::min(W, L - last));
       const Mat<A> km = widen<A>(matrix<T>(k, P.ko[size_t(b)]), sk_all, E, kbuf);   // (sk_all, E)
       const Mat<A> vm = widen<A>(matrix<T>(v, P.vo[size_t(b)]), sk_all, Ev, vbuf);  // (sk_all, Ev)
-      keys.set(km, sk_all, E);
-      values_t.set(vm.transposed(), Ev, sk_all);
+      keys.set(km, sk_all, E, kPrecision<T>);
+      values_t.set(vm.transposed(), Ev, sk_all, kPrecision<T>);
       const Mat<T> qm = matrix<T>(q, P.qo[size_t(b)]);
       for (int64_t i0 = c * W; i0 < L; i0 += split * W) {
         const int64_t n = std::min(W, L - i0), sk = P.keys(i0, n);
@@ -384,7 +396,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
                    const Tensor& k, const Tensor& v, const Tensor& lse, const Tensor& mask, bool causal, double scale) {
   using A = acc_t<T>;
   const Problem P(q, k, v, mask, causal);
-  const int64_t L = P.L, S = P.S, E = P.E, Ev = P.Ev, W = tile_width<A>();
+  const int64_t L = P.L, S = P.S, E = P.E, Ev = P.Ev, W = tile_width<A>(kPrecision<T>);
   const std::vector<int64_t> go_off = batch_offsets(go);
   const A* lp = lse.data_ptr<A>();
   const Dest<T> dqd(dq), dkd(dk), dvd(dv);
@@ -400,9 +412,9 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
       const Mat<A> km = widen<A>(matrix<T>(k, P.ko[size_t(b)]), sk_all, E, kbuf);   // (sk_all, E)
       const Mat<A> vm = widen<A>(matrix<T>(v, P.vo[size_t(b)]), sk_all, Ev, vbuf);  // (sk_all, Ev)
       const Mat<T> qm = matrix<T>(q, P.qo[size_t(b)]), gm = matrix<T>(go, go_off[size_t(b)]);
-      keys.set(km, sk_all, E);
-      if (want_ds) values.set(vm, sk_all, Ev);
-      if (dqd.p) keys_t.set(km.transposed(), E, sk_all);
+      keys.set(km, sk_all, E, kPrecision<T>);
+      if (want_ds) values.set(vm, sk_all, Ev, kPrecision<T>);
+      if (dqd.p) keys_t.set(km.transposed(), E, sk_all, kPrecision<T>);
       // dk^T (E, S) and dv^T (Ev, S) gather every tile's share
       if (dkd.p) dkt.resize(E * S), std::fill(dkt.begin(), dkt.end(), A(0));
       if (dvd.p) dvt.resize(Ev * S), std::fill(dvt.begin(), dvt.end(), A(0));
@@ -421,7 +433,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
         lane_exp(st.data(), sk, W, sub.data(), nullptr);
         // dv^T (Ev, sk) += dO^T (Ev, n) @ P (n, sk)
         if (dvd.p) {
-          probs.set(Mat<A>{st.data(), 1, W}, n, sk);
+          probs.set(Mat<A>{st.data(), 1, W}, n, sk, kPrecision<T>);
           probs.times(Ev, sk, n, A(1), gr.transposed(), A(1), dvt.data(), S);
         }
         if (!want_ds) continue;
@@ -449,7 +461,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
         }
         // dk^T (E, sk) += q^T (E, n) @ dS (n, sk) * scale
         if (dkd.p) {
-          dscores.set(Mat<A>{dst.data(), 1, W}, n, sk);
+          dscores.set(Mat<A>{dst.data(), 1, W}, n, sk, kPrecision<T>);
           dscores.times(E, sk, n, A(scale), qr.transposed(), A(1), dkt.data(), S);
         }
       }

@@ -351,6 +351,65 @@ TEST_CASE("attention: a saturated softmax gives zero q and k gradients; values n
   check_close(out, reference(q0, k0, big, Tensor(), true), {.rtol = 1e-4, .atol = 1e33});
 }
 
+// bf16 runs its products on the bf16 pair-dot kernel (VDPBF16PS, or its emulation forced), which
+// rounds P and dS to bf16 before the products that take them: against f64 on the same bf16 inputs,
+// on the shapes above plus keys and head dims past the pair kernel's k block (KC = 384). The inputs
+// and the loss's weights r (so dO) are bf16 values. Rounding the result alone costs up to 2^-9 of
+// (1 + |want|) (with f32 products these shapes measured 3.4e-3); rounding P and dS about as much again
+// (measured 7.9e-3, a dk summed over 65 queries). The bound 1.6e-2, the bf16 forward test's, is twice that.
+TEST_CASE("attention: bf16 forward and every gradient agree with f64 on the pair kernel, across tile and block edges" *
+          doctest::skip(!cpu::gemm_kernel_available(cpu::GemmKernel::avx512_bf16_emulated))) {
+  using cpu::GemmKernel;
+  struct Case {
+    int64_t B, H, L, S, E, Ev;
+    bool causal, masked;
+  };
+  const Case cases[] = {{1, 1, 1, 1, 8, 8, true, false},      {1, 1, 33, 33, 16, 8, true, false},
+                        {2, 1, 70, 45, 24, 40, false, true},  {1, 2, 100, 300, 64, 64, true, false},
+                        {1, 1, 40, 300, 64, 16, false, true}, {1, 1, 17, 250, 200, 24, false, false},
+                        {2, 3, 65, 65, 32, 32, true, true},   {1, 1, 41, 777, 16, 24, false, true},
+                        {1, 1, 450, 451, 400, 8, true, false}};
+  Generator g(23);
+  for (GemmKernel kernel : {GemmKernel::avx512_bf16, GemmKernel::avx512_bf16_emulated}) {
+    if (!cpu::gemm_kernel_available(kernel)) continue;
+    cpu::ScopedGemmKernel forced(kernel);
+    CAPTURE(cpu::gemm_kernel_name(kernel));
+    REQUIRE(cpu::gemm_panel_width(cpu::GemmPrecision::bf16) == 32);
+    for (const Case& c : cases) {
+      INFO("B=", c.B, " H=", c.H, " L=", c.L, " S=", c.S, " E=", c.E, " Ev=", c.Ev, " causal=", c.causal,
+           " masked=", c.masked);
+      auto bf16_values = [&](const Shape& s) { return randn_t(s, kBF16, g).to(kF64); };
+      Tensor q0 = bf16_values({c.B, c.H, c.L, c.E}), k0 = bf16_values({c.B, c.H, c.S, c.E});
+      Tensor v0 = bf16_values({c.B, c.H, c.S, c.Ev}), r = bf16_values({c.B, c.H, c.L, c.Ev});
+      Tensor mask = c.masked ? gt(rand({c.B, 1, c.L, c.S}, kF32, &g), scalar_tensor(0.2, kF32)) : Tensor();
+      auto run = [&](DType t) {
+        Tensor q = q0.to(t).clone().requires_grad_(), k = k0.to(t).clone().requires_grad_();
+        Tensor v = v0.to(t).clone().requires_grad_();
+        Tensor out = F::scaled_dot_product_attention(q, k, v, mask, c.causal);
+        sum(out.to(kF64) * r).backward();
+        return std::vector<Tensor>{out, q.grad(), k.grad(), v.grad()};
+      };
+      const auto want = run(kF64), got = run(kBF16);
+      for (size_t i = 0; i < 4; ++i) {
+        CAPTURE(i);
+        CHECK(got[i].dtype() == kBF16);
+        check_close(got[i], want[i], {.rtol = 1.6e-2, .atol = 1.6e-2});
+      }
+    }
+  }
+  // The products ran on pairs: P's rounding shows against the f32 kernel's products, and the native
+  // kernel has its emulation's bits.
+  Tensor q = randn_t({1, 2, 100, 64}, kBF16, g), k = randn_t({1, 2, 100, 64}, kBF16, g);
+  Tensor v = randn_t({1, 2, 100, 64}, kBF16, g);
+  auto out_on = [&](GemmKernel kernel) {
+    cpu::ScopedGemmKernel forced(kernel);
+    return values(F::scaled_dot_product_attention(q, k, v, Tensor(), true));
+  };
+  const V emulated = out_on(GemmKernel::avx512_bf16_emulated);
+  CHECK(emulated != out_on(GemmKernel::avx512));
+  if (cpu::gemm_kernel_available(GemmKernel::avx512_bf16)) CHECK(emulated == out_on(GemmKernel::avx512_bf16));
+}
+
 TEST_CASE("attention: with fused_attention off the composed path gives the fused results, masked rows included") {
   const bool was = toggles::fused_attention();
   Generator g(13);
