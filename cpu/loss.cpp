@@ -1,9 +1,10 @@
 // CPU kernels for the fused softmax cross-entropy: one walk per (n, d) row of C logits gives the
-// max, the log-sum-exp and the loss with its label smoothing; the backward finds the max again and
-// rebuilds the softmax from the saved log of the shifted sum. f32 rows (and f16/bf16 or strided
-// rows, copied into a float row first) run SoftmaxRows (cpu/softmax_rows.h): vectors of 16, 8 or 4
-// floats with a polynomial exp; f64 runs plain loops with std::exp. Sums over classes fold into
-// double every kSoftmaxBlock classes.
+// max, the log-sum-exp and the loss with its label smoothing, the loss formed from the shifted
+// logits x - max so that large logits cancel before they are rounded; the backward finds the max
+// again and rebuilds the softmax from the saved log of the shifted sum. f32 rows (and f16/bf16 or
+// strided rows, copied into a float row first) run SoftmaxRows (cpu/softmax_rows.h): vectors of 16,
+// 8 or 4 floats with a polynomial exp; f64 runs plain loops with std::exp. Sums over classes fold
+// into double every kSoftmaxBlock classes.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -40,7 +41,7 @@ void row_sums(const SoftmaxRows&, const double* p, int64_t C, double m, double& 
     double se = 0, sx = 0;
     for (int64_t c = b; c < e; ++c) {
       se += exp_acc(p[c] - m);
-      sx += p[c];
+      sx += p[c] - m;
     }
     sum_exp += se;
     sum_x += sx;
@@ -96,9 +97,10 @@ void cross_entropy_forward(const Tensor& loss, const Tensor& logsum, const Tenso
           lp[r] = A(0);
           continue;
         }
-        const double lse = double(m) + std::log(se);
-        double v = (1.0 - ls) * (lse - double(p[t]));
-        if (ls > 0) v += ls * (lse - sx / double(C));
+        // m - x[t] first: m + log(se) would round log(se) away where |m| is large.
+        const double log_se = std::log(se);
+        double v = (1.0 - ls) * ((double(m) - double(p[t])) + log_se);
+        if (ls > 0) v += ls * (log_se - sx / double(C));
         lp[r] = A(v);
       }
     });

@@ -11,7 +11,7 @@ struct SoftmaxRows {
   int width;
   // The max of a contiguous row of C floats; NaN if any element is NaN.
   float (*max)(const float* p, int64_t C);
-  // sum_c e^(p[c] - m) and sum_c p[c], folded into double every kSoftmaxBlock classes.
+  // sum_c e^(p[c] - m) and sum_c (p[c] - m), folded into double every kSoftmaxBlock classes.
   void (*sums)(const float* p, int64_t C, float m, double& sum_exp, double& sum_x);
   // out[c] = g * (e^(p[c] - m - logsum) - off); out may be p.
   void (*grad)(float* out, const float* p, int64_t C, float m, float logsum, float g, float off);

@@ -62,14 +62,14 @@ void row_sums(const float* p, int64_t C, float m, double& sum_exp, double& sum_x
     V ev = V{}, xv = V{};
     int64_t c = b;
     for (; c + W <= e; c += W) {
-      const V v = load<V>(p + c);
-      ev += vecmath::exp_v(v - m);
-      xv += v;
+      const V d = load<V>(p + c) - m;
+      ev += vecmath::exp_v(d);
+      xv += d;
     }
     double se = hsum(ev), sx = hsum(xv);
     for (; c < e; ++c) {
       se += double(exp1<V>(p[c] - m));
-      sx += double(p[c]);
+      sx += double(p[c] - m);
     }
     sum_exp += se;
     sum_x += sx;

@@ -1,6 +1,6 @@
 // The fused softmax cross-entropy on the GPU, forward beside backward, with the arithmetic of
 // cpu/loss.cpp: one block per (n, d) row of C logits finds the max, sums exp(x - max) and
-// x in double, and writes the loss with its label smoothing and the log of the shifted sum; the
+// x - max in double, and writes the loss with its label smoothing and the log of the shifted sum; the
 // backward finds the max again and rebuilds the softmax from that saved log.
 #include "cuda/kernels.cuh"
 #include "cuda/rows.cuh"
@@ -34,9 +34,9 @@ __global__ void ce_forward_kernel(acc_t<T>* loss, acc_t<T>* logsum, const T* x, 
     const A m = row_max(row, C, D);
     double se = 0, sx = 0;
     for (int64_t c = threadIdx.x; c < C; c += kRowBlock) {
-      const A v = to_acc(row[c * D]);
-      se += double(exp(A(v - m)));
-      sx += double(v);
+      const A d = A(to_acc(row[c * D]) - m);
+      se += double(exp(d));
+      sx += double(d);
     }
     se = block_sum(se);
     sx = block_sum(sx);
@@ -48,9 +48,9 @@ __global__ void ce_forward_kernel(acc_t<T>* loss, acc_t<T>* logsum, const T* x, 
     } else if (t < 0 || t >= C) {  // the caller checks targets; never read outside the row
       loss[r] = A(NAN);
     } else {
-      const double lse = double(m) + ::log(se);
-      double v = (1.0 - ls) * (lse - double(to_acc(row[t * D])));
-      if (ls > 0) v += ls * (lse - sx / double(C));
+      const double log_se = ::log(se);
+      double v = (1.0 - ls) * ((double(m) - double(to_acc(row[t * D]))) + log_se);
+      if (ls > 0) v += ls * (log_se - sx / double(C));
       loss[r] = A(v);
     }
   }

@@ -151,6 +151,30 @@ TEST_CASE("loss: cross_entropy is finite for huge logits and NaN when every targ
   CHECK(F::cross_entropy(zeros({0, 4}), zeros({0}, kI64), {.reduction = Reduction::Sum}).item<float>() == 0.0f);
 }
 
+TEST_CASE("loss: cross_entropy of equal logits up to 1e30 is log C, fused or not, in every float dtype") {
+  const bool was_fused = toggles::fused_cross_entropy();
+  for (bool fused : {true, false}) {
+    toggles::set_fused_cross_entropy(fused);
+    for (DType dt : {kF32, kF64, kBF16}) {
+      for (double v : {1e15, 1e16, 1e17, 1e30, -1e30}) {
+        CAPTURE(fused);
+        CAPTURE(dt);
+        CAPTURE(v);
+        Tensor x = full({2, 5}, v, dt);
+        Tensor t = from_vector<int64_t>({1, 4});
+        const double log5 = std::log(5.0);
+        check_close(F::cross_entropy(x, t, {.reduction = Reduction::None}), {log5, log5}, {.rtol = 1e-6});
+        check_close(F::cross_entropy(x, t, {.label_smoothing = 0.2}), {log5}, {.rtol = 1e-6});
+        Tensor xg = x.clone().requires_grad_();
+        F::cross_entropy(xg, t, {.reduction = Reduction::Sum}).backward();
+        const double gtol = dt == kBF16 ? 1e-2 : 1e-6;
+        check_close(xg.grad(), {0.2, -0.8, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, 0.2, -0.8}, {.rtol = gtol, .atol = gtol});
+      }
+    }
+  }
+  toggles::set_fused_cross_entropy(was_fused);
+}
+
 TEST_CASE("loss: cross_entropy on f16/bf16 logits computes in f32 and returns f32") {
   Generator g(22);
   for (DType t : {kF16, kBF16}) {
