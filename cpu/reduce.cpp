@@ -2,8 +2,10 @@
 // and variance. Dims are sorted by input stride and merged; then the "inner" shape (the unit-stride
 // dim is reduced: lanes of accumulators run along contiguous rows) or the "outer" shape (a kept dim
 // is innermost: whole input rows accumulate into a row of outputs) runs. Sums are blocked: float
-// lanes within a block of ~4096 elements, blocks folded in double in order, whatever the threads.
+// lanes within a block of ~4096 elements (each lane, or each row of outputs, summing a few dozen
+// terms from zero before they are combined), blocks folded in double in order, whatever the threads.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
@@ -36,25 +38,30 @@ void to_float(const T* p, int64_t n, int64_t stride, float* dst) {
   }
 }
 
-constexpr int64_t kConvChunk = 256;        // f16/bf16 elements converted per step
+constexpr int64_t kConvChunk = 1024;       // f16/bf16 elements converted per step
 constexpr int64_t kBlock = 4096;           // elements per block of a sum (float lanes inside)
 constexpr int64_t kMaxPartials = 1 << 22;  // per-block partials kept when splitting a reduction
 constexpr int64_t kShort = 16;             // reductions this short skip the lanes
 constexpr int64_t kShortRow = 256;         // outputs per call when they do
 constexpr int64_t kArgLanes = 64;          // max/min with indices: rows this long use lanes first
+constexpr int kLaneRun = 32;               // terms a float lane sums from zero
+constexpr int kRowRun = 16;                // rows a row of outputs sums from zero
 
 // ---- The reductions --------------------------------------------------------------------------
 // Each has Lane accumulators (identity, step, combine) whose per-block results fold into one Outer
 // per output. X is what an element is read as (float for f16/bf16, so they share the f32 loops).
 // Centered ops read a per-output center (the mean, for var).
 
-template <class X_>
+// Wide: double lanes for floats (var's mean).
+template <class X_, bool Wide = false>
 struct SumOp {
   using X = X_;
   static constexpr bool kFloat = std::is_floating_point_v<X>;
   static constexpr bool kCentered = false;
-  using Lane = std::conditional_t<kFloat, X, uint64_t>;  // unsigned: integer overflow wraps
+  using Lane =
+      std::conditional_t<kFloat, std::conditional_t<Wide, double, X>, uint64_t>;  // unsigned: integer overflow wraps
   using Outer = std::conditional_t<kFloat, double, uint64_t>;
+  using Center = Lane;
   static Lane identity() { return Lane(0); }
   static Outer outer_identity() { return Outer(0); }
   static Lane step(Lane a, X x, Lane) { return a + Lane(x); }
@@ -69,6 +76,7 @@ struct ProdOp {
   static constexpr bool kCentered = false;
   using Lane = std::conditional_t<kFloat, X, uint64_t>;
   using Outer = std::conditional_t<kFloat, double, uint64_t>;
+  using Center = Lane;
   static Lane identity() { return Lane(1); }
   static Outer outer_identity() { return Outer(1); }
   static Lane step(Lane a, X x, Lane) { return a * Lane(x); }
@@ -83,6 +91,7 @@ struct MaxOp {
   static constexpr bool kCentered = false;
   using Lane = X;
   using Outer = X;
+  using Center = Lane;
   static Lane identity() {
     if constexpr (std::is_floating_point_v<X>)
       return IsMax ? -std::numeric_limits<X>::infinity() : std::numeric_limits<X>::infinity();
@@ -97,17 +106,19 @@ struct MaxOp {
   static Outer fold(Outer o, Lane b) { return step(o, b, o); }
 };
 
-// Sum of squared deviations from the per-output center.
-template <class X_>
+// Sum of squared deviations from the per-output center, in X lanes, or in double lanes (Wide) for
+// the f32 outputs whose squares overflow float.
+template <class X_, bool Wide = false>
 struct SqDevOp {
   using X = X_;
   static constexpr bool kCentered = true;
-  using Lane = X;
+  using Lane = std::conditional_t<Wide, double, X>;
   using Outer = double;
+  using Center = X;
   static Lane identity() { return Lane(0); }
   static Outer outer_identity() { return 0.0; }
-  static Lane step(Lane a, X x, Lane c) {
-    Lane d = Lane(x) - c;
+  static Lane step(Lane a, X x, Center c) {
+    const Lane d = Lane(x) - Lane(c);
     return a + d * d;
   }
   static Lane combine(Lane a, Lane b) { return a + b; }
@@ -119,26 +130,43 @@ inline constexpr int kLanes = int(std::min<size_t>(32, 128 / sizeof(typename Op:
 
 // ---- Inner loops ------------------------------------------------------------------------------
 
-// lanes[j] accumulates elements j, j+L, j+2L, ... of the run p[0], p[s], ..., p[(n-1)s].
+// lanes[j] accumulates elements j, j+L, j+2L, ... of the run p[0], p[s], ..., p[(n-1)s]: a lane
+// sums kLaneRun of them from zero before it combines them into lanes[j], so that no float sum of a
+// block adds more than a few dozen terms in series (long serial float sums of same-sign terms
+// drift by many ulps).
 template <class Op, class U>
-[[gnu::noinline]] void lanes_run(typename Op::Lane* lanes, const U* p, int64_t n, int64_t s, typename Op::Lane c) {
+[[gnu::noinline]] void lanes_run(typename Op::Lane* lanes, const U* p, int64_t n, int64_t s, typename Op::Center c) {
   using X = typename Op::X;
+  using Lane = typename Op::Lane;
   constexpr int L = kLanes<Op>;
-  if (s != 1) {
-    for (int64_t i = 0, j = 0; i < n; ++i, j = j + 1 == L ? 0 : j + 1) lanes[j] = Op::step(lanes[j], X(p[i * s]), c);
-    return;
-  }
-  typename Op::Lane a[L];  // local, so the compiler knows it does not alias p
+  Lane a[L];  // local, so the compiler knows it does not alias p
   for (int j = 0; j < L; ++j) a[j] = lanes[j];
   int64_t i = 0;
-  for (; i + L <= n; i += L)
-    for (int j = 0; j < L; ++j) a[j] = Op::step(a[j], X(p[i + j]), c);
-  for (int j = 0; i < n; ++i, ++j) a[j] = Op::step(a[j], X(p[i]), c);
+  if (s == 1) {
+    for (; i + L * kLaneRun <= n; i += L * kLaneRun) {
+      Lane r[L];
+      for (int j = 0; j < L; ++j) r[j] = Op::identity();
+      for (int k = 0; k < kLaneRun; ++k)
+        for (int j = 0; j < L; ++j) r[j] = Op::step(r[j], X(p[i + k * L + j]), c);
+      for (int j = 0; j < L; ++j) a[j] = Op::combine(a[j], r[j]);
+    }
+    for (; i + L <= n; i += L)
+      for (int j = 0; j < L; ++j) a[j] = Op::step(a[j], X(p[i + j]), c);
+    for (int j = 0; i < n; ++i, ++j) a[j] = Op::step(a[j], X(p[i]), c);
+  } else {
+    for (; i + L * kLaneRun <= n; i += L * kLaneRun) {
+      Lane r[L];
+      for (int j = 0; j < L; ++j) r[j] = Op::identity();
+      for (int64_t k = 0; k < L * kLaneRun; ++k) r[k % L] = Op::step(r[k % L], X(p[(i + k) * s]), c);
+      for (int j = 0; j < L; ++j) a[j] = Op::combine(a[j], r[j]);
+    }
+    for (int j = 0; i < n; ++i, j = j + 1 == L ? 0 : j + 1) a[j] = Op::step(a[j], X(p[i * s]), c);
+  }
   for (int j = 0; j < L; ++j) lanes[j] = a[j];
 }
 
 template <class Op, class T>
-inline void accum_run(typename Op::Lane* lanes, const T* p, int64_t n, int64_t s, typename Op::Lane c) {
+inline void accum_run(typename Op::Lane* lanes, const T* p, int64_t n, int64_t s, typename Op::Center c) {
   if constexpr (is_half_v<T>) {
     float buf[kConvChunk];
     for (int64_t i = 0; i < n; i += kConvChunk) {
@@ -161,18 +189,18 @@ template <class Op>
 // acc[j] = step(acc[j], p[j*s], c[j]) for j < n: one input row into a row of outputs.
 template <class Op, class U>
 [[gnu::noinline]] void row_run(typename Op::Lane* __restrict acc, const U* __restrict p, int64_t n, int64_t s,
-                               const typename Op::Lane* __restrict c) {
+                               const typename Op::Center* __restrict c) {
   using X = typename Op::X;
-  using Lane = typename Op::Lane;
+  using Center = typename Op::Center;
   if (s == 1) {
-    for (int64_t j = 0; j < n; ++j) acc[j] = Op::step(acc[j], X(p[j]), Op::kCentered ? c[j] : Lane());
+    for (int64_t j = 0; j < n; ++j) acc[j] = Op::step(acc[j], X(p[j]), Op::kCentered ? c[j] : Center());
   } else {
-    for (int64_t j = 0; j < n; ++j) acc[j] = Op::step(acc[j], X(p[j * s]), Op::kCentered ? c[j] : Lane());
+    for (int64_t j = 0; j < n; ++j) acc[j] = Op::step(acc[j], X(p[j * s]), Op::kCentered ? c[j] : Center());
   }
 }
 
 template <class Op, class T>
-inline void accum_row(typename Op::Lane* acc, const T* p, int64_t n, int64_t s, const typename Op::Lane* c) {
+inline void accum_row(typename Op::Lane* acc, const T* p, int64_t n, int64_t s, const typename Op::Center* c) {
   if constexpr (is_half_v<T>) {
     float buf[kConvChunk];
     for (int64_t j = 0; j < n; j += kConvChunk) {
@@ -188,12 +216,12 @@ inline void accum_row(typename Op::Lane* acc, const T* p, int64_t n, int64_t s, 
 // res[i] = the reduction of the short run p[i*rs + k*s], k < n, for i < count: many tiny outputs.
 template <class Op, class T>
 void short_runs(typename Op::Lane* res, const T* p, int64_t count, int64_t rs, int64_t n, int64_t s,
-                const typename Op::Lane* c) {
+                const typename Op::Center* c) {
   using X = typename Op::X;
   using Lane = typename Op::Lane;
   for (int64_t i = 0; i < count; ++i) {
     Lane a = Op::identity();
-    const Lane ci = Op::kCentered ? c[i] : Lane();
+    const typename Op::Center ci = Op::kCentered ? c[i] : typename Op::Center();
     for (int64_t k = 0; k < n; ++k) a = Op::step(a, X(p[i * rs + k * s]), ci);
     res[i] = a;
   }
@@ -204,26 +232,29 @@ void short_runs(typename Op::Lane* res, const T* p, int64_t count, int64_t rs, i
 template <class Op>
 struct Source {
   using Lane = typename Op::Lane;
+  using Center = typename Op::Center;
   const char* base;
   int64_t esize;
-  void (*run)(Lane* lanes, const void* p, int64_t n, int64_t s, Lane c);
-  void (*row)(Lane* acc, const void* p, int64_t n, int64_t s, const Lane* c);
-  void (*shorts)(Lane* res, const void* p, int64_t count, int64_t rs, int64_t n, int64_t s, const Lane* c);
+  void (*run)(Lane* lanes, const void* p, int64_t n, int64_t s, Center c);
+  void (*row)(Lane* acc, const void* p, int64_t n, int64_t s, const Center* c);
+  void (*shorts)(Lane* res, const void* p, int64_t count, int64_t rs, int64_t n, int64_t s, const Center* c);
   const void* at(int64_t off) const { return base + off * esize; }
 };
 
 template <class Op, class T>
 Source<Op> source_of(const Tensor& in) {
   using Lane = typename Op::Lane;
-  return {
-      static_cast<const char*>(in.raw_data()), int64_t(sizeof(T)),
-      [](Lane* l, const void* p, int64_t n, int64_t s, Lane c) { accum_run<Op>(l, static_cast<const T*>(p), n, s, c); },
-      [](Lane* a, const void* p, int64_t n, int64_t s, const Lane* c) {
-        accum_row<Op>(a, static_cast<const T*>(p), n, s, c);
-      },
-      [](Lane* r, const void* p, int64_t count, int64_t rs, int64_t n, int64_t s, const Lane* c) {
-        short_runs<Op>(r, static_cast<const T*>(p), count, rs, n, s, c);
-      }};
+  using Center = typename Op::Center;
+  return {static_cast<const char*>(in.raw_data()), int64_t(sizeof(T)),
+          [](Lane* l, const void* p, int64_t n, int64_t s, Center c) {
+            accum_run<Op>(l, static_cast<const T*>(p), n, s, c);
+          },
+          [](Lane* a, const void* p, int64_t n, int64_t s, const Center* c) {
+            accum_row<Op>(a, static_cast<const T*>(p), n, s, c);
+          },
+          [](Lane* r, const void* p, int64_t count, int64_t rs, int64_t n, int64_t s, const Center* c) {
+            short_runs<Op>(r, static_cast<const T*>(p), count, rs, n, s, c);
+          }};
 }
 
 // Receives finished floating results: out[off] (or buf[m]) = o / div, in the destination's dtype.
@@ -350,7 +381,7 @@ Plan make_plan(const Tensor& out, const Tensor& in, const std::vector<bool>& mas
 
 // Inner: each output reduces runs along the innermost reduced dim r0 with lanes.
 template <class Op, class Emit>
-void run_inner(const Plan& p, const Source<Op>& src, const typename Op::Lane* centers, const Emit& emit) {
+void run_inner(const Plan& p, const Source<Op>& src, const typename Op::Center* centers, const Emit& emit) {
   using Lane = typename Op::Lane;
   using Outer = typename Op::Outer;
   const Dim r0 = p.red.back();
@@ -358,23 +389,31 @@ void run_inner(const Plan& p, const Source<Op>& src, const typename Op::Lane* ce
   const Odometer<2> kept0(p.kept, 0, p.kept.size(), in_out_stride);
   const Odometer<1> red0(p.red, 0, p.red.size() - 1, in_stride);
 
-  auto block = [&](int64_t in_off, int64_t b, Lane c, Odometer<1>& ro) {
-    Lane l[kLanes<Op>];
-    for (Lane& x : l) x = Op::identity();
-    int64_t rb = b * kBlock;
+  // Runs go into lanes r; short ones are combined into l every kLaneRun terms a lane, as lanes_run
+  // does within a long run.
+  auto block = [&](int64_t in_off, int64_t b, typename Op::Center c, Odometer<1>& ro) {
+    constexpr int L = kLanes<Op>;
+    Lane l[L], r[L];
+    for (int j = 0; j < L; ++j) l[j] = r[j] = Op::identity();
+    int64_t rb = b * kBlock, pending = 0;
     const int64_t re = std::min(R, rb + kBlock);
     int64_t i0 = rb % r0.size;
     ro.seek(rb / r0.size);
     while (rb < re) {
       const int64_t n = std::min(r0.size - i0, re - rb);
-      src.run(l, src.at(in_off + ro.off[0] + i0 * r0.in), n, r0.in, c);
+      src.run(r, src.at(in_off + ro.off[0] + i0 * r0.in), n, r0.in, c);
+      if ((pending += n) >= L * kLaneRun && n < L * kLaneRun) {
+        for (int j = 0; j < L; ++j) l[j] = Op::combine(l[j], r[j]), r[j] = Op::identity();
+        pending = 0;
+      }
       rb += n;
       i0 = 0;
       ro.next();
     }
+    for (int j = 0; j < L; ++j) l[j] = Op::combine(l[j], r[j]);
     return combine_lanes<Op>(l);
   };
-  auto center = [&](int64_t m) { return Op::kCentered ? centers[m] : Lane(); };
+  auto center = [&](int64_t m) { return Op::kCentered ? centers[m] : typename Op::Center(); };
 
   if (p.red.size() == 1 && R <= kShort && !p.kept.empty()) {
     // Many outputs of a few elements each: a plain loop over a row of outputs at a time.
@@ -431,23 +470,30 @@ void run_inner(const Plan& p, const Source<Op>& src, const typename Op::Lane* ce
 
 // Outer: the innermost dim k0 is kept; rows of k0 accumulate over all reduced positions.
 template <class Op, class Emit>
-void run_outer(const Plan& p, const Source<Op>& src, const typename Op::Lane* centers, const Emit& emit) {
+void run_outer(const Plan& p, const Source<Op>& src, const typename Op::Center* centers, const Emit& emit) {
   using Lane = typename Op::Lane;
   using Outer = typename Op::Outer;
   const Dim k0 = p.kept.back();
   const int64_t c0 = k0.size, Mo = p.M / c0, R = p.R;
-  const int64_t rows = std::max<int64_t>(128, kBlock / c0);  // rows per block
+  const int64_t rows = kRowRun * kRowRun;  // rows per block
   const int64_t nblocks = (R + rows - 1) / rows;
   const Odometer<2> kept0(p.kept, 0, p.kept.size() - 1, in_out_stride);
   const Odometer<1> red0(p.red, 0, p.red.size(), in_stride);
 
-  // tmp[0, w) = block b of rows, for outputs j0 .. j0+w of outer output row (in_off).
-  auto block = [&](int64_t in_off, int64_t b, int64_t j0, int64_t w, Lane* tmp, const Lane* c, Odometer<1>& ro) {
-    for (int64_t j = 0; j < w; ++j) tmp[j] = Op::identity();
+  // tmp[0, w) = block b of rows, for outputs j0 .. j0+w of outer output row (in_off): runs of
+  // kRowRun rows summed from zero (in run[0, w) after the first) and combined into tmp.
+  auto block = [&](int64_t in_off, int64_t b, int64_t j0, int64_t w, Lane* tmp, Lane* run, const typename Op::Center* c,
+                   Odometer<1>& ro) {
     int64_t rb = b * rows;
     const int64_t re = std::min(R, rb + rows);
     ro.seek(rb);
-    for (; rb < re; ++rb, ro.next()) src.row(tmp, src.at(in_off + ro.off[0] + j0 * k0.in), w, k0.in, c);
+    for (Lane* acc = tmp; rb < re; acc = run) {
+      for (int64_t j = 0; j < w; ++j) acc[j] = Op::identity();
+      for (const int64_t rr = std::min(re, rb + kRowRun); rb < rr; ++rb, ro.next())
+        src.row(acc, src.at(in_off + ro.off[0] + j0 * k0.in), w, k0.in, c);
+      if (acc == run)
+        for (int64_t j = 0; j < w; ++j) tmp[j] = Op::combine(tmp[j], run[j]);
+    }
   };
   auto center = [&](int64_t m) { return Op::kCentered ? centers + m : nullptr; };
 
@@ -461,7 +507,7 @@ void run_outer(const Plan& p, const Source<Op>& src, const typename Op::Lane* ce
                      p.M * nblocks <= kMaxPartials;
   if (!split) {
     parallel_for(0, items, std::max<int64_t>(1, kGrainSize / (R * jc)), [&](int64_t ib, int64_t ie) {
-      std::vector<Lane> tmp(jc);
+      std::vector<Lane> tmp(jc), run(jc);
       std::vector<Outer> o(jc);
       Odometer<2> ko = kept0;
       Odometer<1> ro = red0;
@@ -470,7 +516,7 @@ void run_outer(const Plan& p, const Source<Op>& src, const typename Op::Lane* ce
         ko.seek(mo);
         std::fill(o.begin(), o.begin() + w, Op::outer_identity());
         for (int64_t b = 0; b < nblocks; ++b) {
-          block(ko.off[0], b, j0, w, tmp.data(), center(mo * c0 + j0), ro);
+          block(ko.off[0], b, j0, w, tmp.data(), run.data(), center(mo * c0 + j0), ro);
           for (int64_t j = 0; j < w; ++j) o[j] = Op::fold(o[j], tmp[j]);
         }
         for (int64_t j = 0; j < w; ++j) emit(mo * c0 + j0 + j, ko.off[1] + (j0 + j) * k0.out, o[j]);
@@ -482,10 +528,11 @@ void run_outer(const Plan& p, const Source<Op>& src, const typename Op::Lane* ce
   parallel_for(0, nblocks, std::max<int64_t>(1, kGrainSize / (rows * p.M)), [&](int64_t bb, int64_t be) {
     Odometer<2> ko = kept0;
     Odometer<1> ro = red0;
+    std::vector<Lane> run(c0);
     for (int64_t b = bb; b < be; ++b) {
       ko.seek(0);
       for (int64_t mo = 0; mo < Mo; ++mo, ko.next())
-        block(ko.off[0], b, 0, c0, &part[b * p.M + mo * c0], center(mo * c0), ro);
+        block(ko.off[0], b, 0, c0, &part[b * p.M + mo * c0], run.data(), center(mo * c0), ro);
     }
   });
   Odometer<2> ko = kept0;
@@ -498,7 +545,7 @@ void run_outer(const Plan& p, const Source<Op>& src, const typename Op::Lane* ce
 }
 
 template <class Op, class Emit>
-void run_plan(const Plan& p, const Source<Op>& src, const typename Op::Lane* centers, const Emit& emit) {
+void run_plan(const Plan& p, const Source<Op>& src, const typename Op::Center* centers, const Emit& emit) {
   if (p.inner) run_inner<Op>(p, src, centers, emit);
   else run_outer<Op>(p, src, centers, emit);
 }
@@ -552,7 +599,12 @@ void reduce(ReduceOp op, const Tensor& out, const Tensor& in, const std::vector<
   });
 }
 
-// Two passes: the mean, then the blocked sum of squared deviations from it.
+// Two passes: the mean m, then the blocked sum of squared deviations from c, m rounded to the
+// input's precision, less n (m - c)^2 so that the rounding of the centre adds nothing. A float mean
+// is summed in float lanes, within some dozens of ulps of the truth; where f32 outputs come out
+// near constant (a std under kNearConstant of the mean, which that error could dominate) the mean
+// is summed again in double lanes, and where they come out inf or NaN the squares are summed again
+// in double lanes: a square over the float range need not make the variance overflow.
 void var(const Tensor& out, const Tensor& in, const std::vector<bool>& reduce_mask, int64_t correction) {
   MDL_CHECK(in.dim() <= kMaxDimsCpu, "var", ": tensors of more than ", kMaxDimsCpu,
             " dims are not supported, got shape ", in.shape());
@@ -571,13 +623,36 @@ void var(const Tensor& out, const Tensor& in, const std::vector<bool>& reduce_ma
     }
     const Plan plan = make_plan(out, in, reduce_mask);
     using X = acc_t<T>;
-    std::vector<X> mean(size_t(plan.M));
-    const DType mean_t = std::is_same_v<X, float> ? kF32 : kF64;
-    run_plan(plan, source_of<SumOp<X>, T>(in), nullptr,
-             FloatSink{reinterpret_cast<char*>(mean.data()), mean_t, double(plan.R), true});
-    const double denom = double(std::max<int64_t>(0, plan.R - correction));
-    run_plan(plan, source_of<SqDevOp<X>, T>(in), mean.data(),
-             FloatSink{static_cast<char*>(out.raw_data()), out.dtype(), denom});
+    constexpr double kNearConstant = 1.0 / 8192;
+    const double n = double(plan.R);
+    std::vector<double> mean(size_t(plan.M));
+    std::vector<X> centers(size_t(plan.M));
+    auto mean_pass = [&]<class Op>() {
+      run_plan(plan, source_of<Op, T>(in), nullptr, FloatSink{reinterpret_cast<char*>(mean.data()), kF64, n, true});
+      std::copy(mean.begin(), mean.end(), centers.begin());
+    };
+    const FloatSink sink{static_cast<char*>(out.raw_data()), out.dtype(),
+                         double(std::max<int64_t>(0, plan.R - correction))};
+    std::atomic<bool> overflow{false}, near_constant{false};
+    auto deviation_pass = [&]<class Op>() {
+      run_plan(plan, source_of<Op, T>(in), centers.data(), [&](int64_t m, int64_t off, double o) {
+        const double mu = mean[size_t(m)], shift = mu - double(centers[size_t(m)]);
+        double v = o - n * shift * shift;
+        if (v < 0) v = 0;  // NaN stays NaN
+        sink(m, off, v);
+        if (!std::isfinite(v)) overflow.store(true, std::memory_order_relaxed);
+        else if (v < n * (kNearConstant * mu) * (kNearConstant * mu))
+          near_constant.store(true, std::memory_order_relaxed);
+      });
+    };
+    mean_pass.template operator()<SumOp<X>>();
+    deviation_pass.template operator()<SqDevOp<X>>();
+    if constexpr (std::is_same_v<X, float>) {
+      if (!near_constant.load() && !overflow.load()) return;
+      if (near_constant.load()) mean_pass.template operator()<SumOp<X, true>>();
+      if (overflow.load()) deviation_pass.template operator()<SqDevOp<X, true>>();
+      else deviation_pass.template operator()<SqDevOp<X>>();
+    }
   });
 }
 

@@ -393,6 +393,47 @@ TEST_CASE("reduce: var and std over dim sets, corrections and dtypes") {
   CHECK(std::isnan(var(zeros({0, 3}), {0}).to_vector<float>()[0]));
 }
 
+TEST_CASE("reduce: f32 sums of same-sign terms stay within a few ulps, and constant data has no spread") {
+  const double eps = std::numeric_limits<float>::epsilon();
+  for (double v : {0.1, 0.3, 3.7, 7.77, 1e8}) {
+    CAPTURE(v);
+    const double fv = double(float(v));
+    const struct {
+      Tensor x;
+      std::vector<int64_t> dims;
+    } cases[] = {
+        {full({4096, 2}, v), {0}},        // rows accumulate into two outputs
+        {full({100000, 3}, v), {0}},      // many blocks of rows
+        {full({300000}, v), {0}},         // lanes along a contiguous row
+        {full({300000}, v, kBF16), {0}},  // converted in chunks
+        {full({64, 3, 500}, v), {0, 2}},  // runs of a strided row
+    };
+    for (const auto& c : cases) {
+      CAPTURE(c.x.shape());
+      CAPTURE(c.x.dtype());
+      const double want = c.x.dtype() == kBF16 ? double(BFloat16(float(v))) : fv;
+      for (double got : mean(c.x, c.dims).to_vector<double>()) CHECK(std::abs(got - want) <= 4 * eps * want);
+      for (double got : var(c.x, c.dims).to_vector<double>()) CHECK(got == 0.0);
+      for (double got : mdl::std(c.x, c.dims).to_vector<double>()) CHECK(got == 0.0);
+    }
+  }
+  // Away from constant: a spread of 1 around 1e8 (f32 spacing 8) is resolved.
+  Tensor x = full({10000}, 1e8);
+  x.narrow(0, 0, 5000).fill_(1e8 + 8);
+  CHECK(var(x, {0}, 0).item<float>() == doctest::Approx(16.0).epsilon(1e-6));
+}
+
+TEST_CASE("reduce: f32 var whose squares overflow float but whose mean square does not is finite") {
+  Tensor x = zeros({1000});
+  x.narrow(0, 0, 1).fill_(1e20);  // (1e20)^2 is over the f32 range; the variance, about 1e37, is not
+  const double want = 1e37;       // squared deviations 0.999e40 in all, over 999
+  CHECK(var(x, {0}).item<float>() == doctest::Approx(want).epsilon(1e-6));
+  const Tensor cols = x.reshape({1000, 1}).expand({1000, 4}).contiguous();
+  for (double got : var(cols, {0}).to_vector<double>()) CHECK(got == doctest::Approx(want).epsilon(1e-6));
+  CHECK(std::isinf(var(from_vector<float>({3e38f, -3e38f}), {0}).item<float>()));  // a variance over the range
+  CHECK(std::isnan(var(from_vector<float>({1.f, float(kNaN)}), {0}).item<float>()));
+}
+
 TEST_CASE("reduce: sum_to undoes broadcasting") {
   manual_seed(8);
   const Tensor x = randn({2, 3, 4});
