@@ -24,7 +24,9 @@ template <class V>
   return s;
 }
 
-// sum_j term(j) for j < n: float lanes within blocks of kLayerNormBlock, each block added in double.
+// sum_j term(j) for j < n: float lanes within blocks of kLayerNormBlock, each block added in double;
+// a block whose float sum is not finite (terms or sums past the float range) is summed again in
+// double from term.wide(j).
 template <class V, class Term>
 [[gnu::always_inline]] inline double block_sum(int64_t n, const Term& term) {
   static_assert(kLayerNormBlock % kWidth<V> == 0);
@@ -36,7 +38,11 @@ template <class V, class Term>
     for (; j + kWidth<V> <= j1; j += kWidth<V>) acc += term.template at<V>(j);
     float part = lane_sum(acc);
     for (; j < j1; ++j) part += term.template at<float>(j);
-    total += double(part);
+    if (std::isfinite(part)) [[likely]] {
+      total += double(part);
+    } else {
+      for (int64_t i = j0; i < j1; ++i) total += term.wide(i);
+    }
   }
   return total;
 }
@@ -47,6 +53,7 @@ struct X {
   [[gnu::always_inline]] U at(int64_t j) const {
     return load<U>(x + j);
   }
+  double wide(int64_t j) const { return double(x[j]); }
 };
 
 struct SquaredDeviation {
@@ -55,6 +62,10 @@ struct SquaredDeviation {
   template <class U>
   [[gnu::always_inline]] U at(int64_t j) const {
     const U d = load<U>(x + j) - m;
+    return d * d;
+  }
+  double wide(int64_t j) const {
+    const double d = double(x[j]) - double(m);
     return d * d;
   }
 };
@@ -66,6 +77,7 @@ struct GradTimesWeight {
   [[gnu::always_inline]] U at(int64_t j) const {
     return load<U>(g + j) * load<U>(w + j);
   }
+  double wide(int64_t j) const { return double(g[j]) * double(w[j]); }
 };
 
 struct GradTimesWeightTimesDeviation {
@@ -77,6 +89,7 @@ struct GradTimesWeightTimesDeviation {
   [[gnu::always_inline]] U at(int64_t j) const {
     return load<U>(g + j) * load<U>(w + j) * (load<U>(x + j) - m);
   }
+  double wide(int64_t j) const { return double(g[j]) * double(w[j]) * (double(x[j]) - double(m)); }
 };
 
 template <class V>
@@ -100,12 +113,14 @@ void backward(const float* x, const float* g, int64_t C, float m, float rstd, co
   const double sh_sum = block_sum<V>(C, GradTimesWeight{g, w});
   const double shx_sum = block_sum<V>(C, GradTimesWeightTimesDeviation{g, w, x, m});
   const double mh = sh_sum / double(C), k = rs * rs * shx_sum / double(C);  // mean(h), mean(h * xhat) * rstd
-  const float rsf = float(rs), q = float(-rs * k), sh = float(-rs * mh);
+  // xhat * -k, not (x - m) * (-rstd * k): that product of two factors rstd would leave the float
+  // range (flushed to 0 as a denormal) for rows of large values.
+  const float rsf = float(rs), q = float(-k), sh = float(-rs * mh);
   int64_t j = 0;
   for (; j + kWidth<V> <= C; j += kWidth<V>) {
-    store(gx + j, load<V>(g + j) * (rsf * load<V>(w + j)) + (load<V>(x + j) - m) * q + sh);
+    store(gx + j, load<V>(g + j) * (rsf * load<V>(w + j)) + ((load<V>(x + j) - m) * rsf) * q + sh);
   }
-  for (; j < C; ++j) gx[j] = g[j] * (rsf * w[j]) + (x[j] - m) * q + sh;
+  for (; j < C; ++j) gx[j] = g[j] * (rsf * w[j]) + ((x[j] - m) * rsf) * q + sh;
 }
 
 // Each product in float, then widened and added in double: the same bits at every width. Left to

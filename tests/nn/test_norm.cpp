@@ -333,6 +333,33 @@ TEST_CASE("norm: bf16 batch_norm statistics keep bf16's range") {
   CHECK(yv[size_t(8 * 32 + 5)] == doctest::Approx(std::sqrt(63.0)).epsilon(1e-2));  // the outlier, normalised
 }
 
+// Squared deviations past 3.4e38 overflow a float block sum of the layer norm's rows, which is then
+// summed again in double: the variance, 1.25e40, is finite in double and its inverse root in f32.
+// The input gradient's terms, about 1e-21, must not pass through the square of that root (1e-40).
+TEST_CASE("norm: f32 layer_norm of values near 1e20 normalises them, forward and backward") {
+  const bool was_wide = toggles::wide_layer_norm();
+  const Tensor x = from_vector<float>({1e20f, -1e20f, 2e20f, 0.f}, {1, 4});
+  const Tensor gy = from_vector<float>({1.f, 2.f, -1.f, 0.5f}, {1, 4});
+  const double s = std::sqrt(1.25e40);  // deviations 5e19, -1.5e20, 1.5e20, -5e19 from the mean 5e19
+  const Vec xhat{5e19 / s, -1.5e20 / s, 1.5e20 / s, -5e19 / s}, g{1, 2, -1, 0.5};
+  Vec want_grad;  // (g - mean(g) - xhat * mean(g * xhat)) / std
+  const double mg = (g[0] + g[1] + g[2] + g[3]) / 4,
+               mgx = (g[0] * xhat[0] + g[1] * xhat[1] + g[2] * xhat[2] + g[3] * xhat[3]) / 4;
+  for (size_t i = 0; i < 4; ++i) want_grad.push_back((g[i] - mg - xhat[i] * mgx) / s);
+  for (bool wide : {false, true}) {
+    CAPTURE(wide);
+    toggles::set_wide_layer_norm(wide);
+    Tensor xl = x.clone().requires_grad_(), w = ones({4}).requires_grad_(), b = zeros({4}).requires_grad_();
+    const Tensor y = F::layer_norm(xl, {4}, w, b);
+    check_close(y, xhat, {.rtol = 1e-5, .atol = 1e-6});
+    check_close(F::group_norm(x.reshape({1, 1, 4}), 1).reshape({1, 4}), xhat, {.rtol = 1e-5, .atol = 1e-6});
+    y.backward(gy);
+    check_close(xl.grad(), want_grad, {.rtol = 1e-5, .atol = 1e-27});
+    check_close(w.grad(), {xhat[0], 2 * xhat[1], -xhat[2], 0.5 * xhat[3]}, {.rtol = 1e-5, .atol = 1e-6});
+  }
+  toggles::set_wide_layer_norm(was_wide);
+}
+
 // The f32 layer norm runs its own vectorised rows (float partial sums in double): its forward and
 // all three gradients against the same computation in f64, on rows long and short, odd widths.
 TEST_CASE("norm: layer_norm f32 forward and backward match f64") {
