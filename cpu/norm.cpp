@@ -256,7 +256,7 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
         const double v = sq[size_t(c)] / M;
         mp[c] = A(sum[size_t(c)]);
         vp[c] = A(v);
-        ip[c] = A(1.0 / std::sqrt(v + eps));
+        ip[c] = A(norm_math::inv_std(v, eps));
       }
       if (running_mean.defined()) {
         A *rm = running_mean.data_ptr<A>(), *rv = running_var.data_ptr<A>();

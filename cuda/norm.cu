@@ -138,7 +138,7 @@ __device__ void finish_channel_stats(const double* part, int64_t P, int64_t C, i
   const A m = A(shift + md), va = A(v);
   o.mean[c] = m;
   o.var[c] = va;
-  o.invstd[c] = A(1.0 / sqrt(v + o.eps));
+  o.invstd[c] = A(norm_math::inv_std(v, o.eps));
   if (o.rm) {
     o.rm[c] = o.rm[c] * o.keep + m * o.take;
     o.rv[c] = o.rv[c] * o.keep + va * o.take_var;

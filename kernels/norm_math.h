@@ -1,11 +1,20 @@
 // Batch norm's per-element arithmetic, written once for both backends (cpu/norm.cpp, cuda/norm.cu):
-// the per-channel affine coefficients, the pre-activation v = x * a + sh, and the ReLU folded into
+// the inverse std, the per-channel affine coefficients, the pre-activation v = x * a + sh, and the ReLU folded into
 // it, with a residual added before the ReLU where one is given. The backward recomputes v with these
 // same functions, so its ReLU mask is the forward's.
 #pragma once
+#include <cmath>
+
 #include "kernels/host_device.h"
 
 namespace mdl::kernels::norm_math {
+
+// A training batch's 1 / sqrt(var + eps), or 0 where var + eps is 0 (a constant channel with
+// eps = 0), as PyTorch's InvStd: the channel's output is then its bias and its gradients 0.
+MDL_HOST_DEVICE double inv_std(double var, double eps) {
+  const double v = var + eps;
+  return v == 0.0 ? 0.0 : 1.0 / ::sqrt(v);
+}
 
 // Channel c's y = x * a + sh, from its weight w (1 without affine), bias b (0), mean and invstd,
 // in the stat type A.

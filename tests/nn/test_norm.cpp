@@ -104,6 +104,34 @@ TEST_CASE("norm: batch_norm training normalises with batch statistics, strided i
   }
 }
 
+// With eps = 0 a constant channel (a dead ReLU's zeros) has var + eps = 0: its inverse std is 0, as
+// in PyTorch, so its output is its bias and its gradients 0, not NaN.
+TEST_CASE("norm: batch_norm with eps 0 maps a constant channel to its bias, with zero gradients") {
+  Generator g(3);
+  for (DType t : {kF32, kF64, kBF16}) {
+    for (bool relu : {false, true}) {
+      CAPTURE(t);
+      CAPTURE(relu);
+      Tensor x = uniform({4, 2, 3, 3}, g, -1, 1, t);
+      x.select(1, 0).fill_(0.0);
+      Tensor xl = x.clone().requires_grad_(), w = from_vector<float>({1.5f, 0.5f}).requires_grad_(),
+             b = from_vector<float>({0.25f, -0.5f}).requires_grad_();
+      Tensor rm = zeros({2}), rv = ones({2});
+      Tensor y = relu ? F::batch_norm_relu(xl, rm, rv, w, b, true, 0.1, 0.0)
+                      : F::batch_norm(xl, rm, rv, w, b, true, 0.1, 0.0);
+      CHECK(values(y.select(1, 0)) == Vec(36, 0.25));
+      for (double v : values(y)) CHECK(std::isfinite(v));
+      y.backward(uniform({4, 2, 3, 3}, g, -1, 1, t));
+      CHECK(values(xl.grad().select(1, 0)) == Vec(36, 0.0));
+      for (double v : values(xl.grad())) CHECK(std::isfinite(v));
+      CHECK(values(w.grad())[0] == 0.0);
+      CHECK(std::isfinite(values(w.grad())[1]));
+      Tensor y0 = F::batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 0.0);
+      CHECK(values(y0.select(1, 0)) == Vec(36, 0.0));
+    }
+  }
+}
+
 TEST_CASE("norm: batch_norm running statistics after two steps, then eval uses them") {
   Tensor rm = zeros({2}), rv = ones({2});
   // Step 1: channel 0 {1, 3} (mean 2, unbiased var 2), channel 1 {2, 6} (mean 4, unbiased var 8).
