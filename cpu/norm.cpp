@@ -135,7 +135,7 @@ using norm_math::pre_activation;
 using norm_math::with_flag;
 using norm_math::with_relu;
 
-// norm_math::relu_gate<RELU>(g, x * k.a + k.sh) with no branch (cpu/select_bits.h): on a random mask
+// norm_math::relu_gate<RELU>(g, pre_activation(x, k)) with no branch (cpu/select_bits.h): on a random mask
 // a branch mispredicts about half the time, which made the backward several times slower.
 template <bool RELU, class A>
 A gated(A g, A x, const Affine<A>& k) {
@@ -268,7 +268,7 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
         }
       }
     }
-    // y = activate(x * a[c] + sh[c] (+ r))
+    // y = activate((x - mean[c]) * a[c] + b[c] (+ r))
     const std::vector<Affine<A>> k = affines<A>(weight, bias, mp, ip, C);
     const T* rp = residual.defined() ? residual.data_ptr<T>() : nullptr;
     with_relu(relu, [&]<bool RELU>() {

@@ -385,8 +385,7 @@ __device__ __forceinline__ int64_t channel_of(int64_t i, int64_t C, int64_t S) {
   return int64_t((I(i) / I(S)) % I(C));
 }
 
-// y = activate(x * a[c] + sh[c] (+ r)) with a = w * invstd and sh = bias - mean * a, in A as the
-// CPU rounds them; RELU folds the ReLU in, RES the residual r before it.
+// y = activate((x - mean[c]) * a[c] + b[c] (+ r)) with a = w * invstd, in A as the CPU rounds it; RELU folds the ReLU in, RES the residual r before it.
 template <class T, bool RELU, bool RES, class I>
 __global__ void bn_apply_kernel(T* y, const T* x, const T* r, int64_t n, int64_t C, int64_t S,
                                 ChannelAffine<acc_t<T>> k) {
@@ -412,7 +411,7 @@ bool vector_channels(int64_t C, int64_t S, int V, std::initializer_list<const vo
   return false;
 }
 
-// y = activate(x * a[c] + sh[c] (+ r)) on V elements per thread; nv = n / V.
+// y = activate((x - mean[c]) * a[c] + b[c] (+ r)) on V elements per thread; nv = n / V.
 template <class T, bool RELU, bool RES, int V, ChannelRun R, class I>
 __global__ void bn_apply_vec_kernel(T* y, const T* x, const T* r, int64_t nv, int64_t C, int64_t S,
                                     ChannelAffine<acc_t<T>> k) {

@@ -13,8 +13,9 @@ namespace mdl::kernels {
 // an undefined gradient output is not computed.
 
 // x, out (N, C, S); mean, invstd (C). training: mean, var (biased) and invstd = 1/sqrt(var + eps)
-// (0 where var + eps is 0) come from the batch; otherwise mean and invstd are inputs (var unused). out = v = x * a + sh with
-// a = w * invstd and sh = b - mean * a, rounded to the stat type per channel (kernels/norm_math.h);
+// (0 where var + eps is 0) come from the batch; otherwise mean and invstd are inputs (var unused).
+// out = v = (x - mean) * a + b with a = w * invstd rounded to the stat type per channel
+// (kernels/norm_math.h);
 // relu: out = relu(v) (NaN stays NaN); with a residual (N, C, S) of x's dtype (undefined: none;
 // given only with relu), relu(v + residual), the sum in the stat type, rounded once. A training forward with running_mean and
 // running_var (C, contiguous stat tensors; undefined: none) also blends the batch's statistics into

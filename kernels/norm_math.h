@@ -1,7 +1,7 @@
 // Batch norm's per-element arithmetic, written once for both backends (cpu/norm.cpp, cuda/norm.cu):
-// the inverse std, the per-channel affine coefficients, the pre-activation v = x * a + sh, and the ReLU folded into
-// it, with a residual added before the ReLU where one is given. The backward recomputes v with these
-// same functions, so its ReLU mask is the forward's.
+// the inverse std, the per-channel affine coefficients, the pre-activation v = (x - mean) * a + b,
+// and the ReLU folded into it, with a residual added before the ReLU where one is given. The
+// backward recomputes v with these same functions, so its ReLU mask is the forward's.
 #pragma once
 #include <cmath>
 
@@ -16,21 +16,21 @@ MDL_HOST_DEVICE double inv_std(double var, double eps) {
   return v == 0.0 ? 0.0 : 1.0 / ::sqrt(v);
 }
 
-// Channel c's y = x * a + sh, from its weight w (1 without affine), bias b (0), mean and invstd,
-// in the stat type A.
+// Channel c's y = (x - mean) * a + b with a = w * invstd, from its weight w (1 without affine),
+// bias b (0), mean and invstd, in the stat type A. Not x * a + (b - mean * a): where |mean| is many
+// stds, x * a and mean * a cancel and leave the rounding of mean * a, ulp(|mean| / std), in y.
 template <class A>
 struct Affine {
-  A a, sh;
+  A a, mean, b;
 };
 template <class A>
 MDL_HOST_DEVICE Affine<A> affine(A w, A b, A mean, A invstd) {
-  const A a = w * invstd;
-  return {a, A(b - mean * a)};
+  return {A(w * invstd), mean, b};
 }
 
 template <class A>
 MDL_HOST_DEVICE A pre_activation(A x, const Affine<A>& k) {
-  return x * k.a + k.sh;
+  return (x - k.mean) * k.a + k.b;
 }
 
 // The forward's output: relu(v) as UnaryOp::Relu computes it (NaN stays NaN), or v.

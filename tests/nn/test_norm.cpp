@@ -132,6 +132,34 @@ TEST_CASE("norm: batch_norm with eps 0 maps a constant channel to its bias, with
   }
 }
 
+// Far from 0 the normalised value is (x - mean) * a + b, not x * a + (b - mean * a), whose two large
+// products cancel and leave their rounding, ulp(|mean| / std): with mean / std = 1e4 about 7e-4, at
+// 1e6 about 0.03. Against double math from the f32 statistics (momentum 1 copies them out).
+TEST_CASE("norm: f32 batch_norm far from 0 keeps the precision of x - mean, with and without the ReLU") {
+  Generator g(4);
+  for (const auto& [centre, spread] : {std::pair{1000.0, 0.1}, std::pair{1e4, 0.01}}) {
+    CAPTURE(centre);
+    const Tensor x = (uniform({64, 2, 4, 4}, g, -1.7, 1.7, kF64) * spread + centre).to(kF32);
+    const Vec xv = values(x), w{1.0, 0.5}, b{0.0, 1.0};
+    for (bool relu : {false, true}) {
+      CAPTURE(relu);
+      Tensor rm = zeros({2}), rv = ones({2});
+      const Tensor wt = from_vector<float>({1.0f, 0.5f}), bt = from_vector<float>({0.0f, 1.0f});
+      const Tensor y = relu ? F::batch_norm_relu(x, rm, rv, wt, bt, true, 1.0)
+                            : F::batch_norm(x, rm, rv, wt, bt, true, 1.0);
+      const Vec mean = values(rm), var_unbiased = values(rv);
+      const double n = 64 * 16;
+      Vec want;
+      for (size_t i = 0; i < xv.size(); ++i) {
+        const size_t c = i / 16 % 2;
+        const double v = (xv[i] - mean[c]) / std::sqrt(var_unbiased[c] * (n - 1) / n + 1e-5) * w[c] + b[c];
+        want.push_back(relu ? std::max(v, 0.0) : v);
+      }
+      check_close(y, want, {.rtol = 1e-5, .atol = 1e-5});
+    }
+  }
+}
+
 TEST_CASE("norm: batch_norm running statistics after two steps, then eval uses them") {
   Tensor rm = zeros({2}), rv = ones({2});
   // Step 1: channel 0 {1, 3} (mean 2, unbiased var 2), channel 1 {2, 6} (mean 4, unbiased var 8).
