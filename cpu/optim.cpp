@@ -18,12 +18,13 @@ constexpr int64_t kOptimGrain = 1 << 16;
 
 // p, g (n) of type P; m, v, vmax (n) f32. C is the compute type: double for f64 params, else float.
 // omb1, omb2 are 1 - beta from the betas in double, as PyTorch's: 1 - float(0.99999) is 1.00136e-5.
-template <class P, bool kAms, class C>
+template <class P, bool kAms, bool kL2, class C>
 void adam_chunk(P* p, const P* g, float* m, float* v, float* vmax, int64_t b, int64_t e, C b1, C b2, C omb1, C omb2,
                 C eps, C scale, C l2, C keep, C step_size, C bc2_sqrt) {
   for (int64_t i = b; i < e; ++i) {
     C pi = C(p[i]);
-    C gi = C(g[i]) * scale + l2 * pi;
+    C gi = C(g[i]) * scale;
+    if constexpr (kL2) gi += l2 * pi;
     pi *= keep;
     C mi = b1 * C(m[i]) + omb1 * gi;
     C vi = b2 * C(v[i]) + omb2 * gi * gi;
@@ -72,7 +73,13 @@ void adam_loop(P* p, const P* g, float* m, float* v, float* vmax, const CopyOut&
   const C l2 = hp.decoupled ? C(0) : C(hp.weight_decay);
   const C keep = hp.decoupled ? C(1.0 - lr * hp.weight_decay) : C(1);
   parallel_for(0, n, kOptimGrain, [&](int64_t b, int64_t e) {
-    adam_chunk<P, kAms, C>(p, g, m, v, vmax, b, e, b1, b2, omb1, omb2, eps, scale, l2, keep, step_size, bc2_sqrt);
+    // The L2 term only where it is not 0, as PyTorch: 0 * an infinite parameter is NaN.
+    if (l2 != C(0))
+      adam_chunk<P, kAms, true, C>(p, g, m, v, vmax, b, e, b1, b2, omb1, omb2, eps, scale, l2, keep, step_size,
+                                   bc2_sqrt);
+    else
+      adam_chunk<P, kAms, false, C>(p, g, m, v, vmax, b, e, b1, b2, omb1, omb2, eps, scale, l2, keep, step_size,
+                                    bc2_sqrt);
     write_copy(copy, p, b, e);
   });
 }
@@ -101,19 +108,25 @@ void sgd_loop(P* p, const P* g, float* buf, const CopyOut& copy, int64_t n, cons
   using C = std::conditional_t<std::is_same_v<P, double>, double, float>;
   const C lr = C(hp.device.lr ? *hp.device.lr : hp.lr), mom = C(hp.momentum), damp = C(1.0 - hp.dampening);
   const C wd = C(hp.weight_decay), scale = C(hp.grad_scale);
-  parallel_for(0, n, kOptimGrain, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      C pi = C(p[i]);
-      C gi = C(g[i]) * scale + wd * pi;
-      if (buf) {
-        C bi = first ? gi : mom * C(buf[i]) + damp * gi;
-        buf[i] = float(bi);
-        gi = hp.nesterov ? gi + mom * bi : bi;
+  // The decay term only where weight_decay != 0, as PyTorch: 0 * an infinite parameter is NaN.
+  const auto loop = [&]<bool kDecay>() {
+    parallel_for(0, n, kOptimGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        C pi = C(p[i]);
+        C gi = C(g[i]) * scale;
+        if constexpr (kDecay) gi += wd * pi;
+        if (buf) {
+          C bi = first ? gi : mom * C(buf[i]) + damp * gi;
+          buf[i] = float(bi);
+          gi = hp.nesterov ? gi + mom * bi : bi;
+        }
+        p[i] = P(pi - lr * gi);
       }
-      p[i] = P(pi - lr * gi);
-    }
-    write_copy(copy, p, b, e);
-  });
+      write_copy(copy, p, b, e);
+    });
+  };
+  if (wd != C(0)) loop.template operator()<true>();
+  else loop.template operator()<false>();
 }
 
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const CopyOut& copy,

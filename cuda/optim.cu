@@ -51,7 +51,8 @@ template <class P, class C>
 __device__ __forceinline__ void adam_element(int64_t i, P* p, const P* g, float* m, float* v, float* vmax,
                                              const AdamConsts<P, C>& k) {
   C pi = C(to_acc(p[i]));
-  const C gi = C(to_acc(g[i])) * k.scale + k.l2 * pi;
+  C gi = C(to_acc(g[i])) * k.scale;
+  if (k.l2 != C(0)) gi += k.l2 * pi;  // only then: 0 * an infinite parameter is NaN
   pi *= k.keep;
   const C mi = k.b1 * C(m[i]) + k.omb1 * gi;
   const C vi = k.b2 * C(v[i]) + k.omb2 * gi * gi;
@@ -79,7 +80,8 @@ template <class P, class C>
 __device__ __forceinline__ void sgd_element(int64_t i, P* p, const P* g, float* buf, C lr, C mom, C damp, C wd, C scale,
                                             bool first, bool nesterov) {
   const C pi = C(to_acc(p[i]));
-  C gi = C(to_acc(g[i])) * scale + wd * pi;
+  C gi = C(to_acc(g[i])) * scale;
+  if (wd != C(0)) gi += wd * pi;  // only then: 0 * an infinite parameter is NaN
   if (buf) {
     const C bi = first ? gi : mom * C(buf[i]) + damp * gi;
     buf[i] = float(bi);

@@ -38,7 +38,7 @@ void adam_composed(Tensor param, const Tensor& grad, Tensor m, Tensor v, Tensor 
   const DType c = param.dtype() == kF64 ? kF64 : kF32;
   Tensor p = param.to(c);  // param itself when it is already of type c
   Tensor g = grad.to(c) * hp.grad_scale;
-  if (!hp.decoupled) g = g + p * hp.weight_decay;
+  if (!hp.decoupled && hp.weight_decay != 0) g = g + p * hp.weight_decay;
   else p.mul_(1.0 - hp.lr * hp.weight_decay);
   const Tensor g32 = g.to(kF32);
   m.mul_(hp.beta1).add_(g32, 1.0 - hp.beta1);

@@ -116,6 +116,39 @@ TEST_CASE("optim: SGD matches torch.optim.SGD's formulas") {
   }
 }
 
+// Without weight decay no decay term is added, as in PyTorch: 0 * an infinite parameter would be NaN.
+TEST_CASE("optim: an infinite parameter stays infinite under SGD and Adam without weight decay") {
+  const bool was_fused = toggles::fused_adamw();
+  const float inf = std::numeric_limits<float>::infinity();
+  auto step_once = [&](optim::Optimizer& opt, Tensor& p) {
+    p.set_grad(from_vector<float>({1.f, 1.f, 1.f}));
+    opt.step();
+    return values(p);
+  };
+  for (bool nesterov : {false, true}) {
+    CAPTURE(nesterov);
+    Tensor p = from_vector<float>({inf, -inf, 1.f}).requires_grad_();
+    optim::SGD opt({p}, {.lr = 0.1, .momentum = nesterov ? 0.9 : 0.0, .nesterov = nesterov});
+    for (int i = 0; i < 2; ++i) {
+      const Vec got = step_once(opt, p);
+      CHECK(got[0] == inf);
+      CHECK(got[1] == -inf);
+      CHECK(std::isfinite(got[2]));
+    }
+  }
+  for (bool fused : {true, false}) {
+    CAPTURE(fused);
+    toggles::set_fused_adamw(fused);
+    Tensor p = from_vector<float>({inf, -inf, 1.f}).requires_grad_();
+    optim::Adam opt({p}, {.lr = 0.1});
+    const Vec got = step_once(opt, p);
+    CHECK(got[0] == inf);
+    CHECK(got[1] == -inf);
+    CHECK(got[2] == doctest::Approx(0.9).epsilon(1e-6));
+  }
+  toggles::set_fused_adamw(was_fused);
+}
+
 TEST_CASE("optim: Adam and AdamW match torch.optim's formulas, with weight decay and amsgrad, fused or composed") {
   const bool was_fused = toggles::fused_adamw();
   for (bool fused : {true, false})
