@@ -182,10 +182,19 @@ Tensor binary_cross_entropy_with_logits(const Tensor& logits_in, const Tensor& t
   check_same_shape("binary_cross_entropy_with_logits", logits, target);
   const DType st = loss_dtype(promote_types(logits.dtype(), target.dtype()));
   const Tensor x = as(logits, st), y = as(target, st);
-  // max(x, 0) - x * y + log(1 + exp(-|x|)), stable for any x.
+  // (1 - y) max(x, 0) + y max(-x, 0) + log(1 + exp(-|x|)), stable for any x: max(x, 0) - x * y
+  // written with each linear term weighted, a zero weight giving 0 even against an infinite logit,
+  // so x = +-inf gives inf, or 0 where the target agrees, not inf * 0 = NaN.
   using native::binary;
   using native::unary;
-  Tensor el = binary(BinaryOp::Add, binary(BinaryOp::Sub, unary(UnaryOp::Relu, x), binary(BinaryOp::Mul, x, y)),
+  const Tensor zero = native::scalar_operand(0.0, y);
+  auto weighted = [&](const Tensor& w, const Tensor& r) {
+    return native::masked_fill(binary(BinaryOp::Mul, w, r), binary(BinaryOp::Eq, w, zero), 0.0);
+  };
+  const Tensor linear = binary(
+      BinaryOp::Add, weighted(binary(BinaryOp::Sub, native::scalar_operand(1.0, y), y), unary(UnaryOp::Relu, x)),
+      weighted(y, unary(UnaryOp::Relu, unary(UnaryOp::Neg, x))));
+  Tensor el = binary(BinaryOp::Add, linear,
                      unary(UnaryOp::Log1p, unary(UnaryOp::Exp, unary(UnaryOp::Neg, unary(UnaryOp::Abs, x)))));
   const Tensor count = native::scalar_operand(double(x.numel()), x);
   Tensor out = reduce_native(el, reduction, count);

@@ -328,6 +328,26 @@ TEST_CASE("loss: binary_cross_entropy_with_logits is stable and matches the text
   CHECK(F::binary_cross_entropy_with_logits(big.detach().to(kBF16), bt.to(kBF16)).dtype() == kF32);
 }
 
+// At x = +-inf the loss is inf, or 0 where the target agrees (PyTorch gives NaN for x = -inf, y = 1),
+// and the gradient sigmoid(x) - y; a NaN target still gives NaN.
+TEST_CASE("loss: binary_cross_entropy_with_logits at infinite logits is inf or 0, never NaN") {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType t : {kF32, kF64}) {
+    CAPTURE(t);
+    Tensor x = from_vector<double>({inf, inf, inf, -inf, -inf, -inf, inf, 3.0}).to(t).requires_grad_();
+    const Tensor y = from_vector<double>({0.0, 1.0, 0.5, 0.0, 1.0, 0.25, nan, nan}).to(t);
+    const Tensor l = F::binary_cross_entropy_with_logits(x, y, Reduction::None);
+    const Vec got = values(l);
+    const Vec want{inf, 0.0, inf, 0.0, inf, inf};
+    for (size_t i = 0; i < want.size(); ++i) CHECK(got[i] == want[i]);
+    CHECK(std::isnan(got[6]));
+    CHECK(std::isnan(got[7]));
+    sum(l.narrow(0, 0, 6)).backward();
+    const Vec gx = values(x.grad()), want_gx{1.0, 0.0, 0.5, 0.0, -1.0, -0.25};
+    CHECK(Vec(gx.begin(), gx.begin() + 6) == want_gx);
+  }
+}
+
 const test::GradcheckCases kBceGradcheckCases([](std::vector<test::GradcheckCase>& cases) {
   Generator g(27);
   V in{leaf_of(uniform({3, 4}, g, -3, 3)), leaf_of(uniform({4, 3}, g, 0, 1))};
