@@ -34,7 +34,7 @@ MDL_VEC_INLINE V exp_v(V x) {
 }
 
 // tanh(x): an odd polynomial below |x| = 0.625, where 1 - 2 / (e^2|x| + 1) would cancel; that
-// formula above it, with x's sign. tanh(+-inf) = +-1, NaN stays NaN.
+// formula above it, with x's sign bit. tanh(+-inf) = +-1, tanh(-0) = -0, NaN stays NaN.
 template <class V>
 MDL_VEC_INLINE V tanh_v(V x) {
   const V z = x * x;
@@ -43,11 +43,12 @@ MDL_VEC_INLINE V tanh_v(V x) {
   p = p * z - 5.37397155531e-2f;
   p = p * z + 1.33314422036e-1f;
   p = p * z - 3.33332819422e-1f;
-  const V small = p * z * x + x;
+  using I = decltype(x < x);
+  const V small = p * z * x + x;  // x's sign, but +0 for -0
   const V ax = x < 0.0f ? -x : x;
   const V big = 1.0f - 2.0f / (exp_v(ax + ax) + 1.0f);
-  const V signed_big = x < 0.0f ? -big : big;
-  return ax < 0.625f ? small : signed_big;
+  const V magnitude = ax < 0.625f ? small : big;
+  return (V)((I)magnitude | ((I)x & (I{} + (-2147483647 - 1))));  // x's sign bit on: tanh(-0) = -0
 }
 
 // 1 / (1 + e^-x) for x >= 0, e^x / (1 + e^x) below, so that tiny results keep their precision.

@@ -164,6 +164,31 @@ TEST_CASE("unary vector math: NaN stays NaN, and an element's result does not de
   }
 }
 
+// tanh is odd to the sign of zero, as std::tanh and PyTorch: tanh(-0) = -0, at every width, in the
+// tail and through the op.
+TEST_CASE("unary vector math: tanh keeps the sign of zero") {
+  const Floats xs(37, -0.0f);
+  std::vector<std::pair<std::string, Floats>> runs;
+  Floats o(xs.size());
+  cpu::vec_map4(VecFn::Tanh, o.data(), xs.data(), int64_t(xs.size()));
+  runs.emplace_back("4 floats", o);
+  if (cpu::has_avx2_fma()) {
+    cpu::vec_map8(VecFn::Tanh, o.data(), xs.data(), int64_t(xs.size()));
+    runs.emplace_back("8 floats (AVX2)", o);
+  }
+  if (cpu::has_avx512f()) {
+    cpu::vec_map16(VecFn::Tanh, o.data(), xs.data(), int64_t(xs.size()));
+    runs.emplace_back("16 floats (AVX-512F)", o);
+  }
+  runs.emplace_back("tensor op", tanh(from_vector(xs, {37})).to_vector<float>());
+  runs.emplace_back("tensor op, +0", tanh(from_vector(Floats(37, 0.0f), {37})).to_vector<float>());
+  for (const auto& [how, got] : runs) {
+    INFO(how);
+    const bool negative = how != "tensor op, +0";
+    for (float v : got) CHECK((v == 0.0f && std::signbit(v) == negative));
+  }
+}
+
 TEST_CASE("gelu backward: one fused pass against the double formula, on strided and broadcast operands") {
   for (const bool tanh_approx : {false, true}) {
     const std::string approx = tanh_approx ? "tanh" : "none";
