@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <optional>
 #include <string>
@@ -85,6 +86,28 @@ Tensor composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   if (mask.defined()) hidden = hidden + (1.0 - mask.to(kF64));
   s = masked_fill(s, gt(hidden, scalar_tensor(0.5, kF64)), -std::numeric_limits<double>::infinity());
   return matmul(softmax(s, -1), v);
+}
+
+// Shapes for the tests on each GEMM kernel: queries past a tile's edge, keys and head dims past the
+// kernels' k blocks, L != S, masks and causal, a single matrix (its tiles split across threads).
+struct EdgeCase {
+  int64_t B, H, L, S, E, Ev;
+  bool causal, masked;
+};
+const EdgeCase kEdgeCases[] = {{1, 1, 1, 1, 8, 8, true, false},      {1, 1, 33, 33, 16, 8, true, false},
+                               {2, 1, 70, 45, 24, 40, false, true},  {1, 2, 100, 300, 64, 64, true, false},
+                               {1, 1, 40, 300, 64, 16, false, true}, {1, 1, 17, 250, 200, 24, false, false},
+                               {2, 3, 65, 65, 32, 32, true, true}};
+
+// The fused attention of q0, k0, v0 computed in dtype t, and the gradients of q, k and v for the loss
+// sum(out * r): {out, dq, dk, dv}.
+std::vector<Tensor> attention_and_grads(const Tensor& q0, const Tensor& k0, const Tensor& v0, const Tensor& r,
+                                        const Tensor& mask, bool causal, DType t) {
+  Tensor q = q0.to(t).clone().requires_grad_(), k = k0.to(t).clone().requires_grad_();
+  Tensor v = v0.to(t).clone().requires_grad_();
+  Tensor out = F::scaled_dot_product_attention(q, k, v, mask, causal);
+  sum(out.to(kF64) * r).backward();
+  return {out, q.grad(), k.grad(), v.grad()};
 }
 
 }  // namespace
@@ -291,14 +314,6 @@ TEST_CASE("attention: backward matches the composed ops over several blocks; f16
 TEST_CASE(
     "attention: f32 forward and every gradient agree with f64 on each micro-kernel, across tile and block edges") {
   using cpu::GemmKernel;
-  struct Case {
-    int64_t B, H, L, S, E, Ev;
-    bool causal, masked;
-  };
-  const Case cases[] = {{1, 1, 1, 1, 8, 8, true, false},      {1, 1, 33, 33, 16, 8, true, false},
-                        {2, 1, 70, 45, 24, 40, false, true},  {1, 2, 100, 300, 64, 64, true, false},
-                        {1, 1, 40, 300, 64, 16, false, true}, {1, 1, 17, 250, 200, 24, false, false},
-                        {2, 3, 65, 65, 32, 32, true, true}};
   Generator g(21);
   int kernels = 0;
   for (GemmKernel kernel : {GemmKernel::scalar, GemmKernel::avx2, GemmKernel::avx512}) {
@@ -306,20 +321,14 @@ TEST_CASE(
     ++kernels;
     cpu::ScopedGemmKernel forced(kernel);
     CAPTURE(cpu::gemm_kernel_name(kernel));
-    for (const Case& c : cases) {
+    for (const EdgeCase& c : kEdgeCases) {
       INFO("B=", c.B, " H=", c.H, " L=", c.L, " S=", c.S, " E=", c.E, " Ev=", c.Ev, " causal=", c.causal,
            " masked=", c.masked);
       Tensor q0 = randn_t({c.B, c.H, c.L, c.E}, kF64, g), k0 = randn_t({c.B, c.H, c.S, c.E}, kF64, g);
       Tensor v0 = randn_t({c.B, c.H, c.S, c.Ev}, kF64, g), r = randn_t({c.B, c.H, c.L, c.Ev}, kF64, g);
       Tensor mask = c.masked ? gt(rand({c.B, 1, c.L, c.S}, kF32, &g), scalar_tensor(0.2, kF32)) : Tensor();
-      auto run = [&](DType t) {
-        Tensor q = q0.to(t).clone().requires_grad_(), k = k0.to(t).clone().requires_grad_();
-        Tensor v = v0.to(t).clone().requires_grad_();
-        Tensor out = F::scaled_dot_product_attention(q, k, v, mask, c.causal);
-        sum(out.to(kF64) * r).backward();
-        return std::vector<Tensor>{out, q.grad(), k.grad(), v.grad()};
-      };
-      const auto want = run(kF64), got = run(kF32);
+      const auto want = attention_and_grads(q0, k0, v0, r, mask, c.causal, kF64);
+      const auto got = attention_and_grads(q0, k0, v0, r, mask, c.causal, kF32);
       for (size_t i = 0; i < 4; ++i) {
         CAPTURE(i);
         CHECK(got[i].dtype() == kF32);
@@ -360,36 +369,24 @@ TEST_CASE("attention: a saturated softmax gives zero q and k gradients; values n
 TEST_CASE("attention: bf16 forward and every gradient agree with f64 on the pair kernel, across tile and block edges" *
           doctest::skip(!cpu::gemm_kernel_available(cpu::GemmKernel::avx512_bf16_emulated))) {
   using cpu::GemmKernel;
-  struct Case {
-    int64_t B, H, L, S, E, Ev;
-    bool causal, masked;
-  };
-  const Case cases[] = {{1, 1, 1, 1, 8, 8, true, false},      {1, 1, 33, 33, 16, 8, true, false},
-                        {2, 1, 70, 45, 24, 40, false, true},  {1, 2, 100, 300, 64, 64, true, false},
-                        {1, 1, 40, 300, 64, 16, false, true}, {1, 1, 17, 250, 200, 24, false, false},
-                        {2, 3, 65, 65, 32, 32, true, true},   {1, 1, 41, 777, 16, 24, false, true},
-                        {1, 1, 450, 451, 400, 8, true, false}};
+  std::vector<EdgeCase> cases(std::begin(kEdgeCases), std::end(kEdgeCases));
+  cases.push_back({1, 1, 41, 777, 16, 24, false, true});
+  cases.push_back({1, 1, 450, 451, 400, 8, true, false});
   Generator g(23);
   for (GemmKernel kernel : {GemmKernel::avx512_bf16, GemmKernel::avx512_bf16_emulated}) {
     if (!cpu::gemm_kernel_available(kernel)) continue;
     cpu::ScopedGemmKernel forced(kernel);
     CAPTURE(cpu::gemm_kernel_name(kernel));
     REQUIRE(cpu::gemm_panel_width(cpu::GemmPrecision::bf16) == 32);
-    for (const Case& c : cases) {
+    for (const EdgeCase& c : cases) {
       INFO("B=", c.B, " H=", c.H, " L=", c.L, " S=", c.S, " E=", c.E, " Ev=", c.Ev, " causal=", c.causal,
            " masked=", c.masked);
       auto bf16_values = [&](const Shape& s) { return randn_t(s, kBF16, g).to(kF64); };
       Tensor q0 = bf16_values({c.B, c.H, c.L, c.E}), k0 = bf16_values({c.B, c.H, c.S, c.E});
       Tensor v0 = bf16_values({c.B, c.H, c.S, c.Ev}), r = bf16_values({c.B, c.H, c.L, c.Ev});
       Tensor mask = c.masked ? gt(rand({c.B, 1, c.L, c.S}, kF32, &g), scalar_tensor(0.2, kF32)) : Tensor();
-      auto run = [&](DType t) {
-        Tensor q = q0.to(t).clone().requires_grad_(), k = k0.to(t).clone().requires_grad_();
-        Tensor v = v0.to(t).clone().requires_grad_();
-        Tensor out = F::scaled_dot_product_attention(q, k, v, mask, c.causal);
-        sum(out.to(kF64) * r).backward();
-        return std::vector<Tensor>{out, q.grad(), k.grad(), v.grad()};
-      };
-      const auto want = run(kF64), got = run(kBF16);
+      const auto want = attention_and_grads(q0, k0, v0, r, mask, c.causal, kF64);
+      const auto got = attention_and_grads(q0, k0, v0, r, mask, c.causal, kBF16);
       for (size_t i = 0; i < 4; ++i) {
         CAPTURE(i);
         CHECK(got[i].dtype() == kBF16);
