@@ -483,11 +483,14 @@ void group_norm_backward(const Tensor& grad_x, const Tensor& grad_w, const Tenso
           const double h = double(A(gp[i])) * double(w[size_t(c)]);
           return Sums<2>{h, h * (double(A(xp[i])) - mu)};
         });
-        const double mh = s[0] / double(L), k = rs * rs * s[1] / double(L);  // mean(h), mean(h * xhat) * rstd
+        const double mh = s[0] / double(L), mhx = rs * s[1] / double(L);  // mean(h), mean(h * xhat)
+        // xhat = (x - mean) * rstd first: x * rstd^3 would fall below float's range (and x * q + shift
+        // cancel) for rows far from 0
+        const A q = A(-rs * mhx), sh = A(-rs * mh), m = A(mu), r_s = A(rs);
         for (int64_t c = 0; c < K; ++c) {
-          const A a = A(rs * double(w[size_t(c0 + c)])), q = A(-rs * k), sh = A(rs * (k * mu - mh));
+          const A a = A(rs * double(w[size_t(c0 + c)]));
           const int64_t o = i0 + c * S;
-          for (int64_t j = 0; j < S; ++j) gx[o + j] = T(A(gp[o + j]) * a + A(xp[o + j]) * q + sh);
+          for (int64_t j = 0; j < S; ++j) gx[o + j] = T(A(gp[o + j]) * a + (A(xp[o + j]) - m) * r_s * q + sh);
         }
       }
     });

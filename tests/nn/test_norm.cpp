@@ -392,7 +392,7 @@ TEST_CASE("norm: bf16 batch_norm statistics keep bf16's range") {
 // Squared deviations past 3.4e38 overflow a float block sum of the layer norm's rows, which is then
 // summed again in double: the variance, 1.25e40, is finite in double and its inverse root in f32.
 // The input gradient's terms, about 1e-21, must not pass through the square of that root (1e-40).
-TEST_CASE("norm: f32 layer_norm of values near 1e20 normalises them, forward and backward") {
+TEST_CASE("norm: f32 layer_norm and group_norm of values near 1e20 normalise them, forward and backward") {
   const bool was_wide = toggles::wide_layer_norm();
   const Tensor x = from_vector<float>({1e20f, -1e20f, 2e20f, 0.f}, {1, 4});
   const Tensor gy = from_vector<float>({1.f, 2.f, -1.f, 0.5f}, {1, 4});
@@ -408,7 +408,15 @@ TEST_CASE("norm: f32 layer_norm of values near 1e20 normalises them, forward and
     Tensor xl = x.clone().requires_grad_(), w = ones({4}).requires_grad_(), b = zeros({4}).requires_grad_();
     const Tensor y = F::layer_norm(xl, {4}, w, b);
     check_close(y, xhat, {.rtol = 1e-5, .atol = 1e-6});
-    check_close(F::group_norm(x.reshape({1, 1, 4}), 1).reshape({1, 4}), xhat, {.rtol = 1e-5, .atol = 1e-6});
+    for (const Shape& shape :
+         {Shape{1, 4, 1}, Shape{1, 1, 4}}) {  // group norm: one group of 4 channels, or of 4 values
+      CAPTURE(shape_str(shape));
+      Tensor xg = x.reshape(shape).clone().requires_grad_();
+      const Tensor yg = F::group_norm(xg, 1);
+      check_close(yg.reshape({1, 4}), xhat, {.rtol = 1e-5, .atol = 1e-6});
+      yg.backward(gy.reshape(shape));
+      check_close(xg.grad().reshape({1, 4}), want_grad, {.rtol = 1e-5, .atol = 1e-27});
+    }
     y.backward(gy);
     check_close(xl.grad(), want_grad, {.rtol = 1e-5, .atol = 1e-27});
     check_close(w.grad(), {xhat[0], 2 * xhat[1], -xhat[2], 0.5 * xhat[3]}, {.rtol = 1e-5, .atol = 1e-6});
