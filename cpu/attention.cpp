@@ -187,20 +187,16 @@ struct Dest {
   }
   T* row(int64_t b, int64_t r) const { return p + off[size_t(b)] + r * rs; }
   // Rows [r0, r0 + n) of batch b, cols wide, from the transposed (cols x ...) src, rows lds apart:
-  // element (r0 + i, c) = scale[i] * src[c * lds + i] (scale null: 1), rounded once.
+  // element (r0 + i, c) = src[c * lds + i], rounded once.
   template <class A>
-  void store_transposed(const A* src, int64_t lds, const A* scale, int64_t b, int64_t r0, int64_t n, int64_t cols,
+  void store_transposed(const A* src, int64_t lds, int64_t b, int64_t r0, int64_t n, int64_t cols,
                         std::vector<A>& buf) const {
-    if constexpr (std::is_same_v<A, T>)
-      if (!scale) return transpose(src, lds, n, cols, row(b, r0), rs);
-    buf.resize(size_t(n * cols));
-    transpose(src, lds, n, cols, buf.data(), cols);
-    for (int64_t i = 0; i < n; ++i) {
-      A* r = buf.data() + i * cols;
-      if (scale)
-        for (int64_t c = 0; c < cols; ++c) r[c] *= scale[i];
-      if constexpr (std::is_same_v<A, T>) std::copy(r, r + cols, row(b, r0 + i));
-      else from_floats(r, row(b, r0 + i), cols);
+    if constexpr (std::is_same_v<A, T>) {
+      transpose(src, lds, n, cols, row(b, r0), rs);
+    } else {
+      buf.resize(size_t(n * cols));
+      transpose(src, lds, n, cols, buf.data(), cols);
+      for (int64_t i = 0; i < n; ++i) from_floats(buf.data() + i * cols, row(b, r0 + i), cols);
     }
   }
 };
@@ -381,7 +377,7 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
         }
         // out^T (Ev, W) = v^T (Ev, sk) @ P^T (sk, W)
         values_t.times_panel(Ev, W, sk, A(1), st.data(), W, A(0), ot.data(), W);
-        o.store_transposed(ot.data(), W, static_cast<const A*>(nullptr), b, i0, n, Ev, row);
+        o.store_transposed(ot.data(), W, b, i0, n, Ev, row);
       }
     }
   });
@@ -457,7 +453,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
         if (dqd.p) {
           dqt.resize(E * W);
           keys_t.times_panel(E, W, sk, A(scale), dst.data(), W, A(0), dqt.data(), W);
-          dqd.store_transposed(dqt.data(), W, static_cast<const A*>(nullptr), b, i0, n, E, row);
+          dqd.store_transposed(dqt.data(), W, b, i0, n, E, row);
         }
         // dk^T (E, sk) += q^T (E, n) @ dS (n, sk) * scale
         if (dkd.p) {
@@ -465,8 +461,8 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
           dscores.times(E, sk, n, A(scale), qr.transposed(), A(1), dkt.data(), S);
         }
       }
-      if (dkd.p) dkd.store_transposed(dkt.data(), S, static_cast<const A*>(nullptr), b, 0, S, E, row);
-      if (dvd.p) dvd.store_transposed(dvt.data(), S, static_cast<const A*>(nullptr), b, 0, S, Ev, row);
+      if (dkd.p) dkd.store_transposed(dkt.data(), S, b, 0, S, E, row);
+      if (dvd.p) dvd.store_transposed(dvt.data(), S, b, 0, S, Ev, row);
     }
   });
 }
