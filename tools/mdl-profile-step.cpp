@@ -31,20 +31,21 @@ namespace {
 
 struct Options {
   std::string model = "gpt", device = cuda::is_available() ? "cuda" : "cpu", ceilings;
-  bool amp = false, help = false, channels_last = false;
+  bool amp = false, help = false, channels_last = false, by_shape = false;
   int steps = 10, rows = 25, batch = 0;  // batch 0: the model's own (128 images, 32 sequences)
 };
 
 const char* kUsage = R"(usage: mdl-profile-step [--model simplecnn|resnet18|gpt] [--amp] [--device cpu|cuda|cuda:N]
                         [--steps N] [--rows N] [--batch N] [--channels-last] [--ceilings FILE]
-                        [--switch NAME=on|off ...]
+                        [--by-shape] [--switch NAME=on|off ...]
   --device: cuda when this build and machine have a GPU, else cpu; --model gpt, --steps 10
   times N training steps (after 3 warm-up steps) of the model on random data, then profiles N more
   and prints the profiler's table (its first --rows rows, 25), the step's phases and memory;
   --batch sets the batch (128 images, 32 sequences for gpt), --channels-last lays out the model
   and its images NHWC (mdl-train --channels-last); --ceilings reads the roofline ceilings that
   mdl-roofline wrote (roofline.json) and adds each kernel's intensity, GB/s, binding limit, % of
-  bound and headroom to the table, sorted by headroom;
+  bound and headroom to the table, sorted by headroom; --by-shape gives each kernel a row per
+  input shapes (one conv layer, one matmul), so the roofline names the layer that is furthest off;
   --switch sets one of `make bench`'s toggles (e.g. cudnn_benchmark=off) for the whole run
 )";
 
@@ -83,6 +84,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--batch") o.batch = parse_count(a, value(), 4096);
     else if (a == "--channels-last") o.channels_last = true;
     else if (a == "--ceilings") o.ceilings = value();
+    else if (a == "--by-shape") o.by_shape = true;
     else if (a == "--switch") set_switch(value());
     else throw Error("mdl-profile-step: unknown option '" + a + "'");
   }
@@ -176,7 +178,7 @@ int run(const Options& o) {
     session.step();
   }
   session.stop();
-  profiler::TableOptions table{.row_limit = o.rows};
+  profiler::TableOptions table{.group_by_shape = o.by_shape, .row_limit = o.rows};
   if (ceilings) {
     table.sort_by = profiler::SortBy::Headroom;
     table.roofline = {.ceilings = &*ceilings,
