@@ -77,8 +77,9 @@ MDL_VEC_INLINE V gelu_tanh_grad_v(V x) {
 // erf(x): below |x| = 0.5 its Taylor series to x^11 (relative error under 1e-8, so tiny x keep their
 // ulps); above, 1 - (a1 t + ... + a5 t^5) e^(-x^2) with t = 1 / (1 + p |x|) (Abramowitz and Stegun
 // 7.1.26, absolute error under 1.5e-7, the form PyTorch's vectorised CPU erf takes). Odd in x.
+// erf_given(x, e) takes e = e^(-x^2) from the caller, who may need it too (GELU's derivative).
 template <class V>
-MDL_VEC_INLINE V erf_v(V x) {
+MDL_VEC_INLINE V erf_given(V x, V e) {
   const V ax = x < 0.0f ? -x : x;
   const V z = x * x;
   const V taylor = x * 1.12837916709551257f *
@@ -87,8 +88,12 @@ MDL_VEC_INLINE V erf_v(V x) {
                          z * (0.1f + z * (-0.0238095238095f + z * (0.00462962962963f + z * -0.000757575757576f)))));
   const V t = 1.0f / (1.0f + 0.3275911f * ax);
   const V y = ((((1.061405429f * t - 1.453152027f) * t + 1.421413741f) * t - 0.284496736f) * t + 0.254829592f) * t;
-  const V r = 1.0f - y * exp_v(-z);
+  const V r = 1.0f - y * e;
   return ax < 0.5f ? taylor : x < 0.0f ? -r : r;
+}
+template <class V>
+MDL_VEC_INLINE V erf_v(V x) {
+  return erf_given(x, exp_v(-(x * x)));
 }
 
 constexpr float kSqrtHalf = 0.70710678118654752440f, kInvSqrt2Pi = 0.39894228040143267794f;
@@ -99,10 +104,12 @@ MDL_VEC_INLINE V gelu_v(V x) {
   return 0.5f * x * (1.0f + erf_v(x * kSqrtHalf));
 }
 
-// Its derivative: Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi).
+// Its derivative: Phi(x) + x phi(x), phi(x) = e^(-x^2/2) / sqrt(2 pi). With u = x / sqrt 2, erf(u)
+// needs e^(-u^2), the same exponential as phi: one exp_v serves both.
 template <class V>
 MDL_VEC_INLINE V gelu_grad_v(V x) {
-  return 0.5f * (1.0f + erf_v(x * kSqrtHalf)) + x * kInvSqrt2Pi * exp_v(-0.5f * x * x);
+  const V u = x * kSqrtHalf, e = exp_v(-(u * u));
+  return 0.5f * (1.0f + erf_given(u, e)) + x * kInvSqrt2Pi * e;
 }
 
 #undef MDL_VEC_INLINE
