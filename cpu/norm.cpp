@@ -14,6 +14,7 @@
 #include "cpu/kernels.h"
 #include "cpu/layer_norm_rows.h"
 #include "cpu/layer_norm_rows_impl.h"
+#include "cpu/scratch.h"
 #include "cpu/loops.h"
 #include "cpu/select_bits.h"
 #include "kernels/convert.h"
@@ -373,24 +374,38 @@ void layer_norm_rows_f32(int64_t N, int64_t C, const float* x, float* y, float* 
   });
 }
 
-// gx, and (when asked) gw[c] = sum over rows of gy * xhat and gb[c] = sum of gy, in double.
+// The row blocks the parameter gradients are summed in: at least 64 rows and at most 256 blocks, a
+// split that depends on N alone, so the sums' order (and their bits) does not depend on the threads.
+int64_t param_block_rows(int64_t N) { return std::max<int64_t>(64, (N + 255) / 256); }
+
+// gx, and (when asked) gw[c] = sum over rows of gy * xhat and gb[c] = sum of gy, in double. One pass
+// over the rows: each row's gx, then its share of the parameter sums while it is still in L1, into
+// its block's partial sums; the blocks are added in order at the end. (Walking the rows again for the
+// parameters read x and gy from memory twice: at 2048 rows of 384, cold, that pass cost as much as gx.)
 void layer_norm_backward_rows_f32(int64_t N, int64_t C, const float* x, const float* g, const float* mean,
                                   const float* rstd, const float* w, float* gx, float* gw, float* gb) {
   const LayerNormRows& rows = layer_norm_rows();
-  if (gw || gb) {  // threads split the channels; each walks the rows in order
-    parallel_for(0, C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, N)), [&](int64_t cb, int64_t ce) {
-      std::vector<double> sw(size_t(ce - cb), 0.0), sb(size_t(ce - cb), 0.0);
-      for (int64_t n = 0; n < N; ++n)
-        rows.param_grads(x + n * C + cb, g + n * C + cb, ce - cb, mean[n], rstd[n], sw.data(), sb.data());
-      for (int64_t c = cb; c < ce; ++c) {
-        if (gw) gw[c] = float(sw[size_t(c - cb)]);
-        if (gb) gb[c] = float(sb[size_t(c - cb)]);
+  const bool params = gw || gb;
+  const int64_t block = params ? param_block_rows(N) : 1, blocks = (N + block - 1) / block;
+  Scratch<double> sums(params ? blocks * 2 * C : 0, 0.0);  // block b: sw at 2bC, sb at (2b + 1)C
+  const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, block * C));
+  parallel_for(0, blocks, grain, [&](int64_t b0, int64_t b1) {
+    for (int64_t r = b0 * block; r < std::min(N, b1 * block); ++r) {
+      if (gx) rows.backward(x + r * C, g + r * C, C, mean[r], rstd[r], w, gx + r * C);
+      if (params) {
+        double* sw = sums.data() + r / block * 2 * C;
+        rows.param_grads(x + r * C, g + r * C, C, mean[r], rstd[r], sw, sw + C);
       }
-    });
-  }
-  if (!gx) return;
-  parallel_for(0, N, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, C)), [&](int64_t rb, int64_t re) {
-    for (int64_t r = rb; r < re; ++r) rows.backward(x + r * C, g + r * C, C, mean[r], rstd[r], w, gx + r * C);
+    }
+  });
+  if (!params) return;
+  parallel_for(0, C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, blocks)), [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      double sw = 0, sb = 0;
+      for (int64_t b = 0; b < blocks; ++b) sw += sums[(2 * b) * C + c], sb += sums[(2 * b + 1) * C + c];
+      if (gw) gw[c] = float(sw);
+      if (gb) gb[c] = float(sb);
+    }
   });
 }
 

@@ -448,6 +448,36 @@ TEST_CASE("norm: layer_norm f32 forward and backward match f64") {
   }
 }
 
+// The f32 parameter gradients are summed over blocks of rows (at least 64, at most 256 blocks):
+// many blocks, a partial last one and blocks longer than 64 rows, against f64 and on 1 and 2 threads.
+TEST_CASE(
+    "norm: layer_norm's f32 parameter gradients over many row blocks match f64, the same bits on 1 and 2 threads") {
+  Generator g(12);
+  for (const Shape& s : {Shape{200, 48}, Shape{3, 7, 65}, Shape{20000, 8}}) {
+    CAPTURE(shape_str(s));
+    const int64_t C = s.back();
+    const Tensor x64 = uniform(s, g, -3, 2), w64 = uniform({C}, g, 0.5, 1.5), b64 = uniform({C}, g), gy = uniform(s, g);
+    auto run = [&](DType t) {
+      Tensor x = x64.to(t).detach().requires_grad_(), w = w64.to(t).detach().requires_grad_(),
+             b = b64.to(t).detach().requires_grad_();
+      F::layer_norm(x, {C}, w, b).backward(gy.to(t));
+      return std::vector<Vec>{values(x.grad()), values(w.grad()), values(b.grad())};
+    };
+    const int threads = get_num_threads();
+    set_num_threads(1);
+    const std::vector<Vec> one = run(kF32);
+    set_num_threads(std::max(threads, 2));
+    const std::vector<Vec> two = run(kF32), want = run(kF64);
+    set_num_threads(threads);
+    for (size_t i = 0; i < one.size(); ++i) CHECK(one[i] == two[i]);
+    // Sums over up to 20000 rows of order-one terms: absolute f32 error grows with the row count.
+    const double atol = 2e-6 * std::sqrt(double(s[0] * (s.size() > 2 ? s[1] : 1)));
+    check_close(two[0], want[0], {.rtol = 2e-5, .atol = 2e-6});
+    check_close(two[1], want[1], {.rtol = 2e-5, .atol = atol});
+    check_close(two[2], want[2], {.rtol = 2e-5, .atol = atol});
+  }
+}
+
 TEST_CASE("norm: layer_norm with fused_layer_norm off (composed of ops) matches the fused kernels, and gradchecks") {
   const bool was = toggles::fused_layer_norm();
   Generator g(11);
