@@ -4,7 +4,7 @@
 // and on: vector_math (exp, tanh, GELU on 1M f32), avx512_vec_math (tanh, GELU), fused_gelu_backward (GELU forward + backward),
 // fused_relu_backward (ReLU forward + backward), fused_add_relu, fused_bn_relu and fused_bn_add_relu
 // (a residual block's add + ReLU, batch norm + ReLU, batch norm + residual + ReLU, forward +
-// backward), branchless_select (masked_fill), tiled_transpose and vector_transpose (a transposed
+// backward), wide_bf16_batch_norm (bf16 batch norm + ReLU), branchless_select (masked_fill), tiled_transpose and vector_transpose (a transposed
 // copy) and wide_softmax (softmax over rows of 1024). Bytes read plus written per call give the GB/s column.
 #include <benchmark/benchmark.h>
 
@@ -135,6 +135,24 @@ void bn_relu_fwd_bwd(benchmark::State& state, bool fused) {
   auto bn = std::make_shared<nn::BatchNorm2d>(64);
   with_switch("fused_bn_relu", fused, [&] {
     run(state, 8 * 2 * k1M * 4, [&] {
+      bn->forward_relu(x).backward(g);
+      Tensor gx = x.grad();
+      x.zero_grad();
+      bn->zero_grad();
+      return gx;
+    });
+  });
+}
+
+// The same batch norm and ReLU on a bf16 activation (ResNet's conv-bn-relu under bf16 autocast), the
+// fused op each way: its row loops on the CPU's widest vectors, or (wide_bf16_batch_norm off) through
+// float blocks on 4 floats. Bytes: as the f32 pair's, at 2 bytes a value.
+void bn_relu_bf16_fwd_bwd(benchmark::State& state, bool wide) {
+  const Shape shape{32, 64, 32, 32};
+  Tensor x = input(shape).to(kBF16).requires_grad_(true), g = input(shape).to(kBF16);
+  auto bn = std::make_shared<nn::BatchNorm2d>(64);
+  with_switch("wide_bf16_batch_norm", wide, [&] {
+    run(state, 8 * 2 * k1M * 2, [&] {
       bn->forward_relu(x).backward(g);
       Tensor gx = x.grad();
       x.zero_grad();
@@ -276,6 +294,7 @@ int main(int argc, char** argv) {
   pair("fused_add_relu", "resblock_f32_32x64x32x32_fwd_bwd", add_relu_fwd_bwd);
   pair("fused_bn_relu", "bn_relu_f32_32x64x32x32_fwd_bwd", bn_relu_fwd_bwd);
   pair("fused_bn_add_relu", "bn_add_relu_f32_32x64x32x32_fwd_bwd", bn_add_relu_fwd_bwd);
+  pair("wide_bf16_batch_norm", "bn_relu_bf16_32x64x32x32_fwd_bwd", bn_relu_bf16_fwd_bwd);
   pair("branchless_select", "masked_fill_f32_4M", masked_fill_pair);
   pair("tiled_transpose", "f32_4096x4096", tiled_transpose_pair);
   pair("vector_transpose", "f32_4096x4096", vector_transpose_pair<kSide>);

@@ -1,8 +1,9 @@
 // CPU kernels for the fused normalisations (batch norm; group norm, with layer norm as its
 // one-group case) and dropout. Inputs arrive contiguous as (N, C, S). Statistics are two-pass
 // (mean, then squared deviations) and every sum runs in double in a fixed order per channel or
-// per row (f16/bf16 batch norm: float sums of blocks of 64, added in double), so results do not
-// depend on the thread count.
+// per row (f16/bf16 batch norm: float sums of blocks, added in double), so results do not depend
+// on the thread count. bf16 batch norm's rows run on the CPU's widest vectors
+// (cpu/bf16_batch_norm_rows.h), f16's and the switch-off path through float blocks.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -10,6 +11,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "cpu/bf16_batch_norm_rows.h"
+#include "cpu/bf16_batch_norm_rows_impl.h"
 #include "cpu/float_block.h"
 #include "cpu/cpu_features.h"
 #include "cpu/kernels.h"
@@ -184,6 +187,47 @@ void f32_backward_sums(int64_t N, int64_t C, int64_t S, const float* x, const fl
   });
 }
 
+// bf16 batch norm's row loops (cpu/bf16_batch_norm_rows.h) for T, or null: other dtypes, or the
+// wide_bf16_batch_norm switch off, take the loops below.
+template <class T>
+const Bf16BatchNormRows* bf16_rows() {
+  if constexpr (std::is_same_v<T, BFloat16>) return bf16_batch_norm_rows();
+  else return nullptr;
+}
+
+// A channel's coefficients as the row loops take them (A is float for bf16, the only dtype they run).
+template <class A>
+const BnAffine* row_affine(const Affine<A>& k) {
+  if constexpr (std::is_same_v<A, float>) return &k;
+  else return nullptr;
+}
+
+// out[c] = the sum over n of row_sum(row, c), row the (n, c) row's first element: threads split the
+// channels, each adding its rows in order of n.
+template <class F>
+void bf16_channel_sums(int64_t N, int64_t C, int64_t S, double* out, const F& row_sum) {
+  parallel_for(0, C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, N * S)), [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      double t = 0;
+      for (int64_t n = 0; n < N; ++n) t += row_sum((n * C + c) * S, c);
+      out[c] = t;
+    }
+  });
+}
+
+// The same for the backward's two sums: rows(row, c, sums) adds a row's share to sums[0] and sums[1].
+template <class F>
+void bf16_grad_sums(int64_t N, int64_t C, int64_t S, double* sdy, double* sdx, const F& rows) {
+  parallel_for(0, C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, N * S)), [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) {
+      double sums[2] = {0, 0};
+      for (int64_t n = 0; n < N; ++n) rows((n * C + c) * S, c, sums);
+      sdy[c] = sums[0];
+      sdx[c] = sums[1];
+    }
+  });
+}
+
 // Every channel's forward coefficients (kernels/norm_math.h).
 template <class A>
 std::vector<Affine<A>> affines(const Tensor& weight, const Tensor& bias, const A* mean, const A* invstd, int64_t C) {
@@ -275,11 +319,18 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
     T* yp = out.data_ptr<T>();
     A* mp = mean.data_ptr<A>();
     A* ip = invstd.data_ptr<A>();
+    const Bf16BatchNormRows* rows = bf16_rows<T>();
     if (training) {
       // x (N, C, S) -> mean, var (C), over N * S values each.
       const double M = double(N * S);
       std::vector<double> sum(static_cast<size_t>(C)), sq(static_cast<size_t>(C));
-      if constexpr (is_half_v<T>) {
+      if (rows) {
+        const uint16_t* xb = reinterpret_cast<const uint16_t*>(xp);
+        bf16_channel_sums(N, C, S, sum.data(), [&](int64_t row, int64_t) { return rows->sum(xb + row, S); });
+        for (double& s : sum) s /= M;
+        bf16_channel_sums(N, C, S, sq.data(),
+                          [&](int64_t row, int64_t c) { return rows->squares(xb + row, S, float(sum[size_t(c)])); });
+      } else if constexpr (is_half_v<T>) {
         half_channel_sums(N, C, S, xp, sum.data());
         for (double& s : sum) s /= M;
         const std::vector<float> centre(sum.begin(), sum.end());
@@ -316,7 +367,11 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
       with_flag(rp != nullptr, [&]<bool RES>() {
         for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
           const Affine<A> kc = k[size_t(c)];
-          if constexpr (is_half_v<T>)
+          if (rows) {
+            const auto bits = [](const T* p) { return reinterpret_cast<const uint16_t*>(p); };
+            rows->forward(bits(xp + i), RES ? bits(rp + i) : nullptr, reinterpret_cast<uint16_t*>(yp + i), end - i,
+                          row_affine(kc), RELU);
+          } else if constexpr (is_half_v<T>)
             map_floats(xp, rp, yp, i, end,
                        [&](float x, float r) { return activate<RELU>(plus_residual<RES>(pre_activation(x, kc), r)); });
           else
@@ -343,10 +398,16 @@ void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Te
   const A* ip = invstd.data_ptr<A>();
   // The forward's coefficients, for the ReLU's mask.
   const std::vector<Affine<A>> fwd = RELU ? affines<A>(weight, bias, mp, ip, C) : std::vector<Affine<A>>();
+  const Bf16BatchNormRows* rows = bf16_rows<T>();
   // sdy[c] = sum gy, sdx[c] = sum gy * (x - mean): (C)
   std::vector<double> sdy(static_cast<size_t>(C)), sdx(static_cast<size_t>(C));
   if (training || grad_w.defined() || grad_b.defined()) {
-    if constexpr (is_half_v<T>) {
+    if (rows) {
+      const uint16_t *gb = reinterpret_cast<const uint16_t*>(gp), *xb = reinterpret_cast<const uint16_t*>(xp);
+      bf16_grad_sums(N, C, S, sdy.data(), sdx.data(), [&](int64_t row, int64_t c, double* sums) {
+        rows->grad_sums(gb + row, xb + row, S, float(mp[c]), RELU ? row_affine(fwd[size_t(c)]) : nullptr, sums);
+      });
+    } else if constexpr (is_half_v<T>) {
       half_channel_sums(N, C, S, gp, sdy.data(), mp, xp, sdx.data(), RELU ? fwd.data() : nullptr);
     } else if constexpr (std::is_same_v<T, float>) {
       f32_backward_sums<RELU>(N, C, S, xp, gp, mp, RELU ? fwd.data() : nullptr, sdy.data(), sdx.data());
@@ -383,7 +444,11 @@ void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Te
   for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
     const A pc = p[size_t(c)], qc = q[size_t(c)], rc = r[size_t(c)];
     const Affine<A> kc = RELU ? fwd[size_t(c)] : Affine<A>{};
-    if constexpr (is_half_v<T>)
+    if (rows)
+      rows->backward(reinterpret_cast<const uint16_t*>(gp + i), reinterpret_cast<const uint16_t*>(xp + i),
+                     reinterpret_cast<uint16_t*>(gx + i), end - i, float(pc), float(qc), float(rc),
+                     RELU ? row_affine(kc) : nullptr);
+    else if constexpr (is_half_v<T>)
       map_floats(gp, xp, gx, i, end, [&](float g, float x) { return gated<RELU>(g, x, kc) * pc + x * qc + rc; });
     else
       for (; i < end; ++i) gx[i] = T(gated<RELU>(A(gp[i]), A(xp[i]), kc) * pc + A(xp[i]) * qc + rc);
@@ -612,6 +677,19 @@ const LayerNormRows& layer_norm_rows() {
     if (has_avx2_fma()) return layer_norm_rows8();
   }
   return layer_norm_rows4();
+}
+
+const Bf16BatchNormRows& bf16_batch_norm_rows4() {
+  using f32x4 = float __attribute__((vector_size(16)));
+  static constexpr Bf16BatchNormRows r = bf16_batch_norm_rows_impl::rows<f32x4>();
+  return r;
+}
+
+const Bf16BatchNormRows* bf16_batch_norm_rows() {
+  if (!toggles::wide_bf16_batch_norm()) return nullptr;
+  if (has_avx512f()) return &bf16_batch_norm_rows16();
+  if (has_avx2_fma()) return &bf16_batch_norm_rows8();
+  return &bf16_batch_norm_rows4();
 }
 
 }  // namespace mdl::cpu

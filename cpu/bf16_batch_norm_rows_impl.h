@@ -1,0 +1,282 @@
+// The body of Bf16BatchNormRows (cpu/bf16_batch_norm_rows.h) on one GCC float vector type V, included by
+// cpu/norm.cpp (4 floats) and by cpu/bf16_batch_norm_rows_avx2.cpp (8) and _avx512.cpp (16) inside
+// their target regions. Everything here has internal linkage and calls no shared inline function, so
+// no copy compiled for a wider target can stand in for the baseline one. The arithmetic is
+// kernels/norm_math.h's, written again on vectors.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "cpu/bf16_batch_norm_rows.h"
+#include "cpu/float_vectors.h"
+
+namespace mdl::cpu::bf16_batch_norm_rows_impl {
+
+namespace {
+
+using float_vectors::kWidth;
+
+// V's lanes as 32-bit unsigned integers, and as 16-bit ones (bf16 bits).
+template <int W>
+struct Lanes;
+template <>
+struct Lanes<4> {
+  using U = uint32_t __attribute__((vector_size(16)));
+  using H = uint16_t __attribute__((vector_size(8)));
+};
+template <>
+struct Lanes<8> {
+  using U = uint32_t __attribute__((vector_size(32)));
+  using H = uint16_t __attribute__((vector_size(16)));
+  using Half = float __attribute__((vector_size(16)));  // V's low or high half
+};
+template <>
+struct Lanes<16> {
+  using U = uint32_t __attribute__((vector_size(64)));
+  using H = uint16_t __attribute__((vector_size(32)));
+  using Half = float __attribute__((vector_size(32)));
+};
+
+template <class V>
+[[gnu::always_inline]] inline V load_bf16(const uint16_t* p) {
+  using L = Lanes<kWidth<V>>;
+  typename L::H h;
+  std::memcpy(&h, p, sizeof h);
+  return (V)(__builtin_convertvector(h, typename L::U) << 16);
+}
+[[gnu::always_inline]] inline float load_bf16_1(const uint16_t* p) {
+  const uint32_t u = uint32_t(*p) << 16;
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// v rounded to bf16 as tensor/half.h's f32_to_bf16_bits rounds a float: nearest even, a NaN quiet.
+template <class V>
+[[gnu::always_inline]] inline void store_bf16(uint16_t* p, V v) {
+  using L = Lanes<kWidth<V>>;
+  using U = typename L::U;
+  const U u = (U)v;
+  const U rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet_nan = (u >> 16) | 0x40u;
+  const U bits = (u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded;
+  const typename L::H h = __builtin_convertvector(bits, typename L::H);
+  std::memcpy(p, &h, sizeof h);
+}
+[[gnu::always_inline]] inline void store_bf16_1(uint16_t* p, float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16, quiet_nan = (u >> 16) | 0x40u;
+  *p = uint16_t((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
+}
+
+// The sum of v's lanes, halving: log2(width) dependent adds, where lane by lane a block's sum waited
+// on width - 1 of them.
+template <class V>
+[[gnu::always_inline]] inline float lane_sum(V v) {
+  if constexpr (kWidth<V> == 4) {
+    return (v[0] + v[2]) + (v[1] + v[3]);
+  } else {
+    using Half = typename Lanes<kWidth<V>>::Half;
+    Half lo, hi;
+    std::memcpy(&lo, &v, sizeof lo);
+    std::memcpy(&hi, reinterpret_cast<const char*>(&v) + sizeof lo, sizeof hi);
+    return lane_sum(lo + hi);
+  }
+}
+
+// norm_math's pre_activation, relu gate and activation, on V or float.
+template <class U>
+[[gnu::always_inline]] inline U pre(U x, const BnAffine& k) {
+  return (x - k.mean) * k.a + k.b;
+}
+template <class U>
+[[gnu::always_inline]] inline U gate(U g, U x, const BnAffine* k) {
+  if (!k) return g;
+  return pre(x, *k) <= 0.0f ? U{} : g;
+}
+template <class U>
+[[gnu::always_inline]] inline U relu(U v) {
+  return v > 0.0f ? v : (v != v ? v : U{});
+}
+
+template <class U>
+[[gnu::always_inline]] inline U load(const uint16_t* p) {
+  if constexpr (sizeof(U) == sizeof(float)) return load_bf16_1(p);
+  else return load_bf16<U>(p);
+}
+
+// The terms summed, as function objects: at<U>(j) on V or float, wide(j) in double. (GCC does not give
+// a lambda the target of the #pragma around it.)
+struct Value {
+  const uint16_t* a;
+  template <class U>
+  [[gnu::always_inline]] U at(int64_t j) const {
+    return load<U>(a + j);
+  }
+  double wide(int64_t j) const { return double(load_bf16_1(a + j)); }
+};
+struct Square {
+  const uint16_t* a;
+  float centre;
+  template <class U>
+  [[gnu::always_inline]] U at(int64_t j) const {
+    const U d = load<U>(a + j) - centre;
+    return d * d;
+  }
+  double wide(int64_t j) const {
+    const double d = double(load_bf16_1(a + j)) - double(centre);
+    return d * d;
+  }
+};
+struct Gated {
+  const uint16_t *g, *x;
+  const BnAffine* k;
+  template <class U>
+  [[gnu::always_inline]] U at(int64_t j) const {
+    return gate(load<U>(g + j), load<U>(x + j), k);
+  }
+  double wide(int64_t j) const { return double(at<float>(j)); }
+};
+struct GatedTimesDeviation {
+  Gated gy;
+  float centre;
+  template <class U>
+  [[gnu::always_inline]] U at(int64_t j) const {
+    return gy.at<U>(j) * (load<U>(gy.x + j) - centre);
+  }
+  double wide(int64_t j) const { return gy.wide(j) * (double(load_bf16_1(gy.x + j)) - double(centre)); }
+};
+
+// The sum of term over [j0, j1): float lanes, then the tail, then double; again in double from
+// term.wide when the float sum is not finite.
+template <class V, class Term>
+[[gnu::always_inline]] inline double block_sum(int64_t j0, int64_t j1, const Term& term) {
+  V acc = {};
+  int64_t j = j0;
+  for (; j + kWidth<V> <= j1; j += kWidth<V>) acc += term.template at<V>(j);
+  float part = lane_sum(acc);
+  for (; j < j1; ++j) part += term.template at<float>(j);
+  if (std::isfinite(part)) [[likely]]
+    return double(part);
+  double total = 0;
+  for (j = j0; j < j1; ++j) total += term.wide(j);
+  return total;
+}
+
+// The sum of term over [0, n) in blocks of kBf16NormBlock.
+template <class V, class Term>
+double row_sum(int64_t n, const Term& term) {
+  double total = 0;
+  for (int64_t j0 = 0; j0 < n; j0 += kBf16NormBlock)
+    total += block_sum<V>(j0, j0 + kBf16NormBlock < n ? j0 + kBf16NormBlock : n, term);
+  return total;
+}
+
+template <class V>
+double sum(const uint16_t* a, int64_t n) {
+  return row_sum<V>(n, Value{a});
+}
+
+template <class V>
+double squares(const uint16_t* a, int64_t n, float centre) {
+  return row_sum<V>(n, Square{a, centre});
+}
+
+// Both of grad_sums' block sums in one walk of the block, g gated once: GATE says whether k is given.
+template <class V, bool GATE>
+void grad_sums_as(const uint16_t* g, const uint16_t* x, int64_t n, float centre, const BnAffine* k, double* sums) {
+  const Gated gy{g, x, GATE ? k : nullptr};
+  const GatedTimesDeviation gyx{gy, centre};
+  for (int64_t j0 = 0; j0 < n; j0 += kBf16NormBlock) {
+    const int64_t j1 = j0 + kBf16NormBlock < n ? j0 + kBf16NormBlock : n;
+    V acc0 = {}, acc1 = {};
+    int64_t j = j0;
+    for (; j + kWidth<V> <= j1; j += kWidth<V>) {
+      const V xv = load<V>(x + j), gv = GATE ? gate(load<V>(g + j), xv, k) : load<V>(g + j);
+      acc0 += gv;
+      acc1 += gv * (xv - centre);
+    }
+    float part0 = lane_sum(acc0), part1 = lane_sum(acc1);
+    for (; j < j1; ++j) {
+      const float xv = load<float>(x + j), gv = GATE ? gate(load<float>(g + j), xv, k) : load<float>(g + j);
+      part0 += gv;
+      part1 += gv * (xv - centre);
+    }
+    if (std::isfinite(part0)) [[likely]] {
+      sums[0] += double(part0);
+    } else {
+      for (j = j0; j < j1; ++j) sums[0] += gy.wide(j);
+    }
+    if (std::isfinite(part1)) [[likely]] {
+      sums[1] += double(part1);
+    } else {
+      for (j = j0; j < j1; ++j) sums[1] += gyx.wide(j);
+    }
+  }
+}
+
+template <class V>
+void grad_sums(const uint16_t* g, const uint16_t* x, int64_t n, float centre, const BnAffine* k, double* sums) {
+  if (k) grad_sums_as<V, true>(g, x, n, centre, k, sums);
+  else grad_sums_as<V, false>(g, x, n, centre, k, sums);
+}
+
+// y = activate(pre(x) (+ r)), the residual and the ReLU chosen at compile time.
+template <class U, bool RES, bool RELU>
+[[gnu::always_inline]] inline U forward_one(const uint16_t* x, const uint16_t* r, const BnAffine& k, int64_t j) {
+  U v = pre(load<U>(x + j), k);
+  if constexpr (RES) v += load<U>(r + j);
+  if constexpr (RELU) v = relu(v);
+  return v;
+}
+
+template <class V, bool RES, bool RELU>
+void forward_as(const uint16_t* x, const uint16_t* r, uint16_t* y, int64_t n, const BnAffine& k) {
+  int64_t j = 0;
+  for (; j + kWidth<V> <= n; j += kWidth<V>) store_bf16(y + j, forward_one<V, RES, RELU>(x, r, k, j));
+  for (; j < n; ++j) store_bf16_1(y + j, forward_one<float, RES, RELU>(x, r, k, j));
+}
+
+template <class V>
+void forward(const uint16_t* x, const uint16_t* r, uint16_t* y, int64_t n, const BnAffine* k, bool with_relu) {
+  if (r) {
+    if (with_relu) forward_as<V, true, true>(x, r, y, n, *k);
+    else forward_as<V, true, false>(x, r, y, n, *k);
+  } else {
+    if (with_relu) forward_as<V, false, true>(x, r, y, n, *k);
+    else forward_as<V, false, false>(x, r, y, n, *k);
+  }
+}
+
+// gx = g' * p + x * q + s, g' gated by k's ReLU mask when GATE.
+template <class U, bool GATE>
+[[gnu::always_inline]] inline U backward_one(const uint16_t* g, const uint16_t* x, float p, float q, float s,
+                                             const BnAffine* k, int64_t j) {
+  const U xv = load<U>(x + j), gv = GATE ? gate(load<U>(g + j), xv, k) : load<U>(g + j);
+  return gv * p + xv * q + s;
+}
+
+template <class V, bool GATE>
+void backward_as(const uint16_t* g, const uint16_t* x, uint16_t* gx, int64_t n, float p, float q, float s,
+                 const BnAffine* k) {
+  int64_t j = 0;
+  for (; j + kWidth<V> <= n; j += kWidth<V>) store_bf16(gx + j, backward_one<V, GATE>(g, x, p, q, s, k, j));
+  for (; j < n; ++j) store_bf16_1(gx + j, backward_one<float, GATE>(g, x, p, q, s, k, j));
+}
+
+template <class V>
+void backward(const uint16_t* g, const uint16_t* x, uint16_t* gx, int64_t n, float p, float q, float s,
+              const BnAffine* k) {
+  if (k) backward_as<V, true>(g, x, gx, n, p, q, s, k);
+  else backward_as<V, false>(g, x, gx, n, p, q, s, k);
+}
+
+}  // namespace
+
+template <class V>
+constexpr Bf16BatchNormRows rows() {
+  return {int(kWidth<V>), sum<V>, squares<V>, grad_sums<V>, forward<V>, backward<V>};
+}
+
+}  // namespace mdl::cpu::bf16_batch_norm_rows_impl
