@@ -24,8 +24,7 @@ struct Bf16BatchNormRows {
   double (*squares)(const uint16_t* a, int64_t n, float centre);
   // sums[0] += the sum of g', sums[1] += the sum of g' (x - centre): g' = g, or with `gate`, 0 where
   // the forward's pre-activation of x (norm_math::pre_activation) is <= 0 (the ReLU's mask).
-  void (*grad_sums)(const uint16_t* g, const uint16_t* x, int64_t n, float centre, const BnAffine* gate,
-                    double* sums);
+  void (*grad_sums)(const uint16_t* g, const uint16_t* x, int64_t n, float centre, const BnAffine* gate, double* sums);
   // y = activate(pre_activation(x, k) (+ r)): r null for none; relu as norm_math::activate<true>.
   void (*forward)(const uint16_t* x, const uint16_t* r, uint16_t* y, int64_t n, const BnAffine* k, bool relu);
   // gx = g' * p + x * q + s, g' as in grad_sums.

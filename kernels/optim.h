@@ -55,12 +55,14 @@ struct StepTensors {
   Tensor step;
   Tensor copy;
 };
-// A profiled multi-tensor step's bytes: every tensor of every parameter, each once.
+// A profiled multi-tensor step's bytes: the gradient read, the copy written, and the parameter, its
+// state and its step counter read and written.
 inline profiler::detail::KernelArg kernel_arg(const std::vector<StepTensors>& ts) {
+  using profiler::detail::tensor_bytes;
   int64_t bytes = 0;
   for (const StepTensors& t : ts) {
-    for (const Tensor* x : {&t.param, &t.grad, &t.step, &t.copy}) bytes += profiler::detail::tensor_bytes(*x);
-    for (const Tensor& s : t.state) bytes += profiler::detail::tensor_bytes(s);
+    bytes += tensor_bytes(t.grad) + tensor_bytes(t.copy) + 2 * (tensor_bytes(t.param) + tensor_bytes(t.step));
+    for (const Tensor& s : t.state) bytes += 2 * tensor_bytes(s);
   }
   return {.list_bytes = bytes};
 }

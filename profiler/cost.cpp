@@ -117,10 +117,14 @@ int64_t kernel_flops(const char* name, const KernelArg* args, int count) {
   return -1;
 }
 
-int64_t kernel_bytes(const KernelArg* args, int count) {
+int64_t kernel_bytes(const char* name, const KernelArg* args, int count) {
+  // adam_step (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq) and sgd_step (param, grad,
+  // momentum_buffer) update every argument but the gradient in place; the multi-tensor steps count
+  // their own (kernels/optim.h).
+  const bool step = std::strcmp(name, "adam_step") == 0 || std::strcmp(name, "sgd_step") == 0;
   int64_t bytes = 0;
   for (int i = 0; i < count; ++i) {
-    if (args[i].tensor) bytes += tensor_bytes(*args[i].tensor);
+    if (args[i].tensor) bytes += (step && i != 1 ? 2 : 1) * tensor_bytes(*args[i].tensor);
     bytes += args[i].list_bytes;
   }
   return bytes;

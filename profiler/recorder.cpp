@@ -143,7 +143,7 @@ KernelRange::KernelRange(const char* name, const Device& device, const KernelArg
   ThreadState& st = t_state;
   Event& e = st.open.back();
   e.flops = kernel_flops(name, args, count);
-  e.bytes = kernel_bytes(args, count);
+  e.bytes = kernel_bytes(name, args, count);
   if (const Tensor* t = compute_operand(name, args, count)) e.dtype = t->dtype();
   if (st.config.record_shapes) {
     for (int i = 0; i < count && e.n_shapes < Event::kMaxShapes; ++i) {

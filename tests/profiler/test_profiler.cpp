@@ -10,6 +10,7 @@
 #include "data/tensor_dataset.h"
 #include "tests/support/profiler_test_util.h"
 #include "kernels/core.h"
+#include "switches/list/toggles.h"
 
 using namespace mdl;
 using namespace profiler_test;
@@ -233,17 +234,24 @@ TEST_CASE("profiler: a product's ceiling dtype is its operands', not its output'
   CHECK(prof.events()[mm[0]].dtype == kBF16);
 }
 
-TEST_CASE("profiler: a multi-tensor optimizer step counts the bytes of every tensor it updates") {
+TEST_CASE("profiler: an optimizer step counts the bytes of every tensor, those it updates read and written") {
   manual_seed(0);
   nn::Linear layer(3, 2);  // weight (2, 3), bias (2): param, grad and two moments each, and a step counter
-  optim::Adam opt(layer.parameters(), {.lr = 0.1});
   sum(layer(randn({4, 3}))).backward();
-  profiler::Session prof;
-  opt.step();
-  prof.stop();
-  auto steps = find_all(prof, "adam_step_many", EventKind::Kernel);
-  REQUIRE(steps.size() == 1);
-  CHECK(prof.events()[steps[0]].bytes == (4 * 6 * 4 + 8) + (4 * 2 * 4 + 8));
+  // param, exp_avg and exp_avg_sq read and written, grad read: 7 passes of 4-byte floats; the
+  // multi-tensor step's i64 counter read and written
+  for (bool many : {true, false}) {
+    CAPTURE(many);
+    toggles::Scoped multi(toggles::Toggle::multi_tensor_step, many);
+    optim::Adam opt(layer.parameters(), {.lr = 0.1});
+    profiler::Session prof;
+    opt.step();
+    prof.stop();
+    auto steps = find_all(prof, many ? "adam_step_many" : "adam_step", EventKind::Kernel);
+    int64_t bytes = 0;
+    for (size_t i : steps) bytes += prof.events()[i].bytes;
+    CHECK(bytes == 7 * 4 * (6 + 2) + (many ? 2 * 2 * 8 : 0));
+  }
 }
 
 TEST_CASE("profiler: a row's mean is over every call, nested ones too; grouping by shape needs shapes") {
