@@ -117,15 +117,26 @@ int64_t kernel_flops(const char* name, const KernelArg* args, int count) {
   return -1;
 }
 
+namespace {
+
+// Whether argument i of kernel `name` is updated in place (read and written): an optimizer step's
+// parameter and state (adam_step: param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq; sgd_step: param,
+// grad, momentum_buffer; all but the gradient) and GradScaler's gradients (kernels/amp.h). The
+// multi-tensor steps count their own (kernels/optim.h).
+bool updated_in_place(const char* name, int i) {
+  auto is = [name](const char* n) { return std::strcmp(name, n) == 0; };
+  if (is("adam_step") || is("sgd_step")) return i != 1;
+  if (is("amp_unscale_check") || is("amp_unscale_check_many")) return i == 0;
+  return false;
+}
+
+}  // namespace
+
 int64_t kernel_bytes(const char* name, const KernelArg* args, int count) {
-  // adam_step (param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq) and sgd_step (param, grad,
-  // momentum_buffer) update every argument but the gradient in place; the multi-tensor steps count
-  // their own (kernels/optim.h).
-  const bool step = std::strcmp(name, "adam_step") == 0 || std::strcmp(name, "sgd_step") == 0;
   int64_t bytes = 0;
   for (int i = 0; i < count; ++i) {
-    if (args[i].tensor) bytes += (step && i != 1 ? 2 : 1) * tensor_bytes(*args[i].tensor);
-    bytes += args[i].list_bytes;
+    const int64_t b = (args[i].tensor ? tensor_bytes(*args[i].tensor) : 0) + args[i].list_bytes;
+    bytes += updated_in_place(name, i) ? 2 * b : b;
   }
   return bytes;
 }

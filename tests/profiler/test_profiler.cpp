@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "amp/grad_scaler.h"
 #include "data/loader.h"
 #include "data/tensor_dataset.h"
 #include "tests/support/profiler_test_util.h"
@@ -252,6 +253,21 @@ TEST_CASE("profiler: an optimizer step counts the bytes of every tensor, those i
     for (size_t i : steps) bytes += prof.events()[i].bytes;
     CHECK(bytes == 7 * 4 * (6 + 2) + (many ? 2 * 2 * 8 : 0));
   }
+}
+
+TEST_CASE("profiler: GradScaler's unscale counts the gradients read and written") {
+  manual_seed(0);
+  nn::Linear layer(3, 2);
+  optim::SGD opt(layer.parameters(), {.lr = 0.1});
+  amp::GradScaler scaler;
+  scaler.scale(sum(layer(randn({4, 3})))).backward();
+  profiler::Session prof;
+  scaler.unscale_(opt);
+  prof.stop();
+  int64_t bytes = 0;
+  for (const char* name : {"amp_unscale_check_many", "amp_unscale_check"})
+    for (size_t i : find_all(prof, name, EventKind::Kernel)) bytes += prof.events()[i].bytes;
+  CHECK(bytes == 2 * 4 * (6 + 2) + 4 + 4);  // the gradients twice, found_inf and the scale once
 }
 
 TEST_CASE("profiler: a row's mean is over every call, nested ones too; grouping by shape needs shapes") {
