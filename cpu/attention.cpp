@@ -10,7 +10,8 @@
 // bf16's products run on the bf16 pair-dot kernel where gemm.h's bf16 precision gets it (VDPBF16PS),
 // which rounds their operands to bf16: the probabilities P before P v and dv = P^T dO, and dS before
 // dq and dk, as PyTorch's CPU flash attention rounds P to the input dtype and GPU flash attention
-// does (the softmax, its sums and the accumulations stay f32). f64 runs the same walk on gemm_f64.
+// does (the softmax, its sums and the accumulations stay f32). bf16 q, k, v and dO go to the products
+// as they are (Operand), with no widened copy. f64 runs the same walk on gemm_f64.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -64,6 +65,26 @@ Mat<A> widen(const Mat<T>& m, int64_t rows, int64_t cols, std::vector<A>& buf) {
   return {buf.data(), cols, 1};
 }
 
+// The type the products take T's operands in: bf16 as it is (the pair kernel pairs its bits, the f32
+// layouts widen them exactly), else the compute type.
+template <class T>
+using Operand = std::conditional_t<std::is_same_v<T, BFloat16>, BFloat16, acc_t<T>>;
+
+// rows x cols of m as the products take it, with contiguous rows: bf16 itself, or a contiguous copy
+// in buf; other dtypes widened (widen).
+template <class T>
+Mat<Operand<T>> operand(const Mat<T>& m, int64_t rows, int64_t cols, std::vector<Operand<T>>& buf) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (m.cs == 1) return m;
+    buf.resize(size_t(rows * cols));
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) buf[size_t(r * cols + c)] = m(r, c);
+    return {buf.data(), cols, 1};
+  } else {
+    return widen<acc_t<T>>(m, rows, cols, buf);
+  }
+}
+
 // ---- the operands: f32 packed once for the micro-kernel, f64 (the reference dtype) read where it lies
 
 // The precision of T's products: bf16 tensors' on bf16 pairs (gemm.h), f16's in f32 (f16 values are
@@ -78,11 +99,14 @@ struct Left;
 template <>
 struct Left<float> {
   PackedA packed;
-  void set(const Mat<float>& a, int64_t M, int64_t K, GemmPrecision precision) {
+  // a: floats, or bf16 (packed as it is); the panel likewise
+  template <class S>
+  void set(const Mat<S>& a, int64_t M, int64_t K, GemmPrecision precision) {
     packed.pack(M, K, a.p, a.rs, a.cs, precision);
   }
   // C (m x n) = alpha * a[:m, :k] @ panel (k x n) + beta * C
-  void times_panel(int64_t m, int64_t n, int64_t k, float alpha, const float* panel, int64_t, float beta, float* c,
+  template <class S>
+  void times_panel(int64_t m, int64_t n, int64_t k, float alpha, const S* panel, int64_t, float beta, float* c,
                    int64_t rsc) const {
     packed.times_panel(m, n, k, alpha, panel, beta, c, rsc, 1);
   }
@@ -106,9 +130,9 @@ struct Right<float> {
   void set(const Mat<float>& b, int64_t K, int64_t N, GemmPrecision precision) {
     packed.pack(K, N, b.p, b.rs, b.cs, precision);
   }
-  // C (m x n) = alpha * a (m x k) @ b[:k, :n] + beta * C
-  void times(int64_t m, int64_t n, int64_t k, float alpha, const Mat<float>& a, float beta, float* c,
-             int64_t rsc) const {
+  // C (m x n) = alpha * a (m x k) @ b[:k, :n] + beta * C; a: floats, or bf16 (paired as it is)
+  template <class S>
+  void times(int64_t m, int64_t n, int64_t k, float alpha, const Mat<S>& a, float beta, float* c, int64_t rsc) const {
     packed.times(m, n, k, alpha, a.p, a.rs, a.cs, beta, c, rsc, 1);
   }
 };
@@ -155,10 +179,11 @@ Mat<T> matrix(const Tensor& t, int64_t offset) {
 // register blocks where the CPU has AVX2 (transpose_blocks.h), else element by element.
 template <class A>
 void transpose(const A* src, int64_t lds, int64_t rows, int64_t cols, A* dst, int64_t ldd) {
-  if constexpr (std::is_same_v<A, float>) {
-    if (const TransposeBlocks* tb = transpose_blocks())
+  if constexpr (std::is_same_v<A, float> || std::is_same_v<A, BFloat16>) {
+    const TransposeBlocks* tb = transpose_blocks();
+    if (tb && (tb->sizes & sizeof(A)))  // bit 2^b for 2^b-byte elements: 4 (f32) and 2 (bf16)
       return tb->run(reinterpret_cast<char*>(dst), reinterpret_cast<const char*>(src), rows, cols, ldd, lds,
-                     int(sizeof(float)), false);
+                     int(sizeof(A)), false);
   }
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) dst[r * ldd + c] = src[r + c * lds];
@@ -169,7 +194,7 @@ template <class A>
 void transpose_into(const Mat<A>& m, int64_t n, int64_t cols, int64_t width, A* panel) {
   transpose(m.p, m.rs, cols, n, panel, width);
   if (n < width)
-    for (int64_t e = 0; e < cols; ++e) std::fill(panel + e * width + n, panel + (e + 1) * width, A(0));
+    for (int64_t e = 0; e < cols; ++e) std::fill(panel + e * width + n, panel + (e + 1) * width, A(0.0f));
 }
 
 // An output the kernels write (out, dq, dk, dv): any batch and row strides, unit column stride.
@@ -340,16 +365,19 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
   const int64_t tiles = (L + W - 1) / W, threads = get_num_threads();
   const int64_t split = P.N >= 2 * threads ? 1 : std::min(tiles, (2 * threads + P.N - 1) / P.N);
   const int64_t cost = std::max<int64_t>(1, L / split * std::max<int64_t>(S, 1) * (E + Ev + 1));
+  using O = Operand<T>;
   parallel_for(0, P.N * split, std::max<int64_t>(1, kMinTaskMacs / cost), [&](int64_t t0, int64_t t1) {
     Left<A> keys, values_t;
-    Scratch<A> qt, st, ot;
-    std::vector<A> kbuf, vbuf, qbuf, row, mx(static_cast<size_t>(W)), sub(static_cast<size_t>(W)),
-        sum(static_cast<size_t>(W)), inv(static_cast<size_t>(W));
+    Scratch<O> qt;
+    Scratch<A> st, ot;
+    std::vector<O> kbuf, vbuf, qbuf;
+    std::vector<A> row, mx(static_cast<size_t>(W)), sub(static_cast<size_t>(W)), sum(static_cast<size_t>(W)),
+        inv(static_cast<size_t>(W));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / split, c = t % split;
       const int64_t last = (tiles - 1 - (tiles - 1 - c) % split) * W, sk_all = P.keys(last, std::min(W, L - last));
-      const Mat<A> km = widen<A>(matrix<T>(k, P.ko[size_t(b)]), sk_all, E, kbuf);   // (sk_all, E)
-      const Mat<A> vm = widen<A>(matrix<T>(v, P.vo[size_t(b)]), sk_all, Ev, vbuf);  // (sk_all, Ev)
+      const Mat<O> km = operand(matrix<T>(k, P.ko[size_t(b)]), sk_all, E, kbuf);   // (sk_all, E)
+      const Mat<O> vm = operand(matrix<T>(v, P.vo[size_t(b)]), sk_all, Ev, vbuf);  // (sk_all, Ev)
       keys.set(km, sk_all, E, kPrecision<T>);
       values_t.set(vm.transposed(), Ev, sk_all, kPrecision<T>);
       const Mat<T> qm = matrix<T>(q, P.qo[size_t(b)]);
@@ -357,7 +385,7 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
         const int64_t n = std::min(W, L - i0), sk = P.keys(i0, n);
         qt.resize(E * W), st.resize(std::max<int64_t>(sk, 1) * W), ot.resize(Ev * W);
         // st (sk, W) = k (sk, E) @ q^T (E, W) * scale, masked; exp(st - colmax) in place
-        transpose_into(widen<A>(Mat<T>{&qm(i0, 0), qm.rs, qm.cs}, n, E, qbuf), n, E, W, qt.data());
+        transpose_into(operand(Mat<T>{&qm(i0, 0), qm.rs, qm.cs}, n, E, qbuf), n, E, W, qt.data());
         keys.times_panel(sk, W, E, A(scale), qt.data(), W, A(0), st.data(), W);
         P.hide(st.data(), W, b, i0, n, sk);
         lane_max(st.data(), sk, W, mx.data());
@@ -398,15 +426,18 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
   const Dest<T> dqd(dq), dkd(dk), dvd(dv);
   const bool want_ds = dqd.p || dkd.p;
   const int64_t cost = std::max<int64_t>(1, L * std::max<int64_t>(S, 1) * (2 * E + 2 * Ev + 1));
+  using O = Operand<T>;
   parallel_for(0, P.N, std::max<int64_t>(1, kMinTaskMacs / cost), [&](int64_t b0, int64_t b1) {
     Left<A> keys, values, keys_t;
     Right<A> probs, dscores;
-    Scratch<A> qt, gt, st, dst, dqt, dkt, dvt;
-    std::vector<A> kbuf, vbuf, qbuf, gbuf, row, sub(static_cast<size_t>(W)), D(static_cast<size_t>(W));
+    Scratch<O> qt, gt;
+    Scratch<A> st, dst, dqt, dkt, dvt;
+    std::vector<O> kbuf, vbuf, qbuf, gbuf;
+    std::vector<A> row, sub(static_cast<size_t>(W)), D(static_cast<size_t>(W));
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t sk_all = P.keys(0, L);
-      const Mat<A> km = widen<A>(matrix<T>(k, P.ko[size_t(b)]), sk_all, E, kbuf);   // (sk_all, E)
-      const Mat<A> vm = widen<A>(matrix<T>(v, P.vo[size_t(b)]), sk_all, Ev, vbuf);  // (sk_all, Ev)
+      const Mat<O> km = operand(matrix<T>(k, P.ko[size_t(b)]), sk_all, E, kbuf);   // (sk_all, E)
+      const Mat<O> vm = operand(matrix<T>(v, P.vo[size_t(b)]), sk_all, Ev, vbuf);  // (sk_all, Ev)
       const Mat<T> qm = matrix<T>(q, P.qo[size_t(b)]), gm = matrix<T>(go, go_off[size_t(b)]);
       keys.set(km, sk_all, E, kPrecision<T>);
       if (want_ds) values.set(vm, sk_all, Ev, kPrecision<T>);
@@ -418,8 +449,8 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
         const int64_t n = std::min(W, L - i0), sk = P.keys(i0, n);
         qt.resize(E * W), gt.resize(Ev * W), st.resize(std::max<int64_t>(sk, 1) * W);
         // P^T (sk, W) = exp(k (sk, E) @ q^T (E, W) * scale - lse), hidden keys and absent queries 0
-        const Mat<A> qr = widen<A>(Mat<T>{&qm(i0, 0), qm.rs, qm.cs}, n, E, qbuf);   // (n, E)
-        const Mat<A> gr = widen<A>(Mat<T>{&gm(i0, 0), gm.rs, gm.cs}, n, Ev, gbuf);  // (n, Ev)
+        const Mat<O> qr = operand(Mat<T>{&qm(i0, 0), qm.rs, qm.cs}, n, E, qbuf);   // (n, E)
+        const Mat<O> gr = operand(Mat<T>{&gm(i0, 0), gm.rs, gm.cs}, n, Ev, gbuf);  // (n, Ev)
         transpose_into(qr, n, E, W, qt.data());
         transpose_into(gr, n, Ev, W, gt.data());
         keys.times_panel(sk, W, E, A(scale), qt.data(), W, A(0), st.data(), W);

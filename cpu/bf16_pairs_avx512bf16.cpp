@@ -50,6 +50,14 @@ void times_pairs_b(const uint32_t* packed, int64_t K, int64_t N, int64_t M, int6
                    const float* A, int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc) {
   bf16_dot::times_b<NativeDot>(packed, K, N, M, n, k, alpha, A, rsa, csa, beta, C, rsc, csc);
 }
+void times_panel_pairs(const uint32_t* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k, float alpha,
+                       const uint16_t* panel, float beta, float* C, int64_t rsc, int64_t csc) {
+  bf16_dot::times_panel<NativeDot>(packed, M, K, m, n, k, alpha, panel, beta, C, rsc, csc);
+}
+void times_pairs_b(const uint32_t* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha,
+                   const uint16_t* A, int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc) {
+  bf16_dot::times_b<NativeDot>(packed, K, N, M, n, k, alpha, A, rsa, csa, beta, C, rsc, csc);
+}
 
 void detail::conv_gemm_row_bf16(const ConvGemmRowPairs& a, int64_t oh, int64_t ow0, int k, int64_t co, int nv) {
   detail::conv_gemm_row<bf16_dot::PairIsa<NativeDot>>(a, oh, ow0, k, co, nv);
@@ -81,6 +89,14 @@ void times_panel_pairs(const uint32_t*, int64_t, int64_t, int64_t, int64_t, int6
 }
 void times_pairs_b(const uint32_t*, int64_t, int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t, int64_t,
                    float, float*, int64_t, int64_t) {
+  std::abort();
+}
+void times_panel_pairs(const uint32_t*, int64_t, int64_t, int64_t, int64_t, int64_t, float, const uint16_t*, float,
+                       float*, int64_t, int64_t) {
+  std::abort();
+}
+void times_pairs_b(const uint32_t*, int64_t, int64_t, int64_t, int64_t, int64_t, float, const uint16_t*, int64_t,
+                   int64_t, float, float*, int64_t, int64_t) {
   std::abort();
 }
 void detail::conv_gemm_row_bf16(const ConvGemmRowPairs&, int64_t, int64_t, int, int64_t, int) { std::abort(); }

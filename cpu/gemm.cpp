@@ -385,6 +385,13 @@ struct PackedOperand::Layout {
                       const float* panel, float beta, float* C, int64_t rsc, int64_t csc);
   void (*times_b)(const void* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha,
                   const float* A, int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc);
+  // The same three with bf16 operands (bits), which the pair layout pairs as they are; null in the f32
+  // layouts, where PackedA and PackedB widen them first (exactly).
+  void (*pack_a16)(int64_t M, int64_t K, const uint16_t* A, int64_t rsa, int64_t csa, void* buf);
+  void (*times_panel16)(const void* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k, float alpha,
+                        const uint16_t* panel, float beta, float* C, int64_t rsc, int64_t csc);
+  void (*times_b16)(const void* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha,
+                    const uint16_t* A, int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc);
 };
 
 namespace {
@@ -397,7 +404,10 @@ constexpr PackedOperand::Layout packed_layout() {
           pack_a_whole<Bk>,
           pack_b_whole<Bk>,
           times_panel_packed<Bk, kernel>,
-          times_packed_b<Bk, kernel>};
+          times_packed_b<Bk, kernel>,
+          nullptr,
+          nullptr,
+          nullptr};
 }
 
 // The pair kernel's layout (cpu/gemm_bf16_dot_packed_impl.h) on VDPBF16PS or its emulation.
@@ -405,7 +415,11 @@ using TimesPanelPairs = void (*)(const uint32_t*, int64_t, int64_t, int64_t, int
                                  float, float*, int64_t, int64_t);
 using TimesPairsB = void (*)(const uint32_t*, int64_t, int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t,
                              int64_t, float, float*, int64_t, int64_t);
-template <TimesPanelPairs times_panel, TimesPairsB times_b>
+using TimesPanelPairs16 = void (*)(const uint32_t*, int64_t, int64_t, int64_t, int64_t, int64_t, float, const uint16_t*,
+                                   float, float*, int64_t, int64_t);
+using TimesPairsB16 = void (*)(const uint32_t*, int64_t, int64_t, int64_t, int64_t, int64_t, float, const uint16_t*,
+                               int64_t, int64_t, float, float*, int64_t, int64_t);
+template <TimesPanelPairs times_panel, TimesPairsB times_b, TimesPanelPairs16 times_panel16, TimesPairsB16 times_b16>
 constexpr PackedOperand::Layout pairs_layout() {
   return {12,
           32,
@@ -424,13 +438,26 @@ constexpr PackedOperand::Layout pairs_layout() {
           [](const void* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha, const float* A,
              int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc) {
             times_b(static_cast<const uint32_t*>(packed), K, N, M, n, k, alpha, A, rsa, csa, beta, C, rsc, csc);
+          },
+          [](int64_t M, int64_t K, const uint16_t* A, int64_t rsa, int64_t csa, void* buf) {
+            pack_a_pairs(M, K, A, rsa, csa, static_cast<uint32_t*>(buf));
+          },
+          [](const void* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k, float alpha,
+             const uint16_t* panel, float beta, float* C, int64_t rsc, int64_t csc) {
+            times_panel16(static_cast<const uint32_t*>(packed), M, K, m, n, k, alpha, panel, beta, C, rsc, csc);
+          },
+          [](const void* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha, const uint16_t* A,
+             int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc) {
+            times_b16(static_cast<const uint32_t*>(packed), K, N, M, n, k, alpha, A, rsa, csa, beta, C, rsc, csc);
           }};
 }
 
 // The pair kernel's layout where bf16 products may use it (gemm.h), else null.
 const PackedOperand::Layout* pairs_layout_now() {
-  static constexpr PackedOperand::Layout native = pairs_layout<times_panel_pairs, times_pairs_b>();
-  static constexpr PackedOperand::Layout emulated = pairs_layout<times_panel_pairs_emulated, times_pairs_b_emulated>();
+  static constexpr PackedOperand::Layout native =
+      pairs_layout<times_panel_pairs, times_pairs_b, times_panel_pairs, times_pairs_b>();
+  static constexpr PackedOperand::Layout emulated = pairs_layout<times_panel_pairs_emulated, times_pairs_b_emulated,
+                                                                 times_panel_pairs_emulated, times_pairs_b_emulated>();
   switch (gemm_bf16_values_kernel()) {
     case GemmKernel::avx512_bf16_emulated: return &emulated;
     case GemmKernel::avx512_bf16: return &native;
@@ -599,6 +626,42 @@ void PackedA::pack(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t cs
   if (M > 0 && K > 0) layout_->pack_a(M, K, A, rsa, csa, buf);
 }
 
+namespace {
+
+// rows x cols bf16 values at (rs, cs) as row-major floats (exactly), in thread scratch 64-byte aligned.
+const float* widened(const BFloat16* src, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  float* dst = packing_scratch<float>(2, rows * cols);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) dst[r * cols + c] = float(src[r * rs + c * cs]);
+  return dst;
+}
+const uint16_t* bits(const BFloat16* p) { return reinterpret_cast<const uint16_t*>(p); }
+
+}  // namespace
+
+void PackedA::pack(int64_t M, int64_t K, const BFloat16* A, int64_t rsa, int64_t csa, GemmPrecision precision) {
+  MDL_CHECK(M >= 0 && K >= 0, "PackedA: negative size M=", M, " K=", K);
+  layout_ = &packed_layout_now(precision);
+  void* buf = reserve(round_up(M, layout_->MR) * round_up(K, layout_->k_per_element) / layout_->k_per_element);
+  rows_ = M, cols_ = K;
+  if (M == 0 || K == 0) return;
+  if (layout_->pack_a16) return layout_->pack_a16(M, K, bits(A), rsa, csa, buf);
+  layout_->pack_a(M, K, widened(A, M, K, rsa, csa), K, 1, buf);
+}
+
+void PackedA::times_panel(int64_t m, int64_t n, int64_t k, float alpha, const BFloat16* panel, float beta, float* C,
+                          int64_t rsc, int64_t csc) const {
+  MDL_CHECK(layout_ && m >= 0 && n >= 0 && k >= 0 && m <= rows_ && k <= cols_ && n <= layout_->NR,
+            "PackedA::times_panel: the first ", m, "x", k, " of a packed ", rows_, "x", cols_, " matrix by a ", k, "x",
+            n, " panel");
+  if (m == 0 || n == 0) return;
+  if (k == 0 || alpha == 0.0f) return scale_c(m, n, beta, C, rsc, csc);
+  if (!layout_->times_panel16)
+    return times_panel(m, n, k, alpha, widened(panel, k, layout_->NR, layout_->NR, 1), beta, C, rsc, csc);
+  sync_float_mode();
+  layout_->times_panel16(buf_.get(), rows_, cols_, m, n, k, alpha, bits(panel), beta, C, rsc, csc);
+}
+
 void PackedA::times_panel(int64_t m, int64_t n, int64_t k, float alpha, const float* panel, float beta, float* C,
                           int64_t rsc, int64_t csc) const {
   MDL_CHECK(layout_ && m >= 0 && n >= 0 && k >= 0 && m <= rows_ && k <= cols_ && n <= layout_->NR,
@@ -627,6 +690,17 @@ void PackedB::times(int64_t M, int64_t n, int64_t k, float alpha, const float* A
   if (k == 0 || alpha == 0.0f) return scale_c(M, n, beta, C, rsc, csc);
   sync_float_mode();
   layout_->times_b(buf_.get(), rows_, cols_, M, n, k, alpha, A, rsa, csa, beta, C, rsc, csc);
+}
+
+void PackedB::times(int64_t M, int64_t n, int64_t k, float alpha, const BFloat16* A, int64_t rsa, int64_t csa,
+                    float beta, float* C, int64_t rsc, int64_t csc) const {
+  MDL_CHECK(layout_ && M >= 0 && n >= 0 && k >= 0 && k <= rows_ && n <= cols_, "PackedB::times: a ", M, "x", k,
+            " by the first ", k, "x", n, " of a packed ", rows_, "x", cols_, " matrix");
+  if (M == 0 || n == 0) return;
+  if (k == 0 || alpha == 0.0f) return scale_c(M, n, beta, C, rsc, csc);
+  if (!layout_->times_b16) return times(M, n, k, alpha, widened(A, M, k, rsa, csa), k, 1, beta, C, rsc, csc);
+  sync_float_mode();
+  layout_->times_b16(buf_.get(), rows_, cols_, M, n, k, alpha, bits(A), rsa, csa, beta, C, rsc, csc);
 }
 
 }  // namespace mdl::cpu

@@ -109,6 +109,13 @@ class PackedA : public PackedOperand {
   // C is not read when beta == 0.
   void times_panel(int64_t m, int64_t n, int64_t k, float alpha, const float* panel, float beta, float* C, int64_t rsc,
                    int64_t csc) const;
+  // The same from bf16 values: the pair kernel pairs their bits as they are, where the f32 layouts
+  // widen them first (exactly); either way the products equal those of the floats they hold. The
+  // bf16 panel's row p is at panel + p * gemm_panel_width(precision); it needs no alignment.
+  void pack(int64_t M, int64_t K, const BFloat16* A, int64_t rsa, int64_t csa,
+            GemmPrecision precision = GemmPrecision::f32);
+  void times_panel(int64_t m, int64_t n, int64_t k, float alpha, const BFloat16* panel, float beta, float* C,
+                   int64_t rsc, int64_t csc) const;
 };
 
 // B (K x N) packed into the micro-kernel's column panels.
@@ -119,6 +126,9 @@ class PackedB : public PackedOperand {
   // C (M x n) = alpha * A (M x k) @ B[:k, :n] + beta * C, for k <= rows() and n <= cols(); A is packed
   // as it is read. C is not read when beta == 0.
   void times(int64_t M, int64_t n, int64_t k, float alpha, const float* A, int64_t rsa, int64_t csa, float beta,
+             float* C, int64_t rsc, int64_t csc) const;
+  // The same with A of bf16 values (paired as they are, or widened exactly).
+  void times(int64_t M, int64_t n, int64_t k, float alpha, const BFloat16* A, int64_t rsa, int64_t csa, float beta,
              float* C, int64_t rsc, int64_t csc) const;
 };
 

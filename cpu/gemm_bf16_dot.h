@@ -39,5 +39,16 @@ void times_pairs_b(const uint32_t* packed, int64_t K, int64_t N, int64_t M, int6
                    const float* A, int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc);
 void times_pairs_b_emulated(const uint32_t* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha,
                             const float* A, int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc);
+// The same three for operands given as bf16 bits (bf16 tensors' data), paired as they are.
+void pack_a_pairs(int64_t M, int64_t K, const uint16_t* A, int64_t rsa, int64_t csa, uint32_t* buf);
+void times_panel_pairs(const uint32_t* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k, float alpha,
+                       const uint16_t* panel, float beta, float* C, int64_t rsc, int64_t csc);
+void times_panel_pairs_emulated(const uint32_t* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k,
+                                float alpha, const uint16_t* panel, float beta, float* C, int64_t rsc, int64_t csc);
+void times_pairs_b(const uint32_t* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha,
+                   const uint16_t* A, int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc);
+void times_pairs_b_emulated(const uint32_t* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha,
+                            const uint16_t* A, int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc,
+                            int64_t csc);
 
 }  // namespace mdl::cpu

@@ -12,8 +12,9 @@ namespace mdl::cpu::bf16_dot {
 
 constexpr int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
 
-template <class Dot>
-void pack_a_whole(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa, uint32_t* buf) {
+// S: float (rounded to bf16 as it is packed) or uint16_t (bf16 bits, taken as they are), as pack_a.
+template <class Dot, class S>
+void pack_a_whole(int64_t M, int64_t K, const S* A, int64_t rsa, int64_t csa, uint32_t* buf) {
   const int64_t mpad = round_up(M, MR);
   for (int64_t pc = 0; pc < K; pc += KC)
     pack_a<Dot>(M, std::min(KC, K - pc), A + pc * csa, rsa, csa, buf + pc / 2 * mpad);
@@ -41,11 +42,11 @@ void macro_kernel_prefix(int64_t mc, int64_t nc, int64_t kc, int64_t kb, float a
   macro_kernel<Dot>(mc, nc, kp, alpha, a, a_panel, b, b_panel, beta, C, rsc, csc);
 }
 
-// C (m x n) = alpha * packed A (M x K)[:m, :k] @ panel (k x n, n <= NR, rows NR floats apart) + beta * C;
-// m, n, k > 0. Each KC step's rows of the panel are paired into scratch.
-template <class Dot>
+// C (m x n) = alpha * packed A (M x K)[:m, :k] @ panel (k x n, n <= NR, rows NR values apart) + beta * C;
+// m, n, k > 0. Each KC step's rows of the panel (floats, or bf16 bits) are paired into scratch.
+template <class Dot, class S>
 void times_panel(const uint32_t* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k, float alpha,
-                 const float* panel, float beta, float* C, int64_t rsc, int64_t csc) {
+                 const S* panel, float beta, float* C, int64_t rsc, int64_t csc) {
   const int64_t mpad = round_up(M, MR);
   uint32_t* pairs = packing_scratch<uint32_t>(1, (std::min(KC, k) + 1) / 2 * NR);
   for (int64_t pc = 0; pc < k; pc += KC) {
@@ -56,9 +57,10 @@ void times_panel(const uint32_t* packed, int64_t M, int64_t K, int64_t m, int64_
   }
 }
 
-// C (M x n) = alpha * A (M x k) @ packed B (K x N)[:k, :n] + beta * C; M, n, k > 0. A is paired as it is read.
-template <class Dot>
-void times_b(const uint32_t* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha, const float* A,
+// C (M x n) = alpha * A (M x k) @ packed B (K x N)[:k, :n] + beta * C; M, n, k > 0. A (floats, or bf16
+// bits) is paired as it is read.
+template <class Dot, class S>
+void times_b(const uint32_t* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha, const S* A,
              int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc) {
   const int64_t npad = round_up(N, NR);
   uint32_t* abuf = packing_scratch<uint32_t>(0, (std::min(KC, k) + 1) / 2 * std::min(MC, round_up(M, MR)));

@@ -3,7 +3,8 @@
 // and k (past KC and across panel edges), strided and transposed operands, alpha and beta; a bf16
 // kernel's place is taken by an f32 one; out-of-range products are refused. Packed for bf16 products,
 // they have the bits of the pair kernel's GEMM (native and emulated), odd prefixes of k included, and
-// fall back to f32's layout where no pair kernel applies.
+// fall back to f32's layout where no pair kernel applies. Given bf16 operands (pack, times_panel and
+// times from bf16), they have the bits of the same products from those values as floats.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include "cpu/gemm.h"
 #include "cpu/scratch.h"
 #include "switches/list/toggles.h"
+#include "tensor/half.h"
 #include "tensor/error.h"
 
 using mdl::cpu::GemmKernel;
@@ -242,4 +244,53 @@ TEST_CASE("PackedA and PackedB packed for bf16 products multiply in f32 where no
     check_f32();
   }
   on_each_f32_kernel(check_f32);
+}
+
+// bf16 operands are paired as they are on the pair kernel and widened on the f32 layouts: either way
+// the products must have the bits of the same values given as floats, odd k and strided A included.
+TEST_CASE("PackedA and PackedB given bf16 operands have the bits of the same values as floats, on every layout") {
+  using mdl::BFloat16;
+  auto bf16_values = [](int64_t n, uint32_t seed, std::vector<BFloat16>& h) {
+    std::vector<float> f = random_floats(n, seed);
+    h.resize(f.size());
+    for (size_t i = 0; i < f.size(); ++i) h[i] = BFloat16(f[i]), f[i] = float(h[i]);
+    return f;
+  };
+  auto check = [&](mdl::cpu::GemmPrecision precision) {
+    const int64_t width = mdl::cpu::gemm_panel_width(precision);
+    for (bool transposed : {false, true})
+      for (int64_t k : {1, 7, 64, 385}) {
+        CAPTURE(transposed);
+        CAPTURE(k);
+        const int64_t M = 45, K = 400, rsa = transposed ? 1 : K + 1, csa = transposed ? M + 3 : 1;
+        std::vector<BFloat16> a16, p16, b16;
+        const std::vector<float> a = bf16_values(std::max(M * rsa, K * csa), 31, a16),
+                                 p = bf16_values(K * width, 32, p16);
+        mdl::cpu::Scratch<float> panel(K * width);
+        std::copy(p.begin(), p.end(), panel.data());
+        mdl::cpu::PackedA from_floats, from_bf16;
+        from_floats.pack(M, K, a.data(), rsa, csa, precision);
+        from_bf16.pack(M, K, a16.data(), rsa, csa, precision);
+        std::vector<float> want(size_t(M * width), 1.0f), got = want, got_packed = want;
+        from_floats.times_panel(M, width - 3, k, 0.5f, panel.data(), 0.25f, want.data(), width, 1);
+        from_bf16.times_panel(M, width - 3, k, 0.5f, p16.data(), 0.25f, got.data(), width, 1);
+        from_bf16.times_panel(M, width - 3, k, 0.5f, panel.data(), 0.25f, got_packed.data(), width, 1);
+        CHECK(same_bits(got, want));
+        CHECK(same_bits(got_packed, want));
+        // A (M x k) times a packed B (K x 50)
+        const std::vector<float> b = bf16_values(K * 50, 33, b16);
+        mdl::cpu::PackedB packed_b;
+        packed_b.pack(K, 50, b.data(), 50, 1, precision);
+        std::vector<float> want_b(size_t(M * 50), 0.0f), got_b = want_b;
+        packed_b.times(M, 50, k, 1.0f, a.data(), rsa, csa, 0.0f, want_b.data(), 50, 1);
+        packed_b.times(M, 50, k, 1.0f, a16.data(), rsa, csa, 0.0f, got_b.data(), 50, 1);
+        CHECK(same_bits(got_b, want_b));
+      }
+  };
+  on_each_f32_kernel([&] { check(mdl::cpu::GemmPrecision::f32); });
+  for (GemmKernel kernel : pair_kernels()) {
+    mdl::cpu::ScopedGemmKernel forced(kernel);
+    CAPTURE(mdl::cpu::gemm_kernel_name(kernel));
+    check(mdl::cpu::GemmPrecision::bf16);
+  }
 }
