@@ -116,8 +116,12 @@ void im2col(const Geom& g, const S* x, const Chunk& ch, int64_t grp, T* col) {
           copied = sw == 1 && s3 == 1;
           if (copied) std::memcpy(dst + lo, src + lo + offw, size_t(hi - lo) * sizeof(T));
         }
-        if (!copied)
+        if (!copied && sw == 2 && s3 == 1) {  // a constant stride, which the vectoriser takes
+          const S* s2 = src + offw;
+          for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = T(s2[2 * ow]);
+        } else if (!copied) {
           for (int64_t ow = lo; ow < hi; ++ow) dst[ow] = T(src[(ow * sw + offw) * s3]);
+        }
         std::fill(dst + hi, dst + ow1, T(0.0f));
       });
     }
@@ -231,7 +235,11 @@ void col2im(const Geom& g, const T* col, const Chunk& ch, int64_t grp, T* dx) {
           const T* src = row + q - ow0;
           T* d = dx + ((ch.n0 + b) * g.C + grp * g.Cig + c) * g.H * g.W + ih * g.W + offw;
           const int64_t lo = std::clamp(rw.lo, ow0, ow1), hi = std::clamp(rw.hi, lo, ow1);
-          for (int64_t ow = lo; ow < hi; ++ow) d[ow * sw] += src[ow];
+          if (sw == 2) {  // a constant stride, which the vectoriser takes
+            for (int64_t ow = lo; ow < hi; ++ow) d[2 * ow] += src[ow];
+          } else {
+            for (int64_t ow = lo; ow < hi; ++ow) d[ow * sw] += src[ow];
+          }
         });
       }
   });
