@@ -4,7 +4,8 @@
 // kept), where the float-block path copies every block through buffers in memory first. Sums run in
 // float lanes within blocks of kBf16NormBlock values, each block's sum added in double; a block whose
 // float sum is not finite (bf16 has f32's range: squares past 3.4e38) is summed again in double. The
-// order is the same whatever the thread count; it depends on the width.
+// order is the same whatever the thread count; it depends on the width, and the wider ones fuse
+// multiply-adds (bf16_batch_norm_rows_impl.h), so the last bits depend on the CPU.
 #pragma once
 #include <cstdint>
 

@@ -1,8 +1,11 @@
 // The body of Bf16BatchNormRows (cpu/bf16_batch_norm_rows.h) on one GCC float vector type V, included by
 // cpu/norm.cpp (4 floats) and by cpu/bf16_batch_norm_rows_avx2.cpp (8) and _avx512.cpp (16) inside
 // their target regions. Everything here has internal linkage and calls no shared inline function, so
-// no copy compiled for a wider target can stand in for the baseline one. The arithmetic is
-// kernels/norm_math.h's, written again on vectors.
+// no copy compiled for a wider target can stand in for the baseline one. The formulas are
+// kernels/norm_math.h's, written again on vectors; in the AVX2 and AVX-512 regions the compiler fuses
+// (x - mean) * a + b into one FMA, so an output can differ from the 4-float loops' by a bf16 rounding,
+// and the ReLU's mask with it where the pre-activation is within a rounding of 0 (a width's forward
+// and backward compute it alike).
 #pragma once
 #include <cmath>
 #include <cstdint>

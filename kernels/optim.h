@@ -55,13 +55,13 @@ struct StepTensors {
   Tensor step;
   Tensor copy;
 };
-// A profiled multi-tensor step's bytes: the gradient read, the copy written, and the parameter, its
-// state and its step counter read and written.
+// A profiled multi-tensor step's bytes: the gradient and the step counter (advance_steps writes it)
+// read, the copy written, the parameter and its state read and written.
 inline profiler::detail::KernelArg kernel_arg(const std::vector<StepTensors>& ts) {
   using profiler::detail::tensor_bytes;
   int64_t bytes = 0;
   for (const StepTensors& t : ts) {
-    bytes += tensor_bytes(t.grad) + tensor_bytes(t.copy) + 2 * (tensor_bytes(t.param) + tensor_bytes(t.step));
+    bytes += tensor_bytes(t.grad) + tensor_bytes(t.step) + tensor_bytes(t.copy) + 2 * tensor_bytes(t.param);
     for (const Tensor& s : t.state) bytes += 2 * tensor_bytes(s);
   }
   return {.list_bytes = bytes};
