@@ -3,7 +3,8 @@
 // (mean, then squared deviations) and every sum runs in double in a fixed order per channel or
 // per row (f16/bf16 batch norm: float sums of blocks, added in double), so results do not depend
 // on the thread count. bf16 batch norm's rows run on the CPU's widest vectors
-// (cpu/bf16_batch_norm_rows.h), f16's and the switch-off path through float blocks.
+// (cpu/bf16_batch_norm_rows.h), f16's and the switch-off path through float blocks; with S == 1
+// (channels-last, BatchNorm1d) every pass walks the rows of C channels instead.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -228,6 +229,59 @@ void bf16_grad_sums(int64_t N, int64_t C, int64_t S, double* sdy, double* sdx, c
   });
 }
 
+// ---- S == 1: rows of C channels side by side (channels-last activations as (N*H*W, C, 1), BatchNorm1d's
+// (N, C)). The passes above would take each value as a run or row of its own; these walk the rows with
+// the channels as the inner loop. A channel's sums still add its rows in order, each value's term as
+// those passes compute it for a row of one, so the bits are theirs.
+
+// out[c] = the sum over rows n of term(i, c), i = n * C + c: threads split the channels.
+template <class F>
+void column_sums(int64_t N, int64_t C, double* out, const F& term) {
+  parallel_for(0, C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, N)), [&](int64_t cb, int64_t ce) {
+    for (int64_t c = cb; c < ce; ++c) out[c] = 0.0;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t c = cb; c < ce; ++c) out[c] += term(n * C + c, c);
+  });
+}
+
+// f(i, c) for every element i = n * C + c: threads split the rows.
+template <class F>
+void for_each_column_element(int64_t N, int64_t C, const F& f) {
+  parallel_for(0, N, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, C)), [&](int64_t nb, int64_t ne) {
+    for (int64_t n = nb; n < ne; ++n)
+      for (int64_t c = 0; c < C; ++c) f(n * C + c, c);
+  });
+}
+
+// One value's (x - centre)^2 as the passes above add it: f32 and f64 in double; f16 and bf16 in
+// float (the float blocks and the bf16 rows), again in double where the float square overflows.
+template <class T>
+double squared_deviation(T x, double centre) {
+  if constexpr (is_half_v<T>) {
+    const float d = float(x) - float(centre), q = d * d;
+    if (std::isfinite(q)) [[likely]]
+      return double(q);
+    const double e = double(float(x)) - double(float(centre));
+    return e * e;
+  } else {
+    const double d = double(acc_t<T>(x)) - centre;
+    return d * d;
+  }
+}
+
+// One value's share of the backward's sums, gy (gated) and gy * (x - mean), as the passes above add it:
+// f32 and f64 in double; f16 and bf16 the product in float, again in double where it overflows.
+template <class T, bool RELU, class A>
+std::array<double, 2> grad_terms(T g, T x, A mean, const Affine<A>* k) {
+  const A xa = A(x), ga = RELU ? gated<true>(A(g), xa, *k) : A(g);
+  if constexpr (is_half_v<T>) {
+    const float p = ga * (xa - mean);
+    return {double(ga), std::isfinite(p) ? double(p) : double(ga) * (double(xa) - double(mean))};
+  } else {
+    return {double(ga), double(ga) * (double(xa) - double(mean))};
+  }
+}
+
 // Every channel's forward coefficients (kernels/norm_math.h).
 template <class A>
 std::vector<Affine<A>> affines(const Tensor& weight, const Tensor& bias, const A* mean, const A* invstd, int64_t C) {
@@ -324,7 +378,11 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
       // x (N, C, S) -> mean, var (C), over N * S values each.
       const double M = double(N * S);
       std::vector<double> sum(static_cast<size_t>(C)), sq(static_cast<size_t>(C));
-      if (rows) {
+      if (S == 1) {
+        column_sums(N, C, sum.data(), [&](int64_t i, int64_t) { return double(A(xp[i])); });
+        for (double& s : sum) s /= M;
+        column_sums(N, C, sq.data(), [&](int64_t i, int64_t c) { return squared_deviation(xp[i], sum[size_t(c)]); });
+      } else if (rows) {
         const uint16_t* xb = reinterpret_cast<const uint16_t*>(xp);
         bf16_channel_sums(N, C, S, sum.data(), [&](int64_t row, int64_t) { return rows->sum(xb + row, S); });
         for (double& s : sum) s /= M;
@@ -365,6 +423,11 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
     const T* rp = residual.defined() ? residual.data_ptr<T>() : nullptr;
     with_relu(relu, [&]<bool RELU>() {
       with_flag(rp != nullptr, [&]<bool RES>() {
+        if (S == 1)
+          return for_each_column_element(N, C, [&](int64_t i, int64_t c) {
+            yp[i] = T(
+                activate<RELU>(plus_residual<RES>(pre_activation(A(xp[i]), k[size_t(c)]), RES ? A(rp[i]) : A(0))));
+          });
         for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
           const Affine<A> kc = k[size_t(c)];
           if (rows) {
@@ -402,7 +465,18 @@ void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Te
   // sdy[c] = sum gy, sdx[c] = sum gy * (x - mean): (C)
   std::vector<double> sdy(static_cast<size_t>(C)), sdx(static_cast<size_t>(C));
   if (training || grad_w.defined() || grad_b.defined()) {
-    if (rows) {
+    if (S == 1) {
+      parallel_for(0, C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, N)), [&](int64_t cb, int64_t ce) {
+        for (int64_t c = cb; c < ce; ++c) sdy[size_t(c)] = sdx[size_t(c)] = 0.0;
+        for (int64_t n = 0; n < N; ++n)
+          for (int64_t c = cb; c < ce; ++c) {
+            const std::array<double, 2> t = grad_terms<T, RELU>(gp[n * C + c], xp[n * C + c], mp[c],
+                                                                RELU ? &fwd[size_t(c)] : nullptr);
+            sdy[size_t(c)] += t[0];
+            sdx[size_t(c)] += t[1];
+          }
+      });
+    } else if (rows) {
       const uint16_t *gb = reinterpret_cast<const uint16_t*>(gp), *xb = reinterpret_cast<const uint16_t*>(xp);
       bf16_grad_sums(N, C, S, sdy.data(), sdx.data(), [&](int64_t row, int64_t c, double* sums) {
         rows->grad_sums(gb + row, xb + row, S, float(mp[c]), RELU ? row_affine(fwd[size_t(c)]) : nullptr, sums);
@@ -441,6 +515,11 @@ void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Te
     }
   }
   T* gx = grad_x.data_ptr<T>();
+  if (S == 1)
+    return for_each_column_element(N, C, [&](int64_t i, int64_t c) {
+      const Affine<A> kc = RELU ? fwd[size_t(c)] : Affine<A>{};
+      gx[i] = T(gated<RELU>(A(gp[i]), A(xp[i]), kc) * p[size_t(c)] + A(xp[i]) * q[size_t(c)] + r[size_t(c)]);
+    });
   for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
     const A pc = p[size_t(c)], qc = q[size_t(c)], rc = r[size_t(c)];
     const Affine<A> kc = RELU ? fwd[size_t(c)] : Affine<A>{};
