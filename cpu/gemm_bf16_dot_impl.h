@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "cpu/packing_scratch.h"
+#include "cpu/transpose16_avx512.h"
 
 namespace mdl::cpu::bf16_dot {
 
@@ -108,10 +109,11 @@ void pack_a(int64_t mc, int64_t kc, const S* A, int64_t rsa, int64_t csa, uint32
     } else {
       if (rsa == 1 && mr == MR) {  // columns of A are contiguous: 12 rows of k = 2q and of 2q + 1, widened
         const __mmask16 rows = (1u << MR) - 1;
-        const auto widen = [](const S* col) {
-          alignas(32) uint16_t v[16] = {};
-          std::memcpy(v, col, MR * sizeof(S));
-          return _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(v)));
+        static_assert(MR == 12);
+        const auto widen = [](const S* col) {  // 16 bytes and 8, read in place: no store to forward, no read past
+          const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(col));
+          const __m128i hi = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(col + 8));
+          return _mm512_cvtepu16_epi32(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
         };
         for (int64_t q = 0; q < kp; ++q) {
           const __m512i lo = widen(a + 2 * q * csa);
@@ -122,9 +124,19 @@ void pack_a(int64_t mc, int64_t kc, const S* A, int64_t rsa, int64_t csa, uint32
         continue;
       }
       if (csa == 1) {  // rows of A are contiguous: each pair of k is already one 32-bit word
+        int64_t q0 = 0;
+        if (mr == MR)  // 16 pairs of each row at a time, the 12 x 16 words transposed in registers
+          for (; q0 + 16 <= kc / 2; q0 += 16) {
+            __m512 v[16];
+            for (int64_t i = 0; i < 16; ++i)
+              v[i] = i < MR ? _mm512_castsi512_ps(_mm512_loadu_si512(a + i * rsa + 2 * q0)) : _mm512_setzero_ps();
+            transpose16(v);
+            for (int64_t q = 0; q < 16; ++q)
+              _mm512_mask_storeu_epi32(buf + (q0 + q) * MR, (1u << MR) - 1, _mm512_castps_si512(v[q]));
+          }
         for (int64_t i = 0; i < MR; ++i) {
           const S* r = a + i * rsa;
-          for (int64_t q = 0; q < kp; ++q) {
+          for (int64_t q = q0; q < kp; ++q) {
             uint32_t w = 0;
             if (i < mr && 2 * q + 1 < kc) std::memcpy(&w, r + 2 * q, sizeof w);
             else if (i < mr) w = r[2 * q];
