@@ -45,8 +45,8 @@ struct Mat {
   Mat transposed() const { return {p, cs, rs}; }
 };
 
-// rows x cols of m in the compute type A with contiguous rows: m itself when T is A and its rows are
-// contiguous, else a widened contiguous copy in buf.
+// rows x cols of m as type A (the compute type, or bf16 kept as it is) with contiguous rows: m itself
+// when T is A and its rows are contiguous, else a contiguous copy in buf, widened where A is wider.
 template <class A, class T>
 Mat<A> widen(const Mat<T>& m, int64_t rows, int64_t cols, std::vector<A>& buf) {
   if constexpr (std::is_same_v<A, T>)
@@ -65,25 +65,10 @@ Mat<A> widen(const Mat<T>& m, int64_t rows, int64_t cols, std::vector<A>& buf) {
   return {buf.data(), cols, 1};
 }
 
-// The type the products take T's operands in: bf16 as it is (the pair kernel pairs its bits, the f32
-// layouts widen them exactly), else the compute type.
+// The type the products take T's operands in (widen<Operand<T>>): bf16 as it is (the pair kernel
+// pairs its bits, the f32 layouts widen them exactly), else the compute type.
 template <class T>
 using Operand = std::conditional_t<std::is_same_v<T, BFloat16>, BFloat16, acc_t<T>>;
-
-// rows x cols of m as the products take it, with contiguous rows: bf16 itself, or a contiguous copy
-// in buf; other dtypes widened (widen).
-template <class T>
-Mat<Operand<T>> operand(const Mat<T>& m, int64_t rows, int64_t cols, std::vector<Operand<T>>& buf) {
-  if constexpr (std::is_same_v<T, BFloat16>) {
-    if (m.cs == 1) return m;
-    buf.resize(size_t(rows * cols));
-    for (int64_t r = 0; r < rows; ++r)
-      for (int64_t c = 0; c < cols; ++c) buf[size_t(r * cols + c)] = m(r, c);
-    return {buf.data(), cols, 1};
-  } else {
-    return widen<acc_t<T>>(m, rows, cols, buf);
-  }
-}
 
 // ---- the operands: f32 packed once for the micro-kernel, f64 (the reference dtype) read where it lies
 
@@ -376,8 +361,8 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / split, c = t % split;
       const int64_t last = (tiles - 1 - (tiles - 1 - c) % split) * W, sk_all = P.keys(last, std::min(W, L - last));
-      const Mat<O> km = operand(matrix<T>(k, P.ko[size_t(b)]), sk_all, E, kbuf);   // (sk_all, E)
-      const Mat<O> vm = operand(matrix<T>(v, P.vo[size_t(b)]), sk_all, Ev, vbuf);  // (sk_all, Ev)
+      const Mat<O> km = widen<O>(matrix<T>(k, P.ko[size_t(b)]), sk_all, E, kbuf);   // (sk_all, E)
+      const Mat<O> vm = widen<O>(matrix<T>(v, P.vo[size_t(b)]), sk_all, Ev, vbuf);  // (sk_all, Ev)
       keys.set(km, sk_all, E, kPrecision<T>);
       values_t.set(vm.transposed(), Ev, sk_all, kPrecision<T>);
       const Mat<T> qm = matrix<T>(q, P.qo[size_t(b)]);
@@ -385,7 +370,7 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
         const int64_t n = std::min(W, L - i0), sk = P.keys(i0, n);
         qt.resize(E * W), st.resize(std::max<int64_t>(sk, 1) * W), ot.resize(Ev * W);
         // st (sk, W) = k (sk, E) @ q^T (E, W) * scale, masked; exp(st - colmax) in place
-        transpose_into(operand(Mat<T>{&qm(i0, 0), qm.rs, qm.cs}, n, E, qbuf), n, E, W, qt.data());
+        transpose_into(widen<O>(Mat<T>{&qm(i0, 0), qm.rs, qm.cs}, n, E, qbuf), n, E, W, qt.data());
         keys.times_panel(sk, W, E, A(scale), qt.data(), W, A(0), st.data(), W);
         P.hide(st.data(), W, b, i0, n, sk);
         lane_max(st.data(), sk, W, mx.data());
@@ -436,8 +421,8 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
     std::vector<A> row, sub(static_cast<size_t>(W)), D(static_cast<size_t>(W));
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t sk_all = P.keys(0, L);
-      const Mat<O> km = operand(matrix<T>(k, P.ko[size_t(b)]), sk_all, E, kbuf);   // (sk_all, E)
-      const Mat<O> vm = operand(matrix<T>(v, P.vo[size_t(b)]), sk_all, Ev, vbuf);  // (sk_all, Ev)
+      const Mat<O> km = widen<O>(matrix<T>(k, P.ko[size_t(b)]), sk_all, E, kbuf);   // (sk_all, E)
+      const Mat<O> vm = widen<O>(matrix<T>(v, P.vo[size_t(b)]), sk_all, Ev, vbuf);  // (sk_all, Ev)
       const Mat<T> qm = matrix<T>(q, P.qo[size_t(b)]), gm = matrix<T>(go, go_off[size_t(b)]);
       keys.set(km, sk_all, E, kPrecision<T>);
       if (want_ds) values.set(vm, sk_all, Ev, kPrecision<T>);
@@ -449,8 +434,8 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
         const int64_t n = std::min(W, L - i0), sk = P.keys(i0, n);
         qt.resize(E * W), gt.resize(Ev * W), st.resize(std::max<int64_t>(sk, 1) * W);
         // P^T (sk, W) = exp(k (sk, E) @ q^T (E, W) * scale - lse), hidden keys and absent queries 0
-        const Mat<O> qr = operand(Mat<T>{&qm(i0, 0), qm.rs, qm.cs}, n, E, qbuf);   // (n, E)
-        const Mat<O> gr = operand(Mat<T>{&gm(i0, 0), gm.rs, gm.cs}, n, Ev, gbuf);  // (n, Ev)
+        const Mat<O> qr = widen<O>(Mat<T>{&qm(i0, 0), qm.rs, qm.cs}, n, E, qbuf);   // (n, E)
+        const Mat<O> gr = widen<O>(Mat<T>{&gm(i0, 0), gm.rs, gm.cs}, n, Ev, gbuf);  // (n, Ev)
         transpose_into(qr, n, E, W, qt.data());
         transpose_into(gr, n, Ev, W, gt.data());
         keys.times_panel(sk, W, E, A(scale), qt.data(), W, A(0), st.data(), W);

@@ -410,17 +410,22 @@ constexpr PackedOperand::Layout packed_layout() {
           nullptr};
 }
 
-// The pair kernel's layout (cpu/gemm_bf16_dot_packed_impl.h) on VDPBF16PS or its emulation.
-using TimesPanelPairs = void (*)(const uint32_t*, int64_t, int64_t, int64_t, int64_t, int64_t, float, const float*,
-                                 float, float*, int64_t, int64_t);
-using TimesPairsB = void (*)(const uint32_t*, int64_t, int64_t, int64_t, int64_t, int64_t, float, const float*, int64_t,
-                             int64_t, float, float*, int64_t, int64_t);
-using TimesPanelPairs16 = void (*)(const uint32_t*, int64_t, int64_t, int64_t, int64_t, int64_t, float, const uint16_t*,
-                                   float, float*, int64_t, int64_t);
-using TimesPairsB16 = void (*)(const uint32_t*, int64_t, int64_t, int64_t, int64_t, int64_t, float, const uint16_t*,
-                               int64_t, int64_t, float, float*, int64_t, int64_t);
-template <TimesPanelPairs times_panel, TimesPairsB times_b, TimesPanelPairs16 times_panel16, TimesPairsB16 times_b16>
+// The pair kernel's layout (cpu/gemm_bf16_dot_packed_impl.h) on VDPBF16PS or its emulation. The products
+// are generic lambdas: each fills the float slot and the bf16 (uint16_t) one, whose functions share names.
+template <bool kEmulated>
 constexpr PackedOperand::Layout pairs_layout() {
+  constexpr auto times_panel = [](const void* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k,
+                                  float alpha, const auto* panel, float beta, float* C, int64_t rsc, int64_t csc) {
+    const auto* p = static_cast<const uint32_t*>(packed);
+    if constexpr (kEmulated) times_panel_pairs_emulated(p, M, K, m, n, k, alpha, panel, beta, C, rsc, csc);
+    else times_panel_pairs(p, M, K, m, n, k, alpha, panel, beta, C, rsc, csc);
+  };
+  constexpr auto times_b = [](const void* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha,
+                              const auto* A, int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc) {
+    const auto* p = static_cast<const uint32_t*>(packed);
+    if constexpr (kEmulated) times_pairs_b_emulated(p, K, N, M, n, k, alpha, A, rsa, csa, beta, C, rsc, csc);
+    else times_pairs_b(p, K, N, M, n, k, alpha, A, rsa, csa, beta, C, rsc, csc);
+  };
   return {12,
           32,
           2,
@@ -431,33 +436,19 @@ constexpr PackedOperand::Layout pairs_layout() {
           [](int64_t K, int64_t N, const float* B, int64_t rsb, int64_t csb, void* buf) {
             pack_b_pairs(K, N, B, rsb, csb, static_cast<uint32_t*>(buf));
           },
-          [](const void* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k, float alpha, const float* panel,
-             float beta, float* C, int64_t rsc, int64_t csc) {
-            times_panel(static_cast<const uint32_t*>(packed), M, K, m, n, k, alpha, panel, beta, C, rsc, csc);
-          },
-          [](const void* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha, const float* A,
-             int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc) {
-            times_b(static_cast<const uint32_t*>(packed), K, N, M, n, k, alpha, A, rsa, csa, beta, C, rsc, csc);
-          },
+          times_panel,
+          times_b,
           [](int64_t M, int64_t K, const uint16_t* A, int64_t rsa, int64_t csa, void* buf) {
             pack_a_pairs(M, K, A, rsa, csa, static_cast<uint32_t*>(buf));
           },
-          [](const void* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k, float alpha,
-             const uint16_t* panel, float beta, float* C, int64_t rsc, int64_t csc) {
-            times_panel16(static_cast<const uint32_t*>(packed), M, K, m, n, k, alpha, panel, beta, C, rsc, csc);
-          },
-          [](const void* packed, int64_t K, int64_t N, int64_t M, int64_t n, int64_t k, float alpha, const uint16_t* A,
-             int64_t rsa, int64_t csa, float beta, float* C, int64_t rsc, int64_t csc) {
-            times_b16(static_cast<const uint32_t*>(packed), K, N, M, n, k, alpha, A, rsa, csa, beta, C, rsc, csc);
-          }};
+          times_panel,
+          times_b};
 }
 
 // The pair kernel's layout where bf16 products may use it (gemm.h), else null.
 const PackedOperand::Layout* pairs_layout_now() {
-  static constexpr PackedOperand::Layout native =
-      pairs_layout<times_panel_pairs, times_pairs_b, times_panel_pairs, times_pairs_b>();
-  static constexpr PackedOperand::Layout emulated = pairs_layout<times_panel_pairs_emulated, times_pairs_b_emulated,
-                                                                 times_panel_pairs_emulated, times_pairs_b_emulated>();
+  static constexpr PackedOperand::Layout native = pairs_layout<false>();
+  static constexpr PackedOperand::Layout emulated = pairs_layout<true>();
   switch (gemm_bf16_values_kernel()) {
     case GemmKernel::avx512_bf16_emulated: return &emulated;
     case GemmKernel::avx512_bf16: return &native;
@@ -649,13 +640,22 @@ void PackedA::pack(int64_t M, int64_t K, const BFloat16* A, int64_t rsa, int64_t
   layout_->pack_a(M, K, widened(A, M, K, rsa, csa), K, 1, buf);
 }
 
-void PackedA::times_panel(int64_t m, int64_t n, int64_t k, float alpha, const BFloat16* panel, float beta, float* C,
-                          int64_t rsc, int64_t csc) const {
+// The checks every times_panel makes, and its cases with no product (nothing to write, or C scaled
+// by beta alone): true when the product is left to run.
+bool PackedA::product_left(int64_t m, int64_t n, int64_t k, float alpha, float beta, float* C, int64_t rsc,
+                           int64_t csc) const {
   MDL_CHECK(layout_ && m >= 0 && n >= 0 && k >= 0 && m <= rows_ && k <= cols_ && n <= layout_->NR,
             "PackedA::times_panel: the first ", m, "x", k, " of a packed ", rows_, "x", cols_, " matrix by a ", k, "x",
             n, " panel");
-  if (m == 0 || n == 0) return;
-  if (k == 0 || alpha == 0.0f) return scale_c(m, n, beta, C, rsc, csc);
+  if (m == 0 || n == 0) return false;
+  if (k > 0 && alpha != 0.0f) return true;
+  scale_c(m, n, beta, C, rsc, csc);
+  return false;
+}
+
+void PackedA::times_panel(int64_t m, int64_t n, int64_t k, float alpha, const BFloat16* panel, float beta, float* C,
+                          int64_t rsc, int64_t csc) const {
+  if (!product_left(m, n, k, alpha, beta, C, rsc, csc)) return;
   if (!layout_->times_panel16)
     return times_panel(m, n, k, alpha, widened(panel, k, layout_->NR, layout_->NR, 1), beta, C, rsc, csc);
   sync_float_mode();
@@ -664,12 +664,8 @@ void PackedA::times_panel(int64_t m, int64_t n, int64_t k, float alpha, const BF
 
 void PackedA::times_panel(int64_t m, int64_t n, int64_t k, float alpha, const float* panel, float beta, float* C,
                           int64_t rsc, int64_t csc) const {
-  MDL_CHECK(layout_ && m >= 0 && n >= 0 && k >= 0 && m <= rows_ && k <= cols_ && n <= layout_->NR,
-            "PackedA::times_panel: the first ", m, "x", k, " of a packed ", rows_, "x", cols_, " matrix by a ", k, "x",
-            n, " panel");
   MDL_CHECK(reinterpret_cast<uintptr_t>(panel) % 64 == 0, "PackedA::times_panel: the panel must be 64-byte aligned");
-  if (m == 0 || n == 0) return;
-  if (k == 0 || alpha == 0.0f) return scale_c(m, n, beta, C, rsc, csc);
+  if (!product_left(m, n, k, alpha, beta, C, rsc, csc)) return;
   sync_float_mode();
   layout_->times_panel(buf_.get(), rows_, cols_, m, n, k, alpha, panel, beta, C, rsc, csc);
 }
@@ -682,22 +678,27 @@ void PackedB::pack(int64_t K, int64_t N, const float* B, int64_t rsb, int64_t cs
   if (K > 0 && N > 0) layout_->pack_b(K, N, B, rsb, csb, buf);
 }
 
-void PackedB::times(int64_t M, int64_t n, int64_t k, float alpha, const float* A, int64_t rsa, int64_t csa, float beta,
-                    float* C, int64_t rsc, int64_t csc) const {
+// As PackedA's, for times.
+bool PackedB::product_left(int64_t M, int64_t n, int64_t k, float alpha, float beta, float* C, int64_t rsc,
+                           int64_t csc) const {
   MDL_CHECK(layout_ && M >= 0 && n >= 0 && k >= 0 && k <= rows_ && n <= cols_, "PackedB::times: a ", M, "x", k,
             " by the first ", k, "x", n, " of a packed ", rows_, "x", cols_, " matrix");
-  if (M == 0 || n == 0) return;
-  if (k == 0 || alpha == 0.0f) return scale_c(M, n, beta, C, rsc, csc);
+  if (M == 0 || n == 0) return false;
+  if (k > 0 && alpha != 0.0f) return true;
+  scale_c(M, n, beta, C, rsc, csc);
+  return false;
+}
+
+void PackedB::times(int64_t M, int64_t n, int64_t k, float alpha, const float* A, int64_t rsa, int64_t csa, float beta,
+                    float* C, int64_t rsc, int64_t csc) const {
+  if (!product_left(M, n, k, alpha, beta, C, rsc, csc)) return;
   sync_float_mode();
   layout_->times_b(buf_.get(), rows_, cols_, M, n, k, alpha, A, rsa, csa, beta, C, rsc, csc);
 }
 
 void PackedB::times(int64_t M, int64_t n, int64_t k, float alpha, const BFloat16* A, int64_t rsa, int64_t csa,
                     float beta, float* C, int64_t rsc, int64_t csc) const {
-  MDL_CHECK(layout_ && M >= 0 && n >= 0 && k >= 0 && k <= rows_ && n <= cols_, "PackedB::times: a ", M, "x", k,
-            " by the first ", k, "x", n, " of a packed ", rows_, "x", cols_, " matrix");
-  if (M == 0 || n == 0) return;
-  if (k == 0 || alpha == 0.0f) return scale_c(M, n, beta, C, rsc, csc);
+  if (!product_left(M, n, k, alpha, beta, C, rsc, csc)) return;
   if (!layout_->times_b16) return times(M, n, k, alpha, widened(A, M, k, rsa, csa), k, 1, beta, C, rsc, csc);
   sync_float_mode();
   layout_->times_b16(buf_.get(), rows_, cols_, M, n, k, alpha, bits(A), rsa, csa, beta, C, rsc, csc);

@@ -116,6 +116,9 @@ class PackedA : public PackedOperand {
             GemmPrecision precision = GemmPrecision::f32);
   void times_panel(int64_t m, int64_t n, int64_t k, float alpha, const BFloat16* panel, float beta, float* C,
                    int64_t rsc, int64_t csc) const;
+
+ private:
+  bool product_left(int64_t m, int64_t n, int64_t k, float alpha, float beta, float* C, int64_t rsc, int64_t csc) const;
 };
 
 // B (K x N) packed into the micro-kernel's column panels.
@@ -130,6 +133,9 @@ class PackedB : public PackedOperand {
   // The same with A of bf16 values (paired as they are, or widened exactly).
   void times(int64_t M, int64_t n, int64_t k, float alpha, const BFloat16* A, int64_t rsa, int64_t csa, float beta,
              float* C, int64_t rsc, int64_t csc) const;
+
+ private:
+  bool product_left(int64_t M, int64_t n, int64_t k, float alpha, float beta, float* C, int64_t rsc, int64_t csc) const;
 };
 
 // The micro-kernel's columns (NR) that PackedA and PackedB would pack for now at this precision: 32 on

@@ -230,19 +230,9 @@ void bf16_grad_sums(int64_t N, int64_t C, int64_t S, double* sdy, double* sdx, c
 }
 
 // ---- S == 1: rows of C channels side by side (channels-last activations as (N*H*W, C, 1), BatchNorm1d's
-// (N, C)). The passes above would take each value as a run or row of its own; these walk the rows with
-// the channels as the inner loop. A channel's sums still add its rows in order, each value's term as
-// those passes compute it for a row of one, so the bits are theirs.
-
-// out[c] = the sum over rows n of term(i, c), i = n * C + c: threads split the channels.
-template <class F>
-void column_sums(int64_t N, int64_t C, double* out, const F& term) {
-  parallel_for(0, C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, N)), [&](int64_t cb, int64_t ce) {
-    for (int64_t c = cb; c < ce; ++c) out[c] = 0.0;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t c = cb; c < ce; ++c) out[c] += term(n * C + c, c);
-  });
-}
+// (N, C)). The passes above would take each value as a run or row of its own: the sums go through
+// channel_sums with S = 1 (rows in order, the channels as the inner loop), each value's term as those
+// passes compute it for a row of one, so the bits are theirs, and the elementwise passes walk the rows.
 
 // f(i, c) for every element i = n * C + c: threads split the rows.
 template <class F>
@@ -272,7 +262,7 @@ double squared_deviation(T x, double centre) {
 // One value's share of the backward's sums, gy (gated) and gy * (x - mean), as the passes above add it:
 // f32 and f64 in double; f16 and bf16 the product in float, again in double where it overflows.
 template <class T, bool RELU, class A>
-std::array<double, 2> grad_terms(T g, T x, A mean, const Affine<A>* k) {
+Sums<2> grad_terms(T g, T x, A mean, const Affine<A>* k) {
   const A xa = A(x), ga = RELU ? gated<true>(A(g), xa, *k) : A(g);
   if constexpr (is_half_v<T>) {
     const float p = ga * (xa - mean);
@@ -379,9 +369,11 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
       const double M = double(N * S);
       std::vector<double> sum(static_cast<size_t>(C)), sq(static_cast<size_t>(C));
       if (S == 1) {
-        column_sums(N, C, sum.data(), [&](int64_t i, int64_t) { return double(A(xp[i])); });
+        channel_sums<1>(N, C, 1, {sum.data()}, [&](int64_t i, int64_t, int64_t) { return Sums<1>{double(A(xp[i]))}; });
         for (double& s : sum) s /= M;
-        column_sums(N, C, sq.data(), [&](int64_t i, int64_t c) { return squared_deviation(xp[i], sum[size_t(c)]); });
+        channel_sums<1>(N, C, 1, {sq.data()}, [&](int64_t i, int64_t, int64_t c) {
+          return Sums<1>{squared_deviation(xp[i], sum[size_t(c)])};
+        });
       } else if (rows) {
         const uint16_t* xb = reinterpret_cast<const uint16_t*>(xp);
         bf16_channel_sums(N, C, S, sum.data(), [&](int64_t row, int64_t) { return rows->sum(xb + row, S); });
@@ -464,18 +456,13 @@ void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Te
   const Bf16BatchNormRows* rows = bf16_rows<T>();
   // sdy[c] = sum gy, sdx[c] = sum gy * (x - mean): (C)
   std::vector<double> sdy(static_cast<size_t>(C)), sdx(static_cast<size_t>(C));
+  // One value's share of both sums, for the passes that take a value at a time.
+  const auto terms = [&](int64_t i, int64_t, int64_t c) {
+    return grad_terms<T, RELU>(gp[i], xp[i], mp[c], RELU ? &fwd[size_t(c)] : nullptr);
+  };
   if (training || grad_w.defined() || grad_b.defined()) {
     if (S == 1) {
-      parallel_for(0, C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, N)), [&](int64_t cb, int64_t ce) {
-        for (int64_t c = cb; c < ce; ++c) sdy[size_t(c)] = sdx[size_t(c)] = 0.0;
-        for (int64_t n = 0; n < N; ++n)
-          for (int64_t c = cb; c < ce; ++c) {
-            const std::array<double, 2> t = grad_terms<T, RELU>(gp[n * C + c], xp[n * C + c], mp[c],
-                                                                RELU ? &fwd[size_t(c)] : nullptr);
-            sdy[size_t(c)] += t[0];
-            sdx[size_t(c)] += t[1];
-          }
-      });
+      channel_sums<2>(N, C, 1, {sdy.data(), sdx.data()}, terms);
     } else if (rows) {
       const uint16_t *gb = reinterpret_cast<const uint16_t*>(gp), *xb = reinterpret_cast<const uint16_t*>(xp);
       bf16_grad_sums(N, C, S, sdy.data(), sdx.data(), [&](int64_t row, int64_t c, double* sums) {
@@ -486,11 +473,7 @@ void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Te
     } else if constexpr (std::is_same_v<T, float>) {
       f32_backward_sums<RELU>(N, C, S, xp, gp, mp, RELU ? fwd.data() : nullptr, sdy.data(), sdx.data());
     } else {
-      channel_sums<2>(N, C, S, {sdy.data(), sdx.data()}, [&](int64_t i, int64_t, int64_t c) {
-        const A xa = A(xp[i]);
-        const double g = double(RELU ? gated<true>(A(gp[i]), xa, fwd[size_t(c)]) : A(gp[i]));
-        return Sums<2>{g, g * (double(xa) - double(mp[c]))};
-      });
+      channel_sums<2>(N, C, S, {sdy.data(), sdx.data()}, terms);
     }
   }
   if (grad_w.defined()) {

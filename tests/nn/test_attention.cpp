@@ -110,6 +110,24 @@ std::vector<Tensor> attention_and_grads(const Tensor& q0, const Tensor& k0, cons
   return {out, q.grad(), k.grad(), v.grad()};
 }
 
+// Edge case c computed in dtype t against f64: q, k, v and the loss's weights r drawn by draw(shape) in
+// that order, then the mask; out and every gradient of dtype t within tol (relative and absolute).
+template <class Draw>
+void check_edge_case(const EdgeCase& c, DType t, double tol, Generator& g, const Draw& draw) {
+  INFO("B=", c.B, " H=", c.H, " L=", c.L, " S=", c.S, " E=", c.E, " Ev=", c.Ev, " causal=", c.causal,
+       " masked=", c.masked);
+  Tensor q0 = draw(Shape{c.B, c.H, c.L, c.E}), k0 = draw(Shape{c.B, c.H, c.S, c.E});
+  Tensor v0 = draw(Shape{c.B, c.H, c.S, c.Ev}), r = draw(Shape{c.B, c.H, c.L, c.Ev});
+  Tensor mask = c.masked ? gt(rand({c.B, 1, c.L, c.S}, kF32, &g), scalar_tensor(0.2, kF32)) : Tensor();
+  const auto want = attention_and_grads(q0, k0, v0, r, mask, c.causal, kF64);
+  const auto got = attention_and_grads(q0, k0, v0, r, mask, c.causal, t);
+  for (size_t i = 0; i < 4; ++i) {
+    CAPTURE(i);
+    CHECK(got[i].dtype() == t);
+    check_close(got[i], want[i], {.rtol = tol, .atol = tol});
+  }
+}
+
 }  // namespace
 
 TEST_CASE("attention: forward without a mask, f32, against the double loop") {
@@ -321,20 +339,8 @@ TEST_CASE(
     ++kernels;
     cpu::ScopedGemmKernel forced(kernel);
     CAPTURE(cpu::gemm_kernel_name(kernel));
-    for (const EdgeCase& c : kEdgeCases) {
-      INFO("B=", c.B, " H=", c.H, " L=", c.L, " S=", c.S, " E=", c.E, " Ev=", c.Ev, " causal=", c.causal,
-           " masked=", c.masked);
-      Tensor q0 = randn_t({c.B, c.H, c.L, c.E}, kF64, g), k0 = randn_t({c.B, c.H, c.S, c.E}, kF64, g);
-      Tensor v0 = randn_t({c.B, c.H, c.S, c.Ev}, kF64, g), r = randn_t({c.B, c.H, c.L, c.Ev}, kF64, g);
-      Tensor mask = c.masked ? gt(rand({c.B, 1, c.L, c.S}, kF32, &g), scalar_tensor(0.2, kF32)) : Tensor();
-      const auto want = attention_and_grads(q0, k0, v0, r, mask, c.causal, kF64);
-      const auto got = attention_and_grads(q0, k0, v0, r, mask, c.causal, kF32);
-      for (size_t i = 0; i < 4; ++i) {
-        CAPTURE(i);
-        CHECK(got[i].dtype() == kF32);
-        check_close(got[i], want[i], {.rtol = 2e-4, .atol = 2e-4});
-      }
-    }
+    for (const EdgeCase& c : kEdgeCases)
+      check_edge_case(c, kF32, 2e-4, g, [&](const Shape& s) { return randn_t(s, kF64, g); });
   }
   CHECK(kernels >= 1);
 }
@@ -378,21 +384,8 @@ TEST_CASE("attention: bf16 forward and every gradient agree with f64 on the pair
     cpu::ScopedGemmKernel forced(kernel);
     CAPTURE(cpu::gemm_kernel_name(kernel));
     REQUIRE(cpu::gemm_panel_width(cpu::GemmPrecision::bf16) == 32);
-    for (const EdgeCase& c : cases) {
-      INFO("B=", c.B, " H=", c.H, " L=", c.L, " S=", c.S, " E=", c.E, " Ev=", c.Ev, " causal=", c.causal,
-           " masked=", c.masked);
-      auto bf16_values = [&](const Shape& s) { return randn_t(s, kBF16, g).to(kF64); };
-      Tensor q0 = bf16_values({c.B, c.H, c.L, c.E}), k0 = bf16_values({c.B, c.H, c.S, c.E});
-      Tensor v0 = bf16_values({c.B, c.H, c.S, c.Ev}), r = bf16_values({c.B, c.H, c.L, c.Ev});
-      Tensor mask = c.masked ? gt(rand({c.B, 1, c.L, c.S}, kF32, &g), scalar_tensor(0.2, kF32)) : Tensor();
-      const auto want = attention_and_grads(q0, k0, v0, r, mask, c.causal, kF64);
-      const auto got = attention_and_grads(q0, k0, v0, r, mask, c.causal, kBF16);
-      for (size_t i = 0; i < 4; ++i) {
-        CAPTURE(i);
-        CHECK(got[i].dtype() == kBF16);
-        check_close(got[i], want[i], {.rtol = 1.6e-2, .atol = 1.6e-2});
-      }
-    }
+    for (const EdgeCase& c : cases)  // bf16 values as f64
+      check_edge_case(c, kBF16, 1.6e-2, g, [&](const Shape& s) { return randn_t(s, kBF16, g).to(kF64); });
   }
   // The products ran on pairs: P's rounding shows against the f32 kernel's products, and the native
   // kernel has its emulation's bits.
