@@ -235,6 +235,18 @@ void kernel_12x32(int64_t kp, const uint32_t* a, const uint32_t* b, float* c, in
     }
   }
   const __m512 va = _mm512_set1_ps(alpha);
+  if (csc == 1) {  // rows of C are contiguous: each row as two vectors, rounded as the loop below rounds
+    const __m512 vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 12
+    for (int i = 0; i < MR; ++i)
+      for (int h = 0; h < 2; ++h) {
+        float* ci = c + i * rsc + 16 * h;
+        __m512 r = _mm512_mul_ps(va, acc[i][h]);
+        if (beta != 0.0f) r = _mm512_add_ps(r, _mm512_mul_ps(vb, _mm512_loadu_ps(ci)));
+        _mm512_storeu_ps(ci, r);
+      }
+    return;
+  }
   alignas(64) float t[MR][NR];
 #pragma GCC unroll 12
   for (int i = 0; i < MR; ++i) {
