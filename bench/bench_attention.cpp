@@ -84,6 +84,11 @@ void run_bf16(benchmark::State& state, bool backward, bool pairs) {
   iterate(state, attention, backward, inputs(kBF16));
 }
 
+// The f32 forward, its softmax down the keys on 16 floats (AVX-512F) or 8.
+void run_wide_softmax(benchmark::State& state, bool wide) {
+  toggles::Scoped fused(toggles::Toggle::fused_attention, true), lanes(toggles::Toggle::avx512_vec_math, wide);
+  iterate(state, attention, false, inputs());
+}
 
 // GPT's self-attention block: MultiheadAttention (E=384, 6 heads) on (8, 256, 384) f32, causal,
 // forward and backward, its heads read from the packed projection and written in place (on) or split,
@@ -126,6 +131,10 @@ int main(int argc, char** argv) {
           [bwd = std::string(pass) == "fwd_bwd"](benchmark::State& s, bool on) { run_bf16(s, bwd, on); })
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
+  for (bool on : {false, true})
+    bench::register_switch("avx512_vec_math", on, "attention_f32_fwd", run_wide_softmax)
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
   bench::RecordingReporter reporter;
   if (!bench::run_benchmarks(argc, argv, reporter)) return 1;
   std::printf("\ncausal attention B=%lld H=%lld L=S=%lld D=%lld f32, threads: %d\n", (long long)kB, (long long)kH,

@@ -12,6 +12,8 @@
 // dq and dk, as PyTorch's CPU flash attention rounds P to the input dtype and GPU flash attention
 // does (the softmax, its sums and the accumulations stay f32). bf16 q, k, v and dO go to the products
 // as they are (Operand), with no widened copy. f64 runs the same walk on gemm_f64.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -28,6 +30,7 @@
 #include "cpu/transpose_blocks.h"
 #include "cpu/vec_math.h"
 #include "kernels/attention.h"
+#include "switches/list/toggles.h"
 #include "tensor/parallel.h"
 
 namespace mdl::cpu {
@@ -249,12 +252,13 @@ struct Problem {
 // ---- the softmax down the keys: one lane per query ------------------------------------------------------
 // lane_max: mx[i] = the max of column i of st (rows x width), NaN if any is NaN.
 // lane_exp: st = exp(st - sub[lane]) in place, sum[lane] = its column's sum (sum may be null).
-// f64 runs plain loops with std::exp; f32 runs on GCC vectors of 8 (AVX2, chosen at run time) or 4
-// (SSE2) floats, since the auto-vectoriser will not if-convert the selects in exp and max.
+// f64 runs plain loops with std::exp; f32 runs on vectors of 16 floats (AVX-512F, with avx512_vec_math),
+// 8 (AVX2) or 4 (SSE2), chosen at run time, since the auto-vectoriser will not if-convert the selects
+// in exp and max.
 
 template <class A>
 inline A nan_max(A a, A x) {
-  return (x > a) | (x != x) ? x : a;
+  return ((x > a) | (x != x)) ? x : a;
 }
 
 void lane_max(const double* st, int64_t rows, int64_t width, double* mx) {
@@ -275,6 +279,7 @@ void lane_exp(double* st, int64_t rows, int64_t width, const double* sub, double
 
 using f4 = float __attribute__((vector_size(16)));
 using f8 = float __attribute__((vector_size(32)));
+using f16v = float __attribute__((vector_size(64)));
 template <int W>
 struct Vec;
 template <>
@@ -285,19 +290,31 @@ template <>
 struct Vec<8> {
   using F = f8;
 };
+template <>
+struct Vec<16> {
+  using F = f16v;
+};
 // Vectors travel by reference: passing 32-byte vectors by value outside AVX code changes the ABI.
 
 // width is a multiple of W (the panel widths are 16 and 32).
 template <int W>
 [[gnu::always_inline]] inline void lane_max_v(const float* st, int64_t rows, int64_t width, float* mx) {
   using F = typename Vec<W>::F;
-  for (int64_t c = 0; c < width; c += W) {
-    F m = F{} - std::numeric_limits<float>::infinity(), x;
-    for (int64_t j = 0; j < rows; ++j) {
+  for (int64_t c = 0; c < width; c += W) {  // even and odd rows apart: two chains of compare and select
+    F even = F{} - std::numeric_limits<float>::infinity(), odd = even, x, y;
+    int64_t j = 0;
+    for (; j + 1 < rows; j += 2) {
       std::memcpy(&x, st + j * width + c, sizeof x);
-      m = (x > m) | (x != x) ? x : m;
+      std::memcpy(&y, st + (j + 1) * width + c, sizeof y);
+      even = ((x > even) | (x != x)) ? x : even;
+      odd = ((y > odd) | (y != y)) ? y : odd;
     }
-    std::memcpy(mx + c, &m, sizeof m);
+    if (j < rows) {
+      std::memcpy(&x, st + j * width + c, sizeof x);
+      even = ((x > even) | (x != x)) ? x : even;
+    }
+    even = ((odd > even) | (odd != odd)) ? odd : even;
+    std::memcpy(mx + c, &even, sizeof even);
   }
 }
 
@@ -324,12 +341,38 @@ template <int W>
   lane_exp_v<8>(st, rows, width, sub, sum);
 }
 
+// On masks (GCC's vector selects on 16 floats need AVX-512DQ, and without it fall back to scalars),
+// with even and odd rows in separate maxima: one chain of compare and select per row is latency-bound.
+[[gnu::target("avx512f")]] inline __m512 nan_max16(__m512 m, __m512 x) {
+  return _mm512_mask_mov_ps(m, _mm512_cmp_ps_mask(x, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+[[gnu::target("avx512f")]] void lane_max_avx512(const float* st, int64_t rows, int64_t width, float* mx) {
+  for (int64_t c = 0; c < width; c += 16) {
+    __m512 even = _mm512_set1_ps(-std::numeric_limits<float>::infinity()), odd = even;
+    int64_t j = 0;
+    for (; j + 1 < rows; j += 2) {
+      even = nan_max16(even, _mm512_loadu_ps(st + j * width + c));
+      odd = nan_max16(odd, _mm512_loadu_ps(st + (j + 1) * width + c));
+    }
+    if (j < rows) even = nan_max16(even, _mm512_loadu_ps(st + j * width + c));
+    _mm512_storeu_ps(mx + c, nan_max16(even, odd));
+  }
+}
+[[gnu::target("avx512f")]] void lane_exp_avx512(float* st, int64_t rows, int64_t width, const float* sub, float* sum) {
+  lane_exp_v<16>(st, rows, width, sub, sum);
+}
+
+// 16 lanes where vector_math's polynomials take them (avx512_vec_math), else 8 or 4.
+bool wide_lanes(int64_t width) { return width % 16 == 0 && has_avx512f() && toggles::avx512_vec_math(); }
+
 void lane_max(const float* st, int64_t rows, int64_t width, float* mx) {
-  if (has_avx2_fma() && width % 8 == 0) lane_max_avx2(st, rows, width, mx);
+  if (wide_lanes(width)) lane_max_avx512(st, rows, width, mx);
+  else if (has_avx2_fma() && width % 8 == 0) lane_max_avx2(st, rows, width, mx);
   else lane_max_v<4>(st, rows, width, mx);
 }
 void lane_exp(float* st, int64_t rows, int64_t width, const float* sub, float* sum) {
-  if (has_avx2_fma() && width % 8 == 0) lane_exp_avx2(st, rows, width, sub, sum);
+  if (wide_lanes(width)) lane_exp_avx512(st, rows, width, sub, sum);
+  else if (has_avx2_fma() && width % 8 == 0) lane_exp_avx2(st, rows, width, sub, sum);
   else lane_exp_v<4>(st, rows, width, sub, sum);
 }
 

@@ -1,8 +1,8 @@
 // Fused scaled_dot_product_attention: the forward against a plain double loop (no mask, causal
 // with L == S and L != S, padding and full masks, both, many leading dims, transposed views,
 // Ev != E, custom scale, several query blocks, f64/f16/bf16), the backward by gradcheck in f64
-// and against the composed ops, fully-masked rows (zeros, not NaN), zero sizes, and the errors;
-// and the same call with the fused_attention switch off (composed of ops inside the library).
+// and against the composed ops, fully-masked rows (zeros, not NaN), a NaN query, scores far apart
+// (the softmax's max over every key, on 16 lanes and 8), zero sizes, and the errors; and the same call with the fused_attention switch off (composed of ops inside the library).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -235,6 +235,44 @@ TEST_CASE("attention: rows with every key masked give zeros and zero gradients, 
   Tensor e = F::scaled_dot_product_attention(zeros({2, 3, 4}), zeros({2, 0, 4}), zeros({2, 0, 5}));
   CHECK(e.shape() == Shape{2, 3, 5});
   for (double x : values(e)) CHECK(x == 0.0);
+}
+
+TEST_CASE("attention: a NaN query gives its own row NaN and leaves the others as they were") {
+  Generator g(11);
+  const int64_t L = 70;  // three query tiles, the last one part full; an even and an odd row count of keys
+  Tensor q = randn_t({2, L, 16}, kF32, g), k = randn_t({2, L, 16}, kF32, g), v = randn_t({2, L, 8}, kF32, g);
+  for (DType t : {kF32, kBF16}) {
+    CAPTURE(t);
+    Tensor qn = q.to(t).clone();
+    qn.select(0, 1).select(0, 37).select(0, 5).fill_(std::nan(""));
+    const V o = values(F::scaled_dot_product_attention(qn, k.to(t), v.to(t), Tensor(), true));
+    const V clean = values(F::scaled_dot_product_attention(q.to(t), k.to(t), v.to(t), Tensor(), true));
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t i = 0; i < L; ++i)
+        for (int64_t e = 0; e < 8; ++e) {
+          const size_t at = size_t((b * L + i) * 8 + e);
+          if (b == 1 && i == 37) CHECK(std::isnan(o[at]));
+          else CHECK(o[at] == clean[at]);
+        }
+  }
+}
+
+TEST_CASE("attention: the softmax's max is taken over every key (scores 400 apart, the largest on the last key)") {
+  Generator g(12);
+  for (auto [S, wide] :
+       {std::pair<int64_t, bool>{1, true}, {33, true}, {34, true}, {70, true}, {33, false}, {34, false}}) {
+    CAPTURE(S);
+    CAPTURE(wide);  // the softmax on 16 lanes where the CPU has AVX-512F, else on 8 or 4
+    toggles::Scoped lanes(toggles::Toggle::avx512_vec_math, wide);
+    Tensor q = randn_t({70, 16}, kF32, g), k = randn_t({S, 16}, kF32, g), v = randn_t({S, 8}, kF32, g);
+    q.select(1, 0).fill_(40.0), k.select(0, S - 1).select(0, 0).fill_(40.0);  // q . k_last ~ 1600, scale 1/4
+    for (DType t : {kF32, kBF16}) {
+      CAPTURE(t);
+      Tensor out = F::scaled_dot_product_attention(q.to(t), k.to(t), v.to(t));
+      for (double x : values(out)) CHECK(std::isfinite(x));  // a max short of 400 overflows exp
+      check_close(out, reference(q.to(t), k.to(t), v.to(t), Tensor(), false), {.rtol = 1.6e-2, .atol = 1.6e-2});
+    }
+  }
 }
 
 TEST_CASE("attention: zero sizes") {
