@@ -12,8 +12,6 @@
 // dq and dk, as PyTorch's CPU flash attention rounds P to the input dtype and GPU flash attention
 // does (the softmax, its sums and the accumulations stay f32). bf16 q, k, v and dO go to the products
 // as they are (Operand), with no widened copy. f64 runs the same walk on gemm_f64.
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -23,6 +21,7 @@
 #include <vector>
 
 #include "cpu/kernels.h"
+#include "cpu/attention_lanes.h"
 #include "cpu/cpu_features.h"
 #include "cpu/float_block.h"
 #include "cpu/gemm.h"
@@ -30,7 +29,6 @@
 #include "cpu/transpose_blocks.h"
 #include "cpu/vec_math.h"
 #include "kernels/attention.h"
-#include "switches/list/toggles.h"
 #include "tensor/parallel.h"
 
 namespace mdl::cpu {
@@ -250,130 +248,44 @@ struct Problem {
 };
 
 // ---- the softmax down the keys: one lane per query ------------------------------------------------------
-// lane_max: mx[i] = the max of column i of st (rows x width), NaN if any is NaN.
-// lane_exp: st = exp(st - sub[lane]) in place, sum[lane] = its column's sum (sum may be null).
-// f64 runs plain loops with std::exp; f32 runs on vectors of 16 floats (AVX-512F, with avx512_vec_math),
-// 8 (AVX2) or 4 (SSE2), chosen at run time, since the auto-vectoriser will not if-convert the selects
-// in exp and max.
+// f32 runs cpu/attention_lanes.h's vector loops; f64, the reference dtype, these plain ones.
 
+struct DoubleLanes {
+  static void max(const double* st, int64_t rows, int64_t width, double* mx) {
+    std::fill(mx, mx + width, -std::numeric_limits<double>::infinity());
+    for (int64_t j = 0; j < rows; ++j)
+      for (int64_t i = 0; i < width; ++i) {
+        const double x = st[j * width + i];
+        mx[i] = ((x > mx[i]) | (x != x)) ? x : mx[i];
+      }
+  }
+  static void exp(double* st, int64_t rows, int64_t width, const double* sub, double* sum) {
+    if (sum) std::fill(sum, sum + width, 0.0);
+    for (int64_t j = 0; j < rows; ++j)
+      for (int64_t i = 0; i < width; ++i) {
+        double& x = st[j * width + i];
+        x = std::exp(x - sub[i]);
+        if (sum) sum[i] += x;
+      }
+  }
+  static void scale(double* st, int64_t rows, int64_t width, const double* by) {
+    for (int64_t j = 0; j < rows; ++j)
+      for (int64_t i = 0; i < width; ++i) st[j * width + i] *= by[i];
+  }
+  static void softmax_grad(const double* p, double* d, int64_t rows, int64_t width, double* D) {
+    std::fill(D, D + width, 0.0);
+    for (int64_t j = 0; j < rows; ++j)
+      for (int64_t i = 0; i < width; ++i) D[i] += p[j * width + i] * d[j * width + i];
+    for (int64_t j = 0; j < rows; ++j)
+      for (int64_t i = 0; i < width; ++i) d[j * width + i] = p[j * width + i] * (d[j * width + i] - D[i]);
+  }
+};
+
+// The column loops for the compute type A and tile width W.
 template <class A>
-inline A nan_max(A a, A x) {
-  return ((x > a) | (x != x)) ? x : a;
-}
-
-void lane_max(const double* st, int64_t rows, int64_t width, double* mx) {
-  std::fill(mx, mx + width, -std::numeric_limits<double>::infinity());
-  for (int64_t j = 0; j < rows; ++j)
-    for (int64_t i = 0; i < width; ++i) mx[i] = nan_max(mx[i], st[j * width + i]);
-}
-
-void lane_exp(double* st, int64_t rows, int64_t width, const double* sub, double* sum) {
-  if (sum) std::fill(sum, sum + width, 0.0);
-  for (int64_t j = 0; j < rows; ++j)
-    for (int64_t i = 0; i < width; ++i) {
-      double& x = st[j * width + i];
-      x = std::exp(x - sub[i]);
-      if (sum) sum[i] += x;
-    }
-}
-
-using f4 = float __attribute__((vector_size(16)));
-using f8 = float __attribute__((vector_size(32)));
-using f16v = float __attribute__((vector_size(64)));
-template <int W>
-struct Vec;
-template <>
-struct Vec<4> {
-  using F = f4;
-};
-template <>
-struct Vec<8> {
-  using F = f8;
-};
-template <>
-struct Vec<16> {
-  using F = f16v;
-};
-// Vectors travel by reference: passing 32-byte vectors by value outside AVX code changes the ABI.
-
-// width is a multiple of W (the panel widths are 16 and 32).
-template <int W>
-[[gnu::always_inline]] inline void lane_max_v(const float* st, int64_t rows, int64_t width, float* mx) {
-  using F = typename Vec<W>::F;
-  for (int64_t c = 0; c < width; c += W) {  // even and odd rows apart: two chains of compare and select
-    F even = F{} - std::numeric_limits<float>::infinity(), odd = even, x, y;
-    int64_t j = 0;
-    for (; j + 1 < rows; j += 2) {
-      std::memcpy(&x, st + j * width + c, sizeof x);
-      std::memcpy(&y, st + (j + 1) * width + c, sizeof y);
-      even = ((x > even) | (x != x)) ? x : even;
-      odd = ((y > odd) | (y != y)) ? y : odd;
-    }
-    if (j < rows) {
-      std::memcpy(&x, st + j * width + c, sizeof x);
-      even = ((x > even) | (x != x)) ? x : even;
-    }
-    even = ((odd > even) | (odd != odd)) ? odd : even;
-    std::memcpy(mx + c, &even, sizeof even);
-  }
-}
-
-template <int W>
-[[gnu::always_inline]] inline void lane_exp_v(float* st, int64_t rows, int64_t width, const float* sub, float* sum) {
-  using F = typename Vec<W>::F;
-  for (int64_t c = 0; c < width; c += W) {
-    F s = {}, x, d;
-    std::memcpy(&d, sub + c, sizeof d);
-    for (int64_t j = 0; j < rows; ++j) {
-      std::memcpy(&x, st + j * width + c, sizeof x);
-      x = vecmath::exp_v(x - d);  // vec_math.h, ~1 ulp
-      std::memcpy(st + j * width + c, &x, sizeof x);
-      s += x;
-    }
-    if (sum) std::memcpy(sum + c, &s, sizeof s);
-  }
-}
-
-[[gnu::target("avx2,fma")]] void lane_max_avx2(const float* st, int64_t rows, int64_t width, float* mx) {
-  lane_max_v<8>(st, rows, width, mx);
-}
-[[gnu::target("avx2,fma")]] void lane_exp_avx2(float* st, int64_t rows, int64_t width, const float* sub, float* sum) {
-  lane_exp_v<8>(st, rows, width, sub, sum);
-}
-
-// On masks (GCC's vector selects on 16 floats need AVX-512DQ, and without it fall back to scalars),
-// with even and odd rows in separate maxima: one chain of compare and select per row is latency-bound.
-[[gnu::target("avx512f")]] inline __m512 nan_max16(__m512 m, __m512 x) {
-  return _mm512_mask_mov_ps(m, _mm512_cmp_ps_mask(x, m, _CMP_GT_OQ) | _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
-}
-[[gnu::target("avx512f")]] void lane_max_avx512(const float* st, int64_t rows, int64_t width, float* mx) {
-  for (int64_t c = 0; c < width; c += 16) {
-    __m512 even = _mm512_set1_ps(-std::numeric_limits<float>::infinity()), odd = even;
-    int64_t j = 0;
-    for (; j + 1 < rows; j += 2) {
-      even = nan_max16(even, _mm512_loadu_ps(st + j * width + c));
-      odd = nan_max16(odd, _mm512_loadu_ps(st + (j + 1) * width + c));
-    }
-    if (j < rows) even = nan_max16(even, _mm512_loadu_ps(st + j * width + c));
-    _mm512_storeu_ps(mx + c, nan_max16(even, odd));
-  }
-}
-[[gnu::target("avx512f")]] void lane_exp_avx512(float* st, int64_t rows, int64_t width, const float* sub, float* sum) {
-  lane_exp_v<16>(st, rows, width, sub, sum);
-}
-
-// 16 lanes where vector_math's polynomials take them (avx512_vec_math), else 8 or 4.
-bool wide_lanes(int64_t width) { return width % 16 == 0 && has_avx512f() && toggles::avx512_vec_math(); }
-
-void lane_max(const float* st, int64_t rows, int64_t width, float* mx) {
-  if (wide_lanes(width)) lane_max_avx512(st, rows, width, mx);
-  else if (has_avx2_fma() && width % 8 == 0) lane_max_avx2(st, rows, width, mx);
-  else lane_max_v<4>(st, rows, width, mx);
-}
-void lane_exp(float* st, int64_t rows, int64_t width, const float* sub, float* sum) {
-  if (wide_lanes(width)) lane_exp_avx512(st, rows, width, sub, sum);
-  else if (has_avx2_fma() && width % 8 == 0) lane_exp_avx2(st, rows, width, sub, sum);
-  else lane_exp_v<4>(st, rows, width, sub, sum);
+auto lanes_for(int64_t W) {
+  if constexpr (std::is_same_v<A, float>) return attention_lanes(W);
+  else return DoubleLanes{};
 }
 
 // ---- forward: out = softmax(mask(q k^T * scale)) v, lse per query ----------------------------------
@@ -394,6 +306,7 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
   const int64_t split = P.N >= 2 * threads ? 1 : std::min(tiles, (2 * threads + P.N - 1) / P.N);
   const int64_t cost = std::max<int64_t>(1, L / split * std::max<int64_t>(S, 1) * (E + Ev + 1));
   using O = Operand<T>;
+  const auto lanes = lanes_for<A>(W);
   parallel_for(0, P.N * split, std::max<int64_t>(1, kMinTaskMacs / cost), [&](int64_t t0, int64_t t1) {
     Left<A> keys, values_t;
     Scratch<O> qt;
@@ -416,10 +329,10 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
         transpose_into(widen<O>(Mat<T>{&qm(i0, 0), qm.rs, qm.cs}, n, E, qbuf), n, E, W, qt.data());
         keys.times_panel(sk, W, E, A(scale), qt.data(), W, A(0), st.data(), W);
         P.hide(st.data(), W, b, i0, n, sk);
-        lane_max(st.data(), sk, W, mx.data());
+        lanes.max(st.data(), sk, W, mx.data());
         for (int64_t i = 0; i < W; ++i)  // a query that sees no key: exp(-inf - 0) = 0 everywhere
           sub[size_t(i)] = mx[size_t(i)] == -std::numeric_limits<A>::infinity() ? A(0) : mx[size_t(i)];
-        lane_exp(st.data(), sk, W, sub.data(), sum.data());
+        lanes.exp(st.data(), sk, W, sub.data(), sum.data());
         for (int64_t i = 0; i < W; ++i) {
           const A s = sum[size_t(i)];
           inv[size_t(i)] = s == A(0) ? A(0) : A(1) / s;
@@ -427,10 +340,7 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
         }
         // P^T: each query's column over its sum before the product, so that v near the dtype's
         // largest value cannot overflow in the sum
-        for (int64_t j = 0; j < sk; ++j) {
-          A* pr = st.data() + j * W;
-          for (int64_t i = 0; i < W; ++i) pr[i] *= inv[size_t(i)];
-        }
+        lanes.scale(st.data(), sk, W, inv.data());
         // out^T (Ev, W) = v^T (Ev, sk) @ P^T (sk, W)
         values_t.times_panel(Ev, W, sk, A(1), st.data(), W, A(0), ot.data(), W);
         o.store_transposed(ot.data(), W, b, i0, n, Ev, row);
@@ -455,6 +365,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
   const bool want_ds = dqd.p || dkd.p;
   const int64_t cost = std::max<int64_t>(1, L * std::max<int64_t>(S, 1) * (2 * E + 2 * Ev + 1));
   using O = Operand<T>;
+  const auto lanes = lanes_for<A>(W);
   parallel_for(0, P.N, std::max<int64_t>(1, kMinTaskMacs / cost), [&](int64_t b0, int64_t b1) {
     Left<A> keys, values, keys_t;
     Right<A> probs, dscores;
@@ -485,7 +396,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
         P.hide(st.data(), W, b, i0, n, sk);
         for (int64_t i = 0; i < W; ++i)
           sub[size_t(i)] = i < n ? lp[b * L + i0 + i] : std::numeric_limits<A>::infinity();
-        lane_exp(st.data(), sk, W, sub.data(), nullptr);
+        lanes.exp(st.data(), sk, W, sub.data(), nullptr);
         // dv^T (Ev, sk) += dO^T (Ev, n) @ P (n, sk)
         if (dvd.p) {
           probs.set(Mat<A>{st.data(), 1, W}, n, sk, kPrecision<T>);
@@ -497,17 +408,7 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
         // FlashAttention's rowsum(dO * O) is only up to O's rounding)
         dst.resize(std::max<int64_t>(sk, 1) * W);
         values.times_panel(sk, W, Ev, A(1), gt.data(), W, A(0), dst.data(), W);
-        std::fill(D.begin(), D.end(), A(0));
-        for (int64_t j = 0; j < sk; ++j) {
-          const A* dr = dst.data() + j * W;
-          const A* pr = st.data() + j * W;
-          for (int64_t i = 0; i < W; ++i) D[size_t(i)] += pr[i] * dr[i];
-        }
-        for (int64_t j = 0; j < sk; ++j) {
-          A* dr = dst.data() + j * W;
-          const A* pr = st.data() + j * W;
-          for (int64_t i = 0; i < W; ++i) dr[i] = pr[i] * (dr[i] - D[size_t(i)]);
-        }
+        lanes.softmax_grad(st.data(), dst.data(), sk, W, D.data());
         // dq^T (E, W) = k^T (E, sk) @ dS^T (sk, W) * scale
         if (dqd.p) {
           dqt.resize(E * W);
