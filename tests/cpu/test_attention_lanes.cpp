@@ -96,11 +96,12 @@ TEST_CASE("attention lanes: NaN and -inf down a column") {
     CAPTURE(lanes->vector_width);
     const int64_t rows = 5, width = 16;
     std::vector<float> st(size_t(rows * width), -inf);  // every key hidden: the max is -inf
-    st[size_t(1 * width + 3)] = nan;                      // column 3: a NaN among -inf
-    st[size_t(4 * width + 5)] = nan;                      // column 5: a NaN on the last (odd) row
+    st[size_t(1 * width + 3)] = nan;                    // column 3: a NaN among -inf
+    st[size_t(4 * width + 5)] = nan;                    // column 5: a NaN on the last (odd) row
     st[size_t(0 * width + 5)] = 2.0f;
     st[size_t(2 * width + 7)] = 1.0f;  // column 7: one visible key
-    std::vector<float> mx(static_cast<size_t>(width)), sum(static_cast<size_t>(width)), zero(static_cast<size_t>(width), 0.0f);
+    std::vector<float> mx(static_cast<size_t>(width)), sum(static_cast<size_t>(width)),
+        zero(static_cast<size_t>(width), 0.0f);
     lanes->max(st.data(), rows, width, mx.data());
     CHECK(std::isnan(mx[3]));
     CHECK(std::isnan(mx[5]));
