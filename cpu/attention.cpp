@@ -15,19 +15,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
 #include "cpu/kernels.h"
 #include "cpu/attention_lanes.h"
-#include "cpu/cpu_features.h"
 #include "cpu/float_block.h"
 #include "cpu/gemm.h"
 #include "cpu/scratch.h"
 #include "cpu/transpose_blocks.h"
-#include "cpu/vec_math.h"
 #include "kernels/attention.h"
 #include "tensor/parallel.h"
 
