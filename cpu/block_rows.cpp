@@ -1,4 +1,5 @@
-// copy_block_u16 and add_block_f32: the AVX-512 rows where the CPU has them, else plain loops.
+// copy_block_u16, add_block_f32 and fold_plane_f32: the AVX-512 rows where the CPU has them, else plain
+// loops.
 #include "cpu/block_rows.h"
 
 #include "cpu/cpu_features.h"
@@ -16,6 +17,24 @@ void add_block_f32(float* dst, int64_t dst_stride, const float* src, int64_t src
   if (has_avx512f()) return detail::add_block_f32_avx512(dst, dst_stride, src, src_stride, rows, n);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < n; ++j) dst[r * dst_stride + j] += src[r * src_stride + j];
+}
+
+void fold_plane_f32(float* dx, int64_t H, int64_t W, const float* taps, int64_t tap_stride, int64_t kh, int64_t kw,
+                    int64_t Ho, int64_t Wo, int64_t pad_h, int64_t pad_w) {
+  if (has_avx512f()) return detail::fold_plane_f32_avx512(dx, H, W, taps, tap_stride, kh, kw, Ho, Wo, pad_h, pad_w);
+  for (int64_t ih = 0; ih < H; ++ih)
+    for (int64_t iw = 0; iw < W; ++iw) {
+      float acc = 0.0f;
+      for (int64_t ki = 0; ki < kh; ++ki) {
+        const int64_t oh = ih + pad_h - ki;
+        if (oh < 0 || oh >= Ho) continue;
+        for (int64_t kj = 0; kj < kw; ++kj) {
+          const int64_t ow = iw + pad_w - kj;
+          if (ow >= 0 && ow < Wo) acc += taps[(ki * kw + kj) * tap_stride + oh * Wo + ow];
+        }
+      }
+      dx[ih * W + iw] += acc;
+    }
 }
 
 }  // namespace mdl::cpu

@@ -183,12 +183,20 @@ MDL_NO_LOOP_CALLS void im2col_padded(const Geom& g, const S* x, const Chunk& ch,
 }
 
 // col2im for the same chunks, the other way: each (sample, channel) plane gathers its kh*kw rows of
-// col into a zeroed padded buffer, whose interior is then added to dx.
+// col, f32 ones in registers (fold_plane_f32), the rest into a zeroed padded buffer whose interior
+// is then added to dx.
 template <class T>
 MDL_NO_LOOP_CALLS void col2im_padded(const Geom& g, const T* col, const Chunk& ch, int64_t grp, T* dx) {
   const int64_t BP = ch.B * ch.len, kk = g.kh * g.kw, Hp = g.Ho + g.kh - 1, Wp = g.Wo + g.kw - 1;
   parallel_for(0, g.Cig, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(BP * kk, 1)), [&](int64_t c0, int64_t c1) {
-    Scratch<T> padded(Hp * Wp);
+    if constexpr (std::is_same_v<T, float>) {
+      for (int64_t c = c0; c < c1; ++c)
+        for (int64_t b = 0; b < ch.B; ++b)
+          fold_plane_f32(dx + ((ch.n0 + b) * g.C + grp * g.Cig + c) * g.H * g.W, g.H, g.W, col + c * kk * BP + b * g.P,
+                         BP, g.kh, g.kw, g.Ho, g.Wo, g.p.pad_h, g.p.pad_w);
+      return;
+    }
+    Scratch<T> padded(Hp * Wp);  // f64
     T* pp = padded.data();
     for (int64_t c = c0; c < c1; ++c)
       for (int64_t b = 0; b < ch.B; ++b) {

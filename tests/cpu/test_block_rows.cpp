@@ -1,10 +1,14 @@
 // The row-by-row block copies and sums of cpu/block_rows.h against plain loops, bit for bit: on
 // AVX-512 (called directly) and through the dispatcher, for row widths around one and two vectors
-// (0 to 70 values), strides wider than the rows, and the values next to each block left untouched.
+// (0 to 70 values), strides wider than the rows, and the values next to each block left untouched;
+// and the fold of a plane against the padded-buffer loop it replaced, over kernel sizes, paddings
+// and planes past one vector, with values whose sums round.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <type_traits>
 #include <vector>
 
@@ -52,7 +56,53 @@ void add_loops(float* d, int64_t ds, const float* s, int64_t ss, int64_t rows, i
     for (int64_t j = 0; j < n; ++j) d[r * ds + j] += s[r * ss + j];
 }
 
+// The fold as the padded-buffer loop did it: each tap's plane added, in tap order, into a zeroed
+// (Ho + kh - 1) x (Wo + kw - 1) buffer at (ki, kj), then the buffer's interior added to dx.
+void fold_loops(float* dx, int64_t H, int64_t W, const float* taps, int64_t tap_stride, int64_t kh, int64_t kw,
+                int64_t Ho, int64_t Wo, int64_t pad_h, int64_t pad_w) {
+  const int64_t Hp = Ho + kh - 1, Wp = Wo + kw - 1;
+  std::vector<float> pp(static_cast<size_t>(Hp * Wp), 0.0f);
+  for (int64_t ki = 0; ki < kh; ++ki)
+    for (int64_t kj = 0; kj < kw; ++kj)
+      for (int64_t r = 0; r < Ho; ++r)
+        for (int64_t j = 0; j < Wo; ++j)
+          pp[size_t((r + ki) * Wp + j + kj)] += taps[(ki * kw + kj) * tap_stride + r * Wo + j];
+  for (int64_t ih = 0; ih < H && ih + pad_h < Hp; ++ih)
+    for (int64_t iw = 0; iw < W && iw + pad_w < Wp; ++iw) dx[ih * W + iw] += pp[size_t((ih + pad_h) * Wp + iw + pad_w)];
+}
+
+template <class F>
+void check_fold(F fold) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> scale(-12, 12);
+  for (int64_t k : {1, 2, 3, 5})
+    for (int64_t pad : {0, 1, 2, 3})
+      for (auto [H, W] : {std::pair<int64_t, int64_t>{1, 1}, {4, 4}, {8, 8}, {7, 15}, {5, 16}, {3, 17}, {2, 40}}) {
+        const int64_t Ho = H + 2 * pad - k + 1, Wo = W + 2 * pad - k + 1;
+        if (Ho < 1 || Wo < 1) continue;
+        CAPTURE(k);
+        CAPTURE(pad);
+        CAPTURE(H);
+        CAPTURE(W);
+        const int64_t tap_stride = Ho * Wo + 3;
+        std::vector<float> taps(static_cast<size_t>(k * k * tap_stride)), got(static_cast<size_t>(H * W));
+        for (float& t : taps) t = std::ldexp(u(rng), scale(rng));  // magnitudes apart: the order of the sums shows
+        for (float& d : got) d = std::ldexp(u(rng), scale(rng));
+        std::vector<float> want = got;
+        fold(got.data(), H, W, taps.data(), tap_stride, k, k, Ho, Wo, pad, pad);
+        fold_loops(want.data(), H, W, taps.data(), tap_stride, k, k, Ho, Wo, pad, pad);
+        CHECK(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)) == 0);
+      }
+}
+
 }  // namespace
+
+TEST_CASE("block rows: a plane's fold matches the padded-buffer loop, bit for bit") { check_fold(cpu::fold_plane_f32); }
+
+TEST_CASE("block rows: the AVX-512 fold matches the padded-buffer loop" * doctest::skip(!cpu::has_avx512f())) {
+  check_fold(cpu::detail::fold_plane_f32_avx512);
+}
 
 TEST_CASE("block rows: 16-bit copies match the loops, the gaps between rows untouched") {
   check_against_loops<uint16_t>(cpu::copy_block_u16, copy_loops);
