@@ -302,7 +302,8 @@ void for_each_chunk(const Geom& g, const Plan& pl, const F& body) {
 
 // With col (Kg, B*len) unfolded from a chunk, Kg = Cin/G * kH * kW, and dout the chunk's gradient:
 //   forward       out_g  (Cog, B*len) = w_g (Cog, Kg) @ col_g
-//   grad weight   dw_g^T (Kg, Cog)   += col_g @ dout_g^T   (this orientation measured faster)
+//   grad weight   dw_g   (Cog, Kg)   += dout_g @ col_g^T   (rows of C contiguous: the micro-kernel
+//                 stores a tile's rows as vectors, where dw^T (Kg, Cog) had it store each float Kg apart)
 //   grad input    dcol_g (Kg, B*len)  = w_g^T (Kg, Cog) @ dout_g, folded back into dx by col2im
 // When threads split the batch, each has its own buffers and single-threaded GEMMs, and the
 // partial weight gradients are summed in thread order. T computes; S stores x, w, the output and
@@ -424,7 +425,7 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
       const S* dg = d + grp * g.Cog * ld;
       if (dw) {
         unfold(g, xp, ch, grp, col);
-        gemm(g.p.bf16_values, g.Kg, g.Cog, BP, T(1), col, BP, 1, dg, 1, ld, T(1), dw + grp * g.Cog * g.Kg, 1, g.Kg);
+        gemm(g.p.bf16_values, g.Cog, g.Kg, BP, T(1), dg, ld, 1, col, 1, BP, T(1), dw + grp * g.Cog * g.Kg, g.Kg, 1);
       }
       if (gxp) {
         gemm(g.p.bf16_values, g.Kg, BP, g.Cog, T(1), wp + grp * g.Cog * g.Kg, 1, g.Kg, dg, ld, 1, T(0), dcol, BP, 1);
