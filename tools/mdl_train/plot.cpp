@@ -23,7 +23,7 @@ namespace {
 struct Rgb {
   uint8_t r, g, b;
 };
-constexpr Rgb kWhite{255, 255, 255}, kBlack{30, 30, 30}, kGrid{225, 225, 225};
+constexpr Rgb kBlack{30, 30, 30}, kGrid{225, 225, 225};
 // Colour-blind-friendly palette (Okabe-Ito).
 constexpr Rgb kPalette[] = {{0, 114, 178},  {230, 159, 0}, {0, 158, 115},  {204, 121, 167},
                             {86, 180, 233}, {213, 94, 0},  {240, 228, 66}, {0, 0, 0}};
@@ -237,8 +237,9 @@ void roofline_chart(const std::string& path, const std::vector<Roof>& roofs, con
     y_lo = std::min(y_lo, p.gflops / 2), y_hi = std::max(y_hi, p.gflops * 2);
   }
   for (const Roof& r : roofs) y_lo = std::min(y_lo, std::max(r.bandwidth_gbs * x_lo, y_hi / 1e6));
-  const auto [lx0, lx1] = decades(x_lo, x_hi);
-  const auto [ly0, ly1] = decades(y_lo, y_hi);
+  // Named variables, not structured bindings: clang 14 (the fuzz build) cannot capture those in a lambda.
+  const std::pair<double, double> xd = decades(x_lo, x_hi), yd = decades(y_lo, y_hi);
+  const double lx0 = xd.first, lx1 = xd.second, ly0 = yd.first, ly1 = yd.second;
 
   int legend = 0;
   for (const Roof& r : roofs) legend = std::max(legend, Canvas::text_width(r.name));
