@@ -78,8 +78,10 @@ NamedTensors Module::named_parameters(bool recurse) const {
 // weights) would otherwise hand an optimizer the same tensor twice.
 std::vector<Tensor> Module::parameters(bool recurse) const {
   std::vector<Tensor> out;
-  for (auto& [n, p] : named_parameters(recurse))
+  for (const auto& named : named_parameters(recurse)) {  // not a structured binding: clang 14 cannot capture one
+    const Tensor& p = named.second;
     if (std::none_of(out.begin(), out.end(), [&](const Tensor& q) { return q.is_same(p); })) out.push_back(p);
+  }
   return out;
 }
 

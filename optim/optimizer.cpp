@@ -83,7 +83,9 @@ std::vector<ParamGroup> param_groups_no_decay(const NamedTensors& named_paramete
   ParamGroup decay, no_decay;
   decay.weight_decay = weight_decay;
   no_decay.weight_decay = 0.0;
-  for (const auto& [name, p] : named_parameters) {
+  for (const auto& named : named_parameters) {  // not a structured binding: clang 14 cannot capture one
+    const std::string& name = named.first;
+    const Tensor& p = named.second;
     auto seen = [&](const ParamGroup& g) {
       return std::any_of(g.params.begin(), g.params.end(), [&](const Tensor& q) { return q.is_same(p); });
     };
