@@ -52,6 +52,12 @@ void gemm_serial_bf16_dot_emulated(int64_t M, int64_t N, int64_t K, float alpha,
   bf16_dot::gemm_serial<EmulatedDot>(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
 }
 
+void gemm_serial_bf16_dot_to_bf16_emulated(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsa, int64_t csa,
+                                           const uint16_t* B, int64_t rsb, int64_t csb, const float* bias, uint16_t* C,
+                                           int64_t rsc) {
+  bf16_dot::gemm_serial_to_bf16<EmulatedDot>(M, N, K, A, rsa, csa, B, rsb, csb, bias, C, rsc);
+}
+
 void pack_a_pairs(int64_t M, int64_t K, const float* A, int64_t rsa, int64_t csa, uint32_t* buf) {
   bf16_dot::pack_a_whole<EmulatedDot>(M, K, A, rsa, csa, buf);
 }
@@ -120,6 +126,10 @@ void gemm_serial_bf16_dot_emulated(int64_t, int64_t, int64_t, float, const float
 }
 void gemm_serial_bf16_dot_emulated(int64_t, int64_t, int64_t, float, const uint16_t*, int64_t, int64_t, const uint16_t*,
                                    int64_t, int64_t, float, float*, int64_t, int64_t) {
+  std::abort();
+}
+void gemm_serial_bf16_dot_to_bf16_emulated(int64_t, int64_t, int64_t, const uint16_t*, int64_t, int64_t,
+                                           const uint16_t*, int64_t, int64_t, const float*, uint16_t*, int64_t) {
   std::abort();
 }
 void pack_a_pairs(int64_t, int64_t, const float*, int64_t, int64_t, uint32_t*) { std::abort(); }

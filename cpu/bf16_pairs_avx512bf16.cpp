@@ -42,6 +42,12 @@ void gemm_serial_bf16_dot(int64_t M, int64_t N, int64_t K, float alpha, const ui
   bf16_dot::gemm_serial<NativeDot>(M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc);
 }
 
+void gemm_serial_bf16_dot_to_bf16(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsa, int64_t csa,
+                                  const uint16_t* B, int64_t rsb, int64_t csb, const float* bias, uint16_t* C,
+                                  int64_t rsc) {
+  bf16_dot::gemm_serial_to_bf16<NativeDot>(M, N, K, A, rsa, csa, B, rsb, csb, bias, C, rsc);
+}
+
 void times_panel_pairs(const uint32_t* packed, int64_t M, int64_t K, int64_t m, int64_t n, int64_t k, float alpha,
                        const float* panel, float beta, float* C, int64_t rsc, int64_t csc) {
   bf16_dot::times_panel<NativeDot>(packed, M, K, m, n, k, alpha, panel, beta, C, rsc, csc);
@@ -81,6 +87,10 @@ void gemm_serial_bf16_dot(int64_t, int64_t, int64_t, float, const float*, int64_
 }
 void gemm_serial_bf16_dot(int64_t, int64_t, int64_t, float, const uint16_t*, int64_t, int64_t, const uint16_t*, int64_t,
                           int64_t, float, float*, int64_t, int64_t) {
+  std::abort();
+}
+void gemm_serial_bf16_dot_to_bf16(int64_t, int64_t, int64_t, const uint16_t*, int64_t, int64_t, const uint16_t*,
+                                  int64_t, int64_t, const float*, uint16_t*, int64_t) {
   std::abort();
 }
 void times_panel_pairs(const uint32_t*, int64_t, int64_t, int64_t, int64_t, int64_t, float, const float*, float, float*,

@@ -19,6 +19,7 @@
 #include "tensor/error.h"
 #include "tensor/float_mode.h"
 #include "tensor/half.h"
+#include "tensor/parallel.h"
 #include "switches/list/toggles.h"
 
 #ifdef _OPENMP
@@ -258,11 +259,12 @@ Path<float, BFloat16> bf16_path(GemmKernel k) {
 // a shared packed B would need two per KC step, and measured slower here whenever another process
 // takes a core. Redundant packing (A twice, or B twice) costs a few percent. A tile is computed
 // the same way on any thread, so results never depend on the thread count. M, N, K > 0.
-template <class T, class S>
-void gemm_parallel(int nt, int64_t M, int64_t N, int64_t K, T alpha, const S* A, int64_t rsa, int64_t csa, const S* B,
-                   int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, const Path<T, S>& path) {
+// Runs slab(lo, hi, split_n) on nt threads, each a slab of whole micro-tiles of C: columns [lo, hi)
+// when split_n, else rows. An exception on a thread comes back out on the caller's.
+template <class F>
+void for_each_slab(int nt, int64_t M, int64_t N, int64_t MR, int64_t NR, const F& slab) {
   const bool split_n = N >= M;
-  const int64_t unit = split_n ? path.NR : path.MR, extent = split_n ? N : M;
+  const int64_t unit = split_n ? NR : MR, extent = split_n ? N : M;
   const int64_t tiles = (extent + unit - 1) / unit;
   std::exception_ptr error;
 #pragma omp parallel num_threads(nt)
@@ -277,16 +279,22 @@ void gemm_parallel(int nt, int64_t M, int64_t N, int64_t K, T alpha, const S* A,
     const int64_t lo = std::min(extent, tiles * t / team * unit);
     const int64_t hi = std::min(extent, tiles * (t + 1) / team * unit);
     try {
-      if (hi > lo && split_n)
-        path.serial(M, hi - lo, K, alpha, A, rsa, csa, B + lo * csb, rsb, csb, beta, C + lo * csc, rsc, csc);
-      else if (hi > lo)
-        path.serial(hi - lo, N, K, alpha, A + lo * rsa, rsa, csa, B, rsb, csb, beta, C + lo * rsc, rsc, csc);
+      if (hi > lo) slab(lo, hi, split_n);
     } catch (...) {  // a failed scratch allocation must not escape the parallel region
 #pragma omp critical(mdl_gemm_error)
       if (!error) error = std::current_exception();
     }
   }
   if (error) std::rethrow_exception(error);
+}
+
+template <class T, class S>
+void gemm_parallel(int nt, int64_t M, int64_t N, int64_t K, T alpha, const S* A, int64_t rsa, int64_t csa, const S* B,
+                   int64_t rsb, int64_t csb, T beta, T* C, int64_t rsc, int64_t csc, const Path<T, S>& path) {
+  for_each_slab(nt, M, N, path.MR, path.NR, [&](int64_t lo, int64_t hi, bool split_n) {
+    if (split_n) path.serial(M, hi - lo, K, alpha, A, rsa, csa, B + lo * csb, rsb, csb, beta, C + lo * csc, rsc, csc);
+    else path.serial(hi - lo, N, K, alpha, A + lo * rsa, rsa, csa, B, rsb, csb, beta, C + lo * rsc, rsc, csc);
+  });
 }
 
 template <class T, class S>
@@ -548,6 +556,32 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, 
                const BFloat16* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc) {
   gemm_any<float, BFloat16>("gemm_bf16", M, N, K, alpha, A, rsa, csa, B, rsb, csb, beta, C, rsc, csc,
                             bf16_path(gemm_bf16_values_kernel()));
+}
+
+bool gemm_bf16_rounds_in_registers(int64_t K) {
+  const GemmKernel k = gemm_bf16_values_kernel();
+  return (k == GemmKernel::avx512_bf16 || k == GemmKernel::avx512_bf16_emulated) && K > 0 && K <= kPairsKC;
+}
+
+void gemm_bf16_to_bf16(int64_t M, int64_t N, int64_t K, const BFloat16* A, int64_t rsa, int64_t csa, const BFloat16* B,
+                       int64_t rsb, int64_t csb, const float* bias, BFloat16* C, int64_t rsc) {
+  MDL_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_bf16_to_bf16: negative size M=", M, " N=", N, " K=", K);
+  MDL_CHECK(gemm_bf16_rounds_in_registers(K), "gemm_bf16_to_bf16: not on this kernel (",
+            gemm_kernel_name(gemm_bf16_values_kernel()), ") with K=", K, " (ask gemm_bf16_rounds_in_registers)");
+  if (M == 0 || N == 0) return;
+  const auto serial = gemm_bf16_values_kernel() == GemmKernel::avx512_bf16 ? gemm_serial_bf16_dot_to_bf16
+                                                                           : gemm_serial_bf16_dot_to_bf16_emulated;
+  sync_float_mode();
+  static_assert(sizeof(BFloat16) == sizeof(uint16_t));
+  const auto* a = reinterpret_cast<const uint16_t*>(A);
+  const auto* b = reinterpret_cast<const uint16_t*>(B);
+  auto* c = reinterpret_cast<uint16_t*>(C);
+  const int nt = threads_for(M, N, K);
+  if (nt <= 1) return serial(M, N, K, a, rsa, csa, b, rsb, csb, bias, c, rsc);
+  for_each_slab(nt, M, N, 12, 32, [&](int64_t lo, int64_t hi, bool split_n) {
+    if (split_n) serial(M, hi - lo, K, a, rsa, csa, b + lo * csb, rsb, csb, bias ? bias + lo : nullptr, c + lo, rsc);
+    else serial(hi - lo, N, K, a + lo * rsa, rsa, csa, b, rsb, csb, bias, c + lo * rsc, rsc);
+  });
 }
 
 void gemm_f64(int64_t M, int64_t N, int64_t K, double alpha, const double* A, int64_t rsa, int64_t csa, const double* B,

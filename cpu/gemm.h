@@ -59,6 +59,15 @@ GemmKernel gemm_bf16_values_kernel();  // the kernel it runs now
 void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, int64_t rsa, int64_t csa,
                const BFloat16* B, int64_t rsb, int64_t csb, float beta, float* C, int64_t rsc, int64_t csc);
 
+// C (bf16, M x N, rows rsc apart, columns contiguous) = bf16(A @ B + bias[j]) for bf16 A and B: the
+// micro-kernel adds the bias (may be null: none) to each final sum and rounds it once in its registers,
+// so no f32 product is written or read back; the bits of gemm_bf16 into f32, then the bias added in f32
+// and f32_to_bf16. Only where gemm_bf16_rounds_in_registers(K): gemm_bf16 runs the pair kernel
+// (VDPBF16PS, or its emulation) and 0 < K <= 384, its K step, so each tile is final when the kernel ends.
+bool gemm_bf16_rounds_in_registers(int64_t K);
+void gemm_bf16_to_bf16(int64_t M, int64_t N, int64_t K, const BFloat16* A, int64_t rsa, int64_t csa, const BFloat16* B,
+                       int64_t rsb, int64_t csb, const float* bias, BFloat16* C, int64_t rsc);
+
 // ---- Operands packed once, for products that reuse them -----------------------------------------------
 // Attention multiplies every tile of queries by the same keys and values; packing them again for each
 // tile cost more than a fifth of its time. These run on the calling thread, on the micro-kernel their

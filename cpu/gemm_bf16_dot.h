@@ -24,6 +24,17 @@ void gemm_serial_bf16_dot_emulated(int64_t M, int64_t N, int64_t K, float alpha,
                                    int64_t csa, const uint16_t* B, int64_t rsb, int64_t csb, float beta, float* C,
                                    int64_t rsc, int64_t csc);
 
+// C (bf16 bits, M x N, rows rsc apart) = bf16(A @ B + bias[j]) for bf16 A and B (bits), on the calling
+// thread, M, N > 0, 0 < K <= kPairsKC: the sums in f32, the bias (may be null) added and each rounded
+// once in the micro-kernel's registers, the bits of gemm_serial_bf16_dot into f32 then those two steps.
+constexpr int64_t kPairsKC = 384;  // the pair kernel's K step (gemm_bf16_dot_impl.h's KC)
+void gemm_serial_bf16_dot_to_bf16(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsa, int64_t csa,
+                                  const uint16_t* B, int64_t rsb, int64_t csb, const float* bias, uint16_t* C,
+                                  int64_t rsc);
+void gemm_serial_bf16_dot_to_bf16_emulated(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsa, int64_t csa,
+                                           const uint16_t* B, int64_t rsb, int64_t csb, const float* bias, uint16_t* C,
+                                           int64_t rsc);
+
 // Operands packed once on pairs (gemm.h's PackedA and PackedB packed for bf16 products; the layout:
 // cpu/gemm_bf16_dot_packed_impl.h). The packing is the same for both kernels; each product has the
 // bits gemm_serial_bf16_dot (or _emulated) gives for the same sub-matrices.

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "cpu/gemm_bf16_dot.h"
 #include "cpu/packing_scratch.h"
 #include "cpu/transpose16_avx512.h"
 
@@ -29,6 +30,7 @@ constexpr int64_t MR = 12, NR = 32;
 // a KC x NC B block in L3: the f32 kernel's blocks in bytes.
 constexpr int64_t MC = 240, KC = 384, NC = 4096;
 static_assert(KC % 2 == 0, "a KC block must hold whole pairs");
+static_assert(KC == kPairsKC, "gemm_bf16_dot.h states the pair kernel's K step");
 
 // x's bf16 bits (nearest even; a NaN stays a quiet NaN), in the low 16 bits.
 template <class Dot>
@@ -204,14 +206,13 @@ void pack_b_panel(int64_t kc, int64_t nr, const S* b, int64_t rsb, int64_t csb, 
     }
 }
 
-// The 12x32 tile of C at c[i*rsc + j*csc] = alpha * (a panel . b panel) + beta * C (C not read
-// when beta == 0). With kLowLast the last pair's high halves are taken as zero in both panels: the
-// k past an odd prefix of an operand packed for a longer k (gemm_bf16_dot_packed_impl.h), whose
-// products then equal those of a zero-padded pair, an inf or NaN there included.
-template <class Dot, bool kLowLast = false>
-void kernel_12x32(int64_t kp, const uint32_t* a, const uint32_t* b, float* c, int64_t rsc, int64_t csc, float alpha,
-                  float beta) {
-  __m512 acc[MR][2];
+// acc (12 rows x 2 vectors) = a panel . b panel over kp pairs. With kLowLast the last pair's high halves
+// are taken as zero in both panels: the k past an odd prefix of an operand packed for a longer k
+// (gemm_bf16_dot_packed_impl.h), whose products then equal those of a zero-padded pair, an inf or NaN
+// there included.
+template <class Dot, bool kLowLast>
+[[gnu::always_inline]] inline void accumulate_12x32(int64_t kp, const uint32_t* a, const uint32_t* b,
+                                                    __m512 (&acc)[MR][2]) {
 #pragma GCC unroll 12
   for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (int64_t q = 0; q < (kLowLast ? kp - 1 : kp); ++q, a += MR, b += NR) {
@@ -234,6 +235,15 @@ void kernel_12x32(int64_t kp, const uint32_t* a, const uint32_t* b, float* c, in
       acc[i][1] = Dot::dot(acc[i][1], ai, b1);
     }
   }
+}
+
+// The 12x32 tile of C at c[i*rsc + j*csc] = alpha * (a panel . b panel) + beta * C (C not read
+// when beta == 0); kLowLast as accumulate_12x32's.
+template <class Dot, bool kLowLast = false>
+void kernel_12x32(int64_t kp, const uint32_t* a, const uint32_t* b, float* c, int64_t rsc, int64_t csc, float alpha,
+                  float beta) {
+  __m512 acc[MR][2];
+  accumulate_12x32<Dot, kLowLast>(kp, a, b, acc);
   const __m512 va = _mm512_set1_ps(alpha);
   if (csc == 1) {  // rows of C are contiguous: each row as two vectors, rounded as the loop below rounds
     const __m512 vb = _mm512_set1_ps(beta);
@@ -282,6 +292,53 @@ void macro_kernel(int64_t mc, int64_t nc, int64_t kp, float alpha, const uint32_
           cij = beta == 0.0f ? t[i * NR + j] : t[i * NR + j] + beta * cij;
         }
     }
+}
+
+// Rows [0, mr) and columns [0, nr) of the 12x32 tile of a bf16 C (rows rsc apart) = bf16(a panel . b
+// panel + bias[j]) (bias null: none), the sum rounded once in the registers, as bf16_bits rounds: the
+// bits of an f32 C then a pass adding the bias and rounding.
+template <class Dot>
+void kernel_12x32_to_bf16(int64_t kp, const uint32_t* a, const uint32_t* b, uint16_t* c, int64_t rsc, const float* bias,
+                          int64_t mr, int64_t nr) {
+  __m512 acc[MR][2];
+  accumulate_12x32<Dot, false>(kp, a, b, acc);
+  const __mmask16 m0 = __mmask16(nr >= 16 ? 0xFFFF : (1u << nr) - 1), m1 = __mmask16(nr >= 32  ? 0xFFFF
+                                                                                     : nr > 16 ? (1u << (nr - 16)) - 1
+                                                                                               : 0);
+  const __m512 b0 = bias ? _mm512_maskz_loadu_ps(m0, bias) : _mm512_setzero_ps(),
+               b1 = bias ? _mm512_maskz_loadu_ps(m1, bias + 16) : _mm512_setzero_ps();
+  for (int i = 0; i < mr; ++i) {
+    uint16_t* ci = c + i * rsc;
+    const __m512 r0 = bias ? _mm512_add_ps(acc[i][0], b0) : acc[i][0],
+                 r1 = bias ? _mm512_add_ps(acc[i][1], b1) : acc[i][1];
+    _mm512_mask_cvtepi32_storeu_epi16(ci, m0, _mm512_srli_epi32(bf16_high<Dot>(r0), 16));  // AVX-512F's narrowing store
+    _mm512_mask_cvtepi32_storeu_epi16(ci + 16, m1, _mm512_srli_epi32(bf16_high<Dot>(r1), 16));
+  }
+}
+
+// C (bf16, M x N, rows rsc apart) = bf16(A @ B + bias[j]) on the calling thread, M, N > 0 and
+// 0 < K <= KC: one K step, so each tile is final when the micro-kernel ends and is rounded there; no
+// f32 product is written.
+template <class Dot>
+void gemm_serial_to_bf16(int64_t M, int64_t N, int64_t K, const uint16_t* A, int64_t rsa, int64_t csa,
+                         const uint16_t* B, int64_t rsb, int64_t csb, const float* bias, uint16_t* C, int64_t rsc) {
+  const int64_t kp = (K + 1) / 2;
+  uint32_t* abuf = packing_scratch<uint32_t>(0, kp * std::min(MC, (M + MR - 1) / MR * MR));
+  uint32_t* bbuf = packing_scratch<uint32_t>(1, kp * std::min(NC, (N + NR - 1) / NR * NR));
+  for (int64_t jc = 0; jc < N; jc += NC) {
+    const int64_t nc = std::min(NC, N - jc);
+    for (int64_t jr = 0; jr < nc; jr += NR)
+      pack_b_panel<Dot>(K, std::min(NR, nc - jr), B + (jc + jr) * csb, rsb, csb, bbuf + jr * kp);
+    for (int64_t ic = 0; ic < M; ic += MC) {
+      const int64_t mc = std::min(MC, M - ic);
+      pack_a<Dot>(mc, K, A + ic * rsa, rsa, csa, abuf);
+      for (int64_t jr = 0; jr < nc; jr += NR)
+        for (int64_t ir = 0; ir < mc; ir += MR)
+          kernel_12x32_to_bf16<Dot>(kp, abuf + ir / MR * kp * MR, bbuf + jr / NR * kp * NR,
+                                    C + (ic + ir) * rsc + jc + jr, rsc, bias ? bias + jc + jr : nullptr,
+                                    std::min(MR, mc - ir), std::min(NR, nc - jr));
+    }
+  }
 }
 
 // One thread's GEMM; M, N, K > 0. S: float, or uint16_t for operands given as bf16 bits.

@@ -1,6 +1,7 @@
 // The fused linear layer on the CPU: our GEMM writes x @ w^T, then ONE pass adds the bias and
 // applies the activation (keeping the pre-activation for GELU), instead of separate matmul, add
-// and activation passes over the output. The backward's activation gradient and the bias
+// and activation passes over the output; a bf16 layer with no activation has the GEMM add the bias
+// and round in its registers (gemm_bf16_to_bf16). The backward's activation gradient and the bias
 // gradient are one pass too. f16/bf16 run in f32 and round once, as a GPU epilogue does; GELU on
 // f32 runs on float vectors.
 #include <algorithm>
@@ -68,6 +69,10 @@ void forward(const Tensor& out, const Tensor& pre, const Tensor& x, const Tensor
   using A = compute_t<T>;
   const int64_t M = x.size(0), K = x.size(1), N = w.size(0);
   if (M == 0 || N == 0) return;
+  const std::vector<A> b = bias.defined() ? widened(bias.data_ptr<T>(), N) : std::vector<A>(size_t(N), A(0));
+  if constexpr (std::is_same_v<T, BFloat16>)  // the bias added and the sum rounded in the GEMM's registers
+    if (act == Activation::None && !pre.defined() && gemm_bf16_rounds_in_registers(K))
+      return gemm_bf16_to_bf16(M, N, K, x.data_ptr<T>(), K, 1, w.data_ptr<T>(), 1, K, b.data(), out.data_ptr<T>(), N);
   // acc (M, N): the GEMM's result in the compute type; out itself unless out is 16-bit.
   std::unique_ptr<A[]> scratch;
   A* acc = nullptr;
@@ -84,7 +89,6 @@ void forward(const Tensor& out, const Tensor& pre, const Tensor& x, const Tensor
       gemm(M, N, K, xa.data(), wa.data(), acc);
     }
   }
-  const std::vector<A> b = bias.defined() ? widened(bias.data_ptr<T>(), N) : std::vector<A>(size_t(N), A(0));
   T* o = out.data_ptr<T>();
   T* p = pre.defined() ? pre.data_ptr<T>() : nullptr;
   // The epilogue: one pass over (M, N), rows split over threads.

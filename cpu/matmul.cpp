@@ -1,6 +1,7 @@
 // Batched matrix product out[b] = a[b] @ b[b] on our GEMM. bf16 operands are packed by the GEMM
 // as they are (gemm_bf16), f16 ones widened to f32 first (in bulk, F16C); the f32 result is
-// rounded once (f32 accumulation, as tensor cores do).
+// rounded once (f32 accumulation, as tensor cores do), a bf16 one in the GEMM's registers
+// (gemm_bf16_to_bf16).
 // Many small matrices (attention heads) are spread over threads; big ones thread inside GEMM.
 #include <algorithm>
 #include <memory>
@@ -77,13 +78,19 @@ void bmm(const Tensor& out, const Tensor& a, const Tensor& b) {
       // widened operands before it (bf16 ones are packed as they are, gemm_bf16).
       constexpr bool kBf16 = std::is_same_v<T, BFloat16>;
       const bool batch_threads = B > 1 && !in_parallel_region();
-      const int64_t operands = kBf16 ? 0 : M * K + K * N, per = operands + (f32_out ? 0 : M * N);
+      // bf16 results the GEMM rounds in its registers need no f32 scratch (gemm_bf16_to_bf16)
+      const bool direct = kBf16 && !f32_out && gemm_bf16_rounds_in_registers(K);
+      const int64_t operands = kBf16 ? 0 : M * K + K * N, per = operands + (f32_out || direct ? 0 : M * N);
       const int64_t slots = batch_threads ? get_num_threads() : 1;
       Tensor scratch = make_tensor({slots * per}, kF32, Device::cpu());
       for_each_batch(B, M, N, K, [&](int64_t i) {
-        float* fa = scratch.data_ptr<float>() + (batch_threads ? thread_index() : 0) * per;
+        float* fa = per ? scratch.data_ptr<float>() + (batch_threads ? thread_index() : 0) * per : nullptr;
         float* fc = f32_out ? out.data_ptr<float>() + i * M * N : fa + operands;
         if constexpr (kBf16) {
+          // a bf16 result rounded in the GEMM's registers (gemm_bf16_to_bf16), an f32 one as it is
+          if (direct)
+            return gemm_bf16_to_bf16(M, N, K, pa + i * sab, sam, sak, pb + i * sbb, sbk, sbn, nullptr, o + i * M * N,
+                                     N);
           gemm_bf16(M, N, K, 1.0f, pa + i * sab, sam, sak, pb + i * sbb, sbk, sbn, 0.0f, fc, N, 1);
         } else {
           float* fb = fa + M * K;
