@@ -558,19 +558,30 @@ void gemm_bf16(int64_t M, int64_t N, int64_t K, float alpha, const BFloat16* A, 
                             bf16_path(gemm_bf16_values_kernel()));
 }
 
+namespace {
+
+// The bf16-output loop of kernel k (the pair kernel or its emulation), or null where k has none.
+using SerialToBf16 = decltype(&gemm_serial_bf16_dot_to_bf16);
+SerialToBf16 serial_to_bf16(GemmKernel k) {
+  if (k == GemmKernel::avx512_bf16) return gemm_serial_bf16_dot_to_bf16;
+  if (k == GemmKernel::avx512_bf16_emulated) return gemm_serial_bf16_dot_to_bf16_emulated;
+  return nullptr;
+}
+
+}  // namespace
+
 bool gemm_bf16_rounds_in_registers(int64_t K) {
-  const GemmKernel k = gemm_bf16_values_kernel();
-  return (k == GemmKernel::avx512_bf16 || k == GemmKernel::avx512_bf16_emulated) && K > 0 && K <= kPairsKC;
+  return serial_to_bf16(gemm_bf16_values_kernel()) && K > 0 && K <= kPairsKC;
 }
 
 void gemm_bf16_to_bf16(int64_t M, int64_t N, int64_t K, const BFloat16* A, int64_t rsa, int64_t csa, const BFloat16* B,
                        int64_t rsb, int64_t csb, const float* bias, BFloat16* C, int64_t rsc) {
   MDL_CHECK(M >= 0 && N >= 0 && K >= 0, "gemm_bf16_to_bf16: negative size M=", M, " N=", N, " K=", K);
-  MDL_CHECK(gemm_bf16_rounds_in_registers(K), "gemm_bf16_to_bf16: not on this kernel (",
-            gemm_kernel_name(gemm_bf16_values_kernel()), ") with K=", K, " (ask gemm_bf16_rounds_in_registers)");
+  const GemmKernel k = gemm_bf16_values_kernel();
+  const SerialToBf16 serial = serial_to_bf16(k);
+  MDL_CHECK(serial && K > 0 && K <= kPairsKC, "gemm_bf16_to_bf16: not on this kernel (", gemm_kernel_name(k),
+            ") with K=", K, " (ask gemm_bf16_rounds_in_registers)");
   if (M == 0 || N == 0) return;
-  const auto serial = gemm_bf16_values_kernel() == GemmKernel::avx512_bf16 ? gemm_serial_bf16_dot_to_bf16
-                                                                           : gemm_serial_bf16_dot_to_bf16_emulated;
   sync_float_mode();
   static_assert(sizeof(BFloat16) == sizeof(uint16_t));
   const auto* a = reinterpret_cast<const uint16_t*>(A);
