@@ -111,7 +111,8 @@ void bf16_pairs_avx512(const float* lo, const float* hi, int64_t n, uint32_t* ou
 // and output channel co at gt[(n * ho * wo + p) * cop + co], cop the group's output channels
 // rounded up to whole vectors (zeros past them). xp: the tile's input channel, sample n's
 // zero-padded plane at xp + n * xp_sample, rows wp floats apart (input pixel (ih, iw) at (ih +
-// pad_h, iw + pad_w)). acc: the channel's grad_w^T rows, tap t's at acc + t * cop, added to.
+// pad_h, iw + pad_w)). acc: the channel's grad_w^T rows, tap t's at acc + t * cop, added to, or
+// with `store` overwritten (the first block of samples, so acc needs no zeroing first).
 // For bf16 values, E = uint32_t and X = uint16_t: gt holds pairs of adjacent pixels of a row (2e,
 // 2e + 1; zero past the row), wo counting the pairs, and xp the padded input in bf16, rows wp
 // values apart with a zero past the padding (a pair read at the row's last pixel stays in it).
@@ -124,6 +125,7 @@ struct WeightGradTileOf {
   int64_t ho, wo, kh, kw;
   int64_t n0, n1;  // the samples summed
   float* acc;
+  bool store;
 };
 using WeightGradTile = WeightGradTileOf<float, float>;
 using WeightGradTilePairs = WeightGradTileOf<uint32_t, uint16_t>;

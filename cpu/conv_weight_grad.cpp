@@ -32,8 +32,10 @@ double plane_sum(const float* p, int64_t n) {
 
 // Fewer tiles than this split the batch into chunks, so that every thread has work.
 constexpr int64_t kMinItems = 16;
-// The bytes of transposed gradient and padded input a block of samples may take (half of L2).
+// The bytes of transposed gradient a block of samples may take (half of L2).
 constexpr int64_t kBlockBytes = int64_t(512) << 10;
+// The rows of grad_w^T a bf16 grad_w's final transpose takes at a time: 64 bytes of each output row.
+constexpr int64_t kPanelRows = 32;
 
 }  // namespace
 
@@ -78,15 +80,22 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
   const int64_t co_blocks = (cop + cob_floats - 1) / cob_floats, tiles = G * cig * tap_groups * co_blocks;
   const int64_t chunks = std::clamp<int64_t>((kMinItems + tiles - 1) / tiles, 1, N);
   const int64_t acc_size = G * cig * kk * cop;  // grad_w^T[g][c][t][co]
-  Scratch<float> acc_buf(chunks * acc_size);
+  Scratch<float> acc_buf(chunks * acc_size);    // each chunk's first block of samples stores every element
   float* acc = acc_buf.data();
-  std::fill(acc, acc + chunks * acc_size, 0.0f);
-  const int64_t block = std::clamp<int64_t>(kBlockBytes / ((G * P * cop + C * plane) * int64_t(sizeof(float))), 1, N);
   // bf16 values on the pair tile: per block, grad_out^T's adjacent pixels in pairs (wpairs per row)
   // and the padded input in bf16 (rows wp + 1 wide: a pair read at the row's end stays in it).
   const detail::DirectPairLoops* pair = detail::direct_pair_loops(p);
   const detail::WeightGradPairsFn pair_tile = pair ? pair->weight_grad : nullptr;
   const int64_t wpairs = (Wo + 1) / 2, wp16 = wp + 1, plane16 = hp * wp16;
+  // A block of samples: its transposed grad_out, which every tile of the thread reads again, within
+  // kBlockBytes (pairs of bf16 in half an f32 copy's bytes). Each channel's padded planes serve only
+  // that channel's tiles, so they stream. Every block adds each tile's registers into acc once: with
+  // 512 channels acc is 9 MiB, and blocks sized by both buffers (5 samples of 4x4) spent a fifth of
+  // the bf16 weight gradient there.
+  const int64_t gt_sample_bytes = G *
+                                  (pair_tile ? Ho * wpairs * int64_t(sizeof(uint32_t)) : P * int64_t(sizeof(float))) *
+                                  cop;
+  const int64_t block = std::clamp<int64_t>(kBlockBytes / gt_sample_bytes, 1, N);
   const char* xd = static_cast<const char*>(x.raw_data());
   const int64_t xes = int64_t(dtype_size(x.dtype()));
   const int64_t xs0 = x.stride(0), xs1 = x.stride(1), xs2 = x.stride(2), xs3 = x.stride(3);
@@ -180,12 +189,24 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
                                                 kw,
                                                 0,
                                                 nb,
-                                                tile_acc};
+                                                tile_acc,
+                                                n0 == s0};
             pair_tile(a, t0, k, co, nv);
             continue;
           }
-          const detail::WeightGradTile a{
-              gt + g * nb * P * cop, cop, xp + (gc - c0) * plane, chans * plane, wp, Ho, Wo, kh, kw, 0, nb, tile_acc};
+          const detail::WeightGradTile a{gt + g * nb * P * cop,
+                                         cop,
+                                         xp + (gc - c0) * plane,
+                                         chans * plane,
+                                         wp,
+                                         Ho,
+                                         Wo,
+                                         kh,
+                                         kw,
+                                         0,
+                                         nb,
+                                         tile_acc,
+                                         n0 == s0};
           isa->weight_grad(a, t0, k, co, nv);
         }
       }
@@ -195,23 +216,40 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
   // grad_w[g * cog + co, c, t] = the chunks' grad_w^T[g][c][t][co], added in chunk order into chunk
   // 0's rows, then each group's (cig * kk, cop) block transposed in tiles (a column walk of it
   // missed the cache at every element once it outgrew L2: 512 channels spent a third of their
-  // weight gradient there).
-  Scratch<float> gw_store(gw.dtype() == kF32 ? 0 : gw.numel());
-  float* gwp = gw.dtype() == kF32 ? gw.data_ptr<float>() : gw_store.data();
+  // weight gradient there). A bf16 grad_w takes each panel of kPanelRows rows transposed into
+  // floats and rounded straight into its rows, with no f32 copy of grad_w written and read back.
   if (chunks > 1)
     parallel_for(0, acc_size, kGrainSize / std::max<int64_t>(chunks, 1), [&](int64_t e0, int64_t e1) {
       for (int64_t ch = 1; ch < chunks; ++ch)
         for (int64_t e = e0; e < e1; ++e) acc[e] += acc[ch * acc_size + e];
     });
   const int64_t rows = cig * kk;
-  parallel_for(0, G * rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(cog, 1)), [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1;) {
-      const int64_t g = i / rows, r0 = i % rows, r1 = std::min(rows, r0 + (i1 - i));
-      detail::transpose_rows_avx2(acc + (g * rows + r0) * cop, cop, r1 - r0, cog, gwp + g * cog * rows + r0, rows);
-      i += r1 - r0;
-    }
-  });
-  if (!gw_store.empty()) write_floats(gw_store.data(), gw);
+  if (gw.dtype() == kF32) {
+    float* gwp = gw.data_ptr<float>();
+    parallel_for(0, G * rows, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(cog, 1)),
+                 [&](int64_t i0, int64_t i1) {
+                   for (int64_t i = i0; i < i1;) {
+                     const int64_t g = i / rows, r0 = i % rows, r1 = std::min(rows, r0 + (i1 - i));
+                     detail::transpose_rows_avx2(acc + (g * rows + r0) * cop, cop, r1 - r0, cog,
+                                                 gwp + g * cog * rows + r0, rows);
+                     i += r1 - r0;
+                   }
+                 });
+    return;
+  }
+  MDL_CHECK(gw.dtype() == kBF16, "conv2d: the direct kernel writes f32 or bf16, got ", gw.dtype());
+  BFloat16* gwb = gw.data_ptr<BFloat16>();
+  const int64_t panels = (rows + kPanelRows - 1) / kPanelRows;
+  parallel_for(0, G * panels, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(cog * kPanelRows, 1)),
+               [&](int64_t i0, int64_t i1) {
+                 Scratch<float> panel(cog * kPanelRows);  // (cog, kPanelRows): the panel's rows of grad_w
+                 for (int64_t i = i0; i < i1; ++i) {
+                   const int64_t g = i / panels, r0 = i % panels * kPanelRows, m = std::min(kPanelRows, rows - r0);
+                   detail::transpose_rows_avx2(acc + (g * rows + r0) * cop, cop, m, cog, panel.data(), kPanelRows);
+                   for (int64_t co = 0; co < cog; ++co)
+                     f32_to_bf16(panel.data() + co * kPanelRows, gwb + (g * cog + co) * rows + r0, m);
+                 }
+               });
 }
 
 }  // namespace mdl::cpu

@@ -19,8 +19,8 @@ namespace mdl::cpu::detail {
 // f32, E and X are float and an element is one pixel. For bf16 pairs, E is uint32_t, a pair of
 // adjacent pixels (2e, 2e + 1) of a row of grad_out^T, and X uint16_t, the padded input in bf16,
 // whose pixels 2e + tap and 2e + 1 + tap are read as one pair: one VDPBF16PS adds both pixels.
-// The block's sums start from zero and are added to a.acc at the end, so that no running sum is
-// longer than one block of samples.
+// The block's sums start from zero and are added to a.acc at the end (or stored there, the first
+// block), so that no running sum is longer than one block of samples.
 // Taps [t0, t0 + K) of the tile's input channel, output channels [co, co + NV * L) of the group.
 // K3: the kernel is 3x3 and the tile holds all nine taps, their offsets known at compile time.
 template <class V, int K, int NV, bool K3, class E, class X>
@@ -72,7 +72,7 @@ void weight_grad_gemm_tile(const WeightGradTileOf<E, X>& a, int64_t t0, int64_t 
 #pragma GCC unroll 2
     for (int v = 0; v < NV; ++v) {
       float* r = acc_rows + k * a.cop + v * V::L;
-      V::store(r, V::add(V::load(r), acc[k][v]));
+      V::store(r, a.store ? acc[k][v] : V::add(V::load(r), acc[k][v]));
     }
 }
 
