@@ -304,14 +304,14 @@ void forward_impl(const Tensor& out, const Tensor& lse, const Tensor& q, const T
   const int64_t cost = std::max<int64_t>(1, L / split * std::max<int64_t>(S, 1) * (E + Ev + 1));
   using O = Operand<T>;
   const auto lanes = lanes_for<A>(W);
-  parallel_for(0, P.N * split, std::max<int64_t>(1, kMinTaskMacs / cost), [&](int64_t t0, int64_t t1) {
+  parallel_claims(0, P.N * split, std::max<int64_t>(1, kMinTaskMacs / cost), [&](Claims& claims) {
     Left<A> keys, values_t;
     Scratch<O> qt;
     Scratch<A> st, ot;
     std::vector<O> kbuf, vbuf, qbuf;
     std::vector<A> row, mx(static_cast<size_t>(W)), sub(static_cast<size_t>(W)), sum(static_cast<size_t>(W)),
         inv(static_cast<size_t>(W));
-    for (int64_t t = t0; t < t1; ++t) {
+    for (int64_t t; claims.next(t);) {
       const int64_t b = t / split, c = t % split;
       const int64_t last = (tiles - 1 - (tiles - 1 - c) % split) * W, sk_all = P.keys(last, std::min(W, L - last));
       const Mat<O> km = widen<O>(matrix<T>(k, P.ko[size_t(b)]), sk_all, E, kbuf);   // (sk_all, E)
@@ -363,14 +363,14 @@ void backward_impl(const Tensor& dq, const Tensor& dk, const Tensor& dv, const T
   const int64_t cost = std::max<int64_t>(1, L * std::max<int64_t>(S, 1) * (2 * E + 2 * Ev + 1));
   using O = Operand<T>;
   const auto lanes = lanes_for<A>(W);
-  parallel_for(0, P.N, std::max<int64_t>(1, kMinTaskMacs / cost), [&](int64_t b0, int64_t b1) {
+  parallel_claims(0, P.N, std::max<int64_t>(1, kMinTaskMacs / cost), [&](Claims& claims) {
     Left<A> keys, values, keys_t;
     Right<A> probs, dscores;
     Scratch<O> qt, gt;
     Scratch<A> st, dst, dqt, dkt, dvt;
     std::vector<O> kbuf, vbuf, qbuf, gbuf;
     std::vector<A> row, sub(static_cast<size_t>(W)), D(static_cast<size_t>(W));
-    for (int64_t b = b0; b < b1; ++b) {
+    for (int64_t b; claims.next(b);) {
       const int64_t sk_all = P.keys(0, L);
       const Mat<O> km = widen<O>(matrix<T>(k, P.ko[size_t(b)]), sk_all, E, kbuf);   // (sk_all, E)
       const Mat<O> vm = widen<O>(matrix<T>(v, P.vo[size_t(b)]), sk_all, Ev, vbuf);  // (sk_all, Ev)

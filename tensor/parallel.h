@@ -5,6 +5,7 @@
 // nvcc's host compiler, and its static schedule makes chunking predictable.
 #pragma once
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <exception>
 
@@ -51,6 +52,55 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
   }
 #endif
   f(begin, end);
+}
+
+// The items of [begin, end) handed out one at a time to whichever thread asks next.
+class Claims {
+ public:
+  Claims(int64_t begin, int64_t end) : next_(begin), end_(end) {}
+  // The next unclaimed item in i, or false when none is left.
+  bool next(int64_t& i) {
+    i = next_.fetch_add(1, std::memory_order_relaxed);
+    return i < end_;
+  }
+  void stop() { next_.store(end_, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int64_t> next_;
+  int64_t end_;
+};
+
+// Runs f(claims) once on each thread (as many as there are grains of items, as parallel_for), every
+// thread taking items from claims until none is left: for
+// tasks of unequal or unpredictable length (a causal matrix's rows, a core slowed by another
+// tenant), where parallel_for's static split leaves threads waiting on the slowest. f keeps its
+// scratch across its items. Each item's result must not depend on which thread computes it.
+template <class F>
+void parallel_claims(int64_t begin, int64_t end, int64_t grain, const F& f) {
+  if (end <= begin) return;
+  sync_float_mode();
+  Claims claims(begin, end);
+#ifdef _OPENMP
+  const int threads = int(
+      std::min<int64_t>(get_num_threads(), (end - begin + grain - 1) / std::max<int64_t>(grain, 1)));
+  if (threads > 1 && !omp_in_parallel()) {
+    std::exception_ptr error;
+#pragma omp parallel num_threads(threads)
+    {
+      sync_float_mode();
+      try {
+        f(claims);
+      } catch (...) {
+        claims.stop();
+#pragma omp critical(mdl_parallel_for_error)
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    return;
+  }
+#endif
+  f(claims);
 }
 
 }  // namespace mdl

@@ -1,8 +1,12 @@
-// parallel_for: an exception thrown in any chunk, on any thread, reaches the caller (OpenMP
-// would otherwise end the program), and the next parallel_for still runs.
+// parallel_for and parallel_claims: an exception thrown in any chunk, on any thread, reaches the
+// caller (OpenMP would otherwise end the program), and the next call still runs; parallel_claims
+// hands every item out exactly once, to threads that each run f once.
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <mutex>
+#include <set>
+#include <vector>
 
 #include "tensor/error.h"
 #include "tensor/parallel.h"
@@ -23,5 +27,48 @@ TEST_CASE("parallel_for: an exception in a worker thread's chunk reaches the cal
   std::atomic<int64_t> covered{0};
   parallel_for(0, n, kGrainSize, [&](int64_t b, int64_t e) { covered += e - b; });
   CHECK(covered == n);
+  set_num_threads(saved);
+}
+
+TEST_CASE("parallel_claims: every item once, each thread's f once, an exception reaches the caller") {
+  const int saved = get_num_threads();
+  set_num_threads(3);
+  const int64_t n = 1000;
+  std::vector<std::atomic<int>> seen(n);
+  std::atomic<int> calls{0};
+  std::mutex m;
+  std::set<int> workers;
+  parallel_claims(0, n, 1, [&](Claims& claims) {
+    ++calls;
+    {
+      std::lock_guard<std::mutex> lock(m);
+      CHECK(workers.insert(thread_index()).second);  // f runs once on a thread
+    }
+    for (int64_t i; claims.next(i);) {
+      REQUIRE(i >= 0);
+      REQUIRE(i < n);
+      ++seen[size_t(i)];
+    }
+  });
+  CHECK(calls == 3);
+  for (int64_t i = 0; i < n; ++i) CHECK(seen[size_t(i)] == 1);
+
+  // An offset range, and a grain that leaves it on the calling thread alone.
+  std::atomic<int64_t> sum{0};
+  calls = 0;
+  parallel_claims(10, 20, 100, [&](Claims& claims) {
+    ++calls;
+    for (int64_t i; claims.next(i);) sum += i;
+  });
+  CHECK(calls == 1);
+  CHECK(sum == 145);
+
+  CHECK_THROWS_WITH_AS(parallel_claims(0, n, 1,
+                                       [&](Claims& claims) {
+                                         for (int64_t i; claims.next(i);)
+                                           if (i == 500) MDL_FAIL("item ", i, " is bad");
+                                       }),
+                       doctest::Contains("item 500 is bad"), Error);
+  parallel_claims(5, 5, 1, [&](Claims&) { FAIL("an empty range runs nothing"); });
   set_num_threads(saved);
 }
