@@ -8,6 +8,8 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <mutex>
+#include <vector>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -54,36 +56,64 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
   f(begin, end);
 }
 
-// The items of [begin, end) handed out one at a time to whichever thread asks next.
+// The items of [begin, end) handed out one at a time: each of `parts` threads first takes the items
+// of its own share (parallel_for's static split) from the front, in order, then takes the last item
+// left in another's share, so a thread that finishes early helps a slower one and otherwise each
+// walks its own contiguous run.
 class Claims {
  public:
-  Claims(int64_t begin, int64_t end) : next_(begin), end_(end) {}
-  // The next unclaimed item in i, or false when none is left.
-  bool next(int64_t& i) {
-    i = next_.fetch_add(1, std::memory_order_relaxed);
-    return i < end_;
+  Claims(int64_t begin, int64_t end, int parts) : shares_(size_t(std::max(parts, 1))) {
+    const int64_t n = end - begin, p = int64_t(shares_.size());
+    for (int64_t t = 0; t < p; ++t) {
+      shares_[size_t(t)].front = begin + n * t / p;
+      shares_[size_t(t)].back = begin + n * (t + 1) / p;
+    }
   }
-  void stop() { next_.store(end_, std::memory_order_relaxed); }
+  // The calling thread's next item in i, or false when none is left anywhere.
+  bool next(int64_t& i) {
+    const size_t p = shares_.size(), own = size_t(thread_index()) % p;
+    {
+      Share& s = shares_[own];
+      std::lock_guard<std::mutex> lock(s.m);
+      if (s.front < s.back) return i = s.front++, true;
+    }
+    for (size_t k = 1; k < p; ++k) {
+      Share& s = shares_[(own + k) % p];
+      std::lock_guard<std::mutex> lock(s.m);
+      if (s.front < s.back) return i = --s.back, true;
+    }
+    return false;
+  }
+  // No item is handed out after this (a thread failed).
+  void stop() {
+    for (Share& s : shares_) {
+      std::lock_guard<std::mutex> lock(s.m);
+      s.front = s.back;
+    }
+  }
 
  private:
-  std::atomic<int64_t> next_;
-  int64_t end_;
+  struct alignas(64) Share {
+    std::mutex m;
+    int64_t front = 0, back = 0;
+  };
+  std::vector<Share> shares_;
 };
 
 // Runs f(claims) once on each thread (as many as there are grains of items, as parallel_for), every
-// thread taking items from claims until none is left: for
-// tasks of unequal or unpredictable length (a causal matrix's rows, a core slowed by another
-// tenant), where parallel_for's static split leaves threads waiting on the slowest. f keeps its
-// scratch across its items. Each item's result must not depend on which thread computes it.
+// thread taking items from claims until none is left: for tasks of unequal or unpredictable length
+// (a core slowed by another tenant), where parallel_for's static split leaves threads waiting on
+// the slowest. f keeps its scratch across its items. Each item's result must not depend on which
+// thread computes it.
 template <class F>
 void parallel_claims(int64_t begin, int64_t end, int64_t grain, const F& f) {
   if (end <= begin) return;
   sync_float_mode();
-  Claims claims(begin, end);
 #ifdef _OPENMP
   const int threads = int(
       std::min<int64_t>(get_num_threads(), (end - begin + grain - 1) / std::max<int64_t>(grain, 1)));
   if (threads > 1 && !omp_in_parallel()) {
+    Claims claims(begin, end, threads);
     std::exception_ptr error;
 #pragma omp parallel num_threads(threads)
     {
@@ -100,6 +130,7 @@ void parallel_claims(int64_t begin, int64_t end, int64_t grain, const F& f) {
     return;
   }
 #endif
+  Claims claims(begin, end, 1);
   f(claims);
 }
 

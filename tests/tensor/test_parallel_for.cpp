@@ -72,3 +72,15 @@ TEST_CASE("parallel_claims: every item once, each thread's f once, an exception 
   parallel_claims(5, 5, 1, [&](Claims&) { FAIL("an empty range runs nothing"); });
   set_num_threads(saved);
 }
+
+TEST_CASE("Claims: a thread walks its own share in order, then takes the others' last items") {
+  // Outside a parallel region thread_index() is 0: the first of three shares, [0, 3), [3, 6), [6, 10).
+  Claims claims(0, 10, 3);
+  std::vector<int64_t> order;
+  for (int64_t i; claims.next(i);) order.push_back(i);
+  CHECK(order == std::vector<int64_t>{0, 1, 2, 5, 4, 3, 9, 8, 7, 6});
+  Claims stopped(0, 10, 2);
+  stopped.stop();
+  int64_t i = -1;
+  CHECK_FALSE(stopped.next(i));
+}
