@@ -1,7 +1,8 @@
 // Strided iteration for CPU kernels: walks the elements of a shape for NT operands with
 // arbitrary (byte) strides, coalescing dims that are contiguous in every operand, and hands
 // the innermost runs to a callback. Threads split the flat element range, so any shape
-// (one long row or many short ones) uses every core.
+// (one long row or many short ones) uses every core, in pieces a thread done early takes over
+// from a slower one (parallel_for_balanced): every element's result is its own.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -88,7 +89,7 @@ struct StridedLoop {
   // Runs over all elements, in parallel when there are enough of them.
   template <class Inner>
   void run(const Inner& inner, int64_t grain = kGrainSize) const {
-    parallel_for(0, numel, grain, [&](int64_t b, int64_t e) { run_range(b, e, inner); });
+    parallel_for_balanced(0, numel, grain, [&](int64_t b, int64_t e) { run_range(b, e, inner); });
   }
 };
 

@@ -92,7 +92,7 @@ void channel_sums(int64_t N, int64_t C, int64_t S, std::array<double*, K> out, c
 // splitting the elements.
 template <class F>
 void for_each_run(int64_t N, int64_t C, int64_t S, const F& f) {
-  parallel_for(0, N * C * S, kGrainSize, [&](int64_t b, int64_t e) {
+  parallel_for_balanced(0, N * C * S, kGrainSize, [&](int64_t b, int64_t e) {
     int64_t row = b / S, n = row / C, c = row % C, i = b;
     while (i < e) {
       const int64_t end = std::min(e, (row + 1) * S);
@@ -237,7 +237,7 @@ void bf16_grad_sums(int64_t N, int64_t C, int64_t S, double* sdy, double* sdx, c
 // f(i, c) for every element i = n * C + c: threads split the rows.
 template <class F>
 void for_each_column_element(int64_t N, int64_t C, const F& f) {
-  parallel_for(0, N, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, C)), [&](int64_t nb, int64_t ne) {
+  parallel_for_balanced(0, N, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, C)), [&](int64_t nb, int64_t ne) {
     for (int64_t n = nb; n < ne; ++n)
       for (int64_t c = 0; c < C; ++c) f(n * C + c, c);
   });

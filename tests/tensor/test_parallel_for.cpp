@@ -84,3 +84,25 @@ TEST_CASE("Claims: a thread walks its own share in order, then takes the others'
   int64_t i = -1;
   CHECK_FALSE(stopped.next(i));
 }
+
+TEST_CASE("parallel_for_balanced: every item once, in pieces of at least the grain") {
+  const int saved = get_num_threads();
+  for (int threads : {1, 2, 3}) {
+    set_num_threads(threads);
+    for (int64_t n : {int64_t(1), int64_t(1000), 40 * kGrainSize + 7}) {
+      CAPTURE(threads);
+      CAPTURE(n);
+      std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+      std::atomic<int64_t> pieces{0}, short_pieces{0};
+      parallel_for_balanced(5, 5 + n, kGrainSize, [&](int64_t b, int64_t e) {
+        ++pieces;
+        if (e - b < kGrainSize) ++short_pieces;
+        for (int64_t i = b; i < e; ++i) ++seen[size_t(i - 5)];
+      });
+      for (int64_t i = 0; i < n; ++i) REQUIRE(seen[size_t(i)] == 1);
+      CHECK(pieces <= std::max<int64_t>(1, threads * kPiecesPerThread));
+      if (n >= kGrainSize) CHECK(short_pieces == 0);
+    }
+  }
+  set_num_threads(saved);
+}
