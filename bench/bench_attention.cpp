@@ -132,6 +132,14 @@ int main(int argc, char** argv) {
           ->Unit(benchmark::kMillisecond)
           ->UseRealTime();
   for (bool on : {false, true})
+    bench::register_switch("balanced_threads", on, "attention_bf16_fwd",
+                           [](benchmark::State& s, bool on) {
+                             toggles::Scoped balanced(toggles::Toggle::balanced_threads, on);
+                             run_bf16(s, false, true);
+                           })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  for (bool on : {false, true})
     bench::register_switch("avx512_vec_math", on, "attention_f32_fwd", run_wide_softmax)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();

@@ -291,6 +291,8 @@ int main(int argc, char** argv) {
        [](benchmark::State& s, bool on) { avx512_vec_math_pair(s, on, [](const Tensor& a) { return gelu(a); }); });
   pair("fused_gelu_backward", "gelu_f32_1M_fwd_bwd", gelu_fwd_bwd);
   pair("fused_relu_backward", "relu_f32_4M_fwd_bwd", relu_fwd_bwd);
+  pair("balanced_threads", "relu_f32_4M_fwd_bwd",
+       [](benchmark::State& s, bool on) { with_switch("balanced_threads", on, [&] { relu_fwd_bwd(s, true); }); });
   pair("fused_add_relu", "resblock_f32_32x64x32x32_fwd_bwd", add_relu_fwd_bwd);
   pair("fused_bn_relu", "bn_relu_f32_32x64x32x32_fwd_bwd", bn_relu_fwd_bwd);
   pair("fused_bn_add_relu", "bn_add_relu_f32_32x64x32x32_fwd_bwd", bn_add_relu_fwd_bwd);

@@ -15,6 +15,7 @@
 #include <omp.h>
 #endif
 
+#include "switches/list/toggles.h"
 #include "tensor/float_mode.h"
 
 namespace mdl {
@@ -62,7 +63,10 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
 // walks its own contiguous run.
 class Claims {
  public:
-  Claims(int64_t begin, int64_t end, int parts) : shares_(size_t(std::max(parts, 1))) {
+  // steal: whether a thread done with its own share takes from another's (the balanced_threads switch);
+  // without, each thread runs exactly its static share.
+  Claims(int64_t begin, int64_t end, int parts, bool steal = true)
+      : shares_(size_t(std::max(parts, 1))), steal_(steal) {
     const int64_t n = end - begin, p = int64_t(shares_.size());
     for (int64_t t = 0; t < p; ++t) {
       shares_[size_t(t)].front = begin + n * t / p;
@@ -77,7 +81,7 @@ class Claims {
       std::lock_guard<std::mutex> lock(s.m);
       if (s.front < s.back) return i = s.front++, true;
     }
-    for (size_t k = 1; k < p; ++k) {
+    for (size_t k = 1; k < p && steal_; ++k) {
       Share& s = shares_[(own + k) % p];
       std::lock_guard<std::mutex> lock(s.m);
       if (s.front < s.back) return i = --s.back, true;
@@ -98,6 +102,7 @@ class Claims {
     int64_t front = 0, back = 0;
   };
   std::vector<Share> shares_;
+  bool steal_;
 };
 
 // Runs f(claims) once on each thread (as many as there are grains of items, as parallel_for), every
@@ -113,7 +118,7 @@ void parallel_claims(int64_t begin, int64_t end, int64_t grain, const F& f) {
   const int threads = int(
       std::min<int64_t>(get_num_threads(), (end - begin + grain - 1) / std::max<int64_t>(grain, 1)));
   if (threads > 1 && !omp_in_parallel()) {
-    Claims claims(begin, end, threads);
+    Claims claims(begin, end, threads, toggles::balanced_threads());
     std::exception_ptr error;
 #pragma omp parallel num_threads(threads)
     {
@@ -148,7 +153,7 @@ void parallel_for_balanced(int64_t begin, int64_t end, int64_t grain, const F& f
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   const int64_t pieces = std::min<int64_t>(int64_t(get_num_threads()) * kPiecesPerThread, (n + grain - 1) / grain);
-  if (pieces <= 1) return parallel_for(begin, end, grain, f);
+  if (pieces <= 1 || !toggles::balanced_threads()) return parallel_for(begin, end, grain, f);
   parallel_claims(0, pieces, 1, [&](Claims& claims) {
     for (int64_t i; claims.next(i);) f(begin + n * i / pieces, begin + n * (i + 1) / pieces);
   });

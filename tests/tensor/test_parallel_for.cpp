@@ -79,6 +79,10 @@ TEST_CASE("Claims: a thread walks its own share in order, then takes the others'
   std::vector<int64_t> order;
   for (int64_t i; claims.next(i);) order.push_back(i);
   CHECK(order == std::vector<int64_t>{0, 1, 2, 5, 4, 3, 9, 8, 7, 6});
+  Claims own_only(0, 10, 3, /*steal=*/false);  // the balanced_threads switch off: the static share alone
+  order.clear();
+  for (int64_t i; own_only.next(i);) order.push_back(i);
+  CHECK(order == std::vector<int64_t>{0, 1, 2});
   Claims stopped(0, 10, 2);
   stopped.stop();
   int64_t i = -1;
