@@ -1,11 +1,13 @@
 // parallel_for over an index range on the CPU's threads (OpenMP), with a grain below which
 // the work stays on the calling thread. Static chunks, so results are deterministic for a
-// given thread count. An exception thrown by f in any chunk reaches the caller. Every thread that
-// runs f has the flush_denormal setting applied (tensor/float_mode.h). OpenMP because it costs no code of ours, is portable across g++ and
-// nvcc's host compiler, and its static schedule makes chunking predictable.
+// given thread count. parallel_claims and parallel_for_balanced start from the same static shares
+// but let a thread done early take a slower one's last items, for work whose every item's result is
+// its own. An exception thrown by f in any chunk reaches the caller. Every thread that runs f has
+// the flush_denormal setting applied (tensor/float_mode.h). OpenMP because it costs no code of ours,
+// is portable across g++ and nvcc's host compiler, and its static schedule makes chunking
+// predictable.
 #pragma once
 #include <algorithm>
-#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <mutex>
@@ -143,8 +145,8 @@ void parallel_claims(int64_t begin, int64_t end, int64_t grain, const F& f) {
 // kPiecesPerThread pieces of at least `grain` items, run in order, and a thread done with its own
 // takes the last pieces of another's (Claims). With equal cores each thread walks what parallel_for
 // would give it; with one slowed by another tenant the others take over its last pieces instead of
-// waiting. For passes whose every item's result is its own (elementwise, per channel), so that
-// the pieces' bounds cannot show in any bit.
+// waiting. For passes whose every item's result is its own (elementwise, per row), so that the
+// pieces' bounds cannot show in any bit.
 inline constexpr int64_t kPiecesPerThread = 8;
 
 template <class F>
