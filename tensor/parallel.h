@@ -29,6 +29,30 @@ void set_num_threads(int n);
 bool in_parallel_region();
 int thread_index();  // this thread's number inside a parallel_for (0 outside one)
 
+#ifdef _OPENMP
+namespace detail {
+// Runs body() on `threads` OpenMP threads, each with the flush_denormal setting applied. An exception
+// may not leave an OpenMP region: on_error() runs on the thread that threw, and the first exception
+// is rethrown here once every thread has finished.
+template <class Body, class OnError>
+void on_threads(int threads, const Body& body, const OnError& on_error) {
+  std::exception_ptr error;
+#pragma omp parallel num_threads(threads)
+  {
+    sync_float_mode();
+    try {
+      body();
+    } catch (...) {
+      on_error();
+#pragma omp critical(mdl_parallel_for_error)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+}  // namespace detail
+#endif
+
 // Calls f(begin, end) on disjoint chunks covering [begin, end).
 template <class F>
 void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
@@ -38,21 +62,14 @@ void parallel_for(int64_t begin, int64_t end, int64_t grain, const F& f) {
 #ifdef _OPENMP
   int threads = int(std::min<int64_t>(get_num_threads(), (n + grain - 1) / std::max<int64_t>(grain, 1)));
   if (threads > 1 && !omp_in_parallel()) {
-    std::exception_ptr error;  // an exception may not leave an OpenMP region: the first is rethrown
-#pragma omp parallel num_threads(threads)
-    {
-      sync_float_mode();
-      int t = omp_get_thread_num(), nt = omp_get_num_threads();
-      int64_t chunk = (n + nt - 1) / nt;
-      int64_t b = begin + t * chunk, e = std::min(end, b + chunk);
-      try {
-        if (b < e) f(b, e);
-      } catch (...) {
-#pragma omp critical(mdl_parallel_for_error)
-        if (!error) error = std::current_exception();
-      }
-    }
-    if (error) std::rethrow_exception(error);
+    detail::on_threads(
+        threads,
+        [&] {
+          const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads(), chunk = (n + nt - 1) / nt;
+          const int64_t b = begin + t * chunk, e = std::min(end, b + chunk);
+          if (b < e) f(b, e);
+        },
+        [] {});
     return;
   }
 #endif
@@ -121,19 +138,8 @@ void parallel_claims(int64_t begin, int64_t end, int64_t grain, const F& f) {
       std::min<int64_t>(get_num_threads(), (end - begin + grain - 1) / std::max<int64_t>(grain, 1)));
   if (threads > 1 && !omp_in_parallel()) {
     Claims claims(begin, end, threads, toggles::balanced_threads());
-    std::exception_ptr error;
-#pragma omp parallel num_threads(threads)
-    {
-      sync_float_mode();
-      try {
-        f(claims);
-      } catch (...) {
-        claims.stop();
-#pragma omp critical(mdl_parallel_for_error)
-        if (!error) error = std::current_exception();
-      }
-    }
-    if (error) std::rethrow_exception(error);
+    detail::on_threads(
+        threads, [&] { f(claims); }, [&] { claims.stop(); });
     return;
   }
 #endif
