@@ -1,7 +1,8 @@
 // The fused AdamW step over 10M f32 parameters, against a memory-bandwidth ceiling measured in
 // the same run (a STREAM-style triad over the same sizes and threads) and against the same
 // update composed of tensor ops (the fused_adamw switch off: several passes and temporaries).
-// AdamW moves 28 bytes per parameter: p read+write, g read, exp_avg and exp_avg_sq read+write.
+// AdamW moves 28 bytes per parameter: p read+write, g read, exp_avg and exp_avg_sq read+write;
+// SGD with momentum 20: p and the momentum buffer read+write, g read.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include "bench/recording_reporter.h"
 #include "mdl.h"
 #include "optim/adam.h"
+#include "optim/sgd.h"
 #include "switches/list/toggles.h"
 #include "optim/clip.h"
 #include "bench/switch_bench.h"
@@ -56,6 +58,20 @@ void adamw_step(benchmark::State& state, bool fused) {
   state.SetBytesProcessed(int64_t(state.iterations()) * 28 * n);
 }
 
+// One SGD step with momentum and weight decay over n f32 parameters (one fused pass).
+void BM_SGDMomentumStep(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Tensor p = input(n, 1);
+  p.set_grad(input(n, 2) * 1e-2);
+  optim::SGD opt({p}, {.lr = 1e-3, .momentum = 0.9, .weight_decay = 1e-4});
+  opt.step();  // creates the momentum buffer outside the timed loop
+  for (auto _ : state) {
+    opt.step();
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(int64_t(state.iterations()) * 20 * n);
+}
+
 // clip_grad_norm_'s pass: reads 4 bytes per parameter.
 void BM_ClipGradNorm(benchmark::State& state) {
   const int64_t n = state.range(0);
@@ -77,6 +93,10 @@ int main(int argc, char** argv) {
         ->Arg(k10M)
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
+  benchmark::RegisterBenchmark("BM_SGDMomentumStep", BM_SGDMomentumStep)
+      ->Arg(k10M)
+      ->Unit(benchmark::kMillisecond)
+      ->UseRealTime();
   benchmark::RegisterBenchmark("BM_ClipGradNorm", BM_ClipGradNorm)
       ->Arg(k10M)
       ->Unit(benchmark::kMillisecond)

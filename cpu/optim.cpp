@@ -1,9 +1,11 @@
 // CPU optimizer steps (Adam/AdamW, SGD), their step counters, and the sum of squares behind
 // clip_grad_norm_.
 // One pass over contiguous memory per parameter, threaded in static chunks, no allocation; a
-// multi-tensor step also writes each parameter's 16-bit copy, chunk by chunk, where it has one;
-// SGD, Adam and the sum of squares vectorise (this file is built with -fno-math-errno, without
-// which g++ keeps Adam's sqrt scalar).
+// multi-tensor step also writes each parameter's 16-bit copy, from each block of 2048 just updated
+// (in L1), where it has one; SGD, Adam and the sum of squares vectorise (this file is built with
+// -fno-math-errno, without which g++ keeps Adam's sqrt scalar; the steps take their
+// hyperparameters by value, as values captured by reference might alias the stores).
+#include <algorithm>
 #include <cmath>
 
 #include "tensor/dtype.h"
@@ -61,6 +63,14 @@ void write_copy(const CopyOut& c, const P* p, int64_t b, int64_t e) {
   else write_copy(static_cast<Half*>(c.data), p, b, e);
 }
 
+// f(b, e) over [begin, end) in blocks small enough for L1, so that a parameter's 16-bit copy is
+// written from the block just updated rather than read back from memory.
+constexpr int64_t kCopyBlock = 2048;
+template <class F>
+void for_each_block(int64_t begin, int64_t end, const F& f) {
+  for (int64_t b = begin; b < end; b += kCopyBlock) f(b, std::min(end, b + kCopyBlock));
+}
+
 template <class P, bool kAms>
 void adam_loop(P* p, const P* g, float* m, float* v, float* vmax, const CopyOut& copy, int64_t n,
                const kernels::AdamParams& hp, int64_t step, double lr) {
@@ -73,14 +83,16 @@ void adam_loop(P* p, const P* g, float* m, float* v, float* vmax, const CopyOut&
   const C l2 = hp.decoupled ? C(0) : C(hp.weight_decay);
   const C keep = hp.decoupled ? C(1.0 - lr * hp.weight_decay) : C(1);
   parallel_for(0, n, kOptimGrain, [&](int64_t b, int64_t e) {
-    // The L2 term only where it is not 0, as PyTorch: 0 * an infinite parameter is NaN.
-    if (l2 != C(0))
-      adam_chunk<P, kAms, true, C>(p, g, m, v, vmax, b, e, b1, b2, omb1, omb2, eps, scale, l2, keep, step_size,
-                                   bc2_sqrt);
-    else
-      adam_chunk<P, kAms, false, C>(p, g, m, v, vmax, b, e, b1, b2, omb1, omb2, eps, scale, l2, keep, step_size,
-                                    bc2_sqrt);
-    write_copy(copy, p, b, e);
+    for_each_block(b, e, [&](int64_t bb, int64_t be) {
+      // The L2 term only where it is not 0, as PyTorch: 0 * an infinite parameter is NaN.
+      if (l2 != C(0))
+        adam_chunk<P, kAms, true, C>(p, g, m, v, vmax, bb, be, b1, b2, omb1, omb2, eps, scale, l2, keep, step_size,
+                                     bc2_sqrt);
+      else
+        adam_chunk<P, kAms, false, C>(p, g, m, v, vmax, bb, be, b1, b2, omb1, omb2, eps, scale, l2, keep, step_size,
+                                      bc2_sqrt);
+      write_copy(copy, p, bb, be);
+    });
   });
 }
 
@@ -102,31 +114,41 @@ void adam_update(const Tensor& param, const Tensor& grad, const Tensor& exp_avg,
   });
 }
 
-// p, g (n) of type P; buf (n) f32 or null when momentum == 0.
+// p, g [b, e) of type P; buf [b, e) f32 when kMomentum. The hyperparameters come by value, so that
+// the loop vectorises (read through the caller's references, they might alias p's stores).
+template <class P, bool kDecay, bool kMomentum, class C>
+void sgd_chunk(P* p, const P* g, float* buf, int64_t b, int64_t e, C lr, C mom, C damp, C wd, C scale, bool first,
+               bool nesterov) {
+  for (int64_t i = b; i < e; ++i) {
+    C pi = C(p[i]);
+    C gi = C(g[i]) * scale;
+    if constexpr (kDecay) gi += wd * pi;
+    if constexpr (kMomentum) {
+      C bi = first ? gi : mom * C(buf[i]) + damp * gi;
+      buf[i] = float(bi);
+      gi = nesterov ? gi + mom * bi : bi;
+    }
+    p[i] = P(pi - lr * gi);
+  }
+}
+
 template <class P>
 void sgd_loop(P* p, const P* g, float* buf, const CopyOut& copy, int64_t n, const kernels::SGDParams& hp, bool first) {
   using C = std::conditional_t<std::is_same_v<P, double>, double, float>;
   const C lr = C(hp.device.lr ? *hp.device.lr : hp.lr), mom = C(hp.momentum), damp = C(1.0 - hp.dampening);
   const C wd = C(hp.weight_decay), scale = C(hp.grad_scale);
+  const bool nesterov = hp.nesterov;
   // The decay term only where weight_decay != 0, as PyTorch: 0 * an infinite parameter is NaN.
-  const auto loop = [&]<bool kDecay>() {
+  const auto loop = [&]<bool kDecay, bool kMomentum>() {
     parallel_for(0, n, kOptimGrain, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) {
-        C pi = C(p[i]);
-        C gi = C(g[i]) * scale;
-        if constexpr (kDecay) gi += wd * pi;
-        if (buf) {
-          C bi = first ? gi : mom * C(buf[i]) + damp * gi;
-          buf[i] = float(bi);
-          gi = hp.nesterov ? gi + mom * bi : bi;
-        }
-        p[i] = P(pi - lr * gi);
-      }
-      write_copy(copy, p, b, e);
+      for_each_block(b, e, [&](int64_t bb, int64_t be) {
+        sgd_chunk<P, kDecay, kMomentum, C>(p, g, buf, bb, be, lr, mom, damp, wd, scale, first, nesterov);
+        write_copy(copy, p, bb, be);
+      });
     });
   };
-  if (wd != C(0)) loop.template operator()<true>();
-  else loop.template operator()<false>();
+  if (wd != C(0)) buf ? loop.template operator()<true, true>() : loop.template operator()<true, false>();
+  else buf ? loop.template operator()<false, true>() : loop.template operator()<false, false>();
 }
 
 void sgd_update(const Tensor& param, const Tensor& grad, const Tensor& momentum_buffer, const CopyOut& copy,
