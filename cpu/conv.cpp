@@ -21,6 +21,7 @@
 #include "cpu/conv_direct.h"
 #include "cpu/conv_operand.h"
 #include "cpu/scratch.h"
+#include "tensor/half.h"
 #include "tensor/parallel.h"
 #include "switches/list/toggles.h"
 
@@ -151,24 +152,45 @@ MDL_NO_LOOP_CALLS void add_rows(T* dst, int64_t dst_stride, const T* src, int64_
     for (int64_t j = 0; j < n; ++j) dst[r * dst_stride + j] += src[r * src_stride + j];
 }
 
-// im2col for whole samples at stride 1 and dilation 1 (the convs of 1 MiB of weights and more on
-// small maps, and the bf16 convs AMX multiplies): each (sample, channel) plane is zero-padded once
-// into a small buffer, and each of its kh*kw rows of col copies Ho runs of Wo from it, with no
-// bounds to test. bf16 and f16 planes are copied as their bits.
+// dst's rows (dst_stride apart) = every `step`-th value (1 or 2) of src's rows (src_stride apart), n each.
+template <class S>
+MDL_NO_LOOP_CALLS void copy_rows_stepped(S* dst, int64_t dst_stride, const S* src, int64_t src_stride, int64_t step,
+                                         int64_t rows, int64_t n) {
+  if (step == 1) return copy_rows(dst, dst_stride, src, src_stride, rows, n);
+  if constexpr (std::is_same_v<S, uint16_t>) return copy_block_u16_even(dst, dst_stride, src, src_stride, rows, n);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < n; ++j) dst[r * dst_stride + j] = src[r * src_stride + 2 * j];
+}
+
+// im2col for whole samples at stride 1 or 2 and dilation 1 (the convs of 1 MiB of weights and more
+// on small maps, the bf16 convs AMX multiplies, and the strided convs that halve a map): each
+// (sample, channel) plane is zero-padded once into a small buffer, and each of its kh*kw rows of col
+// copies Ho runs of Wo from it (every other value at stride 2), with no bounds to test. bf16 and
+// f16 planes are copied as their bits.
 template <class S>
 MDL_NO_LOOP_CALLS void im2col_padded(const Geom& g, const S* x, const Chunk& ch, int64_t grp, S* col) {
   if constexpr (std::is_class_v<S>) {
     static_assert(sizeof(S) == sizeof(uint16_t));
     return im2col_padded(g, reinterpret_cast<const uint16_t*>(x), ch, grp, reinterpret_cast<uint16_t*>(col));
   }
-  const int64_t BP = ch.B * ch.len, kk = g.kh * g.kw, Hp = g.Ho + g.kh - 1, Wp = g.Wo + g.kw - 1;
+  const int64_t sh = g.p.stride_h, sw = g.p.stride_w;
+  const int64_t BP = ch.B * ch.len, kk = g.kh * g.kw, Hp = (g.Ho - 1) * sh + g.kh, Wp = (g.Wo - 1) * sw + g.kw;
   parallel_for(0, g.Cig, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(BP * kk, 1)), [&](int64_t c0, int64_t c1) {
-    Scratch<S> padded(Hp * Wp);
+    // no padding around rows of unit stride: the taps read the input's planes where they lie
+    const bool in_place = g.p.pad_h == 0 && g.p.pad_w == 0 && g.xs[3] == 1;
+    Scratch<S> padded(in_place ? 0 : Hp * Wp);
     S* pp = padded.data();
     for (int64_t c = c0; c < c1; ++c)
       for (int64_t b = 0; b < ch.B; ++b) {
-        for (int64_t i = 0; i < Hp * Wp; ++i) pp[i] = S(0.0f);
         const S* src = x + (ch.n0 + b) * g.xs[0] + (grp * g.Cig + c) * g.xs[1];
+        if (in_place) {
+          for (int64_t ki = 0; ki < g.kh; ++ki)
+            for (int64_t kj = 0; kj < g.kw; ++kj)
+              copy_rows_stepped(col + (c * kk + ki * g.kw + kj) * BP + b * g.P, g.Wo, src + ki * g.xs[2] + kj,
+                                sh * g.xs[2], sw, g.Ho, g.Wo);
+          continue;
+        }
+        for (int64_t i = 0; i < Hp * Wp; ++i) pp[i] = S(0.0f);
         const int64_t rows = std::min(g.H, Hp - g.p.pad_h), cols = std::min(g.W, Wp - g.p.pad_w);
         S* interior = pp + g.p.pad_h * Wp + g.p.pad_w;
         if (g.xs[3] == 1) copy_rows(interior, Wp, src, g.xs[2], rows, cols);
@@ -177,14 +199,15 @@ MDL_NO_LOOP_CALLS void im2col_padded(const Geom& g, const S* x, const Chunk& ch,
             for (int64_t iw = 0; iw < cols; ++iw) interior[ih * Wp + iw] = src[ih * g.xs[2] + iw * g.xs[3]];
         for (int64_t ki = 0; ki < g.kh; ++ki)
           for (int64_t kj = 0; kj < g.kw; ++kj)
-            copy_rows(col + (c * kk + ki * g.kw + kj) * BP + b * g.P, g.Wo, pp + ki * Wp + kj, Wp, g.Ho, g.Wo);
+            copy_rows_stepped(col + (c * kk + ki * g.kw + kj) * BP + b * g.P, g.Wo, pp + ki * Wp + kj, sh * Wp, sw,
+                              g.Ho, g.Wo);
       }
   });
 }
 
 // col2im for the same chunks, the other way: each (sample, channel) plane gathers its kh*kw rows of
-// col, f32 ones in registers (fold_plane_f32), the rest into a zeroed padded buffer whose interior
-// is then added to dx.
+// col, f32 ones in registers (fold_plane_f32, stride 1 or 2), the rest (stride 1) into a zeroed
+// padded buffer whose interior is then added to dx.
 template <class T>
 MDL_NO_LOOP_CALLS void col2im_padded(const Geom& g, const T* col, const Chunk& ch, int64_t grp, T* dx) {
   const int64_t BP = ch.B * ch.len, kk = g.kh * g.kw, Hp = g.Ho + g.kh - 1, Wp = g.Wo + g.kw - 1;
@@ -193,7 +216,7 @@ MDL_NO_LOOP_CALLS void col2im_padded(const Geom& g, const T* col, const Chunk& c
       for (int64_t c = c0; c < c1; ++c)
         for (int64_t b = 0; b < ch.B; ++b)
           fold_plane_f32(dx + ((ch.n0 + b) * g.C + grp * g.Cig + c) * g.H * g.W, g.H, g.W, col + c * kk * BP + b * g.P,
-                         BP, g.kh, g.kw, g.Ho, g.Wo, g.p.pad_h, g.p.pad_w);
+                         BP, g.kh, g.kw, g.Ho, g.Wo, g.p.pad_h, g.p.pad_w, g.p.stride_h, g.p.stride_w);
       return;
     }
     Scratch<T> padded(Hp * Wp);  // f64
@@ -211,17 +234,25 @@ MDL_NO_LOOP_CALLS void col2im_padded(const Geom& g, const T* col, const Chunk& c
   });
 }
 
-// Whether a chunk's columns go through the padded planes: whole samples of small maps, stride 1,
-// dilation 1.
-bool padded_planes(const Geom& g, const Chunk& ch) {
-  return ch.p0 == 0 && ch.len == g.P && g.p.stride_h == 1 && g.p.stride_w == 1 && g.p.dil_h == 1 && g.p.dil_w == 1 &&
-         g.P <= 256;
+// Whether a chunk's columns go through the padded planes: whole samples of small maps, dilation 1,
+// stride 1, or 2 for output rows of 16 and more (folded back through them at stride 2 only in f32, by
+// fold_plane_f32). Shorter rows (ResNet-18's downsampling convs to 8x8 and 4x4 maps) measured as fast
+// or faster value by value, forward and backward.
+bool padded_unfold(const Geom& g, const Chunk& ch) {
+  const bool stride_1 = g.p.stride_h == 1 && g.p.stride_w == 1;
+  const bool stride_2 = (g.p.stride_h == 1 || g.p.stride_h == 2) && (g.p.stride_w == 1 || g.p.stride_w == 2) &&
+                        g.Wo >= 16;
+  return ch.p0 == 0 && ch.len == g.P && (stride_1 || stride_2) && g.p.dil_h == 1 && g.p.dil_w == 1 && g.P <= 256;
+}
+template <class T>
+bool padded_fold(const Geom& g, const Chunk& ch) {
+  return padded_unfold(g, ch) && (std::is_same_v<T, float> || (g.p.stride_h == 1 && g.p.stride_w == 1));
 }
 
 // The columns of the chunk, by im2col_padded where it applies.
 template <class S>
 void unfold(const Geom& g, const S* x, const Chunk& ch, int64_t grp, S* col) {
-  if (padded_planes(g, ch)) return im2col_padded(g, x, ch, grp, col);
+  if (padded_unfold(g, ch)) return im2col_padded(g, x, ch, grp, col);
   im2col(g, x, ch, grp, col);
 }
 
@@ -387,10 +418,11 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
   Scratch<S> colbuf(gwp || (kSame && gxp) ? pl.threads * g.Kg * cols : 0);
   Scratch<T> dcolbuf(!kSame && gxp ? pl.threads * g.Kg * cols : 0);
   Scratch<S> douts(pl.chunk > 1 ? pl.threads * g.Cout * cols : 0);
-  // Weight gradients: straight into gw when one thread walks the batch, else per-thread partials.
-  Scratch<T> dw_parts(gwp && pl.batch_parallel ? pl.threads * wn : 0, T(0));
+  // Weight gradients: straight into gw when one thread walks the batch, else per-thread partials,
+  // each thread's first chunk storing its products (no zeroed buffer to add them to).
+  Scratch<T> dw_parts(gwp && pl.batch_parallel ? pl.threads * wn : 0);
+  std::vector<uint8_t> dw_started(size_t(pl.threads), 0);
   std::vector<double> db_parts(size_t(gb.defined() ? pl.threads * g.Cout : 0), 0.0);
-  if (gwp && !pl.batch_parallel) std::fill(gwp, gwp + wn, T(0));
 
   for_each_chunk(g, pl, [&](const Chunk& ch, int tid) {
     const int64_t BP = ch.B * ch.len, n0 = ch.n0;
@@ -421,26 +453,48 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
     if constexpr (kSame) dcol = col;
     else dcol = dcolbuf.empty() ? nullptr : dcolbuf.data() + tid * g.Kg * cols;
     T* dw = gwp ? (pl.batch_parallel ? dw_parts.data() + tid * wn : gwp) : nullptr;
+    const T dw_beta = dw_started[size_t(tid)] ? T(1) : T(0);
+    dw_started[size_t(tid)] = 1;
     for (int64_t grp = 0; grp < g.G; ++grp) {
       const S* dg = d + grp * g.Cog * ld;
       if (dw) {
         unfold(g, xp, ch, grp, col);
-        gemm(g.p.bf16_values, g.Cog, g.Kg, BP, T(1), dg, ld, 1, col, 1, BP, T(1), dw + grp * g.Cog * g.Kg, g.Kg, 1);
+        gemm(g.p.bf16_values, g.Cog, g.Kg, BP, T(1), dg, ld, 1, col, 1, BP, dw_beta, dw + grp * g.Cog * g.Kg, g.Kg, 1);
       }
       if (gxp) {
         gemm(g.p.bf16_values, g.Kg, BP, g.Cog, T(1), wp + grp * g.Cog * g.Kg, 1, g.Kg, dg, ld, 1, T(0), dcol, BP, 1);
-        if (padded_planes(g, ch)) col2im_padded(g, dcol, ch, grp, gxp);
+        if (padded_fold<T>(g, ch)) col2im_padded(g, dcol, ch, grp, gxp);
         else col2im(g, dcol, ch, grp, gxp);
       }
     }
   });
 
-  if (gwp && pl.batch_parallel)
-    for (int64_t i = 0; i < wn; ++i) {
-      T s = dw_parts[i];
-      for (int t = 1; t < pl.threads; ++t) s += dw_parts[t * wn + i];
-      gwp[i] = s;
-    }
+  // The partials summed in thread order, on the threads, and (bf16 storage) rounded into gw there
+  // from a block in L1.
+  if (gwp && pl.batch_parallel) {
+    std::vector<const T*> parts;
+    for (int t = 0; t < pl.threads; ++t)
+      if (dw_started[size_t(t)]) parts.push_back(dw_parts.data() + t * wn);
+    constexpr int64_t kBlock = 1024;
+    parallel_for(0, wn, kGrainSize, [&](int64_t i0, int64_t i1) {
+      T block[kBlock];
+      for (int64_t b0 = i0; b0 < i1; b0 += kBlock) {
+        const int64_t n = std::min(kBlock, i1 - b0);
+        T* sums = kSame ? gwp + b0 : block;
+        for (int64_t i = 0; i < n; ++i) {
+          T s = parts.empty() ? T(0) : parts[0][b0 + i];
+          for (size_t t = 1; t < parts.size(); ++t) s += parts[t][b0 + i];
+          sums[i] = s;
+        }
+        if constexpr (!kSame) {
+          if (gw.dtype() == kBF16) f32_to_bf16(block, gw.data_ptr<BFloat16>() + b0, n);
+          else std::memcpy(gw.data_ptr<float>() + b0, block, size_t(n) * sizeof(float));
+        }
+      }
+    });
+  } else if (gwp && !dw_started[0]) {
+    std::fill(gwp, gwp + wn, T(0));
+  }
   if (gb.defined()) {
     std::vector<T> sums(static_cast<size_t>(g.Cout));
     for (int64_t co = 0; co < g.Cout; ++co) {
@@ -453,7 +507,7 @@ void backward_impl(const Tensor& gx, const Tensor& gw, const Tensor& gb, const T
   }
   if constexpr (!kSame) {
     if (gx.defined()) write_floats(gx_store.data(), gx);
-    if (gw.defined()) write_floats(gw_store.data(), gw);
+    if (gw.defined() && !pl.batch_parallel) write_floats(gw_store.data(), gw);
   }
 }
 
