@@ -78,6 +78,9 @@ void fold_loops(float* dx, int64_t H, int64_t W, const float* taps, int64_t tap_
     for (int64_t iw = 0; iw < W && iw + pad_w < Wp; ++iw) dx[ih * W + iw] += pp[size_t((ih + pad_h) * Wp + iw + pad_w)];
 }
 
+const std::pair<int64_t, int64_t> kPlaneSizes[] = {{1, 1},  {4, 4},  {8, 8},  {7, 15}, {5, 16},
+                                                   {3, 17}, {2, 40}, {9, 33}, {6, 64}};
+
 template <class F>
 void check_fold(F fold) {
   std::mt19937 rng(5);
@@ -86,15 +89,8 @@ void check_fold(F fold) {
   for (int64_t stride : {1, 2})
     for (int64_t k : {1, 2, 3, 5})
       for (int64_t pad : {0, 1, 2, 3})
-        for (auto [H, W] : {std::pair<int64_t, int64_t>{1, 1},
-                            {4, 4},
-                            {8, 8},
-                            {7, 15},
-                            {5, 16},
-                            {3, 17},
-                            {2, 40},
-                            {9, 33},
-                            {6, 64}}) {
+        for (const auto& size : kPlaneSizes) {
+          const int64_t H = size.first, W = size.second;
           const int64_t Ho = (H + 2 * pad - k) / stride + 1, Wo = (W + 2 * pad - k) / stride + 1;
           if (H + 2 * pad < k) continue;
           CAPTURE(stride);
