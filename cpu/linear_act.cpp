@@ -2,8 +2,8 @@
 // applies the activation (keeping the pre-activation for GELU), instead of separate matmul, add
 // and activation passes over the output; a bf16 layer with no activation has the GEMM add the bias
 // and round in its registers (gemm_bf16_to_bf16). The backward's activation gradient and the bias
-// gradient are one pass too. f16/bf16 run in f32 and round once, as a GPU epilogue does; GELU on
-// f32 runs on float vectors.
+// gradient are one pass too, over pieces of rows. f16/bf16 run in f32 and round once, as a GPU
+// epilogue does; GELU on f32 runs on float vectors.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -14,6 +14,7 @@
 #include "kernels/convert.h"
 #include "kernels/gelu_math.h"
 #include "cpu/gemm.h"
+#include "cpu/scratch.h"
 #include "cpu/select_bits.h"
 #include "cpu/vec_map.h"
 #include "kernels/linear_act.h"
@@ -109,6 +110,11 @@ void forward(const Tensor& out, const Tensor& pre, const Tensor& x, const Tensor
   });
 }
 
+// The bias gradient's rows are cut into pieces of kPieceRows or more (at most kMaxPieces of them);
+// each piece sums its rows in order and the pieces' sums are added in order, so the sums depend on M
+// alone, not on the thread count, and each thread reads whole rows (contiguous memory).
+constexpr int64_t kPieceRows = 64, kMaxPieces = 256;
+
 template <class T>
 void backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& grad_out, const Tensor& saved,
               Activation act) {
@@ -120,47 +126,67 @@ void backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& gra
   T* gb = grad_bias.defined() && grad_bias.dtype() == grad_out.dtype() ? grad_bias.data_ptr<T>() : nullptr;
   float* gb_f32 = grad_bias.defined() && !gb ? grad_bias.data_ptr<float>() : nullptr;  // 16-bit sums kept in f32
   const bool in_place = static_cast<const void*>(gp) == static_cast<const void*>(g);
-  // Columns split over threads, each walking every row in order: the bias sums are deterministic
-  // whatever the thread count, and each row's slice of columns is contiguous.
-  parallel_for(0, N, std::max<int64_t>(1, kGrainSize / 8 / std::max<int64_t>(M, 1)), [&](int64_t c0, int64_t c1) {
-    std::vector<A> sum(size_t(c1 - c0), A(0));
+  const bool sums = gb || gb_f32;
+  const int64_t rows = std::max(kPieceRows, (M + kMaxPieces - 1) / kMaxPieces), pieces = (M + rows - 1) / rows;
+  Scratch<A> partial(sums ? pieces * N : 0);  // (pieces, N)
+  parallel_for_balanced(0, pieces, 1, [&](int64_t p0, int64_t p1) {
     A d[kBlock];
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j0 = c0; j0 < c1; j0 += kBlock) {
-        const int64_t m = std::min(kBlock, c1 - j0), k0 = i * N + j0;
-        if (act == Activation::Relu) {  // g where pre > 0, else 0: a select on the bits, no branch
-          for (int64_t j = 0; j < m; ++j) {
-            const T v = convert<T>(select_bits(A(s[k0 + j]) > A(0), A(g[k0 + j]), A(0)));
-            gp[k0 + j] = v;
-            sum[size_t(j0 - c0 + j)] += A(v);
+    for (int64_t p = p0; p < p1; ++p) {
+      A* sum = sums ? partial.data() + p * N : nullptr;
+      if (sum) std::fill(sum, sum + N, A(0));
+      int64_t i = p * rows;
+      const int64_t end = std::min(M, (p + 1) * rows);
+      if (!s && in_place && sum) {  // no activation: only the bias sums, 4 rows widened per pass over sum
+        A w[4][kBlock];
+        for (; i + 4 <= end; i += 4)
+          for (int64_t j0 = 0; j0 < N; j0 += kBlock) {
+            const int64_t m = std::min(kBlock, N - j0);
+            for (int r = 0; r < 4; ++r) {
+              const T* row = g + (i + r) * N + j0;
+              if constexpr (kHalf<T>) load_floats<T>(reinterpret_cast<const char*>(row), sizeof(T), w[r], m);
+              else
+                for (int64_t j = 0; j < m; ++j) w[r][j] = A(row[j]);
+            }
+            for (int64_t j = 0; j < m; ++j) sum[j0 + j] = (((sum[j0 + j] + w[0][j]) + w[1][j]) + w[2][j]) + w[3][j];
           }
-          continue;
-        }
-        if (!s && in_place) {  // no activation, and the gradient is its own: only the bias sums
-          if constexpr (kHalf<T>) {
-            load_floats<T>(reinterpret_cast<const char*>(g + k0), sizeof(T), d, m);
-            for (int64_t j = 0; j < m; ++j) sum[size_t(j0 - c0 + j)] += d[j];
-          } else {
-            for (int64_t j = 0; j < m; ++j) sum[size_t(j0 - c0 + j)] += A(g[k0 + j]);
-          }
-          continue;
-        }
-        if (s) {
-          for (int64_t j = 0; j < m; ++j) d[j] = A(s[k0 + j]);
-          act_derivative_block(act, d, m);
-        } else {
-          std::fill(d, d + m, A(1));
-        }
-        for (int64_t j = 0; j < m; ++j) {
-          const T v = convert<T>(A(g[k0 + j]) * d[j]);
-          gp[k0 + j] = v;
-          sum[size_t(j0 - c0 + j)] += A(v);
-        }
       }
-    if (gb)
-      for (int64_t j = c0; j < c1; ++j) gb[j] = convert<T>(sum[size_t(j - c0)]);
-    if (gb_f32)
-      for (int64_t j = c0; j < c1; ++j) gb_f32[j] = float(sum[size_t(j - c0)]);
+      for (; i < end; ++i)
+        for (int64_t j0 = 0; j0 < N; j0 += kBlock) {
+          const int64_t m = std::min(kBlock, N - j0), k0 = i * N + j0;
+          if (act == Activation::Relu) {  // g where pre > 0, else 0: a select on the bits, no branch
+            for (int64_t j = 0; j < m; ++j) d[j] = select_bits(A(s[k0 + j]) > A(0), A(g[k0 + j]), A(0));
+          } else if (!s && in_place) {  // no activation, and the gradient is its own: only the bias sums
+            if constexpr (kHalf<T>) load_floats<T>(reinterpret_cast<const char*>(g + k0), sizeof(T), d, m);
+            else
+              for (int64_t j = 0; j < m; ++j) d[j] = A(g[k0 + j]);
+            if (sum)
+              for (int64_t j = 0; j < m; ++j) sum[j0 + j] += d[j];
+            continue;
+          } else {
+            if (s) {
+              for (int64_t j = 0; j < m; ++j) d[j] = A(s[k0 + j]);
+              act_derivative_block(act, d, m);
+            } else {
+              std::fill(d, d + m, A(1));
+            }
+            for (int64_t j = 0; j < m; ++j) d[j] = A(g[k0 + j]) * d[j];
+          }
+          for (int64_t j = 0; j < m; ++j) {
+            const T v = convert<T>(d[j]);
+            gp[k0 + j] = v;
+            if (sum) sum[j0 + j] += A(v);
+          }
+        }
+    }
+  });
+  if (!sums) return;
+  parallel_for(0, N, kGrainSize / std::max<int64_t>(pieces, 1), [&](int64_t c0, int64_t c1) {
+    for (int64_t j = c0; j < c1; ++j) {
+      A total = partial[size_t(j)];
+      for (int64_t p = 1; p < pieces; ++p) total += partial[size_t(p * N + j)];
+      if (gb) gb[j] = convert<T>(total);
+      else gb_f32[j] = float(total);
+    }
   });
 }
 

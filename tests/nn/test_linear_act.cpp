@@ -104,6 +104,21 @@ TEST_CASE("linear_act: gradients match the composed backward in f32 and f16") {
       }
 }
 
+TEST_CASE("linear_act: gradients over several pieces of rows and blocks of columns match the composed backward") {
+  // 263 rows: pieces of 64 and a short one, groups of 4 rows and a tail; 300 columns: blocks of 256 and a short one
+  for (DType t : {kF32, kF16})
+    for (Activation act : kActs) {
+      Tensor x = sample({263, 5}, t, 40), w = sample({300, 5}, t, 41), b = sample({300}, t, 42);
+      Tensor r = sample({263, 300}, t, 43);
+      auto want = grads(false, x.to(kF64), w.to(kF64), b.to(kF64), act, r.to(kF64));
+      auto got = grads(true, x, w, b, act, r);
+      const char* what[] = {"grad x", "grad w", "grad b"};
+      for (int i = 0; i < 3; ++i)
+        check_close(got[size_t(i)].to(kF64), want[size_t(i)], same_tol(t == kF32 ? 1e-4 : 2e-2),
+                    name(act, true, t) + " " + what[i]);
+    }
+}
+
 TEST_CASE("linear_act: forward and gradients are bitwise the same on 1 and 2 threads") {
   // Big enough that both epilogue passes split their rows / columns over the threads.
   Tensor x = sample({512, 48}, kF32, 35), w = sample({256, 48}, kF32, 36), b = sample({256}, kF32, 37);
