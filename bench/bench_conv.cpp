@@ -2,10 +2,10 @@
 // GFLOP/s (2 N Cout Ho Wo Cin/groups kH kW per forward, twice that per backward); each runs its
 // direct kernel (depthwise_direct or direct_conv) and im2col + GEMM, the backward also with the
 // weight gradient alone (as a first layer needs it), and a closing table gives the ratio; then
-// ResNet-18's 512-channel conv and its training step with large-weight convs on im2col or direct; then
-// SimpleCNN's first max pool, scalar vs vectorised; then a lighter architecture: a standard 3x3
-// conv against a depthwise separable one (nn::SeparableConv2d), as a layer and as SimpleCNN's
-// training step against SeparableCNN's.
+// ResNet-18's 512-channel conv and its training step with large-weight convs on im2col or direct;
+// ResNet-18's first stride-2 conv in bf16; then SimpleCNN's first max pool, scalar vs vectorised;
+// then a lighter architecture: a standard 3x3 conv against a depthwise separable one
+// (nn::SeparableConv2d), as a layer and as SimpleCNN's training step against SeparableCNN's.
 #include <benchmark/benchmark.h>
 
 #include <cstdio>
@@ -93,6 +93,28 @@ void backward(benchmark::State& state, const Layer& l, bool direct, bool with_in
   }
   set_counter(state, (with_input_grad ? 2.0 : 1.0) * l.flops());
   switches::set(direct_switch(l), true);
+}
+
+// ResNet-18's first downsampling conv, 3x3 / stride 2 / pad 1 from (32, 64, 32, 32) to 128 channels,
+// on bf16 tensors (autocast bf16): im2col + GEMM, the unfolding at stride 2 (no switch). The backward
+// computes both gradients.
+void strided_bf16(benchmark::State& state, bool backward_pass) {
+  Generator g(42);
+  const Tensor x = randn({32, 64, 32, 32}, kF32, &g).to(kBF16), w = (randn({128, 64, 3, 3}, kF32, &g) * 0.05).to(kBF16);
+  const Tensor gy = randn({32, 128, 16, 16}, kF32, &g).to(kBF16), gx = empty(x.shape(), kBF16),
+               gw = empty(w.shape(), kBF16);
+  const kernels::Conv2dParams p{2, 2, 1, 1, 1, 1, 1};
+  NoGradGuard ng;
+  for (auto _ : state) {
+    if (backward_pass) {
+      kernels::conv2d_backward(Device::cpu(), gx, gw, Tensor(), gy, x, w, p);
+      benchmark::ClobberMemory();
+    } else {
+      Tensor y = F::conv2d(x, w, Tensor(), {2, 2}, {1, 1});
+      benchmark::DoNotOptimize(y.raw_data());
+    }
+  }
+  set_counter(state, (backward_pass ? 4.0 : 2.0) * 32 * 128 * 16 * 16 * 64 * 9);
 }
 
 // SimpleCNN's first max pool, 2x2 / stride 2 over (128, 32, 28, 28) f32: the scalar loop vs
@@ -210,6 +232,14 @@ int main(int argc, char** argv) {
         ->UseRealTime()
         ->MinTime(1.0);
   }
+
+  for (bool bwd : {false, true})
+    benchmark::RegisterBenchmark(bwd ? "BM_StridedConvBf16/bwd/resnet_3x3_64to128_32x32_s2_b32"
+                                     : "BM_StridedConvBf16/fwd/resnet_3x3_64to128_32x32_s2_b32",
+                                 [bwd](benchmark::State& s) { strided_bf16(s, bwd); })
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime()
+        ->MinTime(0.3);
 
   for (bool vectorized : {false, true})
     bench::register_switch("max_pool_vectorized", vectorized, "b128_c32_28x28", max_pool)
