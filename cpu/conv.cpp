@@ -21,6 +21,7 @@
 #include "cpu/conv_direct.h"
 #include "cpu/conv_operand.h"
 #include "cpu/scratch.h"
+#include "cpu/small_planes.h"
 #include "tensor/half.h"
 #include "tensor/parallel.h"
 #include "switches/list/toggles.h"
@@ -152,6 +153,10 @@ MDL_NO_LOOP_CALLS void add_rows(T* dst, int64_t dst_stride, const T* src, int64_
     for (int64_t j = 0; j < n; ++j) dst[r * dst_stride + j] += src[r * src_stride + j];
 }
 
+SmallPlaneGeom small_plane_geom(const Geom& g) {
+  return {g.H, g.W, g.kh, g.kw, g.Ho, g.Wo, g.p.pad_h, g.p.pad_w, g.p.stride_h, g.p.stride_w};
+}
+
 // dst's rows (dst_stride apart) = every `step`-th value (1 or 2) of src's rows (src_stride apart), n each.
 template <class S>
 MDL_NO_LOOP_CALLS void copy_rows_stepped(S* dst, int64_t dst_stride, const S* src, int64_t src_stride, int64_t step,
@@ -175,7 +180,17 @@ MDL_NO_LOOP_CALLS void im2col_padded(const Geom& g, const S* x, const Chunk& ch,
   }
   const int64_t sh = g.p.stride_h, sw = g.p.stride_w;
   const int64_t BP = ch.B * ch.len, kk = g.kh * g.kw, Hp = (g.Ho - 1) * sh + g.kh, Wp = (g.Wo - 1) * sw + g.kw;
-  parallel_for(0, g.Cig, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(BP * kk, 1)), [&](int64_t c0, int64_t c1) {
+  const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(BP * kk, 1));
+  if constexpr (std::is_same_v<S, uint16_t>) {
+    const SmallPlaneGeom sp = small_plane_geom(g);
+    if (fits_small_planes(sp) && g.xs[3] == 1 && g.xs[2] == g.W)  // each plane in one vector
+      return parallel_for(0, g.Cig, grain, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c)
+          unfold_small_planes_u16(sp, x + ch.n0 * g.xs[0] + (grp * g.Cig + c) * g.xs[1], g.xs[0], ch.B,
+                                  col + c * kk * BP, BP, g.P);
+      });
+  }
+  parallel_for(0, g.Cig, grain, [&](int64_t c0, int64_t c1) {
     // no padding around rows of unit stride: the taps read the input's planes where they lie
     const bool in_place = g.p.pad_h == 0 && g.p.pad_w == 0 && g.xs[3] == 1;
     Scratch<S> padded(in_place ? 0 : Hp * Wp);
@@ -213,6 +228,13 @@ MDL_NO_LOOP_CALLS void col2im_padded(const Geom& g, const T* col, const Chunk& c
   const int64_t BP = ch.B * ch.len, kk = g.kh * g.kw, Hp = g.Ho + g.kh - 1, Wp = g.Wo + g.kw - 1;
   parallel_for(0, g.Cig, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(BP * kk, 1)), [&](int64_t c0, int64_t c1) {
     if constexpr (std::is_same_v<T, float>) {
+      const SmallPlaneGeom sp = small_plane_geom(g);
+      if (fits_small_planes(sp)) {  // each plane in one vector
+        for (int64_t c = c0; c < c1; ++c)
+          fold_small_planes_f32(sp, col + c * kk * BP, BP, g.P, ch.B, dx + (ch.n0 * g.C + grp * g.Cig + c) * g.H * g.W,
+                                g.C * g.H * g.W);
+        return;
+      }
       for (int64_t c = c0; c < c1; ++c)
         for (int64_t b = 0; b < ch.B; ++b)
           fold_plane_f32(dx + ((ch.n0 + b) * g.C + grp * g.Cig + c) * g.H * g.W, g.H, g.W, col + c * kk * BP + b * g.P,

@@ -139,11 +139,12 @@ inline std::vector<ConvCase> forward_cases() {
   add({3, 4, 5, 6, 4, 5, 5, {1, 1}, {2, 2}, {1, 1}, 4, false});  // depthwise 5x5
   add({2, 4, 11, 11, 8, 3, 3, {2, 2}, {2, 2}, {2, 2}, 2, true, "channels_last"});
   add({2, 3, 6, 5, 4, 3, 2, {3, 2}, {0, 1}, {1, 2}, 1, false, "strided"});
-  add({1, 8, 90, 90, 4, 3, 3, {1, 1}, {1, 1}});                               // one sample in pixel tiles
-  add({2, 5, 9, 11, 6, 3, 3, {2, 2}, {1, 1}});                                // stride 2 on contiguous rows
-  add({2, 3, 9, 33, 5, 3, 3, {2, 2}, {1, 1}});                                // stride 2, rows of 17: padded planes
-  add({2, 4, 6, 34, 3, 1, 1, {2, 2}, {0, 0}, {1, 1}, 1, false});              // 1x1 stride 2, read in place
-  add({1, 2, 5, 36, 3, 3, 3, {1, 2}, {1, 1}, {1, 1}, 1, true, "strided"});    // strides (1, 2), strided input
+  add({1, 8, 90, 90, 4, 3, 3, {1, 1}, {1, 1}});                             // one sample in pixel tiles
+  add({2, 5, 9, 11, 6, 3, 3, {2, 2}, {1, 1}});                              // stride 2 on contiguous rows
+  add({2, 3, 9, 33, 5, 3, 3, {2, 2}, {1, 1}});                              // stride 2, rows of 17: padded planes
+  add({2, 4, 6, 34, 3, 1, 1, {2, 2}, {0, 0}, {1, 1}, 1, false});            // 1x1 stride 2, read in place
+  add({1, 2, 5, 36, 3, 3, 3, {1, 2}, {1, 1}, {1, 1}, 1, true, "strided"});  // strides (1, 2), strided input
+  add({2, 160, 4, 4, 224, 3, 3, {1, 1}, {1, 1}});  // over 1 MiB of weights on 4x4 maps: each plane in one vector
   add({2, 16, 70, 69, 3, 3, 3, {1, 1}, {1, 1}, {1, 1}, 1, true, "strided"});  // tiles split mid-row
   return cs;
 }
