@@ -10,7 +10,8 @@ bool fits_small_planes(const SmallPlaneGeom& g) { return g.H * g.W <= 16 && g.Ho
 
 void unfold_small_planes_u16(const SmallPlaneGeom& g, const uint16_t* x, int64_t x_stride, int64_t planes,
                              uint16_t* col, int64_t tap_stride, int64_t col_stride) {
-  if (has_avx512bw()) return detail::unfold_small_planes_u16_avx512(g, x, x_stride, planes, col, tap_stride, col_stride);
+  if (has_avx512bw())
+    return detail::unfold_small_planes_u16_avx512(g, x, x_stride, planes, col, tap_stride, col_stride);
   for (int64_t p = 0; p < planes; ++p)
     for (int64_t ki = 0; ki < g.kh; ++ki)
       for (int64_t kj = 0; kj < g.kw; ++kj) {

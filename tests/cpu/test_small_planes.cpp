@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "cpu/block_rows.h"
@@ -37,6 +38,11 @@ std::vector<SmallPlaneGeom> geometries() {
   return gs;
 }
 
+std::string describe(const SmallPlaneGeom& g) {
+  return std::to_string(g.H) + "x" + std::to_string(g.W) + " kernel " + std::to_string(g.kh) + " pad " +
+         std::to_string(g.pad_h) + " stride " + std::to_string(g.stride_h);
+}
+
 void unfold_loops(const SmallPlaneGeom& g, const uint16_t* x, int64_t x_stride, int64_t planes, uint16_t* col,
                   int64_t tap_stride, int64_t col_stride) {
   for (int64_t p = 0; p < planes; ++p)
@@ -45,19 +51,17 @@ void unfold_loops(const SmallPlaneGeom& g, const uint16_t* x, int64_t x_stride, 
         for (int64_t oh = 0; oh < g.Ho; ++oh)
           for (int64_t ow = 0; ow < g.Wo; ++ow) {
             const int64_t ih = oh * g.stride_h + ki - g.pad_h, iw = ow * g.stride_w + kj - g.pad_w;
-            col[(ki * g.kw + kj) * tap_stride + p * col_stride + oh * g.Wo + ow] =
-                ih >= 0 && ih < g.H && iw >= 0 && iw < g.W ? x[p * x_stride + ih * g.W + iw] : uint16_t(0);
+            col[(ki * g.kw + kj) * tap_stride + p * col_stride + oh * g.Wo + ow] = ih >= 0 && ih < g.H && iw >= 0 &&
+                                                                                           iw < g.W
+                                                                                       ? x[p * x_stride + ih * g.W + iw]
+                                                                                       : uint16_t(0);
           }
 }
 
 template <class F>
 void check_unfold(F unfold) {
   for (const SmallPlaneGeom& g : geometries()) {
-    CAPTURE(g.H);
-    CAPTURE(g.W);
-    CAPTURE(g.kh);
-    CAPTURE(g.pad_h);
-    CAPTURE(g.stride_h);
+    INFO(describe(g));
     const int64_t x_stride = g.H * g.W + kGap, col_stride = g.Ho * g.Wo + kGap, tap_stride = kPlanes * col_stride + 1;
     std::vector<uint16_t> x(size_t(kPlanes * x_stride));
     for (size_t i = 0; i < x.size(); ++i) x[i] = uint16_t(1000 + 37 * i);
@@ -74,12 +78,9 @@ void check_fold(F fold) {
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   std::uniform_int_distribution<int> scale(-12, 12);
   for (const SmallPlaneGeom& g : geometries()) {
-    CAPTURE(g.H);
-    CAPTURE(g.W);
-    CAPTURE(g.kh);
-    CAPTURE(g.pad_h);
-    CAPTURE(g.stride_h);
-    const int64_t taps_stride = g.Ho * g.Wo + kGap, tap_stride = kPlanes * taps_stride + 1, dx_stride = g.H * g.W + kGap;
+    INFO(describe(g));
+    const int64_t taps_stride = g.Ho * g.Wo + kGap, tap_stride = kPlanes * taps_stride + 1,
+                  dx_stride = g.H * g.W + kGap;
     std::vector<float> taps(size_t(g.kh * g.kw * tap_stride)), got(size_t(kPlanes * dx_stride));
     for (float& t : taps) t = std::ldexp(u(rng), scale(rng));  // magnitudes apart: the order of the sums shows
     for (float& d : got) d = std::ldexp(u(rng), scale(rng));
