@@ -14,6 +14,7 @@
 #include "kernels/convert.h"
 #include "kernels/gelu_math.h"
 #include "cpu/gemm.h"
+#include "cpu/row_blocks.h"
 #include "cpu/scratch.h"
 #include "cpu/select_bits.h"
 #include "cpu/vec_map.h"
@@ -110,11 +111,6 @@ void forward(const Tensor& out, const Tensor& pre, const Tensor& x, const Tensor
   });
 }
 
-// The bias gradient's rows are cut into pieces of kPieceRows or more (at most kMaxPieces of them);
-// each piece sums its rows in order and the pieces' sums are added in order, so the sums depend on M
-// alone, not on the thread count, and each thread reads whole rows (contiguous memory).
-constexpr int64_t kPieceRows = 64, kMaxPieces = 256;
-
 template <class T>
 void backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& grad_out, const Tensor& saved,
               Activation act) {
@@ -127,7 +123,8 @@ void backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& gra
   float* gb_f32 = grad_bias.defined() && !gb ? grad_bias.data_ptr<float>() : nullptr;  // 16-bit sums kept in f32
   const bool in_place = static_cast<const void*>(gp) == static_cast<const void*>(g);
   const bool sums = gb || gb_f32;
-  const int64_t rows = std::max(kPieceRows, (M + kMaxPieces - 1) / kMaxPieces), pieces = (M + rows - 1) / rows;
+  // the bias gradient in pieces of rows (cpu/row_blocks.h)
+  const int64_t rows = sum_block_rows(M), pieces = (M + rows - 1) / rows;
   Scratch<A> partial(sums ? pieces * N : 0);  // (pieces, N)
   parallel_for_balanced(0, pieces, 1, [&](int64_t p0, int64_t p1) {
     A d[kBlock];

@@ -19,6 +19,7 @@
 #include "cpu/kernels.h"
 #include "cpu/layer_norm_rows.h"
 #include "cpu/layer_norm_rows_impl.h"
+#include "cpu/row_blocks.h"
 #include "cpu/scratch.h"
 #include "cpu/loops.h"
 #include "cpu/select_bits.h"
@@ -543,10 +544,6 @@ void layer_norm_rows_f32(int64_t N, int64_t C, const float* x, float* y, float* 
   });
 }
 
-// The row blocks the parameter gradients are summed in: at least 64 rows and at most 256 blocks, a
-// split that depends on N alone, so the sums' order (and their bits) does not depend on the threads.
-int64_t param_block_rows(int64_t N) { return std::max<int64_t>(64, (N + 255) / 256); }
-
 // gx, and (when asked) gw[c] = sum over rows of gy * xhat and gb[c] = sum of gy, in double. One pass
 // over the rows: each row's gx, then its share of the parameter sums while it is still in L1, into
 // its block's partial sums; the blocks are added in order at the end. (Walking the rows again for the
@@ -555,7 +552,8 @@ void layer_norm_backward_rows_f32(int64_t N, int64_t C, const float* x, const fl
                                   const float* rstd, const float* w, float* gx, float* gw, float* gb) {
   const LayerNormRows& rows = layer_norm_rows();
   const bool params = gw || gb;
-  const int64_t block = params ? param_block_rows(N) : 1, blocks = (N + block - 1) / block;
+  // the parameter gradients in blocks of rows (cpu/row_blocks.h)
+  const int64_t block = params ? sum_block_rows(N) : 1, blocks = (N + block - 1) / block;
   Scratch<double> sums(params ? blocks * 2 * C : 0, 0.0);  // block b: sw at 2bC, sb at (2b + 1)C
   const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, block * C));
   parallel_for(0, blocks, grain, [&](int64_t b0, int64_t b1) {
