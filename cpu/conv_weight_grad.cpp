@@ -59,13 +59,16 @@ void direct_conv2d_backward_weight(const Tensor& gw, const Tensor& gb, const Ten
   };
   if (gb.defined()) {
     std::vector<float> sums(static_cast<size_t>(Cout));
+    // Each thread's channels are contiguous planes of every sample: walked sample by sample (each
+    // channel's planes still added in sample order), they stream.
     parallel_for(0, Cout, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(N * P, 1)), [&](int64_t c0, int64_t c1) {
       Scratch<float> buf;
-      for (int64_t co = c0; co < c1; ++co) {
-        double s = 0;
-        for (int64_t n = 0; n < N; ++n) s += plane_sum(go_planes(n, co, 1, buf), P);
-        sums[size_t(co)] = float(s);
+      std::vector<double> s(size_t(c1 - c0), 0.0);
+      for (int64_t n = 0; n < N; ++n) {
+        const float* planes = go_planes(n, c0, c1 - c0, buf);
+        for (int64_t co = c0; co < c1; ++co) s[size_t(co - c0)] += plane_sum(planes + (co - c0) * P, P);
       }
+      for (int64_t co = c0; co < c1; ++co) sums[size_t(co)] = float(s[size_t(co - c0)]);
     });
     write_floats(sums.data(), gb);
   }
