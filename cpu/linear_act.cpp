@@ -111,6 +111,14 @@ void forward(const Tensor& out, const Tensor& pre, const Tensor& x, const Tensor
   });
 }
 
+// m values of T as the compute type A: 16-bit ones by the bulk conversions.
+template <class T, class A>
+void widen_block(const T* src, A* dst, int64_t m) {
+  if constexpr (kHalf<T>) load_floats<T>(reinterpret_cast<const char*>(src), sizeof(T), dst, m);
+  else
+    for (int64_t j = 0; j < m; ++j) dst[j] = A(src[j]);
+}
+
 template <class T>
 void backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& grad_out, const Tensor& saved,
               Activation act) {
@@ -123,6 +131,7 @@ void backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& gra
   float* gb_f32 = grad_bias.defined() && !gb ? grad_bias.data_ptr<float>() : nullptr;  // 16-bit sums kept in f32
   const bool in_place = static_cast<const void*>(gp) == static_cast<const void*>(g);
   const bool sums = gb || gb_f32;
+  if (!s && in_place && !sums) return;  // no activation and no bias: the gradient passes as it is
   // the bias gradient in pieces of rows (cpu/row_blocks.h)
   const int64_t rows = sum_block_rows(M), pieces = (M + rows - 1) / rows;
   Scratch<A> partial(sums ? pieces * N : 0);  // (pieces, N)
@@ -138,12 +147,7 @@ void backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& gra
         for (; i + 4 <= end; i += 4)
           for (int64_t j0 = 0; j0 < N; j0 += kBlock) {
             const int64_t m = std::min(kBlock, N - j0);
-            for (int r = 0; r < 4; ++r) {
-              const T* row = g + (i + r) * N + j0;
-              if constexpr (kHalf<T>) load_floats<T>(reinterpret_cast<const char*>(row), sizeof(T), w[r], m);
-              else
-                for (int64_t j = 0; j < m; ++j) w[r][j] = A(row[j]);
-            }
+            for (int r = 0; r < 4; ++r) widen_block(g + (i + r) * N + j0, w[r], m);
             for (int64_t j = 0; j < m; ++j) sum[j0 + j] = (((sum[j0 + j] + w[0][j]) + w[1][j]) + w[2][j]) + w[3][j];
           }
       }
@@ -153,11 +157,8 @@ void backward(const Tensor& grad_pre, const Tensor& grad_bias, const Tensor& gra
           if (act == Activation::Relu) {  // g where pre > 0, else 0: a select on the bits, no branch
             for (int64_t j = 0; j < m; ++j) d[j] = select_bits(A(s[k0 + j]) > A(0), A(g[k0 + j]), A(0));
           } else if (!s && in_place) {  // no activation, and the gradient is its own: only the bias sums
-            if constexpr (kHalf<T>) load_floats<T>(reinterpret_cast<const char*>(g + k0), sizeof(T), d, m);
-            else
-              for (int64_t j = 0; j < m; ++j) d[j] = A(g[k0 + j]);
-            if (sum)
-              for (int64_t j = 0; j < m; ++j) sum[j0 + j] += d[j];
+            widen_block(g + k0, d, m);
+            for (int64_t j = 0; j < m; ++j) sum[j0 + j] += d[j];
             continue;
           } else {
             if (s) {

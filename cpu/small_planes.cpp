@@ -1,7 +1,8 @@
 // unfold_small_planes_u16 and fold_small_planes_f32: the AVX-512 permutes where the CPU has them,
-// else plain loops.
+// else a plain loop and fold_plane_f32 plane by plane.
 #include "cpu/small_planes.h"
 
+#include "cpu/block_rows.h"
 #include "cpu/cpu_features.h"
 
 namespace mdl::cpu {
@@ -30,18 +31,8 @@ void fold_small_planes_f32(const SmallPlaneGeom& g, const float* taps, int64_t t
   if (has_avx512f())
     return detail::fold_small_planes_f32_avx512(g, taps, tap_stride, taps_stride, planes, dx, dx_stride);
   for (int64_t p = 0; p < planes; ++p)
-    for (int64_t ih = 0; ih < g.H; ++ih)
-      for (int64_t iw = 0; iw < g.W; ++iw) {
-        float acc = 0.0f;
-        for (int64_t ki = 0; ki < g.kh; ++ki)
-          for (int64_t kj = 0; kj < g.kw; ++kj) {
-            const int64_t rh = ih + g.pad_h - ki, rw = iw + g.pad_w - kj;  // oh * stride_h, ow * stride_w
-            if (rh >= 0 && rh % g.stride_h == 0 && rh / g.stride_h < g.Ho && rw >= 0 && rw % g.stride_w == 0 &&
-                rw / g.stride_w < g.Wo)
-              acc += taps[p * taps_stride + (ki * g.kw + kj) * tap_stride + rh / g.stride_h * g.Wo + rw / g.stride_w];
-          }
-        dx[p * dx_stride + ih * g.W + iw] += acc;
-      }
+    fold_plane_f32(dx + p * dx_stride, g.H, g.W, taps + p * taps_stride, tap_stride, g.kh, g.kw, g.Ho, g.Wo, g.pad_h,
+                   g.pad_w, g.stride_h, g.stride_w);
 }
 
 }  // namespace mdl::cpu

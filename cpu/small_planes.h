@@ -2,7 +2,7 @@
 // 4x4 stage): a whole (sample, channel) plane fits one vector, so each tap's values are one permute
 // of it, the padding's lanes masked to zero, where the row-by-row copies and sums (block_rows.h)
 // move 4 values a row. The permutes' indices depend on the conv's geometry alone and are worked out
-// once per call. AVX-512 (BW for the 16-bit unfolding); plain loops elsewhere.
+// once per call. AVX-512 (BW for the 16-bit unfolding); elsewhere a plain loop, and fold_plane_f32.
 #pragma once
 #include <cstdint>
 
