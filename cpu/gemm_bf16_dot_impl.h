@@ -98,30 +98,38 @@ void pack_a(int64_t mc, int64_t kc, const S* A, int64_t rsa, int64_t csa, uint32
   for (int64_t ir = 0; ir < mc; ir += MR, buf += kp * MR) {
     const int64_t mr = std::min(MR, mc - ir);
     const S* a = A + ir * rsa;
+    const __mmask16 panel = (1u << MR) - 1;
     if constexpr (sizeof(S) == sizeof(float)) {
-      if (rsa == 1 && mr == MR) {  // columns of A are contiguous: 12 rows of k = 2q and of 2q + 1
-        const __mmask16 rows = (1u << MR) - 1;
+      if (rsa == 1) {  // columns of A are contiguous: the mr rows of k = 2q and of 2q + 1, absent rows zero
+        const __mmask16 rows = __mmask16((1u << mr) - 1);
         for (int64_t q = 0; q < kp; ++q) {
           const __m512 lo = _mm512_maskz_loadu_ps(rows, a + 2 * q * csa);
           const __m512 hi = 2 * q + 1 < kc ? _mm512_maskz_loadu_ps(rows, a + (2 * q + 1) * csa) : _mm512_setzero_ps();
-          _mm512_mask_storeu_epi32(buf + q * MR, rows, pairs_of<Dot>(lo, hi));
+          _mm512_mask_storeu_epi32(buf + q * MR, panel, pairs_of<Dot>(lo, hi));
         }
         continue;
       }
     } else {
-      if (rsa == 1 && mr == MR) {  // columns of A are contiguous: 12 rows of k = 2q and of 2q + 1, widened
-        const __mmask16 rows = (1u << MR) - 1;
+      if (rsa == 1) {  // columns of A are contiguous: the mr rows of k = 2q and of 2q + 1, widened
         static_assert(MR == 12);
         const auto widen = [](const S* col) {  // 16 bytes and 8, read in place: no store to forward, no read past
           const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(col));
           const __m128i hi = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(col + 8));
           return _mm512_cvtepu16_epi32(_mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1));
         };
+        alignas(32) S part[16] = {};  // a short panel's column, its absent rows zero
+        const auto widen_part = [&](const S* col) {
+          for (int64_t i = 0; i < mr; ++i) part[i] = col[i];
+          return _mm512_cvtepu16_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(part)));
+        };
         for (int64_t q = 0; q < kp; ++q) {
-          const __m512i lo = widen(a + 2 * q * csa);
-          const __m512i hi = 2 * q + 1 < kc ? _mm512_slli_epi32(widen(a + (2 * q + 1) * csa), 16)
-                                            : _mm512_setzero_si512();
-          _mm512_mask_storeu_epi32(buf + q * MR, rows, _mm512_or_si512(lo, hi));
+          const S *c0 = a + 2 * q * csa, *c1 = c0 + csa;
+          const bool odd_end = 2 * q + 1 >= kc;
+          const __m512i lo = mr == MR ? widen(c0) : widen_part(c0);
+          const __m512i hi = odd_end    ? _mm512_setzero_si512()
+                             : mr == MR ? _mm512_slli_epi32(widen(c1), 16)
+                                        : _mm512_slli_epi32(widen_part(c1), 16);
+          _mm512_mask_storeu_epi32(buf + q * MR, panel, _mm512_or_si512(lo, hi));
         }
         continue;
       }
@@ -134,7 +142,7 @@ void pack_a(int64_t mc, int64_t kc, const S* A, int64_t rsa, int64_t csa, uint32
               v[i] = i < MR ? _mm512_castsi512_ps(_mm512_loadu_si512(a + i * rsa + 2 * q0)) : _mm512_setzero_ps();
             transpose16(v);
             for (int64_t q = 0; q < 16; ++q)
-              _mm512_mask_storeu_epi32(buf + (q0 + q) * MR, (1u << MR) - 1, _mm512_castps_si512(v[q]));
+              _mm512_mask_storeu_epi32(buf + (q0 + q) * MR, panel, _mm512_castps_si512(v[q]));
           }
         for (int64_t i = 0; i < MR; ++i) {
           const S* r = a + i * rsa;
@@ -171,31 +179,23 @@ void pack_b_panel(int64_t kc, int64_t nr, const S* b, int64_t rsb, int64_t csb, 
     }
     return;
   }
-  if constexpr (sizeof(S) == sizeof(uint16_t)) {
-    if (nr == NR && rsb == 1) {  // columns of B are contiguous: each pair of k is already one 32-bit word
-      const int64_t whole = kc / 2;
-      for (int64_t j = 0; j < NR; ++j) {
-        const S* col = b + j * csb;
-        for (int64_t q = 0; q < whole; ++q) std::memcpy(buf + q * NR + j, col + 2 * q, sizeof(uint32_t));
-        if (kc % 2) buf[whole * NR + j] = col[kc - 1];
-      }
-      return;
-    }
-  }
-  if constexpr (sizeof(S) == sizeof(float)) {
-    if (nr == NR && rsb == 1) {  // columns of B are contiguous: a column's 32 k make 16 pairs
-      alignas(64) uint32_t col[16];
-      const int64_t q_whole = kc / 32 * 16;
-      for (int64_t j = 0; j < NR; ++j) {
-        for (int64_t q0 = 0; q0 < q_whole; q0 += 16) {
-          _mm512_store_si512(col, pairs_of_consecutive<Dot>(b + j * csb + 2 * q0));
-          for (int64_t q = 0; q < 16; ++q) buf[(q0 + q) * NR + j] = col[q];
+  if (nr == NR && rsb == 1) {  // columns of B are contiguous: 16 pairs of 16 columns transposed in registers
+    const int64_t q_whole = kc / 32 * 16;
+    for (int64_t j0 = 0; j0 < NR; j0 += 16)
+      for (int64_t q0 = 0; q0 < q_whole; q0 += 16) {
+        __m512 v[16];  // v[j] = column j0 + j's pairs q0 .. q0 + 15
+        for (int64_t j = 0; j < 16; ++j) {
+          const S* col = b + (j0 + j) * csb + 2 * q0;
+          if constexpr (sizeof(S) == sizeof(float)) v[j] = _mm512_castsi512_ps(pairs_of_consecutive<Dot>(col));
+          else v[j] = _mm512_castsi512_ps(_mm512_loadu_si512(col));  // bf16 bits: each pair is one 32-bit word
         }
-        for (int64_t q = q_whole; q < kp; ++q)
-          buf[q * NR + j] = pair<Dot>(b[j * csb + 2 * q], 2 * q + 1 < kc ? b[j * csb + 2 * q + 1] : 0.0f);
+        transpose16(v);
+        for (int64_t q = 0; q < 16; ++q) _mm512_store_si512(buf + (q0 + q) * NR + j0, _mm512_castps_si512(v[q]));
       }
-      return;
-    }
+    for (int64_t j = 0; j < NR; ++j)
+      for (int64_t q = q_whole; q < kp; ++q)
+        buf[q * NR + j] = pair<Dot>(b[j * csb + 2 * q], 2 * q + 1 < kc ? b[j * csb + 2 * q + 1] : S(0));
+    return;
   }
   for (int64_t q = 0; q < kp; ++q)
     for (int64_t j = 0; j < NR; ++j) {

@@ -5,6 +5,8 @@
 #include "cpu/softmax_rows.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>  // before the region: vec_math.h's VSCALEFPS
+
 #define MDL_ISA_TARGET "avx512f"
 #include "cpu/isa_target_begin.h"
 #include "cpu/softmax_rows_impl.h"

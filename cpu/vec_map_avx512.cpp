@@ -6,6 +6,8 @@
 #include "cpu/vec_map.h"
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>  // before the region: vec_math.h's VSCALEFPS
+
 #define MDL_ISA_TARGET "avx512f,fma"
 #include "cpu/isa_target_begin.h"
 #include "cpu/vec_map_impl.h"

@@ -4,13 +4,18 @@
 // target (vec_map_avx2.cpp instantiates them for 8 floats).
 #pragma once
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace mdl::cpu::vecmath {
 
 #define MDL_VEC_INLINE [[gnu::always_inline]] inline
 
 // e^x over the whole float range: 2^n * e^r with n = round(x / ln2) and a degree-6 polynomial for
 // e^r, |r| <= ln2/2. 2^n is applied as two factors, so results below the smallest normal float
-// come out subnormal and those above the largest come out +inf; NaN stays NaN.
+// come out subnormal and those above the largest come out +inf; NaN stays NaN. On 16 floats one
+// VSCALEFPS applies it: the same single rounding, so the same bits, in one instruction for nine.
 template <class V>
 MDL_VEC_INLINE V exp_v(V x) {
   using I = decltype(x < x);           // the int32 vector of V's width
@@ -28,6 +33,9 @@ MDL_VEC_INLINE V exp_v(V x) {
   y = y * r + 1.6666665459e-1f;
   y = y * r + 5.0000001201e-1f;
   y = y * (r * r) + r + 1.0f;
+#if defined(__x86_64__) || defined(__i386__)
+  if constexpr (sizeof(V) == sizeof(__m512)) return (V)_mm512_scalef_ps((__m512)y, (__m512)n);
+#endif
   const I ni = (I)t - (I)magic;  // the bits of t hold n; in [-150, 129]
   const I n1 = ni >> 1, n2 = ni - n1;
   return y * (V)((n1 + 127) << 23) * (V)((n2 + 127) << 23);
