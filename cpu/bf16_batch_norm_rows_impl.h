@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 
 #include "cpu/bf16_batch_norm_rows.h"
 #include "cpu/float_vectors.h"
@@ -176,14 +177,80 @@ double row_sum(int64_t n, const Term& term) {
   return total;
 }
 
-template <class V>
-double sum(const uint16_t* a, int64_t n) {
-  return row_sum<V>(n, Value{a});
+// ---- rows of one block: kWidth<V> rows' lane sums at once ----------------------------------------------
+// lane_sum halves its vector until one lane is left. Two rows' vectors side by side halve in one add:
+// the low halves of each group of 2h lanes of a then b, plus their high halves, give groups of h, in
+// order. log2(width) such steps take width rows' vectors to one vector of their sums, each lane the
+// same additions as lane_sum's, where one row at a time spent a chain of shuffles on every row.
+
+constexpr int halving_lane(int lane, int h, bool high) { return lane / h * 2 * h + (high ? h : 0) + lane % h; }
+
+template <class V, int H, size_t... L>
+[[gnu::always_inline]] inline V halve_pair(V a, V b, std::index_sequence<L...>) {
+  return __builtin_shufflevector(a, b, halving_lane(int(L), H, false)...) +
+         __builtin_shufflevector(a, b, halving_lane(int(L), H, true)...);
+}
+
+// v[0 .. 2H) (groups of 2H lanes) -> v[0 .. H) (groups of H), and on to v[0] = every group's sum.
+template <class V, int H>
+[[gnu::always_inline]] inline void halve_all(V* v) {
+  for (int i = 0; i < H; ++i)
+    v[i] = halve_pair<V, H>(v[2 * i], v[2 * i + 1], std::make_index_sequence<size_t(kWidth<V>)>{});
+  if constexpr (H > 1) halve_all<V, H / 2>(v);
+}
+
+// The float sum of term over [0, n), n <= kBf16NormBlock, from its vector lanes' part `lanes`: the tail
+// added, then block_sum's double, or its sum again in double when the float one is not finite.
+template <class V, class Term>
+[[gnu::always_inline]] inline double finish_block(float lanes, int64_t n, const Term& term) {
+  for (int64_t j = n / kWidth<V> * kWidth<V>; j < n; ++j) lanes += term.template at<float>(j);
+  if (std::isfinite(lanes)) [[likely]]
+    return double(lanes);
+  double total = 0;
+  for (int64_t j = 0; j < n; ++j) total += term.wide(j);
+  return total;
+}
+
+// out[r] = row_sum(n, term_of(r)) for rows of n <= kBf16NormBlock values, the same bits: kWidth<V> rows
+// at a time with their lane sums side by side.
+template <class V, class TermOf>
+void short_row_sums(int64_t rows, int64_t n, const TermOf& term_of, double* out) {
+  constexpr int W = kWidth<V>;
+  int64_t r = 0;
+  for (; r + W <= rows; r += W) {
+    V acc[W];
+    for (int i = 0; i < W; ++i) {
+      const auto term = term_of(r + i);
+      V a = {};
+      for (int64_t j = 0; j + W <= n; j += W) a += term.template at<V>(j);
+      acc[i] = a;
+    }
+    halve_all<V, W / 2>(acc);
+    for (int i = 0; i < W; ++i) out[r + i] = finish_block<V>(acc[0][i], n, term_of(r + i));
+  }
+  for (; r < rows; ++r) out[r] = row_sum<V>(n, term_of(r));
+}
+
+template <class V, class TermOf>
+void row_sums(int64_t rows, int64_t n, const TermOf& term_of, double* out) {
+  if (n <= kBf16NormBlock) return short_row_sums<V>(rows, n, term_of, out);
+  for (int64_t r = 0; r < rows; ++r) out[r] = row_sum<V>(n, term_of(r));
 }
 
 template <class V>
-double squares(const uint16_t* a, int64_t n, float centre) {
-  return row_sum<V>(n, Square{a, centre});
+void sum(const uint16_t* a, int64_t rows, int64_t n, double* out) {
+  row_sums<V>(
+      rows, n, [&](int64_t r) { return Value{a + r * n}; }, out);
+}
+
+template <class V>
+void squares(const uint16_t* a, int64_t rows, int64_t n, const float* centre, double* out) {
+  row_sums<V>(
+      rows, n,
+      [&](int64_t r) {
+        return Square{a + r * n, centre[r]};
+      },
+      out);
 }
 
 // Both of grad_sums' block sums in one walk of the block, g gated once: GATE says whether k is given.
@@ -191,6 +258,7 @@ template <class V, bool GATE>
 void grad_sums_as(const uint16_t* g, const uint16_t* x, int64_t n, float centre, const BnAffine* k, double* sums) {
   const Gated gy{g, x, GATE ? k : nullptr};
   const GatedTimesDeviation gyx{gy, centre};
+  sums[0] = sums[1] = 0;
   for (int64_t j0 = 0; j0 < n; j0 += kBf16NormBlock) {
     const int64_t j1 = j0 + kBf16NormBlock < n ? j0 + kBf16NormBlock : n;
     V acc0 = {}, acc1 = {};
@@ -219,10 +287,52 @@ void grad_sums_as(const uint16_t* g, const uint16_t* x, int64_t n, float centre,
   }
 }
 
+// grad_sums_as over rows of n <= kBf16NormBlock values, the same bits: kWidth<V> rows at a time, each
+// sum's lane sums side by side (short_row_sums).
+template <class V, bool GATE>
+void short_grad_sums(const uint16_t* g, const uint16_t* x, int64_t rows, int64_t n, const float* centre,
+                     const BnAffine* k, double* out) {
+  constexpr int W = kWidth<V>;
+  const auto gated = [&](int64_t r) { return Gated{g + r * n, x + r * n, GATE ? k + r : nullptr}; };
+  int64_t r = 0;
+  for (; r + W <= rows; r += W) {
+    V acc0[W], acc1[W];
+    for (int i = 0; i < W; ++i) {
+      const int64_t o = (r + i) * n;
+      const float c = centre[r + i];
+      const BnAffine* ki = GATE ? k + r + i : nullptr;
+      V a0 = {}, a1 = {};
+      for (int64_t j = 0; j + W <= n; j += W) {
+        const V xv = load<V>(x + o + j), gv = GATE ? gate(load<V>(g + o + j), xv, ki) : load<V>(g + o + j);
+        a0 += gv;
+        a1 += gv * (xv - c);
+      }
+      acc0[i] = a0, acc1[i] = a1;
+    }
+    halve_all<V, W / 2>(acc0);
+    halve_all<V, W / 2>(acc1);
+    for (int i = 0; i < W; ++i) {
+      const Gated gy = gated(r + i);
+      out[2 * (r + i)] = finish_block<V>(acc0[0][i], n, gy);
+      out[2 * (r + i) + 1] = finish_block<V>(acc1[0][i], n, GatedTimesDeviation{gy, centre[r + i]});
+    }
+  }
+  for (; r < rows; ++r) grad_sums_as<V, GATE>(g + r * n, x + r * n, n, centre[r], GATE ? k + r : nullptr, out + 2 * r);
+}
+
 template <class V>
-void grad_sums(const uint16_t* g, const uint16_t* x, int64_t n, float centre, const BnAffine* k, double* sums) {
-  if (k) grad_sums_as<V, true>(g, x, n, centre, k, sums);
-  else grad_sums_as<V, false>(g, x, n, centre, k, sums);
+void grad_sums(const uint16_t* g, const uint16_t* x, int64_t rows, int64_t n, const float* centre, const BnAffine* k,
+               double* out) {
+  if (n <= kBf16NormBlock) {
+    if (k) short_grad_sums<V, true>(g, x, rows, n, centre, k, out);
+    else short_grad_sums<V, false>(g, x, rows, n, centre, k, out);
+    return;
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t o = r * n;
+    if (k) grad_sums_as<V, true>(g + o, x + o, n, centre[r], k + r, out + 2 * r);
+    else grad_sums_as<V, false>(g + o, x + o, n, centre[r], nullptr, out + 2 * r);
+  }
 }
 
 // y = activate(pre(x) (+ r)), the residual and the ReLU chosen at compile time.
@@ -235,20 +345,24 @@ template <class U, bool RES, bool RELU>
 }
 
 template <class V, bool RES, bool RELU>
-void forward_as(const uint16_t* x, const uint16_t* r, uint16_t* y, int64_t n, const BnAffine& k) {
-  int64_t j = 0;
-  for (; j + kWidth<V> <= n; j += kWidth<V>) store_bf16(y + j, forward_one<V, RES, RELU>(x, r, k, j));
-  for (; j < n; ++j) store_bf16_1(y + j, forward_one<float, RES, RELU>(x, r, k, j));
+void forward_as(const uint16_t* x, const uint16_t* res, uint16_t* y, int64_t rows, int64_t n, const BnAffine* k) {
+  for (int64_t r = 0; r < rows; ++r, x += n, y += n, res += RES ? n : 0) {
+    const BnAffine kr = k[r];
+    int64_t j = 0;
+    for (; j + kWidth<V> <= n; j += kWidth<V>) store_bf16(y + j, forward_one<V, RES, RELU>(x, res, kr, j));
+    for (; j < n; ++j) store_bf16_1(y + j, forward_one<float, RES, RELU>(x, res, kr, j));
+  }
 }
 
 template <class V>
-void forward(const uint16_t* x, const uint16_t* r, uint16_t* y, int64_t n, const BnAffine* k, bool with_relu) {
-  if (r) {
-    if (with_relu) forward_as<V, true, true>(x, r, y, n, *k);
-    else forward_as<V, true, false>(x, r, y, n, *k);
+void forward(const uint16_t* x, const uint16_t* res, uint16_t* y, int64_t rows, int64_t n, const BnAffine* k,
+             bool with_relu) {
+  if (res) {
+    if (with_relu) forward_as<V, true, true>(x, res, y, rows, n, k);
+    else forward_as<V, true, false>(x, res, y, rows, n, k);
   } else {
-    if (with_relu) forward_as<V, false, true>(x, r, y, n, *k);
-    else forward_as<V, false, false>(x, r, y, n, *k);
+    if (with_relu) forward_as<V, false, true>(x, res, y, rows, n, k);
+    else forward_as<V, false, false>(x, res, y, rows, n, k);
   }
 }
 
@@ -261,18 +375,22 @@ template <class U, bool GATE>
 }
 
 template <class V, bool GATE>
-void backward_as(const uint16_t* g, const uint16_t* x, uint16_t* gx, int64_t n, float p, float q, float s,
-                 const BnAffine* k) {
-  int64_t j = 0;
-  for (; j + kWidth<V> <= n; j += kWidth<V>) store_bf16(gx + j, backward_one<V, GATE>(g, x, p, q, s, k, j));
-  for (; j < n; ++j) store_bf16_1(gx + j, backward_one<float, GATE>(g, x, p, q, s, k, j));
+void backward_as(const uint16_t* g, const uint16_t* x, uint16_t* gx, int64_t rows, int64_t n, const float* p,
+                 const float* q, const float* s, const BnAffine* k) {
+  for (int64_t r = 0; r < rows; ++r, g += n, x += n, gx += n) {
+    const float pr = p[r], qr = q[r], sr = s[r];
+    const BnAffine* kr = GATE ? k + r : nullptr;
+    int64_t j = 0;
+    for (; j + kWidth<V> <= n; j += kWidth<V>) store_bf16(gx + j, backward_one<V, GATE>(g, x, pr, qr, sr, kr, j));
+    for (; j < n; ++j) store_bf16_1(gx + j, backward_one<float, GATE>(g, x, pr, qr, sr, kr, j));
+  }
 }
 
 template <class V>
-void backward(const uint16_t* g, const uint16_t* x, uint16_t* gx, int64_t n, float p, float q, float s,
-              const BnAffine* k) {
-  if (k) backward_as<V, true>(g, x, gx, n, p, q, s, k);
-  else backward_as<V, false>(g, x, gx, n, p, q, s, k);
+void backward(const uint16_t* g, const uint16_t* x, uint16_t* gx, int64_t rows, int64_t n, const float* p,
+              const float* q, const float* s, const BnAffine* k) {
+  if (k) backward_as<V, true>(g, x, gx, rows, n, p, q, s, k);
+  else backward_as<V, false>(g, x, gx, rows, n, p, q, s, k);
 }
 
 }  // namespace

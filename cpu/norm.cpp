@@ -197,35 +197,65 @@ const Bf16BatchNormRows* bf16_rows() {
   else return nullptr;
 }
 
-// A channel's coefficients as the row loops take them (A is float for bf16, the only dtype they run).
+// A channel's coefficients, or a per-channel vector from channel c on, as the row loops take them (A is
+// float for bf16, the only dtype they run; others get null and never call them).
 template <class A>
 const BnAffine* row_affine(const Affine<A>& k) {
   if constexpr (std::is_same_v<A, float>) return &k;
   else return nullptr;
 }
-
-// out[c] = the sum over n of row_sum(row, c), row the (n, c) row's first element: threads split the
-// channels, each adding its rows in order of n.
-template <class F>
-void bf16_channel_sums(int64_t N, int64_t C, int64_t S, double* out, const F& row_sum) {
-  parallel_for(0, C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, N * S)), [&](int64_t cb, int64_t ce) {
-    for (int64_t c = cb; c < ce; ++c) {
-      double t = 0;
-      for (int64_t n = 0; n < N; ++n) t += row_sum((n * C + c) * S, c);
-      out[c] = t;
-    }
-  });
+template <class A>
+const float* row_floats(const std::vector<A>& v, int64_t c) {
+  if constexpr (std::is_same_v<A, float>) return v.data() + c;
+  else return nullptr;
 }
 
-// The same for the backward's two sums: rows(row, c, sums) adds a row's share to sums[0] and sums[1].
+// Calls f(row, rows, c) over every (n, c) row of (N, C, S) in memory order, threads splitting the rows:
+// each call `rows` rows of one sample, channels c .. c + rows - 1, from row index `row`.
 template <class F>
-void bf16_grad_sums(int64_t N, int64_t C, int64_t S, double* sdy, double* sdx, const F& rows) {
-  parallel_for(0, C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, N * S)), [&](int64_t cb, int64_t ce) {
-    for (int64_t c = cb; c < ce; ++c) {
-      double sums[2] = {0, 0};
-      for (int64_t n = 0; n < N; ++n) rows((n * C + c) * S, c, sums);
-      sdy[c] = sums[0];
-      sdx[c] = sums[1];
+void for_each_row_run(int64_t N, int64_t C, int64_t S, const F& f) {
+  parallel_for_balanced(0, N * C, std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, S)),
+                        [&](int64_t b, int64_t e) {
+                          for (int64_t row = b; row < e;) {
+                            const int64_t c = row % C, rows = std::min(e - row, C - c);
+                            f(row, rows, c);
+                            row += rows;
+                          }
+                        });
+}
+
+// out[k][c] = the sum over n of the k-th of the K values row_sums gives the (n, c) row:
+// row_sums(row, rows, c, dst) writes K values a row for a run of rows (for_each_row_run's) into dst.
+// The rows are walked in memory order on the threads and each channel adds its rows in order of n, so
+// the sums do not depend on the thread count.
+template <int K, class F>
+void bf16_channel_sums(int64_t N, int64_t C, int64_t S, std::array<double*, K> out, const F& row_sums) {
+  std::vector<double> per_row(static_cast<size_t>(N * C * K));
+  for_each_row_run(N, C, S,
+                   [&](int64_t row, int64_t rows, int64_t c) { row_sums(row, rows, c, per_row.data() + row * K); });
+  for (int k = 0; k < K; ++k) std::fill(out[size_t(k)], out[size_t(k)] + C, 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int k = 0; k < K; ++k) out[size_t(k)][c] += per_row[size_t((n * C + c) * K + k)];
+}
+
+// Calls f(i, rows, len, c) over the elements of (N, C, S) in memory order, threads splitting the
+// elements: `rows` whole rows of one sample from element i (len = S), or, where a thread's piece cuts
+// a row, that row's part (rows = 1, len < S).
+template <class F>
+void for_each_span(int64_t N, int64_t C, int64_t S, const F& f) {
+  parallel_for_balanced(0, N * C * S, kGrainSize, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e;) {
+      const int64_t row = i / S, c = row % C, start = row * S;
+      if (i != start || e - i < S) {
+        const int64_t end = std::min(e, start + S);
+        f(i, 1, end - i, c);
+        i = end;
+      } else {
+        const int64_t rows = std::min(C - c, (e - i) / S);
+        f(i, rows, S, c);
+        i += rows * S;
+      }
     }
   });
 }
@@ -377,10 +407,13 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
         });
       } else if (rows) {
         const uint16_t* xb = reinterpret_cast<const uint16_t*>(xp);
-        bf16_channel_sums(N, C, S, sum.data(), [&](int64_t row, int64_t) { return rows->sum(xb + row, S); });
+        bf16_channel_sums<1>(N, C, S, {sum.data()},
+                             [&](int64_t row, int64_t m, int64_t, double* dst) { rows->sum(xb + row * S, m, S, dst); });
         for (double& s : sum) s /= M;
-        bf16_channel_sums(N, C, S, sq.data(),
-                          [&](int64_t row, int64_t c) { return rows->squares(xb + row, S, float(sum[size_t(c)])); });
+        const std::vector<float> centre(sum.begin(), sum.end());
+        bf16_channel_sums<1>(N, C, S, {sq.data()}, [&](int64_t row, int64_t m, int64_t c, double* dst) {
+          rows->squares(xb + row * S, m, S, centre.data() + c, dst);
+        });
       } else if constexpr (is_half_v<T>) {
         half_channel_sums(N, C, S, xp, sum.data());
         for (double& s : sum) s /= M;
@@ -421,13 +454,16 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
             yp[i] = T(
                 activate<RELU>(plus_residual<RES>(pre_activation(A(xp[i]), k[size_t(c)]), RES ? A(rp[i]) : A(0))));
           });
+        if (rows) {
+          const auto bits = [](const T* p) { return reinterpret_cast<const uint16_t*>(p); };
+          return for_each_span(N, C, S, [&](int64_t i, int64_t m, int64_t len, int64_t c) {
+            rows->forward(bits(xp + i), RES ? bits(rp + i) : nullptr, reinterpret_cast<uint16_t*>(yp + i), m, len,
+                          row_affine(k[size_t(c)]), RELU);
+          });
+        }
         for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
           const Affine<A> kc = k[size_t(c)];
-          if (rows) {
-            const auto bits = [](const T* p) { return reinterpret_cast<const uint16_t*>(p); };
-            rows->forward(bits(xp + i), RES ? bits(rp + i) : nullptr, reinterpret_cast<uint16_t*>(yp + i), end - i,
-                          row_affine(kc), RELU);
-          } else if constexpr (is_half_v<T>)
+          if constexpr (is_half_v<T>)
             map_floats(xp, rp, yp, i, end,
                        [&](float x, float r) { return activate<RELU>(plus_residual<RES>(pre_activation(x, kc), r)); });
           else
@@ -466,8 +502,10 @@ void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Te
       channel_sums<2>(N, C, 1, {sdy.data(), sdx.data()}, terms);
     } else if (rows) {
       const uint16_t *gb = reinterpret_cast<const uint16_t*>(gp), *xb = reinterpret_cast<const uint16_t*>(xp);
-      bf16_grad_sums(N, C, S, sdy.data(), sdx.data(), [&](int64_t row, int64_t c, double* sums) {
-        rows->grad_sums(gb + row, xb + row, S, float(mp[c]), RELU ? row_affine(fwd[size_t(c)]) : nullptr, sums);
+      const std::vector<float> centre(mp, mp + C);
+      bf16_channel_sums<2>(N, C, S, {sdy.data(), sdx.data()}, [&](int64_t row, int64_t m, int64_t c, double* dst) {
+        rows->grad_sums(gb + row * S, xb + row * S, m, S, centre.data() + c,
+                        RELU ? row_affine(fwd[size_t(c)]) : nullptr, dst);
       });
     } else if constexpr (is_half_v<T>) {
       half_channel_sums(N, C, S, gp, sdy.data(), mp, xp, sdx.data(), RELU ? fwd.data() : nullptr);
@@ -504,14 +542,16 @@ void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Te
       const Affine<A> kc = RELU ? fwd[size_t(c)] : Affine<A>{};
       gx[i] = T(gated<RELU>(A(gp[i]), A(xp[i]), kc) * p[size_t(c)] + A(xp[i]) * q[size_t(c)] + r[size_t(c)]);
     });
+  if (rows)
+    return for_each_span(N, C, S, [&](int64_t i, int64_t m, int64_t len, int64_t c) {
+      rows->backward(reinterpret_cast<const uint16_t*>(gp + i), reinterpret_cast<const uint16_t*>(xp + i),
+                     reinterpret_cast<uint16_t*>(gx + i), m, len, row_floats(p, c), row_floats(q, c), row_floats(r, c),
+                     RELU ? row_affine(fwd[size_t(c)]) : nullptr);
+    });
   for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
     const A pc = p[size_t(c)], qc = q[size_t(c)], rc = r[size_t(c)];
     const Affine<A> kc = RELU ? fwd[size_t(c)] : Affine<A>{};
-    if (rows)
-      rows->backward(reinterpret_cast<const uint16_t*>(gp + i), reinterpret_cast<const uint16_t*>(xp + i),
-                     reinterpret_cast<uint16_t*>(gx + i), end - i, float(pc), float(qc), float(rc),
-                     RELU ? row_affine(kc) : nullptr);
-    else if constexpr (is_half_v<T>)
+    if constexpr (is_half_v<T>)
       map_floats(gp, xp, gx, i, end, [&](float g, float x) { return gated<RELU>(g, x, kc) * pc + x * qc + rc; });
     else
       for (; i < end; ++i) gx[i] = T(gated<RELU>(A(gp[i]), A(xp[i]), kc) * pc + A(xp[i]) * qc + rc);
