@@ -4,7 +4,7 @@
 // and on: vector_math (exp, tanh, GELU on 1M f32), avx512_vec_math (tanh, GELU), fused_gelu_backward (GELU forward + backward),
 // fused_relu_backward (ReLU forward + backward), fused_add_relu, fused_bn_relu and fused_bn_add_relu
 // (a residual block's add + ReLU, batch norm + ReLU, batch norm + residual + ReLU, forward +
-// backward), wide_bf16_batch_norm (bf16 batch norm + ReLU), branchless_select (masked_fill), tiled_transpose and vector_transpose (a transposed
+// backward), wide_bf16_batch_norm (bf16 batch norm + ReLU), wide_bf16_binary (a bf16 add), branchless_select (masked_fill), tiled_transpose and vector_transpose (a transposed
 // copy) and wide_softmax (softmax over rows of 1024). Bytes read plus written per call give the GB/s column.
 #include <benchmark/benchmark.h>
 
@@ -162,6 +162,14 @@ void bn_relu_bf16_fwd_bwd(benchmark::State& state, bool wide) {
   });
 }
 
+// A bf16 add the size of ResNet's first stage (under autocast, gradients meet there at every block's
+// fork): widened, added and rounded in the registers, or (wide_bf16_binary off) through float blocks.
+void add_bf16(benchmark::State& state, bool wide) {
+  const Shape shape{32, 64, 32, 32};
+  Tensor a = input(shape).to(kBF16), b = input(shape).to(kBF16);
+  with_switch("wide_bf16_binary", wide, [&] { run(state, 3 * 2 * 2 * k1M, [&] { return a + b; }); });
+}
+
 // A residual block's end, relu(batch_norm(x) + identity), on a (32, 64, 32, 32) f32 activation,
 // forward and backward through BatchNorm2d::forward_add_relu: the sum and the ReLU in batch norm's
 // normalising pass, or (off) batch norm then add_relu, the normalised tensor written and read once
@@ -297,6 +305,7 @@ int main(int argc, char** argv) {
   pair("fused_bn_relu", "bn_relu_f32_32x64x32x32_fwd_bwd", bn_relu_fwd_bwd);
   pair("fused_bn_add_relu", "bn_add_relu_f32_32x64x32x32_fwd_bwd", bn_add_relu_fwd_bwd);
   pair("wide_bf16_batch_norm", "bn_relu_bf16_32x64x32x32_fwd_bwd", bn_relu_bf16_fwd_bwd);
+  pair("wide_bf16_binary", "add_bf16_32x64x32x32", add_bf16);
   pair("branchless_select", "masked_fill_f32_4M", masked_fill_pair);
   pair("tiled_transpose", "f32_4096x4096", tiled_transpose_pair);
   pair("vector_transpose", "f32_4096x4096", vector_transpose_pair<kSide>);

@@ -7,17 +7,29 @@
 
 #include "kernels/binary_math.h"
 #include "kernels/convert.h"
+#include "cpu/bf16_binary.h"
+#include "cpu/cpu_features.h"
 #include "cpu/kernels.h"
 #include "cpu/float_block.h"
 #include "cpu/loops.h"
+#include "switches/list/toggles.h"
 
 namespace mdl::cpu {
 
 namespace {
 
-// A run of 16-bit operands: blocks of floats (float_block.h), the arithmetic in float, one rounding.
+// A run of 16-bit operands: blocks of floats (float_block.h), the arithmetic in float, one rounding;
+// bf16 arithmetic on contiguous or broadcast operands in the registers instead (bf16_binary.h).
 template <class T, BinaryOp OP>
 void binary_half_run(char* const* p, const int64_t* s, int64_t n) {
+  if constexpr (std::is_same_v<T, BFloat16> && bf16_binary_takes(OP)) {
+    constexpr int64_t e = sizeof(T);
+    const Bf16Binary* k = bf16_binary();
+    if (k && s[0] == e && (s[1] == e || s[1] == 0) && (s[2] == e || s[2] == 0)) {
+      const auto bits = [](const char* q) { return reinterpret_cast<const uint16_t*>(q); };
+      return k->run(OP, bits(p[1]), s[1] / e, bits(p[2]), s[2] / e, reinterpret_cast<uint16_t*>(p[0]), n);
+    }
+  }
   float x[kFloatBlock], y[kFloatBlock], r[kFloatBlock];
   bool unused = false;
   for (int64_t i0 = 0; i0 < n; i0 += kFloatBlock) {
@@ -83,6 +95,13 @@ void binary_switch(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor
 }
 
 }  // namespace
+
+const Bf16Binary* bf16_binary() {
+  if (!toggles::wide_bf16_binary()) return nullptr;
+  if (has_avx512f()) return &bf16_binary16();
+  if (has_avx2_fma()) return &bf16_binary8();
+  return nullptr;
+}
 
 void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   dispatch(a.dtype(), "binary", [&]<class T>() {
