@@ -6,7 +6,6 @@
 // epilogue does; GELU on f32 runs on float vectors.
 #include <algorithm>
 #include <cmath>
-#include <memory>
 #include <vector>
 
 #include "cpu/float_block.h"
@@ -75,15 +74,16 @@ void forward(const Tensor& out, const Tensor& pre, const Tensor& x, const Tensor
   if constexpr (std::is_same_v<T, BFloat16>)  // the bias added and the sum rounded in the GEMM's registers
     if (act == Activation::None && !pre.defined() && gemm_bf16_rounds_in_registers(K))
       return gemm_bf16_to_bf16(M, N, K, x.data_ptr<T>(), K, 1, w.data_ptr<T>(), 1, K, b.data(), out.data_ptr<T>(), N);
-  // acc (M, N): the GEMM's result in the compute type; out itself unless out is 16-bit.
-  std::unique_ptr<A[]> scratch;
+  // acc (M, N): the GEMM's result in the compute type; out itself unless out is 16-bit, then scratch
+  // from the block cache (cpu/scratch.h), whose pages do not fault again on every call.
+  Scratch<A> scratch;
   A* acc = nullptr;
   if constexpr (std::is_same_v<T, A>) {
     acc = out.data_ptr<T>();
     gemm(M, N, K, x.data_ptr<T>(), w.data_ptr<T>(), acc);
   } else {
-    scratch.reset(new A[size_t(M * N)]);
-    acc = scratch.get();
+    scratch.resize(M * N);
+    acc = scratch.data();
     if constexpr (std::is_same_v<T, BFloat16>) {  // packed straight from bf16
       gemm_bf16(M, N, K, 1.0f, x.data_ptr<T>(), K, 1, w.data_ptr<T>(), 1, K, 0.0f, acc, N, 1);
     } else {
