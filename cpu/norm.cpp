@@ -230,7 +230,7 @@ void for_each_row_run(int64_t N, int64_t C, int64_t S, const F& f) {
 // the sums do not depend on the thread count.
 template <int K, class F>
 void bf16_channel_sums(int64_t N, int64_t C, int64_t S, std::array<double*, K> out, const F& row_sums) {
-  std::vector<double> per_row(static_cast<size_t>(N * C * K));
+  Scratch<double> per_row(N * C * K);  // every entry written below; no zero fill
   for_each_row_run(N, C, S,
                    [&](int64_t row, int64_t rows, int64_t c) { row_sums(row, rows, c, per_row.data() + row * K); });
   for (int k = 0; k < K; ++k) std::fill(out[size_t(k)], out[size_t(k)] + C, 0.0);
