@@ -202,6 +202,21 @@ void squares(const uint16_t* a, int64_t rows, int64_t n, const float* centre, do
       out);
 }
 
+// Both of grad_sums' sums over the whole vectors of [j0, j1) in float lanes, g gated once (GATE: k given);
+// returns where the vectors end.
+template <class V, bool GATE>
+[[gnu::always_inline]] inline int64_t grad_lanes(const uint16_t* g, const uint16_t* x, int64_t j0, int64_t j1,
+                                                 float centre, const BnAffine* k, V& acc0, V& acc1) {
+  acc0 = acc1 = V{};
+  int64_t j = j0;
+  for (; j + kWidth<V> <= j1; j += kWidth<V>) {
+    const V xv = load<V>(x + j), gv = GATE ? gate(load<V>(g + j), xv, k) : load<V>(g + j);
+    acc0 += gv;
+    acc1 += gv * (xv - centre);
+  }
+  return j;
+}
+
 // Both of grad_sums' block sums in one walk of the block, g gated once: GATE says whether k is given.
 template <class V, bool GATE>
 void grad_sums_as(const uint16_t* g, const uint16_t* x, int64_t n, float centre, const BnAffine* k, double* sums) {
@@ -210,13 +225,8 @@ void grad_sums_as(const uint16_t* g, const uint16_t* x, int64_t n, float centre,
   sums[0] = sums[1] = 0;
   for (int64_t j0 = 0; j0 < n; j0 += kBf16NormBlock) {
     const int64_t j1 = j0 + kBf16NormBlock < n ? j0 + kBf16NormBlock : n;
-    V acc0 = {}, acc1 = {};
-    int64_t j = j0;
-    for (; j + kWidth<V> <= j1; j += kWidth<V>) {
-      const V xv = load<V>(x + j), gv = GATE ? gate(load<V>(g + j), xv, k) : load<V>(g + j);
-      acc0 += gv;
-      acc1 += gv * (xv - centre);
-    }
+    V acc0, acc1;
+    int64_t j = grad_lanes<V, GATE>(g, x, j0, j1, centre, k, acc0, acc1);
     float part0 = lane_sum(acc0), part1 = lane_sum(acc1);
     for (; j < j1; ++j) {
       const float xv = load<float>(x + j), gv = GATE ? gate(load<float>(g + j), xv, k) : load<float>(g + j);
@@ -248,15 +258,7 @@ void short_grad_sums(const uint16_t* g, const uint16_t* x, int64_t rows, int64_t
     V acc0[W], acc1[W];
     for (int i = 0; i < W; ++i) {
       const int64_t o = (r + i) * n;
-      const float c = centre[r + i];
-      const BnAffine* ki = GATE ? k + r + i : nullptr;
-      V a0 = {}, a1 = {};
-      for (int64_t j = 0; j + W <= n; j += W) {
-        const V xv = load<V>(x + o + j), gv = GATE ? gate(load<V>(g + o + j), xv, ki) : load<V>(g + o + j);
-        a0 += gv;
-        a1 += gv * (xv - c);
-      }
-      acc0[i] = a0, acc1[i] = a1;
+      grad_lanes<V, GATE>(g + o, x + o, 0, n, centre[r + i], GATE ? k + r + i : nullptr, acc0[i], acc1[i]);
     }
     halve_all<V, W / 2>(acc0);
     halve_all<V, W / 2>(acc1);

@@ -89,22 +89,33 @@ void channel_sums(int64_t N, int64_t C, int64_t S, std::array<double*, K> out, c
   });
 }
 
-// Calls f(i, end, n, c) for each run [i, end) of elements of (N, C, S) within one (n, c), threads
-// splitting the elements.
+// Calls f(i, rows, len, c) over the elements of (N, C, S) in memory order, threads splitting the
+// elements: `rows` whole rows of one sample from element i (len = S), or, where a thread's piece cuts
+// a row, that row's part (rows = 1, len < S).
 template <class F>
-void for_each_run(int64_t N, int64_t C, int64_t S, const F& f) {
+void for_each_span(int64_t N, int64_t C, int64_t S, const F& f) {
   parallel_for_balanced(0, N * C * S, kGrainSize, [&](int64_t b, int64_t e) {
-    int64_t row = b / S, n = row / C, c = row % C, i = b;
-    while (i < e) {
-      const int64_t end = std::min(e, (row + 1) * S);
-      f(i, end, n, c);
-      i = end;
-      ++row;
-      if (++c == C) {
-        c = 0;
-        ++n;
+    for (int64_t i = b; i < e;) {
+      const int64_t row = i / S, c = row % C, start = row * S;
+      if (i != start || e - i < S) {
+        const int64_t end = std::min(e, start + S);
+        f(i, 1, end - i, c);
+        i = end;
+      } else {
+        const int64_t rows = std::min(C - c, (e - i) / S);
+        f(i, rows, S, c);
+        i += rows * S;
       }
     }
+  });
+}
+
+// Calls f(i, end, c) for each run [i, end) of elements of (N, C, S) within one (n, c): for_each_span's
+// runs of rows one row at a time.
+template <class F>
+void for_each_run(int64_t N, int64_t C, int64_t S, const F& f) {
+  for_each_span(N, C, S, [&](int64_t i, int64_t rows, int64_t len, int64_t c) {
+    for (int64_t r = 0; r < rows; ++r, i += len) f(i, i + len, c + r);
   });
 }
 
@@ -239,26 +250,6 @@ void bf16_channel_sums(int64_t N, int64_t C, int64_t S, std::array<double*, K> o
       for (int k = 0; k < K; ++k) out[size_t(k)][c] += per_row[size_t((n * C + c) * K + k)];
 }
 
-// Calls f(i, rows, len, c) over the elements of (N, C, S) in memory order, threads splitting the
-// elements: `rows` whole rows of one sample from element i (len = S), or, where a thread's piece cuts
-// a row, that row's part (rows = 1, len < S).
-template <class F>
-void for_each_span(int64_t N, int64_t C, int64_t S, const F& f) {
-  parallel_for_balanced(0, N * C * S, kGrainSize, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e;) {
-      const int64_t row = i / S, c = row % C, start = row * S;
-      if (i != start || e - i < S) {
-        const int64_t end = std::min(e, start + S);
-        f(i, 1, end - i, c);
-        i = end;
-      } else {
-        const int64_t rows = std::min(C - c, (e - i) / S);
-        f(i, rows, S, c);
-        i += rows * S;
-      }
-    }
-  });
-}
 
 // ---- S == 1: rows of C channels side by side (channels-last activations as (N*H*W, C, 1), BatchNorm1d's
 // (N, C)). The passes above would take each value as a run or row of its own: the sums go through
@@ -461,7 +452,7 @@ void batch_norm_forward(const Tensor& out, const Tensor& mean, const Tensor& var
                           row_affine(k[size_t(c)]), RELU);
           });
         }
-        for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
+        for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t c) {
           const Affine<A> kc = k[size_t(c)];
           if constexpr (is_half_v<T>)
             map_floats(xp, rp, yp, i, end,
@@ -548,7 +539,7 @@ void batch_norm_backward_as(const Tensor& grad_x, const Tensor& grad_w, const Te
                      reinterpret_cast<uint16_t*>(gx + i), m, len, row_floats(p, c), row_floats(q, c), row_floats(r, c),
                      RELU ? row_affine(fwd[size_t(c)]) : nullptr);
     });
-  for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t, int64_t c) {
+  for_each_run(N, C, S, [&](int64_t i, int64_t end, int64_t c) {
     const A pc = p[size_t(c)], qc = q[size_t(c)], rc = r[size_t(c)];
     const Affine<A> kc = RELU ? fwd[size_t(c)] : Affine<A>{};
     if constexpr (is_half_v<T>)
